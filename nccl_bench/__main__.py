@@ -1,0 +1,6 @@
+"""Entry point for `python -m nccl_bench` and `torchrun -m nccl_bench`."""
+
+from nccl_bench.cli import main
+
+if __name__ == "__main__":
+    main()

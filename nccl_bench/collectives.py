@@ -1,0 +1,295 @@
+"""One registry entry per collective: its nccl-tests size meaning, buffers, launch and expected data.
+
+Sizes follow nccl-tests' doc/PERFORMANCE.md: `size_bytes` is the larger of the send and receive
+buffer of one rank (all_gather: the gathered output; reduce_scatter: the input; all_to_all: the
+whole send buffer; gather/scatter: n x chunk). `count` is the element count nccl-tests prints
+(the per-rank chunk for split ops). Adding a collective means adding one entry to REGISTRY.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable
+
+from nccl_bench import bandwidth
+from nccl_bench.results import PLACEMENT_IN, PLACEMENT_OUT
+
+if TYPE_CHECKING:
+    import torch
+
+
+@dataclass(frozen=True)
+class Buffers:
+    """Views into the sweep's preallocated storage for one point (no allocation per point)."""
+
+    send: "torch.Tensor"
+    recv: "torch.Tensor"  # may alias send (in-place placements)
+
+
+@dataclass(frozen=True)
+class OpArgs:
+    rank: int
+    world_size: int
+    root: int
+    reduce_op: object  # torch.distributed.ReduceOp member, or None
+
+
+@dataclass(frozen=True)
+class Collective:
+    name: str
+    summary: str
+    size_meaning: str
+    factor_formula: str
+    factor: Callable[[int], float] | None  # None: no bandwidth (barrier)
+    split: bool  # the buffer is divided into world_size chunks, so size rounds to n x element size
+    placements: tuple[str, ...]
+    has_reduction: bool = False
+    has_root: bool = False
+    min_world_size: int = 1
+    send_elems: Callable[[int, int], int] = lambda elems, n: elems
+    recv_elems: Callable[[int, int], int] = lambda elems, n: elems
+    count: Callable[[int, int], int] = lambda elems, n: elems
+    # (buffers, args) -> zero-argument callable running the op once
+    bind: Callable[[Buffers, OpArgs], Callable[[], None]] | None = None
+    # (rank, world_size, root) -> which buffer holds a result to verify on this rank, or None
+    checks_output: Callable[[int, int, int], bool] = lambda rank, n, root: True
+
+
+def round_size(collective: Collective, size_bytes: int, element_bytes: int, world_size: int) -> int:
+    """Round down to whole elements (and whole chunks for split ops); 0 means too small to run."""
+    unit = element_bytes * (world_size if collective.split else 1)
+    return (size_bytes // unit) * unit
+
+
+def buffer_elems(collective: Collective, size_bytes: int, element_bytes: int, world_size: int) -> tuple[int, int]:
+    elems = size_bytes // element_bytes
+    return collective.send_elems(elems, world_size), collective.recv_elems(elems, world_size)
+
+
+def _chunk(elems: int, n: int) -> int:
+    return elems // n
+
+
+def _dist():
+    import torch.distributed as dist
+
+    return dist
+
+
+def _bind_all_reduce(buffers: Buffers, args: OpArgs):
+    dist = _dist()
+    tensor, op = buffers.recv, args.reduce_op
+    return lambda: dist.all_reduce(tensor, op=op)
+
+
+def _bind_all_gather(buffers: Buffers, args: OpArgs):
+    dist = _dist()
+    gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
+    send, recv = buffers.send, buffers.recv
+    return lambda: gather(recv, send)
+
+
+def _bind_reduce_scatter(buffers: Buffers, args: OpArgs):
+    dist = _dist()
+    scatter = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
+    send, recv, op = buffers.send, buffers.recv, args.reduce_op
+    return lambda: scatter(recv, send, op=op)
+
+
+def _bind_all_to_all(buffers: Buffers, args: OpArgs):
+    dist = _dist()
+    send, recv = buffers.send, buffers.recv
+    return lambda: dist.all_to_all_single(recv, send)
+
+
+def _bind_broadcast(buffers: Buffers, args: OpArgs):
+    dist = _dist()
+    tensor, root = buffers.recv, args.root
+    return lambda: dist.broadcast(tensor, src=root)
+
+
+def _bind_reduce(buffers: Buffers, args: OpArgs):
+    dist = _dist()
+    tensor, root, op = buffers.recv, args.root, args.reduce_op
+    return lambda: dist.reduce(tensor, dst=root, op=op)
+
+
+def _bind_gather(buffers: Buffers, args: OpArgs):
+    dist = _dist()
+    send, root = buffers.send, args.root
+    gather_list = list(buffers.recv.chunk(args.world_size)) if args.rank == root else None
+    return lambda: dist.gather(send, gather_list, dst=root)
+
+
+def _bind_scatter(buffers: Buffers, args: OpArgs):
+    dist = _dist()
+    recv, root = buffers.recv, args.root
+    scatter_list = list(buffers.send.chunk(args.world_size)) if args.rank == root else None
+    return lambda: dist.scatter(recv, scatter_list, src=root)
+
+
+def _bind_sendrecv(buffers: Buffers, args: OpArgs):
+    dist = _dist()
+    n, rank = args.world_size, args.rank
+    ops = [
+        dist.P2POp(dist.isend, buffers.send, (rank + 1) % n),
+        dist.P2POp(dist.irecv, buffers.recv, (rank - 1) % n),
+    ]
+
+    def run():
+        for work in dist.batch_isend_irecv(ops):
+            work.wait()
+
+    return run
+
+
+def _bind_barrier(buffers: Buffers, args: OpArgs):
+    return _dist().barrier
+
+
+BOTH = (PLACEMENT_OUT, PLACEMENT_IN)
+
+REGISTRY: dict[str, Collective] = {
+    c.name: c
+    for c in (
+        Collective(
+            name="all_reduce",
+            summary="every rank ends with the reduction of all ranks' buffers",
+            size_meaning="bytes of the buffer on each rank",
+            factor_formula="2(n-1)/n",
+            factor=bandwidth.all_reduce_factor,
+            split=False,
+            placements=(PLACEMENT_IN,),  # torch's all_reduce has no separate output buffer
+            has_reduction=True,
+            bind=_bind_all_reduce,
+        ),
+        Collective(
+            name="all_gather",
+            summary="every rank ends with all ranks' chunks, concatenated",
+            size_meaning="bytes of the gathered output (n x chunk)",
+            factor_formula="(n-1)/n",
+            factor=bandwidth.gather_like_factor,
+            split=True,
+            placements=BOTH,
+            send_elems=_chunk,
+            count=_chunk,
+            bind=_bind_all_gather,
+        ),
+        Collective(
+            name="reduce_scatter",
+            summary="rank r ends with chunk r of the reduction",
+            size_meaning="bytes of the input on each rank (n x chunk)",
+            factor_formula="(n-1)/n",
+            factor=bandwidth.gather_like_factor,
+            split=True,
+            placements=BOTH,
+            has_reduction=True,
+            recv_elems=_chunk,
+            count=_chunk,
+            bind=_bind_reduce_scatter,
+        ),
+        Collective(
+            name="broadcast",
+            summary="every rank ends with the root's buffer",
+            size_meaning="bytes of the buffer",
+            factor_formula="1",
+            factor=bandwidth.unit_factor,
+            split=False,
+            placements=(PLACEMENT_IN,),  # torch's broadcast writes into the one buffer it is given
+            has_root=True,
+            bind=_bind_broadcast,
+        ),
+        Collective(
+            name="reduce",
+            summary="the root ends with the reduction of all ranks' buffers",
+            size_meaning="bytes of the buffer on each rank",
+            factor_formula="1",
+            factor=bandwidth.unit_factor,
+            split=False,
+            placements=(PLACEMENT_IN,),  # torch's reduce reduces into the buffer it is given
+            has_reduction=True,
+            has_root=True,
+            bind=_bind_reduce,
+            checks_output=lambda rank, n, root: rank == root,
+        ),
+        Collective(
+            name="gather",
+            summary="the root ends with all ranks' chunks, concatenated",
+            size_meaning="bytes gathered at the root (n x chunk)",
+            factor_formula="(n-1)/n",
+            factor=bandwidth.gather_like_factor,
+            split=True,
+            placements=(PLACEMENT_OUT,),
+            has_root=True,
+            send_elems=_chunk,
+            count=_chunk,
+            bind=_bind_gather,
+            checks_output=lambda rank, n, root: rank == root,
+        ),
+        Collective(
+            name="scatter",
+            summary="rank r ends with chunk r of the root's buffer",
+            size_meaning="bytes scattered by the root (n x chunk)",
+            factor_formula="(n-1)/n",
+            factor=bandwidth.gather_like_factor,
+            split=True,
+            placements=(PLACEMENT_OUT,),
+            has_root=True,
+            recv_elems=_chunk,
+            count=_chunk,
+            bind=_bind_scatter,
+        ),
+        Collective(
+            name="all_to_all",
+            summary="rank r sends its chunk k to rank k",
+            size_meaning="bytes of the whole send buffer on each rank (n x chunk)",
+            factor_formula="(n-1)/n",
+            factor=bandwidth.gather_like_factor,
+            split=True,
+            placements=(PLACEMENT_OUT,),
+            count=_chunk,
+            bind=_bind_all_to_all,
+        ),
+        Collective(
+            name="sendrecv",
+            summary="ring: rank r sends to r+1 and receives from r-1 (batched isend/irecv)",
+            size_meaning="bytes sent (and received) by each rank",
+            factor_formula="1",
+            factor=bandwidth.unit_factor,
+            split=False,
+            placements=(PLACEMENT_OUT,),
+            min_world_size=2,
+            bind=_bind_sendrecv,
+        ),
+        Collective(
+            name="barrier",
+            summary="synchronisation only; reports latency, no bandwidth",
+            size_meaning="none (latency only)",
+            factor_formula="-",
+            factor=None,
+            split=False,
+            placements=(PLACEMENT_OUT,),
+            send_elems=lambda elems, n: 0,
+            recv_elems=lambda elems, n: 0,
+            count=lambda elems, n: 0,
+            bind=_bind_barrier,
+            checks_output=lambda rank, n, root: False,
+        ),
+    )
+}
+
+OP_NAMES: tuple[str, ...] = tuple(REGISTRY)
+
+
+def make_buffers(collective: Collective, placement: str, send_store, recv_store, send_elems: int, recv_elems: int, rank: int, world_size: int) -> Buffers:
+    """Views for one point; in-place placements alias the output as nccl-tests does."""
+    if placement == PLACEMENT_OUT:
+        return Buffers(send=send_store[:send_elems], recv=recv_store[:recv_elems])
+    if collective.name == "all_gather":
+        recv = recv_store[:recv_elems]
+        return Buffers(send=recv[rank * send_elems : (rank + 1) * send_elems], recv=recv)
+    if collective.name == "reduce_scatter":
+        send = send_store[:send_elems]
+        return Buffers(send=send, recv=send[rank * recv_elems : (rank + 1) * recv_elems])
+    view = recv_store[:recv_elems]
+    return Buffers(send=view, recv=view)

@@ -1,0 +1,18 @@
+"""The one user-error type: raised anywhere, caught once at the CLI edge, printed as one line."""
+
+
+class UserInputError(Exception):
+    """Bad input from the user; names the option (or file) at fault and what is wrong with it."""
+
+    exit_code = 2
+
+    def __init__(self, option: str, problem: str):
+        super().__init__(f"{option}: {problem}")
+        self.option = option
+        self.problem = problem
+
+
+class RunFailedError(Exception):
+    """A distributed run failed after it started (a rank died, a timeout); partial results are kept."""
+
+    exit_code = 1

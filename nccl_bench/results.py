@@ -1,0 +1,224 @@
+"""Result rows, the on-disk column contract, and crash-safe writing of a run folder.
+
+A run folder holds `results.csv` (one row per op x size x placement, appended and fsynced as
+each point finishes, so a crash loses nothing already measured) and `meta.json` (written at
+start with status "running", rewritten at the end). Every CSV row carries `schema_version`, so
+a bare CSV handed to `compare` or `report` can be recognised without its meta.json.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as _dt
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable
+
+from nccl_bench.errors import UserInputError
+
+SCHEMA_VERSION = 1
+RESULTS_CSV = "results.csv"
+META_JSON = "meta.json"
+
+PLACEMENT_OUT = "out_of_place"
+PLACEMENT_IN = "in_place"
+
+STATUS_OK = "ok"
+STATUS_WRONG = "wrong"
+STATUS_UNSUPPORTED = "unsupported"
+
+
+@dataclass(frozen=True)
+class ResultRow:
+    """One measured point. Times are per operation; a value that does not exist is None."""
+
+    op: str
+    placement: str
+    size_bytes: int
+    count: int
+    dtype: str
+    redop: str  # "none" for ops without a reduction, as nccl-tests prints
+    root: int  # -1 for rootless ops, as nccl-tests prints
+    world_size: int
+    nodes: int
+    backend: str
+    iters: int  # timed operations per trial
+    trials: int
+    time_us: float | None  # mean per op (nccl-tests convention); median over trials
+    time_min_us: float | None  # fastest trial's mean per op
+    time_max_us: float | None  # slowest trial's mean per op
+    p50_us: float | None  # median single-op latency over all timed ops
+    p99_us: float | None
+    algbw_gbps: float | None  # size_bytes / time_us, 1e9 bytes/s
+    busbw_gbps: float | None  # algbw_gbps * busbw_factor
+    busbw_factor: float | None
+    wrong: int | None  # elements that failed the check, summed over ranks; None = not checked
+    slowest_rank: int | None  # the rank whose time defined the row under agg=max
+    agg: str  # how per-rank times were combined: max, avg or min
+    peak_gbps: float | None = None  # reference peak bus bandwidth (see limits)
+    pct_of_peak: float | None = None  # 100 * busbw_gbps / peak_gbps
+    status: str = STATUS_OK  # ok | wrong | unsupported
+    flags: str = ""  # ';'-separated warnings: noisy, below_timer_resolution, ...
+    schema_version: int = SCHEMA_VERSION
+
+
+COLUMNS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(ResultRow))
+KEY_COLUMNS = ("op", "size_bytes", "dtype", "redop", "placement", "world_size")
+_INT_COLUMNS = {"size_bytes", "count", "root", "world_size", "nodes", "iters", "trials", "schema_version"}
+_OPTIONAL_INT_COLUMNS = {"wrong", "slowest_rank"}
+_FLOAT_COLUMNS = {
+    "time_us", "time_min_us", "time_max_us", "p50_us", "p99_us", "algbw_gbps", "busbw_gbps",
+    "busbw_factor", "peak_gbps", "pct_of_peak",
+}
+
+
+def row_to_record(row: ResultRow) -> dict[str, Any]:
+    return dataclasses.asdict(row)
+
+
+def record_to_row(record: dict[str, Any]) -> ResultRow:
+    """Inverse of row_to_record for values read back from CSV/JSON (strings, NaN or None)."""
+    values: dict[str, Any] = {}
+    for name in COLUMNS:
+        raw = record.get(name)
+        values[name] = _coerce(name, raw)
+    return ResultRow(**values)
+
+
+def _is_missing(raw: Any) -> bool:
+    return raw is None or raw == "" or (isinstance(raw, float) and raw != raw)
+
+
+def _coerce(name: str, raw: Any) -> Any:
+    if name in _INT_COLUMNS:
+        return int(float(raw))
+    if name in _OPTIONAL_INT_COLUMNS:
+        return None if _is_missing(raw) else int(float(raw))
+    if name in _FLOAT_COLUMNS:
+        return None if _is_missing(raw) else float(raw)
+    return "" if _is_missing(raw) else str(raw)
+
+
+class ResultsWriter:
+    """Appends rows to results.csv, flushed and fsynced per row: a crash keeps every finished point."""
+
+    def __init__(self, run_dir: Path):
+        self.path = Path(run_dir) / RESULTS_CSV
+        self._file = open(self.path, "a", newline="", encoding="utf-8")
+        self._needs_header = self._file.tell() == 0
+
+    def append(self, row: ResultRow) -> None:
+        import pandas as pd
+
+        frame = pd.DataFrame([row_to_record(row)], columns=list(COLUMNS))
+        frame.to_csv(self._file, header=self._needs_header, index=False, lineterminator="\n")
+        self._needs_header = False
+        self._sync()
+
+    def _sync(self) -> None:
+        self._file.flush()
+        os.fsync(self._file.fileno())
+
+    def close(self) -> None:
+        if not self._file.closed:
+            self._file.close()
+
+
+def write_meta(run_dir: Path, meta: dict[str, Any]) -> None:
+    """Atomic rewrite (temp file + rename) so meta.json is never half-written."""
+    path = Path(run_dir) / META_JSON
+    tmp = path.with_suffix(".json.tmp")
+    with open(tmp, "w", encoding="utf-8") as handle:
+        json.dump(meta, handle, indent=2, sort_keys=True, default=str)
+        handle.write("\n")
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)
+
+
+def utc_stamp(now: _dt.datetime | None = None) -> str:
+    now = now or _dt.datetime.now(_dt.timezone.utc)
+    return now.strftime("%Y%m%dT%H%M%SZ")
+
+
+def new_run_dir(root: Path, ops: Iterable[str], now: _dt.datetime | None = None) -> Path:
+    """results/<UTC timestamp>_<ops>/, never an existing folder (a suffix is added instead)."""
+    ops = list(ops)
+    label = "all" if len(ops) > 3 else "+".join(ops)
+    base = Path(root) / f"{utc_stamp(now)}_{label}"
+    candidate, suffix = base, 1
+    while candidate.exists():
+        suffix += 1
+        candidate = base.with_name(f"{base.name}-{suffix}")
+    return candidate
+
+
+def prepare_run_dir(path: Path, option: str = "--out") -> Path:
+    """Create the run folder up front so a bad path fails before any measuring."""
+    path = Path(path)
+    if path.exists() and (not path.is_dir() or any(path.iterdir())):
+        raise UserInputError(option, f"{path} already exists and is not empty; a run never overwrites results")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        probe = path / ".write-test"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as exc:
+        raise UserInputError(option, f"cannot write to {path}: {exc.strerror or exc}") from None
+    return path
+
+
+def resolve_results_csv(path: Path, option: str) -> Path:
+    """Accept a run folder or a results.csv; name the option when neither is there."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / RESULTS_CSV
+    if not path.is_file():
+        raise UserInputError(option, f"no results found at {path}")
+    return path
+
+
+def read_rows(path: Path, option: str = "RESULTS") -> list[ResultRow]:
+    """Read a results.csv (or its run folder) back into rows, checking the column contract."""
+    import pandas as pd
+
+    csv_path = resolve_results_csv(path, option)
+    try:
+        frame = pd.read_csv(csv_path, dtype=str, keep_default_na=False)
+    except pd.errors.EmptyDataError:
+        raise UserInputError(option, f"{csv_path} is empty") from None
+    except (OSError, UnicodeDecodeError, ValueError, pd.errors.ParserError) as exc:
+        raise UserInputError(option, f"cannot parse {csv_path}: {str(exc).strip().splitlines()[0]}") from None
+    header = list(frame.columns)
+    records = frame.to_dict("records")
+    if "schema_version" not in header:
+        raise UserInputError(option, f"{csv_path} is not an nccl_bench results CSV (no schema_version column)")
+    missing = [c for c in COLUMNS if c not in header]
+    versions = {r.get("schema_version") for r in records}
+    for version in versions:
+        if version != str(SCHEMA_VERSION):
+            raise UserInputError(
+                option,
+                f"{csv_path} has results format version {version}; this nccl_bench reads version {SCHEMA_VERSION}",
+            )
+    if missing:
+        raise UserInputError(option, f"{csv_path} lacks columns: {', '.join(missing)}")
+    rows = []
+    for line_number, record in enumerate(records, start=2):
+        try:
+            rows.append(record_to_row(record))
+        except (TypeError, ValueError) as exc:
+            raise UserInputError(option, f"{csv_path} line {line_number}: {exc}") from None
+    return rows
+
+
+def read_meta(run_dir: Path) -> dict[str, Any] | None:
+    path = Path(run_dir) / META_JSON
+    if not path.is_file():
+        return None
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None

@@ -1,0 +1,73 @@
+"""Byte-size grammar ("1K", "64M", "1G" are powers of 1024, as nccl-tests) and size sequences."""
+
+from __future__ import annotations
+
+import math
+import re
+
+from nccl_bench.errors import UserInputError
+
+_SUFFIX_POWER = {"": 0, "K": 1, "M": 2, "G": 3, "T": 4}
+_SIZE_PATTERN = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(?:I?B)?\s*$", re.IGNORECASE)
+
+
+def parse_size(text: str | int, option: str = "size") -> int:
+    """Parse '8', '1K', '64M', '1G' (also '1KiB', '1KB': still 1024-based, as nccl-tests) into bytes."""
+    if isinstance(text, bool):
+        raise UserInputError(option, f"expected a byte size like 1K or 64M, got {text!r}")
+    if isinstance(text, int):
+        value = text
+    else:
+        match = _SIZE_PATTERN.match(str(text))
+        if not match:
+            raise UserInputError(option, f"expected a byte size like 8, 1K, 64M or 1G, got {text!r}")
+        number, suffix = match.groups()
+        scaled = float(number) * 1024 ** _SUFFIX_POWER[suffix.upper()]
+        if scaled != int(scaled):
+            raise UserInputError(option, f"{text!r} is not a whole number of bytes")
+        value = int(scaled)
+    if value <= 0:
+        raise UserInputError(option, f"a size must be at least 1 byte, got {text!r}")
+    return value
+
+
+def format_size(size_bytes: int) -> str:
+    """Shortest exact label: 1024 -> '1K', 1536 -> '1536', 1073741824 -> '1G'."""
+    for suffix in ("T", "G", "M", "K"):
+        unit = 1024 ** _SUFFIX_POWER[suffix]
+        if size_bytes >= unit and size_bytes % unit == 0:
+            return f"{size_bytes // unit}{suffix}"
+    return str(size_bytes)
+
+
+def geometric_sizes(min_bytes: int, max_bytes: int, factor: float) -> list[int]:
+    """min, min*f, min*f^2, ... up to max inclusive (nccl-tests -b/-e/-f)."""
+    if factor <= 1:
+        raise UserInputError("--step-factor", f"must be greater than 1, got {factor:g}")
+    _check_range(min_bytes, max_bytes)
+    sizes = []
+    step = 0
+    while True:
+        size = int(math.floor(min_bytes * factor**step + 1e-9))
+        if size > max_bytes:
+            break
+        if not sizes or size != sizes[-1]:
+            sizes.append(size)
+        step += 1
+    return sizes
+
+
+def linear_sizes(min_bytes: int, max_bytes: int, step_bytes: int) -> list[int]:
+    """min, min+i, min+2i, ... up to max inclusive (nccl-tests -i)."""
+    if step_bytes <= 0:
+        raise UserInputError("--step-bytes", f"must be at least 1 byte, got {step_bytes}")
+    _check_range(min_bytes, max_bytes)
+    return list(range(min_bytes, max_bytes + 1, step_bytes))
+
+
+def _check_range(min_bytes: int, max_bytes: int) -> None:
+    if min_bytes > max_bytes:
+        raise UserInputError(
+            "--min-bytes",
+            f"{format_size(min_bytes)} is above --max-bytes {format_size(max_bytes)}",
+        )
