@@ -1,0 +1,391 @@
+"""Verdicts for a current run against a baseline: per op and size, noise-aware, pure.
+
+Rows match on `results.KEY_COLUMNS` (op, size_bytes, dtype, redop, placement, world_size). Each
+matched row is judged on one metric: bus bandwidth for sizes >= min_bytes (a drop is worse), the
+per-op time for smaller, latency-bound sizes or ops without a bandwidth (a rise is worse). A row
+regresses when that metric is worse by more than the tolerance; when both runs measured several
+trials, it must also be worse beyond the noise: the [time_min_us, time_max_us] ranges of the two
+runs must not overlap (bandwidth is size / time, so the time ranges decide for both metrics).
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Sequence
+
+from nccl_bench.errors import UserInputError
+from nccl_bench.results import (
+    KEY_COLUMNS,
+    STATUS_UNSUPPORTED,
+    STATUS_WRONG,
+    ResultRow,
+    read_rows,
+)
+
+# 10% busbw is the run-to-run spread that scripts around nccl-tests commonly accept; tighter
+# thresholds flap on shared CI nodes, looser ones miss a link that trained at a lower speed.
+DEFAULT_TOLERANCE = 0.10
+# Below ~64 KiB a collective's time is mostly fixed per-call latency (nccl-tests' small-message
+# plateau), so its busbw is a latency number in disguise; judge those sizes on time instead.
+DEFAULT_MIN_BYTES = 64 * 1024
+
+METRIC_BUSBW = "busbw_gbps"
+METRIC_TIME = "time_us"
+
+VERDICT_OK = "ok"
+VERDICT_REGRESSION = "regression"
+VERDICT_FASTER = "faster"  # better by more than the tolerance: informational, never fails
+VERDICT_NOISY = "noisy"  # worse by more than the tolerance, but the trial ranges overlap
+VERDICT_WRONG = "wrong"  # the current run failed its data check: a failure whatever the speed
+VERDICT_UNSUPPORTED = "unsupported"  # listed, not judged
+VERDICT_NO_DATA = "no data"  # a side has no usable value for the metric
+VERDICT_ONLY_BASELINE = "missing in current"
+VERDICT_ONLY_CURRENT = "missing in baseline"
+
+FAILING_VERDICTS = frozenset({VERDICT_REGRESSION, VERDICT_WRONG})
+VERDICT_ORDER = (
+    VERDICT_REGRESSION, VERDICT_WRONG, VERDICT_NOISY, VERDICT_OK, VERDICT_FASTER,
+    VERDICT_UNSUPPORTED, VERDICT_NO_DATA, VERDICT_ONLY_BASELINE, VERDICT_ONLY_CURRENT,
+)
+
+EXIT_OK = 0
+EXIT_REGRESSION = 1
+
+_TOLERANCE_PATTERN = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(%?)\s*$")
+_BASELINE_NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+BASELINES_DIR = "baselines"
+
+
+@dataclass(frozen=True)
+class RowKey:
+    op: str
+    size_bytes: int
+    dtype: str
+    redop: str
+    placement: str
+    world_size: int | None  # None when --allow-mismatch matched across world sizes
+
+    def label(self) -> str:
+        from nccl_bench.sizes import format_size
+
+        parts = [self.op, format_size(self.size_bytes), self.dtype]
+        if self.redop and self.redop != "none":
+            parts.append(self.redop)
+        parts.append(self.placement)
+        if self.world_size is not None:
+            parts.append(f"n={self.world_size}")
+        return " ".join(parts)
+
+
+@dataclass(frozen=True)
+class RowComparison:
+    """The verdict on one key; values are those of `metric` (None when a side has none)."""
+
+    key: RowKey
+    baseline: ResultRow | None
+    current: ResultRow | None
+    verdict: str
+    metric: str | None = None
+    baseline_value: float | None = None
+    current_value: float | None = None
+    delta_pct: float | None = None  # 100 * (current - baseline) / baseline, of `metric`
+    ranges_overlap: bool | None = None  # None: not both runs had trials > 1
+    reason: str = ""
+
+    @property
+    def failed(self) -> bool:
+        return self.verdict in FAILING_VERDICTS
+
+
+@dataclass(frozen=True)
+class Comparison:
+    baseline_label: str
+    current_label: str
+    tolerance: float  # fraction, 0.1 = 10%
+    min_bytes: int
+    rows: tuple[RowComparison, ...]
+    notes: tuple[str, ...] = field(default=())  # mismatches let through by --allow-mismatch
+
+    @property
+    def failures(self) -> tuple[RowComparison, ...]:
+        return tuple(r for r in self.rows if r.failed)
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_REGRESSION if self.failures else EXIT_OK
+
+    def counts(self) -> dict[str, int]:
+        """Rows per verdict, in VERDICT_ORDER, verdicts that occur only."""
+        found = {v: 0 for v in VERDICT_ORDER}
+        for row in self.rows:
+            found[row.verdict] = found.get(row.verdict, 0) + 1
+        return {v: n for v, n in found.items() if n}
+
+    def summary(self) -> str:
+        """One line: the outcome, the counts, the rule applied."""
+        counts = self.counts()
+        head = "REGRESSION" if self.failures else "OK"
+        body = ", ".join(f"{n} {v}" for v, n in counts.items()) or "no rows"
+        return (
+            f"{head}: {len(self.rows)} rows compared ({body}); "
+            f"tolerance {format_tolerance(self.tolerance)}, latency-judged below {_size(self.min_bytes)}"
+        )
+
+
+def parse_tolerance(text: str | float, option: str = "--tolerance") -> float:
+    """'10%' or '0.1' -> 0.1. A bare number must be a fraction below 1, so '10' is refused as ambiguous."""
+    match = _TOLERANCE_PATTERN.match(str(text))
+    if not match:
+        raise UserInputError(option, f"expected a percentage like 10% or a fraction like 0.1, got {text!r}")
+    number, percent = float(match.group(1)), match.group(2)
+    if percent:
+        if number >= 100:
+            raise UserInputError(option, f"must be below 100%, got {text!r}")
+        return number / 100
+    if number >= 1:
+        raise UserInputError(option, f"{text!r} is ambiguous; write {number:g}% or a fraction below 1 like 0.1")
+    return number
+
+
+def format_tolerance(tolerance: float) -> str:
+    return f"{tolerance * 100:g}%"
+
+
+def compare_rows(
+    baseline: Sequence[ResultRow],
+    current: Sequence[ResultRow],
+    tolerance: float = DEFAULT_TOLERANCE,
+    min_bytes: int = DEFAULT_MIN_BYTES,
+    allow_mismatch: bool = False,
+    baseline_label: str = "baseline",
+    current_label: str = "current",
+) -> Comparison:
+    """Match rows on their key and judge each pair; rows without a partner are listed, not dropped."""
+    if not baseline:
+        raise UserInputError(baseline_label, "has no result rows")
+    if not current:
+        raise UserInputError(current_label, "has no result rows")
+    notes = _check_compatible(baseline, current, allow_mismatch, baseline_label, current_label)
+    across_world_sizes = allow_mismatch and _world_sizes(baseline) != _world_sizes(current)
+    base_index = _index(baseline, across_world_sizes, baseline_label)
+    cur_index = _index(current, across_world_sizes, current_label)
+    if not base_index.keys() & cur_index.keys():
+        raise UserInputError(
+            current_label,
+            f"shares no (op, size, dtype, redop, placement, world size) row with {baseline_label}; "
+            "were they measured with the same ops and sizes?",
+        )
+    rows = [
+        judge(key, row, cur_index.get(key), tolerance, min_bytes) for key, row in base_index.items()
+    ]
+    rows += [
+        RowComparison(key, None, row, VERDICT_ONLY_CURRENT, reason="no baseline row to compare with")
+        for key, row in cur_index.items()
+        if key not in base_index
+    ]
+    return Comparison(baseline_label, current_label, tolerance, min_bytes, tuple(rows), tuple(notes))
+
+
+def judge(
+    key: RowKey,
+    baseline: ResultRow,
+    current: ResultRow | None,
+    tolerance: float,
+    min_bytes: int,
+) -> RowComparison:
+    """The verdict on one matched pair (current None: the row is missing from the current run)."""
+    if current is None:
+        return RowComparison(key, baseline, None, VERDICT_ONLY_BASELINE, reason="not measured in the current run")
+    if STATUS_UNSUPPORTED in (baseline.status, current.status):
+        side = "baseline" if baseline.status == STATUS_UNSUPPORTED else "current"
+        return RowComparison(key, baseline, current, VERDICT_UNSUPPORTED, reason=f"unsupported in the {side} run")
+    metric = _metric_for(key.size_bytes, baseline, current, min_bytes)
+    base_value, cur_value = getattr(baseline, metric), getattr(current, metric)
+    if current.status == STATUS_WRONG:
+        wrong = "" if current.wrong is None else f" ({current.wrong} wrong elements)"
+        return RowComparison(
+            key, baseline, current, VERDICT_WRONG, metric, base_value, cur_value,
+            _delta_pct(base_value, cur_value), reason=f"current run failed its data check{wrong}",
+        )
+    if base_value is None or cur_value is None or base_value <= 0:
+        return RowComparison(
+            key, baseline, current, VERDICT_NO_DATA, metric, base_value, cur_value,
+            reason=f"no {metric} to compare",
+        )
+    delta = _delta_pct(base_value, cur_value)
+    # A drop in busbw or a rise in time is "worse"; both are judged against the same tolerance.
+    worse_pct = -delta if metric == METRIC_BUSBW else delta
+    overlap = trial_ranges_overlap(baseline, current)
+    limit_pct = tolerance * 100
+    what = f"{_metric_name(metric)} {_fmt(base_value)} -> {_fmt(cur_value)} {_unit(metric)} ({delta:+.1f}%)"
+    tol = format_tolerance(tolerance)
+    if worse_pct > limit_pct and not overlap:
+        verdict, why = VERDICT_REGRESSION, f"{what}: worse by more than {tol}"
+        if overlap is False:
+            why += " and the trial ranges do not overlap"
+    elif worse_pct > limit_pct:
+        verdict, why = VERDICT_NOISY, f"{what}: worse by more than {tol}, but the trial ranges overlap"
+    elif -worse_pct > limit_pct and not overlap:
+        verdict, why = VERDICT_FASTER, f"{what}: better by more than {tol}"
+    elif abs(worse_pct) > limit_pct:
+        verdict, why = VERDICT_OK, f"{what}: better by more than {tol}, but the trial ranges overlap"
+    else:
+        verdict, why = VERDICT_OK, f"{what}: within {tol}"
+    return RowComparison(key, baseline, current, verdict, metric, base_value, cur_value, delta, overlap, why)
+
+
+def trial_ranges_overlap(baseline: ResultRow, current: ResultRow) -> bool | None:
+    """Whether the [time_min_us, time_max_us] spreads across trials overlap; None unless both have trials > 1."""
+    spans = []
+    for row in (baseline, current):
+        if row.trials <= 1 or row.time_min_us is None or row.time_max_us is None:
+            return None
+        spans.append((row.time_min_us, row.time_max_us))
+    (base_lo, base_hi), (cur_lo, cur_hi) = spans
+    return base_lo <= cur_hi and cur_lo <= base_hi
+
+
+def compare_paths(
+    baseline_path: Path,
+    current_path: Path,
+    tolerance: float = DEFAULT_TOLERANCE,
+    min_bytes: int = DEFAULT_MIN_BYTES,
+    allow_mismatch: bool = False,
+    baseline_option: str = "BASELINE",
+    current_option: str = "CURRENT",
+) -> Comparison:
+    """Read two run folders (or results.csv files) and compare them; bad input names its option."""
+    baseline = read_rows(Path(baseline_path), baseline_option)
+    current = read_rows(Path(current_path), current_option)
+    return compare_rows(
+        baseline, current, tolerance, min_bytes, allow_mismatch,
+        baseline_label=f"{baseline_option} {baseline_path}", current_label=f"{current_option} {current_path}",
+    )
+
+
+def check_against_baseline(
+    run_dir: Path,
+    baseline_path: Path,
+    tolerance: float = DEFAULT_TOLERANCE,
+    min_bytes: int = DEFAULT_MIN_BYTES,
+    allow_mismatch: bool = False,
+) -> Comparison:
+    """What `sweep --baseline` runs after a sweep: the finished run against a stored baseline."""
+    return compare_paths(
+        baseline_path, run_dir, tolerance, min_bytes, allow_mismatch,
+        baseline_option="--baseline", current_option="run",
+    )
+
+
+def check_baseline_path(path: Path, option: str = "--baseline") -> Path:
+    """Fail before measuring when the baseline cannot be read, rather than after an hour of sweep."""
+    read_rows(Path(path), option)
+    return Path(path)
+
+
+def validate_baseline_name(name: str, option: str = "--save-baseline") -> str:
+    if not _BASELINE_NAME_PATTERN.match(name) or name in (".", ".."):
+        raise UserInputError(option, f"{name!r} is not a baseline name; use letters, digits, '.', '_' or '-'")
+    return name
+
+
+def baseline_dir(results_root: Path, name: str) -> Path:
+    return Path(results_root) / BASELINES_DIR / validate_baseline_name(name)
+
+
+def save_baseline(run_dir: Path, name: str, results_root: Path) -> Path:
+    """Copy a finished run folder to results_root/baselines/NAME/, replacing an older baseline of that name.
+
+    Replacing is the point of a named baseline (CI refreshes `main` on every merge); the copy is
+    made beside the target and renamed into place, so a crash never leaves half a baseline.
+    """
+    target = baseline_dir(results_root, name)
+    run_dir = Path(run_dir)
+    read_rows(run_dir, "--save-baseline")  # refuse to store a run that has no readable results
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = target.with_name(f".{name}.saving")
+    old = target.with_name(f".{name}.old")
+    for leftover in (staging, old):
+        if leftover.exists():
+            shutil.rmtree(leftover)
+    shutil.copytree(run_dir, staging)
+    if target.exists():
+        target.rename(old)
+    staging.rename(target)
+    if old.exists():
+        shutil.rmtree(old)
+    return target
+
+
+def _check_compatible(
+    baseline: Sequence[ResultRow], current: Sequence[ResultRow], allow_mismatch: bool,
+    baseline_label: str, current_label: str,
+) -> list[str]:
+    notes = []
+    for what, values in (("world size", _world_sizes), ("backend", _backends)):
+        base, cur = values(baseline), values(current)
+        if base == cur:
+            continue
+        text = f"{what} differs: {baseline_label} has {_join(base)}, {current_label} has {_join(cur)}"
+        if not allow_mismatch:
+            raise UserInputError(current_label, f"{text}; pass --allow-mismatch to compare anyway")
+        notes.append(text)
+    return notes
+
+
+def _index(rows: Iterable[ResultRow], across_world_sizes: bool, label: str) -> dict[RowKey, ResultRow]:
+    index: dict[RowKey, ResultRow] = {}
+    for row in rows:
+        key = RowKey(
+            row.op, row.size_bytes, row.dtype, row.redop, row.placement,
+            None if across_world_sizes else row.world_size,
+        )
+        if key in index:
+            raise UserInputError(label, f"has two rows for {key.label()}; compare needs one row per {KEY_COLUMNS}")
+        index[key] = row
+    return index
+
+
+def _metric_for(size_bytes: int, baseline: ResultRow, current: ResultRow, min_bytes: int) -> str:
+    if size_bytes < min_bytes or baseline.busbw_gbps is None or current.busbw_gbps is None:
+        return METRIC_TIME
+    return METRIC_BUSBW
+
+
+def _delta_pct(base: float | None, cur: float | None) -> float | None:
+    if base is None or cur is None or base <= 0:
+        return None
+    return 100.0 * (cur - base) / base
+
+
+def _world_sizes(rows: Iterable[ResultRow]) -> frozenset[int]:
+    return frozenset(r.world_size for r in rows)
+
+
+def _backends(rows: Iterable[ResultRow]) -> frozenset[str]:
+    return frozenset(r.backend for r in rows)
+
+
+def _join(values: Iterable[object]) -> str:
+    return "/".join(str(v) for v in sorted(values))
+
+
+def _metric_name(metric: str) -> str:
+    return "busbw" if metric == METRIC_BUSBW else "time"
+
+
+def _unit(metric: str) -> str:
+    return "GB/s" if metric == METRIC_BUSBW else "us"
+
+
+def _fmt(value: float) -> str:
+    return f"{value:.4g}"
+
+
+def _size(size_bytes: int) -> str:
+    from nccl_bench.sizes import format_size
+
+    return format_size(size_bytes)

@@ -1,0 +1,263 @@
+"""Verdict logic of nccl_bench.compare over synthetic rows, with exact expectations."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from nccl_bench import compare as cmp
+from nccl_bench.errors import UserInputError
+from nccl_bench.results import STATUS_UNSUPPORTED, STATUS_WRONG, ResultRow, ResultsWriter, read_rows
+
+MiB = 1024 * 1024
+
+
+def row(op="all_reduce", size_bytes=MiB, time_us=100.0, trials=1, spread=None, **changes) -> ResultRow:
+    """A plausible row whose busbw follows from its time (factor 1 keeps the arithmetic exact)."""
+    busbw = None if time_us is None else size_bytes / time_us / 1e3
+    lo, hi = (None, None) if spread is None else (time_us - spread, time_us + spread)
+    base = ResultRow(
+        op=op, placement="in_place", size_bytes=size_bytes, count=size_bytes // 4, dtype="float",
+        redop="sum", root=-1, world_size=2, nodes=1, backend="gloo", iters=10, trials=trials,
+        time_us=time_us, time_min_us=lo, time_max_us=hi, p50_us=time_us, p99_us=time_us,
+        algbw_gbps=busbw, busbw_gbps=busbw, busbw_factor=1.0, wrong=0, slowest_rank=0, agg="max",
+    )
+    return dataclasses.replace(base, **changes)
+
+
+def only(comparison: cmp.Comparison) -> cmp.RowComparison:
+    assert len(comparison.rows) == 1
+    return comparison.rows[0]
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [("10%", 0.10), ("0.1", 0.1), (" 5 % ", 0.05), ("0", 0.0), ("2.5%", 0.025), (".25", 0.25), ("0%", 0.0)],
+)
+def test_parse_tolerance_accepts_percent_and_fraction(text, expected):
+    assert cmp.parse_tolerance(text) == pytest.approx(expected, abs=1e-15)
+
+
+@pytest.mark.parametrize("text", ["10", "1", "100%", "-5%", "ten", "", "10%%", "0.1.2"])
+def test_parse_tolerance_rejects_ambiguous_or_bad_values_naming_the_option(text):
+    with pytest.raises(UserInputError) as info:
+        cmp.parse_tolerance(text)
+    assert info.value.option == "--tolerance"
+
+
+def test_busbw_drop_beyond_tolerance_is_a_regression_judged_on_busbw():
+    # time 100 -> 125 us: busbw drops to 80% of baseline, i.e. -20%
+    result = only(cmp.compare_rows([row(time_us=100.0)], [row(time_us=125.0)], tolerance=0.10))
+    assert result.verdict == cmp.VERDICT_REGRESSION
+    assert result.metric == cmp.METRIC_BUSBW
+    assert result.delta_pct == pytest.approx(-20.0)
+    assert result.failed
+    assert "busbw" in result.reason and "-20.0%" in result.reason
+
+
+def test_busbw_drop_within_tolerance_is_ok():
+    # busbw ratio 100/110 = 0.909: a 9.09% drop, inside 10%
+    result = only(cmp.compare_rows([row(time_us=100.0)], [row(time_us=110.0)], tolerance=0.10))
+    assert result.verdict == cmp.VERDICT_OK
+    assert result.delta_pct == pytest.approx(100 * (100 / 110 - 1))
+
+
+def test_drop_exactly_at_tolerance_is_not_a_regression():
+    base, cur = row(time_us=100.0), row(time_us=100.0)
+    cur = dataclasses.replace(cur, busbw_gbps=base.busbw_gbps * 0.75)
+    assert only(cmp.compare_rows([base], [cur], tolerance=0.25)).verdict == cmp.VERDICT_OK
+
+
+def test_faster_beyond_tolerance_is_reported_but_never_fails():
+    comparison = cmp.compare_rows([row(time_us=100.0)], [row(time_us=50.0)], tolerance=0.10)
+    assert only(comparison).verdict == cmp.VERDICT_FASTER
+    assert only(comparison).delta_pct == pytest.approx(100.0)
+    assert comparison.exit_code == 0
+
+
+def test_small_sizes_are_judged_on_time_rising():
+    small = 1024
+    result = only(
+        cmp.compare_rows([row(size_bytes=small, time_us=10.0)], [row(size_bytes=small, time_us=11.5)],
+                         tolerance=0.10, min_bytes=64 * 1024)
+    )
+    assert result.metric == cmp.METRIC_TIME
+    assert result.verdict == cmp.VERDICT_REGRESSION
+    assert result.delta_pct == pytest.approx(15.0)
+    assert (result.baseline_value, result.current_value) == (10.0, 11.5)
+
+
+def test_min_bytes_boundary_size_is_judged_on_busbw():
+    result = only(cmp.compare_rows([row(size_bytes=65536)], [row(size_bytes=65536)], min_bytes=65536))
+    assert result.metric == cmp.METRIC_BUSBW
+
+
+def test_ops_without_bandwidth_fall_back_to_time():
+    base = row(op="barrier", time_us=20.0, busbw_gbps=None, algbw_gbps=None)
+    cur = row(op="barrier", time_us=30.0, busbw_gbps=None, algbw_gbps=None)
+    result = only(cmp.compare_rows([base], [cur]))
+    assert result.metric == cmp.METRIC_TIME
+    assert result.verdict == cmp.VERDICT_REGRESSION
+
+
+def test_with_trials_overlapping_ranges_make_a_big_drop_noisy_not_failing():
+    # medians 100 vs 130 us (busbw -23%) but ranges [60, 140] and [90, 170] overlap
+    base, cur = row(time_us=100.0, trials=5, spread=40.0), row(time_us=130.0, trials=5, spread=40.0)
+    comparison = cmp.compare_rows([base], [cur], tolerance=0.10)
+    assert only(comparison).verdict == cmp.VERDICT_NOISY
+    assert only(comparison).ranges_overlap is True
+    assert comparison.exit_code == 0
+
+
+def test_with_trials_disjoint_ranges_and_big_drop_fail():
+    base, cur = row(time_us=100.0, trials=5, spread=5.0), row(time_us=130.0, trials=5, spread=5.0)
+    result = only(cmp.compare_rows([base], [cur], tolerance=0.10))
+    assert result.verdict == cmp.VERDICT_REGRESSION
+    assert result.ranges_overlap is False
+    assert "do not overlap" in result.reason
+
+
+def test_with_trials_disjoint_ranges_but_small_drop_pass():
+    base, cur = row(time_us=100.0, trials=5, spread=1.0), row(time_us=105.0, trials=5, spread=1.0)
+    assert only(cmp.compare_rows([base], [cur], tolerance=0.10)).verdict == cmp.VERDICT_OK
+
+
+def test_trials_rule_needs_both_runs_to_have_trials():
+    base, cur = row(time_us=100.0, trials=5, spread=40.0), row(time_us=130.0, trials=1)
+    result = only(cmp.compare_rows([base], [cur], tolerance=0.10))
+    assert result.ranges_overlap is None
+    assert result.verdict == cmp.VERDICT_REGRESSION
+
+
+def test_trial_ranges_touching_count_as_overlap():
+    base, cur = row(time_us=100.0, trials=3, spread=10.0), row(time_us=120.0, trials=3, spread=10.0)
+    assert cmp.trial_ranges_overlap(base, cur) is True
+
+
+def test_unsupported_rows_are_listed_not_judged():
+    base, cur = row(), row(status=STATUS_UNSUPPORTED, time_us=None)
+    comparison = cmp.compare_rows([base, row(size_bytes=2 * MiB)], [cur, row(size_bytes=2 * MiB)])
+    assert [r.verdict for r in comparison.rows] == [cmp.VERDICT_UNSUPPORTED, cmp.VERDICT_OK]
+    assert comparison.rows[0].metric is None
+    assert comparison.exit_code == 0
+
+
+def test_current_failing_its_data_check_fails_whatever_the_speed():
+    result = only(cmp.compare_rows([row()], [row(status=STATUS_WRONG, wrong=7)]))
+    assert result.verdict == cmp.VERDICT_WRONG
+    assert result.failed
+    assert "7 wrong elements" in result.reason
+
+
+def test_missing_rows_on_either_side_are_listed_in_order():
+    base = [row(size_bytes=MiB), row(size_bytes=2 * MiB)]
+    cur = [row(size_bytes=MiB), row(size_bytes=4 * MiB)]
+    comparison = cmp.compare_rows(base, cur)
+    assert [(r.key.size_bytes, r.verdict) for r in comparison.rows] == [
+        (MiB, cmp.VERDICT_OK),
+        (2 * MiB, cmp.VERDICT_ONLY_BASELINE),
+        (4 * MiB, cmp.VERDICT_ONLY_CURRENT),
+    ]
+    assert comparison.exit_code == 0
+    assert comparison.counts() == {cmp.VERDICT_OK: 1, cmp.VERDICT_ONLY_BASELINE: 1, cmp.VERDICT_ONLY_CURRENT: 1}
+
+
+def test_rows_match_on_every_key_column():
+    base = [row(dtype="float"), row(dtype="half"), row(redop="max"), row(placement="out_of_place")]
+    cur = [row(dtype="half", time_us=200.0)]
+    comparison = cmp.compare_rows(base, cur)
+    judged = [r for r in comparison.rows if r.current is not None]
+    assert len(judged) == 1 and judged[0].key.dtype == "half"
+    assert judged[0].verdict == cmp.VERDICT_REGRESSION
+
+
+def test_world_size_mismatch_is_an_input_error_unless_allowed():
+    base, cur = [row(world_size=2)], [row(world_size=4)]
+    with pytest.raises(UserInputError) as info:
+        cmp.compare_rows(base, cur)
+    assert "world size" in info.value.problem and "--allow-mismatch" in info.value.problem
+    comparison = cmp.compare_rows(base, cur, allow_mismatch=True)
+    # busbw is normalised for rank count, so the rows are matched across world sizes
+    assert only(comparison).verdict == cmp.VERDICT_OK
+    assert only(comparison).key.world_size is None
+    assert comparison.notes and "world size differs" in comparison.notes[0]
+
+
+def test_backend_mismatch_is_an_input_error_unless_allowed():
+    base, cur = [row(backend="nccl")], [row(backend="gloo")]
+    with pytest.raises(UserInputError, match="backend differs"):
+        cmp.compare_rows(base, cur)
+    assert only(cmp.compare_rows(base, cur, allow_mismatch=True)).verdict == cmp.VERDICT_OK
+
+
+def test_nothing_in_common_is_an_input_error():
+    with pytest.raises(UserInputError, match="shares no"):
+        cmp.compare_rows([row(op="all_reduce")], [row(op="broadcast")])
+
+
+def test_empty_side_is_an_input_error():
+    with pytest.raises(UserInputError, match="no result rows"):
+        cmp.compare_rows([], [row()])
+
+
+def test_duplicate_keys_are_an_input_error():
+    with pytest.raises(UserInputError, match="two rows"):
+        cmp.compare_rows([row(), row()], [row()])
+
+
+def test_summary_line_counts_and_states_the_rule():
+    comparison = cmp.compare_rows(
+        [row(size_bytes=MiB), row(size_bytes=2 * MiB)],
+        [row(size_bytes=MiB, time_us=150.0), row(size_bytes=2 * MiB)],
+        tolerance=0.05,
+    )
+    assert comparison.exit_code == 1
+    assert comparison.summary() == (
+        "REGRESSION: 2 rows compared (1 regression, 1 ok); tolerance 5%, latency-judged below 64K"
+    )
+
+
+def test_compare_paths_reads_results_written_by_the_writer(tmp_path):
+    for name, time_us in (("base", 100.0), ("cur", 140.0)):
+        run = tmp_path / name
+        run.mkdir()
+        writer = ResultsWriter(run)
+        writer.append(row(time_us=time_us, trials=3, spread=2.0))
+        writer.append(row(size_bytes=1024, time_us=10.0))
+        writer.close()
+    comparison = cmp.compare_paths(tmp_path / "base", tmp_path / "cur" / "results.csv")
+    assert [r.verdict for r in comparison.rows] == [cmp.VERDICT_REGRESSION, cmp.VERDICT_OK]
+    assert comparison.rows[0].ranges_overlap is False
+
+
+def test_save_baseline_copies_and_replaces(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    writer = ResultsWriter(run)
+    writer.append(row())
+    writer.close()
+    (run / "meta.json").write_text("{}")
+    target = cmp.save_baseline(run, "main", tmp_path / "results")
+    assert target == tmp_path / "results" / "baselines" / "main"
+    assert read_rows(target) == [row()]
+    assert (target / "meta.json").is_file()
+    # a second save replaces the first and leaves no staging folders behind
+    writer = ResultsWriter(run)
+    writer.append(row(size_bytes=2 * MiB))
+    writer.close()
+    cmp.save_baseline(run, "main", tmp_path / "results")
+    assert len(read_rows(target)) == 2
+    assert sorted(p.name for p in target.parent.iterdir()) == ["main"]
+
+
+@pytest.mark.parametrize("name", ["../x", "a/b", "", ".", "-x"])
+def test_save_baseline_rejects_path_like_names(tmp_path, name):
+    with pytest.raises(UserInputError) as info:
+        cmp.save_baseline(tmp_path, name, tmp_path / "results")
+    assert info.value.option == "--save-baseline"
+
+
+def test_save_baseline_refuses_a_folder_without_results(tmp_path):
+    with pytest.raises(UserInputError, match="no results found"):
+        cmp.save_baseline(tmp_path, "main", tmp_path / "results")
