@@ -37,10 +37,69 @@ def ops_command() -> None:
     Console().print(ops_table())
 
 
+@app.command("compare")
+def compare_command(
+    baseline: str = typer.Argument(..., help="Baseline run folder or results.csv.", metavar="BASELINE"),
+    current: str = typer.Argument(..., help="Current run folder or results.csv.", metavar="CURRENT"),
+    tolerance: str = typer.Option("10%", "--tolerance", help="Allowed loss before a row regresses: 10% or 0.1."),
+    min_bytes: str = typer.Option(
+        "64K", "--min-bytes", help="Sizes below this are latency-bound: judged on time, not busbw."
+    ),
+    allow_mismatch: bool = typer.Option(
+        False, "--allow-mismatch", help="Compare runs with a different world size or backend."
+    ),
+    markdown: str = typer.Option(None, "--markdown", help="Also write a Markdown report to FILE.", metavar="FILE"),
+    junit: str = typer.Option(None, "--junit", help="Also write JUnit XML (one testcase per row) to FILE.", metavar="FILE"),
+    json_file: str = typer.Option(None, "--json", help="Also write the comparison as JSON to FILE.", metavar="FILE"),
+) -> None:
+    """Compare a run against a baseline per op and size; exit 0 ok, 1 regression, 2 bad input."""
+    import os
+    from pathlib import Path
+
+    from nccl_bench import compare, export_compare
+    from nccl_bench.sizes import parse_size
+
+    tolerance_fraction = compare.parse_tolerance(tolerance, "--tolerance")
+    min_size = parse_size(min_bytes, "--min-bytes")
+    outputs = {
+        "markdown": export_compare.check_output_path(markdown and Path(markdown), "--markdown"),
+        "junit": export_compare.check_output_path(junit and Path(junit), "--junit"),
+        "json_path": export_compare.check_output_path(json_file and Path(json_file), "--json"),
+    }
+    result = compare.compare_paths(Path(baseline), Path(current), tolerance_fraction, min_size, allow_mismatch)
+    _report_comparison(result, outputs, os.environ)
+    raise typer.Exit(result.exit_code)
+
+
+def _report_comparison(result, outputs: dict, environ) -> None:
+    """Print the table, the failing rows and the summary; write the requested files (shared with sweep)."""
+    from rich.console import Console
+
+    from nccl_bench import export_compare
+
+    console = Console()
+    console.print(export_compare.comparison_table(result))
+    for note in result.notes:
+        console.print(f"note: {note}", markup=False, highlight=False)
+    for line in export_compare.failure_lines(result):
+        console.print(line, style="red", markup=False, highlight=False)
+    console.print(result.summary(), style="bold red" if result.failures else "bold green", markup=False, highlight=False)
+    export_compare.write_exports(result, **outputs)
+    summary_file = export_compare.step_summary_path(environ)
+    if summary_file is not None:
+        try:
+            export_compare.append_step_summary(result, summary_file)
+        except OSError as exc:
+            typer.echo(f"nccl-bench: warning: cannot append to $GITHUB_STEP_SUMMARY ({summary_file}): {exc}", err=True)
+
+
 def main() -> None:
     """Console-script entry: one line and a non-zero exit for every known failure, never a traceback."""
     try:
-        app(standalone_mode=False)
+        # Without standalone mode click returns a typer.Exit's code instead of raising it.
+        exit_code = app(standalone_mode=False)
+        if isinstance(exit_code, int) and exit_code:
+            sys.exit(exit_code)
     except UserInputError as exc:
         _print_error(str(exc), exc.exit_code)
     except RunFailedError as exc:

@@ -1,0 +1,171 @@
+"""`nccl-bench compare` end to end through the real entry point: exit codes, output files, errors."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from nccl_bench.results import ResultRow, ResultsWriter
+
+MiB = 1024 * 1024
+
+
+def _row(size_bytes: int, time_us: float) -> ResultRow:
+    busbw = size_bytes / time_us / 1e3
+    return ResultRow(
+        op="all_reduce", placement="in_place", size_bytes=size_bytes, count=size_bytes // 4, dtype="float",
+        redop="sum", root=-1, world_size=2, nodes=1, backend="gloo", iters=10, trials=1,
+        time_us=time_us, time_min_us=None, time_max_us=None, p50_us=time_us, p99_us=time_us,
+        algbw_gbps=busbw, busbw_gbps=busbw, busbw_factor=1.0, wrong=0, slowest_rank=0, agg="max",
+    )
+
+
+def write_run(folder: Path, rows) -> Path:
+    folder.mkdir(parents=True)
+    writer = ResultsWriter(folder)
+    for row in rows:
+        writer.append(row)
+    writer.close()
+    return folder
+
+
+def run_cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    import os
+
+    full_env = {k: v for k, v in os.environ.items() if k != "GITHUB_STEP_SUMMARY"}
+    full_env.update(env or {})
+    full_env["COLUMNS"] = "200"
+    return subprocess.run(
+        [sys.executable, "-m", "nccl_bench", "compare", *args],
+        capture_output=True, text=True, env=full_env, timeout=60,
+    )
+
+
+@pytest.fixture
+def runs(tmp_path):
+    base = write_run(tmp_path / "base", [_row(1024, 10.0), _row(MiB, 100.0), _row(4 * MiB, 400.0)])
+    same = write_run(tmp_path / "same", [_row(1024, 10.5), _row(MiB, 104.0), _row(4 * MiB, 390.0)])
+    slow = write_run(tmp_path / "slow", [_row(1024, 10.0), _row(MiB, 100.0), _row(4 * MiB, 600.0)])
+    return base, same, slow
+
+
+def test_equal_runs_exit_0_with_summary(runs):
+    base, same, _ = runs
+    result = run_cli(str(base), str(same))
+    assert result.returncode == 0, result.stderr
+    assert "OK: 3 rows compared (3 ok)" in result.stdout
+    assert result.stderr == ""
+
+
+def test_regression_exits_1_and_names_the_row(runs, tmp_path):
+    base, _, slow = runs
+    result = run_cli(
+        str(base), str(slow / "results.csv"),
+        "--markdown", str(tmp_path / "r.md"), "--junit", str(tmp_path / "r.xml"), "--json", str(tmp_path / "r.json"),
+    )
+    assert result.returncode == 1, result.stderr
+    assert "regression: all_reduce 4M float sum in_place n=2: busbw" in result.stdout
+    assert "REGRESSION: 3 rows compared (1 regression, 2 ok)" in result.stdout
+    suite = ET.parse(tmp_path / "r.xml").getroot().find("testsuite")
+    assert (suite.get("tests"), suite.get("failures")) == ("3", "1")
+    assert json.loads((tmp_path / "r.json").read_text())["exit_code"] == 1
+    assert "| all_reduce | 4M |" in (tmp_path / "r.md").read_text()
+
+
+def test_tolerance_as_fraction_lets_the_drop_through(runs):
+    base, _, slow = runs
+    # 400 -> 600 us is a 33.3% busbw drop
+    assert run_cli(str(base), str(slow), "--tolerance", "0.34").returncode == 0
+    assert run_cli(str(base), str(slow), "--tolerance", "33%").returncode == 1
+
+
+def test_min_bytes_moves_rows_to_latency_judging(runs):
+    base, _, slow = runs
+    result = run_cli(str(base), str(slow), "--min-bytes", "8M", "--json", "/dev/stdout")
+    data = json.loads(result.stdout[result.stdout.index("{"):])
+    assert {r["metric"] for r in data["rows"]} == {"time_us"}
+    assert data["rows"][2]["delta_pct"] == pytest.approx(50.0)
+
+
+def test_step_summary_is_appended_when_set(runs, tmp_path):
+    base, same, _ = runs
+    summary = tmp_path / "step_summary.md"
+    summary.write_text("# job\n")
+    result = run_cli(str(base), str(same), env={"GITHUB_STEP_SUMMARY": str(summary)})
+    assert result.returncode == 0
+    text = summary.read_text()
+    assert text.startswith("# job\n### nccl-bench compare: ok")
+    assert text.count("| all_reduce |") == 3
+
+
+def one_error_line(result: subprocess.CompletedProcess) -> str:
+    assert result.returncode == 2, (result.stdout, result.stderr)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert "Traceback" not in result.stderr
+    return lines[0]
+
+
+def test_foreign_csv_is_one_line_exit_2(runs, tmp_path):
+    base, _, _ = runs
+    foreign = tmp_path / "nccl_tests.csv"
+    foreign.write_text("size,count,type,redop,root,time,algbw,busbw,#wrong\n8,2,float,sum,-1,9.1,0.00,0.00,0\n")
+    line = one_error_line(run_cli(str(base), str(foreign)))
+    assert line.startswith("nccl-bench: error: CURRENT:")
+    assert "not an nccl_bench results CSV" in line
+
+
+def test_malformed_csv_is_one_line_exit_2(runs, tmp_path):
+    base, _, _ = runs
+    text = (base / "results.csv").read_text().splitlines()
+    broken = tmp_path / "broken.csv"
+    broken.write_text(text[0] + "\n" + text[1].replace(",1048576,", ",lots,", 1).replace(",1024,", ",lots,", 1) + "\n")
+    line = one_error_line(run_cli(str(broken), str(base)))
+    assert line.startswith("nccl-bench: error: BASELINE:") and "line 2" in line
+
+
+def test_missing_path_and_bad_options_are_one_line_exit_2(runs, tmp_path):
+    base, same, _ = runs
+    assert "no results found" in one_error_line(run_cli(str(base), str(tmp_path / "nope")))
+    assert "--tolerance" in one_error_line(run_cli(str(base), str(same), "--tolerance", "10"))
+    assert "--min-bytes" in one_error_line(run_cli(str(base), str(same), "--min-bytes", "lots"))
+    assert "--junit" in one_error_line(run_cli(str(base), str(same), "--junit", str(tmp_path / "no" / "r.xml")))
+
+
+def test_world_size_mismatch_exit_2_unless_allowed(runs, tmp_path):
+    base, _, _ = runs
+    four = write_run(tmp_path / "four", [dataclasses.replace(_row(MiB, 100.0), world_size=4)])
+    line = one_error_line(run_cli(str(base), str(four)))
+    assert "world size differs" in line and "--allow-mismatch" in line
+    allowed = run_cli(str(base), str(four), "--allow-mismatch")
+    assert allowed.returncode == 0, allowed.stderr
+    assert "missing in current" in allowed.stdout  # 1K and 4M exist only in the baseline
+
+
+def test_defaults_in_help_match_the_module_constants():
+    from nccl_bench import compare
+    from nccl_bench.sizes import parse_size
+
+    result = subprocess.run(
+        [sys.executable, "-m", "nccl_bench", "compare", "--help"], capture_output=True, text=True,
+        env={"COLUMNS": "200", "PATH": ""}, timeout=60,
+    )
+    assert "[default: 10%]" in result.stdout and "[default: 64K]" in result.stdout
+    assert compare.parse_tolerance("10%") == compare.DEFAULT_TOLERANCE
+    assert parse_size("64K") == compare.DEFAULT_MIN_BYTES
+
+
+def test_torchrun_passes_every_compare_and_baseline_option_through():
+    """torchrun's parser must not take any of our options as an abbreviation of one of its own."""
+    from torch.distributed.run import get_args_parser
+
+    ours = ["--tolerance", "10%", "--min-bytes", "64K", "--allow-mismatch", "--markdown", "r.md",
+            "--junit", "r.xml", "--json", "r.json", "--baseline", "b", "--save-baseline", "main"]
+    args = get_args_parser().parse_args(["--nproc-per-node", "2", "-m", "nccl_bench", "sweep", *ours])
+    assert args.training_script_args == ["sweep", *ours]
