@@ -80,10 +80,12 @@ def _report_comparison(result, outputs: dict, environ) -> None:
     console = Console()
     console.print(export_compare.comparison_table(result))
     for note in result.notes:
-        console.print(f"note: {note}", markup=False, highlight=False)
+        console.print(f"note: {note}", markup=False, highlight=False, soft_wrap=True)
     for line in export_compare.failure_lines(result):
-        console.print(line, style="red", markup=False, highlight=False)
-    console.print(result.summary(), style="bold red" if result.failures else "bold green", markup=False, highlight=False)
+        console.print(line, style="red", markup=False, highlight=False, soft_wrap=True)
+    console.print(
+        result.summary(), style="bold red" if result.failures else "bold green", markup=False, highlight=False, soft_wrap=True
+    )
     export_compare.write_exports(result, **outputs)
     summary_file = export_compare.step_summary_path(environ)
     if summary_file is not None:
