@@ -95,6 +95,57 @@ def _report_comparison(result, outputs: dict, environ) -> None:
             typer.echo(f"nccl-bench: warning: cannot append to $GITHUB_STEP_SUMMARY ({summary_file}): {exc}", err=True)
 
 
+@app.command("report")
+def report_command(
+    runs: list[str] = typer.Argument(
+        ..., help="Run folder, results.csv, nccl_bench JSON, nccl-tests log or nccl-tests -J JSON.", metavar="RUN..."
+    ),
+    plot: str = typer.Option(
+        None, "--plot", help="Also draw busbw and small-message latency against size into FILE.png.", metavar="FILE.png"
+    ),
+    fmt: str = typer.Option("table", "--format", help="table, markdown, csv, json or nccl-tests."),
+    output: str = typer.Option(None, "--output", help="Write the rendering to FILE instead of stdout.", metavar="FILE"),
+) -> None:
+    """Re-render runs (ours or nccl-tests') as a table or another format, and plot them."""
+    from pathlib import Path
+
+    from rich.console import Console
+
+    from nccl_bench import formats
+    from nccl_bench.report import make_console
+
+    formats.check_format(fmt)
+    plot_path = formats.check_output_file(plot and Path(plot), "--plot", suffix=".png")
+    output_path = formats.check_output_file(output and Path(output), "--output")
+    loaded = formats.load_runs([Path(run) for run in runs])
+    status = Console(stderr=True)
+    if fmt == "table":
+        handle = open(output_path, "w", encoding="utf-8") if output_path else None
+        try:
+            console = Console(file=handle, width=200, color_system=None) if handle else make_console()
+            for label, rows in loaded:
+                console.print(formats.render(rows, fmt, title=label))
+        finally:
+            if handle:
+                handle.close()
+    else:
+        text = formats.render([row for _, rows in loaded for row in rows], fmt)
+        if output_path:
+            output_path.write_text(text, encoding="utf-8")
+        else:
+            typer.echo(text, nl=False)
+    if output_path:
+        status.print(f"wrote {fmt} to {output_path}", markup=False, highlight=False)
+    if plot_path:
+        from nccl_bench import plot as plotting
+
+        try:
+            plotting.write_plot(loaded, plot_path)
+        except ImportError:
+            raise UserInputError("--plot", "matplotlib is not installed; pip install 'nccl-bench[plot]'") from None
+        status.print(f"wrote plot to {plot_path}", markup=False, highlight=False)
+
+
 def main() -> None:
     """Console-script entry: one line and a non-zero exit for every known failure, never a traceback."""
     try:
