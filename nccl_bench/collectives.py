@@ -35,6 +35,54 @@ class OpArgs:
 
 
 @dataclass(frozen=True)
+class Segment:
+    """A stretch of one rank's output and where its data comes from, for the correctness check.
+
+    out[start + j] must equal element (source_index + j) of `source_rank`'s input, or of the
+    reduction over all ranks' inputs when source_rank is None.
+    """
+
+    start: int
+    length: int
+    source_rank: int | None
+    source_index: int
+
+
+def _whole(rank: int, n: int, root: int, out_elems: int) -> list[Segment]:
+    return [Segment(0, out_elems, None, 0)]
+
+
+def _from_root(rank: int, n: int, root: int, out_elems: int) -> list[Segment]:
+    return [Segment(0, out_elems, root, 0)]
+
+
+def _chunks_from_each_rank(rank: int, n: int, root: int, out_elems: int) -> list[Segment]:
+    chunk = out_elems // n
+    return [Segment(k * chunk, chunk, k, 0) for k in range(n)]
+
+
+def _my_chunk_reduced(rank: int, n: int, root: int, out_elems: int) -> list[Segment]:
+    return [Segment(0, out_elems, None, rank * out_elems)]
+
+
+def _my_chunk_of_root(rank: int, n: int, root: int, out_elems: int) -> list[Segment]:
+    return [Segment(0, out_elems, root, rank * out_elems)]
+
+
+def _my_chunk_from_each_rank(rank: int, n: int, root: int, out_elems: int) -> list[Segment]:
+    chunk = out_elems // n
+    return [Segment(k * chunk, chunk, k, rank * chunk) for k in range(n)]
+
+
+def _from_previous_rank(rank: int, n: int, root: int, out_elems: int) -> list[Segment]:
+    return [Segment(0, out_elems, (rank - 1) % n, 0)]
+
+
+def _nothing(rank: int, n: int, root: int, out_elems: int) -> list[Segment]:
+    return []
+
+
+@dataclass(frozen=True)
 class Collective:
     name: str
     summary: str
@@ -51,8 +99,8 @@ class Collective:
     count: Callable[[int, int], int] = lambda elems, n: elems
     # (buffers, args) -> zero-argument callable running the op once
     bind: Callable[[Buffers, OpArgs], Callable[[], None]] | None = None
-    # (rank, world_size, root) -> which buffer holds a result to verify on this rank, or None
-    checks_output: Callable[[int, int, int], bool] = lambda rank, n, root: True
+    # (rank, world_size, root, output elements) -> what this rank's output must hold
+    expected: Callable[[int, int, int, int], list[Segment]] = _whole
 
 
 def round_size(collective: Collective, size_bytes: int, element_bytes: int, world_size: int) -> int:
@@ -174,6 +222,7 @@ REGISTRY: dict[str, Collective] = {
             send_elems=_chunk,
             count=_chunk,
             bind=_bind_all_gather,
+            expected=_chunks_from_each_rank,
         ),
         Collective(
             name="reduce_scatter",
@@ -187,6 +236,7 @@ REGISTRY: dict[str, Collective] = {
             recv_elems=_chunk,
             count=_chunk,
             bind=_bind_reduce_scatter,
+            expected=_my_chunk_reduced,
         ),
         Collective(
             name="broadcast",
@@ -198,6 +248,7 @@ REGISTRY: dict[str, Collective] = {
             placements=(PLACEMENT_IN,),  # torch's broadcast writes into the one buffer it is given
             has_root=True,
             bind=_bind_broadcast,
+            expected=_from_root,
         ),
         Collective(
             name="reduce",
@@ -210,7 +261,7 @@ REGISTRY: dict[str, Collective] = {
             has_reduction=True,
             has_root=True,
             bind=_bind_reduce,
-            checks_output=lambda rank, n, root: rank == root,
+            expected=lambda rank, n, root, out: _whole(rank, n, root, out) if rank == root else [],
         ),
         Collective(
             name="gather",
@@ -224,7 +275,7 @@ REGISTRY: dict[str, Collective] = {
             send_elems=_chunk,
             count=_chunk,
             bind=_bind_gather,
-            checks_output=lambda rank, n, root: rank == root,
+            expected=lambda rank, n, root, out: _chunks_from_each_rank(rank, n, root, out) if rank == root else [],
         ),
         Collective(
             name="scatter",
@@ -238,6 +289,7 @@ REGISTRY: dict[str, Collective] = {
             recv_elems=_chunk,
             count=_chunk,
             bind=_bind_scatter,
+            expected=_my_chunk_of_root,
         ),
         Collective(
             name="all_to_all",
@@ -249,6 +301,7 @@ REGISTRY: dict[str, Collective] = {
             placements=(PLACEMENT_OUT,),
             count=_chunk,
             bind=_bind_all_to_all,
+            expected=_my_chunk_from_each_rank,
         ),
         Collective(
             name="sendrecv",
@@ -260,6 +313,7 @@ REGISTRY: dict[str, Collective] = {
             placements=(PLACEMENT_OUT,),
             min_world_size=2,
             bind=_bind_sendrecv,
+            expected=_from_previous_rank,
         ),
         Collective(
             name="barrier",
@@ -273,7 +327,7 @@ REGISTRY: dict[str, Collective] = {
             recv_elems=lambda elems, n: 0,
             count=lambda elems, n: 0,
             bind=_bind_barrier,
-            checks_output=lambda rank, n, root: False,
+            expected=_nothing,
         ),
     )
 }

@@ -15,4 +15,6 @@ class UserInputError(Exception):
 class RunFailedError(Exception):
     """A distributed run failed after it started (a rank died, a timeout); partial results are kept."""
 
-    exit_code = 1
+    def __init__(self, message: str, exit_code: int = 1):
+        super().__init__(message)
+        self.exit_code = exit_code
