@@ -8,6 +8,8 @@ Heavy imports (torch, pandas, matplotlib) happen inside the commands, so --help 
 from __future__ import annotations
 
 import sys
+from pathlib import Path
+from typing import Optional
 
 import typer
 
@@ -35,6 +37,83 @@ def ops_command() -> None:
     from nccl_bench.report import ops_table
 
     Console().print(ops_table())
+
+
+@app.command("sweep")
+def sweep_command(
+    op: Optional[list[str]] = typer.Option(None, "--op", help="Collective to run; repeat or comma-separate; 'all' for every one. See `nccl-bench ops`."),
+    min_bytes: Optional[str] = typer.Option(None, "-b", "--min-bytes", help="Smallest size, e.g. 8, 1K, 1M (powers of 1024)."),
+    max_bytes: Optional[str] = typer.Option(None, "-e", "--max-bytes", help="Largest size, e.g. 64M, 1G."),
+    step_factor: Optional[float] = typer.Option(None, "-f", "--step-factor", help="Geometric step between sizes (default 2)."),
+    step_bytes: Optional[str] = typer.Option(None, "-i", "--step-bytes", help="Linear step between sizes instead of -f."),
+    sizes: Optional[str] = typer.Option(None, "--sizes", help="Explicit sizes, e.g. 1K,1M,64M (instead of -b/-e)."),
+    dtype: Optional[str] = typer.Option(None, "-d", "--dtype", help="float32 (default), float16, bfloat16, float64, int8, uint8, int32, int64."),
+    reduce_op: Optional[str] = typer.Option(None, "-o", "--reduce-op", help="sum (default), prod, min, max, avg."),
+    root: Optional[int] = typer.Option(None, "--root", help="Root rank of broadcast, reduce, gather, scatter (default 0)."),
+    warmup: Optional[int] = typer.Option(None, "-w", "--warmup", help="Untimed ops before each point (default 5)."),
+    iters: Optional[str] = typer.Option(None, "-n", "--iters", help="Timed ops per sample, or 'auto' (default): calibrated to --min-sample-ms."),
+    min_sample_ms: Optional[float] = typer.Option(None, "--min-sample-ms", help="With --iters auto, each sample lasts at least this long (default 50 on GPU, 200 on CPU)."),
+    trials: Optional[int] = typer.Option(None, "--trials", help="Samples per point; the row reports their median and range (default 1)."),
+    agg: Optional[str] = typer.Option(None, "--agg", help="Combine ranks' times by max (default: the slowest rank defines a collective), avg or min."),
+    inplace: Optional[bool] = typer.Option(None, "--inplace/--no-inplace", help="Only in-place or only out-of-place (default: both where torch has both)."),
+    check: Optional[bool] = typer.Option(None, "--check/--no-check", help="Verify every output element after timing (default on)."),
+    backend: Optional[str] = typer.Option(None, "--backend", help="auto (default: nccl with CUDA, else gloo), nccl, gloo, mpi, ucc."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Results folder (default results/<UTC time>_<ops>/); must not hold results already."),
+    results_root: Optional[Path] = typer.Option(None, "--results-root", help="Parent of the default results folder (default ./results)."),
+    timeout: Optional[float] = typer.Option(None, "--timeout", help="Seconds before a stalled collective or rendezvous fails (default 300)."),
+    cuda_graph: Optional[int] = typer.Option(None, "--cuda-graph", help="GPU only: capture this many ops in a CUDA graph and replay it (as nccl-tests -G)."),
+    blocking: Optional[bool] = typer.Option(None, "--blocking", help="GPU only: synchronize after every op (per-op latency mode)."),
+    peak: Optional[float] = typer.Option(None, "--peak", help="Reference peak bus bandwidth in GB/s for %peak (default: detected)."),
+    config: Optional[Path] = typer.Option(None, "--config", help="TOML preset (see configs/); flags given here win."),
+    workers: Optional[int] = typer.Option(None, "--workers", help="Without a launcher: start this many local ranks (default: one per GPU, or 2 on CPU)."),
+) -> None:
+    """Sweep message sizes for one or more collectives; print an nccl-tests-style table, write CSV + meta.json."""
+    from nccl_bench.config import build_config
+
+    flags = dict(
+        ops=op or None, min_bytes=min_bytes, max_bytes=max_bytes, step_factor=step_factor, step_bytes=step_bytes,
+        sizes=sizes, dtype=dtype, reduce_op=reduce_op, root=root, warmup=warmup, iters=iters,
+        min_sample_ms=min_sample_ms, trials=trials, agg=agg, inplace=inplace, check=check, backend=backend,
+        out=out, results_root=results_root, timeout_s=timeout, cuda_graph=cuda_graph, blocking=blocking,
+        peak_gbps=peak,
+    )
+    if workers is not None and workers < 1:
+        raise UserInputError("--workers", f"must be at least 1, got {workers}")
+    sweep_config = build_config(flags, config)
+
+    from nccl_bench.dist import detect_launch
+
+    if detect_launch() is None:
+        _sweep_with_local_workers(sweep_config, workers)
+        return
+    from nccl_bench import sweep as sweep_module
+    from nccl_bench.report import LiveReporter
+
+    try:
+        summary = sweep_module.execute(
+            sweep_config, lambda rank: LiveReporter() if rank == 0 else sweep_module.SilentObserver()
+        )
+    except sweep_module.Interrupted as exc:
+        _fail(f"interrupted by {exc}; results measured so far are kept", 130)
+    if summary.wrong_total:
+        _fail(f"{summary.wrong_total} wrong element(s) in the data check", 1)
+
+
+def _sweep_with_local_workers(sweep_config, workers: Optional[int]) -> None:
+    """No launcher: pick the run folder here (so a bad path fails now) and start local ranks."""
+    from nccl_bench.launch import default_workers, run_local_workers
+    from nccl_bench.results import new_run_dir, prepare_run_dir
+
+    if workers is None:
+        workers, why = default_workers()
+        typer.echo(f"nccl-bench: no launcher found; starting {why} (use --workers N to choose)", err=True)
+    args = list(sys.argv[1:])
+    if sweep_config.out is None:
+        run_dir = prepare_run_dir(new_run_dir(sweep_config.results_root, sweep_config.ops), "--results-root")
+        args += ["--out", str(run_dir)]
+    else:
+        prepare_run_dir(sweep_config.out)
+    run_local_workers(workers, args)
 
 
 @app.command("compare")
