@@ -66,6 +66,9 @@ def sweep_command(
     peak: Optional[float] = typer.Option(None, "--peak", help="Reference peak bus bandwidth in GB/s for %peak (default: detected)."),
     config: Optional[Path] = typer.Option(None, "--config", help="TOML preset (see configs/); flags given here win."),
     workers: Optional[int] = typer.Option(None, "--workers", help="Without a launcher: start this many local ranks (default: one per GPU, or 2 on CPU)."),
+    baseline: Optional[Path] = typer.Option(None, "--baseline", help="After the run, compare it with this run folder or results.csv (as `compare`); exit 1 on a regression.", metavar="PATH"),
+    tolerance: Optional[str] = typer.Option(None, "--tolerance", help="With --baseline: allowed loss before a row regresses, 10% (default) or 0.1."),
+    save_baseline: Optional[str] = typer.Option(None, "--save-baseline", help="Store the run as <results-root>/baselines/NAME/ (with --baseline: only if the check passes).", metavar="NAME"),
 ) -> None:
     """Sweep message sizes for one or more collectives; print an nccl-tests-style table, write CSV + meta.json."""
     from nccl_bench.config import build_config
@@ -80,11 +83,15 @@ def sweep_command(
     if workers is not None and workers < 1:
         raise UserInputError("--workers", f"must be at least 1, got {workers}")
     sweep_config = build_config(flags, config)
+    from nccl_bench.compare import plan_baseline_check
+
+    baseline_check = plan_baseline_check(baseline, tolerance, save_baseline)
 
     from nccl_bench.dist import detect_launch
 
     if detect_launch() is None:
-        _sweep_with_local_workers(sweep_config, workers)
+        run_dir = _sweep_with_local_workers(sweep_config, workers)
+        _after_sweep(run_dir, sweep_config.results_root, baseline_check)
         return
     from nccl_bench import sweep as sweep_module
     from nccl_bench.report import LiveReporter
@@ -97,9 +104,11 @@ def sweep_command(
         _fail(f"interrupted by {exc}; results measured so far are kept", 130)
     if summary.wrong_total:
         _fail(f"{summary.wrong_total} wrong element(s) in the data check", 1)
+    if summary.run_dir is not None:  # rank 0 only
+        _after_sweep(summary.run_dir, sweep_config.results_root, baseline_check)
 
 
-def _sweep_with_local_workers(sweep_config, workers: Optional[int]) -> None:
+def _sweep_with_local_workers(sweep_config, workers: Optional[int]) -> Path:
     """No launcher: pick the run folder here (so a bad path fails now) and start local ranks."""
     from nccl_bench.launch import default_workers, run_local_workers
     from nccl_bench.results import new_run_dir, prepare_run_dir
@@ -107,13 +116,51 @@ def _sweep_with_local_workers(sweep_config, workers: Optional[int]) -> None:
     if workers is None:
         workers, why = default_workers()
         typer.echo(f"nccl-bench: no launcher found; starting {why} (use --workers N to choose)", err=True)
-    args = list(sys.argv[1:])
+    args = _without_baseline_options(sys.argv[1:])  # this process checks the baseline, not a worker
     if sweep_config.out is None:
         run_dir = prepare_run_dir(new_run_dir(sweep_config.results_root, sweep_config.ops), "--results-root")
         args += ["--out", str(run_dir)]
     else:
-        prepare_run_dir(sweep_config.out)
+        run_dir = prepare_run_dir(sweep_config.out)
     run_local_workers(workers, args)
+    return run_dir
+
+
+def _without_baseline_options(args: list[str]) -> list[str]:
+    from nccl_bench.compare import SWEEP_BASELINE_OPTIONS
+
+    kept, skip_value = [], False
+    for arg in args:
+        if skip_value:
+            skip_value = False
+        elif arg in SWEEP_BASELINE_OPTIONS:
+            skip_value = True
+        elif not arg.startswith(tuple(f"{name}=" for name in SWEEP_BASELINE_OPTIONS)):
+            kept.append(arg)
+    return kept
+
+
+def _after_sweep(run_dir: Path, results_root: Path, baseline_check) -> None:
+    """sweep --baseline / --save-baseline: compare the finished run, then store it if it passed."""
+    if baseline_check is None:
+        return
+    import os
+
+    from nccl_bench import compare
+
+    exit_code = 0
+    if baseline_check.baseline is not None:
+        result = compare.check_against_baseline(run_dir, baseline_check.baseline, baseline_check.tolerance)
+        _report_comparison(result, {}, os.environ)
+        exit_code = result.exit_code
+    if baseline_check.save_name is not None:
+        if exit_code:
+            typer.echo(f"nccl-bench: not saving baseline {baseline_check.save_name!r}: the run regressed", err=True)
+        else:
+            saved = compare.save_baseline(run_dir, baseline_check.save_name, results_root)
+            typer.echo(f"nccl-bench: saved baseline {baseline_check.save_name!r} to {saved}", err=True)
+    if exit_code:
+        raise typer.Exit(exit_code)
 
 
 @app.command("compare")
@@ -157,6 +204,8 @@ def _report_comparison(result, outputs: dict, environ) -> None:
     from nccl_bench import export_compare
 
     console = Console()
+    if not console.is_terminal:  # CI logs: 80 columns would fold every row of the table
+        console = Console(width=160)
     console.print(export_compare.comparison_table(result))
     for note in result.notes:
         console.print(f"note: {note}", markup=False, highlight=False, soft_wrap=True)
@@ -223,6 +272,33 @@ def report_command(
         except ImportError:
             raise UserInputError("--plot", "matplotlib is not installed; pip install 'nccl-bench[plot]'") from None
         status.print(f"wrote plot to {plot_path}", markup=False, highlight=False)
+
+
+@app.command("limits")
+def limits_command(
+    as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
+    multi_node: bool = typer.Option(False, "--multi-node", help="Include the network: min(intra-node peak, NIC per rank)."),
+) -> None:
+    """Show what the links promise per GPU (NVLink, PCIe) and the peak busbw is compared with."""
+    import json
+
+    from nccl_bench.limits import detect_limits, peak_from_limits
+
+    limits = detect_limits()
+    device_kind = "cuda" if limits.gpus else "cpu"
+    peak, peak_warnings = peak_from_limits(limits, multi_node, device_kind)
+    if as_json:
+        from nccl_bench.limits_render import limits_json
+
+        typer.echo(json.dumps(limits_json(limits, peak, peak_warnings), indent=2))
+        return
+    from rich.console import Console
+
+    from nccl_bench.limits_render import limits_renderables
+
+    console = Console()
+    for renderable in limits_renderables(limits, peak, peak_warnings):
+        console.print(renderable)
 
 
 def main() -> None:

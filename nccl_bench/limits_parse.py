@@ -1,0 +1,218 @@
+"""Parsers for `nvidia-smi nvlink -s`, `nvidia-smi topo -m`, `nvidia-smi -q` and sysfs IB rates.
+
+Pure functions over text. They never raise on unfamiliar output (new drivers, ANSI colour codes,
+tabs, "all links are inActive", output clipped with "..."): whatever they cannot read becomes
+a warning string, and what they could read is returned marked incomplete, so the caller can fall
+back to the next source.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+_CLIP_MARK = re.compile(r"^\s*(\.{2,}|\[\s*\.\.\.\s*\]|…)\s*$")
+_GPU_HEADER = re.compile(r"^\s*GPU\s+(\d+)\s*:\s*(.*?)\s*$")
+_UUID = re.compile(r"\s*\(UUID:.*$", re.IGNORECASE)
+_LINK = re.compile(r"^\s*Link\s+(\d+)\s*:\s*(.*?)\s*$", re.IGNORECASE)
+_RATE = re.compile(r"^([0-9]+(?:\.[0-9]+)?)\s*GB/s$", re.IGNORECASE)
+_ALL_INACTIVE = re.compile(r"all\s+links\s+are\s+inactive", re.IGNORECASE)
+
+
+def clean(text: str) -> str:
+    """Drop ANSI escape codes and carriage returns; keep tabs (they separate `topo -m` cells)."""
+    return _ANSI.sub("", text).replace("\r", "")
+
+
+@dataclass(frozen=True)
+class NvlinkGpu:
+    index: int
+    name: str | None
+    links: tuple[float | None, ...]  # reported GB/s per link; None = inactive
+    complete: bool  # False when the output was clipped inside this GPU's list
+
+
+@dataclass(frozen=True)
+class NvlinkStatus:
+    gpus: tuple[NvlinkGpu, ...]
+    all_inactive: bool  # nvidia-smi said "all links are inActive"
+    warnings: tuple[str, ...]
+
+
+def parse_nvlink_status(text: str) -> NvlinkStatus:
+    """Per-GPU link rates from `nvidia-smi nvlink -s` (`--status`)."""
+    gpus: list[NvlinkGpu] = []
+    warnings: list[str] = []
+    current: dict | None = None
+    unknown_lines = 0
+    all_inactive = False
+
+    def close() -> None:
+        if current is not None:
+            gpus.append(NvlinkGpu(current["index"], current["name"], tuple(current["links"]),
+                                  current["complete"]))
+
+    for raw in clean(text).splitlines():
+        line = raw.strip()
+        if not line:
+            continue
+        if _ALL_INACTIVE.search(line):
+            all_inactive = True
+            continue
+        if _CLIP_MARK.match(line):
+            if current is not None:
+                current["complete"] = False
+                warnings.append(f"nvidia-smi nvlink -s: output clipped inside GPU {current['index']}")
+            else:
+                warnings.append("nvidia-smi nvlink -s: output clipped before the first GPU shown")
+            continue
+        header = _GPU_HEADER.match(line)
+        if header:
+            close()
+            name = _UUID.sub("", header.group(2)).strip() or None
+            current = {"index": int(header.group(1)), "name": name, "links": [], "complete": True}
+            continue
+        link = _LINK.match(line)
+        if link and current is not None:
+            value = link.group(2)
+            rate = _RATE.match(value)
+            if rate and float(rate.group(1)) > 0:
+                current["links"].append(float(rate.group(1)))
+            elif rate or "inactive" in value.lower() or "down" in value.lower():
+                current["links"].append(None)
+            else:
+                current["links"].append(None)
+                warnings.append(f"nvidia-smi nvlink -s: unreadable state {value!r} for GPU "
+                                f"{current['index']} link {link.group(1)}, counted as inactive")
+            continue
+        unknown_lines += 1
+    close()
+    if unknown_lines:
+        warnings.append(f"nvidia-smi nvlink -s: ignored {unknown_lines} unrecognised line(s)")
+    if all_inactive:
+        warnings.append("nvidia-smi nvlink -s: reports that all links are inactive")
+    return NvlinkStatus(tuple(gpus), all_inactive, tuple(warnings))
+
+
+@dataclass(frozen=True)
+class TopoGpu:
+    index: int
+    nv_counts: tuple[int, ...]  # NV# to each GPU peer that the row shows (0 = no NVLink to it)
+    complete: bool  # False when the row had fewer cells than GPU columns
+
+
+@dataclass(frozen=True)
+class TopoMatrix:
+    gpu_count: int  # GPU columns in the header
+    gpus: tuple[TopoGpu, ...]
+    warnings: tuple[str, ...]
+
+
+def parse_topo_matrix(text: str) -> TopoMatrix:
+    """NVLink counts between GPUs from `nvidia-smi topo -m` (spaces or tabs, NICs or not)."""
+    warnings: list[str] = []
+    columns: list[str] | None = None
+    gpus: list[TopoGpu] = []
+    for raw in clean(text).splitlines():
+        tokens = raw.split()
+        if not tokens:
+            continue
+        if columns is None:
+            if tokens[0] == "GPU0":
+                columns = []
+                for token in tokens:
+                    if token in ("CPU", "NUMA"):
+                        break
+                    columns.append(token)
+            continue
+        row = re.fullmatch(r"GPU(\d+)", tokens[0])
+        if not row:
+            continue
+        cells = tokens[1:]
+        counts: list[int] = []
+        complete = True
+        for col, name in enumerate(columns):
+            if not re.fullmatch(r"GPU\d+", name) or name == tokens[0]:
+                continue
+            if col >= len(cells):
+                complete = False
+                break
+            nv = re.fullmatch(r"NV(\d+)", cells[col])
+            counts.append(int(nv.group(1)) if nv else 0)
+        if not complete:
+            warnings.append(f"nvidia-smi topo -m: row GPU{row.group(1)} is clipped")
+        gpus.append(TopoGpu(int(row.group(1)), tuple(counts), complete))
+    if columns is None:
+        warnings.append("nvidia-smi topo -m: no GPU0 header found")
+        return TopoMatrix(0, (), tuple(warnings))
+    gpu_count = sum(1 for c in columns if re.fullmatch(r"GPU\d+", c))
+    missing = gpu_count - len(gpus)
+    if missing > 0:
+        warnings.append(f"nvidia-smi topo -m: {missing} GPU row(s) missing (clipped output?)")
+    return TopoMatrix(gpu_count, tuple(gpus), tuple(warnings))
+
+
+@dataclass(frozen=True)
+class QueryGpu:
+    index: int  # order in the output, which is nvidia-smi's index order
+    name: str | None
+    bus_id: str | None
+    pcie_gen_max: int | None
+    pcie_gen_current: int | None
+    pcie_width_max: int | None
+    pcie_width_current: int | None
+
+
+def _int_or_none(value: str) -> int | None:
+    match = re.match(r"^\s*(\d+)\s*x?\s*$", value)
+    return int(match.group(1)) if match else None
+
+
+def parse_query(text: str) -> tuple[tuple[QueryGpu, ...], tuple[str, ...]]:
+    """Product name and PCIe generation/width (max and current) per GPU from `nvidia-smi -q`."""
+    gpus: list[dict] = []
+    section: str | None = None  # "gen" or "width" inside GPU Link Info
+    for raw in clean(text).splitlines():
+        line = raw.strip()
+        if re.match(r"^GPU\s+[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f]$", line):
+            gpus.append({"bus_id": line.split()[1], "name": None, "gen_max": None, "gen_cur": None,
+                         "width_max": None, "width_cur": None})
+            section = None
+            continue
+        if not gpus:
+            continue
+        if line == "PCIe Generation":
+            section = "gen"
+            continue
+        if line == "Link Width":
+            section = "width"
+            continue
+        if ":" not in line:
+            section = None if line not in ("GPU Link Info",) else section
+            continue
+        key, _, value = line.partition(":")
+        key, value = key.strip(), value.strip()
+        gpu = gpus[-1]
+        if key == "Product Name" and gpu["name"] is None:
+            gpu["name"] = value or None
+        elif section and key in ("Max", "Current"):
+            slot = ("gen_" if section == "gen" else "width_") + ("max" if key == "Max" else "cur")
+            gpu[slot] = _int_or_none(value)
+        elif section and key not in ("Device Current", "Device Max", "Host Max"):
+            section = None
+    warnings: list[str] = []
+    if not gpus:
+        warnings.append("nvidia-smi -q: no GPU section found")
+    for i, g in enumerate(gpus):
+        if g["gen_max"] is None or g["width_max"] is None:
+            warnings.append(f"nvidia-smi -q: no PCIe generation/width for GPU {i}")
+    result = tuple(QueryGpu(i, g["name"], g["bus_id"], g["gen_max"], g["gen_cur"], g["width_max"],
+                            g["width_cur"]) for i, g in enumerate(gpus))
+    return result, tuple(warnings)
+
+
+def parse_ib_rate_gbps(text: str) -> float | None:
+    """Per-direction GB/s from a sysfs IB port rate such as "200 Gb/sec (4X HDR)"; None if unreadable."""
+    match = re.match(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*Gb/sec", clean(text))
+    return float(match.group(1)) / 8 if match else None
