@@ -280,10 +280,35 @@ def check_against_baseline(
     )
 
 
-def check_baseline_path(path: Path, option: str = "--baseline") -> Path:
-    """Fail before measuring when the baseline cannot be read, rather than after an hour of sweep."""
-    read_rows(Path(path), option)
-    return Path(path)
+@dataclass(frozen=True)
+class BaselineCheck:
+    """What `sweep --baseline/--tolerance/--save-baseline` asks for once the run is done."""
+
+    baseline: Path | None
+    tolerance: float
+    save_name: str | None
+
+
+# Options only the process that owns the whole run acts on; local worker ranks never see them.
+SWEEP_BASELINE_OPTIONS = ("--baseline", "--tolerance", "--save-baseline")
+
+
+def plan_baseline_check(
+    baseline: Path | None, tolerance: str | None, save_name: str | None
+) -> BaselineCheck | None:
+    """Validate the sweep's baseline options before measuring, so a typo fails at once, not after the run."""
+    if baseline is None and save_name is None:
+        if tolerance is not None:
+            raise UserInputError("--tolerance", "only applies with --baseline")
+        return None
+    if tolerance is not None and baseline is None:
+        raise UserInputError("--tolerance", "only applies with --baseline")
+    if baseline is not None:
+        read_rows(Path(baseline), "--baseline")
+    if save_name is not None:
+        validate_baseline_name(save_name)
+    fraction = DEFAULT_TOLERANCE if tolerance is None else parse_tolerance(tolerance)
+    return BaselineCheck(None if baseline is None else Path(baseline), fraction, save_name)
 
 
 def validate_baseline_name(name: str, option: str = "--save-baseline") -> str:

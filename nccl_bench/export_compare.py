@@ -60,7 +60,9 @@ def comparison_table(comparison: cmp.Comparison) -> "Table":
     table = Table(title=f"{comparison.current_label} vs {comparison.baseline_label}", title_justify="left")
     for header in _HEADERS:
         numeric = header in ("size", "baseline", "current", "delta")
-        table.add_column(header, justify="right" if numeric else "left", no_wrap=header != "op")
+        # Identity, numbers and verdict never wrap; the descriptive columns give way on narrow terminals.
+        foldable = header in ("dtype", "redop", "placement", "judged on")
+        table.add_column(header, justify="right" if numeric else "left", no_wrap=not foldable, overflow="fold")
     for row in comparison.rows:
         cells = _cells(row)
         cells[8] = _styled(cells[8], _delta_style(row))
@@ -214,7 +216,10 @@ def _metric_label(metric: str | None) -> str:
 
 
 def _value(value: float | None) -> str:
-    return "" if value is None else f"{value:.2f}"
+    if value is None:
+        return ""
+    # nccl-tests prints two decimals; below 1 that would hide the change (CPU busbw is often 0.0x)
+    return f"{value:.2f}" if abs(value) >= 1 else f"{value:.3g}"
 
 
 def _delta_style(row: cmp.RowComparison) -> str:
