@@ -57,7 +57,8 @@ def to_markdown(rows: list[ResultRow]) -> str:
 
     header = ["op", "placement", "size", "count", "type", "redop", "root", "time (us)", "algbw (GB/s)",
               "busbw (GB/s)", "#wrong", "% of peak", "flags"]
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---:" if i >= 2 else "---" for i in range(len(header))) + "|"]
+    numeric = {"size", "count", "root", "time (us)", "algbw (GB/s)", "busbw (GB/s)", "#wrong", "% of peak"}
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---:" if h in numeric else "---" for h in header) + "|"]
     for r in rows:
         cells = [
             r.op, r.placement, format_size(r.size_bytes), str(r.count), r.dtype, r.redop, str(r.root),

@@ -58,6 +58,11 @@ UNKNOWN_OP = "unknown"
 _BINARY_PATTERN = re.compile(r"(?:^|[/\s:])([a-z][a-z_]*?)_perf(?:_mpi)?(?![A-Za-z0-9])")
 _RANK_PATTERN = re.compile(r"#\s*Rank\s+(\d+)\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+(\S+)\s+device")
 _ITERS_PATTERN = re.compile(r"(?<!warmup )(?<!agg )iters:\s*(\d+)")
+# Lines nccl_bench adds to its nccl-tests export so a round trip keeps backend and aggregation;
+# nccl-tests parsers skip them like any other '#' line.
+EXPORT_MARK = "nccl_bench export:"
+_EXPORT_DEVICE = re.compile(r"nccl_bench (\w+)\s*$")
+_EXPORT_AGG = re.compile(re.escape(EXPORT_MARK) + r" ranks' times combined by (\w+)")
 _MPI_TAG = re.compile(r"^\[\d+,\d+\]<std(?:out|err)>:")
 _TIME_NAMES = ("time", "cputime")
 # A blank out-of-place half is 32-33 spaces wide; two columns are never more than ~14 apart.
@@ -81,6 +86,8 @@ class _Block:
         self.ranks: set[int] = set()
         self.hosts: set[str] = set()
         self.iters: int | None = None
+        self.backend = NCCL_TESTS_BACKEND
+        self.agg = NCCL_TESTS_AGG
         self.prefix: list[str] = []  # columns before the first time column
         self.half: list[str] = []  # columns of one placement half
         self.rows: list[dict[str, Any]] = []
@@ -115,6 +122,13 @@ def parse_text(text: str, source: str = "nccl-tests log", option: str = "RUN") -
             if rank:
                 block.ranks.add(int(rank.group(1)))
                 block.hosts.add(rank.group(2))
+                exported = _EXPORT_DEVICE.search(stripped)
+                if exported:
+                    block.backend = exported.group(1)
+                continue
+            agg = _EXPORT_AGG.search(body)
+            if agg:
+                block.agg = agg.group(1)
                 continue
             names = body.split()
             if "size" in names and "count" in names and any(n in _TIME_NAMES for n in names):
@@ -231,6 +245,8 @@ def _block_rows(block: _Block, op: str, source: str, option: str) -> list[Result
                     wrong=_wrong(half["wrong"]),
                     # the old `error` column is the largest absolute error, not a count of elements
                     failed=(_number(half["error"] or "") or 0) > 0,
+                    backend=block.backend,
+                    agg=block.agg,
                 )
             )
     return rows
@@ -281,6 +297,8 @@ def _make_row(
     failed: bool = False,
     p50_us: float | None = None,
     p99_us: float | None = None,
+    backend: str = NCCL_TESTS_BACKEND,
+    agg: str = NCCL_TESTS_AGG,
 ) -> ResultRow:
     from nccl_bench.collectives import REGISTRY
 
@@ -302,7 +320,7 @@ def _make_row(
         root=root,
         world_size=world_size,
         nodes=nodes,
-        backend=NCCL_TESTS_BACKEND,
+        backend=backend,
         iters=iters or 0,
         trials=1,
         time_us=time_us,
@@ -315,7 +333,7 @@ def _make_row(
         busbw_factor=factor,
         wrong=wrong,
         slowest_rank=None,
-        agg=NCCL_TESTS_AGG,
+        agg=agg,
         status=status,
     )
 
@@ -432,9 +450,10 @@ def _g(value: float) -> str:
 
 def _half(row: ResultRow | None) -> str:
     if row is None:
-        return " " * 33
-    wrong = "   N/A" if row.wrong is None else f"{_g(row.wrong):>6}"
-    return f"  {_float_str(row.time_us, 7)}  {_float_str(row.algbw_gbps, 6)}  {_float_str(row.busbw_gbps, 6)}  {wrong}"
+        return " " * 32  # writeBenchMarkLineNullBody
+    # as writeBenchmarkLineBody: "  %6g" for a count, "    N/A" (one column narrower) when unchecked
+    wrong = "    N/A" if row.wrong is None else f"  {_g(row.wrong):>6}"
+    return f"  {_float_str(row.time_us, 7)}  {_float_str(row.algbw_gbps, 6)}  {_float_str(row.busbw_gbps, 6)}{wrong}"
 
 
 def _header(op: str, rows: list[ResultRow]) -> list[str]:
@@ -457,6 +476,8 @@ def _header(op: str, rows: list[ResultRow]) -> list[str]:
             f"#  Rank {rank:2d} Group  0 Pid {0:6d} on {host:>10} device {rank % per_node:2d} [0000:00:00] nccl_bench {first.backend}"
         )
     lines += [
+        "#",
+        f"# {EXPORT_MARK} ranks' times combined by {first.agg}",
         "#",
         f"# {'':>10}  {'':>12}  {'':>8}  {'':>6}  {'':>6}           out-of-place                       in-place          ",
         f"# {'size':>10}  {'count':>12}  {'type':>8}  {'redop':>6}  {'root':>6}  {'time':>7}  {'algbw':>6}  {'busbw':>6}"

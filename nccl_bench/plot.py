@@ -65,15 +65,18 @@ def _size_axis(axis) -> None:
     axis.grid(True, which="major", alpha=0.3)
 
 
-def _thin_ticks(axis) -> None:
-    """Label only every k-th power of two so labels never overlap (1K, 4K, 16K ... on wide sweeps)."""
-    low, high = axis.get_xlim()
+def _thin_ticks(axis, max_labels: int) -> None:
+    """Label every k-th power of two so at most max_labels labels show (1K, 4K, 16K ... on wide sweeps)."""
     from math import ceil, floor, log2
 
-    first, last = ceil(log2(max(low, 1))), floor(log2(max(high, 1)))
-    span = max(1, last - first)
-    step = 1 if span <= 12 else 2 if span <= 24 else 4
-    axis.set_xticks([2.0**e for e in range(first, last + 1) if e % step == 0])
+    # from the data, not the view limits, so the first label is the smallest size measured
+    curves_only = [line for line in axis.get_lines() if not str(line.get_label()).startswith(PEAK_LABEL_PREFIX)]
+    sizes = [x for line in curves_only for x in line.get_xdata() if x >= 1]
+    if not sizes:
+        return
+    first, last = ceil(log2(min(sizes))), floor(log2(max(sizes)))
+    step = max(1, ceil((last - first + 1) / max_labels))
+    axis.set_xticks([2.0**e for e in range(first, last + 1) if (e - first) % step == 0])
 
 
 def busbw_figure(runs: Sequence[Run], peak_gbps: float | None = None, title: str | None = None) -> "Figure":
@@ -105,13 +108,13 @@ def busbw_figure(runs: Sequence[Run], peak_gbps: float | None = None, title: str
     bw_axis.set_ylim(bottom=0)
     if bw_axis.lines:
         bw_axis.legend(fontsize="small")
-        _thin_ticks(bw_axis)
+        _thin_ticks(bw_axis, max_labels=12)
     _size_axis(lat_axis)
     lat_axis.set_ylabel("time per op (us)")
     lat_axis.set_title(f"latency, messages <= {format_size(SMALL_MESSAGE_MAX_BYTES)}")
     if drawn_small:
         lat_axis.set_ylim(bottom=0)
-        _thin_ticks(lat_axis)
+        _thin_ticks(lat_axis, max_labels=7)
     else:
         lat_axis.text(0.5, 0.5, f"no messages <= {format_size(SMALL_MESSAGE_MAX_BYTES)}", ha="center", va="center",
                       transform=lat_axis.transAxes)
