@@ -246,7 +246,6 @@ def report_command(
     plot_path = formats.check_output_file(plot and Path(plot), "--plot", suffix=".png")
     output_path = formats.check_output_file(output and Path(output), "--output")
     loaded = formats.load_runs([Path(run) for run in runs])
-    status = Console(stderr=True)
     if fmt == "table":
         handle = open(output_path, "w", encoding="utf-8") if output_path else None
         try:
@@ -263,7 +262,7 @@ def report_command(
         else:
             typer.echo(text, nl=False)
     if output_path:
-        status.print(f"wrote {fmt} to {output_path}", markup=False, highlight=False)
+        typer.echo(f"wrote {fmt} to {output_path}", err=True)
     if plot_path:
         from nccl_bench import plot as plotting
 
@@ -271,7 +270,7 @@ def report_command(
             plotting.write_plot(loaded, plot_path)
         except ImportError:
             raise UserInputError("--plot", "matplotlib is not installed; pip install 'nccl-bench[plot]'") from None
-        status.print(f"wrote plot to {plot_path}", markup=False, highlight=False)
+        typer.echo(f"wrote plot to {plot_path}", err=True)
 
 
 @app.command("limits")
@@ -297,6 +296,8 @@ def limits_command(
     from nccl_bench.limits_render import limits_renderables
 
     console = Console()
+    if not console.is_terminal:  # piped or logged: do not fold the GPU table at 80 columns
+        console = Console(width=160)
     for renderable in limits_renderables(limits, peak, peak_warnings):
         console.print(renderable)
 

@@ -1,0 +1,121 @@
+"""Real detection through a fake `nvidia-smi` (first on PATH) replaying captured outputs; the CLI."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from nccl_bench.limits import detect_limits, host_gpu_peak
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "nvidia_smi"
+
+
+@pytest.fixture
+def fake_smi(monkeypatch):
+    def use(machine: str) -> None:
+        monkeypatch.setenv("PATH", f"{FIXTURES}{os.pathsep}{os.environ['PATH']}")
+        monkeypatch.setenv("FAKE_NVIDIA_SMI_DIR", str(FIXTURES / machine))
+    return use
+
+
+def detect(tmp_path):
+    return detect_limits(use_nvml=False, sysfs_root=tmp_path, proc_root=tmp_path, measure_host=False)
+
+
+@pytest.mark.parametrize("machine, gpus, per_gpu, peak", [
+    ("v100_sxm2_inactive", [3], [100.0], 100.0),  # NVLink2: 4 of 6 links up x 25
+    ("a100_sxm4_clipped", [0, 1, 2], [300.0] * 3, 300.0),  # NVLink3: 12 x 25
+    ("h100_sxm_query", [0], [450.0], 450.0),  # NVLink4: name from -q, 18 x 25 from the table
+    ("gb200_nvl", [0, 1, 2, 3], [900.0] * 4, 900.0),  # NVLink5: 18 x 50
+    ("rtx2080ti_bridge", [2, 3], [50.0, 50.0], 50.0),  # PCIe cards + bridge: 2 x 25
+])
+def test_per_direction_peaks_from_real_outputs(fake_smi, tmp_path, machine, gpus, per_gpu, peak):
+    fake_smi(machine)
+    limits = detect(tmp_path)
+    assert limits.source == "nvidia-smi"
+    assert [g.index for g in limits.gpus] == gpus
+    assert [g.peak_gbps for g in limits.gpus] == per_gpu
+    assert host_gpu_peak(limits.gpus).peak_gbps == peak
+
+
+def test_inactive_links_do_not_count(fake_smi, tmp_path):
+    fake_smi("v100_sxm2_inactive")
+    (gpu,) = detect(tmp_path).gpus
+    assert (gpu.links_active, gpu.links_total, gpu.link_reported_gbps, gpu.link_gbps) == (4, 6, 25.781, 25.0)
+
+
+def test_clipped_gb200_uses_topology_for_hidden_links(fake_smi, tmp_path):
+    fake_smi("gb200_nvl")
+    limits = detect(tmp_path)
+    assert [g.links_active for g in limits.gpus] == [18, 18, 18, 18]
+    assert any("GPU 1: link list clipped, link count taken from topo -m (18)" in w for w in limits.warnings)
+
+
+def test_pcie_from_query(fake_smi, tmp_path):
+    fake_smi("h100_sxm_query")
+    (gpu,) = detect(tmp_path).gpus
+    assert (gpu.pcie_gen, gpu.pcie_width) == (5, 16)
+    assert gpu.pcie_gbps == pytest.approx(63.0154, abs=1e-4)
+
+
+def test_no_nvlink_and_no_model_gives_no_peak_with_warning(fake_smi, tmp_path):
+    fake_smi("rtx3090_no_nvlink")
+    limits = detect(tmp_path)
+    assert [(g.links_active, g.nvlink_gbps, g.peak_gbps) for g in limits.gpus] == [(0, 0.0, None)] * 2
+    assert host_gpu_peak(limits.gpus) is None
+    assert any("no NVLink or PCIe rate known" in w for w in limits.warnings)
+
+
+def test_switch_topology_without_model_counts_links_but_no_rate(fake_smi, tmp_path):
+    fake_smi("h100_sxm_topo")
+    limits = detect(tmp_path)
+    assert [g.links_active for g in limits.gpus] == [18] * 8
+    assert host_gpu_peak(limits.gpus) is None
+
+
+def test_all_inactive_message_falls_back_to_pcie(fake_smi, tmp_path):
+    machine = tmp_path / "machine"
+    machine.mkdir()
+    (machine / "nvlink_status.txt").write_text("NVML:Unable to retrieve Nvlink information as all links are inActive\n")
+    (machine / "query.txt").write_text((FIXTURES / "h100_sxm_query" / "query.txt").read_text())
+    fake_smi("h100_sxm_query")
+    os.environ["FAKE_NVIDIA_SMI_DIR"] = str(machine)
+    (gpu,) = detect(tmp_path).gpus
+    assert gpu.links_active == 0
+    assert gpu.peak_gbps == pytest.approx(63.0154, abs=1e-4)
+
+
+def run_cli(*args, path_prefix=None, fixture=None):
+    env = dict(os.environ)
+    if path_prefix:
+        env["PATH"] = f"{path_prefix}{os.pathsep}{env['PATH']}"
+    if fixture:
+        env["FAKE_NVIDIA_SMI_DIR"] = str(FIXTURES / fixture)
+    return subprocess.run([sys.executable, "-m", "nccl_bench", "limits", *args], capture_output=True, text=True,
+                          env=env, timeout=120)
+
+
+def test_cli_without_gpu_reports_memcpy():
+    done = run_cli("--json")
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    if data["gpus"]:
+        pytest.skip("this host has a GPU")
+    assert data["peak"]["source"] == "host-memcpy"
+    assert data["peak"]["peak_gbps"] == data["memcpy_gbps"] > 0
+    text = run_cli()
+    assert "No NVIDIA GPU found" in text.stdout and "Host memory copy" in text.stdout
+
+
+def test_cli_table_with_fake_nvidia_smi():
+    done = run_cli("--json", path_prefix=FIXTURES, fixture="v100_sxm2_inactive")
+    data = json.loads(done.stdout)
+    if data["source"] == "nvml":
+        pytest.skip("real NVML present")
+    assert data["peak"]["peak_gbps"] == 100.0
+    assert data["gpus"][0]["links_active"] == 4
+    text = run_cli(path_prefix=FIXTURES, fixture="v100_sxm2_inactive")
+    assert "Tesla V100-SXM2-32GB" in text.stdout and "100.00" in text.stdout
