@@ -1,0 +1,74 @@
+"""report/plot over a real 2-rank gloo sweep (torchrun), and nccl-tests export of that run."""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+
+import pytest
+
+from nccl_bench import plot
+from nccl_bench.formats import load_rows
+from nccl_bench.results import read_rows
+from tests.conftest import run_cli, run_torchrun
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def gloo_run(tmp_path_factory) -> Path:
+    run_dir = tmp_path_factory.mktemp("report") / "run"
+    done = run_torchrun(2, ["sweep", "--op", "all_reduce,all_gather", "--sizes", "1K,64K,2M", "--out", str(run_dir)])
+    assert done.returncode == 0, done.stderr[-2000:]
+    return run_dir
+
+
+def _png_size(path: Path) -> tuple[int, int]:
+    data = path.read_bytes()[:24]
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    return struct.unpack(">II", data[16:24])
+
+
+def test_report_plot_of_a_real_run(gloo_run, tmp_path):
+    png = tmp_path / "bw.png"
+    done = run_cli(["report", str(gloo_run), "--plot", str(png)])
+    assert done.returncode == 0, done.stderr
+    assert "all_gather" in done.stdout and f"wrote plot to {png}" in done.stderr
+    assert _png_size(png) == (1200, 500)
+    rows = read_rows(gloo_run)
+    figure = plot.busbw_figure([(gloo_run.name, rows)])
+    labels = [line.get_label() for line in figure.axes[0].get_lines()]
+    # all_reduce runs in place only (one line); all_gather both ways (one line per placement)
+    assert labels == ["all_reduce", "all_gather (out-of-place)", "all_gather (in-place)"]
+    for line in figure.axes[0].get_lines():
+        assert list(line.get_xdata()) == [1024, 65536, 2 * 1024 * 1024]
+    # the latency panel stops at 1 MiB
+    assert all(list(line.get_xdata()) == [1024, 65536] for line in figure.axes[1].get_lines())
+
+
+def test_sweep_plot_file_for_a_real_run(gloo_run, tmp_path):
+    path = plot.write_sweep_plot(read_rows(gloo_run), tmp_path)
+    assert path == tmp_path / "busbw.png" and _png_size(path) == (1200, 500)
+
+
+def test_nccl_tests_export_of_a_real_run_reads_back(gloo_run, tmp_path):
+    log = tmp_path / "run.log"
+    done = run_cli(["report", str(gloo_run), "--format", "nccl-tests", "--output", str(log)])
+    assert done.returncode == 0, done.stderr
+    ours = read_rows(gloo_run)
+    again = load_rows(log)
+    assert [(r.op, r.placement, r.size_bytes, r.count, r.world_size, r.backend) for r in again] == [
+        (r.op, r.placement, r.size_bytes, r.count, r.world_size, r.backend) for r in ours
+    ]
+    for before, after in zip(ours, again):
+        assert after.time_us == pytest.approx(before.time_us, abs=0.005 + 1e-9 * before.time_us) or after.time_us == float(
+            f"{before.time_us:.1f}"
+        )
+        assert after.busbw_gbps == pytest.approx(before.busbw_gbps, abs=0.005)
+        assert after.wrong == before.wrong
+    # and the two side by side, as a user comparing against nccl-tests would plot them
+    both = tmp_path / "both.png"
+    done = run_cli(["report", str(gloo_run), str(log), "--format", "csv", "--plot", str(both)])
+    assert done.returncode == 0, done.stderr
+    assert len(done.stdout.splitlines()) == 1 + 2 * len(ours)
+    assert _png_size(both) == (1200, 500)
