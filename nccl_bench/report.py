@@ -85,19 +85,19 @@ class _Column:
 COLUMNS: tuple[_Column, ...] = (
     _Column("op", 14, lambda r: r.op, "left"),
     _Column("place", 5, lambda r: PLACEMENT_LABEL.get(r.placement, r.placement), "left"),
-    _Column("size\n(B)", 12, lambda r: f"{r.size_bytes:,}"),
-    _Column("count\n(elements)", 12, lambda r: f"{r.count:,}"),
+    _Column("size\n(B)", 13, lambda r: f"{r.size_bytes:,}"),
+    _Column("count\n(elements)", 11, lambda r: f"{r.count:,}"),
     _Column("type", 8, lambda r: r.dtype, "left"),
     _Column("redop", 5, lambda r: r.redop, "left"),
     _Column("root", 4, lambda r: str(r.root)),
     _Column("iters", 6, lambda r: f"{r.iters:,}" if r.iters else "-"),
-    _Column("time\n(us)", 10, lambda r: _time(r.time_us)),
-    _Column("p50\n(us)", 10, lambda r: _time(r.p50_us)),
-    _Column("algbw\n(GB/s)", 8, lambda r: _num(r.algbw_gbps)),
-    _Column("busbw\n(GB/s)", 8, lambda r: _num(r.busbw_gbps)),
+    _Column("time\n(us)", 9, lambda r: _time(r.time_us)),
+    _Column("p50\n(us)", 9, lambda r: _time(r.p50_us)),
+    _Column("algbw\n(GB/s)", 7, lambda r: _num(r.algbw_gbps)),
+    _Column("busbw\n(GB/s)", 7, lambda r: _num(r.busbw_gbps)),
     _Column("%peak", 6, lambda r: _num(r.pct_of_peak, 1)),
     _Column("#wrong", 6, _wrong),
-    _Column("notes", 24, _notes, "left"),
+    _Column("notes", 0, _notes, "left"),
 )
 
 
@@ -105,7 +105,10 @@ def _new_table(show_header: bool, title: str | None = None) -> Table:
     table = Table(box=box.SIMPLE_HEAD if show_header else None, show_header=show_header, title=title,
                   pad_edge=False, collapse_padding=False, show_edge=False)
     for column in COLUMNS:
-        table.add_column(column.header, justify=column.justify, width=column.width, no_wrap=column.header != "notes")
+        if column.width:
+            table.add_column(column.header, justify=column.justify, width=column.width, no_wrap=True)
+        else:  # the free-text column takes what is left of the line
+            table.add_column(column.header, justify=column.justify, min_width=10)
     return table
 
 

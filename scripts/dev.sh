@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Set up a virtual environment and run one of the two everyday jobs:
+#   bash scripts/dev.sh sweep [sweep options]   a sweep on this host (local ranks; gloo on CPU without a GPU)
+#   bash scripts/dev.sh test [pytest options]   the test suite
+# On a host without an NVIDIA GPU it installs torch's CPU build, so set-up takes seconds, not a
+# multi-GB CUDA download. Set NCCL_BENCH_TORCH to choose the torch requirement yourself, and
+# NCCL_BENCH_TORCH_INDEX to an index of CPU wheels on a machine that has none on disk.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+venv="${NCCL_BENCH_VENV:-.venv}"
+if [ ! -x "$venv/bin/python" ]; then
+  python3 -m venv "$venv"
+fi
+py="$venv/bin/python"
+pip_quiet=(-m pip install --quiet --disable-pip-version-check)
+
+has_gpu() { command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; }
+
+if ! "$py" -c "import torch" >/dev/null 2>&1; then
+  if [ -n "${NCCL_BENCH_TORCH:-}" ]; then
+    torch_spec="$NCCL_BENCH_TORCH"
+  elif has_gpu; then
+    torch_spec="torch>=2.3"
+  else
+    torch_spec="torch==2.13.0"  # the CPU build this workplace keeps on disk (see README)
+  fi
+  echo "dev.sh: installing $torch_spec into $venv" >&2
+  if [ -n "${NCCL_BENCH_TORCH_INDEX:-}" ]; then
+    "$py" "${pip_quiet[@]}" --index-url "$NCCL_BENCH_TORCH_INDEX" "$torch_spec"
+  else
+    "$py" "${pip_quiet[@]}" "$torch_spec"
+  fi
+fi
+
+# Reinstall the package only when its declared dependencies change.
+stamp="$venv/.nccl-bench-installed"
+want="$(sha256sum pyproject.toml | cut -d' ' -f1)"
+if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+  echo "dev.sh: installing nccl-bench (editable) with its test and plot extras" >&2
+  "$py" "${pip_quiet[@]}" -e ".[test,plot]"
+  echo "$want" > "$stamp"
+fi
+
+job="${1:-}"
+shift || true
+case "$job" in
+  sweep) exec "$venv/bin/nccl-bench" sweep "$@" ;;
+  test) exec "$py" -m pytest "$@" ;;
+  *) echo "usage: bash scripts/dev.sh sweep|test [options]" >&2; exit 2 ;;
+esac

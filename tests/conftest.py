@@ -1,0 +1,48 @@
+"""Shared helpers: run the real CLI under torch's own launcher (torchrun), gloo on CPU."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def worker_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    env = dict(os.environ)
+    env.setdefault("OMP_NUM_THREADS", "1")
+    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
+    for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RUN_ID"):
+        env.pop(name, None)
+    env.update(extra or {})
+    return env
+
+
+def run_torchrun(nproc: int, args: list[str], *, env: dict[str, str] | None = None, timeout: float = 180,
+                 cwd: Path | None = None) -> subprocess.CompletedProcess:
+    """`torchrun --standalone --nproc_per_node N -m nccl_bench ARGS`; --standalone picks a free port."""
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(nproc),
+               "-m", "nccl_bench", *args]
+    return subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=worker_env(env),
+                          cwd=cwd or REPO)
+
+
+def run_cli(args: list[str], *, env: dict[str, str] | None = None, timeout: float = 180,
+            cwd: Path | None = None) -> subprocess.CompletedProcess:
+    """`python -m nccl_bench ARGS` as a user would type it (no launcher)."""
+    return subprocess.run([sys.executable, "-m", "nccl_bench", *args], capture_output=True, text=True,
+                          timeout=timeout, env=worker_env(env), cwd=cwd or REPO)
+
+
+@pytest.fixture
+def torchrun():
+    return run_torchrun
+
+
+@pytest.fixture
+def cli():
+    return run_cli

@@ -1,0 +1,133 @@
+"""Real multi-process sweeps: torchrun (and Slurm/Open MPI layouts) with gloo on CPU tensors."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+
+import pytest
+
+from nccl_bench.collectives import REGISTRY
+from nccl_bench.results import read_rows
+from tests.conftest import run_cli, run_torchrun, worker_env
+
+pytestmark = pytest.mark.integration
+
+
+def _ok(result):
+    assert result.returncode == 0, f"exit {result.returncode}\nSTDOUT\n{result.stdout}\nSTDERR\n{result.stderr[-3000:]}"
+
+
+def test_two_ranks_all_reduce_writes_csv_meta_and_table(tmp_path):
+    out = tmp_path / "run"
+    result = run_torchrun(2, ["sweep", "--op", "all_reduce", "--sizes", "1K,3000,1M", "--iters", "5", "-w", "1",
+                              "--out", str(out)])
+    _ok(result)
+    rows = read_rows(out)
+    assert [r.size_bytes for r in rows] == [1024, 3000, 1048576]
+    assert [r.count for r in rows] == [256, 750, 262144]
+    for row in rows:
+        assert row.wrong == 0 and row.status == "ok" and row.iters == 5 and row.world_size == 2
+        assert row.busbw_gbps / row.algbw_gbps == pytest.approx(1.0)  # 2(n-1)/n at n=2
+        assert row.algbw_gbps == pytest.approx(row.size_bytes / (row.time_us * 1e-6) / 1e9)
+    meta = json.loads((out / "meta.json").read_text())
+    assert (meta["status"], meta["world_size"], meta["nodes"], meta["backend"], meta["rows"]) == (
+        "complete", 2, 1, "gloo", 3)
+    assert all(not k or k.startswith("NCCL_") for k in meta["nccl_env"])
+    assert "busbw" in result.stdout and "# Avg bus bandwidth (all_reduce, in)" in result.stdout
+
+
+def test_three_ranks_every_op_correct_with_nccl_tests_factors(tmp_path):
+    out = tmp_path / "run"
+    result = run_torchrun(3, ["sweep", "--op", "all", "--sizes", "1K,100K", "--iters", "3", "-w", "1",
+                              "--out", str(out)], timeout=300)
+    _ok(result)
+    rows = read_rows(out)
+    by_op = {}
+    for row in rows:
+        by_op.setdefault(row.op, []).append(row)
+    assert set(by_op) == set(REGISTRY)
+    for row in rows:
+        assert row.status == "ok", (row.op, row.flags)
+        collective = REGISTRY[row.op]
+        if collective.factor is None:
+            assert row.busbw_gbps is None and row.time_us > 0
+            continue
+        assert row.wrong == 0, row
+        assert row.busbw_gbps / row.algbw_gbps == pytest.approx(collective.factor(3), rel=1e-9), row.op
+        unit = 4 * 3 if collective.split else 4
+        assert row.size_bytes % unit == 0 and row.size_bytes in (1020 if collective.split else 1024, 102396 if collective.split else 102400)
+    placements = {(r.op, r.placement) for r in rows}
+    assert ("all_gather", "in_place") in placements and ("all_gather", "out_of_place") in placements
+    assert {r.root for r in by_op["broadcast"]} == {0} and {r.root for r in by_op["all_reduce"]} == {-1}
+
+
+def test_types_and_reductions_check_out(tmp_path):
+    out = tmp_path / "run"
+    result = run_torchrun(2, ["sweep", "--op", "all_reduce,reduce_scatter,reduce", "-d", "bfloat16", "-o", "max",
+                              "--sizes", "2K", "--iters", "2", "-w", "0", "--root", "1", "--out", str(out)])
+    _ok(result)
+    rows = read_rows(out)
+    assert {(r.op, r.dtype, r.redop, r.wrong) for r in rows} == {
+        ("all_reduce", "bfloat16", "max", 0), ("reduce_scatter", "bfloat16", "max", 0), ("reduce", "bfloat16", "max", 0)}
+    assert [r.root for r in rows if r.op == "reduce"] == [1]
+
+
+def test_corrupted_result_is_caught_and_fails_the_run(tmp_path):
+    out = tmp_path / "run"
+    result = run_torchrun(2, ["sweep", "--op", "all_gather", "--sizes", "1K", "--iters", "2", "-w", "0",
+                              "--no-inplace", "--out", str(out)], env={"NCCL_BENCH_FAULT": "corrupt"})
+    assert result.returncode != 0
+    rows = read_rows(out)
+    assert [(r.wrong, r.status) for r in rows] == [(1, "wrong")]
+    assert "wrong element" in result.stderr
+
+
+def test_without_launcher_workers_start_through_torch_launcher(tmp_path):
+    result = run_cli(["sweep", "--workers", "2", "--op", "broadcast", "--sizes", "1K", "--iters", "2",
+                      "--results-root", str(tmp_path)])
+    _ok(result)
+    (run_dir,) = list(tmp_path.iterdir())
+    assert run_dir.name.endswith("_broadcast")
+    rows = read_rows(run_dir)
+    assert [(r.op, r.world_size, r.wrong) for r in rows] == [("broadcast", 2, 0)]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_open_mpi_layout_two_processes(tmp_path):
+    out = tmp_path / "run"
+    port = str(_free_port())
+    procs = []
+    for rank in range(2):
+        env = worker_env({
+            "OMPI_COMM_WORLD_RANK": str(rank), "OMPI_COMM_WORLD_SIZE": "2", "OMPI_COMM_WORLD_LOCAL_RANK": str(rank),
+            "OMPI_COMM_WORLD_LOCAL_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port,
+        })
+        procs.append(subprocess.Popen(
+            [sys.executable, "-m", "nccl_bench", "sweep", "--op", "sendrecv", "--sizes", "1K", "--iters", "2",
+             "--out", str(out)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    outputs = [p.communicate(timeout=120) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outputs
+    meta = json.loads((out / "meta.json").read_text())
+    assert (meta["launcher"], meta["world_size"]) == ("mpirun", 2)
+    assert [(r.op, r.wrong) for r in read_rows(out)] == [("sendrecv", 0)]
+
+
+def test_slurm_layout_single_task(tmp_path):
+    out = tmp_path / "run"
+    env = {"SLURM_PROCID": "0", "SLURM_NTASKS": "1", "SLURM_LOCALID": "0", "SLURM_STEP_ID": "0",
+           "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(_free_port())}
+    result = run_cli(["sweep", "--op", "all_reduce,sendrecv", "--sizes", "1K", "--iters", "2", "--out", str(out)], env=env)
+    _ok(result)
+    meta = json.loads((out / "meta.json").read_text())
+    assert (meta["launcher"], meta["world_size"]) == ("slurm", 1)
+    rows = {r.op: r for r in read_rows(out)}
+    assert rows["all_reduce"].busbw_gbps == 0.0  # 2(n-1)/n is 0 for one rank, as nccl-tests prints
+    assert rows["sendrecv"].status == "unsupported" and "at least 2 ranks" in rows["sendrecv"].flags

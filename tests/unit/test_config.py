@@ -1,0 +1,90 @@
+from pathlib import Path
+
+import pytest
+
+from nccl_bench import config as cfg
+from nccl_bench.collectives import OP_NAMES
+from nccl_bench.errors import UserInputError
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_expand_ops_handles_all_commas_repeats_and_dashes():
+    assert cfg.expand_ops(["all"]) == OP_NAMES
+    assert cfg.expand_ops(["all_reduce,all-gather", "all_reduce"]) == ("all_reduce", "all_gather")
+
+
+def test_unknown_op_names_the_option():
+    with pytest.raises(UserInputError) as info:
+        cfg.expand_ops(["allreduce"])
+    assert info.value.option == "--op" and "allreduce" in info.value.problem
+
+
+def test_flags_win_over_preset_and_preset_over_defaults(tmp_path):
+    preset = tmp_path / "p.toml"
+    preset.write_text('ops = ["broadcast"]\nwarmup = 9\ntrials = 2\nsizes = ["1K", "4K"]\n')
+    config = cfg.build_config({"trials": 4, "dtype": None}, preset)
+    assert config.ops == ("broadcast",)
+    assert config.warmup == 9
+    assert config.trials == 4
+    assert config.sizes == (1024, 4096)
+    assert config.dtype == "float32"
+
+
+def test_preset_unknown_key_is_named(tmp_path):
+    preset = tmp_path / "p.toml"
+    preset.write_text("itres = 5\n")
+    with pytest.raises(UserInputError) as info:
+        cfg.build_config({}, preset)
+    assert "itres" in str(info.value)
+
+
+def test_preset_not_toml_is_one_clear_error(tmp_path):
+    preset = tmp_path / "p.toml"
+    preset.write_text("ops = [\n")
+    with pytest.raises(UserInputError) as info:
+        cfg.build_config({}, preset)
+    assert info.value.option == "--config" and "not valid TOML" in info.value.problem
+
+
+@pytest.mark.parametrize("name", ["quick", "full", "ci"])
+def test_shipped_presets_load(name):
+    config = cfg.build_config({}, REPO / "configs" / f"{name}.toml")
+    assert config.ops
+
+
+@pytest.mark.parametrize(
+    "flags, option",
+    [
+        ({"min_bytes": "1M", "max_bytes": "1K"}, "--min-bytes"),
+        ({"step_factor": 1.0}, "--step-factor"),
+        ({"dtype": "float8"}, "--dtype"),
+        ({"reduce_op": "avg", "dtype": "int32"}, "--reduce-op"),
+        ({"iters": "0"}, "--iters"),
+        ({"iters": "many"}, "--iters"),
+        ({"sizes": "1K", "min_bytes": "8"}, "--sizes"),
+        ({"agg": "median"}, "--agg"),
+    ],
+)
+def test_invalid_combinations_name_the_option(flags, option):
+    with pytest.raises(UserInputError) as info:
+        cfg.build_config(flags)
+    assert info.value.option == option
+
+
+def test_iters_auto_means_calibrate():
+    assert cfg.build_config({"iters": "auto"}).iters is None
+    assert cfg.build_config({"iters": "20"}).iters == 20
+
+
+def test_host_default_ranges():
+    config = cfg.build_config({})
+    cpu = cfg.resolve_sizes(config, on_gpu=False)
+    gpu = cfg.resolve_sizes(config, on_gpu=True)
+    assert (cpu[0], cpu[-1], len(cpu)) == (1024, 64 * 2**20, 17)
+    assert (gpu[0], gpu[-1], len(gpu)) == (8, 2**30, 28)
+
+
+def test_max_below_cpu_default_min_still_gives_a_range():
+    config = cfg.build_config({"max_bytes": "256"})
+    assert cfg.resolve_sizes(config, on_gpu=False) == [256]
