@@ -115,6 +115,19 @@ def _synchronize(ctx: dist.DistContext) -> None:
         torch.cuda.synchronize()
 
 
+def next_calibration_calls(calls: int, elapsed_s: float, target_s: float, max_calls: int) -> int | None:
+    """The next calibration block size after `calls` took `elapsed_s`, or None when done.
+
+    Done once a block lasts target_s (or hits max_calls). Otherwise aim 20% past the target
+    from the measured rate, but at least double and at most CALIBRATION_MAX_GROWTH-fold,
+    so one slow outlier block cannot make the next one huge.
+    """
+    if elapsed_s >= target_s or calls >= max_calls:
+        return None
+    estimate = math.ceil(calls * target_s / max(elapsed_s, 1e-9) * 1.2)
+    return min(max_calls, max(calls * 2, min(calls * CALIBRATION_MAX_GROWTH, estimate)))
+
+
 class PointRunner:
     """Times one bound op (a zero-argument callable) under a TimingPlan on every rank."""
 
@@ -141,16 +154,13 @@ class PointRunner:
     def calibrate(self, call: Callable[[], None], ops_per_call: int) -> int:
         """Smallest op count whose sample lasts min_sample_s, agreed by all ranks (slowest wins)."""
         target_s = self.plan.min_sample_s * CALIBRATION_FRACTION
-        calls = 1
-        while True:
+        max_calls = max(1, MAX_AUTO_ITERS // ops_per_call)
+        calls: int | None = 1
+        while calls is not None:
             elapsed_s, _ = self._timed(call, calls)
             elapsed_s = dist.max_across_ranks(self.ctx, [elapsed_s])[0]
-            max_calls = MAX_AUTO_ITERS // ops_per_call
-            if elapsed_s >= target_s or calls >= max_calls:
-                break
-            estimate = math.ceil(calls * target_s / max(elapsed_s, 1e-9) * 1.2)
-            calls = max(calls * 2, min(calls * CALIBRATION_MAX_GROWTH, estimate, max_calls))
-        per_op_s = elapsed_s / (calls * ops_per_call)
+            done_calls, calls = calls, next_calibration_calls(calls, elapsed_s, target_s, max_calls)
+        per_op_s = elapsed_s / (done_calls * ops_per_call)
         return stats.iterations_for_sample(per_op_s, self.plan.min_sample_s, MIN_AUTO_ITERS, MAX_AUTO_ITERS)
 
     def measure(self, op: Callable[[], None]) -> Measurement:
