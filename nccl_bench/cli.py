@@ -318,7 +318,10 @@ def main() -> None:
     except KeyboardInterrupt:
         _print_error("interrupted", 130)
     except _click_usage_errors() as exc:
-        _print_error(_click_message(exc), 2)
+        message = _click_message(exc)
+        if not message:  # no arguments at all: the help was just printed
+            sys.exit(2)
+        _print_error(message, 2)
 
 
 def _print_error(message: str, code: int) -> None:
@@ -327,9 +330,15 @@ def _print_error(message: str, code: int) -> None:
 
 
 def _click_usage_errors():
-    import click
+    """click's exception base: typer >= 0.2x raises its own vendored copy, not the click package's."""
+    bases = {cls for cls in typer.BadParameter.__mro__ if cls.__name__ == "ClickException"}
+    try:
+        import click
 
-    return (click.exceptions.UsageError, click.exceptions.BadParameter, click.exceptions.ClickException)
+        bases.add(click.exceptions.ClickException)
+    except ImportError:
+        pass
+    return tuple(bases)
 
 
 def _click_message(exc) -> str:
