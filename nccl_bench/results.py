@@ -196,6 +196,9 @@ def read_rows(path: Path, option: str = "RESULTS") -> list[ResultRow]:
     if "schema_version" not in header:
         raise UserInputError(option, f"{csv_path} is not an nccl_bench results CSV (no schema_version column)")
     missing = [c for c in COLUMNS if c not in header]
+    for line_number, record in enumerate(records, start=2):
+        if record.get("schema_version", "") == "":  # the last column: empty means the line was cut short
+            raise UserInputError(option, f"{csv_path} line {line_number} is incomplete (cut off while being written?)")
     versions = {r.get("schema_version") for r in records}
     for version in versions:
         if version != str(SCHEMA_VERSION):
