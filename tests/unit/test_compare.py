@@ -261,3 +261,32 @@ def test_save_baseline_rejects_path_like_names(tmp_path, name):
 def test_save_baseline_refuses_a_folder_without_results(tmp_path):
     with pytest.raises(UserInputError, match="no results found"):
         cmp.save_baseline(tmp_path, "main", tmp_path / "results")
+
+
+def test_plan_baseline_check_validates_before_measuring(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    writer = ResultsWriter(run)
+    writer.append(row())
+    writer.close()
+    assert cmp.plan_baseline_check(None, None, None) is None
+    assert cmp.plan_baseline_check(run, None, None) == cmp.BaselineCheck(run, 0.10, None)
+    assert cmp.plan_baseline_check(run, "25%", "main") == cmp.BaselineCheck(run, 0.25, "main")
+    assert cmp.plan_baseline_check(None, None, "main") == cmp.BaselineCheck(None, 0.10, "main")
+    for args, option in (
+        ((None, "10%", None), "--tolerance"),
+        ((None, "10%", "main"), "--tolerance"),
+        ((tmp_path / "missing", None, None), "--baseline"),
+        ((run, "10", None), "--tolerance"),
+        ((run, None, "../up"), "--save-baseline"),
+    ):
+        with pytest.raises(UserInputError) as info:
+            cmp.plan_baseline_check(*args)
+        assert info.value.option == option
+
+
+def test_local_workers_do_not_get_the_baseline_options():
+    from nccl_bench.cli import _without_baseline_options
+
+    args = ["sweep", "--op", "all_reduce", "--baseline", "b", "--tolerance=5%", "--save-baseline", "main", "--iters", "5"]
+    assert _without_baseline_options(args) == ["sweep", "--op", "all_reduce", "--iters", "5"]
