@@ -112,16 +112,20 @@ def _sweep_with_local_workers(sweep_config, workers: Optional[int]) -> Path:
     """No launcher: pick the run folder here (so a bad path fails now) and start local ranks."""
     from nccl_bench.launch import default_workers, run_local_workers
     from nccl_bench.results import new_run_dir, prepare_run_dir
+    from nccl_bench.sweep import preflight
 
+    why = None
     if workers is None:
         workers, why = default_workers()
-        typer.echo(f"nccl-bench: no launcher found; starting {why} (use --workers N to choose)", err=True)
+    preflight(sweep_config, workers, workers)  # bad backend, root or memory: fail before any worker
     args = _without_baseline_options(sys.argv[1:])  # this process checks the baseline, not a worker
     if sweep_config.out is None:
         run_dir = prepare_run_dir(new_run_dir(sweep_config.results_root, sweep_config.ops), "--results-root")
         args += ["--out", str(run_dir)]
     else:
         run_dir = prepare_run_dir(sweep_config.out)
+    if why is not None:
+        typer.echo(f"nccl-bench: no launcher found; starting {why} (use --workers N to choose)", err=True)
     run_local_workers(workers, args)
     return run_dir
 

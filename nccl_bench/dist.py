@@ -95,6 +95,19 @@ def choose_backend(requested: str, cuda_available: bool) -> str:
     return "nccl" if cuda_available else "gloo"
 
 
+def check_backend_built(backend: str) -> None:
+    """Refuse, before any worker or process group, a backend this torch build does not contain."""
+    import torch
+    import torch.distributed as dist
+
+    built = {
+        "gloo": dist.is_gloo_available, "nccl": dist.is_nccl_available,
+        "mpi": dist.is_mpi_available, "ucc": dist.is_ucc_available,
+    }.get(backend)
+    if built is not None and not built():
+        raise UserInputError("--backend", f"this torch ({torch.__version__}) was built without {backend}; use gloo")
+
+
 def device_kind(backend: str) -> str:
     """Which device the buffers live on: NCCL works on CUDA tensors, the others here on CPU."""
     return "cuda" if backend == "nccl" else "cpu"

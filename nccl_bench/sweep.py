@@ -130,18 +130,39 @@ def buffer_bytes(points: list[Point], element_bytes: int) -> tuple[int, int]:
     return send, recv
 
 
-def check_memory(required_per_rank: int, ranks_sharing: int, available: int | None, where: str) -> None:
+def check_memory(
+    required_per_rank: int, ranks_sharing: int, available: int | None, where: str, option: str = "--max-bytes"
+) -> None:
     """Refuse, before allocating, a sweep whose buffers cannot fit; say the numbers."""
     if available is None:
         return
     needed = required_per_rank * ranks_sharing
     if needed > available * MEMORY_HEADROOM:
         raise UserInputError(
-            "--max-bytes",
+            option,
             f"the sweep needs {needed / 2**20:,.0f} MiB of {where} memory "
             f"({ranks_sharing} rank(s) x {required_per_rank / 2**20:,.0f} MiB) "
-            f"but only {available / 2**20:,.0f} MiB is available; lower --max-bytes",
+            f"but only {available / 2**20:,.0f} MiB is available; lower {option}",
         )
+
+
+def _size_option(config: cfg.SweepConfig) -> str:
+    return "--sizes" if config.sizes is not None else "--max-bytes"
+
+
+def preflight(config: cfg.SweepConfig, world_size: int, local_ranks: int) -> None:
+    """What a launcher-less run can refuse before starting workers: backend, --root, host memory."""
+    import torch
+
+    backend = dist.choose_backend(config.backend, torch.cuda.is_available())
+    dist.check_backend_built(backend)
+    if config.root >= world_size and any(REGISTRY[op].has_root for op in config.ops):
+        raise UserInputError("--root", f"{config.root} is not a rank of a world of {world_size}")
+    if dist.device_kind(backend) == "cpu":  # GPU memory is per device: each worker checks its own
+        points, _ = plan_points(config, world_size, on_gpu=False)
+        send_bytes, recv_bytes = buffer_bytes(points, cfg.DTYPE_BYTES[config.dtype])
+        required = send_bytes + recv_bytes + CHECK_OVERHEAD_BYTES
+        check_memory(required, local_ranks, host_available_bytes(), "host", _size_option(config))
 
 
 def host_available_bytes() -> int | None:
@@ -176,6 +197,7 @@ def execute(config: cfg.SweepConfig, observer_factory, argv: list[str] | None = 
     if launch is None:
         raise UserInputError("launcher", "no rank layout found (run under torchrun, srun or mpirun, or use --workers)")
     backend = dist.choose_backend(config.backend, torch.cuda.is_available())
+    dist.check_backend_built(backend)
     on_gpu = dist.device_kind(backend) == "cuda"
     points, notes = plan_points(config, launch.world_size, on_gpu)
     element_bytes = cfg.DTYPE_BYTES[config.dtype]
@@ -183,9 +205,9 @@ def execute(config: cfg.SweepConfig, observer_factory, argv: list[str] | None = 
     required = send_bytes + recv_bytes + CHECK_OVERHEAD_BYTES
     if on_gpu:
         free, _total = torch.cuda.mem_get_info(launch.local_rank)
-        check_memory(required, 1, free, f"GPU {launch.local_rank}")
+        check_memory(required, 1, free, f"GPU {launch.local_rank}", _size_option(config))
     else:
-        check_memory(required, launch.local_world_size, host_available_bytes(), "host")
+        check_memory(required, launch.local_world_size, host_available_bytes(), "host", _size_option(config))
     if config.root >= launch.world_size and any(REGISTRY[op].has_root for op in config.ops):
         raise UserInputError("--root", f"{config.root} is not a rank of a world of {launch.world_size}")
 
