@@ -4,7 +4,10 @@ A timed sample is: barrier, start, `iters` ops back to back, (GPU) synchronize, 
 per op is the sample's duration / iters, and ranks' durations are combined by `agg` (default
 max: a collective is as slow as its slowest rank). On GPU the clock is CUDA events on the
 current stream; on CPU time.perf_counter_ns. A timestamp after every op gives per-op latencies
-(p50/p99) at the cost of one clock read or event record per op.
+(p50/p99). On CPU that costs one clock read per op (~0.1 us against >= 20 us for a gloo op), so
+every sample carries them. On GPU an event record costs microseconds of CPU per op, which
+launch-bound small messages would show as extra time per op, so the timed samples record only
+the loop's two ends (as nccl-tests does) and one extra sample records an event per op.
 """
 
 from __future__ import annotations
@@ -68,7 +71,7 @@ class Measurement:
 class _CpuClock:
     resolution_s = max(time.get_clock_info("perf_counter").resolution, 1e-9)
 
-    def __init__(self, ops: int, blocking: bool):
+    def __init__(self, ops: int, blocking: bool, per_op: bool):
         self._stamps = [0] * (ops + 1)
 
     def start(self) -> None:
@@ -86,26 +89,33 @@ class _CpuClock:
 class _CudaClock:
     resolution_s = CUDA_EVENT_RESOLUTION_S
 
-    def __init__(self, ops: int, blocking: bool):
+    def __init__(self, ops: int, blocking: bool, per_op: bool):
         import torch
 
         self._torch = torch
-        self._events = [torch.cuda.Event(enable_timing=True) for _ in range(ops + 1)]
+        self._ops = ops
         self._blocking = blocking
+        self._per_op = per_op or blocking  # --blocking synchronizes per op anyway
+        self._events = [torch.cuda.Event(enable_timing=True) for _ in range(ops + 1 if self._per_op else 2)]
 
     def start(self) -> None:
         self._events[0].record()
 
     def mark(self, index: int) -> None:
-        self._events[index].record()
-        if self._blocking:
-            self._torch.cuda.synchronize()
+        if self._per_op:
+            self._events[index].record()
+            if self._blocking:
+                self._torch.cuda.synchronize()
+        elif index == self._ops:
+            self._events[1].record()
 
     def finish(self) -> tuple[float, list[float]]:
-        self._torch.cuda.synchronize()
+        self._torch.cuda.synchronize()  # elapsed_time needs both events completed
         events = self._events
-        per_op = [events[i - 1].elapsed_time(events[i]) * 1e-3 for i in range(1, len(events))]
-        return events[0].elapsed_time(events[-1]) * 1e-3, per_op
+        total_s = events[0].elapsed_time(events[-1]) * 1e-3
+        if not self._per_op:
+            return total_s, []
+        return total_s, [events[i - 1].elapsed_time(events[i]) * 1e-3 for i in range(1, len(events))]
 
 
 def _synchronize(ctx: dist.DistContext) -> None:
@@ -136,8 +146,8 @@ class PointRunner:
         self.plan = plan
         self._clock = _CudaClock if ctx.on_gpu else _CpuClock
 
-    def _timed(self, call: Callable[[], None], calls: int) -> tuple[float, list[float]]:
-        clock = self._clock(calls, self.plan.blocking)
+    def _timed(self, call: Callable[[], None], calls: int, per_op: bool = False) -> tuple[float, list[float]]:
+        clock = self._clock(calls, self.plan.blocking, per_op)
         dist.barrier(self.ctx)
         _synchronize(self.ctx)
         clock.start()
@@ -178,8 +188,11 @@ class PointRunner:
             rank_totals = [a + b for a, b in zip(rank_totals, per_rank)]
             means_us.append(combined_s / iters * 1e6)
             shortest = min(shortest, combined_s)
-            worst_call_s = dist.max_across_ranks(self.ctx, per_call_s)
-            per_op_us.extend(s / ops_per_call * 1e6 for s in worst_call_s)
+            if per_call_s:
+                per_op_us.extend(self._worst_per_op_us(per_call_s, ops_per_call))
+        if not per_op_us:  # GPU without --blocking: one more sample, an event after every op
+            _, per_call_s = self._timed(call, calls, per_op=True)
+            per_op_us.extend(self._worst_per_op_us(per_call_s, ops_per_call))
         slowest = max(range(len(rank_totals)), key=lambda r: rank_totals[r])
         return Measurement(
             iters=iters,
@@ -189,6 +202,9 @@ class PointRunner:
             shortest_sample_s=shortest,
             timer_resolution_s=self._clock.resolution_s,
         )
+
+    def _worst_per_op_us(self, per_call_s: list[float], ops_per_call: int) -> list[float]:
+        return [s / ops_per_call * 1e6 for s in dist.max_across_ranks(self.ctx, per_call_s)]
 
     def _maybe_graph(self, op: Callable[[], None]) -> tuple[Callable[[], None], int]:
         """With --cuda-graph K, K ops are captured once and replayed as one call (nccl-tests -G)."""
@@ -201,8 +217,12 @@ class PointRunner:
         with torch.cuda.stream(side):
             op()  # capture needs the communicator already initialised for this op
         torch.cuda.current_stream().wait_stream(side)
+        # No collective may still be in flight when capture starts: ProcessGroupNCCL's watchdog
+        # thread queries its events, and under the default "global" capture mode such a query
+        # from another thread invalidates the capture (pytorch/pytorch#104487, #105182).
+        torch.cuda.synchronize()
         graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
+        with torch.cuda.graph(graph, capture_error_mode="thread_local"):
             for _ in range(self.plan.cuda_graph):
                 op()
         return graph.replay, self.plan.cuda_graph

@@ -7,6 +7,7 @@ next point starts, and meta.json says how the run ended (complete, interrupted, 
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 import os
 import platform
@@ -70,6 +71,7 @@ class SweepSummary:
     status: str = "running"
     notes: list[str] = field(default_factory=list)
     current_point: str | None = None  # what was being measured, for a failure message
+    plot_path: Path | None = None
 
     @property
     def wrong_total(self) -> int:
@@ -313,6 +315,7 @@ def _meta(config, header: RunHeader, per_rank: dict[str, Any], argv: list[str], 
         "sizes": header.sizes,
         "iterations": header.iterations,
         "notes": list(header.notes),
+        "peak": per_rank.get("peak"),
     }
 
 
@@ -320,6 +323,9 @@ def _run(config, ctx, launch, points, summary: SweepSummary, observer, argv) -> 
     import torch
 
     header, per_rank = _collect_header(config, ctx, launch, points, summary)
+    peak_gbps, peak_label = _reference_peak(config, ctx, header.nodes)
+    header = dataclasses.replace(header, peak=peak_label)
+    per_rank["peak"] = {"gbps": peak_gbps, "label": peak_label}
     started = _dt.datetime.now(_dt.timezone.utc).isoformat()
     writer = None
     if ctx.rank == 0:
@@ -327,7 +333,7 @@ def _run(config, ctx, launch, points, summary: SweepSummary, observer, argv) -> 
         writer = ResultsWriter(summary.run_dir)
     observer.started(header, len(points))
     try:
-        _measure_all(config, ctx, points, header, summary, observer, writer)
+        _measure_all(config, ctx, points, header, summary, observer, writer, peak_gbps)
         summary.status = "complete"
     except Interrupted:
         summary.status = "interrupted"
@@ -343,7 +349,37 @@ def _run(config, ctx, launch, points, summary: SweepSummary, observer, argv) -> 
             meta["rows"] = len(summary.rows)
             meta["wrong_total"] = summary.wrong_total
             write_meta(summary.run_dir, meta)
+            summary.plot_path = _write_plot(summary, peak_gbps)
         observer.finished(summary)
+
+
+def _reference_peak(config, ctx, nodes: int) -> tuple[float | None, str | None]:
+    """The busbw ceiling for %peak: --peak, else what `limits` detects on rank 0, shared with all."""
+    if config.peak_gbps is not None:
+        return config.peak_gbps, f"{config.peak_gbps:g} GB/s (given with --peak)"
+    found = None
+    if ctx.rank == 0:
+        from nccl_bench.limits import detect_peak
+
+        peak, warnings = detect_peak(multi_node=nodes > 1, device_kind=ctx.device.type)
+        if peak is None:
+            found = (None, "unknown (" + "; ".join(warnings) + "); give one with --peak")
+        else:
+            found = (peak.peak_gbps, f"{peak.peak_gbps:.1f} GB/s per direction, {peak.label} [{peak.source}]")
+    return tuple(dist.gather_objects(ctx, found)[0])
+
+
+def _write_plot(summary: SweepSummary, peak_gbps: float | None) -> Path | None:
+    """busbw.png beside the CSV when matplotlib is installed; a plot never fails a run."""
+    if not any(row.busbw_gbps is not None for row in summary.rows):
+        return None
+    try:
+        from nccl_bench.plot import write_sweep_plot
+
+        return write_sweep_plot(summary.rows, summary.run_dir, peak_gbps=peak_gbps)
+    except Exception as exc:  # a broken font cache or backend must not cost the measured rows
+        summary.notes.append(f"busbw.png not written: {_first_line(exc)}")
+        return None
 
 
 def _first_line(exc: BaseException) -> str:
@@ -351,7 +387,7 @@ def _first_line(exc: BaseException) -> str:
     return text[0] if text else type(exc).__name__
 
 
-def _measure_all(config, ctx, points, header, summary, observer, writer) -> None:
+def _measure_all(config, ctx, points, header, summary, observer, writer, peak_gbps: float | None) -> None:
     import torch
 
     dtype = _torch_dtype(config.dtype)
@@ -380,12 +416,12 @@ def _measure_all(config, ctx, points, header, summary, observer, writer) -> None
         reason = _why_unsupported(collective, ctx, buffers, args)
         if reason is not None:
             unsupported[(point.op, point.placement)] = reason
-            row = _unsupported_row(config, ctx, header, point, collective, reason)
+            row = _unsupported_row(config, ctx, header, point, collective, reason, peak_gbps)
         else:
             run_once = collective.bind(buffers, args)
             measurement = runner.measure(run_once)
             wrong = _check(config, ctx, collective, buffers, run_once) if config.check and collective.factor else None
-            row = _row(config, ctx, header, point, collective, measurement, wrong)
+            row = _row(config, ctx, header, point, collective, measurement, wrong, peak_gbps)
         summary.current_point = None
         summary.rows.append(row)
         if writer is not None:
@@ -423,7 +459,7 @@ def _check(config, ctx, collective: Collective, buffers, run_once) -> int:
     return dist.sum_across_ranks(ctx, wrong)
 
 
-def _common(config, ctx, header, point, collective) -> dict[str, Any]:
+def _common(config, ctx, header, point, collective, peak_gbps: float | None) -> dict[str, Any]:
     element_bytes = cfg.DTYPE_BYTES[config.dtype]
     return dict(
         op=point.op,
@@ -437,18 +473,17 @@ def _common(config, ctx, header, point, collective) -> dict[str, Any]:
         nodes=header.nodes,
         backend=ctx.backend,
         agg=config.agg,
-        peak_gbps=config.peak_gbps,
+        peak_gbps=peak_gbps,
     )
 
 
-def _row(config, ctx, header, point, collective, measurement, wrong) -> ResultRow:
+def _row(config, ctx, header, point, collective, measurement, wrong, peak_gbps: float | None) -> ResultRow:
     time_us = measurement.time_us
     factor = collective.factor(ctx.world_size) if collective.factor else None
     algbw = bandwidth.algbw_gbps(point.size_bytes, time_us) if factor is not None else None
     busbw = bandwidth.busbw_gbps(algbw, factor)
-    peak = config.peak_gbps
     return ResultRow(
-        **_common(config, ctx, header, point, collective),
+        **_common(config, ctx, header, point, collective, peak_gbps),
         iters=measurement.iters,
         trials=len(measurement.sample_means_us),
         time_us=time_us,
@@ -461,15 +496,15 @@ def _row(config, ctx, header, point, collective, measurement, wrong) -> ResultRo
         busbw_factor=factor,
         wrong=wrong,
         slowest_rank=measurement.slowest_rank,
-        pct_of_peak=(100 * busbw / peak) if (busbw is not None and peak) else None,
+        pct_of_peak=(100 * busbw / peak_gbps) if (busbw is not None and peak_gbps) else None,
         status=STATUS_WRONG if wrong else STATUS_OK,
         flags=";".join(measurement.flags()),
     )
 
 
-def _unsupported_row(config, ctx, header, point, collective, reason: str) -> ResultRow:
+def _unsupported_row(config, ctx, header, point, collective, reason: str, peak_gbps: float | None) -> ResultRow:
     return ResultRow(
-        **_common(config, ctx, header, point, collective),
+        **_common(config, ctx, header, point, collective, peak_gbps),
         iters=0, trials=0, time_us=None, time_min_us=None, time_max_us=None, p50_us=None, p99_us=None,
         algbw_gbps=None, busbw_gbps=None,
         busbw_factor=collective.factor(ctx.world_size) if collective.factor else None,
