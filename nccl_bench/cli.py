@@ -101,6 +101,8 @@ def sweep_command(
             sweep_config, lambda rank: LiveReporter() if rank == 0 else sweep_module.SilentObserver()
         )
     except sweep_module.Interrupted as exc:
+        if detect_launch().rank != 0:  # every rank got the signal; rank 0 says so once
+            raise typer.Exit(130) from None
         _fail(f"interrupted by {exc}; results measured so far are kept", 130)
     if summary.wrong_total:
         _fail(f"{summary.wrong_total} wrong element(s) in the data check", 1)
@@ -316,6 +318,8 @@ def main() -> None:
     except UserInputError as exc:
         _print_error(str(exc), exc.exit_code)
     except RunFailedError as exc:
+        if exc.quiet:
+            sys.exit(exc.exit_code)
         _print_error(str(exc), exc.exit_code)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)

@@ -10,13 +10,16 @@ from __future__ import annotations
 import contextlib
 import datetime as _dt
 import os
+import re
 import socket
+import time
 from dataclasses import dataclass
 from typing import Any, Iterator, Mapping
 
 from nccl_bench.errors import UserInputError
 
 DEFAULT_MASTER_PORT = "29500"
+ROLL_CALL_POLL_S = 0.1  # store polling after a failure: quick to notice the last live rank, cheap
 
 
 @dataclass(frozen=True)
@@ -148,6 +151,7 @@ def process_group(launch: LaunchEnv, backend: str, timeout_s: float) -> Iterator
         timeout=_dt.timedelta(seconds=timeout_s),
         **extra,
     )
+    _publish_process(launch.rank)
     try:
         yield DistContext(launch.rank, launch.world_size, launch.local_rank, backend, device)
     finally:
@@ -191,6 +195,90 @@ def gather_objects(ctx: DistContext, obj: Any) -> list[Any]:
     out: list[Any] = [None] * ctx.world_size
     dist.all_gather_object(out, obj)
     return out
+
+
+def roll_call(ctx: DistContext, wait_s: float) -> tuple[list[int], list[int]] | None:
+    """After a failure or signal: mark this rank as leaving, then (ranks that left too, the others).
+
+    Uses the rendezvous store rather than a collective, which can no longer be trusted. Under
+    torchrun the store lives in the launcher agent, so it outlives any rank. None = unreachable.
+    """
+    mark_leaving(ctx)
+    keys = [f"nccl_bench/leaving/{rank}" for rank in range(ctx.world_size)]
+    try:
+        store = _store()
+        deadline = time.monotonic() + wait_s
+        while True:
+            present = [rank for rank, key in enumerate(keys) if store.check([key])]
+            if len(present) == ctx.world_size or time.monotonic() >= deadline:
+                return present, [rank for rank in range(ctx.world_size) if rank not in present]
+            time.sleep(ROLL_CALL_POLL_S)
+    except Exception:  # the store went with a dead rank (env:// hosts it in rank 0)
+        return None
+
+
+def _store():
+    import torch.distributed as dist
+
+    return dist.distributed_c10d._get_default_store()
+
+
+def _publish_process(rank: int) -> None:
+    """Host and pid of this rank in the store, so a peer on the same host can tell if it died."""
+    with contextlib.suppress(Exception):
+        _store().set(f"nccl_bench/process/{rank}", f"{hostname()} {os.getpid()}")
+
+
+def mark_leaving(ctx: DistContext) -> None:
+    """This rank stops on purpose (a signal or a reported failure): peers must not take it for a crash."""
+    with contextlib.suppress(Exception):
+        store = _store()
+        store.set_timeout(_dt.timedelta(seconds=5))  # a store that went away must not hold us for --timeout
+        store.set(f"nccl_bench/leaving/{ctx.rank}", "1")
+
+
+def local_peer_states(ctx: DistContext) -> dict[int, str]:
+    """Other ranks on this host that did not leave on purpose: rank -> "running", or what befell it."""
+    found: dict[int, str] = {}
+    try:
+        store, me = _store(), hostname()
+        for rank in range(ctx.world_size):
+            if rank == ctx.rank or not store.check([f"nccl_bench/process/{rank}"]):
+                continue
+            host, pid = store.get(f"nccl_bench/process/{rank}").decode().rsplit(" ", 1)
+            if host != me or store.check([f"nccl_bench/leaving/{rank}"]):
+                continue
+            state = _process_state(int(pid))
+            if state in (None, "Z"):
+                found[rank] = f"process {pid} died"
+            elif state == "T":
+                found[rank] = f"process {pid} is stopped"
+            else:
+                found[rank] = "running"
+    except Exception:  # best effort: the store may be gone with rank 0
+        pass
+    return found
+
+
+def _process_state(pid: int) -> str | None:
+    """Linux state letter of a process (R, S, T, Z...), None if there is no such process."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return None
+
+
+_SOURCE_LOCATION = re.compile(r"^\[[^\]]*\.(?:cc|cpp|cu|h|hpp):\d+\]\s*")
+
+
+def backend_error_text(exc: BaseException) -> str:
+    """What a gloo/NCCL error says happened, without its source location and generic advice."""
+    lines = str(exc).strip().splitlines()
+    text = lines[0] if lines else type(exc).__name__
+    while _SOURCE_LOCATION.match(text):
+        text = _SOURCE_LOCATION.sub("", text, count=1)
+    return text.split(". ", 1)[0].rstrip(". ") or type(exc).__name__
 
 
 def barrier(ctx: DistContext) -> None:

@@ -15,6 +15,7 @@ class UserInputError(Exception):
 class RunFailedError(Exception):
     """A distributed run failed after it started (a rank died, a timeout); partial results are kept."""
 
-    def __init__(self, message: str, exit_code: int = 1):
+    def __init__(self, message: str, exit_code: int = 1, quiet: bool = False):
         super().__init__(message)
         self.exit_code = exit_code
+        self.quiet = quiet  # another rank prints this failure; this one only exits non-zero

@@ -7,6 +7,7 @@ next point starts, and meta.json says how the run ended (complete, interrupted, 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as _dt
 import os
@@ -32,6 +33,9 @@ CHECK_OVERHEAD_BYTES = check.CHUNK_ELEMS * 8 * 4
 # Share of the free memory a sweep may plan to use; the rest is for torch, NCCL and the OS.
 MEMORY_HEADROOM = 0.9
 FAULT_ENV = "NCCL_BENCH_FAULT"  # test hook: "corrupt" flips one checked element on one rank
+# After a collective fails, how long a rank waits for the others to check in: live ranks notice the
+# same failure within moments (a closed connection, or the same --timeout); a dead or frozen one never.
+FAILURE_ROLL_CALL_S = 3.0
 
 
 @dataclass(frozen=True)
@@ -223,16 +227,92 @@ def execute(config: cfg.SweepConfig, observer_factory, argv: list[str] | None = 
     try:
         with dist.process_group(launch, backend, config.timeout_s) as ctx:
             _run(config, ctx, launch, points, summary, observer_factory(ctx.rank), argv or sys.argv)
+    except RuntimeError as exc:  # process-group set-up or the header exchange; no row was at stake yet
+        raise RunFailedError(f"setting up the sweep failed on rank {launch.rank}: {dist.backend_error_text(exc)}") from exc
     finally:
         _restore_signal_handlers(previous)
     return summary
 
 
+class _SignalState:
+    """How SIGTERM/SIGINT are handled at this moment of the sweep."""
+
+    def __init__(self) -> None:
+        self.holding = 0  # > 0 while a row is recorded: it lands whole in CSV and summary, then we stop
+        self.pending: str | None = None
+        # The sweep is stopping: torchrun SIGTERMs the survivors as soon as it sees a rank die, and
+        # that must not cut short the report that names it.
+        self.failing = False
+
+
+_signals = _SignalState()
+
+
 def _raise_interrupted(signum, frame):
-    raise Interrupted(signal.Signals(signum).name)
+    name = signal.Signals(signum).name
+    if _signals.failing or _signals.holding:
+        _signals.pending = _signals.pending or name
+        return
+    raise Interrupted(name)
+
+
+@contextlib.contextmanager
+def _signals_held():
+    _signals.holding += 1
+    try:
+        yield
+    finally:
+        _signals.holding -= 1
+    if _signals.pending and not _signals.holding and not _signals.failing:
+        raise Interrupted(_signals.pending)
+
+
+def _deliver_pending_signals() -> None:
+    # Empty on purpose: CPython runs the handler of a signal that has arrived on entering a function.
+    pass
+
+
+def _stopped(exc: BaseException, config, ctx, summary: SweepSummary, hostnames: list[str] | None) -> BaseException:
+    """What ended the sweep early, as the exception to raise: Interrupted, or a RunFailedError that
+    names the rank that did not answer (the lowest live rank prints it; the others stay quiet)."""
+    signalled = exc if isinstance(exc, Interrupted) else None
+    summary.status = "interrupted"
+    _deliver_pending_signals()
+    if signalled is None and _signals.pending:  # the signal came together with the error
+        signalled = Interrupted(_signals.pending)
+    if signalled is not None:
+        dist.mark_leaving(ctx)
+        if all(what == "running" for what in dist.local_peer_states(ctx).values()):
+            return signalled
+    answered = dist.roll_call(ctx, min(FAILURE_ROLL_CALL_S, config.timeout_s))
+    local = dist.local_peer_states(ctx)
+    crashed = {rank: what for rank, what in local.items() if what != "running"}
+    # torchrun stops the survivors of a dead rank with SIGTERM, often before their next collective
+    # would have failed: with a dead peer on this host that is a failure, and the peer is named.
+    summary.status = "failed"
+    where = summary.current_point or "the sweep"
+    reason = f"{signalled} from the launcher" if signalled is not None else dist.backend_error_text(exc)
+    if "timed out" in reason.lower():
+        reason += f" (--timeout {config.timeout_s:g} s)"
+    present, silent = answered if answered is not None else (None, sorted(crashed))
+    # A live rank on this host that did not check in is blocked waiting for us, not at fault.
+    missing = [r for r in silent if local.get(r) != "running"]
+    live = present if present is not None else []
+    live = sorted(set(live) | {r for r, what in local.items() if what == "running"} | {ctx.rank})
+    quiet = live[0] != ctx.rank
+    if not missing:
+        return RunFailedError(f"{where} failed on rank {ctx.rank}: {reason}", quiet=quiet)
+    names = ", ".join(
+        f"rank {r}" + (f" on host {hostnames[r]}" if hostnames else "") + (f" ({crashed[r]})" if r in crashed else "")
+        for r in missing
+    )
+    verb = "does" if len(missing) == 1 else "do"
+    return RunFailedError(f"{where} failed: {names} {verb} not answer; rank {ctx.rank} saw: {reason}", quiet=quiet)
 
 
 def _install_signal_handlers():
+    global _signals
+    _signals = _SignalState()
     previous = {}
     for signum in (signal.SIGTERM, signal.SIGINT):
         try:
@@ -335,13 +415,12 @@ def _run(config, ctx, launch, points, summary: SweepSummary, observer, argv) -> 
     try:
         _measure_all(config, ctx, points, header, summary, observer, writer, peak_gbps)
         summary.status = "complete"
-    except Interrupted:
-        summary.status = "interrupted"
-        raise
-    except Exception as exc:
-        summary.status = "failed"
-        where = summary.current_point or "setting up the sweep"
-        raise RunFailedError(f"{where} failed: {_first_line(exc)}") from exc
+    except (Interrupted, Exception) as exc:
+        _signals.failing = True  # from here on a signal is recorded, not raised: the report comes first
+        stop = _stopped(exc, config, ctx, summary, per_rank.get("hostnames"))
+        if stop is exc:
+            raise
+        raise stop from (exc if not isinstance(exc, Interrupted) else None)
     finally:
         if writer is not None:
             writer.close()
@@ -423,9 +502,10 @@ def _measure_all(config, ctx, points, header, summary, observer, writer, peak_gb
             wrong = _check(config, ctx, collective, buffers, run_once) if config.check and collective.factor else None
             row = _row(config, ctx, header, point, collective, measurement, wrong, peak_gbps)
         summary.current_point = None
-        summary.rows.append(row)
-        if writer is not None:
-            writer.append(row)
+        with _signals_held():
+            summary.rows.append(row)
+            if writer is not None:
+                writer.append(row)
         observer.row_done(row)
 
 
