@@ -338,7 +338,8 @@ def _collect_header(config, ctx, launch, points, summary) -> tuple[RunHeader, di
         versions["cuda"] = str(torch.version.cuda)
         nccl = torch.cuda.nccl.version()
         versions["nccl"] = ".".join(map(str, nccl)) if isinstance(nccl, tuple) else str(nccl)
-    sizes_by_op = sorted({p.size_bytes for p in points if p.size_bytes})
+    requested = cfg.resolve_sizes(config, ctx.on_gpu)
+    host_default = config.sizes is None and config.min_bytes is None and config.max_bytes is None
     iterations = (
         f"{config.iters} per sample" if config.iters is not None
         else f"auto (each sample >= {cfg.min_sample_ms(config, ctx.on_gpu):g} ms)"
@@ -351,7 +352,8 @@ def _collect_header(config, ctx, launch, points, summary) -> tuple[RunHeader, di
         hostnames=tuple(sorted(set(hostnames))),
         devices=tuple(d for _, d in per_rank),
         versions=versions,
-        sizes=cfg.describe_sizes(sizes_by_op) + (" (host default)" if config.sizes is None and config.min_bytes is None and config.max_bytes is None else ""),
+        sizes=cfg.describe_sizes(requested) + (" (host default)" if host_default else "")
+        + ", each rounded down to whole elements (x ranks for split ops)",
         iterations=iterations,
         warmup=config.warmup,
         trials=config.trials,
