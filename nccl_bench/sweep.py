@@ -130,9 +130,18 @@ def plan_points(config: cfg.SweepConfig, world_size: int, on_gpu: bool) -> tuple
 
 
 def buffer_bytes(points: list[Point], element_bytes: int) -> tuple[int, int]:
-    """Bytes of the one send and one receive store that every point's views fit in."""
-    send = max((p.send_elems for p in points), default=0) * element_bytes
-    recv = max((p.recv_elems for p in points), default=0) * element_bytes
+    """Bytes of the one send and one receive store that every point's views fit in.
+
+    Only points that take views of a store count towards it (see collectives.make_buffers): an
+    in-place point lives wholly in the receive store, except reduce_scatter's, which lives in
+    the send store. So an all_reduce-only sweep allocates no send store at all.
+    """
+    def in_send_store(p: Point) -> bool:
+        return p.placement != PLACEMENT_IN or p.op == "reduce_scatter"
+
+    send = max((p.send_elems for p in points if in_send_store(p)), default=0) * element_bytes
+    recv = max((p.recv_elems for p in points if not (p.placement == PLACEMENT_IN and p.op == "reduce_scatter")),
+               default=0) * element_bytes
     return send, recv
 
 
