@@ -37,11 +37,17 @@ def test_report_plot_of_a_real_run(gloo_run, tmp_path):
     assert _png_size(png) == (1200, 500)
     rows = read_rows(gloo_run)
     figure = plot.busbw_figure([(gloo_run.name, rows)])
-    labels = [line.get_label() for line in figure.axes[0].get_lines()]
+    lines = figure.axes[0].get_lines()
+    data_lines = [line for line in lines if not line.get_label().startswith(plot.PEAK_LABEL_PREFIX)]
+    peak_lines = [line for line in lines if line.get_label().startswith(plot.PEAK_LABEL_PREFIX)]
     # all_reduce runs in place only (one line); all_gather both ways (one line per placement)
-    assert labels == ["all_reduce", "all_gather (out-of-place)", "all_gather (in-place)"]
-    for line in figure.axes[0].get_lines():
+    assert [line.get_label() for line in data_lines] == ["all_reduce", "all_gather (out-of-place)", "all_gather (in-place)"]
+    for line in data_lines:
         assert list(line.get_xdata()) == [1024, 65536, 2 * 1024 * 1024]
+    # the sweep recorded the host's reference peak in every row; it is drawn once, dashed
+    assert rows[0].peak_gbps is not None
+    assert [list(line.get_ydata()) for line in peak_lines] == [[rows[0].peak_gbps] * 2]
+    assert peak_lines[0].get_linestyle() == "--"
     # the latency panel stops at 1 MiB
     assert all(list(line.get_xdata()) == [1024, 65536] for line in figure.axes[1].get_lines())
 
