@@ -46,6 +46,11 @@ job="${1:-}"
 shift || true
 case "$job" in
   sweep) exec "$venv/bin/nccl-bench" sweep "$@" ;;
-  test) exec "$py" -m pytest "$@" ;;
+  test)
+    # The two-host test builds network namespaces with iproute2; install it where we may.
+    if ! command -v ip >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+      (apt-get update -qq && apt-get install -y -qq iproute2) >/dev/null 2>&1 || echo "dev.sh: could not install iproute2; the two-host test will skip" >&2
+    fi
+    exec "$py" -m pytest "$@" ;;
   *) echo "usage: bash scripts/dev.sh sweep|test [options]" >&2; exit 2 ;;
 esac
