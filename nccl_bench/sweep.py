@@ -276,17 +276,11 @@ def _signals_held():
         raise Interrupted(_signals.pending)
 
 
-def _deliver_pending_signals() -> None:
-    # Empty on purpose: CPython runs the handler of a signal that has arrived on entering a function.
-    pass
-
-
 def _stopped(exc: BaseException, config, ctx, summary: SweepSummary, hostnames: list[str] | None) -> BaseException:
     """What ended the sweep early, as the exception to raise: Interrupted, or a RunFailedError that
     names the rank that did not answer (the lowest live rank prints it; the others stay quiet)."""
     signalled = exc if isinstance(exc, Interrupted) else None
     summary.status = "interrupted"
-    _deliver_pending_signals()
     if signalled is None and _signals.pending:  # the signal came together with the error
         signalled = Interrupted(_signals.pending)
     if signalled is not None:
@@ -301,7 +295,7 @@ def _stopped(exc: BaseException, config, ctx, summary: SweepSummary, hostnames: 
     summary.status = "failed"
     where = summary.current_point or "the sweep"
     reason = f"{signalled} from the launcher" if signalled is not None else dist.backend_error_text(exc)
-    if "timed out" in reason.lower():
+    if "timed out" in reason.lower() or "timeout" in reason.lower():  # gloo words it either way
         reason += f" (--timeout {config.timeout_s:g} s)"
     present, silent = answered if answered is not None else (None, sorted(crashed))
     # A live rank on this host that did not check in is blocked waiting for us, not at fault.
