@@ -162,15 +162,20 @@ class PointRunner:
         _synchronize(self.ctx)
 
     def calibrate(self, call: Callable[[], None], ops_per_call: int) -> int:
-        """Smallest op count whose sample lasts min_sample_s, agreed by all ranks (slowest wins)."""
+        """Smallest op count whose sample lasts min_sample_s, agreed by all ranks (slowest wins).
+
+        The rate comes from the fastest calibration block: on a shared host one stall inside a
+        short block would otherwise make the op look slow and the timed sample too short.
+        """
         target_s = self.plan.min_sample_s * CALIBRATION_FRACTION
         max_calls = max(1, MAX_AUTO_ITERS // ops_per_call)
+        per_op_s = math.inf
         calls: int | None = 1
         while calls is not None:
             elapsed_s, _ = self._timed(call, calls)
             elapsed_s = dist.max_across_ranks(self.ctx, [elapsed_s])[0]
-            done_calls, calls = calls, next_calibration_calls(calls, elapsed_s, target_s, max_calls)
-        per_op_s = elapsed_s / (done_calls * ops_per_call)
+            per_op_s = min(per_op_s, elapsed_s / (calls * ops_per_call))
+            calls = next_calibration_calls(calls, elapsed_s, target_s, max_calls)
         return stats.iterations_for_sample(per_op_s, self.plan.min_sample_s, MIN_AUTO_ITERS, MAX_AUTO_ITERS)
 
     def measure(self, op: Callable[[], None]) -> Measurement:
