@@ -21,11 +21,13 @@ from nccl_bench import dist, stats
 from nccl_bench.config import MAX_AUTO_ITERS, MIN_AUTO_ITERS
 
 # A calibration block must last at least this fraction of a sample before its per-op time is
-# trusted; smaller blocks are dominated by timer and barrier overhead.
-CALIBRATION_FRACTION = 0.1
-# Growth of the calibration block between rounds: fast convergence without overshooting a
-# huge message's sample by orders of magnitude.
-CALIBRATION_MAX_GROWTH = 10
+# trusted (>= 2.5 ms at the GPU default, 10 ms on CPU: thousands of timer ticks). Calibration
+# is pure overhead, and every block also costs a barrier and a cross-rank reduction, so it is
+# kept short and few: at 10% with 10x growth it took ~20% of a quick sweep's wall time.
+CALIBRATION_FRACTION = 0.05
+# Growth of the calibration block between rounds: usually one jump from a single op straight
+# to the block the measured rate asks for, without overshooting a huge message's sample.
+CALIBRATION_MAX_GROWTH = 100
 # cudaEventElapsedTime resolves about half a microsecond (CUDA Runtime API documentation).
 CUDA_EVENT_RESOLUTION_S = 0.5e-6
 # A sample shorter than this many timer ticks cannot be trusted to 0.1%.
