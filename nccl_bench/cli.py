@@ -21,6 +21,9 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    # Plain click help: rendering it with rich imports typer.rich_utils (~0.12 s), which alone
+    # would take `--help` past issue 3's 0.3 s budget (see benchmarks/startup.py).
+    rich_markup_mode=None,
 )
 
 
@@ -326,6 +329,9 @@ def main() -> None:
     except KeyboardInterrupt:
         _print_error("interrupted", 130)
     except _click_usage_errors() as exc:
+        if type(exc).__name__ == "NoArgsIsHelpError":  # bare `nccl-bench`: the help, on stdout
+            print(exc.ctx.get_help(), flush=True)
+            sys.exit(2)
         message = _click_message(exc)
         if not message:  # no arguments at all: the help was just printed
             sys.exit(2)
