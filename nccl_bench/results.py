@@ -79,6 +79,11 @@ def row_to_record(row: ResultRow) -> dict[str, Any]:
     return dataclasses.asdict(row)
 
 
+def csv_cells(row: ResultRow) -> list[Any]:
+    """One results.csv line in COLUMNS order: None is an empty cell, floats keep every digit (repr)."""
+    return ["" if value is None else value for value in row_to_record(row).values()]
+
+
 def record_to_row(record: dict[str, Any]) -> ResultRow:
     """Inverse of row_to_record for values read back from CSV/JSON (strings, NaN or None)."""
     values: dict[str, Any] = {}
@@ -111,13 +116,11 @@ class ResultsWriter:
         self._needs_header = self._file.tell() == 0
 
     def append(self, row: ResultRow) -> None:
-        # The csv module writes exactly what pandas' to_csv would (repr floats, None as empty)
-        # without importing pandas, which cost ~0.5 s inside every sweep.
+        # The csv module, not pandas: importing pandas cost ~0.5 s inside every sweep.
         writer = csv.writer(self._file, lineterminator="\n")
         if self._needs_header:
             writer.writerow(COLUMNS)
-        record = row_to_record(row)
-        writer.writerow(["" if record[name] is None else record[name] for name in COLUMNS])
+        writer.writerow(csv_cells(row))
         self._needs_header = False
         self._sync()
 
@@ -186,39 +189,63 @@ def resolve_results_csv(path: Path, option: str) -> Path:
 
 def read_rows(path: Path, option: str = "RESULTS") -> list[ResultRow]:
     """Read a results.csv (or its run folder) back into rows, checking the column contract."""
-    import pandas as pd
-
     csv_path = resolve_results_csv(path, option)
     try:
-        frame = pd.read_csv(csv_path, dtype=str, keep_default_na=False)
-    except pd.errors.EmptyDataError:
-        raise UserInputError(option, f"{csv_path} is empty") from None
-    except (OSError, UnicodeDecodeError, ValueError, pd.errors.ParserError) as exc:
+        header, lines = _read_csv(csv_path)
+    except (OSError, UnicodeDecodeError, csv.Error) as exc:
         raise UserInputError(option, f"cannot parse {csv_path}: {str(exc).strip().splitlines()[0]}") from None
-    header = list(frame.columns)
-    records = frame.to_dict("records")
+    if header is None:
+        raise UserInputError(option, f"{csv_path} is empty")
     if "schema_version" not in header:
         raise UserInputError(option, f"{csv_path} is not an nccl_bench results CSV (no schema_version column)")
-    missing = [c for c in COLUMNS if c not in header]
-    for line_number, record in enumerate(records, start=2):
+    records = []
+    for line_number, cells in lines:
+        if len(cells) > len(header):
+            raise UserInputError(
+                option, f"cannot parse {csv_path}: line {line_number} has {len(cells)} fields, the header {len(header)}"
+            )
+        record = dict(zip(header, cells))
         if record.get("schema_version", "") == "":  # the last column: empty means the line was cut short
             raise UserInputError(option, f"{csv_path} line {line_number} is incomplete (cut off while being written?)")
-    versions = {r.get("schema_version") for r in records}
-    for version in versions:
+        records.append((line_number, record))
+    for version in {record["schema_version"] for _, record in records}:
         if version != str(SCHEMA_VERSION):
             raise UserInputError(
                 option,
                 f"{csv_path} has results format version {version}; this nccl_bench reads version {SCHEMA_VERSION}",
             )
+    missing = [c for c in COLUMNS if c not in header]
     if missing:
         raise UserInputError(option, f"{csv_path} lacks columns: {', '.join(missing)}")
     rows = []
-    for line_number, record in enumerate(records, start=2):
+    for line_number, record in records:
         try:
             rows.append(record_to_row(record))
         except (TypeError, ValueError) as exc:
             raise UserInputError(option, f"{csv_path} line {line_number}: {exc}") from None
     return rows
+
+
+def _read_csv(csv_path: Path) -> tuple[list[str] | None, list[tuple[int, list[str]]]]:
+    """(header, or None when there is none; [(first line number, cells)]) in ResultsWriter's dialect.
+
+    Blank lines are skipped; numbers count lines of the file, so a quoted newline in `flags`
+    does not shift the line an error names.
+    """
+    header: list[str] | None = None
+    lines: list[tuple[int, list[str]]] = []
+    with open(csv_path, newline="", encoding="utf-8-sig") as handle:  # -sig: a CSV saved by a spreadsheet
+        reader = csv.reader(handle)
+        end = 0
+        for cells in reader:
+            start, end = end + 1, reader.line_num
+            if not cells:
+                continue
+            if header is None:
+                header = cells
+            else:
+                lines.append((start, cells))
+    return header, lines
 
 
 def read_meta(run_dir: Path) -> dict[str, Any] | None:

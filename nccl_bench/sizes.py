@@ -44,7 +44,7 @@ def geometric_sizes(min_bytes: int, max_bytes: int, factor: float) -> list[int]:
     """min, min*f, min*f^2, ... up to max inclusive (nccl-tests -b/-e/-f)."""
     if factor <= 1:
         raise UserInputError("--step-factor", f"must be greater than 1, got {factor:g}")
-    _check_range(min_bytes, max_bytes)
+    check_range(min_bytes, max_bytes)
     sizes = []
     step = 0
     while True:
@@ -61,11 +61,12 @@ def linear_sizes(min_bytes: int, max_bytes: int, step_bytes: int) -> list[int]:
     """min, min+i, min+2i, ... up to max inclusive (nccl-tests -i)."""
     if step_bytes <= 0:
         raise UserInputError("--step-bytes", f"must be at least 1 byte, got {step_bytes}")
-    _check_range(min_bytes, max_bytes)
+    check_range(min_bytes, max_bytes)
     return list(range(min_bytes, max_bytes + 1, step_bytes))
 
 
-def _check_range(min_bytes: int, max_bytes: int) -> None:
+def check_range(min_bytes: int, max_bytes: int) -> None:
+    """Refuse a size range whose low end is above its high end."""
     if min_bytes > max_bytes:
         raise UserInputError(
             "--min-bytes",

@@ -88,3 +88,20 @@ def test_host_default_ranges():
 def test_max_below_cpu_default_min_still_gives_a_range():
     config = cfg.build_config({"max_bytes": "256"})
     assert cfg.resolve_sizes(config, on_gpu=False) == [256]
+
+
+def test_every_config_key_names_an_option_of_the_sweep_command():
+    import typer.main
+
+    from nccl_bench.cli import app
+
+    sweep = typer.main.get_command(app).commands["sweep"]
+    options = {opt for param in sweep.params for opt in (*param.opts, *param.secondary_opts)}
+    unknown = {key: cfg.option_name(key) for key in cfg.CONFIG_KEYS if cfg.option_name(key) not in options}
+    assert not unknown, f"error messages would name options the sweep command lacks: {unknown}"
+
+
+def test_errors_name_the_flag_not_the_field():
+    with pytest.raises(UserInputError) as info:
+        cfg.build_config({"timeout_s": 0})
+    assert str(info.value) == "--timeout: must be greater than 0, got 0"
