@@ -300,13 +300,10 @@ def limits_command(
 
         typer.echo(json.dumps(limits_json(limits, peak, peak_warnings), indent=2))
         return
-    from rich.console import Console
-
     from nccl_bench.limits_render import limits_renderables
+    from nccl_bench.report import make_console
 
-    console = Console()
-    if not console.is_terminal:  # piped or logged: do not fold the GPU table at 80 columns
-        console = Console(width=160)
+    console = make_console()  # piped or logged: wide enough not to fold the GPU table
     for renderable in limits_renderables(limits, peak, peak_warnings):
         console.print(renderable)
 

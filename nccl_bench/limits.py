@@ -39,13 +39,12 @@ SOURCE_NVML = "nvml"
 SOURCE_SMI = "nvidia-smi"
 SOURCE_TABLE = "known-gpu-table"
 SOURCE_MEMCPY = "host-memcpy"
-SOURCE_USER = "user"
 
 
 @dataclass(frozen=True)
 class Peak:
     peak_gbps: float  # per-direction bus-bandwidth ceiling to compare busbw with, 1e9 B/s
-    source: str  # "nvml", "nvidia-smi", "known-gpu-table", "host-memcpy", "user", or "a+b"
+    source: str  # "nvml", "nvidia-smi", "known-gpu-table", "host-memcpy", or "a+b"
     label: str  # human text, e.g. "NVLink4 x18 active, 25 GB/s/link/direction"
 
 

@@ -6,6 +6,7 @@ import dataclasses
 from typing import Any
 
 from nccl_bench.limits import HostLimits, Peak
+from nccl_bench.limits_host import MEMCPY_BUFFER_BYTES
 
 
 def _num(value: float | None, fmt: str = "{:.2f}") -> str:
@@ -48,7 +49,7 @@ def limits_renderables(limits: HostLimits, peak: Peak | None, peak_warnings: lis
         out.append(Text(f"No NVIDIA GPU found ({why})."))
     if limits.memcpy_gbps is not None:
         out.append(Text(f"Host memory copy: {limits.memcpy_gbps:.2f} GB/s (measured single-thread copy of a "
-                        "64 MiB buffer, bytes copied once per second)"))
+                        f"{MEMCPY_BUFFER_BYTES // 2**20} MiB buffer, bytes copied once per second)"))
     if peak is not None:
         out.append(Text(f"Peak to compare busbw with: {peak.peak_gbps:.2f} GB/s - {peak.label} [{peak.source}]",
                         style="bold"))
