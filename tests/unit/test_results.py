@@ -65,3 +65,22 @@ def test_empty_file_is_one_clear_error(tmp_path):
     (tmp_path / "results.csv").write_text("\n")
     with pytest.raises(UserInputError, match="is empty"):
         read_rows(tmp_path)
+
+
+def test_load_frame_gives_typed_pandas_columns(tmp_path):
+    import math
+
+    from nccl_bench.results import COLUMNS, ResultsWriter, load_frame
+
+    writer = ResultsWriter(tmp_path)
+    measured = _row(op="all_reduce", wrong=0)
+    unsupported = _row(op="sendrecv", time_us=None, busbw_gbps=None, wrong=None, slowest_rank=None, status="unsupported")
+    writer.append(measured)
+    writer.append(unsupported)
+    writer.close()
+    frame = load_frame(tmp_path)
+    assert list(frame.columns) == list(COLUMNS)
+    assert str(frame["size_bytes"].dtype) == "int64" and str(frame["wrong"].dtype) == "Int64"
+    assert str(frame["busbw_gbps"].dtype) == "float64"
+    assert frame.loc[0, "busbw_gbps"] == measured.busbw_gbps and frame.loc[0, "wrong"] == 0
+    assert math.isnan(frame.loc[1, "busbw_gbps"]) and frame["wrong"].isna().tolist() == [False, True]
