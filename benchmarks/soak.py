@@ -168,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
     out = args.out or Path(tempfile.mkdtemp(prefix="nccl-bench-soak-")) / "run"
     result = run(args.ranks, args.max_bytes, out, args.extra)
     verdict = judge(result, out)
-    print(json.dumps({k: v for k, v in verdict.items()}, indent=2))
+    print(json.dumps(verdict, indent=2))
     if args.json:
         args.json.write_text(json.dumps({"verdict": verdict, "samples": result["samples"]}, indent=1) + "\n")
     return 0 if verdict["passed"] else 1

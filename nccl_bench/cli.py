@@ -92,19 +92,21 @@ def sweep_command(
 
     from nccl_bench.dist import detect_launch
 
-    if detect_launch() is None:
+    launch = detect_launch()
+    if launch is None:
         run_dir = _sweep_with_local_workers(sweep_config, workers)
         _after_sweep(run_dir, sweep_config.results_root, baseline_check)
         return
     from nccl_bench import sweep as sweep_module
+    from nccl_bench.faults import Interrupted
     from nccl_bench.report import LiveReporter
 
     try:
         summary = sweep_module.execute(
             sweep_config, lambda rank: LiveReporter() if rank == 0 else sweep_module.SilentObserver()
         )
-    except sweep_module.Interrupted as exc:
-        if detect_launch().rank != 0:  # every rank got the signal; rank 0 says so once
+    except Interrupted as exc:
+        if launch.rank != 0:  # every rank got the signal; rank 0 says so once
             raise typer.Exit(130) from None
         _fail(f"interrupted by {exc}; results measured so far are kept", 130)
     if summary.wrong_total:

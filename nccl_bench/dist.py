@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Iterator, Mapping
 
-from nccl_bench.errors import UserInputError
+from nccl_bench.errors import UserInputError, first_line
 
 DEFAULT_MASTER_PORT = "29500"
 ROLL_CALL_POLL_S = 0.1  # store polling after a failure: quick to notice the last live rank, cheap
@@ -248,7 +248,7 @@ def local_peer_states(ctx: DistContext) -> dict[int, str]:
             host, pid = store.get(f"nccl_bench/process/{rank}").decode().rsplit(" ", 1)
             if host != me or store.check([f"nccl_bench/leaving/{rank}"]):
                 continue
-            state = _process_state(int(pid))
+            state = process_state(int(pid))
             if state in (None, "Z"):
                 found[rank] = f"process {pid} died"
             elif state == "T":
@@ -260,7 +260,7 @@ def local_peer_states(ctx: DistContext) -> dict[int, str]:
     return found
 
 
-def _process_state(pid: int) -> str | None:
+def process_state(pid: int) -> str | None:
     """Linux state letter of a process (R, S, T, Z...), None if there is no such process."""
     try:
         with open(f"/proc/{pid}/stat", encoding="ascii") as handle:
@@ -274,11 +274,18 @@ _SOURCE_LOCATION = re.compile(r"^\[[^\]]*\.(?:cc|cpp|cu|h|hpp):\d+\]\s*")
 
 def backend_error_text(exc: BaseException) -> str:
     """What a gloo/NCCL error says happened, without its source location and generic advice."""
-    lines = str(exc).strip().splitlines()
-    text = lines[0] if lines else type(exc).__name__
+    text = first_line(exc)
     while _SOURCE_LOCATION.match(text):
         text = _SOURCE_LOCATION.sub("", text, count=1)
     return text.split(". ", 1)[0].rstrip(". ") or type(exc).__name__
+
+
+def synchronize(ctx: DistContext) -> None:
+    """Wait for the GPU work queued so far (a no-op on CPU, where ops complete before returning)."""
+    if ctx.on_gpu:
+        import torch
+
+        torch.cuda.synchronize()
 
 
 def barrier(ctx: DistContext) -> None:

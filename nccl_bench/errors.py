@@ -19,3 +19,9 @@ class RunFailedError(Exception):
         super().__init__(message)
         self.exit_code = exit_code
         self.quiet = quiet  # another rank prints this failure; this one only exits non-zero
+
+
+def first_line(exc: BaseException) -> str:
+    """An exception's first line of text, or its type's name when it has none."""
+    lines = str(exc).strip().splitlines()
+    return lines[0] if lines else type(exc).__name__

@@ -120,13 +120,6 @@ class _CudaClock:
         return total_s, [events[i - 1].elapsed_time(events[i]) * 1e-3 for i in range(1, len(events))]
 
 
-def _synchronize(ctx: dist.DistContext) -> None:
-    if ctx.on_gpu:
-        import torch
-
-        torch.cuda.synchronize()
-
-
 def next_calibration_calls(calls: int, elapsed_s: float, target_s: float, max_calls: int) -> int | None:
     """The next calibration block size after `calls` took `elapsed_s`, or None when done.
 
@@ -151,7 +144,7 @@ class PointRunner:
     def _timed(self, call: Callable[[], None], calls: int, per_op: bool = False) -> tuple[float, list[float]]:
         clock = self._clock(calls, self.plan.blocking, per_op)
         dist.barrier(self.ctx)
-        _synchronize(self.ctx)
+        dist.synchronize(self.ctx)
         clock.start()
         for index in range(1, calls + 1):
             call()
@@ -161,7 +154,7 @@ class PointRunner:
     def warm_up(self, call: Callable[[], None]) -> None:
         for _ in range(self.plan.warmup):
             call()
-        _synchronize(self.ctx)
+        dist.synchronize(self.ctx)
 
     def calibrate(self, call: Callable[[], None], ops_per_call: int) -> int:
         """Smallest op count whose sample lasts min_sample_s, agreed by all ranks (slowest wins).

@@ -7,20 +7,18 @@ next point starts, and meta.json says how the run ended (complete, interrupted, 
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import datetime as _dt
 import os
 import platform
-import signal
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from nccl_bench import bandwidth, check, config as cfg, dist, stats
+from nccl_bench import bandwidth, check, config as cfg, dist, faults, stats
 from nccl_bench.collectives import REGISTRY, Collective, OpArgs, buffer_elems, make_buffers, round_size
-from nccl_bench.errors import RunFailedError, UserInputError
+from nccl_bench.errors import RunFailedError, UserInputError, first_line
 from nccl_bench.results import (
     PLACEMENT_IN, STATUS_OK, STATUS_UNSUPPORTED, STATUS_WRONG, ResultRow, ResultsWriter,
     new_run_dir, prepare_run_dir, write_meta,
@@ -33,9 +31,6 @@ CHECK_OVERHEAD_BYTES = check.CHUNK_ELEMS * 8 * 4
 # Share of the free memory a sweep may plan to use; the rest is for torch, NCCL and the OS.
 MEMORY_HEADROOM = 0.9
 FAULT_ENV = "NCCL_BENCH_FAULT"  # test hook: "corrupt" flips one checked element on one rank
-# After a collective fails, how long a rank waits for the others to check in: live ranks notice the
-# same failure within moments (a closed connection, or the same --timeout); a dead or frozen one never.
-FAILURE_ROLL_CALL_S = 3.0
 
 
 @dataclass(frozen=True)
@@ -97,10 +92,6 @@ class SilentObserver:
 
     def finished(self, summary: SweepSummary) -> None:
         pass
-
-
-class Interrupted(BaseException):
-    """SIGTERM (what torchrun sends its workers) or SIGINT: stop measuring, keep what is done."""
 
 
 def plan_points(config: cfg.SweepConfig, world_size: int, on_gpu: bool) -> tuple[list[Point], list[str]]:
@@ -165,19 +156,31 @@ def _size_option(config: cfg.SweepConfig) -> str:
     return "--sizes" if config.sizes is not None else "--max-bytes"
 
 
-def preflight(config: cfg.SweepConfig, world_size: int, local_ranks: int) -> None:
-    """What a launcher-less run can refuse before starting workers: backend, --root, host memory."""
+def _bytes_per_rank(config: cfg.SweepConfig, points: list[Point]) -> int:
+    send_bytes, recv_bytes = buffer_bytes(points, cfg.DTYPE_BYTES[config.dtype])
+    return send_bytes + recv_bytes + CHECK_OVERHEAD_BYTES
+
+
+def _checked_backend(config: cfg.SweepConfig) -> str:
     import torch
 
     backend = dist.choose_backend(config.backend, torch.cuda.is_available())
     dist.check_backend_built(backend)
+    return backend
+
+
+def _check_root(config: cfg.SweepConfig, world_size: int) -> None:
     if config.root >= world_size and any(REGISTRY[op].has_root for op in config.ops):
         raise UserInputError("--root", f"{config.root} is not a rank of a world of {world_size}")
+
+
+def preflight(config: cfg.SweepConfig, world_size: int, local_ranks: int) -> None:
+    """What a launcher-less run can refuse before starting workers: backend, --root, host memory."""
+    backend = _checked_backend(config)
+    _check_root(config, world_size)
     if dist.device_kind(backend) == "cpu":  # GPU memory is per device: each worker checks its own
         points, _ = plan_points(config, world_size, on_gpu=False)
-        send_bytes, recv_bytes = buffer_bytes(points, cfg.DTYPE_BYTES[config.dtype])
-        required = send_bytes + recv_bytes + CHECK_OVERHEAD_BYTES
-        check_memory(required, local_ranks, host_available_bytes(), "host", _size_option(config))
+        check_memory(_bytes_per_rank(config, points), local_ranks, host_available_bytes(), "host", _size_option(config))
 
 
 def host_available_bytes() -> int | None:
@@ -211,20 +214,16 @@ def execute(config: cfg.SweepConfig, observer_factory, argv: list[str] | None = 
     launch = dist.detect_launch()
     if launch is None:
         raise UserInputError("launcher", "no rank layout found (run under torchrun, srun or mpirun, or use --workers)")
-    backend = dist.choose_backend(config.backend, torch.cuda.is_available())
-    dist.check_backend_built(backend)
+    backend = _checked_backend(config)
     on_gpu = dist.device_kind(backend) == "cuda"
     points, notes = plan_points(config, launch.world_size, on_gpu)
-    element_bytes = cfg.DTYPE_BYTES[config.dtype]
-    send_bytes, recv_bytes = buffer_bytes(points, element_bytes)
-    required = send_bytes + recv_bytes + CHECK_OVERHEAD_BYTES
+    required = _bytes_per_rank(config, points)
     if on_gpu:
         free, _total = torch.cuda.mem_get_info(launch.local_rank)
         check_memory(required, 1, free, f"GPU {launch.local_rank}", _size_option(config))
     else:
         check_memory(required, launch.local_world_size, host_available_bytes(), "host", _size_option(config))
-    if config.root >= launch.world_size and any(REGISTRY[op].has_root for op in config.ops):
-        raise UserInputError("--root", f"{config.root} is not a rank of a world of {launch.world_size}")
+    _check_root(config, launch.world_size)
 
     run_dir = None
     if launch.rank == 0:
@@ -232,105 +231,15 @@ def execute(config: cfg.SweepConfig, observer_factory, argv: list[str] | None = 
         run_dir = prepare_run_dir(target, "--out" if config.out is not None else "--results-root")
 
     summary = SweepSummary(run_dir=run_dir, notes=list(notes))
-    previous = _install_signal_handlers()
     try:
-        with dist.process_group(launch, backend, config.timeout_s) as ctx:
+        with faults.signals_raise_interrupted(), dist.process_group(launch, backend, config.timeout_s) as ctx:
             _run(config, ctx, launch, points, summary, observer_factory(ctx.rank), argv or sys.argv)
     except RuntimeError as exc:  # process-group set-up or the header exchange; no row was at stake yet
         raise RunFailedError(f"setting up the sweep failed on rank {launch.rank}: {dist.backend_error_text(exc)}") from exc
-    finally:
-        _restore_signal_handlers(previous)
     return summary
 
 
-class _SignalState:
-    """How SIGTERM/SIGINT are handled at this moment of the sweep."""
-
-    def __init__(self) -> None:
-        self.holding = 0  # > 0 while a row is recorded: it lands whole in CSV and summary, then we stop
-        self.pending: str | None = None
-        # The sweep is stopping: torchrun SIGTERMs the survivors as soon as it sees a rank die, and
-        # that must not cut short the report that names it.
-        self.failing = False
-
-
-_signals = _SignalState()
-
-
-def _raise_interrupted(signum, frame):
-    name = signal.Signals(signum).name
-    if _signals.failing or _signals.holding:
-        _signals.pending = _signals.pending or name
-        return
-    raise Interrupted(name)
-
-
-@contextlib.contextmanager
-def _signals_held():
-    _signals.holding += 1
-    try:
-        yield
-    finally:
-        _signals.holding -= 1
-    if _signals.pending and not _signals.holding and not _signals.failing:
-        raise Interrupted(_signals.pending)
-
-
-def _stopped(exc: BaseException, config, ctx, summary: SweepSummary, hostnames: list[str] | None) -> BaseException:
-    """What ended the sweep early, as the exception to raise: Interrupted, or a RunFailedError that
-    names the rank that did not answer (the lowest live rank prints it; the others stay quiet)."""
-    signalled = exc if isinstance(exc, Interrupted) else None
-    summary.status = "interrupted"
-    if signalled is None and _signals.pending:  # the signal came together with the error
-        signalled = Interrupted(_signals.pending)
-    if signalled is not None:
-        dist.mark_leaving(ctx)
-        if all(what == "running" for what in dist.local_peer_states(ctx).values()):
-            return signalled
-    answered = dist.roll_call(ctx, min(FAILURE_ROLL_CALL_S, config.timeout_s))
-    local = dist.local_peer_states(ctx)
-    crashed = {rank: what for rank, what in local.items() if what != "running"}
-    # torchrun stops the survivors of a dead rank with SIGTERM, often before their next collective
-    # would have failed: with a dead peer on this host that is a failure, and the peer is named.
-    summary.status = "failed"
-    where = summary.current_point or "the sweep"
-    reason = f"{signalled} from the launcher" if signalled is not None else dist.backend_error_text(exc)
-    if "timed out" in reason.lower() or "timeout" in reason.lower():  # gloo words it either way
-        reason += f" (--timeout {config.timeout_s:g} s)"
-    present, silent = answered if answered is not None else (None, sorted(crashed))
-    # A live rank on this host that did not check in is blocked waiting for us, not at fault.
-    missing = [r for r in silent if local.get(r) != "running"]
-    live = present if present is not None else []
-    live = sorted(set(live) | {r for r, what in local.items() if what == "running"} | {ctx.rank})
-    quiet = live[0] != ctx.rank
-    if not missing:
-        return RunFailedError(f"{where} failed on rank {ctx.rank}: {reason}", quiet=quiet)
-    names = ", ".join(
-        f"rank {r}" + (f" on host {hostnames[r]}" if hostnames else "") + (f" ({crashed[r]})" if r in crashed else "")
-        for r in missing
-    )
-    verb = "does" if len(missing) == 1 else "do"
-    return RunFailedError(f"{where} failed: {names} {verb} not answer; rank {ctx.rank} saw: {reason}", quiet=quiet)
-
-
-def _install_signal_handlers():
-    global _signals
-    _signals = _SignalState()
-    previous = {}
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        try:
-            previous[signum] = signal.signal(signum, _raise_interrupted)
-        except ValueError:  # not the main thread
-            pass
-    return previous
-
-
-def _restore_signal_handlers(previous) -> None:
-    for signum, handler in previous.items():
-        signal.signal(signum, handler)
-
-
-def _collect_header(config, ctx, launch, points, summary) -> tuple[RunHeader, dict[str, Any]]:
+def _collect_header(config, ctx, launch, summary) -> tuple[RunHeader, dict[str, Any]]:
     import torch
 
     device_name = torch.cuda.get_device_name(ctx.device) if ctx.on_gpu else _cpu_name()
@@ -405,28 +314,29 @@ def _meta(config, header: RunHeader, per_rank: dict[str, Any], argv: list[str], 
 
 
 def _run(config, ctx, launch, points, summary: SweepSummary, observer, argv) -> None:
-    import torch
-
-    header, per_rank = _collect_header(config, ctx, launch, points, summary)
+    header, per_rank = _collect_header(config, ctx, launch, summary)
     peak_gbps, peak_label = _reference_peak(config, ctx, header.nodes)
     header = dataclasses.replace(header, peak=peak_label)
     per_rank["peak"] = {"gbps": peak_gbps, "label": peak_label}
     started = _dt.datetime.now(_dt.timezone.utc).isoformat()
     writer = None
-    if ctx.rank == 0:
-        write_meta(summary.run_dir, _meta(config, header, per_rank, argv, "running", started))
-        writer = ResultsWriter(summary.run_dir)
-    observer.started(header, len(points))
-    try:
+    try:  # from the first meta.json on, the run ends with a final one whatever happens
+        if ctx.rank == 0:
+            write_meta(summary.run_dir, _meta(config, header, per_rank, argv, "running", started))
+            writer = ResultsWriter(summary.run_dir)
+        observer.started(header, len(points))
         _measure_all(config, ctx, points, header, summary, observer, writer, peak_gbps)
         summary.status = "complete"
-    except (Interrupted, Exception) as exc:
-        _signals.failing = True  # from here on a signal is recorded, not raised: the report comes first
-        stop = _stopped(exc, config, ctx, summary, per_rank.get("hostnames"))
+    except (faults.Interrupted, Exception) as exc:
+        faults.hold_signals()
+        where = summary.current_point or "the sweep"
+        stop = faults.why_stopped(exc, ctx, config.timeout_s, where, per_rank["hostnames"])
+        summary.status = "interrupted" if isinstance(stop, faults.Interrupted) else "failed"
         if stop is exc:
             raise
-        raise stop from (exc if not isinstance(exc, Interrupted) else None)
+        raise stop from (exc if not isinstance(exc, faults.Interrupted) else None)
     finally:
+        faults.hold_signals()  # a signal after the last row changes nothing: the ending is written whole
         if writer is not None:
             writer.close()
             meta = _meta(config, header, per_rank, argv, summary.status, started)
@@ -462,13 +372,8 @@ def _write_plot(summary: SweepSummary, peak_gbps: float | None) -> Path | None:
 
         return write_sweep_plot(summary.rows, summary.run_dir, peak_gbps=peak_gbps)
     except Exception as exc:  # a broken font cache or backend must not cost the measured rows
-        summary.notes.append(f"busbw.png not written: {_first_line(exc)}")
+        summary.notes.append(f"busbw.png not written: {first_line(exc)}")
         return None
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return text[0] if text else type(exc).__name__
 
 
 def _measure_all(config, ctx, points, header, summary, observer, writer, peak_gbps: float | None) -> None:
@@ -507,10 +412,15 @@ def _measure_all(config, ctx, points, header, summary, observer, writer, peak_gb
             wrong = _check(config, ctx, collective, buffers, run_once) if config.check and collective.factor else None
             row = _row(config, ctx, header, point, collective, measurement, wrong, peak_gbps)
         summary.current_point = None
-        with _signals_held():
-            summary.rows.append(row)
-            if writer is not None:
-                writer.append(row)
+        _record(row, summary, writer, observer)
+
+
+def _record(row: ResultRow, summary: SweepSummary, writer: ResultsWriter | None, observer) -> None:
+    """The row lands whole, in the CSV, the summary and the table, before a signal can stop the sweep."""
+    with faults.signals_held():
+        summary.rows.append(row)
+        if writer is not None:
+            writer.append(row)
         observer.row_done(row)
 
 
@@ -522,7 +432,7 @@ def _why_unsupported(collective: Collective, ctx, buffers, args) -> str | None:
         collective.bind(buffers, args)()
         local_error = None
     except (RuntimeError, NotImplementedError, ValueError, TypeError) as exc:
-        local_error = _first_line(exc)
+        local_error = first_line(exc)
     failed = dist.max_across_ranks(ctx, [1.0 if local_error else 0.0])[0]
     if failed:
         return local_error or f"not supported by {ctx.backend} on another rank"
@@ -533,10 +443,7 @@ def _check(config, ctx, collective: Collective, buffers, run_once) -> int:
     buffers.recv.fill_(check.SENTINEL)
     check.fill_input(buffers.send, ctx.rank, config.reduce_op)
     run_once()
-    if ctx.on_gpu:
-        import torch
-
-        torch.cuda.synchronize()
+    dist.synchronize(ctx)
     segments = collective.expected(ctx.rank, ctx.world_size, config.root, buffers.recv.numel())
     if os.environ.get(FAULT_ENV) == "corrupt" and segments and ctx.rank == (config.root if collective.has_root else 0):
         buffers.recv[segments[0].start] += 1
@@ -559,16 +466,18 @@ def _common(config, ctx, header, point, collective, peak_gbps: float | None) -> 
         backend=ctx.backend,
         agg=config.agg,
         peak_gbps=peak_gbps,
+        busbw_factor=collective.factor(ctx.world_size) if collective.factor else None,
     )
 
 
 def _row(config, ctx, header, point, collective, measurement, wrong, peak_gbps: float | None) -> ResultRow:
+    common = _common(config, ctx, header, point, collective, peak_gbps)
     time_us = measurement.time_us
-    factor = collective.factor(ctx.world_size) if collective.factor else None
+    factor = common["busbw_factor"]
     algbw = bandwidth.algbw_gbps(point.size_bytes, time_us) if factor is not None else None
     busbw = bandwidth.busbw_gbps(algbw, factor)
     return ResultRow(
-        **_common(config, ctx, header, point, collective, peak_gbps),
+        **common,
         iters=measurement.iters,
         trials=len(measurement.sample_means_us),
         time_us=time_us,
@@ -578,7 +487,6 @@ def _row(config, ctx, header, point, collective, measurement, wrong, peak_gbps: 
         p99_us=stats.percentile(measurement.per_op_us, 99),
         algbw_gbps=algbw,
         busbw_gbps=busbw,
-        busbw_factor=factor,
         wrong=wrong,
         slowest_rank=measurement.slowest_rank,
         pct_of_peak=(100 * busbw / peak_gbps) if (busbw is not None and peak_gbps) else None,
@@ -591,7 +499,5 @@ def _unsupported_row(config, ctx, header, point, collective, reason: str, peak_g
     return ResultRow(
         **_common(config, ctx, header, point, collective, peak_gbps),
         iters=0, trials=0, time_us=None, time_min_us=None, time_max_us=None, p50_us=None, p99_us=None,
-        algbw_gbps=None, busbw_gbps=None,
-        busbw_factor=collective.factor(ctx.world_size) if collective.factor else None,
-        wrong=None, slowest_rank=None, status=STATUS_UNSUPPORTED, flags=reason.replace(";", ","),
+        algbw_gbps=None, busbw_gbps=None, wrong=None, slowest_rank=None, status=STATUS_UNSUPPORTED, flags=reason.replace(";", ","),
     )

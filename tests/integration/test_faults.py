@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from nccl_bench.dist import backend_error_text
+from nccl_bench.dist import backend_error_text, process_state
 from nccl_bench.results import read_meta, read_rows
-from nccl_bench.sweep import FAILURE_ROLL_CALL_S
+from nccl_bench.faults import FAILURE_ROLL_CALL_S
 
 # Enough small points that the sweep is still running when the fault lands, each one quick.
 SWEEP = ["--op", "all_reduce", "--min-bytes", "1K", "--max-bytes", "64M", "--iters", "20", "--warmup", "1"]
@@ -56,11 +56,7 @@ def _rank_of(pid: int) -> int | None:
 
 
 def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state != "Z"
+    return process_state(pid) not in (None, "Z")
 
 
 def _csv_rows(out: Path) -> int:
