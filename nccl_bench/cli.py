@@ -176,8 +176,8 @@ def _after_sweep(run_dir: Path, results_root: Path, baseline_check) -> None:
 
 @app.command("compare")
 def compare_command(
-    baseline: str = typer.Argument(..., help="Baseline run folder or results.csv.", metavar="BASELINE"),
-    current: str = typer.Argument(..., help="Current run folder or results.csv.", metavar="CURRENT"),
+    baseline: str = typer.Argument(..., help="Baseline: run folder, results.csv, nccl_bench JSON, nccl-tests log or -J JSON.", metavar="BASELINE"),
+    current: str = typer.Argument(..., help="Current run, in any of the same forms.", metavar="CURRENT"),
     tolerance: str = typer.Option("10%", "--tolerance", help="Allowed loss before a row regresses: 10% or 0.1."),
     min_bytes: str = typer.Option(
         "64K", "--min-bytes", help="Sizes below this are latency-bound: judged on time, not busbw."
@@ -191,32 +191,31 @@ def compare_command(
 ) -> None:
     """Compare a run against a baseline per op and size; exit 0 ok, 1 regression, 2 bad input."""
     import os
-    from pathlib import Path
 
-    from nccl_bench import compare, export_compare
+    from nccl_bench import compare
+    from nccl_bench.formats import check_output_file
     from nccl_bench.sizes import parse_size
 
     tolerance_fraction = compare.parse_tolerance(tolerance, "--tolerance")
     min_size = parse_size(min_bytes, "--min-bytes")
     outputs = {
-        "markdown": export_compare.check_output_path(markdown and Path(markdown), "--markdown"),
-        "junit": export_compare.check_output_path(junit and Path(junit), "--junit"),
-        "json_path": export_compare.check_output_path(json_file and Path(json_file), "--json"),
+        "markdown": check_output_file(markdown and Path(markdown), "--markdown"),
+        "junit": check_output_file(junit and Path(junit), "--junit"),
+        "json_path": check_output_file(json_file and Path(json_file), "--json"),
     }
-    result = compare.compare_paths(Path(baseline), Path(current), tolerance_fraction, min_size, allow_mismatch)
+    result = compare.compare_paths(
+        Path(baseline), Path(current), tolerance=tolerance_fraction, min_bytes=min_size, allow_mismatch=allow_mismatch
+    )
     _report_comparison(result, outputs, os.environ)
     raise typer.Exit(result.exit_code)
 
 
 def _report_comparison(result, outputs: dict, environ) -> None:
     """Print the table, the failing rows and the summary; write the requested files (shared with sweep)."""
-    from rich.console import Console
-
     from nccl_bench import export_compare
+    from nccl_bench.report import make_console
 
-    console = Console()
-    if not console.is_terminal:  # CI logs: 80 columns would fold every row of the table
-        console = Console(width=160)
+    console = make_console()
     console.print(export_compare.comparison_table(result))
     for note in result.notes:
         console.print(f"note: {note}", markup=False, highlight=False, soft_wrap=True)
@@ -246,8 +245,6 @@ def report_command(
     output: str = typer.Option(None, "--output", help="Write the rendering to FILE instead of stdout.", metavar="FILE"),
 ) -> None:
     """Re-render runs (ours or nccl-tests') as a table or another format, and plot them."""
-    from pathlib import Path
-
     from rich.console import Console
 
     from nccl_bench import formats

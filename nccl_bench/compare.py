@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 from nccl_bench.errors import UserInputError
+from nccl_bench.formats import load_rows
 from nccl_bench.results import (
     KEY_COLUMNS,
     STATUS_UNSUPPORTED,
@@ -24,6 +25,7 @@ from nccl_bench.results import (
     ResultRow,
     read_rows,
 )
+from nccl_bench.sizes import format_size
 
 # 10% busbw is the run-to-run spread that scripts around nccl-tests commonly accept; tighter
 # thresholds flap on shared CI nodes, looser ones miss a link that trained at a lower speed.
@@ -69,8 +71,6 @@ class RowKey:
     world_size: int | None  # None when --allow-mismatch matched across world sizes
 
     def label(self) -> str:
-        from nccl_bench.sizes import format_size
-
         parts = [self.op, format_size(self.size_bytes), self.dtype]
         if self.redop and self.redop != "none":
             parts.append(self.redop)
@@ -131,7 +131,7 @@ class Comparison:
         body = ", ".join(f"{n} {v}" for v, n in counts.items()) or "no rows"
         return (
             f"{head}: {len(self.rows)} rows compared ({body}); "
-            f"tolerance {format_tolerance(self.tolerance)}, latency-judged below {_size(self.min_bytes)}"
+            f"tolerance {format_tolerance(self.tolerance)}, latency-judged below {format_size(self.min_bytes)}"
         )
 
 
@@ -169,7 +169,7 @@ def compare_rows(
     if not current:
         raise UserInputError(current_label, "has no result rows")
     notes = _check_compatible(baseline, current, allow_mismatch, baseline_label, current_label)
-    across_world_sizes = allow_mismatch and _world_sizes(baseline) != _world_sizes(current)
+    across_world_sizes = _world_sizes(baseline) != _world_sizes(current)  # past the check above only with allow_mismatch
     base_index = _index(baseline, across_world_sizes, baseline_label)
     cur_index = _index(current, across_world_sizes, current_label)
     if not base_index.keys() & cur_index.keys():
@@ -251,33 +251,29 @@ def trial_ranges_overlap(baseline: ResultRow, current: ResultRow) -> bool | None
 def compare_paths(
     baseline_path: Path,
     current_path: Path,
-    tolerance: float = DEFAULT_TOLERANCE,
-    min_bytes: int = DEFAULT_MIN_BYTES,
-    allow_mismatch: bool = False,
+    *,
     baseline_option: str = "BASELINE",
     current_option: str = "CURRENT",
+    **rule,
 ) -> Comparison:
-    """Read two run folders (or results.csv files) and compare them; bad input names its option."""
-    baseline = read_rows(Path(baseline_path), baseline_option)
-    current = read_rows(Path(current_path), current_option)
+    """Read two runs and compare_rows them; `rule` is its tolerance, min_bytes and allow_mismatch."""
     return compare_rows(
-        baseline, current, tolerance, min_bytes, allow_mismatch,
-        baseline_label=f"{baseline_option} {baseline_path}", current_label=f"{current_option} {current_path}",
+        read_run(baseline_path, baseline_option),
+        read_run(current_path, current_option),
+        baseline_label=f"{baseline_option} {baseline_path}",
+        current_label=f"{current_option} {current_path}",
+        **rule,
     )
 
 
-def check_against_baseline(
-    run_dir: Path,
-    baseline_path: Path,
-    tolerance: float = DEFAULT_TOLERANCE,
-    min_bytes: int = DEFAULT_MIN_BYTES,
-    allow_mismatch: bool = False,
-) -> Comparison:
+def read_run(path: Path, option: str) -> list[ResultRow]:
+    """A run folder, results.csv, nccl_bench JSON, nccl-tests log or -J JSON (the loader `report` uses)."""
+    return load_rows(path, option, unrecognised_as_csv=True)
+
+
+def check_against_baseline(run_dir: Path, baseline_path: Path, tolerance: float = DEFAULT_TOLERANCE) -> Comparison:
     """What `sweep --baseline` runs after a sweep: the finished run against a stored baseline."""
-    return compare_paths(
-        baseline_path, run_dir, tolerance, min_bytes, allow_mismatch,
-        baseline_option="--baseline", current_option="run",
-    )
+    return compare_paths(baseline_path, run_dir, baseline_option="--baseline", current_option="run", tolerance=tolerance)
 
 
 @dataclass(frozen=True)
@@ -297,14 +293,12 @@ def plan_baseline_check(
     baseline: Path | None, tolerance: str | None, save_name: str | None
 ) -> BaselineCheck | None:
     """Validate the sweep's baseline options before measuring, so a typo fails at once, not after the run."""
-    if baseline is None and save_name is None:
-        if tolerance is not None:
-            raise UserInputError("--tolerance", "only applies with --baseline")
-        return None
     if tolerance is not None and baseline is None:
         raise UserInputError("--tolerance", "only applies with --baseline")
+    if baseline is None and save_name is None:
+        return None
     if baseline is not None:
-        read_rows(Path(baseline), "--baseline")
+        read_run(baseline, "--baseline")
     if save_name is not None:
         validate_baseline_name(save_name)
     fraction = DEFAULT_TOLERANCE if tolerance is None else parse_tolerance(tolerance)
@@ -408,9 +402,3 @@ def _unit(metric: str) -> str:
 
 def _fmt(value: float) -> str:
     return f"{value:.4g}"
-
-
-def _size(size_bytes: int) -> str:
-    from nccl_bench.sizes import format_size
-
-    return format_size(size_bytes)

@@ -1,18 +1,16 @@
 """Renderings of a Comparison: a rich table for the terminal, Markdown, JUnit XML and JSON.
 
 Every format is a function from a Comparison to a renderable or a string; writing files is
-separate, and output paths are checked before any work so a typo fails at once.
+separate (the CLI checks output paths with formats.check_output_file before any work).
 """
 
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
 from nccl_bench import compare as cmp
-from nccl_bench.errors import UserInputError
 from nccl_bench.results import row_to_record
 from nccl_bench.sizes import format_size
 
@@ -159,21 +157,6 @@ def _json_row(row: cmp.RowComparison) -> dict[str, Any]:
         "baseline_row": None if row.baseline is None else row_to_record(row.baseline),
         "current_row": None if row.current is None else row_to_record(row.current),
     }
-
-
-def check_output_path(path: Path | None, option: str) -> Path | None:
-    """Fail up front when an output file cannot be written (missing folder, a directory in the way)."""
-    if path is None:
-        return None
-    path = Path(path)
-    if path.is_dir():
-        raise UserInputError(option, f"{path} is a directory; give a file name")
-    parent = path.parent if str(path.parent) else Path(".")
-    if not parent.is_dir():
-        raise UserInputError(option, f"folder {parent} does not exist")
-    if not os.access(parent, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
-        raise UserInputError(option, f"cannot write to {path}")
-    return path
 
 
 def write_exports(

@@ -13,6 +13,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -92,33 +93,40 @@ def render(rows: list[ResultRow], fmt: str, title: str | None = None):
 # ---- reading ------------------------------------------------------------------------------------
 
 
-def load_rows(path: Path, option: str = "RUN") -> list[ResultRow]:
-    """Rows from a run folder, results.csv, nccl_bench JSON, nccl-tests log or nccl-tests -J JSON."""
+def load_rows(path: Path, option: str = "RUN", unrecognised_as_csv: bool = False) -> list[ResultRow]:
+    """Rows from a run folder, results.csv, nccl_bench JSON, nccl-tests log or nccl-tests -J JSON.
+
+    An input none of these recognises is reported as a log without result lines or, with
+    unrecognised_as_csv (compare, which read only results CSVs at first), as a foreign CSV.
+    """
     path = Path(path)
     if path.is_dir() or not path.exists():
         return read_rows(path, option)
     if not path.is_file():
         raise UserInputError(option, f"{path} is not a file or a results folder")
     try:
-        with open(path, encoding="utf-8", errors="replace") as handle:
-            head = handle.read(4096)
+        text = path.read_text(encoding="utf-8", errors="replace")
     except OSError as exc:
         raise UserInputError(option, f"cannot read {path}: {exc.strerror or exc}") from None
-    start = head.lstrip()
+    start = text.lstrip()
     if start.startswith("{"):
-        return _load_json(path, option)
-    first_line = start.splitlines()[0] if start else ""
-    if "schema_version" in first_line.split(","):
+        return _rows_from_json_text(text, path, option)
+    if "schema_version" in start.partition("\n")[0].rstrip("\r").split(","):
         return read_rows(path, option)
-    from nccl_bench.nccltests import read_text
+    from nccl_bench.nccltests import parse_text
 
-    return read_text(path, option)
+    rows = parse_text(text, source=str(path), option=option)
+    if rows:
+        return rows
+    if unrecognised_as_csv:
+        return read_rows(path, option)  # its errors say what a results CSV lacks
+    raise UserInputError(option, f"{path}: no nccl-tests result lines found")
 
 
-def _load_json(path: Path, option: str) -> list[ResultRow]:
+def _rows_from_json_text(text: str, path: Path, option: str) -> list[ResultRow]:
     try:
-        document = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
+        document = json.loads(text)
+    except ValueError as exc:
         raise UserInputError(option, f"{path} is not valid JSON: {exc}") from None
     if not isinstance(document, dict):
         raise UserInputError(option, f"{path}: expected a JSON object")
@@ -186,8 +194,10 @@ def check_output_file(path: Path | None, option: str, suffix: str | None = None)
     if suffix and path.suffix.lower() != suffix:
         raise UserInputError(option, f"{path} should end in {suffix}")
     if path.is_dir():
-        raise UserInputError(option, f"{path} is a folder; give a file name")
+        raise UserInputError(option, f"{path} is a directory; give a file name")
     parent = path.parent if str(path.parent) else Path(".")
     if not parent.is_dir():
         raise UserInputError(option, f"folder {parent} does not exist")
+    if not os.access(parent, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise UserInputError(option, f"cannot write to {path}")
     return path

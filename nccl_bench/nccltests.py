@@ -1,4 +1,4 @@
-"""nccl-tests interoperability: read its text logs and `-J` JSON into ResultRows, write its text layout.
+"""nccl-tests interoperability: parse its text logs and `-J` JSON into ResultRows, write its text layout.
 
 The text layout followed here is the one nccl-tests' src/util.cu prints (writeResultHeader,
 writeBenchmarkLinePreamble/Body, writeResultFooter): per size one line holding the out-of-place
@@ -10,11 +10,11 @@ names from each table's own header, so all of those read the same way.
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Any, Iterable
 
+from nccl_bench import stats
 from nccl_bench.errors import UserInputError
 from nccl_bench.results import PLACEMENT_IN, PLACEMENT_OUT, STATUS_OK, STATUS_WRONG, ResultRow
 
@@ -405,31 +405,6 @@ def _json_float(value: Any) -> float | None:
         return None
 
 
-def read_text(path: Path, option: str = "RUN") -> list[ResultRow]:
-    text = _read(path, option)
-    rows = parse_text(text, source=str(path), option=option)
-    if not rows:
-        raise UserInputError(option, f"{path}: no nccl-tests result lines found")
-    return rows
-
-
-def read_json(path: Path, option: str = "RUN") -> list[ResultRow]:
-    try:
-        document = json.loads(_read(path, option))
-    except ValueError as exc:
-        raise UserInputError(option, f"{path} is not valid JSON: {exc}") from None
-    if not isinstance(document, dict):
-        raise UserInputError(option, f"{path}: expected a JSON object")
-    return parse_json(document, source=str(path), option=option)
-
-
-def _read(path: Path, option: str) -> str:
-    try:
-        return Path(path).read_text(encoding="utf-8", errors="replace")
-    except OSError as exc:
-        raise UserInputError(option, f"cannot read {path}: {exc.strerror or exc}") from None
-
-
 # ---- export -------------------------------------------------------------------------------------
 
 
@@ -513,7 +488,7 @@ def format_text(rows: list[ResultRow]) -> str:
             for half in halves.values():
                 if half.busbw_gbps is not None:
                     busbws.append(half.busbw_gbps)
-        average = sum(busbws) / len(busbws) if busbws else 0.0
+        average = stats.mean(busbws) if busbws else 0.0  # nccl-tests prints 0 for an empty table
         out.append(f"# {'Out of bounds values':<20} : {0} OK")
         out.append(f"# {'Avg bus bandwidth':<20} : {_g(average)} ")
         out.append("#")

@@ -188,7 +188,7 @@ def summary_lines(summary) -> list[str]:
         )
     if summary.wrong_total:
         lines.append(f"# ERROR: {summary.wrong_total} wrong element(s); the data check failed")
-    if getattr(summary, "plot_path", None) is not None:
+    if summary.plot_path is not None:
         lines.append(f"# plot: {summary.plot_path}")
     if summary.run_dir is not None:
         lines.append(f"# {summary.status}: {len(summary.rows)} row(s) in {summary.run_dir}")

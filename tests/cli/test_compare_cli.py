@@ -148,6 +148,19 @@ def test_world_size_mismatch_exit_2_unless_allowed(runs, tmp_path):
     assert "missing in current" in allowed.stdout  # 1K and 4M exist only in the baseline
 
 
+def test_nccl_tests_log_against_its_report_conversion(tmp_path):
+    log = Path(__file__).resolve().parents[1] / "fixtures" / "nccl_tests" / "v2.20.0_all_reduce_perf_2ranks.txt"
+    converted = tmp_path / "converted.csv"
+    done = subprocess.run(
+        [sys.executable, "-m", "nccl_bench", "report", str(log), "--format", "csv", "--output", str(converted)],
+        capture_output=True, text=True, timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    result = run_cli(str(converted), str(log))
+    assert result.returncode == 0, result.stderr
+    assert "OK: 8 rows compared (8 ok)" in result.stdout
+
+
 def test_defaults_in_help_match_the_module_constants():
     from nccl_bench import compare
     from nccl_bench.sizes import parse_size

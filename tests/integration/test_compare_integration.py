@@ -9,6 +9,7 @@ the median. Hand-made baselines are single-trial rows, so the plain tolerance ru
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import subprocess
 import sys
@@ -139,12 +140,22 @@ def test_truncated_real_csv_is_one_line_exit_2(runs, tmp_path):
     assert result.stderr.startswith("nccl-bench: error: BASELINE:") and "line 5" in result.stderr
 
 
-def test_foreign_file_is_one_line_exit_2(runs):
+def test_nccl_tests_log_is_compared_after_allow_mismatch(runs, tmp_path):
+    """The log reads as `report` reads it; its rows are nccl's, so a gloo run needs --allow-mismatch."""
     root = runs[0]
-    result = nccl_bench("compare", str(root / "a"), str(NCCL_TESTS_LOG))
-    assert result.returncode == 2
-    assert len(result.stderr.strip().splitlines()) == 1
-    assert result.stderr.startswith("nccl-bench: error: CURRENT:")
+    refused = nccl_bench("compare", str(root / "a"), str(NCCL_TESTS_LOG))
+    assert refused.returncode == 2
+    [line] = refused.stderr.strip().splitlines()
+    assert line.startswith(f"nccl-bench: error: CURRENT {NCCL_TESTS_LOG}: backend differs:")
+    assert line.endswith("has nccl; pass --allow-mismatch to compare anyway")
+    result = nccl_bench("compare", str(root / "a"), str(NCCL_TESTS_LOG), "--allow-mismatch", "--json", str(tmp_path / "c.json"))
+    assert result.returncode in (0, 1), result.stderr
+    judged = [r for r in json.loads((tmp_path / "c.json").read_text())["rows"] if r["baseline_row"] and r["current_row"]]
+    # the one point both measured: all_reduce 64K in place (torch's all_reduce has no out-of-place buffer)
+    assert [(r["op"], r["size_bytes"], r["placement"], r["metric"]) for r in judged] == [
+        ("all_reduce", 65536, "in_place", "busbw_gbps")
+    ]
+    assert (judged[0]["baseline_row"]["backend"], judged[0]["current_row"]["backend"]) == ("gloo", "nccl")
 
 
 def test_sweep_rejects_a_bad_baseline_before_measuring(tmp_path):

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 import pytest
 
 from nccl_bench import compare as cmp
 from nccl_bench.errors import UserInputError
+from nccl_bench.formats import load_rows
 from nccl_bench.results import STATUS_UNSUPPORTED, STATUS_WRONG, ResultRow, ResultsWriter, read_rows
 
 MiB = 1024 * 1024
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "nccl_tests"
 
 
 def row(op="all_reduce", size_bytes=MiB, time_us=100.0, trials=1, spread=None, **changes) -> ResultRow:
@@ -231,6 +234,30 @@ def test_compare_paths_reads_results_written_by_the_writer(tmp_path):
     assert comparison.rows[0].ranges_overlap is False
 
 
+def test_compare_paths_reads_nccl_tests_logs_and_json_as_report_does():
+    log = FIXTURES / "v2.20.0_all_reduce_perf_2ranks.txt"
+    assert cmp.compare_paths(log, log).counts() == {cmp.VERDICT_OK: 8}
+    # the -J JSON holds the log's first two sizes, with unrounded bandwidths
+    comparison = cmp.compare_paths(log, FIXTURES / "constructed_v3_all_reduce_perf.json")
+    assert comparison.counts() == {cmp.VERDICT_OK: 4, cmp.VERDICT_ONLY_BASELINE: 4}
+    assert {r.current.backend for r in comparison.rows if r.current} == {"nccl"}
+
+
+def test_nccl_tests_log_against_a_gloo_run_needs_allow_mismatch(tmp_path):
+    log = FIXTURES / "v2.20.0_all_reduce_perf_2ranks.txt"
+    run = tmp_path / "gloo"
+    run.mkdir()
+    writer = ResultsWriter(run)
+    for theirs in load_rows(log):
+        writer.append(dataclasses.replace(theirs, backend="gloo"))
+    writer.close()
+    with pytest.raises(UserInputError, match="backend differs: .* has nccl, .* has gloo; pass --allow-mismatch"):
+        cmp.compare_paths(log, run)
+    comparison = cmp.compare_paths(log, run, allow_mismatch=True)
+    assert comparison.counts() == {cmp.VERDICT_OK: 8}
+    assert len(comparison.notes) == 1
+
+
 def test_save_baseline_copies_and_replaces(tmp_path):
     run = tmp_path / "run"
     run.mkdir()
@@ -273,6 +300,8 @@ def test_plan_baseline_check_validates_before_measuring(tmp_path):
     assert cmp.plan_baseline_check(run, None, None) == cmp.BaselineCheck(run, 0.10, None)
     assert cmp.plan_baseline_check(run, "25%", "main") == cmp.BaselineCheck(run, 0.25, "main")
     assert cmp.plan_baseline_check(None, None, "main") == cmp.BaselineCheck(None, 0.10, "main")
+    log = FIXTURES / "v2.20.0_all_reduce_perf_2ranks.txt"  # read as `compare` reads it
+    assert cmp.plan_baseline_check(log, None, None) == cmp.BaselineCheck(log, 0.10, None)
     for args, option in (
         ((None, "10%", None), "--tolerance"),
         ((None, "10%", "main"), "--tolerance"),

@@ -9,7 +9,6 @@ import pytest
 
 from nccl_bench import compare as cmp
 from nccl_bench import export_compare as ex
-from nccl_bench.errors import UserInputError
 from nccl_bench.results import STATUS_UNSUPPORTED
 from test_compare import MiB, row
 
@@ -87,22 +86,3 @@ def test_write_exports_and_step_summary_append(comparison, tmp_path):
     assert text.startswith("earlier step\n### nccl-bench compare")
     assert ex.step_summary_path({"GITHUB_STEP_SUMMARY": str(summary)}) == summary
     assert ex.step_summary_path({}) is None
-
-
-def test_check_output_path_fails_up_front(tmp_path):
-    with pytest.raises(UserInputError) as info:
-        ex.check_output_path(tmp_path / "missing" / "r.xml", "--junit")
-    assert info.value.option == "--junit"
-    with pytest.raises(UserInputError, match="is a directory"):
-        ex.check_output_path(tmp_path, "--json")
-    assert ex.check_output_path(tmp_path / "ok.md", "--markdown") == tmp_path / "ok.md"
-
-
-def test_rich_table_has_a_row_per_comparison(comparison):
-    from rich.console import Console
-
-    table = ex.comparison_table(comparison)
-    assert table.row_count == 5
-    console = Console(record=True, width=200)
-    console.print(table)
-    assert "regression" in console.export_text()

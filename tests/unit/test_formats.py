@@ -118,3 +118,9 @@ def test_output_paths_fail_up_front(tmp_path):
         formats.check_output_file(tmp_path / "p.jpg", "--plot", suffix=".png")
     with pytest.raises(UserInputError, match="does not exist"):
         formats.check_output_file(tmp_path / "no" / "p.png", "--plot", suffix=".png")
+    with pytest.raises(UserInputError) as info:
+        formats.check_output_file(tmp_path / "missing" / "r.xml", "--junit")
+    assert info.value.option == "--junit"
+    with pytest.raises(UserInputError, match="is a directory"):
+        formats.check_output_file(tmp_path, "--json")
+    assert formats.check_output_file(tmp_path / "ok.md", "--markdown") == tmp_path / "ok.md"

@@ -9,6 +9,7 @@ import pytest
 
 from nccl_bench import nccltests
 from nccl_bench.errors import UserInputError
+from nccl_bench.formats import load_rows
 from nccl_bench.results import PLACEMENT_IN, PLACEMENT_OUT, ResultRow
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "nccl_tests"
@@ -20,7 +21,7 @@ def _by(rows, size, placement):
 
 
 def test_v2_20_all_reduce_log():
-    rows = nccltests.read_text(FIXTURES / "v2.20.0_all_reduce_perf_2ranks.txt")
+    rows = load_rows(FIXTURES / "v2.20.0_all_reduce_perf_2ranks.txt")
     assert len(rows) == 8
     assert {r.op for r in rows} == {"all_reduce"}
     assert {(r.world_size, r.nodes, r.iters, r.dtype, r.redop, r.root) for r in rows} == {
@@ -35,7 +36,7 @@ def test_v2_20_all_reduce_log():
 
 
 def test_v2_17_all_gather_log_single_huge_size():
-    rows = nccltests.read_text(FIXTURES / "v2.17.6_all_gather_perf_2ranks.txt")
+    rows = load_rows(FIXTURES / "v2.17.6_all_gather_perf_2ranks.txt")
     out, inp = _by(rows, 17179869184, PLACEMENT_OUT), _by(rows, 17179869184, PLACEMENT_IN)
     assert out.op == "all_gather" and out.redop == "none" and out.count == 2147483648
     assert (out.time_us, out.algbw_gbps, out.busbw_gbps) == (453650.0, 37.87, 18.94)
@@ -46,7 +47,7 @@ def test_v2_17_all_gather_log_single_huge_size():
 
 def test_old_layout_broadcast_without_redop_and_unchecked():
     """nccl 2.9-era broadcast_perf: no redop column, 'error' instead of '#wrong', N/A with -c 0."""
-    rows = nccltests.read_text(FIXTURES / "nccl2.9.6_broadcast_perf_2ranks_c0.txt")
+    rows = load_rows(FIXTURES / "nccl2.9.6_broadcast_perf_2ranks_c0.txt")
     assert len(rows) == 2
     out = _by(rows, 8, PLACEMENT_OUT)
     assert (out.op, out.redop, out.root, out.count, out.dtype) == ("broadcast", "none", 0, 2, "float32")
@@ -57,7 +58,7 @@ def test_old_layout_broadcast_without_redop_and_unchecked():
 
 def test_wrong_elements_and_elided_rows():
     """Header-only excerpt (no Rank lines, '...' in the middle): op from the file name, ranks from busbw/algbw."""
-    rows = nccltests.read_text(FIXTURES / "all_reduce_perf_nccl2.18.3_wrong.txt")
+    rows = load_rows(FIXTURES / "all_reduce_perf_nccl2.18.3_wrong.txt")
     assert [r.size_bytes for r in rows] == [8, 8, 262144, 262144, 524288, 524288]
     bad = _by(rows, 524288, PLACEMENT_OUT)
     assert (bad.time_us, bad.busbw_gbps, bad.wrong, bad.status) == (663.1, 0.79, 237858, "wrong")
@@ -67,7 +68,7 @@ def test_wrong_elements_and_elided_rows():
 
 
 def test_bfloat16_all_gather_world_size_from_bandwidth_ratio():
-    rows = nccltests.read_text(FIXTURES / "all_gather_perf_bfloat16_2gpus.txt")
+    rows = load_rows(FIXTURES / "all_gather_perf_bfloat16_2gpus.txt")
     assert len(rows) == 14
     row = _by(rows, 117440512, PLACEMENT_IN)
     assert (row.dtype, row.count, row.time_us, row.algbw_gbps, row.busbw_gbps) == (
@@ -114,7 +115,7 @@ def test_text_without_results_is_a_user_error(tmp_path):
     path = tmp_path / "empty.log"
     path.write_text("# nThread 1 nGpus 1\nNCCL INFO nothing here\n")
     with pytest.raises(UserInputError, match="no nccl-tests result lines"):
-        nccltests.read_text(path)
+        load_rows(path)
 
 
 def test_unknown_world_size_is_a_user_error():
@@ -126,7 +127,7 @@ def test_unknown_world_size_is_a_user_error():
 
 
 def test_json_fixture():
-    rows = nccltests.read_json(FIXTURES / "constructed_v3_all_reduce_perf.json")
+    rows = load_rows(FIXTURES / "constructed_v3_all_reduce_perf.json")
     assert len(rows) == 4
     first = _by(rows, 8192, PLACEMENT_OUT)
     assert (first.op, first.world_size, first.nodes, first.iters) == ("all_reduce", 2, 2, 100)
@@ -175,7 +176,7 @@ def test_export_layout_and_footer():
 
 
 def test_export_reparses_to_the_same_printed_numbers():
-    source = nccltests.read_text(FIXTURES / "all_gather_perf_bfloat16_2gpus.txt") + nccltests.read_text(
+    source = load_rows(FIXTURES / "all_gather_perf_bfloat16_2gpus.txt") + load_rows(
         FIXTURES / "all_reduce_perf_nccl2.18.3_wrong.txt"
     )
     text = nccltests.format_text(source)
