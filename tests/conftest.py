@@ -16,8 +16,12 @@ def worker_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     env = dict(os.environ)
     env.setdefault("OMP_NUM_THREADS", "1")
     env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
-    for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RUN_ID"):
-        env.pop(name, None)
+    # A suite run inside a launcher (an srun step, mpirun) must not hand its layout to the tool.
+    launcher_vars = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
+                     "TORCHELASTIC_RUN_ID")
+    for name in list(env):
+        if name in launcher_vars or name.startswith(("SLURM_", "OMPI_COMM_WORLD_")):
+            env.pop(name)
     env.update(extra or {})
     return env
 
