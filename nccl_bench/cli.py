@@ -69,7 +69,7 @@ def sweep_command(
     peak: Optional[float] = typer.Option(None, "--peak", help="Reference peak bus bandwidth in GB/s for %peak (default: detected)."),
     config: Optional[Path] = typer.Option(None, "--config", help="TOML preset (see configs/); flags given here win."),
     workers: Optional[int] = typer.Option(None, "--workers", help="Without a launcher: start this many local ranks (default: one per GPU, or 2 on CPU)."),
-    baseline: Optional[Path] = typer.Option(None, "--baseline", help="After the run, compare it with this run folder or results.csv (as `compare`); exit 1 on a regression.", metavar="PATH"),
+    baseline: Optional[Path] = typer.Option(None, "--baseline", help="After the run, compare it with this run folder, results.csv or nccl-tests log/JSON (as `compare`); exit 1 on a regression.", metavar="PATH"),
     tolerance: Optional[str] = typer.Option(None, "--tolerance", help="With --baseline: allowed loss before a row regresses, 10% (default) or 0.1."),
     save_baseline: Optional[str] = typer.Option(None, "--save-baseline", help="Store the run as <results-root>/baselines/NAME/ (with --baseline: only if the check passes).", metavar="NAME"),
 ) -> None:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from nccl_bench.errors import UserInputError
-from nccl_bench.results import COLUMNS, SCHEMA_VERSION, ResultRow, read_rows, record_to_row, row_to_record
+from nccl_bench.results import COLUMNS, SCHEMA_VERSION, ResultRow, csv_cells, read_rows, record_to_row, row_to_record
 
 FORMATS = ("table", "markdown", "csv", "json", "nccl-tests")
 JSON_FORMAT_NAME = "nccl_bench.results"
@@ -39,7 +39,7 @@ def to_csv(rows: list[ResultRow]) -> str:
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(COLUMNS)
     for row in rows:
-        writer.writerow(["" if value is None else value for value in row_to_record(row).values()])
+        writer.writerow(csv_cells(row))
     return buffer.getvalue()
 
 
