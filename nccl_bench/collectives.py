@@ -335,15 +335,28 @@ REGISTRY: dict[str, Collective] = {
 OP_NAMES: tuple[str, ...] = tuple(REGISTRY)
 
 
+def store_elems(placement: str, send_elems: int, recv_elems: int) -> tuple[int, int]:
+    """Elements a point takes from the sweep's (send store, receive store).
+
+    In place, the smaller buffer is this rank's chunk of the larger one (all_gather's input sits
+    in its output, reduce_scatter's output in its input) and equal ones are the same view, so
+    the point lives in one store: the receive store, unless the input is the larger buffer.
+    """
+    if placement == PLACEMENT_OUT:
+        return send_elems, recv_elems
+    if send_elems > recv_elems:
+        return send_elems, 0
+    return 0, recv_elems
+
+
 def make_buffers(collective: Collective, placement: str, send_store, recv_store, send_elems: int, recv_elems: int, rank: int, world_size: int) -> Buffers:
-    """Views for one point; in-place placements alias the output as nccl-tests does."""
+    """Views for one point; in-place placements alias the output as nccl-tests does (see store_elems)."""
     if placement == PLACEMENT_OUT:
         return Buffers(send=send_store[:send_elems], recv=recv_store[:recv_elems])
-    if collective.name == "all_gather":
-        recv = recv_store[:recv_elems]
-        return Buffers(send=recv[rank * send_elems : (rank + 1) * send_elems], recv=recv)
-    if collective.name == "reduce_scatter":
+    if send_elems > recv_elems:  # reduce_scatter: the output is this rank's chunk of the input
         send = send_store[:send_elems]
         return Buffers(send=send, recv=send[rank * recv_elems : (rank + 1) * recv_elems])
-    view = recv_store[:recv_elems]
-    return Buffers(send=view, recv=view)
+    recv = recv_store[:recv_elems]
+    if send_elems < recv_elems:  # all_gather: the input is this rank's chunk of the output
+        return Buffers(send=recv[rank * send_elems : (rank + 1) * send_elems], recv=recv)
+    return Buffers(send=recv, recv=recv)

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from nccl_bench import bandwidth, check, config as cfg, dist, faults, stats
-from nccl_bench.collectives import REGISTRY, Collective, OpArgs, buffer_elems, make_buffers, round_size
+from nccl_bench.collectives import REGISTRY, Collective, OpArgs, buffer_elems, make_buffers, round_size, store_elems
 from nccl_bench.errors import RunFailedError, UserInputError, first_line
 from nccl_bench.results import (
     PLACEMENT_IN, STATUS_OK, STATUS_UNSUPPORTED, STATUS_WRONG, ResultRow, ResultsWriter,
@@ -123,17 +123,13 @@ def plan_points(config: cfg.SweepConfig, world_size: int, on_gpu: bool) -> tuple
 def buffer_bytes(points: list[Point], element_bytes: int) -> tuple[int, int]:
     """Bytes of the one send and one receive store that every point's views fit in.
 
-    Only points that take views of a store count towards it (see collectives.make_buffers): an
-    in-place point lives wholly in the receive store, except reduce_scatter's, which lives in
-    the send store. So an all_reduce-only sweep allocates no send store at all.
+    Only points that take views of a store count towards it (collectives.store_elems), so an
+    all_reduce-only sweep allocates no send store at all.
     """
-    def in_send_store(p: Point) -> bool:
-        return p.placement != PLACEMENT_IN or p.op == "reduce_scatter"
-
-    send = max((p.send_elems for p in points if in_send_store(p)), default=0) * element_bytes
-    recv = max((p.recv_elems for p in points if not (p.placement == PLACEMENT_IN and p.op == "reduce_scatter")),
-               default=0) * element_bytes
-    return send, recv
+    needs = [store_elems(p.placement, p.send_elems, p.recv_elems) for p in points]
+    send = max((s for s, _ in needs), default=0)
+    recv = max((r for _, r in needs), default=0)
+    return send * element_bytes, recv * element_bytes
 
 
 def check_memory(
