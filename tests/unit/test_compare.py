@@ -221,14 +221,19 @@ def test_summary_line_counts_and_states_the_rule():
     )
 
 
+def _write_run(run, rows):
+    """A run folder holding these rows, as the sweep's writer leaves it."""
+    run.mkdir(exist_ok=True)
+    writer = ResultsWriter(run)
+    for result in rows:
+        writer.append(result)
+    writer.close()
+    return run
+
+
 def test_compare_paths_reads_results_written_by_the_writer(tmp_path):
     for name, time_us in (("base", 100.0), ("cur", 140.0)):
-        run = tmp_path / name
-        run.mkdir()
-        writer = ResultsWriter(run)
-        writer.append(row(time_us=time_us, trials=3, spread=2.0))
-        writer.append(row(size_bytes=1024, time_us=10.0))
-        writer.close()
+        _write_run(tmp_path / name, [row(time_us=time_us, trials=3, spread=2.0), row(size_bytes=1024, time_us=10.0)])
     comparison = cmp.compare_paths(tmp_path / "base", tmp_path / "cur" / "results.csv")
     assert [r.verdict for r in comparison.rows] == [cmp.VERDICT_REGRESSION, cmp.VERDICT_OK]
     assert comparison.rows[0].ranges_overlap is False
@@ -245,12 +250,7 @@ def test_compare_paths_reads_nccl_tests_logs_and_json_as_report_does():
 
 def test_nccl_tests_log_against_a_gloo_run_needs_allow_mismatch(tmp_path):
     log = FIXTURES / "v2.20.0_all_reduce_perf_2ranks.txt"
-    run = tmp_path / "gloo"
-    run.mkdir()
-    writer = ResultsWriter(run)
-    for theirs in load_rows(log):
-        writer.append(dataclasses.replace(theirs, backend="gloo"))
-    writer.close()
+    run = _write_run(tmp_path / "gloo", [dataclasses.replace(theirs, backend="gloo") for theirs in load_rows(log)])
     with pytest.raises(UserInputError, match="backend differs: .* has nccl, .* has gloo; pass --allow-mismatch"):
         cmp.compare_paths(log, run)
     comparison = cmp.compare_paths(log, run, allow_mismatch=True)
@@ -259,20 +259,14 @@ def test_nccl_tests_log_against_a_gloo_run_needs_allow_mismatch(tmp_path):
 
 
 def test_save_baseline_copies_and_replaces(tmp_path):
-    run = tmp_path / "run"
-    run.mkdir()
-    writer = ResultsWriter(run)
-    writer.append(row())
-    writer.close()
+    run = _write_run(tmp_path / "run", [row()])
     (run / "meta.json").write_text("{}")
     target = cmp.save_baseline(run, "main", tmp_path / "results")
     assert target == tmp_path / "results" / "baselines" / "main"
     assert read_rows(target) == [row()]
     assert (target / "meta.json").is_file()
     # a second save replaces the first and leaves no staging folders behind
-    writer = ResultsWriter(run)
-    writer.append(row(size_bytes=2 * MiB))
-    writer.close()
+    _write_run(run, [row(size_bytes=2 * MiB)])
     cmp.save_baseline(run, "main", tmp_path / "results")
     assert len(read_rows(target)) == 2
     assert sorted(p.name for p in target.parent.iterdir()) == ["main"]
@@ -291,11 +285,7 @@ def test_save_baseline_refuses_a_folder_without_results(tmp_path):
 
 
 def test_plan_baseline_check_validates_before_measuring(tmp_path):
-    run = tmp_path / "run"
-    run.mkdir()
-    writer = ResultsWriter(run)
-    writer.append(row())
-    writer.close()
+    run = _write_run(tmp_path / "run", [row()])
     assert cmp.plan_baseline_check(None, None, None) is None
     assert cmp.plan_baseline_check(run, None, None) == cmp.BaselineCheck(run, 0.10, None)
     assert cmp.plan_baseline_check(run, "25%", "main") == cmp.BaselineCheck(run, 0.25, "main")
