@@ -39,7 +39,7 @@ def op_time_s(rows, warmup: int) -> tuple[float, float]:
 
 
 def one_run(config: Path, nproc: int, out: Path) -> dict:
-    from nccl_bench.results import read_meta, read_rows
+    from nccl_bench.results.store import read_meta, read_rows
 
     env = dict(os.environ)
     env.setdefault("OMP_NUM_THREADS", "1")

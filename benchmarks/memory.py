@@ -44,7 +44,8 @@ def worker(mode: str, sweep_args: list[str]) -> int:
     import torch
     import torch.distributed as tdist
 
-    from nccl_bench import cli, dist
+    from nccl_bench import cli
+    from nccl_bench.ranks import dist
 
     folder = Path(os.environ[REPORT_ENV])
     code = 0
@@ -67,8 +68,8 @@ def worker(mode: str, sweep_args: list[str]) -> int:
 
 def buffer_set_bytes(op: str, size_bytes: int, world_size: int, element_bytes: int = 4) -> int:
     """Bytes of the buffers one rank of nccl-tests needs for op at size (out-of-place when torch has it)."""
-    from nccl_bench.collectives import REGISTRY, buffer_elems
-    from nccl_bench.results import PLACEMENT_OUT
+    from nccl_bench.ranks.collectives import REGISTRY, buffer_elems
+    from nccl_bench.results.schema import PLACEMENT_OUT
 
     collective = REGISTRY[op]
     send, recv = buffer_elems(collective, size_bytes, element_bytes, world_size)
@@ -105,7 +106,7 @@ def main(argv: list[str]) -> int:
     if args.worker:
         return worker(args.worker, args.sweep_args)
 
-    from nccl_bench.sizes import parse_size
+    from nccl_bench.units.sizes import parse_size
 
     scratch = Path(tempfile.mkdtemp(prefix="nccl_bench_memory_"))
     sweep_args = ["sweep", "--op", args.op, "--sizes", args.size, "--iters", args.iters, "-w", "1",

@@ -37,7 +37,7 @@ def ops_command() -> None:
     """List every collective with its size meaning and bus-bandwidth factor."""
     from rich.console import Console
 
-    from nccl_bench.report import ops_table
+    from nccl_bench.render.tables import ops_table
 
     Console().print(ops_table())
 
@@ -90,16 +90,16 @@ def sweep_command(
 
     baseline_check = plan_baseline_check(baseline, tolerance, save_baseline)
 
-    from nccl_bench.dist import detect_launch
+    from nccl_bench.ranks.dist import detect_launch
 
     launch = detect_launch()
     if launch is None:
         run_dir = _sweep_with_local_workers(sweep_config, workers)
         _after_sweep(run_dir, sweep_config.results_root, baseline_check)
         return
-    from nccl_bench import sweep as sweep_module
-    from nccl_bench.faults import Interrupted
-    from nccl_bench.report import LiveReporter
+    from nccl_bench.ranks import sweep as sweep_module
+    from nccl_bench.ranks.faults import Interrupted
+    from nccl_bench.render.tables import LiveReporter
 
     try:
         summary = sweep_module.execute(
@@ -117,9 +117,9 @@ def sweep_command(
 
 def _sweep_with_local_workers(sweep_config, workers: Optional[int]) -> Path:
     """No launcher: pick the run folder here (so a bad path fails now) and start local ranks."""
-    from nccl_bench.launch import default_workers, run_local_workers
-    from nccl_bench.results import new_run_dir, prepare_run_dir
-    from nccl_bench.sweep import preflight
+    from nccl_bench.ranks.launch import default_workers, run_local_workers
+    from nccl_bench.ranks.sweep import preflight
+    from nccl_bench.results.store import new_run_dir, prepare_run_dir
 
     why = None
     if workers is None:
@@ -193,8 +193,8 @@ def compare_command(
     import os
 
     from nccl_bench import compare
-    from nccl_bench.formats import check_output_file
-    from nccl_bench.sizes import parse_size
+    from nccl_bench.render.formats import check_output_file
+    from nccl_bench.units.sizes import parse_size
 
     tolerance_fraction = compare.parse_tolerance(tolerance, "--tolerance")
     min_size = parse_size(min_bytes, "--min-bytes")
@@ -212,23 +212,23 @@ def compare_command(
 
 def _report_comparison(result, outputs: dict, environ) -> None:
     """Print the table, the failing rows and the summary; write the requested files (shared with sweep)."""
-    from nccl_bench import export_compare
-    from nccl_bench.report import make_console
+    from nccl_bench.render import compare_exports
+    from nccl_bench.render.tables import make_console
 
     console = make_console()
-    console.print(export_compare.comparison_table(result))
+    console.print(compare_exports.comparison_table(result))
     for note in result.notes:
         console.print(f"note: {note}", markup=False, highlight=False, soft_wrap=True)
-    for line in export_compare.failure_lines(result):
+    for line in compare_exports.failure_lines(result):
         console.print(line, style="red", markup=False, highlight=False, soft_wrap=True)
     console.print(
         result.summary(), style="bold red" if result.failures else "bold green", markup=False, highlight=False, soft_wrap=True
     )
-    export_compare.write_exports(result, **outputs)
-    summary_file = export_compare.step_summary_path(environ)
+    compare_exports.write_exports(result, **outputs)
+    summary_file = compare_exports.step_summary_path(environ)
     if summary_file is not None:
         try:
-            export_compare.append_step_summary(result, summary_file)
+            compare_exports.append_step_summary(result, summary_file)
         except OSError as exc:
             typer.echo(f"nccl-bench: warning: cannot append to $GITHUB_STEP_SUMMARY ({summary_file}): {exc}", err=True)
 
@@ -247,24 +247,25 @@ def report_command(
     """Re-render runs (ours or nccl-tests') as a table or another format, and plot them."""
     from rich.console import Console
 
-    from nccl_bench import formats
-    from nccl_bench.report import make_console
+    from nccl_bench.render import formats as render_formats
+    from nccl_bench.render.tables import make_console
+    from nccl_bench.results import loader
 
-    formats.check_format(fmt)
-    plot_path = formats.check_output_file(plot and Path(plot), "--plot", suffix=".png")
-    output_path = formats.check_output_file(output and Path(output), "--output")
-    loaded = formats.load_runs([Path(run) for run in runs])
+    render_formats.check_format(fmt)
+    plot_path = render_formats.check_output_file(plot and Path(plot), "--plot", suffix=".png")
+    output_path = render_formats.check_output_file(output and Path(output), "--output")
+    loaded = loader.load_runs([Path(run) for run in runs])
     if fmt == "table":
         handle = open(output_path, "w", encoding="utf-8") if output_path else None
         try:
             console = Console(file=handle, width=200, color_system=None) if handle else make_console()
             for label, rows in loaded:
-                console.print(formats.render(rows, fmt, title=label))
+                console.print(render_formats.render(rows, fmt, title=label))
         finally:
             if handle:
                 handle.close()
     else:
-        text = formats.render([row for _, rows in loaded for row in rows], fmt)
+        text = render_formats.render([row for _, rows in loaded for row in rows], fmt)
         if output_path:
             output_path.write_text(text, encoding="utf-8")
         else:
@@ -272,7 +273,7 @@ def report_command(
     if output_path:
         typer.echo(f"wrote {fmt} to {output_path}", err=True)
     if plot_path:
-        from nccl_bench import plot as plotting
+        from nccl_bench.render import plots as plotting
 
         try:
             plotting.write_plot(loaded, plot_path)
@@ -289,18 +290,18 @@ def limits_command(
     """Show what the links promise per GPU (NVLink, PCIe) and the peak busbw is compared with."""
     import json
 
-    from nccl_bench.limits import detect_limits, peak_from_limits
+    from nccl_bench.hardware.detect import detect_limits, peak_from_limits
 
     limits = detect_limits()
     device_kind = "cuda" if limits.gpus else "cpu"
     peak, peak_warnings = peak_from_limits(limits, multi_node, device_kind)
     if as_json:
-        from nccl_bench.limits_render import limits_json
+        from nccl_bench.render.limits import limits_json
 
         typer.echo(json.dumps(limits_json(limits, peak, peak_warnings), indent=2))
         return
-    from nccl_bench.limits_render import limits_renderables
-    from nccl_bench.report import make_console
+    from nccl_bench.render.limits import limits_renderables
+    from nccl_bench.render.tables import make_console
 
     console = make_console()  # piped or logged: wide enough not to fold the GPU table
     for renderable in limits_renderables(limits, peak, peak_warnings):

@@ -17,15 +17,15 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 from nccl_bench.errors import UserInputError
-from nccl_bench.formats import load_rows
-from nccl_bench.results import (
+from nccl_bench.results.loader import load_rows
+from nccl_bench.results.schema import (
     KEY_COLUMNS,
     STATUS_UNSUPPORTED,
     STATUS_WRONG,
     ResultRow,
-    read_rows,
 )
-from nccl_bench.sizes import format_size
+from nccl_bench.results.store import read_rows
+from nccl_bench.units.sizes import format_size
 
 # 10% busbw is the run-to-run spread that scripts around nccl-tests commonly accept; tighter
 # thresholds flap on shared CI nodes, looser ones miss a link that trained at a lower speed.

@@ -11,9 +11,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from nccl_bench.collectives import OP_NAMES, REGISTRY
 from nccl_bench.errors import UserInputError
-from nccl_bench.sizes import check_range, format_size, geometric_sizes, linear_sizes, parse_size
+from nccl_bench.ranks.collectives import OP_NAMES, REGISTRY
+from nccl_bench.units.sizes import (
+    check_range,
+    format_size,
+    geometric_sizes,
+    linear_sizes,
+    parse_size,
+)
 
 DTYPES = ("float32", "float16", "bfloat16", "float64", "int8", "uint8", "int32", "int64")
 DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8, "int8": 1, "uint8": 1, "int32": 4, "int64": 8}
@@ -30,10 +36,6 @@ CPU_SIZE_RANGE = (1024, 64 * 1024**2)
 # rank skew are small against it. CPU samples are longer because the host is shared and noisier.
 GPU_MIN_SAMPLE_MS = 50.0
 CPU_MIN_SAMPLE_MS = 200.0
-# Never fewer than this many ops in a sample: one op cannot show back-to-back throughput.
-MIN_AUTO_ITERS = 3
-# Cap for tiny messages, bounding memory for per-op timestamps and a point's wall time.
-MAX_AUTO_ITERS = 100_000
 
 
 @dataclass(frozen=True)

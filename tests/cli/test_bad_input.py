@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from nccl_bench.config import CONFIG_KEYS
-from nccl_bench.collectives import OP_NAMES
+from nccl_bench.ranks.collectives import OP_NAMES
 
 ERROR = "nccl-bench: error: "
 

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from nccl_bench.results import ResultRow, ResultsWriter
+from nccl_bench.results.schema import ResultRow
+from nccl_bench.results.store import ResultsWriter
 
 MiB = 1024 * 1024
 
@@ -163,7 +164,7 @@ def test_nccl_tests_log_against_its_report_conversion(tmp_path):
 
 def test_defaults_in_help_match_the_module_constants():
     from nccl_bench import compare
-    from nccl_bench.sizes import parse_size
+    from nccl_bench.units.sizes import parse_size
 
     result = subprocess.run(
         [sys.executable, "-m", "nccl_bench", "compare", "--help"], capture_output=True, text=True,

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from nccl_bench.limits import detect_limits, host_gpu_peak
+from nccl_bench.hardware.detect import detect_limits, host_gpu_peak
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "nvidia_smi"
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from nccl_bench.results import ResultsWriter, read_rows
+from nccl_bench.results.store import ResultsWriter, read_rows
 
 pytestmark = pytest.mark.integration
 

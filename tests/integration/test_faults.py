@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from nccl_bench.dist import backend_error_text, process_state
-from nccl_bench.results import read_meta, read_rows
-from nccl_bench.faults import FAILURE_ROLL_CALL_S
+from nccl_bench.ranks.dist import backend_error_text, process_state
+from nccl_bench.ranks.faults import FAILURE_ROLL_CALL_S
+from nccl_bench.results.store import read_meta, read_rows
 
 # Enough small points that the sweep is still running when the fault lands, each one quick.
 SWEEP = ["--op", "all_reduce", "--min-bytes", "1K", "--max-bytes", "64M", "--iters", "20", "--warmup", "1"]

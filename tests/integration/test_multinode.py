@@ -13,12 +13,11 @@ import os
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-from nccl_bench.collectives import OP_NAMES
-from nccl_bench.results import read_meta, read_rows
+from nccl_bench.ranks.collectives import OP_NAMES
+from nccl_bench.results.store import read_meta, read_rows
 
 SUBNET = "10.77.{}.{}"  # private, and only ever configured inside this test's own namespaces
 RDZV_PORT = 29577

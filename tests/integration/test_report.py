@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from nccl_bench import plot
-from nccl_bench.formats import load_rows
-from nccl_bench.results import read_rows
+from nccl_bench.render import plots
+from nccl_bench.results.loader import load_rows
+from nccl_bench.results.store import read_rows
 from tests.conftest import run_cli, run_torchrun
 
 pytestmark = pytest.mark.integration
@@ -36,10 +36,10 @@ def test_report_plot_of_a_real_run(gloo_run, tmp_path):
     assert "all_gather" in done.stdout and f"wrote plot to {png}" in done.stderr
     assert _png_size(png) == (1200, 500)
     rows = read_rows(gloo_run)
-    figure = plot.busbw_figure([(gloo_run.name, rows)])
+    figure = plots.busbw_figure([(gloo_run.name, rows)])
     lines = figure.axes[0].get_lines()
-    data_lines = [line for line in lines if not line.get_label().startswith(plot.PEAK_LABEL_PREFIX)]
-    peak_lines = [line for line in lines if line.get_label().startswith(plot.PEAK_LABEL_PREFIX)]
+    data_lines = [line for line in lines if not line.get_label().startswith(plots.PEAK_LABEL_PREFIX)]
+    peak_lines = [line for line in lines if line.get_label().startswith(plots.PEAK_LABEL_PREFIX)]
     # all_reduce runs in place only (one line); all_gather both ways (one line per placement)
     assert [line.get_label() for line in data_lines] == ["all_reduce", "all_gather (out-of-place)", "all_gather (in-place)"]
     for line in data_lines:
@@ -53,7 +53,7 @@ def test_report_plot_of_a_real_run(gloo_run, tmp_path):
 
 
 def test_sweep_plot_file_for_a_real_run(gloo_run, tmp_path):
-    path = plot.write_sweep_plot(read_rows(gloo_run), tmp_path)
+    path = plots.write_sweep_plot(read_rows(gloo_run), tmp_path)
     assert path == tmp_path / "busbw.png" and _png_size(path) == (1200, 500)
 
 

@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
-from nccl_bench.collectives import REGISTRY
-from nccl_bench.results import read_rows
+from nccl_bench.ranks.collectives import REGISTRY
+from nccl_bench.results.store import read_rows
 from tests.conftest import run_cli, run_torchrun, worker_env
 
 pytestmark = pytest.mark.integration

@@ -6,27 +6,15 @@ import dataclasses
 from pathlib import Path
 
 import pytest
+from result_rows import MiB, row
 
 from nccl_bench import compare as cmp
 from nccl_bench.errors import UserInputError
-from nccl_bench.formats import load_rows
-from nccl_bench.results import STATUS_UNSUPPORTED, STATUS_WRONG, ResultRow, ResultsWriter, read_rows
+from nccl_bench.results.loader import load_rows
+from nccl_bench.results.schema import STATUS_UNSUPPORTED, STATUS_WRONG
+from nccl_bench.results.store import ResultsWriter, read_rows
 
-MiB = 1024 * 1024
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "nccl_tests"
-
-
-def row(op="all_reduce", size_bytes=MiB, time_us=100.0, trials=1, spread=None, **changes) -> ResultRow:
-    """A plausible row whose busbw follows from its time (factor 1 keeps the arithmetic exact)."""
-    busbw = None if time_us is None else size_bytes / time_us / 1e3
-    lo, hi = (None, None) if spread is None else (time_us - spread, time_us + spread)
-    base = ResultRow(
-        op=op, placement="in_place", size_bytes=size_bytes, count=size_bytes // 4, dtype="float",
-        redop="sum", root=-1, world_size=2, nodes=1, backend="gloo", iters=10, trials=trials,
-        time_us=time_us, time_min_us=lo, time_max_us=hi, p50_us=time_us, p99_us=time_us,
-        algbw_gbps=busbw, busbw_gbps=busbw, busbw_factor=1.0, wrong=0, slowest_rank=0, agg="max",
-    )
-    return dataclasses.replace(base, **changes)
 
 
 def only(comparison: cmp.Comparison) -> cmp.RowComparison:

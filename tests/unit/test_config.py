@@ -3,8 +3,8 @@ from pathlib import Path
 import pytest
 
 from nccl_bench import config as cfg
-from nccl_bench.collectives import OP_NAMES
 from nccl_bench.errors import UserInputError
+from nccl_bench.ranks.collectives import OP_NAMES
 
 REPO = Path(__file__).resolve().parents[2]
 

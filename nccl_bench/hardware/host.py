@@ -1,0 +1,132 @@
+"""Probes of this host: measured memory copy, NIC port rates from sysfs, nvidia-smi runs.
+
+Each probe returns data plus warning strings and never raises; the sysfs root and the
+nvidia-smi executable are parameters so tests can point them at fixtures.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from nccl_bench.hardware.nvidia_smi import parse_ib_rate_gbps
+
+# Host memory copy: the reference peak for gloo on CPU tensors.
+# 64 MiB is far beyond any last-level cache, so the copy runs at DRAM speed.
+MEMCPY_BUFFER_BYTES = 64 * 1024 * 1024
+# About 0.2 s in all: enough repeats for a stable best-of, short enough for every sweep start.
+MEMCPY_BUDGET_S = 0.2
+MEMCPY_MIN_REPEATS = 3
+MEMCPY_MAX_REPEATS = 50
+
+NVIDIA_SMI_TIMEOUT_S = 60.0  # `topo -m` took 112 s on one broken bridge (NVIDIA/nccl#557); give up earlier
+
+
+@dataclass(frozen=True)
+class MemcpyResult:
+    gbps: float  # bytes copied / second, each byte counted once, 1e9 B/s
+    buffer_bytes: int
+    repeats: int
+
+
+@functools.lru_cache(maxsize=1)
+def measure_memcpy() -> MemcpyResult:
+    """Best single-thread copy rate of a 64 MiB buffer, counting each byte copied once.
+
+    Measured once per process (cached). A memoryview slice assignment is a plain memcpy, so no
+    numpy or torch import is needed.
+    """
+    src = bytearray(os.urandom(4096)) * (MEMCPY_BUFFER_BYTES // 4096)
+    dst = bytearray(MEMCPY_BUFFER_BYTES)  # zero-filled: its pages are touched before timing
+    src_view, dst_view = memoryview(src), memoryview(dst)
+    dst_view[:] = src_view  # warm-up: faults in every page of dst
+    best_s = float("inf")
+    repeats = 0
+    deadline = time.perf_counter() + MEMCPY_BUDGET_S
+    while repeats < MEMCPY_MAX_REPEATS and (repeats < MEMCPY_MIN_REPEATS or time.perf_counter() < deadline):
+        start = time.perf_counter()
+        dst_view[:] = src_view
+        best_s = min(best_s, time.perf_counter() - start)
+        repeats += 1
+    return MemcpyResult(MEMCPY_BUFFER_BYTES / best_s / 1e9, MEMCPY_BUFFER_BYTES, repeats)
+
+
+@dataclass(frozen=True)
+class NicPort:
+    name: str  # "mlx5_0/1" for IB/RoCE, interface name for plain Ethernet
+    kind: str  # "InfiniBand", "RoCE" or "Ethernet"
+    gbps: float  # per direction, 1e9 B/s
+
+
+def read_nic_ports(sysfs_root: str | Path = "/sys") -> tuple[tuple[NicPort, ...], tuple[str, ...]]:
+    """Active IB/RoCE ports from class/infiniband/*/ports/*/rate; else up physical Ethernet links."""
+    root = Path(sysfs_root)
+    ports: list[NicPort] = []
+    warnings: list[str] = []
+    ib_root = root / "class" / "infiniband"
+    for port_dir in sorted(ib_root.glob("*/ports/*")):
+        state = _read(port_dir / "state") or ""
+        if "ACTIVE" not in state.upper():
+            continue
+        rate_text = _read(port_dir / "rate") or ""
+        gbps = parse_ib_rate_gbps(rate_text)
+        if gbps is None:
+            warnings.append(f"{port_dir / 'rate'}: unreadable rate {rate_text.strip()!r}")
+            continue
+        layer = (_read(port_dir / "link_layer") or "InfiniBand").strip()
+        kind = "RoCE" if layer.lower() == "ethernet" else "InfiniBand"
+        ports.append(NicPort(f"{port_dir.parent.parent.name}/{port_dir.name}", kind, gbps))
+    if ports:
+        return tuple(ports), tuple(warnings)
+    for iface in sorted((root / "class" / "net").glob("*")):
+        if not (iface / "device").exists():
+            continue  # loopback, bridges, veth: not a physical link
+        if (_read(iface / "operstate") or "").strip() != "up":
+            continue
+        speed = _read(iface / "speed")
+        try:
+            mbps = int((speed or "").strip())
+        except ValueError:
+            continue
+        if mbps > 0:
+            ports.append(NicPort(iface.name, "Ethernet", mbps / 8 / 1000))
+    return tuple(ports), tuple(warnings)
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text(errors="replace")
+    except OSError:
+        return None
+
+
+def run_nvidia_smi(executable: str, *args: str) -> tuple[str | None, str | None]:
+    """(stdout, None) on success, (None, reason) when nvidia-smi is missing, fails or hangs."""
+    path = shutil.which(executable)
+    if path is None:
+        return None, f"{executable} not found on PATH"
+    try:
+        done = subprocess.run([path, *args], capture_output=True, text=True, errors="replace",
+                              timeout=NVIDIA_SMI_TIMEOUT_S, check=False)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return None, f"{executable} {' '.join(args)}: {exc}"
+    if done.returncode != 0:
+        detail = (done.stderr or done.stdout).strip().splitlines()
+        return None, f"{executable} {' '.join(args)} exited {done.returncode}" + (f": {detail[0]}" if detail else "")
+    return done.stdout, None
+
+
+def proc_gpu_models(proc_root: str | Path = "/proc") -> tuple[str, ...]:
+    """GPU model names from the NVIDIA driver's /proc files, for when NVML and nvidia-smi are absent."""
+    names: list[str] = []
+    for info in sorted(Path(proc_root, "driver", "nvidia", "gpus").glob("*/information")):
+        for line in (_read(info) or "").splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() == "Model" and value.strip():
+                names.append(value.strip())
+    return tuple(names)

@@ -1,0 +1,92 @@
+"""NVML probe: link states, NVLink generation and speed, PCIe generation and width per GPU.
+
+Needs nvidia-ml-py (the `[nvml]` extra) and a driver; without them it returns None and the reason,
+and detection falls back to nvidia-smi.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class NvmlGpu:
+    index: int
+    name: str | None
+    link_states: tuple[bool, ...]  # one per link index NVML answers for
+    nvlink_gen: int | None
+    link_reported_gbps: float | None  # NVML's common per-link speed, per direction
+    pcie_gen_max: int | None
+    pcie_gen_current: int | None
+    pcie_width_max: int | None
+    pcie_width_current: int | None
+
+
+# nvmlNvlinkVersion_t -> NVLink generation (2.2 and 3.1 are revisions of 2 and 3).
+_NVML_VERSION_TO_GEN = {1: 1, 2: 2, 3: 2, 4: 3, 5: 3, 6: 4, 7: 5, 8: 6}
+
+
+def probe_nvml() -> tuple[tuple[NvmlGpu, ...] | None, str | None]:
+    """GPUs through NVML (nvidia-ml-py); (None, reason) when NVML is not installed or not usable."""
+    try:
+        import pynvml
+    except ImportError:
+        return None, "NVML: nvidia-ml-py is not installed"
+    try:
+        pynvml.nvmlInit()
+    except Exception as exc:  # NVMLError subclasses, or OSError from a broken library
+        return None, f"NVML: {exc}"
+    try:
+        return tuple(_nvml_gpu(pynvml, i) for i in range(pynvml.nvmlDeviceGetCount())), None
+    except Exception as exc:
+        return None, f"NVML: {exc}"
+    finally:
+        try:
+            pynvml.nvmlShutdown()
+        except Exception:
+            pass
+
+
+def _nvml_gpu(pynvml, index: int) -> NvmlGpu:
+    handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+    name = pynvml.nvmlDeviceGetName(handle)
+    if isinstance(name, bytes):
+        name = name.decode(errors="replace")
+    states: list[bool] = []
+    versions: list[int] = []
+    for link in range(getattr(pynvml, "NVML_NVLINK_MAX_LINKS", 18)):
+        try:
+            active = pynvml.nvmlDeviceGetNvLinkState(handle, link) == pynvml.NVML_FEATURE_ENABLED
+        except pynvml.NVMLError:
+            break  # past this GPU's last link, or no NVLink at all
+        states.append(bool(active))
+        if active:
+            try:
+                versions.append(pynvml.nvmlDeviceGetNvLinkVersion(handle, link))
+            except pynvml.NVMLError:
+                pass
+    speed = None
+    if any(states):
+        try:
+            field = pynvml.nvmlDeviceGetFieldValues(handle, [pynvml.NVML_FI_DEV_NVLINK_SPEED_MBPS_COMMON])[0]
+            if field.nvmlReturn == pynvml.NVML_SUCCESS:
+                speed = float(field.value.uiVal) / 1000  # NVML reports MB/s per link per direction
+        except (pynvml.NVMLError, AttributeError, IndexError):
+            pass
+    return NvmlGpu(
+        index=index, name=name, link_states=tuple(states),
+        nvlink_gen=_NVML_VERSION_TO_GEN.get(max(versions)) if versions else None,
+        link_reported_gbps=speed or None,
+        pcie_gen_max=_nvml_int(pynvml.nvmlDeviceGetMaxPcieLinkGeneration, handle),
+        pcie_gen_current=_nvml_int(pynvml.nvmlDeviceGetCurrPcieLinkGeneration, handle),
+        pcie_width_max=_nvml_int(pynvml.nvmlDeviceGetMaxPcieLinkWidth, handle),
+        pcie_width_current=_nvml_int(pynvml.nvmlDeviceGetCurrPcieLinkWidth, handle),
+    )
+
+
+def _nvml_int(getter, handle) -> int | None:
+    try:
+        return int(getter(handle))
+    except Exception:
+        return None
+

@@ -1,0 +1,352 @@
+"""One registry entry per collective: its nccl-tests size meaning, buffers, launch and expected data.
+
+Sizes follow nccl-tests' doc/PERFORMANCE.md: `size_bytes` is the larger of the send and receive
+buffer of one rank (all_gather: the gathered output; reduce_scatter: the input; all_to_all: the
+whole send buffer; gather/scatter: n x chunk). `count` is the element count nccl-tests prints
+(the per-rank chunk for split ops). Adding a collective means adding one entry to REGISTRY
+(and its bus-bandwidth factor to units/bandwidth.BUS_FACTORS).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable
+
+from nccl_bench.results.schema import PLACEMENT_IN, PLACEMENT_OUT
+from nccl_bench.units import bandwidth
+
+if TYPE_CHECKING:
+    import torch
+
+
+@dataclass(frozen=True)
+class Buffers:
+    """Views into the sweep's preallocated storage for one point (no allocation per point)."""
+
+    send: "torch.Tensor"
+    recv: "torch.Tensor"  # may alias send (in-place placements)
+
+
+@dataclass(frozen=True)
+class OpArgs:
+    rank: int
+    world_size: int
+    root: int
+    reduce_op: object  # torch.distributed.ReduceOp member, or None
+
+
+@dataclass(frozen=True)
+class Segment:
+    """A stretch of one rank's output and where its data comes from, for the correctness check.
+
+    out[start + j] must equal element (source_index + j) of `source_rank`'s input, or of the
+    reduction over all ranks' inputs when source_rank is None.
+    """
+
+    start: int
+    length: int
+    source_rank: int | None
+    source_index: int
+
+
+def _whole(rank: int, n: int, root: int, out_elems: int) -> list[Segment]:
+    return [Segment(0, out_elems, None, 0)]
+
+
+def _from_root(rank: int, n: int, root: int, out_elems: int) -> list[Segment]:
+    return [Segment(0, out_elems, root, 0)]
+
+
+def _chunks_from_each_rank(rank: int, n: int, root: int, out_elems: int) -> list[Segment]:
+    chunk = out_elems // n
+    return [Segment(k * chunk, chunk, k, 0) for k in range(n)]
+
+
+def _my_chunk_reduced(rank: int, n: int, root: int, out_elems: int) -> list[Segment]:
+    return [Segment(0, out_elems, None, rank * out_elems)]
+
+
+def _my_chunk_of_root(rank: int, n: int, root: int, out_elems: int) -> list[Segment]:
+    return [Segment(0, out_elems, root, rank * out_elems)]
+
+
+def _my_chunk_from_each_rank(rank: int, n: int, root: int, out_elems: int) -> list[Segment]:
+    chunk = out_elems // n
+    return [Segment(k * chunk, chunk, k, rank * chunk) for k in range(n)]
+
+
+def _from_previous_rank(rank: int, n: int, root: int, out_elems: int) -> list[Segment]:
+    return [Segment(0, out_elems, (rank - 1) % n, 0)]
+
+
+def _nothing(rank: int, n: int, root: int, out_elems: int) -> list[Segment]:
+    return []
+
+
+@dataclass(frozen=True)
+class Collective:
+    name: str
+    summary: str
+    size_meaning: str
+    split: bool  # the buffer is divided into world_size chunks, so size rounds to n x element size
+    placements: tuple[str, ...]
+    has_reduction: bool = False
+    has_root: bool = False
+    min_world_size: int = 1
+    send_elems: Callable[[int, int], int] = lambda elems, n: elems
+    recv_elems: Callable[[int, int], int] = lambda elems, n: elems
+    count: Callable[[int, int], int] = lambda elems, n: elems
+    # (buffers, args) -> zero-argument callable running the op once
+    bind: Callable[[Buffers, OpArgs], Callable[[], None]] | None = None
+    # (rank, world_size, root, output elements) -> what this rank's output must hold
+    expected: Callable[[int, int, int, int], list[Segment]] = _whole
+
+    @property
+    def factor(self) -> Callable[[int], float] | None:
+        """busbw/algbw as a function of the world size, from units.bandwidth; None: barrier."""
+        entry = bandwidth.BUS_FACTORS.get(self.name)
+        return None if entry is None else entry[1]
+
+    @property
+    def factor_formula(self) -> str:
+        entry = bandwidth.BUS_FACTORS.get(self.name)
+        return "-" if entry is None else entry[0]
+
+
+def round_size(collective: Collective, size_bytes: int, element_bytes: int, world_size: int) -> int:
+    """Round down to whole elements (and whole chunks for split ops); 0 means too small to run."""
+    unit = element_bytes * (world_size if collective.split else 1)
+    return (size_bytes // unit) * unit
+
+
+def buffer_elems(collective: Collective, size_bytes: int, element_bytes: int, world_size: int) -> tuple[int, int]:
+    elems = size_bytes // element_bytes
+    return collective.send_elems(elems, world_size), collective.recv_elems(elems, world_size)
+
+
+def _chunk(elems: int, n: int) -> int:
+    return elems // n
+
+
+def _dist():
+    import torch.distributed as dist
+
+    return dist
+
+
+def _bind_all_reduce(buffers: Buffers, args: OpArgs):
+    dist = _dist()
+    tensor, op = buffers.recv, args.reduce_op
+    return lambda: dist.all_reduce(tensor, op=op)
+
+
+def _bind_all_gather(buffers: Buffers, args: OpArgs):
+    dist = _dist()
+    gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
+    send, recv = buffers.send, buffers.recv
+    return lambda: gather(recv, send)
+
+
+def _bind_reduce_scatter(buffers: Buffers, args: OpArgs):
+    dist = _dist()
+    scatter = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
+    send, recv, op = buffers.send, buffers.recv, args.reduce_op
+    return lambda: scatter(recv, send, op=op)
+
+
+def _bind_all_to_all(buffers: Buffers, args: OpArgs):
+    dist = _dist()
+    send, recv = buffers.send, buffers.recv
+    return lambda: dist.all_to_all_single(recv, send)
+
+
+def _bind_broadcast(buffers: Buffers, args: OpArgs):
+    dist = _dist()
+    tensor, root = buffers.recv, args.root
+    return lambda: dist.broadcast(tensor, src=root)
+
+
+def _bind_reduce(buffers: Buffers, args: OpArgs):
+    dist = _dist()
+    tensor, root, op = buffers.recv, args.root, args.reduce_op
+    return lambda: dist.reduce(tensor, dst=root, op=op)
+
+
+def _bind_gather(buffers: Buffers, args: OpArgs):
+    dist = _dist()
+    send, root = buffers.send, args.root
+    gather_list = list(buffers.recv.chunk(args.world_size)) if args.rank == root else None
+    return lambda: dist.gather(send, gather_list, dst=root)
+
+
+def _bind_scatter(buffers: Buffers, args: OpArgs):
+    dist = _dist()
+    recv, root = buffers.recv, args.root
+    scatter_list = list(buffers.send.chunk(args.world_size)) if args.rank == root else None
+    return lambda: dist.scatter(recv, scatter_list, src=root)
+
+
+def _bind_sendrecv(buffers: Buffers, args: OpArgs):
+    dist = _dist()
+    n, rank = args.world_size, args.rank
+    ops = [
+        dist.P2POp(dist.isend, buffers.send, (rank + 1) % n),
+        dist.P2POp(dist.irecv, buffers.recv, (rank - 1) % n),
+    ]
+
+    def run():
+        for work in dist.batch_isend_irecv(ops):
+            work.wait()
+
+    return run
+
+
+def _bind_barrier(buffers: Buffers, args: OpArgs):
+    return _dist().barrier
+
+
+BOTH = (PLACEMENT_OUT, PLACEMENT_IN)
+
+REGISTRY: dict[str, Collective] = {
+    c.name: c
+    for c in (
+        Collective(
+            name="all_reduce",
+            summary="every rank ends with the reduction of all ranks' buffers",
+            size_meaning="bytes of the buffer on each rank",
+            split=False,
+            placements=(PLACEMENT_IN,),  # torch's all_reduce has no separate output buffer
+            has_reduction=True,
+            bind=_bind_all_reduce,
+        ),
+        Collective(
+            name="all_gather",
+            summary="every rank ends with all ranks' chunks, concatenated",
+            size_meaning="bytes of the gathered output (n x chunk)",
+            split=True,
+            placements=BOTH,
+            send_elems=_chunk,
+            count=_chunk,
+            bind=_bind_all_gather,
+            expected=_chunks_from_each_rank,
+        ),
+        Collective(
+            name="reduce_scatter",
+            summary="rank r ends with chunk r of the reduction",
+            size_meaning="bytes of the input on each rank (n x chunk)",
+            split=True,
+            placements=BOTH,
+            has_reduction=True,
+            recv_elems=_chunk,
+            count=_chunk,
+            bind=_bind_reduce_scatter,
+            expected=_my_chunk_reduced,
+        ),
+        Collective(
+            name="broadcast",
+            summary="every rank ends with the root's buffer",
+            size_meaning="bytes of the buffer",
+            split=False,
+            placements=(PLACEMENT_IN,),  # torch's broadcast writes into the one buffer it is given
+            has_root=True,
+            bind=_bind_broadcast,
+            expected=_from_root,
+        ),
+        Collective(
+            name="reduce",
+            summary="the root ends with the reduction of all ranks' buffers",
+            size_meaning="bytes of the buffer on each rank",
+            split=False,
+            placements=(PLACEMENT_IN,),  # torch's reduce reduces into the buffer it is given
+            has_reduction=True,
+            has_root=True,
+            bind=_bind_reduce,
+            expected=lambda rank, n, root, out: _whole(rank, n, root, out) if rank == root else [],
+        ),
+        Collective(
+            name="gather",
+            summary="the root ends with all ranks' chunks, concatenated",
+            size_meaning="bytes gathered at the root (n x chunk)",
+            split=True,
+            placements=(PLACEMENT_OUT,),
+            has_root=True,
+            send_elems=_chunk,
+            count=_chunk,
+            bind=_bind_gather,
+            expected=lambda rank, n, root, out: _chunks_from_each_rank(rank, n, root, out) if rank == root else [],
+        ),
+        Collective(
+            name="scatter",
+            summary="rank r ends with chunk r of the root's buffer",
+            size_meaning="bytes scattered by the root (n x chunk)",
+            split=True,
+            placements=(PLACEMENT_OUT,),
+            has_root=True,
+            recv_elems=_chunk,
+            count=_chunk,
+            bind=_bind_scatter,
+            expected=_my_chunk_of_root,
+        ),
+        Collective(
+            name="all_to_all",
+            summary="rank r sends its chunk k to rank k",
+            size_meaning="bytes of the whole send buffer on each rank (n x chunk)",
+            split=True,
+            placements=(PLACEMENT_OUT,),
+            count=_chunk,
+            bind=_bind_all_to_all,
+            expected=_my_chunk_from_each_rank,
+        ),
+        Collective(
+            name="sendrecv",
+            summary="ring: rank r sends to r+1 and receives from r-1 (batched isend/irecv)",
+            size_meaning="bytes sent (and received) by each rank",
+            split=False,
+            placements=(PLACEMENT_OUT,),
+            min_world_size=2,
+            bind=_bind_sendrecv,
+            expected=_from_previous_rank,
+        ),
+        Collective(
+            name="barrier",
+            summary="synchronisation only; reports latency, no bandwidth",
+            size_meaning="none (latency only)",
+            split=False,
+            placements=(PLACEMENT_OUT,),
+            send_elems=lambda elems, n: 0,
+            recv_elems=lambda elems, n: 0,
+            count=lambda elems, n: 0,
+            bind=_bind_barrier,
+            expected=_nothing,
+        ),
+    )
+}
+
+OP_NAMES: tuple[str, ...] = tuple(REGISTRY)
+
+
+def store_elems(placement: str, send_elems: int, recv_elems: int) -> tuple[int, int]:
+    """Elements a point takes from the sweep's (send store, receive store).
+
+    In place, the smaller buffer is this rank's chunk of the larger one (all_gather's input sits
+    in its output, reduce_scatter's output in its input) and equal ones are the same view, so
+    the point lives in one store: the receive store, unless the input is the larger buffer.
+    """
+    if placement == PLACEMENT_OUT:
+        return send_elems, recv_elems
+    if send_elems > recv_elems:
+        return send_elems, 0
+    return 0, recv_elems
+
+
+def make_buffers(collective: Collective, placement: str, send_store, recv_store, send_elems: int, recv_elems: int, rank: int, world_size: int) -> Buffers:
+    """Views for one point; in-place placements alias the output as nccl-tests does (see store_elems)."""
+    if placement == PLACEMENT_OUT:
+        return Buffers(send=send_store[:send_elems], recv=recv_store[:recv_elems])
+    if send_elems > recv_elems:  # reduce_scatter: the output is this rank's chunk of the input
+        send = send_store[:send_elems]
+        return Buffers(send=send, recv=send[rank * recv_elems : (rank + 1) * recv_elems])
+    recv = recv_store[:recv_elems]
+    if send_elems < recv_elems:  # all_gather: the input is this rank's chunk of the output
+        return Buffers(send=recv[rank * send_elems : (rank + 1) * send_elems], recv=recv)
+    return Buffers(send=recv, recv=recv)

@@ -1,0 +1,233 @@
+"""Warmup, calibration and timed iterations for one point: the one place that touches timing.
+
+A timed sample is: barrier, start, `iters` ops back to back, (GPU) synchronize, stop; its time
+per op is the sample's duration / iters, and ranks' durations are combined by `agg` (default
+max: a collective is as slow as its slowest rank). On GPU the clock is CUDA events on the
+current stream; on CPU time.perf_counter_ns. A timestamp after every op gives per-op latencies
+(p50/p99). On CPU that costs one clock read per op (~0.1 us against >= 20 us for a gloo op), so
+every sample carries them. On GPU an event record costs microseconds of CPU per op, which
+launch-bound small messages would show as extra time per op, so the timed samples record only
+the loop's two ends (as nccl-tests does) and one extra sample records an event per op.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+from nccl_bench.ranks import dist
+from nccl_bench.units import stats
+
+# Never fewer than this many ops in a sample: one op cannot show back-to-back throughput.
+MIN_AUTO_ITERS = 3
+# Cap for tiny messages, bounding memory for per-op timestamps and a point's wall time.
+MAX_AUTO_ITERS = 100_000
+
+# A calibration block must last at least this fraction of a sample before its per-op time is
+# trusted (>= 2.5 ms at the GPU default, 10 ms on CPU: thousands of timer ticks). Calibration
+# is pure overhead, and every block also costs a barrier and a cross-rank reduction, so it is
+# kept short and few: at 10% with 10x growth it took ~20% of a quick sweep's wall time.
+CALIBRATION_FRACTION = 0.05
+# Growth of the calibration block between rounds: usually one jump from a single op straight
+# to the block the measured rate asks for, without overshooting a huge message's sample.
+CALIBRATION_MAX_GROWTH = 100
+# cudaEventElapsedTime resolves about half a microsecond (CUDA Runtime API documentation).
+CUDA_EVENT_RESOLUTION_S = 0.5e-6
+# A sample shorter than this many timer ticks cannot be trusted to 0.1%.
+MIN_TICKS_PER_SAMPLE = 1000
+NOISY_SPREAD = 0.10  # trial range above 10% of the median marks a row noisy (pyperf-like)
+
+
+@dataclass(frozen=True)
+class TimingPlan:
+    warmup: int
+    iters: int | None  # None = calibrate
+    min_sample_s: float
+    trials: int
+    agg: str
+    blocking: bool = False
+    cuda_graph: int = 0
+
+
+@dataclass(frozen=True)
+class Measurement:
+    iters: int  # ops per timed sample
+    sample_means_us: tuple[float, ...]  # per trial, ranks combined by agg
+    per_op_us: tuple[float, ...]  # every timed op's latency, max over ranks, all trials pooled
+    slowest_rank: int
+    shortest_sample_s: float
+    timer_resolution_s: float
+
+    @property
+    def time_us(self) -> float:
+        return stats.median(self.sample_means_us)
+
+    def flags(self) -> list[str]:
+        flags = []
+        if len(self.sample_means_us) > 1:
+            spread = stats.relative_spread(min(self.sample_means_us), max(self.sample_means_us), self.time_us)
+            if spread > NOISY_SPREAD:
+                flags.append("noisy")
+        if self.shortest_sample_s < MIN_TICKS_PER_SAMPLE * self.timer_resolution_s:
+            flags.append("below_timer_resolution")
+        return flags
+
+
+class _CpuClock:
+    resolution_s = max(time.get_clock_info("perf_counter").resolution, 1e-9)
+
+    def __init__(self, ops: int, blocking: bool, per_op: bool):
+        self._stamps = [0] * (ops + 1)
+
+    def start(self) -> None:
+        self._stamps[0] = time.perf_counter_ns()
+
+    def mark(self, index: int) -> None:
+        self._stamps[index] = time.perf_counter_ns()
+
+    def finish(self) -> tuple[float, list[float]]:
+        stamps = self._stamps
+        per_op = [(stamps[i] - stamps[i - 1]) * 1e-9 for i in range(1, len(stamps))]
+        return (stamps[-1] - stamps[0]) * 1e-9, per_op
+
+
+class _CudaClock:
+    resolution_s = CUDA_EVENT_RESOLUTION_S
+
+    def __init__(self, ops: int, blocking: bool, per_op: bool):
+        import torch
+
+        self._torch = torch
+        self._ops = ops
+        self._blocking = blocking
+        self._per_op = per_op or blocking  # --blocking synchronizes per op anyway
+        self._events = [torch.cuda.Event(enable_timing=True) for _ in range(ops + 1 if self._per_op else 2)]
+
+    def start(self) -> None:
+        self._events[0].record()
+
+    def mark(self, index: int) -> None:
+        if self._per_op:
+            self._events[index].record()
+            if self._blocking:
+                self._torch.cuda.synchronize()
+        elif index == self._ops:
+            self._events[1].record()
+
+    def finish(self) -> tuple[float, list[float]]:
+        self._torch.cuda.synchronize()  # elapsed_time needs both events completed
+        events = self._events
+        total_s = events[0].elapsed_time(events[-1]) * 1e-3
+        if not self._per_op:
+            return total_s, []
+        return total_s, [events[i - 1].elapsed_time(events[i]) * 1e-3 for i in range(1, len(events))]
+
+
+def next_calibration_calls(calls: int, elapsed_s: float, target_s: float, max_calls: int) -> int | None:
+    """The next calibration block size after `calls` took `elapsed_s`, or None when done.
+
+    Done once a block lasts target_s (or hits max_calls). Otherwise aim 20% past the target
+    from the measured rate, but at least double and at most CALIBRATION_MAX_GROWTH-fold,
+    so one slow outlier block cannot make the next one huge.
+    """
+    if elapsed_s >= target_s or calls >= max_calls:
+        return None
+    estimate = math.ceil(calls * target_s / max(elapsed_s, 1e-9) * 1.2)
+    return min(max_calls, max(calls * 2, min(calls * CALIBRATION_MAX_GROWTH, estimate)))
+
+
+class PointRunner:
+    """Times one bound op (a zero-argument callable) under a TimingPlan on every rank."""
+
+    def __init__(self, ctx: dist.DistContext, plan: TimingPlan):
+        self.ctx = ctx
+        self.plan = plan
+        self._clock = _CudaClock if ctx.on_gpu else _CpuClock
+
+    def _timed(self, call: Callable[[], None], calls: int, per_op: bool = False) -> tuple[float, list[float]]:
+        clock = self._clock(calls, self.plan.blocking, per_op)
+        dist.barrier(self.ctx)
+        dist.synchronize(self.ctx)
+        clock.start()
+        for index in range(1, calls + 1):
+            call()
+            clock.mark(index)
+        return clock.finish()
+
+    def warm_up(self, call: Callable[[], None]) -> None:
+        for _ in range(self.plan.warmup):
+            call()
+        dist.synchronize(self.ctx)
+
+    def calibrate(self, call: Callable[[], None], ops_per_call: int) -> int:
+        """Smallest op count whose sample lasts min_sample_s, agreed by all ranks (slowest wins).
+
+        The rate comes from the fastest calibration block: on a shared host one stall inside a
+        short block would otherwise make the op look slow and the timed sample too short.
+        """
+        target_s = self.plan.min_sample_s * CALIBRATION_FRACTION
+        max_calls = max(1, MAX_AUTO_ITERS // ops_per_call)
+        per_op_s = math.inf
+        calls: int | None = 1
+        while calls is not None:
+            elapsed_s, _ = self._timed(call, calls)
+            elapsed_s = dist.max_across_ranks(self.ctx, [elapsed_s])[0]
+            per_op_s = min(per_op_s, elapsed_s / (calls * ops_per_call))
+            calls = next_calibration_calls(calls, elapsed_s, target_s, max_calls)
+        return stats.iterations_for_sample(per_op_s, self.plan.min_sample_s, MIN_AUTO_ITERS, MAX_AUTO_ITERS)
+
+    def measure(self, op: Callable[[], None]) -> Measurement:
+        call, ops_per_call = self._maybe_graph(op)
+        self.warm_up(call)
+        iters = self.plan.iters if self.plan.iters is not None else self.calibrate(call, ops_per_call)
+        calls = max(1, math.ceil(iters / ops_per_call))
+        iters = calls * ops_per_call
+        means_us, per_op_us, rank_totals = [], [], [0.0] * self.ctx.world_size
+        shortest = math.inf
+        for _ in range(self.plan.trials):
+            total_s, per_call_s = self._timed(call, calls)
+            per_rank = [values[0] for values in dist.all_gather_floats(self.ctx, [total_s])]
+            combined_s, _ = stats.combine_ranks(per_rank, self.plan.agg)
+            rank_totals = [a + b for a, b in zip(rank_totals, per_rank)]
+            means_us.append(combined_s / iters * 1e6)
+            shortest = min(shortest, combined_s)
+            if per_call_s:
+                per_op_us.extend(self._worst_per_op_us(per_call_s, ops_per_call))
+        if not per_op_us:  # GPU without --blocking: one more sample, an event after every op
+            _, per_call_s = self._timed(call, calls, per_op=True)
+            per_op_us.extend(self._worst_per_op_us(per_call_s, ops_per_call))
+        slowest = max(range(len(rank_totals)), key=lambda r: rank_totals[r])
+        return Measurement(
+            iters=iters,
+            sample_means_us=tuple(means_us),
+            per_op_us=tuple(per_op_us),
+            slowest_rank=slowest,
+            shortest_sample_s=shortest,
+            timer_resolution_s=self._clock.resolution_s,
+        )
+
+    def _worst_per_op_us(self, per_call_s: list[float], ops_per_call: int) -> list[float]:
+        return [s / ops_per_call * 1e6 for s in dist.max_across_ranks(self.ctx, per_call_s)]
+
+    def _maybe_graph(self, op: Callable[[], None]) -> tuple[Callable[[], None], int]:
+        """With --cuda-graph K, K ops are captured once and replayed as one call (nccl-tests -G)."""
+        if not (self.plan.cuda_graph and self.ctx.on_gpu):
+            return op, 1
+        import torch
+
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            op()  # capture needs the communicator already initialised for this op
+        torch.cuda.current_stream().wait_stream(side)
+        # No collective may still be in flight when capture starts: ProcessGroupNCCL's watchdog
+        # thread queries its events, and under the default "global" capture mode such a query
+        # from another thread invalidates the capture (pytorch/pytorch#104487, #105182).
+        torch.cuda.synchronize()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, capture_error_mode="thread_local"):
+            for _ in range(self.plan.cuda_graph):
+                op()
+        return graph.replay, self.plan.cuda_graph

@@ -1,0 +1,222 @@
+"""Renderings of a Comparison: a rich table for the terminal, Markdown, JUnit XML and JSON.
+
+Every format is a function from a Comparison to a renderable or a string; writing files is
+separate (the CLI checks output paths with formats.check_output_file before any work).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Mapping
+
+from nccl_bench import compare as cmp
+from nccl_bench.results.schema import row_to_record
+from nccl_bench.units.sizes import format_size
+
+if TYPE_CHECKING:
+    from rich.table import Table
+
+JSON_FORMAT_VERSION = 1
+STEP_SUMMARY_ENV = "GITHUB_STEP_SUMMARY"
+JUNIT_SUITE_NAME = "nccl-bench compare"
+
+_VERDICT_STYLE = {
+    cmp.VERDICT_REGRESSION: "bold red",
+    cmp.VERDICT_WRONG: "bold red",
+    cmp.VERDICT_NOISY: "yellow",
+    cmp.VERDICT_OK: "green",
+    cmp.VERDICT_FASTER: "bold green",
+    cmp.VERDICT_UNSUPPORTED: "dim",
+    cmp.VERDICT_NO_DATA: "dim",
+    cmp.VERDICT_ONLY_BASELINE: "magenta",
+    cmp.VERDICT_ONLY_CURRENT: "magenta",
+}
+_HEADERS = ("op", "size", "dtype", "redop", "placement", "judged on", "baseline", "current", "delta", "verdict")
+
+
+def _cells(row: cmp.RowComparison) -> list[str]:
+    key = row.key
+    return [
+        key.op,
+        format_size(key.size_bytes),
+        key.dtype,
+        key.redop,
+        key.placement,
+        _metric_label(row.metric),
+        _value(row.baseline_value),
+        _value(row.current_value),
+        "" if row.delta_pct is None else f"{row.delta_pct:+.1f}%",
+        row.verdict,
+    ]
+
+
+def comparison_table(comparison: cmp.Comparison) -> "Table":
+    """Baseline, current, delta and verdict per row; worse deltas red, better green."""
+    from rich.table import Table
+
+    table = Table(title=f"{comparison.current_label} vs {comparison.baseline_label}", title_justify="left")
+    for header in _HEADERS:
+        numeric = header in ("size", "baseline", "current", "delta")
+        # Identity, numbers and verdict never wrap; the descriptive columns give way on narrow terminals.
+        foldable = header in ("dtype", "redop", "placement", "judged on")
+        table.add_column(header, justify="right" if numeric else "left", no_wrap=not foldable, overflow="fold")
+    for row in comparison.rows:
+        cells = _cells(row)
+        cells[8] = _styled(cells[8], _delta_style(row))
+        cells[9] = _styled(cells[9], _VERDICT_STYLE.get(row.verdict, ""))
+        table.add_row(*cells)
+    return table
+
+
+def failure_lines(comparison: cmp.Comparison) -> list[str]:
+    """One line per failing row, naming it and giving the numbers."""
+    return [f"{row.verdict}: {row.key.label()}: {row.reason}" for row in comparison.failures]
+
+
+def to_markdown(comparison: cmp.Comparison) -> str:
+    """A GitHub-flavoured Markdown report: heading, summary line, one table row per compared row."""
+    outcome = "regression" if comparison.failures else "ok"
+    lines = [
+        f"### nccl-bench compare: {outcome}",
+        "",
+        _md_escape(comparison.summary()),
+        "",
+        f"Baseline: `{comparison.baseline_label}`, current: `{comparison.current_label}`.",
+    ]
+    lines += [f"Note: {_md_escape(note)}" for note in comparison.notes]
+    lines += ["", "| " + " | ".join(_HEADERS) + " |"]
+    align = {"size": "---:", "baseline": "---:", "current": "---:", "delta": "---:"}
+    lines.append("|" + "|".join(align.get(h, "---") for h in _HEADERS) + "|")
+    for row in comparison.rows:
+        cells = [_md_escape(c) for c in _cells(row)]
+        if row.failed:
+            cells[9] = f"**{cells[9]}**"
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def to_junit_xml(comparison: cmp.Comparison) -> str:
+    """One testcase per row: failing verdicts are <failure> with the numbers, unjudged rows <skipped>."""
+    from junitparser import Failure, JUnitXml, Skipped, TestCase, TestSuite
+
+    suite = TestSuite(JUNIT_SUITE_NAME)
+    suite.add_property("baseline", comparison.baseline_label)
+    suite.add_property("current", comparison.current_label)
+    suite.add_property("tolerance", cmp.format_tolerance(comparison.tolerance))
+    suite.add_property("min_bytes", str(comparison.min_bytes))
+    unjudged = {cmp.VERDICT_UNSUPPORTED, cmp.VERDICT_NO_DATA, cmp.VERDICT_ONLY_BASELINE, cmp.VERDICT_ONLY_CURRENT}
+    for row in comparison.rows:
+        case = TestCase(row.key.label(), f"nccl_bench.compare.{row.key.op}")
+        if row.failed:
+            failure = Failure(row.reason, row.verdict)
+            failure.text = row.reason
+            case.result = [failure]
+        elif row.verdict in unjudged:
+            case.result = [Skipped(f"{row.verdict}: {row.reason}")]
+        case.system_out = row.reason or row.verdict
+        suite.add_testcase(case)
+    suite.update_statistics()
+    xml = JUnitXml()
+    xml.add_testsuite(suite)
+    xml.update_statistics()
+    return xml.tostring().decode("utf-8")
+
+
+def to_json(comparison: cmp.Comparison) -> dict[str, Any]:
+    return {
+        "format_version": JSON_FORMAT_VERSION,
+        "baseline": comparison.baseline_label,
+        "current": comparison.current_label,
+        "tolerance": comparison.tolerance,
+        "min_bytes": comparison.min_bytes,
+        "exit_code": comparison.exit_code,
+        "summary": comparison.summary(),
+        "counts": comparison.counts(),
+        "notes": list(comparison.notes),
+        "rows": [_json_row(row) for row in comparison.rows],
+    }
+
+
+def _json_row(row: cmp.RowComparison) -> dict[str, Any]:
+    return {
+        "op": row.key.op,
+        "size_bytes": row.key.size_bytes,
+        "dtype": row.key.dtype,
+        "redop": row.key.redop,
+        "placement": row.key.placement,
+        "world_size": row.key.world_size,
+        "verdict": row.verdict,
+        "failed": row.failed,
+        "metric": row.metric,
+        "baseline_value": row.baseline_value,
+        "current_value": row.current_value,
+        "delta_pct": row.delta_pct,
+        "ranges_overlap": row.ranges_overlap,
+        "reason": row.reason,
+        "baseline_row": None if row.baseline is None else row_to_record(row.baseline),
+        "current_row": None if row.current is None else row_to_record(row.current),
+    }
+
+
+def write_exports(
+    comparison: cmp.Comparison,
+    markdown: Path | None = None,
+    junit: Path | None = None,
+    json_path: Path | None = None,
+) -> list[Path]:
+    """Write the requested files; returns the paths written."""
+    written = []
+    for path, render in (
+        (markdown, to_markdown),
+        (junit, to_junit_xml),
+        (json_path, lambda c: json.dumps(to_json(c), indent=2, default=str) + "\n"),
+    ):
+        if path is not None:
+            Path(path).write_text(render(comparison), encoding="utf-8")
+            written.append(Path(path))
+    return written
+
+
+def step_summary_path(environ: Mapping[str, str]) -> Path | None:
+    """The file GitHub Actions renders on the run page, when running there."""
+    value = environ.get(STEP_SUMMARY_ENV, "").strip()
+    return Path(value) if value else None
+
+
+def append_step_summary(comparison: cmp.Comparison, path: Path) -> None:
+    """Append (never overwrite: other steps of the job write there too)."""
+    with open(path, "a", encoding="utf-8") as handle:
+        handle.write(to_markdown(comparison) + "\n")
+
+
+def _metric_label(metric: str | None) -> str:
+    if metric == cmp.METRIC_BUSBW:
+        return "busbw GB/s"
+    if metric == cmp.METRIC_TIME:
+        return "time us"
+    return ""
+
+
+def _value(value: float | None) -> str:
+    if value is None:
+        return ""
+    # nccl-tests prints two decimals; below 1 that would hide the change (CPU busbw is often 0.0x)
+    return f"{value:.2f}" if abs(value) >= 1 else f"{value:.3g}"
+
+
+def _delta_style(row: cmp.RowComparison) -> str:
+    if row.delta_pct is None or row.delta_pct == 0:
+        return ""
+    better = (row.delta_pct > 0) == (row.metric == cmp.METRIC_BUSBW)
+    return "green" if better else "red"
+
+
+def _styled(text: str, style: str) -> str:
+    from rich.markup import escape
+
+    return f"[{style}]{escape(text)}[/]" if style and text else escape(text)
+
+
+def _md_escape(text: str) -> str:
+    return text.replace("|", "\\|")

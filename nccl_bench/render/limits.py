@@ -1,0 +1,62 @@
+"""Renderables and JSON for `nccl-bench limits`; the CLI prints them."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from nccl_bench.hardware.detect import HostLimits, Peak
+from nccl_bench.hardware.host import MEMCPY_BUFFER_BYTES
+
+
+def _num(value: float | None, fmt: str = "{:.2f}") -> str:
+    return "-" if value is None else fmt.format(value)
+
+
+def limits_json(limits: HostLimits, peak: Peak | None, peak_warnings: list[str]) -> dict[str, Any]:
+    """A plain dict: every field of the limits, the chosen peak, and all warnings."""
+    data = dataclasses.asdict(limits)
+    data["peak"] = dataclasses.asdict(peak) if peak else None
+    data["warnings"] = list(dict.fromkeys([*limits.warnings, *peak_warnings]))
+    data["units"] = "GB/s = 1e9 bytes/s, per direction"
+    return data
+
+
+def limits_renderables(limits: HostLimits, peak: Peak | None, peak_warnings: list[str]) -> list:
+    """A GPU table (or the no-GPU line), the peak line, NICs and warnings, in print order."""
+    from rich.table import Table
+    from rich.text import Text
+
+    out: list = []
+    if limits.gpus:
+        table = Table(title=f"GPU links (source: {limits.source}; GB/s = 1e9 B/s, per direction)")
+        for column in ("GPU", "model", "NVLink", "active links", "per link", "NVLink total",
+                       "PCIe", "PCIe total", "peak", "source"):
+            table.add_column(column, justify="right" if column not in ("model", "source") else "left")
+        for g in limits.gpus:
+            links = "-" if g.links_active is None else f"{g.links_active}/{g.links_total}"
+            per_link = _num(g.link_gbps, "{:g}")
+            if g.link_reported_gbps is not None and g.link_gbps is not None and g.link_reported_gbps != g.link_gbps:
+                per_link += f" ({g.link_reported_gbps:g} reported)"
+            pcie = "-" if g.pcie_gen is None else f"Gen{g.pcie_gen} x{g.pcie_width}"
+            if g.pcie_gen_current is not None and (g.pcie_gen_current, g.pcie_width_current) != (g.pcie_gen, g.pcie_width):
+                pcie += f" (now Gen{g.pcie_gen_current} x{g.pcie_width_current})"
+            table.add_row(str(g.index), g.name or "?", f"{g.nvlink_gen}" if g.nvlink_gen else "-", links,
+                          per_link, _num(g.nvlink_gbps), pcie, _num(g.pcie_gbps), _num(g.peak_gbps), g.source)
+        out.append(table)
+    else:
+        why = "; ".join(limits.notes) if limits.notes else "nothing answered"
+        out.append(Text(f"No NVIDIA GPU found ({why})."))
+    if limits.memcpy_gbps is not None:
+        out.append(Text(f"Host memory copy: {limits.memcpy_gbps:.2f} GB/s (measured single-thread copy of a "
+                        f"{MEMCPY_BUFFER_BYTES // 2**20} MiB buffer, bytes copied once per second)"))
+    if peak is not None:
+        out.append(Text(f"Peak to compare busbw with: {peak.peak_gbps:.2f} GB/s - {peak.label} [{peak.source}]",
+                        style="bold"))
+    else:
+        out.append(Text("Peak to compare busbw with: unknown", style="bold"))
+    for port in limits.nic_ports:
+        out.append(Text(f"NIC {port.name} ({port.kind}): {port.gbps:g} GB/s per direction"))
+    for warning in dict.fromkeys([*limits.warnings, *peak_warnings]):
+        out.append(Text(f"warning: {warning}", style="yellow"))
+    return out

@@ -1,0 +1,106 @@
+"""nccl-tests' text layout written from ResultRows, so a run can sit beside an nccl-tests log.
+
+Follows nccl-tests' src/util.cu (writeResultHeader, writeBenchmarkLine*, writeResultFooter): per
+size one line with the out-of-place then the in-place half, names and units on two header rows,
+and an `# Avg bus bandwidth` footer, the mean busbw over every half printed.
+"""
+
+from __future__ import annotations
+
+from nccl_bench.results.nccltests import DTYPE_TO_TYPE, EXPORT_MARK, OP_TO_BINARY
+from nccl_bench.results.schema import (
+    PLACEMENT_IN,
+    PLACEMENT_OUT,
+    ResultRow,
+)
+from nccl_bench.units import stats
+
+
+def _float_str(value: float | None, width: int) -> str:
+    """nccl-tests getFloatStr: two decimals, fewer when the width would overflow, then exponent."""
+    if value is None:
+        return "N/A".rjust(width)
+    for text in (f"{value:{width}.2f}", f"{value:{width}.1f}", f"{value:{width}.0f}"):
+        if len(text) <= width:
+            return text
+    return f"{value:{width}.1e}" if width >= 7 else f"{value:{width}.0e}"
+
+
+def _g(value: float) -> str:
+    """C's %g."""
+    return f"{value:g}"
+
+
+def _half(row: ResultRow | None) -> str:
+    if row is None:
+        return " " * 32  # writeBenchMarkLineNullBody
+    # as writeBenchmarkLineBody: "  %6g" for a count, "    N/A" (one column narrower) when unchecked
+    wrong = "    N/A" if row.wrong is None else f"  {_g(row.wrong):>6}"
+    return f"  {_float_str(row.time_us, 7)}  {_float_str(row.algbw_gbps, 6)}  {_float_str(row.busbw_gbps, 6)}{wrong}"
+
+
+def _header(op: str, rows: list[ResultRow]) -> list[str]:
+    binary = OP_TO_BINARY.get(op, f"{op}_perf")
+    first = rows[0]
+    iters = max(r.iters for r in rows)
+    lines = [
+        f"# Collective test starting: {binary}",
+        f"# nThread 1 nGpus 1 minBytes {min(r.size_bytes for r in rows)} maxBytes {max(r.size_bytes for r in rows)}"
+        f" warmup iters: 0 iters: {iters} agg iters: 1 validation: {0 if all(r.wrong is None for r in rows) else 1}"
+        f" graph: 0",
+        "#",
+        "# Using devices",
+    ]
+    hosts = [f"node{n}" for n in range(first.nodes)]
+    per_node = max(1, first.world_size // max(1, first.nodes))
+    for rank in range(first.world_size):
+        host = hosts[min(rank // per_node, len(hosts) - 1)]
+        lines.append(
+            f"#  Rank {rank:2d} Group  0 Pid {0:6d} on {host:>10} device {rank % per_node:2d} [0000:00:00] nccl_bench {first.backend}"
+        )
+    lines += [
+        "#",
+        f"# {EXPORT_MARK} ranks' times combined by {first.agg}",
+        "#",
+        f"# {'':>10}  {'':>12}  {'':>8}  {'':>6}  {'':>6}           out-of-place                       in-place          ",
+        f"# {'size':>10}  {'count':>12}  {'type':>8}  {'redop':>6}  {'root':>6}  {'time':>7}  {'algbw':>6}  {'busbw':>6}"
+        f"  {'#wrong':>6}  {'time':>7}  {'algbw':>6}  {'busbw':>6}  {'#wrong':>6} ",
+        f"# {'(B)':>10}  {'(elements)':>12}  {'':>8}  {'':>6}  {'':>6}  {'(us)':>7}  {'(GB/s)':>6}  {'(GB/s)':>6}"
+        f"  {'':>6}  {'(us)':>7}  {'(GB/s)':>6}  {'(GB/s)':>6}  {'':>6} ",
+    ]
+    return lines
+
+
+def format_text(rows: list[ResultRow]) -> str:
+    """The nccl-tests text layout, one block per op/world size, in the order the rows came."""
+    groups: dict[tuple[str, int], list[ResultRow]] = {}
+    for row in rows:
+        groups.setdefault((row.op, row.world_size), []).append(row)
+    out: list[str] = []
+    for (op, _), group in groups.items():
+        out += _header(op, group)
+        lines: dict[tuple, dict[str, ResultRow]] = {}
+        for row in group:
+            if row.time_us is None:
+                continue  # nccl-tests has no way to print a point that was not measured
+            lines.setdefault((row.size_bytes, row.dtype, row.redop, row.root), {})[row.placement] = row
+        busbws = []
+        for (size_bytes, dtype, redop, root), halves in lines.items():
+            some = next(iter(halves.values()))
+            type_name = DTYPE_TO_TYPE.get(dtype, dtype)
+            root_text = f"{root:6d}"
+            out.append(
+                f"{size_bytes:12d}  {some.count:12d}  {type_name:>8}  {redop:>6}  {root_text:>6}"
+                f"{_half(halves.get(PLACEMENT_OUT))}{_half(halves.get(PLACEMENT_IN))}".rstrip()
+            )
+            for half in halves.values():
+                if half.busbw_gbps is not None:
+                    busbws.append(half.busbw_gbps)
+        average = stats.mean(busbws) if busbws else 0.0  # nccl-tests prints 0 for an empty table
+        out.append(f"# {'Out of bounds values':<20} : {0} OK")
+        out.append(f"# {'Avg bus bandwidth':<20} : {_g(average)} ")
+        out.append("#")
+        out.append(f"# Collective test concluded: {OP_TO_BINARY.get(op, f'{op}_perf')}")
+        out.append("")
+    return "\n".join(out)
+

@@ -1,0 +1,409 @@
+"""nccl-tests logs and `-J` JSON read into ResultRows.
+
+The text layout is the one nccl-tests' src/util.cu prints (writeResultHeader,
+writeBenchmarkLinePreamble/Body, writeResultFooter): per size one line holding the out-of-place
+then the in-place half, two header rows (names, then units), an `# Avg bus bandwidth` footer that
+is the mean busbw over every half printed. Older nccl-tests releases print fewer leading columns
+(no `root`, or no `redop`) and an `error` column instead of `#wrong`; the reader takes the column
+names from each table's own header, so all of those read the same way. Writing that layout
+lives in render/nccltests.py.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, Iterable
+
+from nccl_bench.errors import UserInputError
+from nccl_bench.results.schema import (
+    PLACEMENT_IN,
+    PLACEMENT_OUT,
+    STATUS_OK,
+    STATUS_WRONG,
+    ResultRow,
+)
+from nccl_bench.units import bandwidth
+
+# nccl-tests binary stem -> our op name; stems not listed are kept as they are (e.g. hypercube).
+BINARY_TO_OP = {
+    "all_reduce": "all_reduce",
+    "all_gather": "all_gather",
+    "reduce_scatter": "reduce_scatter",
+    "broadcast": "broadcast",
+    "reduce": "reduce",
+    "gather": "gather",
+    "scatter": "scatter",
+    "alltoall": "all_to_all",
+    "alltoallv": "all_to_allv",
+    "sendrecv": "sendrecv",
+}
+OP_TO_BINARY = {op: f"{stem}_perf" for stem, op in BINARY_TO_OP.items()}
+
+# nccl-tests type names (src/common.cu test_typenames) <-> torch dtype names.
+TYPE_TO_DTYPE = {
+    "int8": "int8",
+    "uint8": "uint8",
+    "int32": "int32",
+    "uint32": "uint32",
+    "int64": "int64",
+    "uint64": "uint64",
+    "half": "float16",
+    "float": "float32",
+    "double": "float64",
+    "bfloat16": "bfloat16",
+    "f8e4m3": "float8_e4m3fn",
+    "f8e5m2": "float8_e5m2",
+}
+DTYPE_TO_TYPE = {dtype: name for name, dtype in TYPE_TO_DTYPE.items()}
+
+# nccl-tests times with `-a 1` by default: the per-rank mean times are averaged across ranks.
+NCCL_TESTS_AGG = "avg"
+NCCL_TESTS_BACKEND = "nccl"
+UNKNOWN_OP = "unknown"
+
+_BINARY_PATTERN = re.compile(r"(?:^|[/\s:])([a-z][a-z_]*?)_perf(?:_mpi)?(?![A-Za-z0-9])")
+_RANK_PATTERN = re.compile(r"#\s*Rank\s+(\d+)\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+(\S+)\s+device")
+_ITERS_PATTERN = re.compile(r"(?<!warmup )(?<!agg )iters:\s*(\d+)")
+# Lines nccl_bench adds to its nccl-tests export so a round trip keeps backend and aggregation;
+# nccl-tests parsers skip them like any other '#' line.
+EXPORT_MARK = "nccl_bench export:"
+_EXPORT_DEVICE = re.compile(r"nccl_bench (\w+)\s*$")
+_EXPORT_AGG = re.compile(re.escape(EXPORT_MARK) + r" ranks' times combined by (\w+)")
+_MPI_TAG = re.compile(r"^\[\d+,\d+\]<std(?:out|err)>:")
+_TIME_NAMES = ("time", "cputime")
+# A blank out-of-place half is 32-33 spaces wide; two columns are never more than ~14 apart.
+_HALF_GAP = 20
+
+
+def op_from_binary(stem: str) -> str:
+    return BINARY_TO_OP.get(stem, stem)
+
+
+def _op_in(text: str) -> str | None:
+    match = _BINARY_PATTERN.search(text)
+    return op_from_binary(match.group(1)) if match else None
+
+
+class _Block:
+    """What the lines above a data row said: which op, which ranks, which columns."""
+
+    def __init__(self, op: str | None):
+        self.op = op
+        self.ranks: set[int] = set()
+        self.hosts: set[str] = set()
+        self.iters: int | None = None
+        self.backend = NCCL_TESTS_BACKEND
+        self.agg = NCCL_TESTS_AGG
+        self.prefix: list[str] = []  # columns before the first time column
+        self.half: list[str] = []  # columns of one placement half
+        self.rows: list[dict[str, Any]] = []
+
+
+def parse_text(text: str, source: str = "nccl-tests log", option: str = "RUN") -> list[ResultRow]:
+    """Rows of every table in an nccl-tests text log (several concatenated runs are fine)."""
+    fallback_op = _op_in(Path(source).name)
+    blocks: list[_Block] = []
+    block = _Block(None)
+    for raw in text.splitlines():
+        line = _MPI_TAG.sub("", raw).rstrip()
+        stripped = line.strip()
+        if not stripped:
+            continue
+        if stripped.startswith("#"):
+            body = stripped.lstrip("#").strip()
+            if body.startswith("Collective test starting") or body.startswith("nThread"):
+                if block.rows:
+                    blocks.append(block)
+                    block = _Block(block.op)
+                if body.startswith("Collective test starting"):
+                    block.op = _op_in(body) or block.op
+                elif block.ranks:
+                    # a second nThread line with ranks already seen: a new run of the same binary
+                    block = _Block(block.op)
+                iters = _ITERS_PATTERN.search(body)
+                if iters:
+                    block.iters = int(iters.group(1))
+                continue
+            rank = _RANK_PATTERN.match(stripped)
+            if rank:
+                block.ranks.add(int(rank.group(1)))
+                block.hosts.add(rank.group(2))
+                exported = _EXPORT_DEVICE.search(stripped)
+                if exported:
+                    block.backend = exported.group(1)
+                continue
+            agg = _EXPORT_AGG.search(body)
+            if agg:
+                block.agg = agg.group(1)
+                continue
+            names = body.split()
+            if "size" in names and "count" in names and any(n in _TIME_NAMES for n in names):
+                _read_header(block, names)
+            continue
+        tokens = stripped.split()
+        if block.half and tokens[0].isdigit() and len(tokens) >= len(block.prefix) + len(block.half):
+            row = _read_data(block, line, tokens)
+            if row is not None:
+                block.rows.append(row)
+                continue
+        op = _op_in(stripped)
+        if op is not None and "NCCL INFO" not in stripped:
+            if block.rows:
+                blocks.append(block)
+                block = _Block(op)
+            block.op = op
+    if block.rows:
+        blocks.append(block)
+    rows: list[ResultRow] = []
+    for found in blocks:
+        rows.extend(_block_rows(found, found.op or fallback_op or UNKNOWN_OP, source, option))
+    return rows
+
+
+def _read_header(block: _Block, names: list[str]) -> None:
+    first_time = next(i for i, n in enumerate(names) if n in _TIME_NAMES)
+    later = [i for i, n in enumerate(names) if n in _TIME_NAMES and i > first_time]
+    block.prefix = names[:first_time]
+    end = later[0] if later else len(names)
+    block.half = names[first_time:end]
+
+
+def _number(token: str) -> float | None:
+    try:
+        return float(token)
+    except ValueError:
+        return None
+
+
+def _read_data(block: _Block, line: str, tokens: list[str]) -> dict[str, Any] | None:
+    prefix = dict(zip(block.prefix, tokens))
+    spans = [m.span() for m in re.finditer(r"\S+", line)]
+    rest = tokens[len(block.prefix):]
+    width = len(block.half)
+    if len(rest) >= 2 * width:
+        halves = {PLACEMENT_OUT: rest[:width], PLACEMENT_IN: rest[width : 2 * width]}
+    else:
+        # one half only: nccl-tests leaves the out-of-place half blank, so a wide gap means in-place
+        gap = spans[len(block.prefix)][0] - spans[len(block.prefix) - 1][1] if block.prefix else 0
+        halves = {PLACEMENT_IN if gap > _HALF_GAP else PLACEMENT_OUT: rest[:width]}
+    parsed: dict[str, dict[str, Any]] = {}
+    for placement, values in halves.items():
+        named = dict(zip(block.half, values))
+        time_us = _number(named.get("time", named.get("cputime", "")))
+        if time_us is None:
+            return None
+        parsed[placement] = {
+            "time_us": time_us,
+            "algbw_gbps": _number(named.get("algbw", "")),
+            "busbw_gbps": _number(named.get("busbw", "")),
+            "wrong": named.get("#wrong"),
+            "error": named.get("error"),
+        }
+    try:
+        size_bytes, count = int(prefix["size"]), int(prefix["count"])
+        root = int(prefix.get("root", "-1"))
+    except (KeyError, ValueError):
+        return None
+    return {
+        "size_bytes": size_bytes,
+        "count": count,
+        "type": prefix.get("type", "float"),
+        "redop": prefix.get("redop", "none"),
+        "root": root,
+        "halves": parsed,
+    }
+
+
+def _wrong(raw: str | None) -> int | None:
+    if raw is None or raw == "N/A":
+        return None
+    value = _number(raw)
+    return None if value is None else int(value)
+
+
+def _block_rows(block: _Block, op: str, source: str, option: str) -> list[ResultRow]:
+    measured = [(r, h) for r in block.rows for h in r["halves"].values()]
+    world_size = max(block.ranks) + 1 if block.ranks else infer_world_size(op, [h for _, h in measured])
+    if world_size is None:
+        raise UserInputError(
+            option,
+            f"{source}: cannot tell how many ranks ran {op} (no '# Rank' lines, and busbw/algbw does not say)",
+        )
+    nodes = max(1, len(block.hosts))
+    rows = []
+    for record in block.rows:
+        for placement, half in record["halves"].items():
+            rows.append(
+                _make_row(
+                    op=op,
+                    placement=placement,
+                    size_bytes=record["size_bytes"],
+                    count=record["count"],
+                    type_name=record["type"],
+                    redop=record["redop"],
+                    root=record["root"],
+                    world_size=world_size,
+                    nodes=nodes,
+                    iters=block.iters,
+                    time_us=half["time_us"],
+                    algbw=half["algbw_gbps"],
+                    busbw=half["busbw_gbps"],
+                    wrong=_wrong(half["wrong"]),
+                    # the old `error` column is the largest absolute error, not a count of elements
+                    failed=(_number(half["error"] or "") or 0) > 0,
+                    backend=block.backend,
+                    agg=block.agg,
+                )
+            )
+    return rows
+
+
+def infer_world_size(op: str, halves: Iterable[dict[str, Any]]) -> int | None:
+    """Invert the busbw factor (busbw/algbw) of the best-resolved row; None when the factor is 1."""
+
+    best = max(
+        (h for h in halves if h.get("algbw_gbps") and h.get("busbw_gbps") is not None),
+        key=lambda h: h["algbw_gbps"],
+        default=None,
+    )
+    if best is None or best["algbw_gbps"] < 0.1:
+        return None
+    ratio = best["busbw_gbps"] / best["algbw_gbps"]
+    if op == "all_reduce" and ratio < 2:
+        estimate = 2 / (2 - ratio)
+    elif op in ("all_gather", "reduce_scatter", "all_to_all", "gather", "scatter") and ratio < 1:
+        estimate = 1 / (1 - ratio)
+    else:
+        return None
+    n = round(estimate)
+    if n < 2:
+        return None
+    factor = bandwidth.all_reduce_factor(n) if op == "all_reduce" else bandwidth.gather_like_factor(n)
+    # the printed values have two decimals: accept only a factor that reproduces the ratio closely
+    return n if abs(factor - ratio) < 0.02 else None
+
+
+def _make_row(
+    *,
+    op: str,
+    placement: str,
+    size_bytes: int,
+    count: int,
+    type_name: str,
+    redop: str,
+    root: int,
+    world_size: int,
+    nodes: int,
+    iters: int | None,
+    time_us: float | None,
+    algbw: float | None,
+    busbw: float | None,
+    wrong: int | None,
+    failed: bool = False,
+    p50_us: float | None = None,
+    p99_us: float | None = None,
+    backend: str = NCCL_TESTS_BACKEND,
+    agg: str = NCCL_TESTS_AGG,
+) -> ResultRow:
+    factor = bandwidth.bus_factor(op, world_size)
+    if factor is None and algbw and busbw is not None:
+        factor = busbw / algbw  # an op we do not know: keep the log's own ratio
+    status = STATUS_WRONG if (wrong or failed) else STATUS_OK
+    return ResultRow(
+        op=op,
+        placement=placement,
+        size_bytes=size_bytes,
+        count=count,
+        dtype=TYPE_TO_DTYPE.get(type_name, type_name),
+        redop=redop,
+        root=root,
+        world_size=world_size,
+        nodes=nodes,
+        backend=backend,
+        iters=iters or 0,
+        trials=1,
+        time_us=time_us,
+        time_min_us=None,
+        time_max_us=None,
+        p50_us=p50_us,
+        p99_us=p99_us,
+        algbw_gbps=algbw,
+        busbw_gbps=busbw,
+        busbw_factor=factor,
+        wrong=wrong,
+        slowest_rank=None,
+        agg=agg,
+        status=status,
+    )
+
+
+def parse_json(document: dict[str, Any], source: str = "nccl-tests JSON", option: str = "RUN") -> list[ResultRow]:
+    """Rows of an nccl-tests `-J file.json` document (layout of src/util.cu, JSON_FILE_VERSION 3)."""
+    results = document.get("results")
+    if not isinstance(results, list):
+        raise UserInputError(option, f"{source} has no 'results' list; is it nccl-tests -J output?")
+    args = document.get("args") or []
+    op = (_op_in(" " + str(args[0])) if args else None) or _op_in(Path(source).name) or UNKNOWN_OP
+    config = document.get("config") or {}
+    devices = config.get("devices") or document.get("devices") or []
+    ranks = {d.get("rank") for d in devices if isinstance(d, dict) and isinstance(d.get("rank"), int)}
+    hosts = {d.get("hostname") for d in devices if isinstance(d, dict) and d.get("hostname")}
+    iters = config.get("iterations")
+    halves = []
+    for result in results:
+        for key in (PLACEMENT_OUT, PLACEMENT_IN):
+            half = result.get(key) if isinstance(result, dict) else None
+            if isinstance(half, dict):
+                halves.append({"algbw_gbps": _json_float(half.get("alg_bw")), "busbw_gbps": _json_float(half.get("bus_bw"))})
+    world_size = max(ranks) + 1 if ranks else infer_world_size(op, halves)
+    if world_size is None:
+        raise UserInputError(option, f"{source}: cannot tell how many ranks ran {op} (no devices listed)")
+    rows = []
+    for index, result in enumerate(results):
+        try:
+            size_bytes, count = int(result["size"]), int(result["count"])
+            root = int(str(result.get("root", "-1")).strip())
+        except (KeyError, TypeError, ValueError):
+            raise UserInputError(option, f"{source}: result {index} lacks a size, count or root") from None
+        for placement in (PLACEMENT_OUT, PLACEMENT_IN):
+            half = result.get(placement)
+            if not isinstance(half, dict):
+                continue
+            per_iter = result.get(f"{placement}_per_iter") or {}
+            nwrong = half.get("nwrong")
+            rows.append(
+                _make_row(
+                    op=op,
+                    placement=placement,
+                    size_bytes=size_bytes,
+                    count=count,
+                    type_name=str(result.get("type", "float")),
+                    redop=str(result.get("redop", "none")),
+                    root=root,
+                    world_size=world_size,
+                    nodes=max(1, len(hosts)),
+                    iters=iters if isinstance(iters, int) else None,
+                    time_us=_json_float(half.get("time", half.get("cpu_time"))),
+                    algbw=_json_float(half.get("alg_bw")),
+                    busbw=_json_float(half.get("bus_bw")),
+                    wrong=None if nwrong is None else int(float(nwrong)),
+                    p50_us=_json_float(per_iter.get("p50_us")),
+                    p99_us=_json_float(per_iter.get("p99_us")),
+                )
+            )
+    return rows
+
+
+def _json_float(value: Any) -> float | None:
+    # nccl-tests writes NaN as the string "nan"
+    if value is None or value == "nan":
+        return None
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+
+

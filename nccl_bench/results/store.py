@@ -1,0 +1,206 @@
+"""A run folder on disk: crash-safe writing of results.csv and meta.json, and reading them back.
+
+A run folder holds `results.csv` (one row per op x size x placement, appended and fsynced as
+each point finishes, so a crash loses nothing already measured) and `meta.json` (written at
+start with status "running", rewritten at the end).
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime as _dt
+import json
+import os
+from pathlib import Path
+from typing import Any, Iterable
+
+from nccl_bench.errors import UserInputError
+from nccl_bench.results.schema import (
+    _FLOAT_COLUMNS,
+    _INT_COLUMNS,
+    _OPTIONAL_INT_COLUMNS,
+    COLUMNS,
+    SCHEMA_VERSION,
+    ResultRow,
+    csv_cells,
+    record_to_row,
+    row_to_record,
+)
+
+RESULTS_CSV = "results.csv"
+
+
+META_JSON = "meta.json"
+
+
+class ResultsWriter:
+    """Appends rows to results.csv, flushed and fsynced per row: a crash keeps every finished point."""
+
+    def __init__(self, run_dir: Path):
+        self.path = Path(run_dir) / RESULTS_CSV
+        self._file = open(self.path, "a", newline="", encoding="utf-8")
+        self._needs_header = self._file.tell() == 0
+
+    def append(self, row: ResultRow) -> None:
+        # The csv module, not pandas: importing pandas cost ~0.5 s inside every sweep.
+        writer = csv.writer(self._file, lineterminator="\n")
+        if self._needs_header:
+            writer.writerow(COLUMNS)
+        writer.writerow(csv_cells(row))
+        self._needs_header = False
+        self._sync()
+
+    def _sync(self) -> None:
+        self._file.flush()
+        os.fsync(self._file.fileno())
+
+    def close(self) -> None:
+        if not self._file.closed:
+            self._file.close()
+
+
+def write_meta(run_dir: Path, meta: dict[str, Any]) -> None:
+    """Atomic rewrite (temp file + rename) so meta.json is never half-written."""
+    path = Path(run_dir) / META_JSON
+    tmp = path.with_suffix(".json.tmp")
+    with open(tmp, "w", encoding="utf-8") as handle:
+        json.dump(meta, handle, indent=2, sort_keys=True, default=str)
+        handle.write("\n")
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)
+
+
+def utc_stamp(now: _dt.datetime | None = None) -> str:
+    now = now or _dt.datetime.now(_dt.timezone.utc)
+    return now.strftime("%Y%m%dT%H%M%SZ")
+
+
+def new_run_dir(root: Path, ops: Iterable[str], now: _dt.datetime | None = None) -> Path:
+    """results/<UTC timestamp>_<ops>/, never an existing folder (a suffix is added instead)."""
+    ops = list(ops)
+    label = "all" if len(ops) > 3 else "+".join(ops)
+    base = Path(root) / f"{utc_stamp(now)}_{label}"
+    candidate, suffix = base, 1
+    while candidate.exists():
+        suffix += 1
+        candidate = base.with_name(f"{base.name}-{suffix}")
+    return candidate
+
+
+def prepare_run_dir(path: Path, option: str = "--out") -> Path:
+    """Create the run folder up front so a bad path fails before any measuring."""
+    path = Path(path)
+    if path.exists() and (not path.is_dir() or any(path.iterdir())):
+        raise UserInputError(option, f"{path} already exists and is not empty; a run never overwrites results")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        probe = path / ".write-test"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as exc:
+        raise UserInputError(option, f"cannot write to {path}: {exc.strerror or exc}") from None
+    return path
+
+
+def resolve_results_csv(path: Path, option: str) -> Path:
+    """Accept a run folder or a results.csv; name the option when neither is there."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / RESULTS_CSV
+    if not path.is_file():
+        raise UserInputError(option, f"no results found at {path}")
+    return path
+
+
+def read_rows(path: Path, option: str = "RESULTS") -> list[ResultRow]:
+    """Read a results.csv (or its run folder) back into rows, checking the column contract."""
+    csv_path = resolve_results_csv(path, option)
+    try:
+        header, lines = _read_csv(csv_path)
+    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+        raise UserInputError(option, f"cannot parse {csv_path}: {str(exc).strip().splitlines()[0]}") from None
+    if header is None:
+        raise UserInputError(option, f"{csv_path} is empty")
+    if "schema_version" not in header:
+        raise UserInputError(option, f"{csv_path} is not an nccl_bench results CSV (no schema_version column)")
+    records = []
+    for line_number, cells in lines:
+        if len(cells) > len(header):
+            raise UserInputError(
+                option, f"cannot parse {csv_path}: line {line_number} has {len(cells)} fields, the header {len(header)}"
+            )
+        record = dict(zip(header, cells))
+        if record.get("schema_version", "") == "":  # the last column: empty means the line was cut short
+            raise UserInputError(option, f"{csv_path} line {line_number} is incomplete (cut off while being written?)")
+        records.append((line_number, record))
+    for version in {record["schema_version"] for _, record in records}:
+        if version != str(SCHEMA_VERSION):
+            raise UserInputError(
+                option,
+                f"{csv_path} has results format version {version}; this nccl_bench reads version {SCHEMA_VERSION}",
+            )
+    missing = [c for c in COLUMNS if c not in header]
+    if missing:
+        raise UserInputError(option, f"{csv_path} lacks columns: {', '.join(missing)}")
+    rows = []
+    for line_number, record in records:
+        try:
+            rows.append(record_to_row(record))
+        except (TypeError, ValueError) as exc:
+            raise UserInputError(option, f"{csv_path} line {line_number}: {exc}") from None
+    return rows
+
+
+def _read_csv(csv_path: Path) -> tuple[list[str] | None, list[tuple[int, list[str]]]]:
+    """(header, or None when there is none; [(first line number, cells)]) in ResultsWriter's dialect.
+
+    Blank lines are skipped; numbers count lines of the file, so a quoted newline in `flags`
+    does not shift the line an error names.
+    """
+    header: list[str] | None = None
+    lines: list[tuple[int, list[str]]] = []
+    with open(csv_path, newline="", encoding="utf-8-sig") as handle:  # -sig: a CSV saved by a spreadsheet
+        reader = csv.reader(handle)
+        end = 0
+        for cells in reader:
+            start, end = end + 1, reader.line_num
+            if not cells:
+                continue
+            if header is None:
+                header = cells
+            else:
+                lines.append((start, cells))
+    return header, lines
+
+
+def rows_to_frame(rows: Iterable[ResultRow]):
+    """A pandas DataFrame in the column contract's order and types, for analysis in notebooks.
+
+    Whole-number columns are int64, the ones that may be missing (wrong, slowest_rank) pandas'
+    nullable Int64, measured values float64 with NaN for "does not exist". pandas is imported
+    here only: the sweep itself never needs it.
+    """
+    import pandas as pd
+
+    frame = pd.DataFrame([row_to_record(row) for row in rows], columns=list(COLUMNS))
+    types = {name: "int64" for name in _INT_COLUMNS}
+    types.update({name: "Int64" for name in _OPTIONAL_INT_COLUMNS})
+    types.update({name: "float64" for name in _FLOAT_COLUMNS})
+    return frame.astype(types)
+
+
+def load_frame(path: Path, option: str = "RESULTS"):
+    """read_rows (with all its checks) as a typed pandas DataFrame."""
+    return rows_to_frame(read_rows(path, option))
+
+
+def read_meta(run_dir: Path) -> dict[str, Any] | None:
+    path = Path(run_dir) / META_JSON
+    if not path.is_file():
+        return None
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+

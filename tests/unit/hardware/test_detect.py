@@ -1,0 +1,93 @@
+"""Peak choice: slowest GPU, host memcpy on CPU, min(intra-node, NIC per rank) across nodes."""
+
+from pathlib import Path
+
+from nccl_bench.hardware.detect import (
+    GpuLimits,
+    HostLimits,
+    host_gpu_peak,
+    peak_from_limits,
+)
+from nccl_bench.hardware.host import NicPort, measure_memcpy, read_nic_ports
+
+
+def gpu(index, peak, links=18):
+    return GpuLimits(index, "NVIDIA H100 80GB HBM3", 4, links, 18, 26.562, 25.0, peak, 5, 16, 5, 16, 63.0, peak,
+                     "nvidia-smi")
+
+
+def test_slowest_gpu_sets_the_peak():
+    peak = host_gpu_peak((gpu(0, 450.0), gpu(1, 400.0, links=16)))
+    assert peak.peak_gbps == 400.0
+    assert peak.label == "NVLink4 x16 active, 25 GB/s/link/direction (26.562 GB/s signalling as reported)"
+
+
+def test_unknown_gpu_peak_gives_no_peak():
+    unknown = GpuLimits(1, None, None, 18, 18, None, None, None, None, None, None, None, None, None, "nvidia-smi")
+    assert host_gpu_peak((gpu(0, 450.0), unknown)) is None
+
+
+def test_cpu_peak_is_memcpy():
+    limits = HostLimits((), None, 12.5, ())
+    peak, warnings = peak_from_limits(limits, device_kind="cpu")
+    assert (peak.peak_gbps, peak.source) == (12.5, "host-memcpy")
+    assert warnings == []
+
+
+def test_multi_node_takes_the_network_when_slower():
+    ports = tuple(NicPort(f"mlx5_{i}/1", "InfiniBand", 50.0) for i in range(8))
+    limits = HostLimits(tuple(gpu(i, 450.0) for i in range(8)), "nvidia-smi", None, ports)
+    peak, _ = peak_from_limits(limits, multi_node=True, device_kind="cuda", ranks_per_node=8)
+    assert peak.peak_gbps == 50.0  # 8 x 400 Gb/s NDR shared by 8 GPUs
+    assert peak.label.startswith("inter-node NIC: InfiniBand 8 port(s), 400 GB/s")
+    peak, _ = peak_from_limits(limits, multi_node=True, device_kind="cuda", ranks_per_node=1)
+    assert peak.peak_gbps == 400.0
+
+
+def test_multi_node_without_nics_warns_and_keeps_intra():
+    limits = HostLimits((gpu(0, 450.0),), "nvidia-smi", None, ())
+    peak, warnings = peak_from_limits(limits, multi_node=True, device_kind="cuda")
+    assert peak.peak_gbps == 450.0
+    assert any("no active InfiniBand" in w for w in warnings)
+
+
+def write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+
+
+def test_sysfs_ib_ports(tmp_path):
+    port = tmp_path / "class" / "infiniband" / "mlx5_0" / "ports" / "1"
+    write(port / "rate", "200 Gb/sec (4X HDR)\n")
+    write(port / "state", "4: ACTIVE\n")
+    write(port / "link_layer", "InfiniBand\n")
+    down = tmp_path / "class" / "infiniband" / "mlx5_1" / "ports" / "1"
+    write(down / "rate", "200 Gb/sec (4X HDR)\n")
+    write(down / "state", "1: DOWN\n")
+    roce = tmp_path / "class" / "infiniband" / "mlx5_2" / "ports" / "1"
+    write(roce / "rate", "100 Gb/sec (4X EDR)\n")
+    write(roce / "state", "4: ACTIVE\n")
+    write(roce / "link_layer", "Ethernet\n")
+    ports, warnings = read_nic_ports(tmp_path)
+    assert ports == (NicPort("mlx5_0/1", "InfiniBand", 25.0), NicPort("mlx5_2/1", "RoCE", 12.5))
+    assert warnings == ()
+
+
+def test_sysfs_ethernet_fallback_and_bad_rate(tmp_path):
+    port = tmp_path / "class" / "infiniband" / "mlx5_0" / "ports" / "1"
+    write(port / "rate", "fast\n")
+    write(port / "state", "4: ACTIVE\n")
+    eth = tmp_path / "class" / "net" / "eth0"
+    write(eth / "speed", "25000\n")
+    write(eth / "operstate", "up\n")
+    (eth / "device").mkdir()
+    write(tmp_path / "class" / "net" / "lo" / "speed", "0\n")
+    ports, warnings = read_nic_ports(tmp_path)
+    assert ports == (NicPort("eth0", "Ethernet", 3.125),)
+    assert any("unreadable rate" in w for w in warnings)
+
+
+def test_memcpy_is_measured_once_per_process():
+    first = measure_memcpy()
+    assert first.gbps > 0.1 and first.repeats >= 3
+    assert measure_memcpy() is first

@@ -1,0 +1,31 @@
+"""The end-of-run warnings say what to change when rows are noisy or too short for the timer."""
+
+from __future__ import annotations
+
+from nccl_bench.ranks.sweep import SweepSummary
+from nccl_bench.render.tables import summary_lines
+from nccl_bench.results.schema import ResultRow
+
+
+def _row(size_bytes: int, flags: str) -> ResultRow:
+    return ResultRow(op="all_reduce", placement="in_place", size_bytes=size_bytes, count=size_bytes // 4,
+                     dtype="float32", redop="sum", root=-1, world_size=2, nodes=1, backend="gloo", iters=100,
+                     trials=3, time_us=10.0, time_min_us=9.0, time_max_us=12.0, p50_us=9.5, p99_us=20.0,
+                     algbw_gbps=1.0, busbw_gbps=1.0, busbw_factor=1.0, wrong=0, slowest_rank=0, agg="max",
+                     flags=flags)
+
+
+def test_noisy_and_short_rows_get_one_warning_each_with_a_next_step():
+    summary = SweepSummary(run_dir=None, rows=[_row(1024, "noisy"), _row(2048, "noisy;below_timer_resolution"),
+                                               _row(4096, "")], status="complete")
+    lines = summary_lines(summary)
+    noisy = [line for line in lines if "vary more than 10%" in line]
+    short = [line for line in lines if "too short for the timer" in line]
+    assert noisy == ["# warning: 2 row(s) vary more than 10% between trials; rerun with more --trials or a "
+                     "longer --min-sample-ms, on a quieter machine"]
+    assert len(short) == 1 and short[0].startswith("# warning: 1 row(s)") and "--iters" in short[0]
+
+
+def test_quiet_rows_get_no_warning():
+    lines = summary_lines(SweepSummary(run_dir=None, rows=[_row(1024, "")], status="complete"))
+    assert not any("warning" in line for line in lines)

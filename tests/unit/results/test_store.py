@@ -1,0 +1,93 @@
+"""results.csv: what ResultsWriter appends, read_rows reads back unchanged, and its errors name the line."""
+
+from __future__ import annotations
+
+import pytest
+
+from nccl_bench.errors import UserInputError
+from nccl_bench.results.schema import (
+    COLUMNS,
+    PLACEMENT_OUT,
+    STATUS_UNSUPPORTED,
+    ResultRow,
+)
+from nccl_bench.results.store import ResultsWriter, read_rows
+
+
+def _row(**changes) -> ResultRow:
+    values = dict(
+        op="gather", placement=PLACEMENT_OUT, size_bytes=1024, count=128, dtype="float32", redop="none", root=0,
+        world_size=2, nodes=1, backend="gloo", iters=40, trials=1, time_us=12.345678901234567, time_min_us=None,
+        time_max_us=None, p50_us=1e-05, p99_us=None, algbw_gbps=0.1, busbw_gbps=0.05, busbw_factor=0.5, wrong=None,
+        slowest_rank=None, agg="max",
+    )
+    values.update(changes)
+    return ResultRow(**values)
+
+
+def _write(run_dir, rows) -> str:
+    writer = ResultsWriter(run_dir)
+    for row in rows:
+        writer.append(row)
+    writer.close()
+    return (run_dir / "results.csv").read_text(encoding="utf-8")
+
+
+def test_none_is_an_empty_cell_and_reads_back_as_none(tmp_path):
+    row = _row()
+    text = _write(tmp_path, [row])
+    assert text.splitlines()[0] == ",".join(COLUMNS)
+    cells = dict(zip(COLUMNS, text.splitlines()[1].split(",")))
+    assert (cells["wrong"], cells["time_min_us"], cells["slowest_rank"], cells["flags"]) == ("", "", "", "")
+    assert read_rows(tmp_path) == [row]
+
+
+def test_quoted_flags_survive_the_round_trip(tmp_path):
+    rows = [_row(status=STATUS_UNSUPPORTED, flags='gloo: "gather" lacks, in-place\nsecond line'), _row(size_bytes=2048)]
+    _write(tmp_path, rows)
+    assert read_rows(tmp_path) == rows
+
+
+def test_a_cut_line_is_named_by_its_line_in_the_file(tmp_path):
+    # The first row spans lines 2-3 (a quoted newline) and a blank line follows: the cut row is on line 5.
+    header, first_a, first_b, second, _ = _write(tmp_path, [_row(flags="a\nb"), _row(size_bytes=2048)]).split("\n")
+    cut = "\n".join([header, first_a, first_b, "", second[:-20]])
+    (tmp_path / "results.csv").write_text(cut, encoding="utf-8")
+    with pytest.raises(UserInputError, match=r"line 5 is incomplete"):
+        read_rows(tmp_path)
+
+
+def test_other_schema_version_and_extra_fields_are_refused(tmp_path):
+    text = _write(tmp_path, [_row()])
+    (tmp_path / "results.csv").write_text(text[: -len("1\n")] + "2\n", encoding="utf-8")
+    with pytest.raises(UserInputError, match="has results format version 2; this nccl_bench reads version 1"):
+        read_rows(tmp_path)
+    (tmp_path / "results.csv").write_text(text[:-1] + ",extra\n", encoding="utf-8")
+    with pytest.raises(UserInputError, match="line 2 has 29 fields, the header 28"):
+        read_rows(tmp_path)
+
+
+def test_empty_file_is_one_clear_error(tmp_path):
+    (tmp_path / "results.csv").write_text("\n")
+    with pytest.raises(UserInputError, match="is empty"):
+        read_rows(tmp_path)
+
+
+def test_load_frame_gives_typed_pandas_columns(tmp_path):
+    import math
+
+    from nccl_bench.results.schema import COLUMNS
+    from nccl_bench.results.store import ResultsWriter, load_frame
+
+    writer = ResultsWriter(tmp_path)
+    measured = _row(op="all_reduce", wrong=0)
+    unsupported = _row(op="sendrecv", time_us=None, busbw_gbps=None, wrong=None, slowest_rank=None, status="unsupported")
+    writer.append(measured)
+    writer.append(unsupported)
+    writer.close()
+    frame = load_frame(tmp_path)
+    assert list(frame.columns) == list(COLUMNS)
+    assert str(frame["size_bytes"].dtype) == "int64" and str(frame["wrong"].dtype) == "Int64"
+    assert str(frame["busbw_gbps"].dtype) == "float64"
+    assert frame.loc[0, "busbw_gbps"] == measured.busbw_gbps and frame.loc[0, "wrong"] == 0
+    assert math.isnan(frame.loc[1, "busbw_gbps"]) and frame["wrong"].isna().tolist() == [False, True]

@@ -1,0 +1,47 @@
+import pytest
+
+from nccl_bench.errors import UserInputError
+from nccl_bench.units.sizes import (
+    format_size,
+    geometric_sizes,
+    linear_sizes,
+    parse_size,
+)
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [("8", 8), ("1K", 1024), ("1k", 1024), ("64M", 64 * 2**20), ("1G", 2**30), ("1KiB", 1024), ("2KB", 2048),
+     ("1.5K", 1536), (4096, 4096)],
+)
+def test_parse_size_uses_powers_of_1024(text, expected):
+    assert parse_size(text) == expected
+
+
+@pytest.mark.parametrize("text", ["", "abc", "1X", "-1", "0", "1.3", "1e3", "K"])
+def test_parse_size_rejects_malformed_and_names_option(text):
+    with pytest.raises(UserInputError) as info:
+        parse_size(text, "--min-bytes")
+    assert info.value.option == "--min-bytes"
+
+
+def test_format_size_is_exact_and_short():
+    assert [format_size(s) for s in (8, 1024, 1536, 2**20, 3 * 2**30)] == ["8", "1K", "1536", "1M", "3G"]
+
+
+def test_geometric_sizes_match_nccl_tests_b_e_f():
+    assert geometric_sizes(8, 128, 2) == [8, 16, 32, 64, 128]
+    assert geometric_sizes(1024, 1024 * 100, 4) == [1024, 4096, 16384, 65536]
+
+
+def test_geometric_sizes_reject_bad_factor_and_range():
+    with pytest.raises(UserInputError) as info:
+        geometric_sizes(8, 64, 1)
+    assert info.value.option == "--step-factor"
+    with pytest.raises(UserInputError) as info:
+        geometric_sizes(128, 64, 2)
+    assert info.value.option == "--min-bytes"
+
+
+def test_linear_sizes_step_in_bytes():
+    assert linear_sizes(1000, 4000, 1000) == [1000, 2000, 3000, 4000]
