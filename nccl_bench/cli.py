@@ -103,7 +103,8 @@ def sweep_command(
 
     try:
         summary = sweep_module.execute(
-            sweep_config, lambda rank: LiveReporter() if rank == 0 else sweep_module.SilentObserver()
+            sweep_config, lambda rank: LiveReporter() if rank == 0 else sweep_module.SilentObserver(),
+            on_stuck=_end_stuck_rank,
         )
     except Interrupted as exc:
         if launch.rank != 0:  # every rank got the signal; rank 0 says so once
@@ -113,6 +114,17 @@ def sweep_command(
         _fail(f"{summary.wrong_total} wrong element(s) in the data check", 1)
     if summary.run_dir is not None:  # rank 0 only
         _after_sweep(summary.run_dir, sweep_config.results_root, baseline_check)
+
+
+def _end_stuck_rank(exc: RunFailedError) -> None:
+    """A rank's deadline gave up on its main thread (stuck where no abort reaches): report, then end
+    the process at once; meta.json already says failed, and every finished row is on disk."""
+    import os
+
+    if not exc.quiet:
+        print(f"nccl-bench: error: {exc}", file=sys.stderr, flush=True)
+    sys.stdout.flush()
+    os._exit(exc.exit_code)
 
 
 def _sweep_with_local_workers(sweep_config, workers: Optional[int]) -> Path:

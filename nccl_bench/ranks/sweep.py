@@ -12,6 +12,7 @@ import datetime as _dt
 import os
 import platform
 import sys
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -19,6 +20,7 @@ from typing import Any, Protocol
 from nccl_bench import config as cfg
 from nccl_bench.errors import RunFailedError, UserInputError, first_line
 from nccl_bench.ranks import check, dist, faults
+from nccl_bench.ranks.deadline import Deadline, DeadlineExceeded
 from nccl_bench.ranks.collectives import (
     REGISTRY,
     Collective,
@@ -28,7 +30,7 @@ from nccl_bench.ranks.collectives import (
     round_size,
     store_elems,
 )
-from nccl_bench.ranks.runner import PointRunner, TimingPlan
+from nccl_bench.ranks.runner import FLAG_EMPTY_GRAPH, PointRunner, TimingPlan
 from nccl_bench.results.schema import (
     PLACEMENT_IN,
     STATUS_OK,
@@ -49,7 +51,7 @@ from nccl_bench.units.sizes import format_size
 CHECK_OVERHEAD_BYTES = check.CHUNK_ELEMS * 8 * 4
 # Share of the free memory a sweep may plan to use; the rest is for torch, NCCL and the OS.
 MEMORY_HEADROOM = 0.9
-FAULT_ENV = "NCCL_BENCH_FAULT"  # test hook: "corrupt" flips one checked element on one rank
+NO_PEAK_ONE_RANK = "none: a world of 1 rank crosses no link (give one with --peak)"
 
 
 @dataclass(frozen=True)
@@ -114,14 +116,40 @@ class SilentObserver:
         pass
 
 
-def plan_points(config: cfg.SweepConfig, world_size: int, on_gpu: bool) -> tuple[list[Point], list[str]]:
+# torch captures point-to-point NCCL ops in a CUDA graph only from 2.7 on (pytorch #148462; on 2.4
+# the capture fails, pytorch #133984).
+GRAPH_P2P_SINCE = (2, 7)
+
+
+def graph_exclusions(config: cfg.SweepConfig, on_gpu: bool, torch_version: str | None) -> dict[str, str]:
+    """Ops that --cuda-graph cannot capture here, and why (they are skipped with a note)."""
+    if not (config.cuda_graph and on_gpu):
+        return {}
+    excluded = {}
+    for name in config.ops:
+        if REGISTRY[name].factor is None:  # barrier: ProcessGroupNCCL's ends in a CPU-side stream sync
+            excluded[name] = "--cuda-graph captures only ops with a bandwidth factor (a barrier synchronizes the CPU)"
+        elif name == "sendrecv" and torch_version and dist.version_tuple(torch_version) < GRAPH_P2P_SINCE:
+            excluded[name] = f"--cuda-graph cannot capture point-to-point ops on torch {torch_version} (needs >= 2.7)"
+    if excluded and len(excluded) == len(config.ops):
+        raise UserInputError("--cuda-graph", f"nothing left to capture in --op {','.join(config.ops)}: "
+                             + "; ".join(f"{op}: {why}" for op, why in excluded.items()))
+    return excluded
+
+
+def plan_points(config: cfg.SweepConfig, world_size: int, on_gpu: bool,
+                torch_version: str | None = None) -> tuple[list[Point], list[str]]:
     """Every (op, placement, size) to measure, sizes rounded as each op and dtype need; and notes."""
     element_bytes = cfg.DTYPE_BYTES[config.dtype]
     requested = cfg.resolve_sizes(config, on_gpu)
     points: list[Point] = []
     notes: list[str] = []
+    excluded = graph_exclusions(config, on_gpu, torch_version)
     for name in config.ops:
         collective = REGISTRY[name]
+        if name in excluded:
+            notes.append(f"{name} skipped: {excluded[name]}")
+            continue
         placements = [p for p in collective.placements if config.inplace is None or (p == PLACEMENT_IN) == config.inplace]
         if not placements:
             wanted = "in-place" if config.inplace else "out-of-place"
@@ -192,11 +220,16 @@ def _check_root(config: cfg.SweepConfig, world_size: int) -> None:
 
 def preflight(config: cfg.SweepConfig, world_size: int, local_ranks: int) -> None:
     """What a launcher-less run can refuse before starting workers: backend, --root, host memory."""
+    import torch
+
     backend = _checked_backend(config)
     _check_root(config, world_size)
     if dist.device_kind(backend) == "cpu":  # GPU memory is per device: each worker checks its own
         points, _ = plan_points(config, world_size, on_gpu=False)
         check_memory(_bytes_per_rank(config, points), local_ranks, host_available_bytes(), "host", _size_option(config))
+    else:
+        dist.check_workers_fit(local_ranks, torch.cuda.device_count())
+        plan_points(config, world_size, on_gpu=True, torch_version=torch.__version__)  # --cuda-graph refusals
 
 
 def host_available_bytes() -> int | None:
@@ -223,8 +256,14 @@ def _reduce_op(name: str):
     return {"sum": ops.SUM, "prod": ops.PRODUCT, "min": ops.MIN, "max": ops.MAX, "avg": ops.AVG}[name]
 
 
-def execute(config: cfg.SweepConfig, observer_factory, argv: list[str] | None = None) -> SweepSummary:
-    """Run the sweep on this rank. observer_factory(rank) gives rank 0 its reporter."""
+def execute(config: cfg.SweepConfig, observer_factory, argv: list[str] | None = None,
+            on_stuck=None) -> SweepSummary:
+    """Run the sweep on this rank. observer_factory(rank) gives rank 0 its reporter.
+
+    on_stuck(RunFailedError): called from the deadline's thread when a stalled step cannot be ended
+    by aborting the process group (meta.json already says failed); it should report and end the
+    process. Without it a rank stuck outside any collective stays stuck.
+    """
     import torch
 
     launch = dist.detect_launch()
@@ -232,11 +271,14 @@ def execute(config: cfg.SweepConfig, observer_factory, argv: list[str] | None = 
         raise UserInputError("launcher", "no rank layout found (run under torchrun, srun or mpirun, or use --workers)")
     backend = _checked_backend(config)
     on_gpu = dist.device_kind(backend) == "cuda"
-    points, notes = plan_points(config, launch.world_size, on_gpu)
+    points, notes = plan_points(config, launch.world_size, on_gpu, torch.__version__)
     required = _bytes_per_rank(config, points)
+    device_index = None
     if on_gpu:
-        free, _total = torch.cuda.mem_get_info(launch.local_rank)
-        check_memory(required, 1, free, f"GPU {launch.local_rank}", _size_option(config))
+        device_index = dist.cuda_device_index(
+            launch.local_rank, launch.local_world_size, torch.cuda.device_count(), os.environ, launch.launcher)
+        free, _total = torch.cuda.mem_get_info(device_index)
+        check_memory(required, 1, free, f"GPU {device_index}", _size_option(config))
     else:
         check_memory(required, launch.local_world_size, host_available_bytes(), "host", _size_option(config))
     _check_root(config, launch.world_size)
@@ -248,10 +290,12 @@ def execute(config: cfg.SweepConfig, observer_factory, argv: list[str] | None = 
 
     summary = SweepSummary(run_dir=run_dir, notes=list(notes))
     try:
-        with faults.signals_raise_interrupted(), dist.process_group(launch, backend, config.timeout_s) as ctx:
-            _run(config, ctx, launch, points, summary, observer_factory(ctx.rank), argv or sys.argv)
-    except RuntimeError as exc:  # process-group set-up or the header exchange; no row was at stake yet
-        raise RunFailedError(f"setting up the sweep failed on rank {launch.rank}: {dist.backend_error_text(exc)}") from exc
+        with faults.signals_raise_interrupted(), \
+                dist.process_group(launch, backend, config.timeout_s, device_index) as ctx:
+            _run(config, ctx, launch, points, summary, observer_factory(ctx.rank), argv or sys.argv, on_stuck)
+    except RuntimeError as exc:  # process-group set-up; no row was at stake yet
+        reason = faults.name_timeout(dist.backend_error_text(exc), config.timeout_s)
+        raise RunFailedError(f"setting up the sweep failed on rank {launch.rank}: {reason}") from exc
     return summary
 
 
@@ -329,23 +373,69 @@ def _meta(config, header: RunHeader, per_rank: dict[str, Any], argv: list[str], 
     }
 
 
-def _run(config, ctx, launch, points, summary: SweepSummary, observer, argv) -> None:
-    header, per_rank = _collect_header(config, ctx, launch, summary)
-    peak_gbps, peak_label = _reference_peak(config, ctx, header.nodes)
+class _Ending:
+    """The final meta.json, written once: by the main thread, or by the deadline's thread for a rank
+    whose main thread is stuck for good."""
+
+    def __init__(self, write):
+        self._write, self._lock, self.done = write, threading.Lock(), False
+
+    def __call__(self, status: str) -> None:
+        with self._lock:
+            if not self.done:
+                self.done = True
+                self._write(status)
+
+
+def _run(config, ctx, launch, points, summary: SweepSummary, observer, argv, on_stuck=None) -> None:
+    try:
+        header, per_rank = _collect_header(config, ctx, launch, summary)
+        peak_gbps, peak_label = _reference_peak(config, ctx, header.nodes)
+    except Exception as exc:  # the header exchange: report it as any failed collective is
+        raise faults.why_stopped(exc, ctx, config.timeout_s, "setting up the sweep", None) from exc
     header = dataclasses.replace(header, peak=peak_label)
     per_rank["peak"] = {"gbps": peak_gbps, "label": peak_label}
     summary.peak_gbps = peak_gbps
     started = _dt.datetime.now(_dt.timezone.utc).isoformat()
-    writer = None
+    writers: list[ResultsWriter] = []
+
+    def write_final(status: str) -> None:
+        summary.status = status
+        for writer in writers:
+            writer.close()
+            meta = _meta(config, header, per_rank, argv, status, started)
+            meta["rows"] = len(summary.rows)
+            meta["wrong_total"] = summary.wrong_total
+            write_meta(summary.run_dir, meta)
+
+    ending = _Ending(write_final)
+
+    def stuck(exc: DeadlineExceeded) -> None:  # on the deadline's thread
+        failure = faults.abandoned(exc, ctx, exc.where)
+        ending("failed")
+        on_stuck(failure)
+
+    group = dist.default_group()
+
+    def abort(exc: DeadlineExceeded) -> None:  # on a thread of the deadline's
+        faults.record_stall(exc, ctx)
+        dist.abort_group(group)
+
+    deadline = Deadline(config.timeout_s, abort, stuck if on_stuck else None)
     try:  # from the first meta.json on, the run ends with a final one whatever happens
         if ctx.rank == 0:
             write_meta(summary.run_dir, _meta(config, header, per_rank, argv, "running", started))
-            writer = ResultsWriter(summary.run_dir)
+            writers.append(ResultsWriter(summary.run_dir))
         observer.started(header, len(points))
-        _measure_all(config, ctx, points, header, summary, observer, writer, peak_gbps)
+        with deadline:
+            _measure_all(config, ctx, points, header, summary, observer, writers[0] if writers else None,
+                         peak_gbps, deadline)
         summary.status = "complete"
     except (faults.Interrupted, Exception) as exc:
+        deadline.close()  # the main thread is back: the roll call below must not be taken for a stall
         faults.hold_signals()
+        if deadline.expired is not None and not isinstance(exc, faults.Interrupted):
+            exc = DeadlineExceeded(deadline.expired, config.timeout_s)  # what the abort made the op raise
         where = summary.current_point or "the sweep"
         stop = faults.why_stopped(exc, ctx, config.timeout_s, where, per_rank["hostnames"])
         summary.status = "interrupted" if isinstance(stop, faults.Interrupted) else "failed"
@@ -354,12 +444,7 @@ def _run(config, ctx, launch, points, summary: SweepSummary, observer, argv) -> 
         raise stop from (exc if not isinstance(exc, faults.Interrupted) else None)
     finally:
         faults.hold_signals()  # a signal after the last row changes nothing: the ending is written whole
-        if writer is not None:
-            writer.close()
-            meta = _meta(config, header, per_rank, argv, summary.status, started)
-            meta["rows"] = len(summary.rows)
-            meta["wrong_total"] = summary.wrong_total
-            write_meta(summary.run_dir, meta)
+        ending(summary.status)
         observer.finished(summary)
 
 
@@ -367,6 +452,8 @@ def _reference_peak(config, ctx, nodes: int) -> tuple[float | None, str | None]:
     """The busbw ceiling for %peak: --peak, else what `limits` detects on rank 0, shared with all."""
     if config.peak_gbps is not None:
         return config.peak_gbps, f"{config.peak_gbps:g} GB/s (given with --peak)"
+    if ctx.world_size == 1:  # busbw of one rank crosses no link (broadcast's reads 25,935 GB/s on an H100)
+        return None, NO_PEAK_ONE_RANK
     found = None
     if ctx.rank == 0:
         from nccl_bench.hardware.detect import detect_peak
@@ -379,8 +466,12 @@ def _reference_peak(config, ctx, nodes: int) -> tuple[float | None, str | None]:
     return tuple(dist.gather_objects(ctx, found)[0])
 
 
-def _measure_all(config, ctx, points, header, summary, observer, writer, peak_gbps: float | None) -> None:
+def _measure_all(config, ctx, points, header, summary, observer, writer, peak_gbps: float | None,
+                 deadline: Deadline | None = None) -> None:
     import torch
+
+    renew = deadline.renew if deadline is not None else (lambda where=None: None)
+    fault = faults.planted_fault(os.environ)
 
     dtype = _torch_dtype(config.dtype)
     element_bytes = cfg.DTYPE_BYTES[config.dtype]
@@ -396,13 +487,16 @@ def _measure_all(config, ctx, points, header, summary, observer, writer, peak_gb
         blocking=config.blocking,
         cuda_graph=config.cuda_graph,
     )
-    runner = PointRunner(ctx, plan)
+    runner = PointRunner(ctx, plan, progress=renew)
     unsupported: dict[tuple[str, str], str] = {}
-    for point in points:
+    for index, point in enumerate(points):
         collective = REGISTRY[point.op]
         if (point.op, point.placement) in unsupported:
             continue
         summary.current_point = f"{point.op} at {format_size(point.size_bytes)} ({point.placement})"
+        renew(summary.current_point)
+        if fault is not None and fault.kind != "corrupt" and (fault.rank, fault.point) == (ctx.rank, index):
+            faults.stall(fault)
         buffers = make_buffers(collective, point.placement, send_store, recv_store, point.send_elems, point.recv_elems, ctx.rank, ctx.world_size)
         args = OpArgs(ctx.rank, ctx.world_size, config.root, _reduce_op(config.reduce_op) if collective.has_reduction else None)
         reason = _why_unsupported(collective, ctx, buffers, args)
@@ -412,8 +506,12 @@ def _measure_all(config, ctx, points, header, summary, observer, writer, peak_gb
         else:
             run_once = collective.bind(buffers, args)
             measurement = runner.measure(run_once)
-            wrong = _check(config, ctx, collective, buffers, run_once) if config.check and collective.factor else None
+            renew()
+            corrupt = fault is not None and fault.kind == "corrupt"
+            wrong = _check(config, ctx, collective, buffers, run_once, corrupt) if config.check and collective.factor else None
             row = _row(config, ctx, header, point, collective, measurement, wrong, peak_gbps)
+        if deadline is not None:
+            deadline.disarm()
         summary.current_point = None
         _record(row, summary, writer, observer)
 
@@ -442,13 +540,13 @@ def _why_unsupported(collective: Collective, ctx, buffers, args) -> str | None:
     return None
 
 
-def _check(config, ctx, collective: Collective, buffers, run_once) -> int:
+def _check(config, ctx, collective: Collective, buffers, run_once, corrupt: bool = False) -> int:
     buffers.recv.fill_(check.SENTINEL)
     check.fill_input(buffers.send, ctx.rank, config.reduce_op)
     run_once()
     dist.synchronize(ctx)
     segments = collective.expected(ctx.rank, ctx.world_size, config.root, buffers.recv.numel())
-    if os.environ.get(FAULT_ENV) == "corrupt" and segments and ctx.rank == (config.root if collective.has_root else 0):
+    if corrupt and segments and ctx.rank == (config.root if collective.has_root else 0):
         buffers.recv[segments[0].start] += 1
     wrong = check.count_wrong(buffers.recv, segments, ctx.world_size, config.reduce_op)
     return dist.sum_across_ranks(ctx, wrong)
@@ -477,8 +575,11 @@ def _row(config, ctx, header, point, collective, measurement, wrong, peak_gbps: 
     common = _common(config, ctx, header, point, collective, peak_gbps)
     time_us = measurement.time_us
     factor = common["busbw_factor"]
-    algbw = bandwidth.algbw_gbps(point.size_bytes, time_us) if factor is not None else None
-    busbw = bandwidth.busbw_gbps(algbw, factor)
+    flags = measurement.flags()
+    # A replay of an empty graph moved no bytes: its time is launch overhead, not a bandwidth.
+    moved = factor is not None and FLAG_EMPTY_GRAPH not in flags
+    algbw = bandwidth.algbw_gbps(point.size_bytes, time_us) if moved else None
+    busbw = bandwidth.busbw_gbps(algbw, factor) if moved else None
     return ResultRow(
         **common,
         iters=measurement.iters,
@@ -494,7 +595,7 @@ def _row(config, ctx, header, point, collective, measurement, wrong, peak_gbps: 
         slowest_rank=measurement.slowest_rank,
         pct_of_peak=(100 * busbw / peak_gbps) if (busbw is not None and peak_gbps) else None,
         status=STATUS_WRONG if wrong else STATUS_OK,
-        flags=";".join(measurement.flags()),
+        flags=";".join(flags),
     )
 
 

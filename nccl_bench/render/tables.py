@@ -188,6 +188,12 @@ def summary_lines(summary) -> list[str]:
         lines.append(
             f"# warning: {len(short)} row(s) have samples too short for the timer; use --iters auto or more --iters"
         )
+    empty = [r for r in summary.rows if "empty_cuda_graph" in r.flags]
+    if empty:
+        lines.append(
+            f"# warning: {len(empty)} row(s) replayed an empty CUDA graph (NCCL queues no GPU work for them, "
+            "as for an in-place op of one rank): their time is launch overhead, so no bandwidth is given"
+        )
     if summary.wrong_total:
         lines.append(f"# ERROR: {summary.wrong_total} wrong element(s); the data check failed")
     if summary.plot_path is not None:
