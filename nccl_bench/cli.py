@@ -117,8 +117,9 @@ def sweep_command(
 
 
 def _end_stuck_rank(exc: RunFailedError) -> None:
-    """A rank's deadline gave up on its main thread (stuck where no abort reaches): report, then end
-    the process at once; meta.json already says failed, and every finished row is on disk."""
+    """A rank's deadline aborted its process group, or gave up on its main thread (stuck where no abort
+    reaches): report, then end the process at once, without torch's teardown (it would join threads
+    the abort left waiting); meta.json already says failed, and every finished row is on disk."""
     import os
 
     if not exc.quiet:
@@ -330,6 +331,8 @@ def main() -> None:
     except UserInputError as exc:
         _print_error(str(exc), exc.exit_code)
     except RunFailedError as exc:
+        if exc.exit_at_once:
+            _end_stuck_rank(exc)
         if exc.quiet:
             sys.exit(exc.exit_code)
         _print_error(str(exc), exc.exit_code)

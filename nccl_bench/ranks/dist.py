@@ -255,8 +255,7 @@ def process_group(launch: LaunchEnv, backend: str, timeout_s: float, device_inde
 
 
 def default_group():
-    """The default process group object, taken on the main thread for a later abort from another
-    (None without one)."""
+    """The default process group object (None without one)."""
     import torch.distributed as dist
 
     return dist.distributed_c10d._get_default_group() if dist.is_initialized() else None

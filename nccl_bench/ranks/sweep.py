@@ -349,6 +349,15 @@ def _cpu_name() -> str:
     return "cpu: " + (platform.processor() or platform.machine())
 
 
+# Variables that steer NCCL and torch's NCCL process group (watchdog, error handling, flight
+# recorder); the rest of the environment is never recorded.
+RECORDED_ENV_PREFIXES = ("NCCL_", "TORCH_NCCL_", "TORCH_FR_")
+
+
+def recorded_env(environ) -> dict[str, str]:
+    return {k: v for k, v in sorted(environ.items()) if k.startswith(RECORDED_ENV_PREFIXES)}
+
+
 def _meta(config, header: RunHeader, per_rank: dict[str, Any], argv: list[str], status: str, started: str) -> dict[str, Any]:
     return {
         "tool": "nccl_bench",
@@ -364,7 +373,9 @@ def _meta(config, header: RunHeader, per_rank: dict[str, Any], argv: list[str], 
         "hostnames": per_rank["hostnames"],
         "devices": per_rank["devices"],
         "versions": header.versions,
-        "nccl_env": {k: v for k, v in sorted(os.environ.items()) if k.startswith("NCCL_")},
+        # Environment variables as this rank saw them (not versions: a container's NCCL_VERSION
+        # names the NCCL it was built for; versions["nccl"] is the library torch loaded).
+        "env": recorded_env(os.environ),
         "config": cfg.as_dict(config),
         "sizes": header.sizes,
         "iterations": header.iterations,
@@ -415,11 +426,11 @@ def _run(config, ctx, launch, points, summary: SweepSummary, observer, argv, on_
         ending("failed")
         on_stuck(failure)
 
-    group = dist.default_group()
-
     def abort(exc: DeadlineExceeded) -> None:  # on a thread of the deadline's
         faults.record_stall(exc, ctx)
-        dist.abort_group(group)
+        # Looked up now, not held: a reference kept past destroy_process_group would let the
+        # group's destructor run at interpreter exit ("terminate called without an active exception").
+        dist.abort_group(dist.default_group())
 
     deadline = Deadline(config.timeout_s, abort, stuck if on_stuck else None)
     try:  # from the first meta.json on, the run ends with a final one whatever happens
@@ -439,6 +450,8 @@ def _run(config, ctx, launch, points, summary: SweepSummary, observer, argv, on_
         where = summary.current_point or "the sweep"
         stop = faults.why_stopped(exc, ctx, config.timeout_s, where, per_rank["hostnames"])
         summary.status = "interrupted" if isinstance(stop, faults.Interrupted) else "failed"
+        if isinstance(stop, RunFailedError):
+            stop.exit_at_once = deadline.expired is not None
         if stop is exc:
             raise
         raise stop from (exc if not isinstance(exc, faults.Interrupted) else None)
