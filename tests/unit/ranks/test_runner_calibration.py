@@ -59,3 +59,11 @@ def test_noisy_when_trial_range_exceeds_ten_percent_of_median():
 def test_below_timer_resolution_when_sample_is_under_1000_ticks():
     assert _measurement([1.0], shortest_s=0.4e-3, resolution_s=0.5e-6).flags() == ["below_timer_resolution"]
     assert _measurement([1.0], shortest_s=0.5e-3, resolution_s=0.5e-6).flags() == []
+
+
+def test_a_long_first_block_is_repeated_once_before_it_is_trusted():
+    """A 20 ms first op (a host hiccup) alone would set 3 iters for a 40 us op; it is measured again."""
+    assert next_calibration_calls(1, 0.020, target_s=0.0025, max_calls=100_000, first=True) == 1
+    assert next_calibration_calls(1, 0.020, target_s=0.0025, max_calls=100_000, first=False) is None
+    # the repeat of a genuinely slow op ends calibration; a fast repeat grows as usual
+    assert next_calibration_calls(1, 40e-6, target_s=0.0025, max_calls=100_000) == 75  # ceil(2.5 ms / 40 us x 1.2)
