@@ -198,11 +198,15 @@ def _assemble(index: int, name: str | None, links: tuple[bool, ...] | None, repo
     """One GpuLimits from link facts; fills unknown link rate / PCIe gen from the known-GPU table."""
     table = known_gpu(name)
     gen, data = (link_rate(reported) if reported is not None else (None, None))
-    if data is None and table is not None and table.link_gbps is not None:
+    active = sum(links) if links is not None else None
+    # The table's rate stands in only where links are (or may be) up; with none active it is unused,
+    # and naming the table as a source would claim a figure the peak does not rest on.
+    if data is None and active != 0 and table is not None and table.link_gbps is not None:
         data = table.link_gbps
         source = f"{source}+{SOURCE_TABLE}"
-    nvlink_gen = gen_hint or gen or (table.nvlink_gen if table else None)
-    active = sum(links) if links is not None else None
+    # A recognised per-link rate says the generation more surely than NVML's version enum, which
+    # some drivers report as NVLink 5.0 on H100 (a workaround for it is in public code using pynvml).
+    nvlink_gen = gen or gen_hint or (table.nvlink_gen if table else None)
     nvlink = active * data if active and data is not None else (0.0 if active == 0 else None)
     gen_max, gen_cur, width_max, width_cur = pcie
     if gen_max is None and table is not None and table.pcie_gen is not None:
