@@ -114,3 +114,13 @@ def test_a_collective_timeout_is_reported_as_a_timeout_not_as_its_consequence(tm
     assert errors[0].endswith("(--timeout 2 s)")
     _assert_failed_run_kept_rows(out)
     assert after_rows_s < TIMEOUT_S + MARGIN_S + GRACE_S + SLACK_S
+
+
+def test_a_timeout_while_setting_up_names_the_option(tmp_path):
+    """--timeout 0.1 is shorter than rank 0's peak measurement (~0.2-1 s) while rank 1 waits for its
+    result: the set-up fails, and every rank that says so names --timeout (issue 14 item 3)."""
+    result = subprocess.run([*_workers(2)[:-2], "--timeout", "0.1", "--out", str(tmp_path / "run")], cwd=REPO,
+                            capture_output=True, text=True, env=worker_env(), timeout=120)
+    assert result.returncode == 1, result.stderr[-3000:]
+    errors = _rank_errors(result)
+    assert errors and all(line.endswith("(--timeout 0.1 s)") for line in errors), errors
