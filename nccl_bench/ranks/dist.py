@@ -232,7 +232,8 @@ def process_group(launch: LaunchEnv, backend: str, timeout_s: float, device_inde
         if passes_device_id(torch.__version__):
             extra["device_id"] = device
         for name, value in NCCL_ENV_DEFAULTS.items():
-            os.environ.setdefault(name, value)
+            if name not in os.environ and name.replace("TORCH_", "", 1) not in os.environ:  # torch reads both
+                os.environ[name] = value
         group_timeout_s = timeout_s + deadline.MARGIN_S + deadline.GRACE_S + NCCL_WATCHDOG_LAG_S
     else:
         device = torch.device("cpu")
