@@ -189,6 +189,12 @@ def passes_device_id(torch_version: str) -> bool:
     return version >= DEVICE_ID_SINCE and not (low <= version < high)
 
 
+def nccl_env_to_set(environ: Mapping[str, str]) -> dict[str, str]:
+    """NCCL_ENV_DEFAULTS the user has not chosen, under either name torch reads (TORCH_NCCL_X, NCCL_X)."""
+    return {name: value for name, value in NCCL_ENV_DEFAULTS.items()
+            if name not in environ and name.replace("TORCH_", "", 1) not in environ}
+
+
 def device_kind(backend: str) -> str:
     """Which device the buffers live on: NCCL works on CUDA tensors, the others here on CPU."""
     return "cuda" if backend == "nccl" else "cpu"
@@ -231,9 +237,7 @@ def process_group(launch: LaunchEnv, backend: str, timeout_s: float, device_inde
         torch.cuda.set_device(device)
         if passes_device_id(torch.__version__):
             extra["device_id"] = device
-        for name, value in NCCL_ENV_DEFAULTS.items():
-            if name not in os.environ and name.replace("TORCH_", "", 1) not in os.environ:  # torch reads both
-                os.environ[name] = value
+        os.environ.update(nccl_env_to_set(os.environ))
         group_timeout_s = timeout_s + deadline.MARGIN_S + deadline.GRACE_S + NCCL_WATCHDOG_LAG_S
     else:
         device = torch.device("cpu")

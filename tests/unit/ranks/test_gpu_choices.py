@@ -80,8 +80,14 @@ def test_device_id_is_passed_only_where_it_exists_and_cannot_hang(version, passe
 
 
 def test_nccl_environment_defaults_keep_the_process_alive_and_fail_fast():
-    assert dist.NCCL_ENV_DEFAULTS == {"TORCH_NCCL_ASYNC_ERROR_HANDLING": "2",
-                                      "TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC": "1000"}
+    assert dist.nccl_env_to_set({}) == {"TORCH_NCCL_ASYNC_ERROR_HANDLING": "2",
+                                        "TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC": "1000"}
+
+
+def test_a_users_own_nccl_setting_is_kept_under_either_name():
+    assert dist.nccl_env_to_set({"TORCH_NCCL_ASYNC_ERROR_HANDLING": "3"}) == {
+        "TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC": "1000"}
+    assert "TORCH_NCCL_ASYNC_ERROR_HANDLING" not in dist.nccl_env_to_set({"NCCL_ASYNC_ERROR_HANDLING": "1"})
 
 
 def test_cuda_graph_skips_barrier_with_a_note():
