@@ -7,6 +7,7 @@ Heavy imports (torch, pandas, matplotlib) happen inside the commands, so --help 
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Optional
@@ -72,6 +73,8 @@ def sweep_command(
     baseline: Optional[Path] = typer.Option(None, "--baseline", help="After the run, compare it with this run folder, results.csv or nccl-tests log/JSON (as `compare`); exit 1 on a regression.", metavar="PATH"),
     tolerance: Optional[str] = typer.Option(None, "--tolerance", help="With --baseline: allowed loss before a row regresses, 10% (default) or 0.1."),
     save_baseline: Optional[str] = typer.Option(None, "--save-baseline", help="Store the run as <results-root>/baselines/NAME/ (with --baseline: only if the check passes).", metavar="NAME"),
+    replace_baseline: bool = typer.Option(False, "--replace-baseline", help="With --save-baseline: replace a baseline of that name (refused otherwise)."),
+    allow_mismatch: bool = typer.Option(False, "--allow-mismatch", help="With --baseline: compare even when the world size or backend differs."),
 ) -> None:
     """Sweep message sizes for one or more collectives; print an nccl-tests-style table, write CSV + meta.json."""
     from nccl_bench.config import build_config
@@ -86,28 +89,40 @@ def sweep_command(
     if workers is not None and workers < 1:
         raise UserInputError("--workers", f"must be at least 1, got {workers}")
     sweep_config = build_config(flags, config)
-    from nccl_bench.compare import plan_baseline_check
+    from nccl_bench.compare import check_plan_against_baseline, plan_baseline_check
 
-    baseline_check = plan_baseline_check(baseline, tolerance, save_baseline)
+    baseline_check = plan_baseline_check(
+        baseline, tolerance, save_baseline, allow_mismatch, replace_baseline, sweep_config.results_root
+    )
 
     from nccl_bench.ranks.dist import detect_launch
 
     launch = detect_launch()
     if launch is None:
-        run_dir = _sweep_with_local_workers(sweep_config, workers)
+        run_dir = _sweep_with_local_workers(sweep_config, workers, baseline_check)
         _after_sweep(run_dir, sweep_config.results_root, baseline_check)
         return
+    if workers is not None:
+        raise UserInputError("--workers", f"only applies without a launcher; {launch.launcher} already started {launch.world_size} rank(s)")
     from nccl_bench.ranks import sweep as sweep_module
     from nccl_bench.ranks.faults import Interrupted
     from nccl_bench.render.tables import LiveReporter
 
+    plan = sweep_module.plan_run(sweep_config, launch.world_size)
+    check_plan_against_baseline(baseline_check, launch.world_size, plan.backend, plan.keys(sweep_config))
+    if launch.rank == 0:
+        _say_notes(plan.long_run)
     try:
         summary = sweep_module.execute(
             sweep_config, lambda rank: LiveReporter() if rank == 0 else sweep_module.SilentObserver()
         )
     except Interrupted as exc:
-        if launch.rank != 0:  # every rank got the signal; rank 0 says so once
+        from nccl_bench.ranks.launch import LOCAL_WORKER_ENV
+
+        if launch.rank != 0 or os.environ.get(LOCAL_WORKER_ENV):  # rank 0, or the process that started us, says it once
             raise typer.Exit(130) from None
+        if not exc.began:
+            _fail(f"interrupted by {exc} before the sweep began; nothing was measured", 130)
         _fail(f"interrupted by {exc}; results measured so far are kept", 130)
     if summary.wrong_total:
         _fail(f"{summary.wrong_total} wrong element(s) in the data check", 1)
@@ -115,38 +130,62 @@ def sweep_command(
         _after_sweep(summary.run_dir, sweep_config.results_root, baseline_check)
 
 
-def _sweep_with_local_workers(sweep_config, workers: Optional[int]) -> Path:
+def _say_notes(notes) -> None:
+    for note in notes:
+        typer.echo(f"nccl-bench: note: {note}", err=True)
+
+
+def _sweep_with_local_workers(sweep_config, workers: Optional[int], baseline_check) -> Path:
     """No launcher: pick the run folder here (so a bad path fails now) and start local ranks."""
-    from nccl_bench.ranks.launch import default_workers, run_local_workers
+    from nccl_bench.compare import check_plan_against_baseline
+    from nccl_bench.ranks.faults import Interrupted
+    from nccl_bench.ranks.launch import check_workers, default_workers, run_local_workers
     from nccl_bench.ranks.sweep import preflight
-    from nccl_bench.results.store import new_run_dir, prepare_run_dir
+    from nccl_bench.results.store import new_run_dir, prepare_run_dir, read_meta, remove_if_empty
 
     why = None
     if workers is None:
         workers, why = default_workers()
-    preflight(sweep_config, workers, workers)  # bad backend, root or memory: fail before any worker
+    plan = preflight(sweep_config, workers, workers)  # bad backend, root, plan or memory: fail before any worker
+    worker_notes = check_workers(workers, plan.backend)
+    check_plan_against_baseline(baseline_check, workers, plan.backend, plan.keys(sweep_config))
     args = _without_baseline_options(sys.argv[1:])  # this process checks the baseline, not a worker
+    target = sweep_config.out if sweep_config.out is not None else new_run_dir(sweep_config.results_root, sweep_config.ops)
+    made = None if target.exists() else target
     if sweep_config.out is None:
-        run_dir = prepare_run_dir(new_run_dir(sweep_config.results_root, sweep_config.ops), "--results-root")
+        run_dir = prepare_run_dir(target, "--results-root")
         args += ["--out", str(run_dir)]
     else:
-        run_dir = prepare_run_dir(sweep_config.out)
+        run_dir = prepare_run_dir(target)
     if why is not None:
         typer.echo(f"nccl-bench: no launcher found; starting {why} (use --workers N to choose)", err=True)
-    run_local_workers(workers, args)
+    _say_notes([*plan.long_run, *worker_notes])
+    try:
+        run_local_workers(workers, args)
+    except Interrupted as exc:
+        meta = read_meta(run_dir)
+        if meta is None:
+            remove_if_empty(made)
+            _fail(f"interrupted by {exc} before the sweep began; nothing was measured", 130)
+        _fail(f"interrupted by {exc}; the {meta.get('rows', 0)} row(s) measured so far are kept in {run_dir}", 130)
+    except RunFailedError:
+        remove_if_empty(made)
+        raise
     return run_dir
 
 
 def _without_baseline_options(args: list[str]) -> list[str]:
-    from nccl_bench.compare import SWEEP_BASELINE_OPTIONS
+    """The command line for local workers: without what only this process acts on."""
+    from nccl_bench.compare import SWEEP_BASELINE_FLAGS, SWEEP_BASELINE_OPTIONS
 
+    with_value = (*SWEEP_BASELINE_OPTIONS, "--workers")
     kept, skip_value = [], False
     for arg in args:
         if skip_value:
             skip_value = False
-        elif arg in SWEEP_BASELINE_OPTIONS:
+        elif arg in with_value:
             skip_value = True
-        elif not arg.startswith(tuple(f"{name}=" for name in SWEEP_BASELINE_OPTIONS)):
+        elif arg not in SWEEP_BASELINE_FLAGS and not arg.startswith(tuple(f"{name}=" for name in with_value)):
             kept.append(arg)
     return kept
 
@@ -161,14 +200,16 @@ def _after_sweep(run_dir: Path, results_root: Path, baseline_check) -> None:
 
     exit_code = 0
     if baseline_check.baseline is not None:
-        result = compare.check_against_baseline(run_dir, baseline_check.baseline, baseline_check.tolerance)
+        result = compare.check_against_baseline(
+            run_dir, baseline_check.baseline, baseline_check.tolerance, baseline_check.allow_mismatch
+        )
         _report_comparison(result, {}, os.environ)
         exit_code = result.exit_code
     if baseline_check.save_name is not None:
         if exit_code:
             typer.echo(f"nccl-bench: not saving baseline {baseline_check.save_name!r}: the run regressed", err=True)
         else:
-            saved = compare.save_baseline(run_dir, baseline_check.save_name, results_root)
+            saved = compare.save_baseline(run_dir, baseline_check.save_name, results_root, baseline_check.replace_baseline)
             typer.echo(f"nccl-bench: saved baseline {baseline_check.save_name!r} to {saved}", err=True)
     if exit_code:
         raise typer.Exit(exit_code)

@@ -103,6 +103,16 @@ def prepare_run_dir(path: Path, option: str = "--out") -> Path:
     return path
 
 
+def remove_if_empty(path: Path | None) -> None:
+    """Remove a run folder that nothing was written to (a run that stopped before it began)."""
+    if path is None:
+        return
+    try:
+        Path(path).rmdir()  # only ever succeeds on an empty folder
+    except OSError:
+        pass
+
+
 def resolve_results_csv(path: Path, option: str) -> Path:
     """Accept a run folder or a results.csv; name the option when neither is there."""
     path = Path(path)
