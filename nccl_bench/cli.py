@@ -349,8 +349,16 @@ def limits_command(
         console.print(renderable)
 
 
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """Warnings the core returns about the user's files: one plain line each on stderr."""
+    print(f"nccl-bench: warning: {message}", file=sys.stderr, flush=True)
+
+
 def main() -> None:
     """Console-script entry: one line and a non-zero exit for every known failure, never a traceback."""
+    import warnings
+
+    warnings.showwarning = _show_warning
     try:
         # Without standalone mode click returns a typer.Exit's code instead of raising it.
         exit_code = app(standalone_mode=False)

@@ -17,7 +17,7 @@ from nccl_bench.results.schema import (
     ResultRow,
     record_to_row,
 )
-from nccl_bench.results.store import read_rows
+from nccl_bench.results.store import read_meta, read_rows
 
 JSON_FORMAT_NAME = "nccl_bench.results"
 
@@ -34,7 +34,20 @@ def load_rows(path: Path, option: str = "RUN", unrecognised_as_csv: bool = False
     An input none of these recognises is reported as a log without result lines or, with
     unrecognised_as_csv (compare, which read only results CSVs at first), as a foreign CSV.
     """
-    path = Path(path)
+    rows = _load_rows(Path(path), option, unrecognised_as_csv)
+    if not rows:  # the same answer for a header-only CSV and an empty run, however either is named
+        raise UserInputError(option, f"{path} has no result rows{_status_of(Path(path))}")
+    return rows
+
+
+def _status_of(path: Path) -> str:
+    meta = read_meta(path if path.is_dir() else path.parent)
+    if not meta or not meta.get("status"):
+        return ""
+    return f" (meta.json: the run is {meta['status']})"
+
+
+def _load_rows(path: Path, option: str, unrecognised_as_csv: bool) -> list[ResultRow]:
     if path.is_dir() or not path.exists():
         return read_rows(path, option)
     if not path.is_file():
