@@ -360,8 +360,10 @@ def main() -> None:
 
     warnings.showwarning = _show_warning
     try:
+        command = typer.main.get_command(app)
+        _convert_without_pydantic(command)
         # Without standalone mode click returns a typer.Exit's code instead of raising it.
-        exit_code = app(standalone_mode=False)
+        exit_code = command(standalone_mode=False)
         if isinstance(exit_code, int) and exit_code:
             sys.exit(exit_code)
     except UserInputError as exc:
@@ -382,6 +384,49 @@ def main() -> None:
         if not message:  # no arguments at all: the help was just printed
             sys.exit(2)
         _print_error(message, 2)
+
+
+class _PlainConversion:
+    """Value conversion for options typed str, int, float, bool, Path or a list of str.
+
+    typer >= 0.29 converts every parameter, even an absent one, through a pydantic TypeAdapter
+    built on first use, which imports pydantic (~0.1 s) before `sweep --help` or an argument
+    error can answer. Every option here needs only these plain conversions; typer calls
+    `coerce` on whatever object it holds as the parameter's runtime converter.
+    """
+
+    def __init__(self, convert):
+        self._convert = convert
+
+    def coerce(self, value, param, ctx):
+        if value is None:
+            return () if (param.multiple or param.nargs == -1) else None
+        try:
+            if isinstance(value, (list, tuple)):
+                return [self._convert(item) for item in value]
+            return self._convert(value)
+        except (TypeError, ValueError):
+            raise typer.BadParameter(f"{value!r} is not a valid {self._convert.__name__}.", ctx=ctx, param=param) from None
+
+
+def _bool(value) -> bool:
+    if isinstance(value, bool):
+        return value
+    raise ValueError(value)
+
+
+_PLAIN_CONVERSIONS = {str: str, int: int, float: float, bool: _bool, Path: Path, list[str]: str}
+
+
+def _convert_without_pydantic(group) -> None:
+    """Give each parameter a plain converter where typer would build a pydantic one (typer >= 0.29;
+    older typer converts through click's types and has no such slot, so nothing changes there)."""
+    for command in (group, *getattr(group, "commands", {}).values()):
+        help_option = command.get_help_option(command.context_class(command))  # made once, then cached
+        for param in (*command.params, *([help_option] if help_option is not None else [])):
+            convert = _PLAIN_CONVERSIONS.get(getattr(getattr(param, "type_descriptor", None), "annotation", None))
+            if convert is not None and "_runtime_param" in vars(param) and param._runtime_param is None:
+                param._runtime_param = _PlainConversion(convert)
 
 
 def _print_error(message: str, code: int) -> None:
