@@ -111,7 +111,7 @@ def sweep_command(
     plan = sweep_module.plan_run(sweep_config, launch.world_size)
     check_plan_against_baseline(baseline_check, launch.world_size, plan.backend, plan.keys(sweep_config))
     if launch.rank == 0:
-        _say_notes(plan.long_run)
+        _say_notes(plan.before_start)
     try:
         summary = sweep_module.execute(
             sweep_config, lambda rank: LiveReporter() if rank == 0 else sweep_module.SilentObserver()
@@ -159,7 +159,7 @@ def _sweep_with_local_workers(sweep_config, workers: Optional[int], baseline_che
         run_dir = prepare_run_dir(target)
     if why is not None:
         typer.echo(f"nccl-bench: no launcher found; starting {why} (use --workers N to choose)", err=True)
-    _say_notes([*plan.long_run, *worker_notes])
+    _say_notes([*plan.before_start, *worker_notes])
     try:
         run_local_workers(workers, args)
     except Interrupted as exc:
@@ -229,6 +229,8 @@ def compare_command(
     markdown: str = typer.Option(None, "--markdown", help="Also write a Markdown report to FILE.", metavar="FILE"),
     junit: str = typer.Option(None, "--junit", help="Also write JUnit XML (one testcase per row) to FILE.", metavar="FILE"),
     json_file: str = typer.Option(None, "--json", help="Also write the comparison as JSON to FILE.", metavar="FILE"),
+    log_op: str = typer.Option(None, "--op", help="For an nccl-tests log that does not say which collective it ran."),
+    log_ranks: int = typer.Option(None, "--ranks", help="For an nccl-tests log that does not say how many ranks ran."),
 ) -> None:
     """Compare a run against a baseline per op and size; exit 0 ok, 1 regression, 2 bad input."""
     import os
@@ -245,7 +247,8 @@ def compare_command(
         "json_path": check_output_file(json_file and Path(json_file), "--json"),
     }
     result = compare.compare_paths(
-        Path(baseline), Path(current), tolerance=tolerance_fraction, min_bytes=min_size, allow_mismatch=allow_mismatch
+        Path(baseline), Path(current), tolerance=tolerance_fraction, min_bytes=min_size, allow_mismatch=allow_mismatch,
+        hints=_log_hints(log_op, log_ranks),
     )
     _report_comparison(result, outputs, os.environ)
     raise typer.Exit(result.exit_code)
@@ -284,6 +287,8 @@ def report_command(
     ),
     fmt: str = typer.Option("table", "--format", help="table, markdown, csv, json or nccl-tests."),
     output: str = typer.Option(None, "--output", help="Write the rendering to FILE instead of stdout.", metavar="FILE"),
+    log_op: str = typer.Option(None, "--op", help="For an nccl-tests log that does not say which collective it ran."),
+    log_ranks: int = typer.Option(None, "--ranks", help="For an nccl-tests log that does not say how many ranks ran."),
 ) -> None:
     """Re-render runs (ours or nccl-tests') as a table or another format, and plot them."""
     from rich.console import Console
@@ -295,7 +300,7 @@ def report_command(
     render_formats.check_format(fmt)
     plot_path = render_formats.check_output_file(plot and Path(plot), "--plot", suffix=".png")
     output_path = render_formats.check_output_file(output and Path(output), "--output")
-    loaded = loader.load_runs([Path(run) for run in runs])
+    loaded = loader.load_runs([Path(run) for run in runs], hints=_log_hints(log_op, log_ranks))
     if fmt == "table":
         handle = open(output_path, "w", encoding="utf-8") if output_path else None
         try:
@@ -321,6 +326,22 @@ def report_command(
         except ImportError:
             raise UserInputError("--plot", "matplotlib is not installed; pip install 'nccl-bench[plot]'") from None
         typer.echo(f"wrote plot to {plot_path}", err=True)
+
+
+def _log_hints(op: Optional[str], ranks: Optional[int]):
+    """--op/--ranks of report and compare, checked: a known collective, at least 2 ranks."""
+    from nccl_bench.results.loader import LogHints
+
+    if op is not None:
+        from nccl_bench.config import expand_ops
+
+        names = expand_ops([op])
+        if len(names) != 1:
+            raise UserInputError("--op", "give one collective")
+        op = names[0]
+    if ranks is not None and ranks < 1:
+        raise UserInputError("--ranks", f"must be at least 1, got {ranks}")
+    return LogHints(op, ranks)
 
 
 @app.command("limits")

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 from nccl_bench.errors import UserInputError
-from nccl_bench.results.loader import load_rows
+from nccl_bench.results.loader import LogHints, load_rows
 from nccl_bench.results.schema import (
     KEY_COLUMNS,
     STATUS_UNSUPPORTED,
@@ -254,21 +254,23 @@ def compare_paths(
     *,
     baseline_option: str = "BASELINE",
     current_option: str = "CURRENT",
+    hints: LogHints | None = None,
     **rule,
 ) -> Comparison:
-    """Read two runs and compare_rows them; `rule` is its tolerance, min_bytes and allow_mismatch."""
+    """Read two runs and compare_rows them; `rule` is its tolerance, min_bytes and allow_mismatch;
+    `hints` say what an nccl-tests log among them does not (--op, --ranks)."""
     return compare_rows(
-        read_run(baseline_path, baseline_option),
-        read_run(current_path, current_option),
+        read_run(baseline_path, baseline_option, hints),
+        read_run(current_path, current_option, hints),
         baseline_label=f"{baseline_option} {baseline_path}",
         current_label=f"{current_option} {current_path}",
         **rule,
     )
 
 
-def read_run(path: Path, option: str) -> list[ResultRow]:
+def read_run(path: Path, option: str, hints: LogHints | None = None) -> list[ResultRow]:
     """A run folder, results.csv, nccl_bench JSON, nccl-tests log or -J JSON (the loader `report` uses)."""
-    return load_rows(path, option, unrecognised_as_csv=True)
+    return load_rows(path, option, unrecognised_as_csv=True, hints=hints)
 
 
 def check_against_baseline(

@@ -248,6 +248,27 @@ def validate(config: SweepConfig) -> None:
         raise UserInputError("--reduce-op", f"avg needs a floating-point --dtype, got {config.dtype}")
     if config.cuda_graph and config.blocking:
         raise UserInputError("--cuda-graph", "cannot be combined with --blocking")
+    if all(REGISTRY[op].factor is None for op in config.ops):  # barrier alone: no message at all
+        for key in ("sizes", "min_bytes", "max_bytes", "step_bytes", "step_factor"):
+            if getattr(config, key) is not None:
+                raise UserInputError(
+                    option_name(key), f"{' and '.join(config.ops)} sends no message, so no size applies; drop {option_name(key)}"
+                )
+
+
+def ignored_options(config: SweepConfig) -> list[str]:
+    """Options given on the command line that none of the chosen collectives uses: said once, not refused."""
+    notes = []
+    ops = ", ".join(config.ops)
+    uses = {
+        "reduce_op": (any(REGISTRY[op].has_reduction for op in config.ops), "reduces"),
+        "root": (any(REGISTRY[op].has_root for op in config.ops), "has a root"),
+        "dtype": (any(REGISTRY[op].factor is not None for op in config.ops), "sends data"),
+    }
+    for key, (used, what) in uses.items():
+        if key in config.fields_from_flags and not used:
+            notes.append(f"{option_name(key)} {getattr(config, key)} is ignored: none of {ops} {what}")
+    return notes
 
 
 def min_sample_ms(config: SweepConfig, on_gpu: bool) -> float:

@@ -248,7 +248,7 @@ class Plan:
     backend: str
     points: tuple[Point, ...]
     notes: tuple[str, ...]  # for the run's header: ops or placements skipped
-    long_run: tuple[str, ...]  # to say before starting: the sweep's expected length, when long
+    before_start: tuple[str, ...]  # to say before starting: options ignored, a long expected duration
 
     def keys(self, config: cfg.SweepConfig) -> set[tuple[str, int, str, str, str]]:
         """(op, size_bytes, dtype, redop, placement) of every point, as result rows will hold them."""
@@ -266,8 +266,8 @@ def plan_run(config: cfg.SweepConfig, world_size: int) -> Plan:
     _check_root(config, world_size)
     on_gpu = dist.device_kind(backend) == "cuda"
     points, notes = plan_points(config, world_size, on_gpu)
-    long_run = _check_plan(config, points, notes, on_gpu)
-    return Plan(backend, tuple(points), tuple(notes), tuple(long_run))
+    before_start = cfg.ignored_options(config) + _check_plan(config, points, notes, on_gpu)
+    return Plan(backend, tuple(points), tuple(notes), tuple(before_start))
 
 
 def preflight(config: cfg.SweepConfig, world_size: int, local_ranks: int) -> Plan:
@@ -313,7 +313,7 @@ def execute(config: cfg.SweepConfig, observer_factory, argv: list[str] | None = 
     if launch is None:
         raise UserInputError("launcher", "no rank layout found (run under torchrun, srun or mpirun, or use --workers)")
     plan = plan_run(config, launch.world_size)
-    backend, points, notes = plan.backend, list(plan.points), list(plan.notes)  # long_run: the CLI says it
+    backend, points, notes = plan.backend, list(plan.points), list(plan.notes)  # before_start: the CLI says it
     on_gpu = dist.device_kind(backend) == "cuda"
     required = _bytes_per_rank(config, points)
     if on_gpu:
