@@ -7,6 +7,7 @@ text log or an nccl-tests `-J` JSON file, told apart by their content rather tha
 from __future__ import annotations
 
 import json
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,7 @@ from nccl_bench.results.schema import (
     ResultRow,
     record_to_row,
 )
-from nccl_bench.results.store import read_meta, read_rows
+from nccl_bench.results.store import ResultsWarning, read_meta, read_rows
 
 JSON_FORMAT_NAME = "nccl_bench.results"
 
@@ -75,9 +76,12 @@ def _load_rows(path: Path, option: str, unrecognised_as_csv: bool, hints: LogHin
     from nccl_bench.results.nccltests import failure_line, parse_text
 
     rows = parse_text(text, source=str(path), option=option, op=hints.op, ranks=hints.ranks)
-    if rows:
-        return rows
     failure = failure_line(text)
+    if rows:
+        if failure is not None:  # the rows before a failure were measured; say what stopped the run
+            warnings.warn(f"{path}: the run failed after {len(rows)} row(s); the log says: {failure}", ResultsWarning, stacklevel=2)
+        return rows
+    failure = failure_line(text, nccl_warnings=True)
     if failure is not None:  # an nccl-tests run that failed before its first result line
         raise UserInputError(option, f"{path}: no result lines; the log says: {failure}")
     if unrecognised_as_csv:

@@ -80,9 +80,11 @@ _BARE_COMMENT = re.compile(
     r"^(?:nThread\b|Using devices|Rank\s+\d+\s|Collective test|Blocking Enabled|out-of-place|"
     r"\(B\)|Out of bounds|Avg bus bandwidth|size\s+count\s|nccl-tests version)"
 )
-# What a failed run prints (src/common.h: "Test NCCL failure", "Test CUDA failure", "Test failure";
-# older releases "NCCL failure"), and NCCL's own warnings.
-_FAILURE = re.compile(r"(?:Test (?:NCCL|CUDA) failure|NCCL failure|CUDA failure|NCCL WARN|Segmentation fault)\b.*")
+# What a failed run prints (src/common.h: "Test NCCL failure", "Test CUDA failure"; older releases
+# "NCCL failure"). NCCL's own warnings explain a run that never printed a row, but a run that did
+# may carry harmless ones (a missing libibverbs), so they count only there.
+_FAILURE = re.compile(r"(?:Test (?:NCCL|CUDA) failure|NCCL failure|CUDA failure|Segmentation fault)\b.*")
+_NCCL_WARNING = re.compile(r"NCCL WARN\b.*")
 # The columns of a table whose header rows were cut off: the layout of nccl-tests >= 2.10
 # (size count type redop root, then time algbw busbw #wrong per placement).
 _CURRENT_PREFIX = ["size", "count", "type", "redop", "root"]
@@ -133,12 +135,14 @@ def _looks_like_current_row(tokens: list[str]) -> bool:
     )
 
 
-def failure_line(text: str) -> str | None:
-    """The first line in which nccl-tests or NCCL says the run failed, for a log without rows."""
-    for raw in text.splitlines():
-        found = _FAILURE.search(_SRUN_LABEL.sub("", _MPI_TAG.sub("", raw)))
-        if found:
-            return found.group(0).strip()
+def failure_line(text: str, nccl_warnings: bool = False) -> str | None:
+    """The first line in which nccl-tests says the run failed (or, with nccl_warnings, NCCL warned)."""
+    lines = [_SRUN_LABEL.sub("", _MPI_TAG.sub("", raw)) for raw in text.splitlines()]
+    for pattern in (_FAILURE, _NCCL_WARNING) if nccl_warnings else (_FAILURE,):
+        for line in lines:
+            found = pattern.search(line)
+            if found:
+                return found.group(0).strip()
     return None
 
 
