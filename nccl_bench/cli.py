@@ -138,7 +138,7 @@ def _say_notes(notes) -> None:
 def _sweep_with_local_workers(sweep_config, workers: Optional[int], baseline_check) -> Path:
     """No launcher: pick the run folder here (so a bad path fails now) and start local ranks."""
     from nccl_bench.compare import check_plan_against_baseline
-    from nccl_bench.ranks.faults import Interrupted
+    from nccl_bench.ranks.faults import Interrupted, hold_signals, signals_raise_interrupted
     from nccl_bench.ranks.launch import check_workers, default_workers, run_local_workers
     from nccl_bench.ranks.sweep import preflight
     from nccl_bench.results.store import new_run_dir, prepare_run_dir, read_meta, remove_if_empty
@@ -152,25 +152,26 @@ def _sweep_with_local_workers(sweep_config, workers: Optional[int], baseline_che
     args = _without_baseline_options(sys.argv[1:])  # this process checks the baseline, not a worker
     target = sweep_config.out if sweep_config.out is not None else new_run_dir(sweep_config.results_root, sweep_config.ops)
     made = None if target.exists() else target
-    if sweep_config.out is None:
-        run_dir = prepare_run_dir(target, "--results-root")
-        args += ["--out", str(run_dir)]
-    else:
-        run_dir = prepare_run_dir(target)
-    if why is not None:
-        typer.echo(f"nccl-bench: no launcher found; starting {why} (use --workers N to choose)", err=True)
-    _say_notes([*plan.before_start, *worker_notes])
-    try:
-        run_local_workers(workers, args)
-    except Interrupted as exc:
-        meta = read_meta(run_dir)
-        if meta is None:
+    # From the folder on, a signal is an Interrupted here too (torch's agent installs its own while it runs).
+    with signals_raise_interrupted():
+        try:
+            run_dir = prepare_run_dir(target, "--out" if sweep_config.out is not None else "--results-root")
+            if sweep_config.out is None:
+                args += ["--out", str(run_dir)]
+            if why is not None:
+                typer.echo(f"nccl-bench: no launcher found; starting {why} (use --workers N to choose)", err=True)
+            _say_notes([*plan.before_start, *worker_notes])
+            run_local_workers(workers, args)
+        except Interrupted as exc:
+            hold_signals()  # a second Ctrl-C must not cut this report short
+            meta = read_meta(target)
+            if meta is None:
+                remove_if_empty(made)
+                _fail(f"interrupted by {exc} before the sweep began; nothing was measured", 130)
+            _fail(f"interrupted by {exc}; the {meta.get('rows', 0)} row(s) measured so far are kept in {target}", 130)
+        except RunFailedError:
             remove_if_empty(made)
-            _fail(f"interrupted by {exc} before the sweep began; nothing was measured", 130)
-        _fail(f"interrupted by {exc}; the {meta.get('rows', 0)} row(s) measured so far are kept in {run_dir}", 130)
-    except RunFailedError:
-        remove_if_empty(made)
-        raise
+            raise
     return run_dir
 
 

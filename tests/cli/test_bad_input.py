@@ -175,7 +175,7 @@ def files(tmp_path: Path) -> Path:
     (tmp_path / "full").mkdir()
     (tmp_path / "full" / "results.csv").write_text("precious\n")
     (tmp_path / "afile").write_text("")
-    _write_rows(tmp_path / "base", [row()])  # all_reduce, in_place, 1 MiB, 2 gloo ranks
+    _write_rows(tmp_path / "base", [row(dtype="float32")])  # all_reduce, in_place, 1 MiB float32, 2 gloo ranks
     _write_rows(tmp_path / "results" / "baselines" / "main", [row()])
     (tmp_path / "header_only").mkdir()
     (tmp_path / "header_only" / "results.csv").write_text(",".join(COLUMNS) + "\n")
