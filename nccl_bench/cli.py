@@ -110,15 +110,15 @@ def sweep_command(
 
     plan = sweep_module.plan_run(sweep_config, launch.world_size)
     check_plan_against_baseline(baseline_check, launch.world_size, plan.backend, plan.keys(sweep_config))
-    if launch.rank == 0:
+    from nccl_bench.ranks.launch import LOCAL_WORKER_ENV
+
+    if launch.rank == 0 and not os.environ.get(LOCAL_WORKER_ENV):  # local workers: the command said it
         _say_notes(plan.before_start)
     try:
         summary = sweep_module.execute(
             sweep_config, lambda rank: LiveReporter() if rank == 0 else sweep_module.SilentObserver()
         )
     except Interrupted as exc:
-        from nccl_bench.ranks.launch import LOCAL_WORKER_ENV
-
         if launch.rank != 0 or os.environ.get(LOCAL_WORKER_ENV):  # rank 0, or the process that started us, says it once
             raise typer.Exit(130) from None
         if not exc.began:

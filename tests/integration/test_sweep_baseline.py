@@ -24,3 +24,18 @@ def test_allow_mismatch_measures_and_compares_across_world_sizes(cli, tmp_path):
     [measured] = read_rows(out)
     assert (measured.op, measured.size_bytes, measured.world_size) == ("all_reduce", MiB, 3)
     assert f"note: world size differs: --baseline {base} has 2, run {out} has 3" in result.stdout
+
+
+def test_options_that_change_nothing_and_oversubscribed_cores_are_said_once(cli, tmp_path):
+    import os
+
+    cores = len(os.sched_getaffinity(0))
+    workers = cores + 1
+    result = cli(["sweep", "--workers", str(workers), "--op", "all_gather", "--reduce-op", "max", "--sizes", "1K",
+                  "--iters", "2", "--warmup", "0", "--out", str(tmp_path / "run")], cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-2000:]
+    notes = [line for line in result.stderr.splitlines() if line.startswith("nccl-bench: note: ")]
+    assert notes == [
+        "nccl-bench: note: --reduce-op max is ignored: none of all_gather reduces",
+        f"nccl-bench: note: {workers} workers share {cores} CPU core(s): ranks wait for a core, so times include that wait",
+    ]
