@@ -240,3 +240,12 @@ def test_no_arguments_prints_help_and_exits_2(tmp_path):
     result = _run(tmp_path)
     assert result.returncode == 2
     assert "Usage" in result.stdout and "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("args", [["sweep", "--help"], ["sweep", "--warmup", "x"], ["sweep", "--bogus"], ["report", "--help"]])
+def test_help_and_argument_errors_import_no_pydantic(tmp_path, args):
+    # typer >= 0.29 would build a pydantic converter for every parameter (~0.1 s of imports)
+    result = subprocess.run([sys.executable, "-X", "importtime", "-m", "nccl_bench", *args], cwd=tmp_path,
+                            capture_output=True, text=True, timeout=60, env=worker_env())
+    imported = {line.rsplit("|", 1)[1].strip().split(".")[0] for line in result.stderr.splitlines() if line.startswith("import time:")}
+    assert imported & {"pydantic", "torch", "pandas"} == set()
