@@ -138,10 +138,23 @@ def _say_notes(notes) -> None:
 def _sweep_with_local_workers(sweep_config, workers: Optional[int], baseline_check) -> Path:
     """No launcher: pick the run folder here (so a bad path fails now) and start local ranks."""
     from nccl_bench.compare import check_plan_against_baseline
-    from nccl_bench.ranks.faults import Interrupted, hold_signals, signals_raise_interrupted
-    from nccl_bench.ranks.launch import check_workers, default_workers, run_local_workers
+    from nccl_bench.ranks.faults import (
+        Interrupted,
+        hold_signals,
+        signals_raise_interrupted,
+    )
+    from nccl_bench.ranks.launch import (
+        check_workers,
+        default_workers,
+        run_local_workers,
+    )
     from nccl_bench.ranks.sweep import preflight
-    from nccl_bench.results.store import new_run_dir, prepare_run_dir, read_meta, remove_if_empty
+    from nccl_bench.results.store import (
+        new_run_dir,
+        prepare_run_dir,
+        read_meta,
+        remove_if_empty,
+    )
 
     why = None
     if workers is None:

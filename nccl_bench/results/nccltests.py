@@ -355,16 +355,12 @@ def infer_world_size(op: str, halves: Iterable[dict[str, Any]]) -> int | None:
     ratios and so of rank counts; the answer is the single whole number in all of them, or None
     (a factor of 1 says nothing, and large worlds are too close together to tell apart).
     """
-    if op == "all_reduce":
-        to_ranks = lambda ratio: 2 / (2 - ratio) if ratio < 2 else math.inf  # noqa: E731
-    elif op in ("all_gather", "reduce_scatter", "all_to_all", "gather", "scatter"):
-        to_ranks = lambda ratio: 1 / (1 - ratio) if ratio < 1 else math.inf  # noqa: E731
-    else:
-        return None
+    # busbw/algbw = 2(n-1)/n for all_reduce, (n-1)/n for the others: n = top / (top - ratio)
+    top = 2.0 if op == "all_reduce" else 1.0 if op in ("all_gather", "reduce_scatter", "all_to_all", "gather", "scatter") else None
     span = _ratio_span(halves)
-    if span is None:
+    if top is None or span is None:
         return None
-    low, high = to_ranks(max(span[0], 0.0)), to_ranks(span[1])
+    low, high = (top / (top - ratio) if ratio < top else math.inf for ratio in (max(span[0], 0.0), span[1]))
     candidates = range(max(2, math.ceil(low)), math.floor(min(high, low + 3)) + 1)
     return candidates[0] if len(candidates) == 1 else None
 

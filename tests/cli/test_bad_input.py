@@ -7,7 +7,6 @@ Each case here is one row of the README table "Bad input and what it says". The 
 
 from __future__ import annotations
 
-import os
 import re
 import resource
 import subprocess
@@ -19,9 +18,9 @@ import pytest
 from nccl_bench.config import CONFIG_KEYS
 from nccl_bench.ranks.collectives import OP_NAMES
 from nccl_bench.results.schema import COLUMNS
-from nccl_bench.results.store import ResultsWriter, write_meta
+from nccl_bench.results.store import write_meta
 from tests.conftest import worker_env
-from tests.result_rows import row
+from tests.result_rows import row, write_run
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "nccl_tests"
 
@@ -175,21 +174,14 @@ def files(tmp_path: Path) -> Path:
     (tmp_path / "full").mkdir()
     (tmp_path / "full" / "results.csv").write_text("precious\n")
     (tmp_path / "afile").write_text("")
-    _write_rows(tmp_path / "base", [row(dtype="float32")])  # all_reduce, in_place, 1 MiB float32, 2 gloo ranks
-    _write_rows(tmp_path / "results" / "baselines" / "main", [row()])
+    write_run(tmp_path / "base", [row(dtype="float32")])  # all_reduce, in_place, 1 MiB float32, 2 gloo ranks
+    write_run(tmp_path / "results" / "baselines" / "main", [row()])
     (tmp_path / "header_only").mkdir()
     (tmp_path / "header_only" / "results.csv").write_text(",".join(COLUMNS) + "\n")
     (tmp_path / "empty_run").mkdir()
     write_meta(tmp_path / "empty_run", {"status": "failed"})
     return tmp_path
 
-
-def _write_rows(folder: Path, rows) -> None:
-    folder.mkdir(parents=True)
-    writer = ResultsWriter(folder)
-    for one in rows:
-        writer.append(one)
-    writer.close()
 
 
 @pytest.mark.parametrize("case, args, message", EXACT, ids=[c[0] for c in EXACT])

@@ -46,15 +46,9 @@ def test_not_a_result_file(tmp_path):
 
 
 def _run_with_a_cut_last_line(tmp_path: Path) -> Path:
-    from nccl_bench.results.store import ResultsWriter
-    from tests.result_rows import MiB, row
+    from tests.result_rows import MiB, row, write_run
 
-    run = tmp_path / "run"
-    run.mkdir()
-    writer = ResultsWriter(run)
-    for size in (MiB, 2 * MiB):
-        writer.append(row(dtype="float32", size_bytes=size))
-    writer.close()
+    run = write_run(tmp_path / "run", [row(dtype="float32", size_bytes=size) for size in (MiB, 2 * MiB)])
     text = (run / "results.csv").read_text()
     (run / "results.csv").write_text(text[:-40])  # a crash while the second row was being written
     return run

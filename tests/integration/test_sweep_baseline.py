@@ -4,19 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from nccl_bench.results.store import ResultsWriter, read_rows
-from tests.result_rows import MiB, row
+from nccl_bench.results.store import read_rows
+from tests.result_rows import MiB, row, write_run
 
 pytestmark = pytest.mark.integration
 
 
 def test_allow_mismatch_measures_and_compares_across_world_sizes(cli, tmp_path):
-    base = tmp_path / "base"
-    base.mkdir()
-    writer = ResultsWriter(base)
     # all_reduce in_place 1 MiB on 2 gloo ranks, 10 s per op: any real run is faster, so the verdict is not at stake
-    writer.append(row(dtype="float32", time_us=1e7))
-    writer.close()
+    base = write_run(tmp_path / "base", [row(dtype="float32", time_us=1e7)])
     out = tmp_path / "run"
     result = cli(["sweep", "--workers", "3", "--sizes", "1M", "--iters", "2", "--warmup", "0", "--out", str(out),
                   "--baseline", str(base), "--allow-mismatch"], cwd=tmp_path)
