@@ -7,6 +7,7 @@ Heavy imports (torch, pandas, matplotlib) happen inside the commands, so --help 
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Optional
@@ -72,6 +73,8 @@ def sweep_command(
     baseline: Optional[Path] = typer.Option(None, "--baseline", help="After the run, compare it with this run folder, results.csv or nccl-tests log/JSON (as `compare`); exit 1 on a regression.", metavar="PATH"),
     tolerance: Optional[str] = typer.Option(None, "--tolerance", help="With --baseline: allowed loss before a row regresses, 10% (default) or 0.1."),
     save_baseline: Optional[str] = typer.Option(None, "--save-baseline", help="Store the run as <results-root>/baselines/NAME/ (with --baseline: only if the check passes).", metavar="NAME"),
+    replace_baseline: bool = typer.Option(False, "--replace-baseline", help="With --save-baseline: replace a baseline of that name (refused otherwise)."),
+    allow_mismatch: bool = typer.Option(False, "--allow-mismatch", help="With --baseline: compare even when the world size or backend differs."),
 ) -> None:
     """Sweep message sizes for one or more collectives; print an nccl-tests-style table, write CSV + meta.json."""
     from nccl_bench.config import build_config
@@ -86,29 +89,41 @@ def sweep_command(
     if workers is not None and workers < 1:
         raise UserInputError("--workers", f"must be at least 1, got {workers}")
     sweep_config = build_config(flags, config)
-    from nccl_bench.compare import plan_baseline_check
+    from nccl_bench.compare import check_plan_against_baseline, plan_baseline_check
 
-    baseline_check = plan_baseline_check(baseline, tolerance, save_baseline)
+    baseline_check = plan_baseline_check(
+        baseline, tolerance, save_baseline, allow_mismatch, replace_baseline, sweep_config.results_root
+    )
 
     from nccl_bench.ranks.dist import detect_launch
 
     launch = detect_launch()
     if launch is None:
-        run_dir = _sweep_with_local_workers(sweep_config, workers)
+        run_dir = _sweep_with_local_workers(sweep_config, workers, baseline_check)
         _after_sweep(run_dir, sweep_config.results_root, baseline_check)
         return
+    if workers is not None:
+        raise UserInputError("--workers", f"only applies without a launcher; {launch.launcher} already started {launch.world_size} rank(s)")
     from nccl_bench.ranks import sweep as sweep_module
     from nccl_bench.ranks.faults import Interrupted
     from nccl_bench.render.tables import LiveReporter
 
+    plan = sweep_module.plan_run(sweep_config, launch.world_size)
+    check_plan_against_baseline(baseline_check, launch.world_size, plan.backend, plan.keys(sweep_config))
+    from nccl_bench.ranks.launch import LOCAL_WORKER_ENV
+
+    if launch.rank == 0 and not os.environ.get(LOCAL_WORKER_ENV):  # local workers: the command said it
+        _say_notes(plan.before_start)
     try:
         summary = sweep_module.execute(
             sweep_config, lambda rank: LiveReporter() if rank == 0 else sweep_module.SilentObserver(),
             on_stuck=_end_stuck_rank,
         )
     except Interrupted as exc:
-        if launch.rank != 0:  # every rank got the signal; rank 0 says so once
+        if launch.rank != 0 or os.environ.get(LOCAL_WORKER_ENV):  # rank 0, or the process that started us, says it once
             raise typer.Exit(130) from None
+        if not exc.began:
+            _fail(f"interrupted by {exc} before the sweep began; nothing was measured", 130)
         _fail(f"interrupted by {exc}; results measured so far are kept", 130)
     if summary.wrong_total:
         _fail(f"{summary.wrong_total} wrong element(s) in the data check", 1)
@@ -128,38 +143,76 @@ def _end_stuck_rank(exc: RunFailedError) -> None:
     os._exit(exc.exit_code)
 
 
-def _sweep_with_local_workers(sweep_config, workers: Optional[int]) -> Path:
+def _say_notes(notes) -> None:
+    for note in notes:
+        typer.echo(f"nccl-bench: note: {note}", err=True)
+
+
+def _sweep_with_local_workers(sweep_config, workers: Optional[int], baseline_check) -> Path:
     """No launcher: pick the run folder here (so a bad path fails now) and start local ranks."""
-    from nccl_bench.ranks.launch import default_workers, run_local_workers
+    from nccl_bench.compare import check_plan_against_baseline
+    from nccl_bench.ranks.faults import (
+        Interrupted,
+        hold_signals,
+        signals_raise_interrupted,
+    )
+    from nccl_bench.ranks.launch import (
+        check_workers,
+        default_workers,
+        run_local_workers,
+    )
     from nccl_bench.ranks.sweep import preflight
-    from nccl_bench.results.store import new_run_dir, prepare_run_dir
+    from nccl_bench.results.store import (
+        new_run_dir,
+        prepare_run_dir,
+        read_meta,
+        remove_if_empty,
+    )
 
     why = None
     if workers is None:
         workers, why = default_workers()
-    preflight(sweep_config, workers, workers)  # bad backend, root or memory: fail before any worker
+    plan = preflight(sweep_config, workers, workers)  # bad backend, root, plan or memory: fail before any worker
+    worker_notes = check_workers(workers, plan.backend)
+    check_plan_against_baseline(baseline_check, workers, plan.backend, plan.keys(sweep_config))
     args = _without_baseline_options(sys.argv[1:])  # this process checks the baseline, not a worker
-    if sweep_config.out is None:
-        run_dir = prepare_run_dir(new_run_dir(sweep_config.results_root, sweep_config.ops), "--results-root")
-        args += ["--out", str(run_dir)]
-    else:
-        run_dir = prepare_run_dir(sweep_config.out)
-    if why is not None:
-        typer.echo(f"nccl-bench: no launcher found; starting {why} (use --workers N to choose)", err=True)
-    run_local_workers(workers, args)
+    target = sweep_config.out if sweep_config.out is not None else new_run_dir(sweep_config.results_root, sweep_config.ops)
+    made = None if target.exists() else target
+    # From the folder on, a signal is an Interrupted here too (torch's agent installs its own while it runs).
+    with signals_raise_interrupted():
+        try:
+            run_dir = prepare_run_dir(target, "--out" if sweep_config.out is not None else "--results-root")
+            if sweep_config.out is None:
+                args += ["--out", str(run_dir)]
+            if why is not None:
+                typer.echo(f"nccl-bench: no launcher found; starting {why} (use --workers N to choose)", err=True)
+            _say_notes([*plan.before_start, *worker_notes])
+            run_local_workers(workers, args)
+        except Interrupted as exc:
+            hold_signals()  # a second Ctrl-C must not cut this report short
+            meta = read_meta(target)
+            if meta is None:
+                remove_if_empty(made)
+                _fail(f"interrupted by {exc} before the sweep began; nothing was measured", 130)
+            _fail(f"interrupted by {exc}; the {meta.get('rows', 0)} row(s) measured so far are kept in {target}", 130)
+        except RunFailedError:
+            remove_if_empty(made)
+            raise
     return run_dir
 
 
 def _without_baseline_options(args: list[str]) -> list[str]:
-    from nccl_bench.compare import SWEEP_BASELINE_OPTIONS
+    """The command line for local workers: without what only this process acts on."""
+    from nccl_bench.compare import SWEEP_BASELINE_FLAGS, SWEEP_BASELINE_OPTIONS
 
+    with_value = (*SWEEP_BASELINE_OPTIONS, "--workers")
     kept, skip_value = [], False
     for arg in args:
         if skip_value:
             skip_value = False
-        elif arg in SWEEP_BASELINE_OPTIONS:
+        elif arg in with_value:
             skip_value = True
-        elif not arg.startswith(tuple(f"{name}=" for name in SWEEP_BASELINE_OPTIONS)):
+        elif arg not in SWEEP_BASELINE_FLAGS and not arg.startswith(tuple(f"{name}=" for name in with_value)):
             kept.append(arg)
     return kept
 
@@ -174,14 +227,16 @@ def _after_sweep(run_dir: Path, results_root: Path, baseline_check) -> None:
 
     exit_code = 0
     if baseline_check.baseline is not None:
-        result = compare.check_against_baseline(run_dir, baseline_check.baseline, baseline_check.tolerance)
+        result = compare.check_against_baseline(
+            run_dir, baseline_check.baseline, baseline_check.tolerance, baseline_check.allow_mismatch
+        )
         _report_comparison(result, {}, os.environ)
         exit_code = result.exit_code
     if baseline_check.save_name is not None:
         if exit_code:
             typer.echo(f"nccl-bench: not saving baseline {baseline_check.save_name!r}: the run regressed", err=True)
         else:
-            saved = compare.save_baseline(run_dir, baseline_check.save_name, results_root)
+            saved = compare.save_baseline(run_dir, baseline_check.save_name, results_root, baseline_check.replace_baseline)
             typer.echo(f"nccl-bench: saved baseline {baseline_check.save_name!r} to {saved}", err=True)
     if exit_code:
         raise typer.Exit(exit_code)
@@ -201,6 +256,8 @@ def compare_command(
     markdown: str = typer.Option(None, "--markdown", help="Also write a Markdown report to FILE.", metavar="FILE"),
     junit: str = typer.Option(None, "--junit", help="Also write JUnit XML (one testcase per row) to FILE.", metavar="FILE"),
     json_file: str = typer.Option(None, "--json", help="Also write the comparison as JSON to FILE.", metavar="FILE"),
+    log_op: str = typer.Option(None, "--op", help="For an nccl-tests log that does not say which collective it ran."),
+    log_ranks: int = typer.Option(None, "--ranks", help="For an nccl-tests log that does not say how many ranks ran."),
 ) -> None:
     """Compare a run against a baseline per op and size; exit 0 ok, 1 regression, 2 bad input."""
     import os
@@ -217,7 +274,8 @@ def compare_command(
         "json_path": check_output_file(json_file and Path(json_file), "--json"),
     }
     result = compare.compare_paths(
-        Path(baseline), Path(current), tolerance=tolerance_fraction, min_bytes=min_size, allow_mismatch=allow_mismatch
+        Path(baseline), Path(current), tolerance=tolerance_fraction, min_bytes=min_size, allow_mismatch=allow_mismatch,
+        hints=_log_hints(log_op, log_ranks),
     )
     _report_comparison(result, outputs, os.environ)
     raise typer.Exit(result.exit_code)
@@ -256,6 +314,8 @@ def report_command(
     ),
     fmt: str = typer.Option("table", "--format", help="table, markdown, csv, json or nccl-tests."),
     output: str = typer.Option(None, "--output", help="Write the rendering to FILE instead of stdout.", metavar="FILE"),
+    log_op: str = typer.Option(None, "--op", help="For an nccl-tests log that does not say which collective it ran."),
+    log_ranks: int = typer.Option(None, "--ranks", help="For an nccl-tests log that does not say how many ranks ran."),
 ) -> None:
     """Re-render runs (ours or nccl-tests') as a table or another format, and plot them."""
     from rich.console import Console
@@ -267,7 +327,7 @@ def report_command(
     render_formats.check_format(fmt)
     plot_path = render_formats.check_output_file(plot and Path(plot), "--plot", suffix=".png")
     output_path = render_formats.check_output_file(output and Path(output), "--output")
-    loaded = loader.load_runs([Path(run) for run in runs])
+    loaded = loader.load_runs([Path(run) for run in runs], hints=_log_hints(log_op, log_ranks))
     if fmt == "table":
         handle = open(output_path, "w", encoding="utf-8") if output_path else None
         try:
@@ -293,6 +353,22 @@ def report_command(
         except ImportError:
             raise UserInputError("--plot", "matplotlib is not installed; pip install 'nccl-bench[plot]'") from None
         typer.echo(f"wrote plot to {plot_path}", err=True)
+
+
+def _log_hints(op: Optional[str], ranks: Optional[int]):
+    """--op/--ranks of report and compare, checked: a known collective, at least 2 ranks."""
+    from nccl_bench.results.loader import LogHints
+
+    if op is not None:
+        from nccl_bench.config import expand_ops
+
+        names = expand_ops([op])
+        if len(names) != 1:
+            raise UserInputError("--op", "give one collective")
+        op = names[0]
+    if ranks is not None and ranks < 1:
+        raise UserInputError("--ranks", f"must be at least 1, got {ranks}")
+    return LogHints(op, ranks)
 
 
 @app.command("limits")
@@ -321,11 +397,21 @@ def limits_command(
         console.print(renderable)
 
 
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """Warnings the core returns about the user's files: one plain line each on stderr."""
+    print(f"nccl-bench: warning: {message}", file=sys.stderr, flush=True)
+
+
 def main() -> None:
     """Console-script entry: one line and a non-zero exit for every known failure, never a traceback."""
+    import warnings
+
+    warnings.showwarning = _show_warning
     try:
+        command = typer.main.get_command(app)
+        _convert_without_pydantic(command)
         # Without standalone mode click returns a typer.Exit's code instead of raising it.
-        exit_code = app(standalone_mode=False)
+        exit_code = command(standalone_mode=False)
         if isinstance(exit_code, int) and exit_code:
             sys.exit(exit_code)
     except UserInputError as exc:
@@ -348,6 +434,49 @@ def main() -> None:
         if not message:  # no arguments at all: the help was just printed
             sys.exit(2)
         _print_error(message, 2)
+
+
+class _PlainConversion:
+    """Value conversion for options typed str, int, float, bool, Path or a list of str.
+
+    typer >= 0.29 converts every parameter, even an absent one, through a pydantic TypeAdapter
+    built on first use, which imports pydantic (~0.1 s) before `sweep --help` or an argument
+    error can answer. Every option here needs only these plain conversions; typer calls
+    `coerce` on whatever object it holds as the parameter's runtime converter.
+    """
+
+    def __init__(self, convert):
+        self._convert = convert
+
+    def coerce(self, value, param, ctx):
+        if value is None:
+            return () if (param.multiple or param.nargs == -1) else None
+        try:
+            if isinstance(value, (list, tuple)):
+                return [self._convert(item) for item in value]
+            return self._convert(value)
+        except (TypeError, ValueError):
+            raise typer.BadParameter(f"{value!r} is not a valid {self._convert.__name__}.", ctx=ctx, param=param) from None
+
+
+def _bool(value) -> bool:
+    if isinstance(value, bool):
+        return value
+    raise ValueError(value)
+
+
+_PLAIN_CONVERSIONS = {str: str, int: int, float: float, bool: _bool, Path: Path, list[str]: str}
+
+
+def _convert_without_pydantic(group) -> None:
+    """Give each parameter a plain converter where typer would build a pydantic one (typer >= 0.29;
+    older typer converts through click's types and has no such slot, so nothing changes there)."""
+    for command in (group, *getattr(group, "commands", {}).values()):
+        help_option = command.get_help_option(command.context_class(command))  # made once, then cached
+        for param in (*command.params, *([help_option] if help_option is not None else [])):
+            convert = _PLAIN_CONVERSIONS.get(getattr(getattr(param, "type_descriptor", None), "annotation", None))
+            if convert is not None and "_runtime_param" in vars(param) and param._runtime_param is None:
+                param._runtime_param = _PlainConversion(convert)
 
 
 def _print_error(message: str, code: int) -> None:

@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Iterator, Mapping
 
-from nccl_bench.errors import UserInputError, first_line
+from nccl_bench.errors import RunFailedError, UserInputError, first_line
 
 DEFAULT_MASTER_PORT = "29500"
 ROLL_CALL_POLL_S = 0.1  # store polling after a failure: quick to notice the last live rank, cheap
@@ -95,7 +95,13 @@ def detect_launch(environ: Mapping[str, str] | None = None) -> LaunchEnv | None:
 
 def export_launch_env(launch: LaunchEnv) -> None:
     """Give torch's env:// rendezvous the variables it reads, whatever launcher we came from."""
-    if launch.launcher != "torchrun" and not launch.master_addr:
+    if not launch.master_addr:
+        if launch.launcher == "torchrun":  # torchrun sets it; RANK/WORLD_SIZE were set by hand
+            raise UserInputError(
+                "MASTER_ADDR",
+                "must be set when RANK and WORLD_SIZE are (torchrun sets all three; without it, "
+                "export MASTER_ADDR=<rank 0's host> and MASTER_PORT)",
+            )
         raise UserInputError(
             "MASTER_ADDR",
             f"must be set when launching with {launch.launcher} (e.g. the first node's hostname)",
@@ -104,10 +110,8 @@ def export_launch_env(launch: LaunchEnv) -> None:
     os.environ.setdefault("WORLD_SIZE", str(launch.world_size))
     os.environ.setdefault("LOCAL_RANK", str(launch.local_rank))
     os.environ.setdefault("LOCAL_WORLD_SIZE", str(launch.local_world_size))
-    if launch.master_addr:
-        os.environ.setdefault("MASTER_ADDR", launch.master_addr)
-    if launch.master_port:
-        os.environ.setdefault("MASTER_PORT", launch.master_port)
+    os.environ.setdefault("MASTER_ADDR", launch.master_addr)
+    os.environ.setdefault("MASTER_PORT", launch.master_port or DEFAULT_MASTER_PORT)
 
 
 def choose_backend(requested: str, cuda_available: bool) -> str:
@@ -242,14 +246,22 @@ def process_group(launch: LaunchEnv, backend: str, timeout_s: float, device_inde
     else:
         device = torch.device("cpu")
     _aborted.done = False
-    dist.init_process_group(
-        backend=backend,
-        init_method="env://",
-        rank=launch.rank,
-        world_size=launch.world_size,
-        timeout=_dt.timedelta(seconds=group_timeout_s),
-        **extra,
-    )
+    try:
+        with _stderr_kept_unless_failed():
+            dist.init_process_group(
+                backend=backend,
+                init_method="env://",
+                rank=launch.rank,
+                world_size=launch.world_size,
+                timeout=_dt.timedelta(seconds=group_timeout_s),
+                **extra,
+            )
+    except (dist.DistNetworkError, dist.DistStoreError) as exc:
+        where = f"MASTER_ADDR={os.environ.get('MASTER_ADDR')} MASTER_PORT={os.environ.get('MASTER_PORT')}"
+        raise RunFailedError(
+            f"rendezvous at {where} failed on rank {launch.rank} within --timeout {timeout_s:g} s "
+            f"({backend_error_text(exc)}); check that address and port, and that every rank started"
+        ) from None
     _publish_process(launch.rank)
     try:
         yield DistContext(launch.rank, launch.world_size, launch.local_rank, backend, device)
@@ -284,6 +296,34 @@ def abort_group(group) -> None:
     legacy = getattr(dist.distributed_c10d, "_abort_process_group", None)
     if legacy is not None:
         legacy(group)
+
+
+@contextlib.contextmanager
+def _stderr_kept_unless_failed() -> Iterator[None]:
+    """Hold what C++ code writes to stderr meanwhile: shown on success, dropped on failure.
+
+    torch's TCPStore prints a C++ stack for every failed connection attempt while it retries; the
+    failure itself is reported as one line, so those frames would only bury it.
+    """
+    import sys
+    import tempfile
+
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as held:
+        os.dup2(held.fileno(), 2)
+        failed = True
+        try:
+            yield
+            failed = False
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            if not failed:
+                held.seek(0)
+                text = held.read()
+                if text:
+                    os.write(2, text)
 
 
 def all_gather_floats(ctx: DistContext, values: list[float]) -> list[list[float]]:

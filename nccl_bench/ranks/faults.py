@@ -30,7 +30,14 @@ STALL_GPU_CYCLES = 10**13
 
 
 class Interrupted(BaseException):
-    """SIGTERM (what torchrun sends its workers) or SIGINT: stop measuring, keep what is done."""
+    """SIGTERM (what torchrun sends its workers) or SIGINT: stop measuring, keep what is done.
+
+    `began` is False when the signal came before the first meta.json: nothing was measured.
+    """
+
+    def __init__(self, signal_name: str, began: bool = True):
+        super().__init__(signal_name)
+        self.began = began
 
 
 class _Signals:

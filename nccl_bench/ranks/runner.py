@@ -28,6 +28,9 @@ from nccl_bench.units import stats
 MIN_AUTO_ITERS = 3
 # Cap for tiny messages, bounding memory for per-op timestamps and a point's wall time.
 MAX_AUTO_ITERS = 100_000
+# Per-op latencies pooled over a point's trials for p50/p99: the first this many are kept, so
+# memory does not grow with --trials x --iters (a million is far more than percentiles need).
+MAX_KEPT_LATENCIES = 1_000_000
 
 # A calibration block must last at least this fraction of a sample before its per-op time is
 # trusted (>= 2.5 ms at the GPU default, 10 ms on CPU: thousands of timer ticks). Calibration
@@ -241,8 +244,8 @@ class PointRunner:
             rank_totals = [a + b for a, b in zip(rank_totals, per_rank)]
             means_us.append(combined_s / iters * 1e6)
             shortest = min(shortest, combined_s)
-            if per_call_s:
-                per_op_us.extend(self._worst_per_op_us(per_call_s, ops_per_call))
+            if per_call_s and len(per_op_us) < MAX_KEPT_LATENCIES:
+                per_op_us.extend(self._worst_per_op_us(per_call_s, ops_per_call)[: MAX_KEPT_LATENCIES - len(per_op_us)])
         if not per_op_us:  # GPU without --blocking: one more sample, an event after every op
             _, per_call_s = self._timed(call, calls, per_op=True)
             per_op_us.extend(self._worst_per_op_us(per_call_s, ops_per_call))

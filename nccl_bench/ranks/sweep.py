@@ -42,6 +42,7 @@ from nccl_bench.results.store import (
     ResultsWriter,
     new_run_dir,
     prepare_run_dir,
+    remove_if_empty,
     write_meta,
 )
 from nccl_bench.units import bandwidth, stats
@@ -52,6 +53,14 @@ CHECK_OVERHEAD_BYTES = check.CHUNK_ELEMS * 8 * 4
 # Share of the free memory a sweep may plan to use; the rest is for torch, NCCL and the OS.
 MEMORY_HEADROOM = 0.9
 NO_PEAK_ONE_RANK = "none: a world of 1 rank crosses no link (give one with --peak)"
+# Host memory of one rank's process before any buffer: Python with torch and torch.distributed
+# imported is ~218 MiB resident (measured on torch 2.13 CPU); a floor, so it never refuses too much.
+RANK_PROCESS_BYTES = 200 * 2**20
+# A floor on one collective's time, for the sweep-time estimate: below any NCCL (GPU) or gloo
+# (CPU, localhost) latency, so the estimate is a lower bound.
+OP_FLOOR_S = {"cuda": 1e-6, "cpu": 5e-6}
+LONG_SWEEP_S = 3600.0  # a sweep expected to last longer is announced before it starts
+MAX_SWEEP_S = 7 * 24 * 3600.0  # one expected to last longer is refused: it was a typo
 
 
 @dataclass(frozen=True)
@@ -218,18 +227,90 @@ def _check_root(config: cfg.SweepConfig, world_size: int) -> None:
         raise UserInputError("--root", f"{config.root} is not a rank of a world of {world_size}")
 
 
-def preflight(config: cfg.SweepConfig, world_size: int, local_ranks: int) -> None:
-    """What a launcher-less run can refuse before starting workers: backend, --root, host memory."""
+def _check_gpu_only_options(config: cfg.SweepConfig, backend: str) -> None:
+    """--cuda-graph and --blocking change how CUDA work is timed; on CPU they would only be recorded."""
+    if dist.device_kind(backend) == "cuda":
+        return
+    for option, given in (("--cuda-graph", config.cuda_graph), ("--blocking", config.blocking)):
+        if given:
+            raise UserInputError(option, f"only applies on GPUs (NCCL); this run uses {backend} on CPU")
+
+
+def _check_plan(config: cfg.SweepConfig, points: list[Point], notes: list[str], on_gpu: bool) -> list[str]:
+    """Refuse a plan with nothing to measure or one that would run for days; say when it runs long."""
+    if not points:
+        option = "--no-inplace" if config.inplace is False else "--inplace" if config.inplace else "--op"
+        raise UserInputError(option, "nothing to measure: " + "; ".join(notes))
+    floor_s = stats.sweep_seconds_at_least(
+        len(points), config.warmup, config.iters, config.trials,
+        cfg.min_sample_ms(config, on_gpu) / 1e3, OP_FLOOR_S["cuda" if on_gpu else "cpu"],
+    )
+    if floor_s <= LONG_SWEEP_S:
+        return []
+    timed = f"{config.iters:,} iters" if config.iters is not None else f"{cfg.min_sample_ms(config, on_gpu):g} ms"
+    what = (
+        f"{len(points):,} points x ({config.warmup:,} warmup + {config.trials:,} trial(s) x {timed})"
+    )
+    if floor_s > MAX_SWEEP_S:
+        warm_s = len(points) * config.warmup * OP_FLOOR_S["cuda" if on_gpu else "cpu"]
+        option = "--warmup" if warm_s > floor_s / 2 else "--iters" if config.iters is not None and config.iters > config.trials else "--trials"
+        raise UserInputError(
+            option,
+            f"the sweep would take at least {_duration(floor_s)} ({what}); at most {_duration(MAX_SWEEP_S)}: "
+            f"lower --trials, --iters or --warmup, or measure fewer sizes",
+        )
+    return [f"this sweep takes at least {_duration(floor_s)} ({what}); Ctrl-C keeps every finished point"]
+
+
+def _duration(seconds: float) -> str:
+    for unit, length in (("days", 86400.0), ("h", 3600.0), ("min", 60.0)):
+        if seconds >= length:
+            return f"{seconds / length:,.1f} {unit}"
+    return f"{seconds:.0f} s"
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What a sweep will do, known before any process group: checked, and comparable with a baseline."""
+
+    backend: str
+    points: tuple[Point, ...]
+    notes: tuple[str, ...]  # for the run's header: ops or placements skipped
+    before_start: tuple[str, ...]  # to say before starting: options ignored, a long expected duration
+
+    def keys(self, config: cfg.SweepConfig) -> set[tuple[str, int, str, str, str]]:
+        """(op, size_bytes, dtype, redop, placement) of every point, as result rows will hold them."""
+        return {
+            (p.op, p.size_bytes, config.dtype, config.reduce_op if REGISTRY[p.op].has_reduction else "none", p.placement)
+            for p in self.points
+        }
+
+
+def plan_run(config: cfg.SweepConfig, world_size: int, torch_version: str | None = None) -> Plan:
+    """The checks that need the world size but no process group: backend, the options only a GPU
+    uses, --root, and a plan that is empty or would run for days."""
+    backend = _checked_backend(config)
+    _check_gpu_only_options(config, backend)
+    _check_root(config, world_size)
+    on_gpu = dist.device_kind(backend) == "cuda"
+    points, notes = plan_points(config, world_size, on_gpu, torch_version)  # on GPU: --cuda-graph refusals
+    before_start = cfg.ignored_options(config) + _check_plan(config, points, notes, on_gpu)
+    return Plan(backend, tuple(points), tuple(notes), tuple(before_start))
+
+
+def preflight(config: cfg.SweepConfig, world_size: int, local_ranks: int) -> Plan:
+    """What a launcher-less run can refuse before starting workers: plan_run's checks, the GPUs the
+    workers need, and host memory for the buffers and the ranks' processes."""
     import torch
 
-    backend = _checked_backend(config)
-    _check_root(config, world_size)
-    if dist.device_kind(backend) == "cpu":  # GPU memory is per device: each worker checks its own
-        points, _ = plan_points(config, world_size, on_gpu=False)
-        check_memory(_bytes_per_rank(config, points), local_ranks, host_available_bytes(), "host", _size_option(config))
-    else:
+    plan = plan_run(config, world_size, torch.__version__)
+    on_gpu = dist.device_kind(plan.backend) == "cuda"
+    if on_gpu:
         dist.check_workers_fit(local_ranks, torch.cuda.device_count())
-        plan_points(config, world_size, on_gpu=True, torch_version=torch.__version__)  # --cuda-graph refusals
+    buffers = 0 if on_gpu else _bytes_per_rank(config, list(plan.points))  # GPU memory: each worker checks its own
+    option = _size_option(config) if buffers > RANK_PROCESS_BYTES else "--workers"
+    check_memory(buffers + RANK_PROCESS_BYTES, local_ranks, host_available_bytes(), "host", option)
+    return plan
 
 
 def host_available_bytes() -> int | None:
@@ -269,9 +350,9 @@ def execute(config: cfg.SweepConfig, observer_factory, argv: list[str] | None = 
     launch = dist.detect_launch()
     if launch is None:
         raise UserInputError("launcher", "no rank layout found (run under torchrun, srun or mpirun, or use --workers)")
-    backend = _checked_backend(config)
+    plan = plan_run(config, launch.world_size, torch.__version__)
+    backend, points, notes = plan.backend, list(plan.points), list(plan.notes)  # before_start: the CLI says it
     on_gpu = dist.device_kind(backend) == "cuda"
-    points, notes = plan_points(config, launch.world_size, on_gpu, torch.__version__)
     required = _bytes_per_rank(config, points)
     device_index = None
     if on_gpu:
@@ -281,11 +362,12 @@ def execute(config: cfg.SweepConfig, observer_factory, argv: list[str] | None = 
         check_memory(required, 1, free, f"GPU {device_index}", _size_option(config))
     else:
         check_memory(required, launch.local_world_size, host_available_bytes(), "host", _size_option(config))
-    _check_root(config, launch.world_size)
+    dist.export_launch_env(launch)  # a missing MASTER_ADDR is named before any folder is made
 
-    run_dir = None
+    run_dir = made = None
     if launch.rank == 0:
         target = config.out if config.out is not None else new_run_dir(config.results_root, config.ops)
+        made = None if target.exists() else target  # only a folder this run made is removed again
         run_dir = prepare_run_dir(target, "--out" if config.out is not None else "--results-root")
 
     summary = SweepSummary(run_dir=run_dir, notes=list(notes))
@@ -293,9 +375,18 @@ def execute(config: cfg.SweepConfig, observer_factory, argv: list[str] | None = 
         with faults.signals_raise_interrupted(), \
                 dist.process_group(launch, backend, config.timeout_s, device_index) as ctx:
             _run(config, ctx, launch, points, summary, observer_factory(ctx.rank), argv or sys.argv, on_stuck)
-    except RuntimeError as exc:  # process-group set-up; no row was at stake yet
+    except RuntimeError as exc:  # process-group set-up or the header exchange; no row was at stake yet
+        remove_if_empty(made)
         reason = faults.name_timeout(dist.backend_error_text(exc), config.timeout_s)
         raise RunFailedError(f"setting up the sweep failed on rank {launch.rank}: {reason}") from exc
+    except RunFailedError:
+        remove_if_empty(made)  # stopped before meta.json: the folder would only say nothing happened
+        raise
+    except faults.Interrupted as exc:
+        if summary.status != "running":  # _run wrote meta.json and how the sweep ended
+            raise
+        remove_if_empty(made)
+        raise faults.Interrupted(str(exc), began=False) from None
     return summary
 
 

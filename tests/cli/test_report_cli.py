@@ -43,3 +43,48 @@ def test_not_a_result_file(tmp_path):
     junk = tmp_path / "notes.txt"
     junk.write_text("hello\n")
     assert _error(run_cli(["report", str(junk)])) == f"nccl-bench: error: RUN: {junk}: no nccl-tests result lines found"
+
+
+def _run_with_a_cut_last_line(tmp_path: Path) -> Path:
+    from tests.result_rows import MiB, row, write_run
+
+    run = write_run(tmp_path / "run", [row(dtype="float32", size_bytes=size) for size in (MiB, 2 * MiB)])
+    text = (run / "results.csv").read_text()
+    (run / "results.csv").write_text(text[:-40])  # a crash while the second row was being written
+    return run
+
+
+def test_a_cut_last_line_warns_once_and_the_complete_rows_are_read_by_report_and_compare(tmp_path):
+    run = _run_with_a_cut_last_line(tmp_path)
+    warning = f"nccl-bench: warning: {run / 'results.csv'} line 3 is cut off (the run stopped while writing it); read the 1 complete row(s) before it"
+    for named in (run, run / "results.csv"):
+        done = run_cli(["report", str(named), "--format", "csv"])
+        assert done.returncode == 0, done.stderr
+        assert done.stderr.splitlines() == [warning]
+        assert len(done.stdout.splitlines()) == 2  # header and the one complete row
+    done = run_cli(["compare", str(run), str(run)])
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.splitlines() == [warning]  # the same file on both sides: said once
+
+
+def test_load_frame_reads_the_complete_rows_of_a_cut_file(tmp_path):
+    import pytest
+
+    from nccl_bench.results import load_frame
+    from nccl_bench.results.store import ResultsWarning
+
+    run = _run_with_a_cut_last_line(tmp_path)
+    for named in (run, run / "results.csv"):
+        with pytest.warns(ResultsWarning, match="line 3 is cut off"):
+            assert len(load_frame(named)) == 1
+
+
+def test_a_failed_nccl_tests_run_keeps_its_rows_and_says_why_it_stopped():
+    path = FIXTURES / "failed_after_rows_no_header_names.txt"
+    done = run_cli(["report", str(path), "--ranks", "256", "--format", "csv"])
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.splitlines() == [
+        f"nccl-bench: warning: {path}: the run failed after 10 row(s); the log says: "
+        "Test NCCL failure common.cu:1204 'unhandled cuda error (run with NCCL_DEBUG=INFO for details) / '"
+    ]
+    assert len(done.stdout.splitlines()) == 11

@@ -253,9 +253,12 @@ def test_save_baseline_copies_and_replaces(tmp_path):
     assert target == tmp_path / "results" / "baselines" / "main"
     assert read_rows(target) == [row()]
     assert (target / "meta.json").is_file()
-    # a second save replaces the first and leaves no staging folders behind
+    # a second save is refused unless asked to replace, then replaces and leaves no staging folders
     _write_run(run, [row(size_bytes=2 * MiB)])
-    cmp.save_baseline(run, "main", tmp_path / "results")
+    with pytest.raises(UserInputError, match="already exists.*--replace-baseline"):
+        cmp.save_baseline(run, "main", tmp_path / "results")
+    assert len(read_rows(target)) == 1
+    cmp.save_baseline(run, "main", tmp_path / "results", replace=True)
     assert len(read_rows(target)) == 2
     assert sorted(p.name for p in target.parent.iterdir()) == ["main"]
 
@@ -286,10 +289,37 @@ def test_plan_baseline_check_validates_before_measuring(tmp_path):
         ((tmp_path / "missing", None, None), "--baseline"),
         ((run, "10", None), "--tolerance"),
         ((run, None, "../up"), "--save-baseline"),
+        ((None, None, "main", True), "--allow-mismatch"),
+        ((run, None, None, False, True), "--replace-baseline"),
     ):
         with pytest.raises(UserInputError) as info:
             cmp.plan_baseline_check(*args)
         assert info.value.option == option
+
+
+def test_plan_baseline_check_refuses_an_existing_baseline_unless_replacing(tmp_path):
+    run = _write_run(tmp_path / "run", [row()])
+    cmp.save_baseline(run, "main", tmp_path / "results")
+    with pytest.raises(UserInputError, match="'main' already exists .*; pass --replace-baseline") as info:
+        cmp.plan_baseline_check(None, None, "main", results_root=tmp_path / "results")
+    assert info.value.option == "--save-baseline"
+    check = cmp.plan_baseline_check(None, None, "main", replace_baseline=True, results_root=tmp_path / "results")
+    assert check.replace_baseline
+
+
+def test_plan_is_checked_against_the_baseline_before_measuring(tmp_path):
+    run = _write_run(tmp_path / "run", [row()])  # all_reduce in_place 1 MiB float, 2 gloo ranks
+    check = cmp.plan_baseline_check(run, None, None)
+    key = ("all_reduce", MiB, "float", "sum", "in_place")
+    cmp.check_plan_against_baseline(check, 2, "gloo", {key})
+    with pytest.raises(UserInputError, match="world size differs: the baseline has 2, this sweep would run with 3; pass --allow-mismatch"):
+        cmp.check_plan_against_baseline(check, 3, "gloo", {key})
+    with pytest.raises(UserInputError, match="backend differs: the baseline has gloo, this sweep would run with nccl"):
+        cmp.check_plan_against_baseline(check, 2, "nccl", {key})
+    with pytest.raises(UserInputError, match="shares no"):
+        cmp.check_plan_against_baseline(check, 2, "gloo", {("all_reduce", 2 * MiB, "float", "sum", "in_place")})
+    lenient = cmp.plan_baseline_check(run, None, None, allow_mismatch=True)
+    cmp.check_plan_against_baseline(lenient, 3, "nccl", {key})
 
 
 def test_local_workers_do_not_get_the_baseline_options():
