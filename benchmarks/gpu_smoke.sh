@@ -99,16 +99,22 @@ else
   say FAIL too_large "exit $rc: $(tail -n 2 "$out_dir/logs/too_large.log" | tr '\n' ' ')"
 fi
 
-# 9. A planted stall: the collective never completes; the run must end within --timeout plus a
-#    few seconds, name the timeout, keep the rows already measured and say "failed".
+# 9. A planted stall (NCCL_BENCH_FAULT=stall-gpu:RANK:POINT: the rank's stream spins and it waits
+#    in torch.cuda.synchronize, as when a GPU stops answering): the run must end within --timeout
+#    plus a few seconds, name the timeout, keep the row already measured and say "failed". Once
+#    with torch's watchdog, once with TORCH_NCCL_BLOCKING_WAIT=1 (no watchdog at all).
 stall_timeout=10
-NCCL_BENCH_FAULT=stall sweep stall 1 --op all_gather --sizes 1K,1M --timeout "$stall_timeout" --min-sample-ms 5
-status=$("$py" -c 'import json,sys; print(json.load(open(sys.argv[1])).get("status"))' "$out_dir/runs/stall/meta.json" 2>/dev/null)
-if [ "$rc" = 1 ] && [ "$status" = failed ] && grep -q -- "--timeout" "$out_dir/logs/stall.log" && [ "$wall" -le $((stall_timeout + 30)) ]; then
-  say PASS stall "ended in ${wall}s (--timeout $stall_timeout): $(grep -m1 'nccl-bench: error' "$out_dir/logs/stall.log")"
-else
-  say FAIL stall "exit $rc, meta status ${status:-none}, ${wall}s: $(grep -m1 -i 'error\|abort' "$out_dir/logs/stall.log")"
-fi
+for variant in watchdog blocking_wait; do
+  if [ "$variant" = blocking_wait ]; then export TORCH_NCCL_BLOCKING_WAIT=1; fi
+  NCCL_BENCH_FAULT=stall-gpu:0:1 sweep "stall_$variant" 1 --op all_gather --sizes 1K,1M --timeout "$stall_timeout" --min-sample-ms 5
+  unset TORCH_NCCL_BLOCKING_WAIT
+  status=$("$py" -c 'import json,sys; m=json.load(open(sys.argv[1])); print(m.get("status"), m.get("rows"))' "$out_dir/runs/stall_$variant/meta.json" 2>/dev/null)
+  if [ "$rc" = 1 ] && [ "$status" = "failed 1" ] && grep -q -- "--timeout" "$out_dir/logs/stall_$variant.log" && [ "$wall" -le $((stall_timeout + 30)) ]; then
+    say PASS "stall_$variant" "ended in ${wall}s (--timeout $stall_timeout), 1 row kept: $(grep -m1 'nccl-bench: error' "$out_dir/logs/stall_$variant.log")"
+  else
+    say FAIL "stall_$variant" "exit $rc, meta status/rows ${status:-none}, ${wall}s: $(grep -m1 -i 'error\|abort' "$out_dir/logs/stall_$variant.log")"
+  fi
+done
 
 # 10. Two ranks, where there are two GPUs.
 if [ "$gpus" -ge 2 ]; then
