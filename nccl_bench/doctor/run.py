@@ -45,6 +45,10 @@ DEFAULT_TOLERANCE = 0.20  # see docs/doctor.md: 4x the worst spread measured on 
 # Re-test passes: 1 confirms the first suspects, 2 confirms quick mode's cross-checks; a third
 # only when a re-test moved the fleet median enough to make new measurements low.
 MAX_RETEST_PASSES = 3
+# Up to this many pairs, each re-test runs alone: what slowed a pair in its first round (a pair
+# beside it sharing switches or, on simulated hosts, CPUs) is then absent the second time. More
+# low pairs than this (a congested fabric) are re-tested packed into rounds like the first pass.
+SOLO_RETESTS = 32
 ELEMENT_BYTES = 4  # float32 buffers
 DOCTOR_CSV = "doctor.csv"
 DOCTOR_JSON = "doctor.json"
@@ -197,7 +201,7 @@ class DoctorReport:
 class DoctorObserver(Protocol):
     def started(self, header: DoctorHeader) -> None: ...
     def pairs_planned(self, rounds: int, per_round_s: float) -> None: ...
-    def rounds_added(self, rounds: int) -> None: ...
+    def rounds_added(self, rounds: int, what: list[str]) -> None: ...
     def round_done(self) -> None: ...
     def finished(self, report: DoctorReport) -> None: ...
 
@@ -209,7 +213,7 @@ class SilentObserver:
     def pairs_planned(self, rounds: int, per_round_s: float) -> None:
         pass
 
-    def rounds_added(self, rounds: int) -> None:
+    def rounds_added(self, rounds: int, what: list[str]) -> None:
         pass
 
     def round_done(self) -> None:
@@ -527,8 +531,10 @@ class _Doctor:
                 plan += self._cross_checks(judgement, index)
             if not plan and not judgement.retest_intra:
                 break
-            rounds = schedule.pack_rounds(plan)
-            self.observer.rounds_added(len(rounds))
+            rounds = [[pair] for pair in plan] if len(plan) <= SOLO_RETESTS else schedule.pack_rounds(plan)
+            what = [f"{self.nodes[a].host}-{self.nodes[b].host}" for a, b in plan]
+            what += [f"{host} (intra-node)" for host in judgement.retest_intra]
+            self.observer.rounds_added(len(rounds), what)
             if judgement.retest_intra:
                 self._intra_round(attempt, judgement.retest_intra)
             for pairs in rounds:

@@ -1,9 +1,10 @@
 """Verdicts of the doctor: which node, rail or link is slow, judged against the fleet. Pure.
 
 Every measurement may have been taken more than once; its value is the best attempt, because
-noise on a shared fabric only ever slows a transfer down. A measurement is *low* when that value
-is below (1 - tolerance) x the fleet median (and below --expect, when given), and *confirmed*
-once a re-test agrees: only confirmed measurements name anyone.
+noise on a shared fabric only ever slows a transfer down. The fleet median comes from first
+attempts only, so re-tests (best of two) cannot raise the bar for results measured once. A
+measurement is *low* when its value is below (1 - tolerance) x the fleet median (and below
+--expect, when given), and *confirmed* once a re-test agrees: only confirmed ones name anyone.
 
 Pairs are judged per endpoint, (host, rail): an endpoint's "capacity" is its best pair, so a
 slow partner cannot drag a healthy node down, and the fleet median of capacities is the
@@ -148,7 +149,7 @@ def judge(
 
     # Intra-node all_reduce, judged against the other nodes' intra-node results.
     best_intra = {host: max(values) for host, values in intra.items() if values}
-    intra_fleet = fleet_stat(list(best_intra.values()))
+    intra_fleet = fleet_stat([values[0] for values in intra.values() if values])
     intra_threshold = None if intra_fleet is None or intra_fleet.count < 2 else intra_fleet.median_gbps * (1 - tolerance)
     intra_low = {h for h, v in best_intra.items() if intra_threshold is not None and v < intra_threshold}
     intra_confirmed = {h for h in intra_low if len(intra[h]) >= 2}
@@ -157,10 +158,11 @@ def judge(
 
     # Pairs: endpoints (host, rail) and their capacity (best pair).
     best = {key: max(values) for key, values in pairs.items() if values}
-    partners: dict[tuple[str, int], dict[str, float]] = {}
-    for (a, b, rail), value in best.items():
-        partners.setdefault((a, rail), {})[b] = value
-        partners.setdefault((b, rail), {})[a] = value
+    partners: dict[tuple[str, int], dict[str, float]] = {}  # endpoint -> partner host -> first attempt
+    for (a, b, rail), values in pairs.items():
+        if values:
+            partners.setdefault((a, rail), {})[b] = values[0]
+            partners.setdefault((b, rail), {})[a] = values[0]
     pair_fleet = fleet_stat([max(found.values()) for found in partners.values()])
     threshold = _threshold(pair_fleet, tolerance, expect_gbps)
     low = {key for key, value in best.items() if threshold is not None and value < threshold}
@@ -194,7 +196,7 @@ def judge(
         elif slow_rails:
             for rail in slow_rails:
                 found = partners[(host, rail)]
-                value = stats.median(list(found.values()))
+                value = stats.median([v for (a, b, r), v in best.items() if r == rail and host in (a, b)])
                 others = [v for (a, b, r), v in best.items() if host in (a, b) and r != rail]
                 other_text = f"; its other rails {gbps(stats.median(others))} GB/s" if others else ""
                 slow_with = sum(is_low((host, rail), p) for p in found)

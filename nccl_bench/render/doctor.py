@@ -184,8 +184,8 @@ class DoctorReporter:
             self._task = self._progress.add_task("rounds", total=rounds)
             self._progress.start()
 
-    def rounds_added(self, rounds: int) -> None:
-        self._say(f"# re-testing: {rounds} more round(s) for results below the threshold")
+    def rounds_added(self, rounds: int, what: list[str]) -> None:
+        self._say(f"# re-test in {rounds} more round(s), nobody is named on one measurement: {', '.join(what)}")
         if self._progress is not None:
             total = self._progress.tasks[0].total or 0
             self._progress.update(self._task, total=total + rounds)
