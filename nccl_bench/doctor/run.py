@@ -523,16 +523,15 @@ class _Doctor:
 
     def _judge_with_retests(self) -> verdicts.Judgement:
         """Re-measure every low result once before it can name anyone (quick mode: cross-check too)."""
-        index = {n.host: i for i, n in enumerate(self.nodes)}
+        hosts = [n.host for n in self.nodes]
         judgement = self._judge()
         for attempt in range(2, 2 + MAX_RETEST_PASSES):
-            plan = [(index[a], index[b]) for a, b in judgement.retest_pairs]
-            if self.config.quick and attempt == 2:
-                plan += self._cross_checks(judgement, index)
+            plan = schedule.retests(judgement, hosts, set(self.pairs), self.config.quick and attempt == 2,
+                                    self.config.seed)
             if not plan and not judgement.retest_intra:
                 break
             rounds = [[pair] for pair in plan] if len(plan) <= SOLO_RETESTS else schedule.pack_rounds(plan)
-            what = [f"{self.nodes[a].host}-{self.nodes[b].host}" for a, b in plan]
+            what = [f"{hosts[a]}-{hosts[b]}" for a, b in plan]
             what += [f"{host} (intra-node)" for host in judgement.retest_intra]
             self.observer.rounds_added(len(rounds), what)
             if judgement.retest_intra:
@@ -541,14 +540,3 @@ class _Doctor:
                 self._pair_round(pairs, attempt)
             judgement = self._judge()
         return judgement
-
-    def _cross_checks(self, judgement: verdicts.Judgement, index: dict[str, int]) -> list[schedule.Pair]:
-        """Quick mode: each node of a low pair meets a node that passed, if it has not met one yet."""
-        in_low = {h for p in judgement.pairs if p.low for h in p.hosts}
-        passed = [index[n.host] for n in self.nodes if n.host not in in_low]
-        measured = {(index[a], index[b]) for a, b, _ in self.pairs}
-        lonely = [
-            index[h] for h in in_low
-            if not any(index[h] in pair and (set(pair) - {index[h]}) <= set(passed) for pair in measured)
-        ]
-        return schedule.cross_checks(lonely, passed, measured, self.config.seed)

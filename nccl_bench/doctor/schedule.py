@@ -10,7 +10,10 @@ N for odd N, where each round gives one node a bye). Quick mode runs a few rando
 from __future__ import annotations
 
 import random
-from typing import Iterable, Sequence
+from typing import TYPE_CHECKING, Iterable, Sequence
+
+if TYPE_CHECKING:
+    from nccl_bench.doctor.verdicts import Judgement, PairKey
 
 Pair = tuple[int, int]
 Round = list[Pair]
@@ -109,3 +112,20 @@ def cross_checks(
         load[partner] += 1
         out.append(_ordered(suspect, partner))
     return out
+
+
+def retests(judgement: "Judgement", hosts: Sequence[str], measured: Iterable["PairKey"], cross_check: bool,
+            seed: int) -> list[Pair]:
+    """The node pairs to measure next: every pair with an unconfirmed low result, and with
+    cross_check (quick mode's first re-test) each node of a low pair that has not met a node that
+    passed yet, paired with one (see cross_checks)."""
+    index = {host: i for i, host in enumerate(hosts)}
+    plan = [(index[a], index[b]) for a, b in judgement.retest_pairs]
+    if not cross_check:
+        return plan
+    in_low = {index[h] for p in judgement.pairs if p.low for h in p.hosts}
+    passed = [i for i in range(len(hosts)) if i not in in_low]
+    met = {_ordered(index[a], index[b]) for a, b, _ in measured}
+    lonely = [node for node in sorted(in_low) if not any(node in pair and set(pair) - {node} <= set(passed)
+                                                          for pair in met)]
+    return plan + cross_checks(lonely, passed, met, seed)
