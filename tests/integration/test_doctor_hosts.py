@@ -30,7 +30,7 @@ HOSTS = 4
 SHAPED_RATE = "200mbit"
 RDZV_PORT = 29581
 MASTER_PORT = "29582"
-DOCTOR_ARGS = ["doctor", "--tolerance", "50%", "--timeout", "60"]
+DOCTOR_ARGS = ["doctor", "--size", "1M", "--tolerance", "50%", "--timeout", "60"]
 
 
 @pytest.fixture
