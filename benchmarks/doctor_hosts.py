@@ -85,15 +85,17 @@ def main() -> int:
             pairs = [r for r in records if r["phase"] == "pairs"]
             first = [r for r in pairs if r["attempt"] == "1"]
             key = lambda r: ";".join(sorted(r["hosts"].split(";")))  # noqa: E731
-            unshaped = [float(r["busbw_gbps"]) for r in first if key(r) not in shaped]
-            slow = [float(r["busbw_gbps"]) for r in first if key(r) in shaped]
-            retested = [f"{r['hosts']}={float(r['busbw_gbps']):.3f}" for r in pairs if r["attempt"] != "1"]
+            unshaped = [float(r["best_busbw_gbps"]) for r in first if key(r) not in shaped]
+            slow = [float(r["best_busbw_gbps"]) for r in first if key(r) in shaped]
+            retested = [f"{r['hosts']}={float(r['best_busbw_gbps']):.3f}" for r in pairs if r["attempt"] != "1"]
             named = [f"{s['kind']} {'-'.join(s['hosts'])}" for s in verdict["suspects"]] or ["nobody"]
             print(f"{scenario:8s} run {run + 1}: launch {wall:5.1f} s, doctor {verdict['wall_s']:4.1f} s, "
                   f"named {', '.join(named)}; unshaped pairs GB/s "
                   f"{', '.join(f'{v:.3f}' for v in sorted(unshaped))}"
                   + (f"; shaped {', '.join(f'{v:.4f}' for v in sorted(slow))}" if slow else "")
                   + (f"; re-tests {', '.join(retested)}" if retested else ""))
+            for suspect in verdict["suspects"]:
+                print(f"         {suspect['kind']} {'-'.join(suspect['hosts'])}: {suspect['reason']}")
         print(f"{scenario:8s} median launch {statistics.median(walls):.1f} s, median doctor {statistics.median(doctor_walls):.1f} s")
     print(f"# load average after: {os.getloadavg()}")
     return 0
