@@ -424,12 +424,21 @@ class _Doctor:
                 self._pair_round(pairs, attempt=1)
 
     def _node_group(self):
-        """This host's ranks as a process group, made once; only its members take part."""
+        """This host's ranks as a process group, made once.
+
+        Every rank creates every host's group, in node order: NCCL splits a group from the world
+        communicator, which all ranks must enter (torch's new_group docs), so a group made by its
+        members alone would hang there. One group per host, once: N groups, not one per pair.
+        """
         import torch.distributed as tdist
 
-        if len(self.my_node.ranks) < 2:
-            return None
-        return tdist.new_group(list(self.my_node.ranks), use_local_synchronization=True)
+        mine = None
+        for node in self.nodes:
+            if len(node.ranks) > 1:
+                group = tdist.new_group(list(node.ranks))
+                if node is self.my_node:
+                    mine = group
+        return mine
 
     def _samples(self, call: Callable[[], None] | None) -> list[list[float]]:
         """Every rank's sample times (seconds); NaN for a rank that sat the measurement out."""

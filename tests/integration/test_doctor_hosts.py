@@ -33,26 +33,38 @@ MASTER_PORT = "29582"
 DOCTOR_ARGS = ["doctor", "--size", "1M", "--tolerance", "50%", "--timeout", "60"]
 
 
-@pytest.fixture
-def hosts():
+def _hosts(count: int, rails: int = 1):
     reason = why_no_namespaces(("ip", "unshare", "mount", "tc"))
     if reason:
         pytest.skip(reason)
     try:
-        with simulated_hosts(HOSTS, f"{os.getpid() % 10000:04d}") as made:
+        with simulated_hosts(count, f"{os.getpid() % 10000:04d}", rails) as made:
             yield made
     except SetupError as exc:
         pytest.skip(f"cannot build simulated hosts here: {exc}")
 
 
-def _launch(hosts, tmp_path, launcher: str) -> tuple[list[int], str, dict]:
+@pytest.fixture
+def hosts():
+    yield from _hosts(HOSTS)
+
+
+@pytest.fixture
+def railed_hosts():
+    """Three hosts with two ranks each, rank i on its own interface eth<i>: two rails."""
+    yield from _hosts(3, rails=2)
+
+
+def _launch(hosts, tmp_path, launcher: str, ranks_per_host: int = 1) -> tuple[list[int], str, dict]:
     """Run the doctor on every host with the given launcher layout; (exit codes, rank 0's log, doctor.json)."""
     hosts_file = hosts.hosts_file(tmp_path)
     out = tmp_path / "run"
     procs = []
-    for host in range(HOSTS):
+    count = len(hosts.hostnames)
+    for host, local in ((h, r) for h in range(count) for r in range(ranks_per_host)):
         args = [*DOCTOR_ARGS, "--out", str(out), "--json", str(tmp_path / "verdict.json")]
-        env = worker_env({"GLOO_SOCKET_IFNAME": "eth0"})
+        env = worker_env({"GLOO_SOCKET_IFNAME": f"eth{local}"})
+        rank, world = host * ranks_per_host + local, count * ranks_per_host
         if launcher == "torchrun":
             argv = [sys.executable, "-m", "torch.distributed.run", "--nnodes", str(HOSTS), "--nproc_per_node", "1",
                     "--rdzv_backend", "c10d", "--rdzv_endpoint", f"{hosts.addresses[0]}:{RDZV_PORT}",
@@ -61,11 +73,12 @@ def _launch(hosts, tmp_path, launcher: str) -> tuple[list[int], str, dict]:
             argv = [sys.executable, "-m", "nccl_bench", *args]
             env.update({"MASTER_ADDR": hosts.hostnames[0], "MASTER_PORT": MASTER_PORT})
             if launcher == "mpirun":
-                env.update({"OMPI_COMM_WORLD_RANK": str(host), "OMPI_COMM_WORLD_SIZE": str(HOSTS),
-                            "OMPI_COMM_WORLD_LOCAL_RANK": "0", "OMPI_COMM_WORLD_LOCAL_SIZE": "1"})
+                env.update({"OMPI_COMM_WORLD_RANK": str(rank), "OMPI_COMM_WORLD_SIZE": str(world),
+                            "OMPI_COMM_WORLD_LOCAL_RANK": str(local),
+                            "OMPI_COMM_WORLD_LOCAL_SIZE": str(ranks_per_host)})
             else:
-                env.update({"SLURM_PROCID": str(host), "SLURM_NTASKS": str(HOSTS), "SLURM_LOCALID": "0",
-                            "SLURM_STEP_ID": "0", "SLURM_STEP_NUM_NODES": str(HOSTS)})
+                env.update({"SLURM_PROCID": str(rank), "SLURM_NTASKS": str(world), "SLURM_LOCALID": str(local),
+                            "SLURM_STEP_ID": "0", "SLURM_STEP_NUM_NODES": str(count)})
         procs.append(subprocess.Popen(hosts.command(host, hosts_file, argv), stdout=subprocess.PIPE,
                                       stderr=subprocess.STDOUT, text=True, env=env, cwd=REPO))
     try:
@@ -121,3 +134,19 @@ def test_slow_pair_is_named_as_a_link(hosts, tmp_path):
     assert _named(verdict) == [("link", ["nodeb", "noded"])], report[-4000:]
     assert all(n["verdict"] == "ok" for n in verdict["nodes"])
     assert "link nodeb-noded: pair busbw" in report
+
+
+@pytest.mark.integration
+def test_slow_rail_is_named_as_a_rail(railed_hosts, tmp_path):
+    railed_hosts.shape_host(2, SHAPED_RATE, rail=1)  # nodec's second NIC
+    codes, report, verdict = _launch(railed_hosts, tmp_path, "mpirun", ranks_per_host=2)
+    assert codes == [1] * 6, report[-4000:]
+    assert [(s["kind"], s["hosts"], s["rail"]) for s in verdict["suspects"]] == [("rail", ["nodec"], 1)], report[-4000:]
+    assert "rail 1 of nodec: pair busbw" in report
+    assert [n["ranks"] for n in verdict["nodes"]] == [[0, 1], [2, 3], [4, 5]]
+    assert all(n["intra_busbw_gbps"] > 0 for n in verdict["nodes"])  # each host's all_reduce over its 2 ranks
+    assert sorted((tuple(p["hosts"]), p["rail"]) for p in verdict["pairs"]) == [
+        (("nodea", "nodeb"), 0), (("nodea", "nodeb"), 1), (("nodea", "nodec"), 0), (("nodea", "nodec"), 1),
+        (("nodeb", "nodec"), 0), (("nodeb", "nodec"), 1)]
+    slow = sorted((tuple(p["hosts"]), p["rail"]) for p in verdict["pairs"] if p["verdict"] == "suspect")
+    assert slow == [(("nodea", "nodec"), 1), (("nodeb", "nodec"), 1)]
