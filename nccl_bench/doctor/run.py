@@ -39,12 +39,12 @@ PHASES = ("nodes", "pairs")
 GPU_SIZE_BYTES = 256 * 1024**2
 CPU_SIZE_BYTES = 4 * 1024**2
 DEFAULT_ITERS = 4  # exchanges per sample
-DEFAULT_SAMPLES = 3  # samples per measurement; the median survives one disturbed sample
+DEFAULT_SAMPLES = 3  # samples per measurement; verdicts judge the fastest, so a disturbed one costs nothing
 DEFAULT_WARMUP = 1  # untimed exchanges first: connection set-up and first-touch pages
 QUICK_ROUNDS = 3  # random pairings in --quick: each node meets up to 3 partners
-DEFAULT_TOLERANCE = 0.20  # see docs/doctor.md: 4x the worst spread measured on healthy simulated hosts
-# Re-test passes: 1 confirms the first suspects, 2 confirms quick mode's cross-checks; a third
-# only when a re-test moved the fleet median enough to make new measurements low.
+DEFAULT_TOLERANCE = 0.20  # healthy simulated hosts stayed within 15% of their run's median (docs/doctor.md)
+# Re-test passes: the first confirms the first lows (and, in quick mode, adds cross-checks against
+# nodes that passed), the second confirms low cross-checks; the third is only a bound.
 MAX_RETEST_PASSES = 3
 # Up to this many pairs, each re-test runs alone: what slowed a pair in its first round (a pair
 # beside it sharing switches or, on simulated hosts, CPUs) is then absent the second time. More

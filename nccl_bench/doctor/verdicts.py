@@ -181,7 +181,7 @@ def judge(
             host in (a, b) for a, b, _ in best) else None
         for host in hosts
     }
-    for host, ranks in layout:
+    for host in hosts:
         rails_measured = sorted(rail for (h, rail) in partners if h == host)
         slow_rails = [rail for rail in rails_measured if (host, rail) in slow_ends]
         reasons, measured, reference = [], None, None
