@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Protocol
 
+from nccl_bench.config import expand_choices
 from nccl_bench.doctor import schedule, verdicts
 from nccl_bench.errors import RunFailedError, UserInputError
 from nccl_bench.ranks import dist, faults
@@ -75,20 +76,8 @@ class DoctorConfig:
 
 
 def parse_phases(values: list[str] | None) -> tuple[str, ...]:
-    """--phase may repeat or hold commas; 'all' (or nothing) means every phase."""
-    chosen: list[str] = []
-    for value in values or ["all"]:
-        for part in str(value).split(","):
-            part = part.strip().lower()
-            if not part:
-                continue
-            for name in PHASES if part == "all" else (part,):
-                if name not in PHASES:
-                    raise UserInputError("--phase", f"unknown phase {part!r}; choose from {', '.join(PHASES)} or all")
-                if name not in chosen:
-                    chosen.append(name)
-    if not chosen:
-        raise UserInputError("--phase", "no phase given")
+    """--phase may repeat or hold commas; 'all' (or nothing) means every phase; PHASES order."""
+    chosen = expand_choices(values or ["all"], PHASES, "--phase", "phase", normalize=str.lower)
     return tuple(p for p in PHASES if p in chosen)
 
 
