@@ -304,7 +304,7 @@ class _Doctor:
 
     def run(self) -> None:
         started_wall = time.monotonic()
-        hostnames = [h for h, _ in dist.gather_objects(self.ctx, (dist.hostname(), None))]
+        hostnames = dist.gather_objects(self.ctx, dist.hostname())
         self.nodes = group_nodes(hostnames)
         self.header = self._header()
         self.report.header = self.header
