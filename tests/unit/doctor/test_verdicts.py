@@ -99,7 +99,25 @@ def test_every_rail_slow_is_the_node():
     assert _named(judge(layout, {}, pairs, tolerance=0.2)) == [("node", ("node3",), None)]
 
 
-@pytest.mark.parametrize("n", [4, 6, 8])
+def test_half_the_fleet_bad_needs_expect():
+    """Two bad nodes of four: no healthy majority to judge by (the MAD is as wide as the gap)."""
+    layout, pairs = _fleet(4, slow_nodes=["node1", "node3"])
+    assert judge(layout, {}, pairs, tolerance=0.2).suspects == []
+    result = judge(layout, {}, pairs, tolerance=0.2, expect_gbps=1.0)
+    assert _named(result) == [("node", ("node1",), None), ("node", ("node3",), None)]
+
+
+def test_noisy_fleet_widens_the_bar_by_three_sigma():
+    """Capacities 1.0, 1.4, 1.8, 1.8 (median 1.6, sigma 0.30): 1.2 is -25% but only -1.3 sigma."""
+    layout = [(f"n{i}", [i]) for i in range(4)]
+    values = [1.0, 0.9, 0.8, 1.4, 1.2, 1.8]
+    pairs = {(a, b, 0): [v, v] for (a, b), v in zip(combinations([h for h, _ in layout], 2), values)}
+    result = judge(layout, {}, pairs, tolerance=0.2)
+    assert result.pair_threshold_gbps == pytest.approx(1.6 - 3 * 1.4826 * 0.2)
+    assert result.suspects == []
+
+
+@pytest.mark.parametrize("n", [6, 8])
 def test_two_bad_nodes(n):
     layout, pairs = _fleet(n, slow_nodes=["node1", "node3"])
     result = judge(layout, {}, pairs, tolerance=0.2)
