@@ -397,6 +397,90 @@ def limits_command(
         console.print(renderable)
 
 
+@app.command("doctor")
+def doctor_command(
+    phase: Optional[list[str]] = typer.Option(None, "--phase", help="nodes (intra-node all_reduce per host), pairs (every node pair, rail by rail) or all (default); repeat or comma-separate."),
+    quick: bool = typer.Option(False, "--quick", help="A few random pairings, then suspects re-tested against nodes that passed, instead of all pairs."),
+    quick_rounds: Optional[int] = typer.Option(None, "--quick-rounds", help="Random pairings in --quick (default 3)."),
+    seed: Optional[int] = typer.Option(None, "--seed", help="Seed of --quick's pairings (default 0): the same seed, the same pairs."),
+    size: Optional[str] = typer.Option(None, "--size", help="Message size per measurement, e.g. 4M, 256M (default: 256M on GPU, 4M on CPU)."),
+    iters: Optional[int] = typer.Option(None, "--iters", help="Exchanges (or all_reduces) per sample (default 4)."),
+    samples: Optional[int] = typer.Option(None, "--samples", help="Samples per measurement: verdicts judge the fastest, doctor.csv also has the median (default 3)."),
+    warmup: Optional[int] = typer.Option(None, "-w", "--warmup", help="Untimed exchanges before each measurement (default 1)."),
+    tolerance: str = typer.Option("20%", "--tolerance", help="Suspect when below the fleet median by more than this (and 3 MAD-sigmas): 20% (default) or 0.2."),
+    expect: Optional[float] = typer.Option(None, "--expect", help="Also suspect any pair below this busbw in GB/s (what the fabric should give).", metavar="GBPS"),
+    backend: Optional[str] = typer.Option(None, "--backend", help="auto (default: nccl with CUDA, else gloo), nccl, gloo, mpi, ucc."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Results folder (default results/<UTC time>_doctor/); must not hold results already."),
+    results_root: Optional[Path] = typer.Option(None, "--results-root", help="Parent of the default results folder (default ./results)."),
+    timeout: Optional[float] = typer.Option(None, "--timeout", help="Seconds before a stalled exchange or rendezvous fails (default 300)."),
+    workers: Optional[int] = typer.Option(None, "--workers", help="Without a launcher: start this many local ranks (default: one per GPU, or 2 on CPU)."),
+    json_file: Optional[str] = typer.Option(None, "--json", help="Also write the verdicts (doctor.json's schema) to FILE.", metavar="FILE"),
+) -> None:
+    """Find the slow node, rail or link: every node's all_reduce and every node pair in one launch; exit 1 on a suspect."""
+    from nccl_bench.compare import parse_tolerance
+    from nccl_bench.doctor import run as doctor
+    from nccl_bench.render.formats import check_output_file
+    from nccl_bench.units.sizes import parse_size
+
+    if workers is not None and workers < 1:
+        raise UserInputError("--workers", f"must be at least 1, got {workers}")
+    config = doctor.build_config(
+        phases=doctor.parse_phases(phase), quick=quick, quick_rounds=quick_rounds, seed=seed,
+        size_bytes=parse_size(size, "--size") if size is not None else None, iters=iters, samples=samples,
+        warmup=warmup, tolerance=parse_tolerance(tolerance, "--tolerance"), expect_gbps=expect,
+        backend=backend.lower() if backend else None, out=out, results_root=results_root, timeout_s=timeout,
+    )
+    json_path = check_output_file(json_file and Path(json_file), "--json")
+    from nccl_bench.ranks.dist import detect_launch
+
+    launch = detect_launch()
+    if launch is None:
+        _doctor_with_local_workers(config, workers, json_path)
+        return
+    from nccl_bench.ranks.faults import Interrupted
+    from nccl_bench.render.doctor import DoctorReporter
+
+    try:
+        report = doctor.execute(config, lambda rank: DoctorReporter() if rank == 0 else doctor.SilentObserver())
+    except Interrupted as exc:
+        if launch.rank != 0:
+            raise typer.Exit(130) from None
+        _fail(f"interrupted by {exc}; measurements so far are kept", 130)
+    if json_path is not None and launch.rank == 0:
+        doctor.write_report_json(report, json_path)
+    if report.judgement is not None and report.judgement.suspects:
+        raise typer.Exit(1)  # every rank: the verdict was reached from the same gathered numbers
+
+
+def _doctor_with_local_workers(config, workers: Optional[int], json_path: Optional[Path]) -> None:
+    """No launcher: check what can be checked, pick the run folder here, start local ranks, read the verdict."""
+    import json
+
+    from nccl_bench.doctor.run import DOCTOR_JSON, preflight
+    from nccl_bench.ranks.launch import default_workers, run_local_workers
+    from nccl_bench.results.store import new_run_dir, prepare_run_dir
+
+    why = None
+    if workers is None:
+        workers, why = default_workers()
+    preflight(config, workers)
+    args = sys.argv[1:]
+    if config.out is None:
+        run_dir = prepare_run_dir(new_run_dir(config.results_root, ["doctor"]), "--results-root")
+        args += ["--out", str(run_dir)]
+    else:
+        run_dir = prepare_run_dir(config.out)
+    if why is not None:
+        typer.echo(f"nccl-bench: no launcher found; starting {why} (use --workers N to choose)", err=True)
+    try:
+        run_local_workers(workers, args)
+    except RunFailedError:
+        verdict_file = run_dir / DOCTOR_JSON
+        if not verdict_file.is_file() or json.loads(verdict_file.read_text())["verdict"] != "suspects":
+            raise
+        raise typer.Exit(1) from None  # the workers reported their suspects; exit 1 says so
+
+
 def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
     """Warnings the core returns about the user's files: one plain line each on stderr."""
     print(f"nccl-bench: warning: {message}", file=sys.stderr, flush=True)

@@ -82,23 +82,27 @@ class SweepConfig:
 CONFIG_KEYS = tuple(f.name for f in dataclasses.fields(SweepConfig) if f.name != "fields_from_flags")
 
 
-def expand_ops(names: list[str] | tuple[str, ...]) -> tuple[str, ...]:
-    """`--op` may repeat or hold commas; 'all' means every registered collective."""
+def expand_choices(values, choices: tuple[str, ...], option: str, noun: str, normalize=str.strip) -> tuple[str, ...]:
+    """Names that may repeat or hold commas, 'all' meaning every choice; first-seen order, no repeats."""
     expanded: list[str] = []
-    for name in names:
-        for part in str(name).split(","):
-            part = part.strip().replace("-", "_")
+    for value in values:
+        for part in str(value).split(","):
+            part = normalize(part.strip())
             if not part:
                 continue
-            candidates = OP_NAMES if part == "all" else (part,)
-            for candidate in candidates:
-                if candidate not in REGISTRY:
-                    raise UserInputError("--op", f"unknown collective {part!r}; choose from {', '.join(OP_NAMES)} or all")
+            for candidate in choices if part == "all" else (part,):
+                if candidate not in choices:
+                    raise UserInputError(option, f"unknown {noun} {part!r}; choose from {', '.join(choices)} or all")
                 if candidate not in expanded:
                     expanded.append(candidate)
     if not expanded:
-        raise UserInputError("--op", "no collective given")
+        raise UserInputError(option, f"no {noun} given")
     return tuple(expanded)
+
+
+def expand_ops(names: list[str] | tuple[str, ...]) -> tuple[str, ...]:
+    """`--op` may repeat or hold commas; 'all' means every registered collective."""
+    return expand_choices(names, OP_NAMES, "--op", "collective", normalize=lambda part: part.replace("-", "_"))
 
 
 def _choice(option: str, value: str, choices: tuple[str, ...]) -> str:

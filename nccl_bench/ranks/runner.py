@@ -202,6 +202,11 @@ class PointRunner:
             clock.mark(index)
         return clock.finish()
 
+    def time_block(self, call: Callable[[], None], calls: int) -> float:
+        """This rank's seconds for `calls` back-to-back calls after a world barrier, not combined
+        across ranks: the doctor times every node and pair of a round on its own."""
+        return self._timed(call, calls)[0]
+
     def warm_up(self, call: Callable[[], None]) -> None:
         self._progress()
         for _ in range(self.plan.warmup):

@@ -39,30 +39,38 @@ class ResultsWarning(UserWarning):
 META_JSON = "meta.json"
 
 
-class ResultsWriter:
-    """Appends rows to results.csv, flushed and fsynced per row: a crash keeps every finished point."""
+class CsvAppender:
+    """Appends lines to a CSV, flushed and fsynced per line: a crash keeps every finished line."""
 
-    def __init__(self, run_dir: Path):
-        self.path = Path(run_dir) / RESULTS_CSV
+    def __init__(self, path: Path, columns: Iterable[str]):
+        self.path = Path(path)
+        self._columns = list(columns)
         self._file = open(self.path, "a", newline="", encoding="utf-8")
         self._needs_header = self._file.tell() == 0
 
-    def append(self, row: ResultRow) -> None:
+    def append_cells(self, cells: Iterable[Any]) -> None:
         # The csv module, not pandas: importing pandas cost ~0.5 s inside every sweep.
         writer = csv.writer(self._file, lineterminator="\n")
         if self._needs_header:
-            writer.writerow(COLUMNS)
-        writer.writerow(csv_cells(row))
+            writer.writerow(self._columns)
+        writer.writerow(cells)
         self._needs_header = False
-        self._sync()
-
-    def _sync(self) -> None:
         self._file.flush()
         os.fsync(self._file.fileno())
 
     def close(self) -> None:
         if not self._file.closed:
             self._file.close()
+
+
+class ResultsWriter(CsvAppender):
+    """results.csv of a sweep: one ResultRow per line, in the column contract's order."""
+
+    def __init__(self, run_dir: Path):
+        super().__init__(Path(run_dir) / RESULTS_CSV, COLUMNS)
+
+    def append(self, row: ResultRow) -> None:
+        self.append_cells(csv_cells(row))
 
 
 def write_meta(run_dir: Path, meta: dict[str, Any]) -> None:
