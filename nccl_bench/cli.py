@@ -35,11 +35,10 @@ def _fail(message: str, code: int) -> None:
 @app.command("ops")
 def ops_command() -> None:
     """List every collective with its size meaning and bus-bandwidth factor."""
-    from rich.console import Console
+    from nccl_bench.render.tables import make_console, ops_lines, print_lines, table_width
 
-    from nccl_bench.render.tables import ops_table
-
-    Console().print(ops_table())
+    console = make_console()
+    print_lines(console, ops_lines(table_width(console)))
 
 
 @app.command("sweep")
@@ -239,31 +238,28 @@ def report_command(
         ..., help="Run folder, results.csv, nccl_bench JSON, nccl-tests log or nccl-tests -J JSON.", metavar="RUN..."
     ),
     plot: str = typer.Option(
-        None, "--plot", help="Also draw busbw and small-message latency against size into FILE.png.", metavar="FILE.png"
+        None, "--plot", help="Also draw busbw and small-message latency against size into FILE (.png, .svg or .pdf).", metavar="FILE"
     ),
     fmt: str = typer.Option("table", "--format", help="table, markdown, csv, json or nccl-tests."),
     output: str = typer.Option(None, "--output", help="Write the rendering to FILE instead of stdout.", metavar="FILE"),
 ) -> None:
     """Re-render runs (ours or nccl-tests') as a table or another format, and plot them."""
-    from rich.console import Console
-
     from nccl_bench.render import formats as render_formats
     from nccl_bench.render.tables import make_console
     from nccl_bench.results import loader
 
     render_formats.check_format(fmt)
-    plot_path = render_formats.check_output_file(plot and Path(plot), "--plot", suffix=".png")
+    plot_path = _checked_plot_path(plot)
     output_path = render_formats.check_output_file(output and Path(output), "--output")
     loaded = loader.load_runs([Path(run) for run in runs])
-    if fmt == "table":
-        handle = open(output_path, "w", encoding="utf-8") if output_path else None
-        try:
-            console = Console(file=handle, width=200, color_system=None) if handle else make_console()
-            for label, rows in loaded:
-                console.print(render_formats.render(rows, fmt, title=label))
-        finally:
-            if handle:
-                handle.close()
+    if fmt == "table" and not output_path:
+        from nccl_bench.render.tables import print_lines, results_lines, table_width
+
+        console = make_console()
+        for label, rows in loaded:
+            print_lines(console, results_lines(rows, table_width(console), title=label))
+    elif fmt == "table":
+        output_path.write_text("".join(render_formats.render(rows, fmt, title=label) for label, rows in loaded), encoding="utf-8")
     else:
         text = render_formats.render([row for _, rows in loaded for row in rows], fmt)
         if output_path:
@@ -275,11 +271,23 @@ def report_command(
     if plot_path:
         from nccl_bench.render import plots as plotting
 
-        try:
-            plotting.write_plot(loaded, plot_path)
-        except ImportError:
-            raise UserInputError("--plot", "matplotlib is not installed; pip install 'nccl-bench[plot]'") from None
+        plotting.write_plot(loaded, plot_path)
         typer.echo(f"wrote plot to {plot_path}", err=True)
+
+
+def _checked_plot_path(plot: Optional[str]) -> Optional[Path]:
+    """--plot: a writable .png/.svg/.pdf, and matplotlib present, before any work."""
+    if not plot:
+        return None
+    from nccl_bench.render import plots as plotting
+    from nccl_bench.render.formats import check_output_file
+
+    path = check_output_file(Path(plot), "--plot")
+    if path.suffix.lower() not in plotting.PLOT_SUFFIXES:
+        raise UserInputError("--plot", f"{path} should end in {', '.join(plotting.PLOT_SUFFIXES)}")
+    if not plotting.have_matplotlib():
+        raise UserInputError("--plot", plotting.MATPLOTLIB_MISSING)
+    return path
 
 
 @app.command("limits")

@@ -125,14 +125,21 @@ class _CudaClock:
         return total_s, [events[i - 1].elapsed_time(events[i]) * 1e-3 for i in range(1, len(events))]
 
 
-def next_calibration_calls(calls: int, elapsed_s: float, target_s: float, max_calls: int) -> int | None:
+def next_calibration_calls(
+    calls: int, elapsed_s: float, target_s: float, max_calls: int, long_call_s: float = math.inf
+) -> int | None:
     """The next calibration block size after `calls` took `elapsed_s`, or None when done.
 
-    Done once a block lasts target_s (or hits max_calls). Otherwise aim 20% past the target
-    from the measured rate, but at least double and at most CALIBRATION_MAX_GROWTH-fold,
-    so one slow outlier block cannot make the next one huge.
+    Done once a block lasts target_s (or hits max_calls). A single call may end calibration
+    only when it lasts long_call_s (an op so slow that the minimum iterations fill a sample):
+    on a shared host one call is often one scheduler stall, and trusting it made 1K samples
+    last 6 ms instead of 200. Otherwise aim 20% past the target from the measured rate, but at
+    least double and at most CALIBRATION_MAX_GROWTH-fold, so one slow outlier block cannot make
+    the next one huge.
     """
-    if elapsed_s >= target_s or calls >= max_calls:
+    if calls >= max_calls:
+        return None
+    if elapsed_s >= target_s and (calls > 1 or elapsed_s >= long_call_s):
         return None
     estimate = math.ceil(calls * target_s / max(elapsed_s, 1e-9) * 1.2)
     return min(max_calls, max(calls * 2, min(calls * CALIBRATION_MAX_GROWTH, estimate)))
@@ -175,7 +182,9 @@ class PointRunner:
             elapsed_s, _ = self._timed(call, calls)
             elapsed_s = dist.max_across_ranks(self.ctx, [elapsed_s])[0]
             per_op_s = min(per_op_s, elapsed_s / (calls * ops_per_call))
-            calls = next_calibration_calls(calls, elapsed_s, target_s, max_calls)
+            calls = next_calibration_calls(
+                calls, elapsed_s, target_s, max_calls, long_call_s=self.plan.min_sample_s / MIN_AUTO_ITERS
+            )
         return stats.iterations_for_sample(per_op_s, self.plan.min_sample_s, MIN_AUTO_ITERS, MAX_AUTO_ITERS)
 
     def measure(self, op: Callable[[], None]) -> Measurement:

@@ -78,13 +78,18 @@ def to_nccl_tests(rows: list[ResultRow]) -> str:
     return format_text(rows)
 
 
-def render(rows: list[ResultRow], fmt: str, title: str | None = None):
-    """A rich renderable for `table`, text for every other format."""
+def to_table(rows: list[ResultRow], title: str | None = None) -> str:
+    """The plain table, every column (a file has no width): what a piped sweep printed."""
+    from nccl_bench.render.tables import results_lines
+
+    return "".join(line.plain + "\n" for line in results_lines(rows, None, title=title))
+
+
+def render(rows: list[ResultRow], fmt: str, title: str | None = None) -> str:
+    """Text in any format; every file ends with a newline."""
     check_format(fmt)
     if fmt == "table":
-        from nccl_bench.render.tables import results_table
-
-        return results_table(rows, title=title)
+        return to_table(rows, title)
     return {"markdown": to_markdown, "csv": to_csv, "json": to_json, "nccl-tests": to_nccl_tests}[fmt](rows)
 
 

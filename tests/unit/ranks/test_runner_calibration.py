@@ -59,3 +59,11 @@ def test_noisy_when_trial_range_exceeds_ten_percent_of_median():
 def test_below_timer_resolution_when_sample_is_under_1000_ticks():
     assert _measurement([1.0], shortest_s=0.4e-3, resolution_s=0.5e-6).flags() == ["below_timer_resolution"]
     assert _measurement([1.0], shortest_s=0.5e-3, resolution_s=0.5e-6).flags() == []
+
+
+def test_one_stalled_call_does_not_end_calibration():
+    """A 12 ms stall on the first single call once set a 1K sample to 16 ops (6 ms, not 200)."""
+    assert next_calibration_calls(1, 0.012, target_s=0.010, max_calls=100_000, long_call_s=0.2 / 3) == 2
+    assert next_calibration_calls(2, 0.012, target_s=0.010, max_calls=100_000, long_call_s=0.2 / 3) is None
+    # an op slower than a sample's share (200 ms / 3 minimum iterations) needs no second block
+    assert next_calibration_calls(1, 0.070, target_s=0.010, max_calls=100_000, long_call_s=0.2 / 3) is None
