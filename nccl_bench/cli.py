@@ -212,10 +212,10 @@ def compare_command(
 def _report_comparison(result, outputs: dict, environ) -> None:
     """Print the table, the failing rows and the summary; write the requested files (shared with sweep)."""
     from nccl_bench.render import compare_exports
-    from nccl_bench.render.tables import make_console
+    from nccl_bench.render.tables import make_console, print_lines, table_width
 
     console = make_console()
-    console.print(compare_exports.comparison_table(result))
+    print_lines(console, compare_exports.comparison_lines(result, table_width(console)))
     for note in result.notes:
         console.print(f"note: {note}", markup=False, highlight=False, soft_wrap=True)
     for line in compare_exports.failure_lines(result):
@@ -308,12 +308,11 @@ def limits_command(
 
         typer.echo(json.dumps(limits_json(limits, peak, peak_warnings), indent=2))
         return
-    from nccl_bench.render.limits import limits_renderables
-    from nccl_bench.render.tables import make_console
+    from nccl_bench.render.limits import limits_lines
+    from nccl_bench.render.tables import make_console, print_lines, table_width
 
-    console = make_console()  # piped or logged: wide enough not to fold the GPU table
-    for renderable in limits_renderables(limits, peak, peak_warnings):
-        console.print(renderable)
+    console = make_console()
+    print_lines(console, limits_lines(limits, peak, peak_warnings, table_width(console)))
 
 
 def main() -> None:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from nccl_bench.hardware.host import (
+    MEMCPY_METHOD,
     NicPort,
     measure_memcpy,
     proc_gpu_models,
@@ -145,7 +146,7 @@ def peak_from_limits(limits: HostLimits, multi_node: bool = False, device_kind: 
     else:
         if limits.memcpy_gbps is None:
             return None, warnings + ["host memory copy was not measured"]
-        intra = Peak(limits.memcpy_gbps, SOURCE_MEMCPY, "host memory copy (measured, bytes copied once per second)")
+        intra = Peak(limits.memcpy_gbps, SOURCE_MEMCPY, f"host memory copy ({MEMCPY_METHOD})")
     if not multi_node:
         return intra, warnings
     if ranks_per_node is None:

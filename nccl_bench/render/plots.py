@@ -38,7 +38,7 @@ Y_HEADROOM = 1.08  # the highest point sits just under the top of the axes
 # 10 colours x 12 markers: the pair repeats only after 60 series.
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "<", ">", "h", "p")
 TITLE_WRAP_CHARS = 90  # long run paths wrap rather than run off the figure
-LEGEND_WRAP_CHARS = 32
+LEGEND_WRAP_CHARS = 44
 
 Run = tuple[str, Sequence[ResultRow]]
 

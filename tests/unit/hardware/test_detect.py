@@ -91,3 +91,20 @@ def test_memcpy_is_measured_once_per_process():
     first = measure_memcpy()
     assert first.gbps > 0.1 and first.repeats >= 3
     assert measure_memcpy() is first
+
+
+def test_memcpy_reference_is_the_fastest_copy():
+    from nccl_bench.hardware.host import best_copy_gbps
+
+    # 64 MiB in 3.2 ms is 20.97 GB/s; slower copies (other processes' traffic) do not lower it
+    assert best_copy_gbps(64 * 2**20, [0.0040, 0.0032, 0.0051]) == 64 * 2**20 / 0.0032 / 1e9
+    assert best_copy_gbps(1000, [0.0, 1e-6]) == 1000 / 1e-6 / 1e9  # an unmeasurable copy is ignored
+
+
+def test_memcpy_copies_for_the_budget_with_a_floor_and_a_cap():
+    from nccl_bench.hardware.host import keep_copying
+
+    assert keep_copying(4, elapsed_s=5.0, budget_s=1.0, min_repeats=5, max_repeats=100)  # floor
+    assert not keep_copying(5, elapsed_s=1.0, budget_s=1.0, min_repeats=5, max_repeats=100)  # budget spent
+    assert keep_copying(50, elapsed_s=0.99, budget_s=1.0, min_repeats=5, max_repeats=100)
+    assert not keep_copying(100, elapsed_s=0.5, budget_s=1.0, min_repeats=5, max_repeats=100)  # cap

@@ -14,8 +14,9 @@ from nccl_bench.ranks.runner import (
 @pytest.mark.parametrize(
     ("calls", "elapsed_s", "expected"),
     [
-        (1, 0.020, None),  # the block lasted the target: done
-        (1, 0.025, None),
+        (2, 0.020, None),  # the block lasted the target: done
+        (2, 0.025, None),
+        (1, 0.025, 2),  # one call may be one stall: one more block of two
         (1, 1e-5, CALIBRATION_MAX_GROWTH),  # rate says 2400 calls; growth is capped
         (10, 0.015, 20),  # rate says ceil(10 * 0.02 / 0.015 * 1.2) = 16; but at least double
         (100, 0.004, 600),  # rate says 600, within the cap
