@@ -24,7 +24,25 @@ app = typer.Typer(
     # Plain click help: rendering it with rich imports typer.rich_utils (~0.12 s), which alone
     # would take `--help` past issue 3's 0.3 s budget (see benchmarks/startup.py).
     rich_markup_mode=None,
+    context_settings={"help_option_names": ["-h", "--help"]},
 )
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        import nccl_bench
+
+        typer.echo(f"nccl-bench {nccl_bench.__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _main_options(
+    version: bool = typer.Option(
+        False, "--version", help="Print the version and exit.", callback=_print_version, is_eager=True
+    ),
+) -> None:
+    """Measure collective-communication bandwidth through torch.distributed, as nccl-tests does."""
 
 
 def _fail(message: str, code: int) -> None:
@@ -261,7 +279,13 @@ def report_command(
     elif fmt == "table":
         output_path.write_text("".join(render_formats.render(rows, fmt, title=label) for label, rows in loaded), encoding="utf-8")
     else:
-        text = render_formats.render([row for _, rows in loaded for row in rows], fmt)
+        if fmt == "nccl-tests":  # one block per run, each with what its meta.json recorded
+            text = "".join(
+                render_formats.render(rows, fmt, meta=render_formats.run_meta(Path(run)))
+                for run, (_, rows) in zip(runs, loaded)
+            )
+        else:
+            text = render_formats.render([row for _, rows in loaded for row in rows], fmt)
         if output_path:
             output_path.write_text(text, encoding="utf-8")
         else:

@@ -31,6 +31,8 @@ MEMCPY_METHOD = (
     f"during {MEMCPY_BUDGET_S:g} s, each byte counted once"
 )
 
+NVIDIA_SMI_TIMEOUT_S = 60.0  # `topo -m` took 112 s on one broken bridge (NVIDIA/nccl#557); give up earlier
+
 
 @dataclass(frozen=True)
 class MemcpyResult:
