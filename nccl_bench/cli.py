@@ -260,6 +260,10 @@ def report_command(
     ),
     fmt: str = typer.Option("table", "--format", help="table, markdown, csv, json or nccl-tests."),
     output: str = typer.Option(None, "--output", help="Write the rendering to FILE instead of stdout.", metavar="FILE"),
+    html_file: str = typer.Option(
+        None, "--html", help="Also write one self-contained HTML page (tables, plots, compare verdict of two runs).",
+        metavar="FILE.html",
+    ),
 ) -> None:
     """Re-render runs (ours or nccl-tests') as a table or another format, and plot them."""
     from nccl_bench.render import formats as render_formats
@@ -269,6 +273,7 @@ def report_command(
     render_formats.check_format(fmt)
     plot_path = _checked_plot_path(plot)
     output_path = render_formats.check_output_file(output and Path(output), "--output")
+    html_path = render_formats.check_output_file(html_file and Path(html_file), "--html", suffix=".html")
     loaded = loader.load_runs([Path(run) for run in runs])
     if fmt == "table" and not output_path:
         from nccl_bench.render.tables import print_lines, results_lines, table_width
@@ -297,6 +302,15 @@ def report_command(
 
         plotting.write_plot(loaded, plot_path)
         typer.echo(f"wrote plot to {plot_path}", err=True)
+    if html_path:
+        from nccl_bench.render import html as html_page
+
+        pages = [
+            html_page.RunPage(label, rows, render_formats.run_meta(Path(run)), html_page.read_doctor(Path(run)))
+            for run, (label, rows) in zip(runs, loaded)
+        ]
+        html_path.write_text(html_page.html_report(pages), encoding="utf-8")
+        typer.echo(f"wrote HTML report to {html_path} ({html_path.stat().st_size / 1024:,.0f} KiB)", err=True)
 
 
 def _checked_plot_path(plot: Optional[str]) -> Optional[Path]:

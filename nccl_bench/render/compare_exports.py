@@ -48,7 +48,16 @@ _COLUMNS = (
     Column("verdict", align="left"),
 )
 _HEADERS = tuple(column.name for column in _COLUMNS)
-_NUMERIC = {labels.heading("size_bytes"), "baseline", "current", "delta"}
+NUMERIC_HEADINGS = frozenset({labels.heading("size_bytes"), "baseline", "current", "delta"})
+
+
+def comparison_headings() -> tuple[str, ...]:
+    return _HEADERS
+
+
+def comparison_cells(row: cmp.RowComparison) -> list[str]:
+    """One compared row as text, in _HEADERS order: shared by the terminal, Markdown and HTML."""
+    return _cells(row)
 
 
 def _cells(row: cmp.RowComparison) -> list[str]:
@@ -97,7 +106,7 @@ def to_markdown(comparison: cmp.Comparison) -> str:
     ]
     lines += [f"Note: {_md_escape(note)}" for note in comparison.notes]
     lines += ["", "| " + " | ".join(_HEADERS) + " |"]
-    lines.append("|" + "|".join("---:" if h in _NUMERIC else "---" for h in _HEADERS) + "|")
+    lines.append("|" + "|".join("---:" if h in NUMERIC_HEADINGS else "---" for h in _HEADERS) + "|")
     for row in comparison.rows:
         cells = [_md_escape(c) for c in _cells(row)]
         if row.failed:

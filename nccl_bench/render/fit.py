@@ -129,6 +129,30 @@ class Layout:
         return line
 
 
+def share_width(widths: list[int], wraps: list[bool], floors: list[int], spare: int) -> list[int]:
+    """Give the folding columns the spare width: each its floor, then the rest to the widest needs.
+
+    Non-folding widths pass through. A folding column never gets more than it needs; the ones
+    that need more share what is left equally (the remainder to the leftmost).
+    """
+    out = list(widths)
+    folding = [i for i, wraps_here in enumerate(wraps) if wraps_here]
+    for i in folding:
+        out[i] = min(widths[i], floors[i])
+    left = spare - sum(out[i] for i in folding)
+    hungry = [i for i in folding if widths[i] > out[i]]
+    while left > 0 and hungry:
+        each, extra = divmod(left, len(hungry))
+        for rank, i in enumerate(hungry):
+            give = min(widths[i] - out[i], each + (1 if rank < extra else 0))
+            out[i] += give
+            left -= give
+        hungry = [i for i in hungry if widths[i] > out[i]]
+        if each == 0 and extra == 0:
+            break
+    return out
+
+
 def fit(
     columns: Sequence[Column],
     rows: Sequence[Sequence[Cell]],
@@ -141,14 +165,16 @@ def fit(
     widths = [natural_width(c, [row[i] for row in rows]) for i, c in enumerate(columns)]
     shown = choose_columns(widths, columns, width, len(margin))
     shown_widths = [widths[i] for i in shown]
-    if width is not None:  # a folding column takes what the others leave
+    if width is not None:  # folding columns share what the others leave
         spare = width - len(margin) - len(GAP) * max(0, len(shown) - 1) - sum(
             w for i, w in zip(shown, shown_widths) if not columns[i].wrap
         )
-        shown_widths = [
-            max(min(w, spare), WRAP_MIN_WIDTH, cell_len(columns[i].name)) if columns[i].wrap else w
-            for i, w in zip(shown, shown_widths)
-        ]
+        shown_widths = share_width(
+            [w for i, w in zip(shown, shown_widths)],
+            [columns[i].wrap for i in shown],
+            [max(WRAP_MIN_WIDTH, cell_len(columns[i].name)) for i in shown],
+            spare,
+        )
     left_out = tuple(c.name for i, c in enumerate(columns) if i not in shown)
     return Layout(columns, tuple(shown), tuple(shown_widths), margin, header_mark, left_out)
 
