@@ -13,6 +13,7 @@ one legend outside both panels; numbers rounded for people (`peak 23.1 GB/s`).
 from __future__ import annotations
 
 import io
+import re
 import textwrap
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
@@ -35,7 +36,8 @@ PEAK_LABEL_PREFIX = "peak"
 # it would flatten every curve against the x axis, so it becomes a note at the top instead.
 PEAK_ON_SCALE_MIN_SHARE = 0.25
 Y_HEADROOM = 1.08  # the highest point sits just under the top of the axes
-# 10 colours x 12 markers: the pair repeats only after 60 series.
+# 10 colours x 12 markers. Series i and i+10 share a colour, so their markers are 5 places apart
+# (a circle against a diamond, not against a hexagon); no (colour, marker) pair repeats before 40 series.
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "<", ">", "h", "p")
 TITLE_WRAP_CHARS = 90  # long run paths wrap rather than run off the figure
 LEGEND_WRAP_CHARS = 44
@@ -62,7 +64,7 @@ def round_gbps(value: float) -> str:
 
 def series_style(index: int) -> tuple[str, str]:
     """(colour, marker) of the index-th series: both change, so neither alone must tell them apart."""
-    return f"C{index % 10}", MARKERS[index % len(MARKERS)]
+    return f"C{index % 10}", MARKERS[(index + 5 * (index // 10)) % len(MARKERS)]
 
 
 def peak_on_scale(peak_gbps: float, data_max_gbps: float) -> bool:
@@ -230,9 +232,10 @@ def figure_svg(runs: Sequence[Run], peak_gbps: float | None = None, title: str |
     import matplotlib
 
     buffer = io.StringIO()
-    with matplotlib.rc_context({"svg.fonttype": "path"}):
+    with matplotlib.rc_context({"svg.fonttype": "path", "svg.hashsalt": "nccl-bench"}):
         _save(busbw_figure(runs, peak_gbps=peak_gbps, title=title), buffer, ".svg")
-    return buffer.getvalue()
+    # matplotlib's RDF <metadata> names a date and vocabulary URLs; a page to attach needs neither
+    return re.sub(r"<metadata>.*?</metadata>\s*", "", buffer.getvalue(), flags=re.S)
 
 
 def write_sweep_plot(rows: list[ResultRow], run_dir: Path, peak_gbps: float | None = None) -> Path | None:

@@ -104,7 +104,8 @@ def test_more_than_ten_series_differ_in_colour_and_marker():
     lines = plots.busbw_figure([("r", rows)]).axes[0].get_lines()
     styles = [(line.get_color(), line.get_marker()) for line in lines]
     assert len(styles) == 14 and len(set(styles)) == 14
-    assert len({marker for _, marker in styles}) == 12  # colour repeats after 10, but never with the same marker
+    assert styles[10][0] == styles[0][0] and (styles[0][1], styles[10][1]) == ("o", "D")  # same colour, unlike marker
+    assert len({plots.series_style(i) for i in range(40)}) == 40
 
 
 def test_plot_formats_by_suffix(tmp_path):
