@@ -56,8 +56,8 @@ def keep_copying(repeats: int, elapsed_s: float, budget_s: float = MEMCPY_BUDGET
 
 
 @functools.lru_cache(maxsize=1)
-def measure_memcpy() -> MemcpyResult:
-    """Best single-thread copy rate of a 64 MiB buffer over MEMCPY_BUDGET_S, each byte counted once.
+def measure_memcpy(budget_s: float = MEMCPY_BUDGET_S) -> MemcpyResult:
+    """Best single-thread copy rate of a 64 MiB buffer over budget_s, each byte counted once.
 
     Measured once per process (cached). A memoryview slice assignment is a plain memcpy, so no
     numpy or torch import is needed.
@@ -68,7 +68,7 @@ def measure_memcpy() -> MemcpyResult:
     dst_view[:] = src_view  # warm-up: faults in every page of dst
     durations: list[float] = []
     began = time.perf_counter()
-    while keep_copying(len(durations), time.perf_counter() - began):
+    while keep_copying(len(durations), time.perf_counter() - began, budget_s):
         start = time.perf_counter()
         dst_view[:] = src_view
         durations.append(time.perf_counter() - start)
