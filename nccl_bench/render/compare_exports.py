@@ -139,7 +139,8 @@ def to_junit_xml(comparison: cmp.Comparison) -> str:
     xml = JUnitXml()
     xml.add_testsuite(suite)
     xml.update_statistics()
-    return xml.tostring().decode("utf-8")
+    text = xml.tostring().decode("utf-8")
+    return text if text.endswith("\n") else text + "\n"
 
 
 def to_json(comparison: cmp.Comparison) -> dict[str, Any]:
