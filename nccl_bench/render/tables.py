@@ -1,8 +1,9 @@
-"""Rich renderables for the terminal: the ops list, the run header, result rows, the summary.
+"""Terminal output: the ops list, the run header, result rows, the summary, the live reporter.
 
-Functions return renderables or strings; the CLI (or the LiveReporter it owns) prints them.
-Columns and units follow nccl-tests so the two tables can sit side by side:
-size in bytes, count in elements, time in microseconds, bandwidths in GB/s (1e9 bytes/s).
+Functions return lines (rich Text, laid out by render/fit.py so no value is ever cut); the CLI
+(or the LiveReporter it owns) prints them. Columns and units follow nccl-tests so the two tables
+can sit side by side: size in bytes, count in elements, time in microseconds, bandwidths in GB/s
+(1e9 bytes/s); their names come from render/labels.py.
 """
 
 from __future__ import annotations
