@@ -123,23 +123,34 @@ def _thin_ticks(axis, sizes: list[float], max_labels: int) -> None:
     axis.set_xticks([2.0**e for e in range(first, last + 1) if (e - first) % step == 0])
 
 
-def plain_time_label(value: float) -> str:
-    """Log-axis label in plain numbers at 1, 2 and 5 x 10^k (others unlabelled): 200, 1,000, 0.5."""
+def plain_time_label(value: float, every_digit: bool = False) -> str:
+    """Log-axis label in plain numbers at 1, 2 and 5 x 10^k (200, 1,000, 0.5), others unlabelled;
+    every_digit labels 3, 4, 6 ... too, for an axis spanning less than a decade."""
     if value <= 0:
         return ""
     from math import floor, log10
 
-    leading = round(value / 10 ** floor(log10(value)), 6)
-    if leading not in (1.0, 2.0, 5.0):
+    exponent = floor(round(log10(value), 9))  # 9.9999999 (a tick's float) is 10, not 9.99 x 10^0
+    leading = round(value / 10**exponent, 6)
+    if not every_digit and leading not in (1.0, 2.0, 5.0):
         return ""
     return f"{value:,.0f}" if value >= 1 else f"{value:g}"
 
 
 def _log_time_axis(axis) -> None:
-    from matplotlib.ticker import FuncFormatter
+    from matplotlib.ticker import FuncFormatter, MaxNLocator, NullLocator
 
     axis.set_yscale("log")
-    formatter = FuncFormatter(lambda y, _pos: plain_time_label(y))
+
+    def label(y: float, _pos) -> str:
+        low, high = axis.get_ylim()
+        return plain_time_label(y, every_digit=low > 0 and high / low < 10)
+
+    formatter = FuncFormatter(label)
+    low, high = axis.get_ylim()
+    if low > 0 and high / low < 10:  # within one decade a log locator leaves stretches unmarked
+        axis.yaxis.set_major_locator(MaxNLocator(nbins=6))
+        axis.yaxis.set_minor_locator(NullLocator())
     axis.yaxis.set_major_formatter(formatter)
     axis.yaxis.set_minor_formatter(formatter)
     axis.grid(True, which="both", axis="y", alpha=0.2)

@@ -84,7 +84,8 @@ def test_peak_far_above_the_data_is_a_note_and_the_data_sets_the_scale():
 def test_round_gbps_and_time_labels_exact():
     assert [plots.round_gbps(v) for v in (21.4307, 456.78, 1234.5, 2.345, 0.012345)] == [
         "21.4", "457", "1,234", "2.35", "0.0123"]
-    assert [plots.plain_time_label(v) for v in (200.0, 1000.0, 300.0, 0.5, 50.0)] == ["200", "1,000", "", "0.5", "50"]
+    assert [plots.plain_time_label(v) for v in (200.0, 1000.0, 300.0, 0.5, 50.0, 9.9999999999, 20.000000001)] == [
+        "200", "1,000", "", "0.5", "50", "10", "20"]
 
 
 def test_latency_is_on_a_log_axis_and_the_legend_sits_outside_both_panels():
