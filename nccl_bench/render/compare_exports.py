@@ -34,7 +34,7 @@ _VERDICT_STYLE = {
     cmp.VERDICT_ONLY_CURRENT: "magenta",
 }
 # One table for the terminal and Markdown; names and units from render/labels.py. On a narrow
-# terminal placement, then "judged on", type and redop leave first; no number is ever cut.
+# terminal redop leaves first, then type, "judged on" and placement; no number is ever cut.
 _COLUMNS = (
     Column(labels.name("op"), align="left"),
     Column(labels.heading("size_bytes")),
@@ -45,7 +45,7 @@ _COLUMNS = (
     Column("baseline"),
     Column("current"),
     Column("delta"),
-    Column("verdict", align="left"),
+    Column("verdict", align="left", wrap=True),  # "missing in baseline" folds rather than push placement out
 )
 _HEADERS = tuple(column.name for column in _COLUMNS)
 NUMERIC_HEADINGS = frozenset({labels.heading("size_bytes"), "baseline", "current", "delta"})

@@ -51,8 +51,9 @@ def choose_columns(widths: Sequence[int], columns: Sequence[Column], width: int 
     """Indices of the columns shown within `width`, in table order.
 
     Priority-0 columns always stay; the others join from the most important (lowest number)
-    down, each only if it still fits, so a narrow column of low priority may fill a gap a wide
-    one left. A wrapping column stays at WRAP_MIN_WIDTH at least (it folds, it is never cut).
+    down while they fit, and the first that does not fit ends the list: a column is never shown
+    while a more important one is left out. A wrapping column counts at WRAP_MIN_WIDTH (it
+    folds, it is never cut).
     """
     if width is None:
         return list(range(len(columns)))
@@ -67,8 +68,9 @@ def choose_columns(widths: Sequence[int], columns: Sequence[Column], width: int 
     optional = sorted((i for i, c in enumerate(columns) if c.priority > 0), key=lambda i: (columns[i].priority, i))
     for index in optional:
         trial = sorted(chosen + [index])
-        if used(trial) <= width:
-            chosen = trial
+        if used(trial) > width:
+            break
+        chosen = trial
     return chosen
 
 
