@@ -102,7 +102,7 @@ def to_markdown(comparison: cmp.Comparison) -> str:
         "",
         _md_escape(comparison.summary()),
         "",
-        f"Baseline: `{comparison.baseline_label}`, current: `{comparison.current_label}`.",
+        f"Baseline: `{_name(comparison, 'baseline')}`, current: `{_name(comparison, 'current')}`.",
     ]
     lines += [f"Note: {_md_escape(note)}" for note in comparison.notes]
     lines += ["", "| " + " | ".join(_HEADERS) + " |"]
@@ -120,8 +120,8 @@ def to_junit_xml(comparison: cmp.Comparison) -> str:
     from junitparser import Failure, JUnitXml, Skipped, TestCase, TestSuite
 
     suite = TestSuite(JUNIT_SUITE_NAME)
-    suite.add_property("baseline", comparison.baseline_label)
-    suite.add_property("current", comparison.current_label)
+    suite.add_property("baseline", _name(comparison, "baseline"))
+    suite.add_property("current", _name(comparison, "current"))
     suite.add_property("tolerance", cmp.format_tolerance(comparison.tolerance))
     suite.add_property("min_bytes", str(comparison.min_bytes))
     unjudged = {cmp.VERDICT_UNSUPPORTED, cmp.VERDICT_NO_DATA, cmp.VERDICT_ONLY_BASELINE, cmp.VERDICT_ONLY_CURRENT}
@@ -147,8 +147,8 @@ def to_json(comparison: cmp.Comparison) -> dict[str, Any]:
     """The comparison for machines; `baseline`/`current` are the paths as given (no option word)."""
     return {
         "format_version": JSON_FORMAT_VERSION,
-        "baseline": comparison.baseline_path or comparison.baseline_label,
-        "current": comparison.current_path or comparison.current_label,
+        "baseline": _name(comparison, "baseline"),
+        "current": _name(comparison, "current"),
         "tolerance": comparison.tolerance,
         "min_bytes": comparison.min_bytes,
         "exit_code": comparison.exit_code,
@@ -209,6 +209,11 @@ def append_step_summary(comparison: cmp.Comparison, path: Path) -> None:
     """Append (never overwrite: other steps of the job write there too)."""
     with open(path, "a", encoding="utf-8") as handle:
         handle.write(to_markdown(comparison) + "\n")
+
+
+def _name(comparison: cmp.Comparison, side: str) -> str:
+    """The input as given (a path), for files; the label (with its option word) when there is no path."""
+    return getattr(comparison, f"{side}_path") or getattr(comparison, f"{side}_label")
 
 
 def _metric_label(metric: str | None) -> str:
