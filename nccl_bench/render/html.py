@@ -78,11 +78,12 @@ def _meta_items(page: RunPage) -> list[tuple[str, str]]:
     rows = page.rows
     items: list[tuple[str, str]] = []
     if meta:
+        hosts = ", ".join(sorted(set(meta.get("hostnames") or [])))
         items += [
             ("status", meta.get("status")),
             ("started (UTC)", meta.get("started_utc")),
-            ("backend", f"{meta.get('backend')} via {meta.get('launcher')}"),
-            ("ranks", f"{meta.get('world_size')} on {meta.get('nodes')} node(s): {', '.join(sorted(set(meta.get('hostnames') or [])))}"),
+            ("backend", meta.get("backend") and f"{meta['backend']} via {meta.get('launcher')}"),
+            ("ranks", meta.get("world_size") and f"{meta['world_size']} on {meta.get('nodes')} node(s): {hosts}"),
             ("devices", ", ".join(sorted(set(meta.get("devices") or [])))),
             ("versions", ", ".join(f"{k} {v}" for k, v in (meta.get("versions") or {}).items())),
             ("sizes", meta.get("sizes")),
@@ -103,7 +104,7 @@ def _meta_items(page: RunPage) -> list[tuple[str, str]]:
         if best.pct_of_peak is not None:
             text += f" = {best.pct_of_peak:.1f}% of {best.peak_gbps:.1f} GB/s"
         items.append(("best busbw", text))
-    return [(k, str(v)) for k, v in items if v not in (None, "", "None via None")]
+    return [(k, str(v)) for k, v in items if v]
 
 
 def _results_table(rows: Sequence[ResultRow]) -> str:
