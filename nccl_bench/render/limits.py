@@ -62,6 +62,8 @@ def limits_lines(limits: HostLimits, peak: Peak | None, peak_warnings: list[str]
         out.append(Text(f"No NVIDIA GPU found ({why})."))
     if limits.memcpy_gbps is not None:
         out.append(Text(f"Host memory copy: {limits.memcpy_gbps:.2f} GB/s ({MEMCPY_METHOD})"))
+        if limits.memcpy_run_gbps is not None and limits.memcpy_run_gbps < limits.memcpy_gbps:
+            out.append(Text(f"  this run's own fastest copy: {limits.memcpy_run_gbps:.2f} GB/s (the host was busier)"))
     if peak is not None:
         out.append(Text(f"Peak to compare busbw with: {peak.peak_gbps:.2f} GB/s - {peak.label} [{peak.source}]",
                         style="bold"))
