@@ -281,16 +281,8 @@ def report_command(
         console = make_console()
         for label, rows in loaded:
             print_lines(console, results_lines(rows, table_width(console), title=label))
-    elif fmt == "table":
-        output_path.write_text("".join(render_formats.render(rows, fmt, title=label) for label, rows in loaded), encoding="utf-8")
     else:
-        if fmt == "nccl-tests":  # one block per run, each with what its meta.json recorded
-            text = "".join(
-                render_formats.render(rows, fmt, meta=render_formats.run_meta(Path(run)))
-                for run, (_, rows) in zip(runs, loaded)
-            )
-        else:
-            text = render_formats.render([row for _, rows in loaded for row in rows], fmt)
+        text = render_formats.render_runs([Path(run) for run in runs], loaded, fmt)
         if output_path:
             output_path.write_text(text, encoding="utf-8")
         else:
@@ -305,11 +297,7 @@ def report_command(
     if html_path:
         from nccl_bench.render import html as html_page
 
-        pages = [
-            html_page.RunPage(label, rows, render_formats.run_meta(Path(run)), html_page.read_doctor(Path(run)))
-            for run, (label, rows) in zip(runs, loaded)
-        ]
-        html_path.write_text(html_page.html_report(pages), encoding="utf-8")
+        html_path.write_text(html_page.html_report(html_page.pages_for([Path(run) for run in runs], loaded)), encoding="utf-8")
         typer.echo(f"wrote HTML report to {html_path} ({html_path.stat().st_size / 1024:,.0f} KiB)", err=True)
 
 

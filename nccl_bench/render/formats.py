@@ -89,6 +89,16 @@ def render(rows: list[ResultRow], fmt: str, title: str | None = None, meta: dict
     return {"markdown": to_markdown, "csv": to_csv, "json": to_json, "nccl-tests": to_nccl_tests}[fmt](rows)
 
 
+def render_runs(paths: list[Path], loaded: list[tuple[str, list[ResultRow]]], fmt: str) -> str:
+    """`report`'s text for several inputs: a table and an nccl-tests block per run (each with
+    what its own meta.json recorded), one document of all rows for the other formats."""
+    if fmt == "table":
+        return "".join(render(rows, fmt, title=label) for label, rows in loaded)
+    if fmt == "nccl-tests":
+        return "".join(render(rows, fmt, meta=run_meta(path)) for path, (_, rows) in zip(paths, loaded))
+    return render([row for _, rows in loaded for row in rows], fmt)
+
+
 def run_meta(path: Path) -> dict | None:
     """meta.json of a run folder, or of the folder a results.csv sits in; None for other inputs."""
     from nccl_bench.results.store import META_JSON, RESULTS_CSV, read_meta

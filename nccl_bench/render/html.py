@@ -57,6 +57,13 @@ class RunPage:
     doctor: dict[str, Any] | None = None
 
 
+def pages_for(paths: Sequence[Path], loaded: Sequence[tuple[str, Sequence[ResultRow]]]) -> list[RunPage]:
+    """One RunPage per input, with the meta.json and doctor.json its folder holds, if any."""
+    from nccl_bench.render.formats import run_meta
+
+    return [RunPage(label, rows, run_meta(path), read_doctor(path)) for path, (label, rows) in zip(paths, loaded)]
+
+
 def read_doctor(path: Path) -> dict[str, Any] | None:
     """doctor.json of a run folder (schema_version 1), or None when there is none or it is unreadable."""
     file = Path(path) / DOCTOR_JSON if Path(path).is_dir() else None
