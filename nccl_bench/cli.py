@@ -72,7 +72,7 @@ def sweep_command(
     root: Optional[int] = typer.Option(None, "--root", help="Root rank of broadcast, reduce, gather, scatter (default 0)."),
     warmup: Optional[int] = typer.Option(None, "-w", "--warmup", help="Untimed ops before each point (default 5)."),
     iters: Optional[str] = typer.Option(None, "-n", "--iters", help="Timed ops per sample, or 'auto' (default): calibrated to --min-sample-ms."),
-    min_sample_ms: Optional[float] = typer.Option(None, "--min-sample-ms", help="With --iters auto, each sample lasts at least this long (default 50 on GPU, 200 on CPU)."),
+    min_sample_ms: Optional[float] = typer.Option(None, "--min-sample-ms", help="With --iters auto, the sample length each size is calibrated for (default 50 on GPU, 200 on CPU); the run ends by saying how long samples lasted."),
     trials: Optional[int] = typer.Option(None, "--trials", help="Samples per point; the row reports their median and range (default 1)."),
     agg: Optional[str] = typer.Option(None, "--agg", help="Combine ranks' times by max (default: the slowest rank defines a collective), avg or min."),
     inplace: Optional[bool] = typer.Option(None, "--inplace/--no-inplace", help="Only in-place or only out-of-place (default: both where torch has both)."),
