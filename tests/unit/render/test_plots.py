@@ -139,3 +139,15 @@ def test_write_sweep_plot_without_matplotlib_returns_none(tmp_path, monkeypatch)
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # makes `import matplotlib` raise ImportError
     assert plots.write_sweep_plot([_row("all_reduce", PLACEMENT_IN, 1024, 1.0)], tmp_path) is None
     assert not (tmp_path / "busbw.png").exists()
+
+
+def test_runs_side_by_side_keep_a_whole_title_inside_the_figure():
+    rows = [_row("all_reduce", PLACEMENT_IN, s, s / 1e6) for s in (1024, 1 << 20)]
+    runs = [("results/20261123T101500Z_all_reduce_all_gather_baseline_of_the_dgx_h100_nodes", rows),
+            ("results/20261123T111500Z_all_reduce_all_gather_after_the_nccl_upgrade", rows)]
+    figure = plots.busbw_figure(runs, title=" vs ".join(label for label, _ in runs))
+    figure.canvas.draw()
+    title = figure._suptitle
+    assert title.get_text().replace("\n", " ") == " vs ".join(label for label, _ in runs)
+    box, frame = title.get_window_extent(), figure.bbox
+    assert frame.x0 <= box.x0 and box.x1 <= frame.x1 and box.y1 <= frame.y1
