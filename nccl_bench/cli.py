@@ -25,7 +25,25 @@ app = typer.Typer(
     # Plain click help: rendering it with rich imports typer.rich_utils (~0.12 s), which alone
     # would take `--help` past issue 3's 0.3 s budget (see benchmarks/startup.py).
     rich_markup_mode=None,
+    context_settings={"help_option_names": ["-h", "--help"]},
 )
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        import nccl_bench
+
+        typer.echo(f"nccl-bench {nccl_bench.__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _main_options(
+    version: bool = typer.Option(
+        False, "--version", help="Print the version and exit.", callback=_print_version, is_eager=True
+    ),
+) -> None:
+    """Measure collective-communication bandwidth through torch.distributed, as nccl-tests does."""
 
 
 def _fail(message: str, code: int) -> None:
@@ -36,11 +54,10 @@ def _fail(message: str, code: int) -> None:
 @app.command("ops")
 def ops_command() -> None:
     """List every collective with its size meaning and bus-bandwidth factor."""
-    from rich.console import Console
+    from nccl_bench.render.tables import make_console, ops_lines, print_lines, table_width
 
-    from nccl_bench.render.tables import ops_table
-
-    Console().print(ops_table())
+    console = make_console()
+    print_lines(console, ops_lines(table_width(console)))
 
 
 @app.command("sweep")
@@ -56,7 +73,7 @@ def sweep_command(
     root: Optional[int] = typer.Option(None, "--root", help="Root rank of broadcast, reduce, gather, scatter (default 0)."),
     warmup: Optional[int] = typer.Option(None, "-w", "--warmup", help="Untimed ops before each point (default 5)."),
     iters: Optional[str] = typer.Option(None, "-n", "--iters", help="Timed ops per sample, or 'auto' (default): calibrated to --min-sample-ms."),
-    min_sample_ms: Optional[float] = typer.Option(None, "--min-sample-ms", help="With --iters auto, each sample lasts at least this long (default 50 on GPU, 200 on CPU)."),
+    min_sample_ms: Optional[float] = typer.Option(None, "--min-sample-ms", help="With --iters auto, the sample length each size is calibrated for (default 50 on GPU, 200 on CPU); the run ends by saying how long samples lasted."),
     trials: Optional[int] = typer.Option(None, "--trials", help="Samples per point; the row reports their median and range (default 1)."),
     agg: Optional[str] = typer.Option(None, "--agg", help="Combine ranks' times by max (default: the slowest rank defines a collective), avg or min."),
     inplace: Optional[bool] = typer.Option(None, "--inplace/--no-inplace", help="Only in-place or only out-of-place (default: both where torch has both)."),
@@ -284,10 +301,10 @@ def compare_command(
 def _report_comparison(result, outputs: dict, environ) -> None:
     """Print the table, the failing rows and the summary; write the requested files (shared with sweep)."""
     from nccl_bench.render import compare_exports
-    from nccl_bench.render.tables import make_console
+    from nccl_bench.render.tables import make_console, print_lines, table_width
 
     console = make_console()
-    console.print(compare_exports.comparison_table(result))
+    print_lines(console, compare_exports.comparison_lines(result, table_width(console)))
     for note in result.notes:
         console.print(f"note: {note}", markup=False, highlight=False, soft_wrap=True)
     for line in compare_exports.failure_lines(result):
@@ -310,35 +327,35 @@ def report_command(
         ..., help="Run folder, results.csv, nccl_bench JSON, nccl-tests log or nccl-tests -J JSON.", metavar="RUN..."
     ),
     plot: str = typer.Option(
-        None, "--plot", help="Also draw busbw and small-message latency against size into FILE.png.", metavar="FILE.png"
+        None, "--plot", help="Also draw busbw and small-message latency against size into FILE (.png, .svg or .pdf).", metavar="FILE"
     ),
     fmt: str = typer.Option("table", "--format", help="table, markdown, csv, json or nccl-tests."),
     output: str = typer.Option(None, "--output", help="Write the rendering to FILE instead of stdout.", metavar="FILE"),
     log_op: str = typer.Option(None, "--op", help="For an nccl-tests log that does not say which collective it ran."),
     log_ranks: int = typer.Option(None, "--ranks", help="For an nccl-tests log that does not say how many ranks ran."),
+    html_file: str = typer.Option(
+        None, "--html", help="Also write one self-contained HTML page (tables, plots, compare verdict of two runs).",
+        metavar="FILE.html",
+    ),
 ) -> None:
     """Re-render runs (ours or nccl-tests') as a table or another format, and plot them."""
-    from rich.console import Console
-
     from nccl_bench.render import formats as render_formats
     from nccl_bench.render.tables import make_console
     from nccl_bench.results import loader
 
     render_formats.check_format(fmt)
-    plot_path = render_formats.check_output_file(plot and Path(plot), "--plot", suffix=".png")
+    plot_path = _checked_plot_path(plot)
     output_path = render_formats.check_output_file(output and Path(output), "--output")
+    html_path = render_formats.check_output_file(html_file and Path(html_file), "--html", suffix=".html")
     loaded = loader.load_runs([Path(run) for run in runs], hints=_log_hints(log_op, log_ranks))
-    if fmt == "table":
-        handle = open(output_path, "w", encoding="utf-8") if output_path else None
-        try:
-            console = Console(file=handle, width=200, color_system=None) if handle else make_console()
-            for label, rows in loaded:
-                console.print(render_formats.render(rows, fmt, title=label))
-        finally:
-            if handle:
-                handle.close()
+    if fmt == "table" and not output_path:
+        from nccl_bench.render.tables import print_lines, results_lines, table_width
+
+        console = make_console()
+        for label, rows in loaded:
+            print_lines(console, results_lines(rows, table_width(console), title=label))
     else:
-        text = render_formats.render([row for _, rows in loaded for row in rows], fmt)
+        text = render_formats.render_runs([Path(run) for run in runs], loaded, fmt)
         if output_path:
             output_path.write_text(text, encoding="utf-8")
         else:
@@ -348,11 +365,28 @@ def report_command(
     if plot_path:
         from nccl_bench.render import plots as plotting
 
-        try:
-            plotting.write_plot(loaded, plot_path)
-        except ImportError:
-            raise UserInputError("--plot", "matplotlib is not installed; pip install 'nccl-bench[plot]'") from None
+        plotting.write_plot(loaded, plot_path)
         typer.echo(f"wrote plot to {plot_path}", err=True)
+    if html_path:
+        from nccl_bench.render import html as html_page
+
+        html_path.write_text(html_page.html_report(html_page.pages_for([Path(run) for run in runs], loaded)), encoding="utf-8")
+        typer.echo(f"wrote HTML report to {html_path} ({html_path.stat().st_size / 1024:,.0f} KiB)", err=True)
+
+
+def _checked_plot_path(plot: Optional[str]) -> Optional[Path]:
+    """--plot: a writable .png/.svg/.pdf, and matplotlib present, before any work."""
+    if not plot:
+        return None
+    from nccl_bench.render import plots as plotting
+    from nccl_bench.render.formats import check_output_file
+
+    path = check_output_file(Path(plot), "--plot")
+    if path.suffix.lower() not in plotting.PLOT_SUFFIXES:
+        raise UserInputError("--plot", f"{path} should end in {', '.join(plotting.PLOT_SUFFIXES)}")
+    if not plotting.have_matplotlib():
+        raise UserInputError("--plot", plotting.MATPLOTLIB_MISSING)
+    return path
 
 
 def _log_hints(op: Optional[str], ranks: Optional[int]):
@@ -389,12 +423,11 @@ def limits_command(
 
         typer.echo(json.dumps(limits_json(limits, peak, peak_warnings), indent=2))
         return
-    from nccl_bench.render.limits import limits_renderables
-    from nccl_bench.render.tables import make_console
+    from nccl_bench.render.limits import limits_lines
+    from nccl_bench.render.tables import make_console, print_lines, table_width
 
-    console = make_console()  # piped or logged: wide enough not to fold the GPU table
-    for renderable in limits_renderables(limits, peak, peak_warnings):
-        console.print(renderable)
+    console = make_console()
+    print_lines(console, limits_lines(limits, peak, peak_warnings, table_width(console)))
 
 
 @app.command("doctor")
@@ -555,8 +588,11 @@ _PLAIN_CONVERSIONS = {str: str, int: int, float: float, bool: _bool, Path: Path,
 def _convert_without_pydantic(group) -> None:
     """Give each parameter a plain converter where typer would build a pydantic one (typer >= 0.29;
     older typer converts through click's types and has no such slot, so nothing changes there)."""
+    app_settings = dict(group.context_settings or {})
     for command in (group, *getattr(group, "commands", {}).values()):
-        help_option = command.get_help_option(command.context_class(command))  # made once, then cached
+        # the help option is made once and cached: made here, it must carry the app's names (-h)
+        settings = {**app_settings, **(command.context_settings or {})}
+        help_option = command.get_help_option(command.context_class(command, **settings))
         for param in (*command.params, *([help_option] if help_option is not None else [])):
             convert = _PLAIN_CONVERSIONS.get(getattr(getattr(param, "type_descriptor", None), "annotation", None))
             if convert is not None and "_runtime_param" in vars(param) and param._runtime_param is None:

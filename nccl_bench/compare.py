@@ -10,6 +10,8 @@ runs must not overlap (bandwidth is size / time, so the time ranges decide for b
 
 from __future__ import annotations
 
+import dataclasses
+
 import re
 import shutil
 from dataclasses import dataclass, field
@@ -108,6 +110,8 @@ class Comparison:
     min_bytes: int
     rows: tuple[RowComparison, ...]
     notes: tuple[str, ...] = field(default=())  # mismatches let through by --allow-mismatch
+    baseline_path: str | None = None  # the inputs as given, for machine-readable reports
+    current_path: str | None = None
 
     @property
     def failures(self) -> tuple[RowComparison, ...]:
@@ -259,13 +263,14 @@ def compare_paths(
 ) -> Comparison:
     """Read two runs and compare_rows them; `rule` is its tolerance, min_bytes and allow_mismatch;
     `hints` say what an nccl-tests log among them does not (--op, --ranks)."""
-    return compare_rows(
+    comparison = compare_rows(
         read_run(baseline_path, baseline_option, hints),
         read_run(current_path, current_option, hints),
         baseline_label=f"{baseline_option} {baseline_path}",
         current_label=f"{current_option} {current_path}",
         **rule,
     )
+    return dataclasses.replace(comparison, baseline_path=str(baseline_path), current_path=str(current_path))
 
 
 def read_run(path: Path, option: str, hints: LogHints | None = None) -> list[ResultRow]:

@@ -157,21 +157,24 @@ class _CudaClock:
         return total_s, [events[i - 1].elapsed_time(events[i]) * 1e-3 for i in range(1, len(events))]
 
 
-def next_calibration_calls(calls: int, elapsed_s: float, target_s: float, max_calls: int,
-                           first: bool = False) -> int | None:
+def next_calibration_calls(
+    calls: int, elapsed_s: float, target_s: float, max_calls: int, long_call_s: float = math.inf,
+    first: bool = False,
+) -> int | None:
     """The next calibration block size after `calls` took `elapsed_s`, or None when done.
 
-    Done once a block lasts target_s (or hits max_calls), except the first block: one op that a
-    host hiccup held up for milliseconds would otherwise set the rate alone (an out-of-place
-    reduce_scatter of 2 KiB on an H100 got 3 iters and a sample under the timer's resolution),
-    so a first block that is long enough is repeated once and the faster of the two counts.
-    Otherwise aim 20% past the target from the measured rate, but at least double and at most
+    Done once a block lasts target_s (or hits max_calls). A single call may end calibration only
+    when it lasts long_call_s (an op so slow that the minimum iterations fill a sample), and the
+    first block only after it was measured twice: on a shared host one call is often one scheduler
+    stall, and trusting it made 1K samples last 6 ms instead of 200 (and gave an out-of-place
+    reduce_scatter of 2 KiB on an H100 3 iters, under the timer's resolution). Otherwise aim 20%
+    past the target from the measured rate, but at least double and at most
     CALIBRATION_MAX_GROWTH-fold, so one slow outlier block cannot make the next one huge.
     """
     if calls >= max_calls:
         return None
-    if elapsed_s >= target_s:
-        return calls if first else None
+    if elapsed_s >= target_s and (calls > 1 or elapsed_s >= long_call_s):
+        return calls if first else None  # the faster of the two measurements of a first block counts
     estimate = math.ceil(calls * target_s / max(elapsed_s, 1e-9) * 1.2)
     return min(max_calls, max(calls * 2, min(calls * CALIBRATION_MAX_GROWTH, estimate)))
 
@@ -229,7 +232,9 @@ class PointRunner:
             self._progress()
             elapsed_s = dist.max_across_ranks(self.ctx, [elapsed_s])[0]
             per_op_s = min(per_op_s, elapsed_s / (calls * ops_per_call))
-            calls = next_calibration_calls(calls, elapsed_s, target_s, max_calls, first)
+            calls = next_calibration_calls(
+                calls, elapsed_s, target_s, max_calls, long_call_s=self.plan.min_sample_s / MIN_AUTO_ITERS, first=first
+            )
             first = False
         return stats.iterations_for_sample(per_op_s, self.plan.min_sample_s, MIN_AUTO_ITERS, MAX_AUTO_ITERS)
 

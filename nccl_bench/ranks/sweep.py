@@ -91,6 +91,8 @@ class RunHeader:
     run_dir: Path | None
     peak: str | None = None
     notes: tuple[str, ...] = ()
+    # (op, size_bytes, count) of every planned point: the live table sizes its columns from them
+    planned: tuple[tuple[str, int, int], ...] = ()
 
 
 @dataclass
@@ -405,7 +407,7 @@ def _collect_header(config, ctx, launch, summary) -> tuple[RunHeader, dict[str, 
     host_default = config.sizes is None and config.min_bytes is None and config.max_bytes is None
     iterations = (
         f"{config.iters} per sample" if config.iters is not None
-        else f"auto (each sample >= {cfg.min_sample_ms(config, ctx.on_gpu):g} ms)"
+        else f"auto (calibrated for samples of {cfg.min_sample_ms(config, ctx.on_gpu):g} ms; the end says how long they were)"
     )
     header = RunHeader(
         backend=ctx.backend,
@@ -495,7 +497,9 @@ def _run(config, ctx, launch, points, summary: SweepSummary, observer, argv, on_
         peak_gbps, peak_label = _reference_peak(config, ctx, header.nodes)
     except Exception as exc:  # the header exchange: report it as any failed collective is
         raise faults.why_stopped(exc, ctx, config.timeout_s, "setting up the sweep", None) from exc
-    header = dataclasses.replace(header, peak=peak_label)
+    element_bytes = cfg.DTYPE_BYTES[config.dtype]
+    planned = tuple((p.op, p.size_bytes, REGISTRY[p.op].count(p.size_bytes // element_bytes, ctx.world_size)) for p in points)
+    header = dataclasses.replace(header, peak=peak_label, planned=planned)
     per_rank["peak"] = {"gbps": peak_gbps, "label": peak_label}
     summary.peak_gbps = peak_gbps
     started = _dt.datetime.now(_dt.timezone.utc).isoformat()

@@ -64,7 +64,8 @@ NCCL_TESTS_BACKEND = "nccl"
 UNKNOWN_OP = "unknown"
 
 _BINARY_PATTERN = re.compile(r"(?:^|[/\s:])([a-z][a-z_]*?)_perf(?:_mpi)?(?![A-Za-z0-9])")
-_RANK_PATTERN = re.compile(r"#\s*Rank\s+(\d+)\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+(\S+)\s+device")
+# nccl_bench's export leaves out the Pid (and the host when the input did not record one).
+_RANK_PATTERN = re.compile(r"#\s*Rank\s+(\d+)\s+(?:Group\s+\d+\s+)?(?:Pid\s+\d+\s+)?(?:on\s+(\S+)\s+)?device")
 _ITERS_PATTERN = re.compile(r"(?<!warmup )(?<!agg )iters:\s*(\d+)")
 # Lines nccl_bench adds to its nccl-tests export so a round trip keeps backend and aggregation;
 # nccl-tests parsers skip them like any other '#' line.
@@ -184,7 +185,8 @@ def parse_text(
             rank = _RANK_PATTERN.match(stripped)
             if rank:
                 block.ranks.add(int(rank.group(1)))
-                block.hosts.add(rank.group(2))
+                if rank.group(2):
+                    block.hosts.add(rank.group(2))
                 exported = _EXPORT_DEVICE.search(stripped)
                 if exported:
                     block.backend = exported.group(1)

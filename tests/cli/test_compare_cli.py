@@ -67,7 +67,7 @@ def test_regression_exits_1_and_names_the_row(runs, tmp_path):
     suite = ET.parse(tmp_path / "r.xml").getroot().find("testsuite")
     assert (suite.get("tests"), suite.get("failures")) == ("3", "1")
     assert json.loads((tmp_path / "r.json").read_text())["exit_code"] == 1
-    assert "| all_reduce | 4M |" in (tmp_path / "r.md").read_text()
+    assert "| all_reduce | 4,194,304 |" in (tmp_path / "r.md").read_text()
 
 
 def test_tolerance_as_fraction_lets_the_drop_through(runs):

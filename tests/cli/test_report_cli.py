@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from tests.conftest import run_cli
@@ -88,3 +89,62 @@ def test_a_failed_nccl_tests_run_keeps_its_rows_and_says_why_it_stopped():
         "Test NCCL failure common.cu:1204 'unhandled cuda error (run with NCCL_DEBUG=INFO for details) / '"
     ]
     assert len(done.stdout.splitlines()) == 11
+
+
+def _without_matplotlib(tmp_path: Path) -> dict[str, str]:
+    """An environment where `import matplotlib` fails, as on a host without the [plot] extra."""
+    blocker = tmp_path / "blocker" / "matplotlib"
+    blocker.mkdir(parents=True)
+    (blocker / "__init__.py").write_text("raise ImportError('matplotlib is blocked for this test')\n")
+    from tests.conftest import REPO
+
+    return {"PYTHONPATH": f"{blocker.parent}{os.pathsep}{REPO}"}
+
+
+def test_plot_without_matplotlib_says_so_before_reading_anything(tmp_path):
+    line = _error(run_cli(["report", str(tmp_path / "nope"), "--plot", str(tmp_path / "p.svg")],
+                          env=_without_matplotlib(tmp_path)))
+    assert line == "nccl-bench: error: --plot: matplotlib is not installed; pip install 'nccl-bench[plot]'"
+
+
+def test_plot_suffix_must_be_png_svg_or_pdf(tmp_path):
+    line = _error(run_cli(["report", str(FIXTURES / "v2.20.0_all_reduce_perf_2ranks.txt"), "--plot", str(tmp_path / "p.jpg")]))
+    assert line == f"nccl-bench: error: --plot: {tmp_path / 'p.jpg'} should end in .png, .svg, .pdf"
+
+
+def test_version_and_short_help():
+    import nccl_bench
+
+    done = run_cli(["--version"])
+    assert (done.returncode, done.stdout) == (0, f"nccl-bench {nccl_bench.__version__}\n")
+    for args in (["-h"], ["report", "-h"], ["sweep", "-h"]):
+        done = run_cli(args)
+        assert done.returncode == 0 and done.stdout.startswith("Usage: python -m nccl_bench"), (args, done.stderr)
+
+
+def test_html_path_checked_before_reading(tmp_path):
+    line = _error(run_cli(["report", str(tmp_path / "nope"), "--html", str(tmp_path / "r.htm")]))
+    assert line == f"nccl-bench: error: --html: {tmp_path / 'r.htm'} should end in .html"
+
+
+def test_nccl_tests_export_writes_only_what_the_run_recorded(tmp_path):
+    from nccl_bench.render.formats import to_csv
+    from nccl_bench.results.loader import load_rows
+    from nccl_bench.results.store import read_rows
+
+    rows = load_rows(FIXTURES / "v2.20.0_all_reduce_perf_2ranks.txt")
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "results.csv").write_text(to_csv(rows))
+    bare = run_cli(["report", str(run / "results.csv"), "--format", "nccl-tests"]).stdout
+    assert "warmup iters" not in bare and " on " not in bare and "Pid" not in bare and "node0" not in bare
+    assert "#  Rank  0 device nccl_bench nccl" in bare
+    meta = {"hostnames": ["vm", "vm"], "devices": ["cpu: X", "cpu: X"], "config": {"warmup": 5, "cuda_graph": 0}}
+    (run / "meta.json").write_text(__import__("json").dumps(meta))
+    full = run_cli(["report", str(run), "--format", "nccl-tests", "--output", str(tmp_path / "x.log")])
+    assert full.returncode == 0, full.stderr
+    text = (tmp_path / "x.log").read_text()
+    assert " warmup iters: 5 " in text and " graph: 0" in text and text.endswith("\n")
+    assert "#  Rank  1 on vm device [cpu: X] nccl_bench nccl" in text and "Pid" not in text
+    again = load_rows(tmp_path / "x.log")
+    assert [(r.world_size, r.nodes, r.size_bytes) for r in again] == [(r.world_size, 1, r.size_bytes) for r in read_rows(run)]
