@@ -116,7 +116,53 @@ for variant in watchdog blocking_wait; do
   fi
 done
 
-# 10. Two ranks, where there are two GPUs.
+# 10. Refusals and layouts that need a GPU count to judge.
+sweep barrier_graph 1 --op barrier --cuda-graph 5
+if [ "$rc" = 2 ] && grep -q -- "--cuda-graph: nothing left to capture" "$out_dir/logs/barrier_graph.log"; then
+  say PASS barrier_graph "refused: $(grep -m1 'nccl-bench' "$out_dir/logs/barrier_graph.log")"
+else
+  say FAIL barrier_graph "exit $rc: $(tail -n 1 "$out_dir/logs/barrier_graph.log")"
+fi
+workers=$((gpus + 1))
+timeout 120 "$py" -m nccl_bench sweep --workers "$workers" --sizes 1K --out "$out_dir/runs/too_many_workers" >"$out_dir/logs/too_many_workers.log" 2>&1
+rc=$?
+if [ "$rc" = 2 ] && grep -q -- "--workers: $workers NCCL workers need $workers GPUs" "$out_dir/logs/too_many_workers.log"; then
+  say PASS too_many_workers "refused before any worker: $(grep -m1 'nccl-bench' "$out_dir/logs/too_many_workers.log")"
+else
+  say FAIL too_many_workers "exit $rc: $(tail -n 1 "$out_dir/logs/too_many_workers.log")"
+fi
+# srun giving each task its own GPU: one visible device, local rank 3 -> cuda:0
+CUDA_VISIBLE_DEVICES=0 SLURM_PROCID=0 SLURM_NTASKS=1 SLURM_STEP_ID=0 SLURM_LOCALID=3 \
+  MASTER_ADDR=127.0.0.1 MASTER_PORT=29555 timeout 120 "$py" -m nccl_bench sweep --op all_reduce,all_gather --sizes 1M \
+  --min-sample-ms 5 --out "$out_dir/runs/srun_layout" >"$out_dir/logs/srun_layout.log" 2>&1
+if [ "$?" = 0 ]; then
+  $checks run "$out_dir/runs/srun_layout" --name "srun layout, local rank 3, one visible GPU" | verdict
+else
+  say FAIL srun_layout "$(grep -m1 'nccl-bench' "$out_dir/logs/srun_layout.log")"
+fi
+# meta.json records the NCCL and torch NCCL/flight-recorder environment and the library's version
+NCCL_DEBUG=WARN TORCH_FR_BUFFER_SIZE=0 sweep meta_env 1 --op all_reduce --sizes 1K --min-sample-ms 5
+"$py" - "$out_dir/runs/meta_env/meta.json" <<'PY' | verdict
+import json, sys
+import torch
+meta = json.load(open(sys.argv[1]))
+env, nccl = meta.get("env", {}), meta.get("versions", {}).get("nccl")
+want = ".".join(map(str, torch.cuda.nccl.version()))
+ok = env.get("NCCL_DEBUG") == "WARN" and env.get("TORCH_FR_BUFFER_SIZE") == "0" and nccl == want \
+    and env.get("TORCH_NCCL_ASYNC_ERROR_HANDLING") is not None
+print(f"{'PASS' if ok else 'FAIL'} meta_env: env {sorted(env)}, versions.nccl {nccl} (library {want})")
+PY
+# calibration: a small out-of-place reduce_scatter must not settle at the minimum iterations
+run_ok calibration 1 --op reduce_scatter --no-inplace --sizes 2K,4K,8K --trials 3
+"$py" - "$out_dir/runs/calibration" <<'PY' | verdict
+import sys
+from nccl_bench.results.store import read_rows
+rows = read_rows(sys.argv[1])
+bad = [f"{r.size_bytes}: iters {r.iters} {r.flags}" for r in rows if r.iters <= 3 or "below_timer_resolution" in r.flags]
+print(f"{'FAIL' if bad or not rows else 'PASS'} calibration_iters: " + ("; ".join(bad) or ", ".join(f"{r.size_bytes} B: {r.iters} iters" for r in rows)))
+PY
+
+# 11. Two ranks, where there are two GPUs.
 if [ "$gpus" -ge 2 ]; then
   run_ok two_ranks 2 --op all -b 1K -e 256M
 else
