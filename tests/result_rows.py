@@ -25,8 +25,8 @@ def row(op="all_reduce", size_bytes=MiB, time_us=100.0, trials=1, spread=None, *
 
 
 def write_run(folder: Path, rows) -> Path:
-    """A run folder holding `rows` in results.csv, written as a sweep writes it."""
-    folder.mkdir(parents=True)
+    """A run folder holding `rows` in results.csv, written as a sweep writes it (appended if it exists)."""
+    folder.mkdir(parents=True, exist_ok=True)
     writer = ResultsWriter(folder)
     for one in rows:
         writer.append(one)

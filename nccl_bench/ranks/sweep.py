@@ -251,15 +251,20 @@ def _check_plan(config: cfg.SweepConfig, points: list[Point], notes: list[str], 
         return []
     timed = f"{config.iters:,} iters" if config.iters is not None else f"{cfg.min_sample_ms(config, on_gpu):g} ms"
     what = (
-        f"{len(points):,} points x ({config.warmup:,} warmup + {config.trials:,} trial(s) x {timed})"
+        f"{len(points):,} point(s) x ({config.warmup:,} warmup + {config.trials:,} trial(s) x {timed})"
     )
     if floor_s > MAX_SWEEP_S:
         warm_s = len(points) * config.warmup * OP_FLOOR_S["cuda" if on_gpu else "cpu"]
-        option = "--warmup" if warm_s > floor_s / 2 else "--iters" if config.iters is not None and config.iters > config.trials else "--trials"
+        if warm_s > floor_s / 2:
+            option = "--warmup"
+        elif config.iters is not None:
+            option = "--iters" if config.iters > config.trials else "--trials"
+        else:  # calibrated samples: their length or their number
+            option = "--min-sample-ms" if config.min_sample_ms is not None and config.trials == 1 else "--trials"
         raise UserInputError(
             option,
             f"the sweep would take at least {_duration(floor_s)} ({what}); at most {_duration(MAX_SWEEP_S)}: "
-            f"lower --trials, --iters or --warmup, or measure fewer sizes",
+            f"lower {option} or measure fewer sizes",
         )
     return [f"this sweep takes at least {_duration(floor_s)} ({what}); Ctrl-C keeps every finished point"]
 

@@ -100,8 +100,11 @@ EXACT = [
     ("CUDA graph beyond the cap", ["sweep", "--cuda-graph", "100000000"],
      "--cuda-graph: must be at most 10,000, got 100,000,000"),
     ("sweep that would run for days", ["sweep", "-b", "1K", "-e", "4M", "-i", "1K", "--trials", "1000"],
-     "--trials: the sweep would take at least 9.5 days (4,096 points x (5 warmup + 1,000 trial(s) x 200 ms)); "
-     "at most 7.0 days: lower --trials, --iters or --warmup, or measure fewer sizes"),
+     "--trials: the sweep would take at least 9.5 days (4,096 point(s) x (5 warmup + 1,000 trial(s) x 200 ms)); "
+     "at most 7.0 days: lower --trials or measure fewer sizes"),
+    ("calibrated samples that would run for days", ["sweep", "--min-sample-ms", "1e12", "--sizes", "1K"],
+     "--min-sample-ms: the sweep would take at least 11,574.1 days (1 point(s) x (5 warmup + 1 trial(s) x 1e+12 ms)); "
+     "at most 7.0 days: lower --min-sample-ms or measure fewer sizes"),
     ("placement no chosen op has", ["sweep", "--op", "all_reduce", "--no-inplace"],
      "--no-inplace: nothing to measure: all_reduce skipped: torch has no out-of-place form of it"),
     ("sizes for barrier alone", ["sweep", "--op", "barrier", "--sizes", "1M"],

@@ -13,7 +13,7 @@ def test_a_long_sweep_is_announced_with_its_floor():
     config = build_config({"min_bytes": "1K", "max_bytes": "2M", "step_bytes": "1K", "trials": 10, "backend": "gloo"})
     plan = plan_run(config, 2)
     assert plan.before_start == (
-        "this sweep takes at least 1.1 h (2,048 points x (5 warmup + 10 trial(s) x 200 ms)); "
+        "this sweep takes at least 1.1 h (2,048 point(s) x (5 warmup + 10 trial(s) x 200 ms)); "
         "Ctrl-C keeps every finished point",
     )
 
