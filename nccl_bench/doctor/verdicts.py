@@ -4,8 +4,8 @@ Every measurement may have been taken more than once; its value is the best atte
 noise on a shared fabric only ever slows a transfer down. The fleet median comes from first
 attempts only, so re-tests (best of two) cannot raise the bar for results measured once. A
 measurement is *low* when its value is below the fleet median by more than the tolerance and by
-more than MAD_Z sigmas (sigma = 1.4826 x MAD), or below --expect when given, and *confirmed* once
-a re-test agrees: only confirmed ones name anyone.
+more than MAD_Z sigmas (sigma = 1.4826 x MAD; this widens the tolerance at most MAX_WIDENING-fold),
+or below --expect when given, and *confirmed* once a re-test agrees: only confirmed ones name anyone.
 
 Pairs are judged per endpoint, (host, rail): an endpoint's "capacity" is its best pair, so a
 slow partner cannot drag a healthy node down, and the fleet median of capacities is the
@@ -33,6 +33,9 @@ MAD_TO_SIGMA = 1.4826
 # fabric sigma is tiny and the tolerance decides; on a noisy one (the simulated hosts of a loaded
 # 2-core machine swing 40%) the bar drops with the noise instead of naming healthy nodes.
 MAD_Z = 3.0
+# ...but never past this many times the tolerance: the MAD of a small fleet is itself noisy (four
+# capacities of 0.76, 1.2, 1.2 and a broken 0.024 GB/s gave 3 sigma = the whole median).
+MAX_WIDENING = 2.0
 # The fleet's spread (sigma from MAD) above this share of the tolerance gets a note in the report.
 SPREAD_WARNING_SHARE = 0.5
 
@@ -129,8 +132,13 @@ def _attempts_text(attempts: Sequence[float]) -> str:
 
 
 def relative_threshold(fleet: FleetStat, tolerance: float) -> float:
-    """Below the median by more than the tolerance and by more than MAD_Z sigmas."""
-    return min(fleet.median_gbps * (1 - tolerance), fleet.median_gbps - MAD_Z * MAD_TO_SIGMA * fleet.mad_gbps)
+    """Below the median by more than the tolerance and by more than MAD_Z sigmas, the latter
+    widening the tolerance at most MAX_WIDENING-fold (and never to the whole median)."""
+    if fleet.median_gbps <= 0:
+        return 0.0
+    sigma_share = MAD_Z * MAD_TO_SIGMA * fleet.mad_gbps / fleet.median_gbps
+    share = min(max(tolerance, sigma_share), MAX_WIDENING * tolerance, 0.9)
+    return fleet.median_gbps * (1 - max(share, tolerance))
 
 
 def _threshold(fleet: FleetStat | None, tolerance: float, expect_gbps: float | None) -> float | None:

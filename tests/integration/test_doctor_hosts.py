@@ -8,9 +8,11 @@ launcher layouts: torchrun with c10d rendezvous on nodea's bridge address, Open 
 Slurm's environment variables with MASTER_ADDR=nodea (resolved through each host's /etc/hosts).
 
 Rates: unshaped veth pairs run at 0.2-1 GB/s here (lower while other processes load the two
-cores); a shaped path at 200 Mbit/s gives ~0.02 GB/s, >= 10x below. The tests pass
---tolerance 50% because this shared 2-core machine swings healthy pairs by up to 2x between
-rounds (benchmarks/RESULTS.md); the re-test keeps such swings from naming anyone.
+cores); a shaped path at 200 Mbit/s gives ~0.02 GB/s, >= 10x below (-90% and more). The tests pass
+--tolerance 70% because this shared 2-core machine swings healthy pairs by up to 2x between
+rounds (benchmarks/RESULTS.md), and a healthy pair once stayed 57% below the median through its
+re-test while the whole suite ran beside other jobs; the verdict never widens past 90%, so the
+shaped paths are still named.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ HOSTS = 4
 SHAPED_RATE = "200mbit"
 RDZV_PORT = 29581
 MASTER_PORT = "29582"
-DOCTOR_ARGS = ["doctor", "--size", "1M", "--tolerance", "50%", "--timeout", "60"]
+DOCTOR_ARGS = ["doctor", "--size", "1M", "--tolerance", "70%", "--timeout", "60"]
 
 
 def _hosts(count: int, rails: int = 1):
