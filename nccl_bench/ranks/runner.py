@@ -2,7 +2,9 @@
 
 A timed sample is: barrier, start, `iters` ops back to back, (GPU) synchronize, stop; its time
 per op is the sample's duration / iters, and ranks' durations are combined by `agg` (default
-max: a collective is as slow as its slowest rank). On GPU the clock is CUDA events on the
+max: a collective is as slow as its slowest rank). With --iters auto, a first sample that came
+out shorter than --min-sample-ms (calibration saw a clean block, the sample did not) is timed
+again with more ops, so every sample lasts the floor it promises. On GPU the clock is CUDA events on the
 current stream; on CPU time.perf_counter_ns. A timestamp after every op gives per-op latencies
 (p50/p99). On CPU that costs one clock read per op (~0.1 us against >= 20 us for a gloo op), so
 every sample carries them. On GPU an event record costs microseconds of CPU per op, which
@@ -33,6 +35,12 @@ CALIBRATION_FRACTION = 0.05
 # Growth of the calibration block between rounds: usually one jump from a single op straight
 # to the block the measured rate asks for, without overshooting a huge message's sample.
 CALIBRATION_MAX_GROWTH = 100
+# A timed sample shorter than --min-sample-ms is timed again (with --iters auto), at most this
+# many times, with its op count taken from that sample's own rate. On a shared CPU host one
+# calibration block's rate can be 5x off, which gave 1 MiB samples of 63 ms instead of 200 ms.
+MAX_SHORT_SAMPLE_RETRIES = 2
+# Aim this far past --min-sample-ms when re-timing, so a little jitter does not fall short again.
+SAMPLE_TARGET_MARGIN = 1.2
 # cudaEventElapsedTime resolves about half a microsecond (CUDA Runtime API documentation).
 CUDA_EVENT_RESOLUTION_S = 0.5e-6
 # A sample shorter than this many timer ticks cannot be trusted to 0.1%.
@@ -75,17 +83,18 @@ class Measurement:
         return flags
 
 
-class _CpuClock:
+class CpuClock:
     resolution_s = max(time.get_clock_info("perf_counter").resolution, 1e-9)
+    now_ns = staticmethod(time.perf_counter_ns)
 
     def __init__(self, ops: int, blocking: bool, per_op: bool):
         self._stamps = [0] * (ops + 1)
 
     def start(self) -> None:
-        self._stamps[0] = time.perf_counter_ns()
+        self._stamps[0] = self.now_ns()
 
     def mark(self, index: int) -> None:
-        self._stamps[index] = time.perf_counter_ns()
+        self._stamps[index] = self.now_ns()
 
     def finish(self) -> tuple[float, list[float]]:
         stamps = self._stamps
@@ -138,13 +147,27 @@ def next_calibration_calls(calls: int, elapsed_s: float, target_s: float, max_ca
     return min(max_calls, max(calls * 2, min(calls * CALIBRATION_MAX_GROWTH, estimate)))
 
 
+def calls_for_full_sample(calls: int, elapsed_s: float, min_sample_s: float, max_calls: int) -> int | None:
+    """Calls for a new sample when one of `calls` lasted only elapsed_s < min_sample_s; else None.
+
+    The rate comes from the short sample itself (stalls included, unlike a calibration block
+    that happened to run clean), aimed SAMPLE_TARGET_MARGIN past the floor; always more calls
+    than before, never more than max_calls.
+    """
+    if elapsed_s >= min_sample_s or calls >= max_calls:
+        return None
+    estimate = math.ceil(calls * min_sample_s / max(elapsed_s, 1e-9) * SAMPLE_TARGET_MARGIN)
+    return min(max_calls, max(calls + 1, estimate))
+
+
 class PointRunner:
     """Times one bound op (a zero-argument callable) under a TimingPlan on every rank."""
 
-    def __init__(self, ctx: dist.DistContext, plan: TimingPlan):
+    def __init__(self, ctx: dist.DistContext, plan: TimingPlan, clock: type | None = None):
         self.ctx = ctx
         self.plan = plan
-        self._clock = _CudaClock if ctx.on_gpu else _CpuClock
+        # clock: a CpuClock subclass with another time source, for tests of the timing logic
+        self._clock = clock or (_CudaClock if ctx.on_gpu else CpuClock)
 
     def _timed(self, call: Callable[[], None], calls: int, per_op: bool = False) -> tuple[float, list[float]]:
         clock = self._clock(calls, self.plan.blocking, per_op)
@@ -186,9 +209,12 @@ class PointRunner:
         iters = calls * ops_per_call
         means_us, per_op_us, rank_totals = [], [], [0.0] * self.ctx.world_size
         shortest = math.inf
-        for _ in range(self.plan.trials):
+        for trial in range(self.plan.trials):
             total_s, per_call_s = self._timed(call, calls)
             per_rank = [values[0] for values in dist.all_gather_floats(self.ctx, [total_s])]
+            if trial == 0 and self.plan.iters is None:
+                calls, per_call_s, per_rank = self._until_full_sample(call, calls, ops_per_call, per_call_s, per_rank)
+                iters = calls * ops_per_call
             combined_s, _ = stats.combine_ranks(per_rank, self.plan.agg)
             rank_totals = [a + b for a, b in zip(rank_totals, per_rank)]
             means_us.append(combined_s / iters * 1e6)
@@ -207,6 +233,20 @@ class PointRunner:
             shortest_sample_s=shortest,
             timer_resolution_s=self._clock.resolution_s,
         )
+
+    def _until_full_sample(self, call, calls: int, ops_per_call: int, per_call_s: list[float],
+                           per_rank: list[float]) -> tuple[int, list[float], list[float]]:
+        """Re-time a first sample that fell short of min_sample_s (every rank decides alike from
+        the gathered durations); the short one is dropped, as a last calibration block."""
+        max_calls = max(1, MAX_AUTO_ITERS // ops_per_call)
+        for _ in range(MAX_SHORT_SAMPLE_RETRIES):
+            more = calls_for_full_sample(calls, max(per_rank), self.plan.min_sample_s, max_calls)
+            if more is None:
+                break
+            calls = more
+            total_s, per_call_s = self._timed(call, calls)
+            per_rank = [values[0] for values in dist.all_gather_floats(self.ctx, [total_s])]
+        return calls, per_call_s, per_rank
 
     def _worst_per_op_us(self, per_call_s: list[float], ops_per_call: int) -> list[float]:
         return [s / ops_per_call * 1e6 for s in dist.max_across_ranks(self.ctx, per_call_s)]
