@@ -10,6 +10,8 @@ runs must not overlap (bandwidth is size / time, so the time ranges decide for b
 
 from __future__ import annotations
 
+import dataclasses
+
 import re
 import shutil
 from dataclasses import dataclass, field
@@ -17,7 +19,7 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 from nccl_bench.errors import UserInputError
-from nccl_bench.results.loader import load_rows
+from nccl_bench.results.loader import LogHints, load_rows
 from nccl_bench.results.schema import (
     KEY_COLUMNS,
     STATUS_UNSUPPORTED,
@@ -108,6 +110,8 @@ class Comparison:
     min_bytes: int
     rows: tuple[RowComparison, ...]
     notes: tuple[str, ...] = field(default=())  # mismatches let through by --allow-mismatch
+    baseline_path: str | None = None  # the inputs as given, for machine-readable reports
+    current_path: str | None = None
 
     @property
     def failures(self) -> tuple[RowComparison, ...]:
@@ -254,26 +258,34 @@ def compare_paths(
     *,
     baseline_option: str = "BASELINE",
     current_option: str = "CURRENT",
+    hints: LogHints | None = None,
     **rule,
 ) -> Comparison:
-    """Read two runs and compare_rows them; `rule` is its tolerance, min_bytes and allow_mismatch."""
-    return compare_rows(
-        read_run(baseline_path, baseline_option),
-        read_run(current_path, current_option),
+    """Read two runs and compare_rows them; `rule` is its tolerance, min_bytes and allow_mismatch;
+    `hints` say what an nccl-tests log among them does not (--op, --ranks)."""
+    comparison = compare_rows(
+        read_run(baseline_path, baseline_option, hints),
+        read_run(current_path, current_option, hints),
         baseline_label=f"{baseline_option} {baseline_path}",
         current_label=f"{current_option} {current_path}",
         **rule,
     )
+    return dataclasses.replace(comparison, baseline_path=str(baseline_path), current_path=str(current_path))
 
 
-def read_run(path: Path, option: str) -> list[ResultRow]:
+def read_run(path: Path, option: str, hints: LogHints | None = None) -> list[ResultRow]:
     """A run folder, results.csv, nccl_bench JSON, nccl-tests log or -J JSON (the loader `report` uses)."""
-    return load_rows(path, option, unrecognised_as_csv=True)
+    return load_rows(path, option, unrecognised_as_csv=True, hints=hints)
 
 
-def check_against_baseline(run_dir: Path, baseline_path: Path, tolerance: float = DEFAULT_TOLERANCE) -> Comparison:
+def check_against_baseline(
+    run_dir: Path, baseline_path: Path, tolerance: float = DEFAULT_TOLERANCE, allow_mismatch: bool = False
+) -> Comparison:
     """What `sweep --baseline` runs after a sweep: the finished run against a stored baseline."""
-    return compare_paths(baseline_path, run_dir, baseline_option="--baseline", current_option="run", tolerance=tolerance)
+    return compare_paths(
+        baseline_path, run_dir, baseline_option="--baseline", current_option="run",
+        tolerance=tolerance, allow_mismatch=allow_mismatch,
+    )
 
 
 @dataclass(frozen=True)
@@ -283,26 +295,80 @@ class BaselineCheck:
     baseline: Path | None
     tolerance: float
     save_name: str | None
+    allow_mismatch: bool = False
+    replace_baseline: bool = False
+    baseline_rows: tuple[ResultRow, ...] = field(default=(), compare=False)  # read once, up front
 
 
 # Options only the process that owns the whole run acts on; local worker ranks never see them.
 SWEEP_BASELINE_OPTIONS = ("--baseline", "--tolerance", "--save-baseline")
+SWEEP_BASELINE_FLAGS = ("--allow-mismatch", "--replace-baseline")
 
 
 def plan_baseline_check(
-    baseline: Path | None, tolerance: str | None, save_name: str | None
+    baseline: Path | None, tolerance: str | None, save_name: str | None,
+    allow_mismatch: bool = False, replace_baseline: bool = False, results_root: Path | None = None,
 ) -> BaselineCheck | None:
     """Validate the sweep's baseline options before measuring, so a typo fails at once, not after the run."""
     if tolerance is not None and baseline is None:
         raise UserInputError("--tolerance", "only applies with --baseline")
+    if allow_mismatch and baseline is None:
+        raise UserInputError("--allow-mismatch", "only applies with --baseline")
+    if replace_baseline and save_name is None:
+        raise UserInputError("--replace-baseline", "only applies with --save-baseline")
     if baseline is None and save_name is None:
         return None
+    rows: tuple[ResultRow, ...] = ()
     if baseline is not None:
-        read_run(baseline, "--baseline")
+        rows = tuple(read_run(baseline, "--baseline"))
     if save_name is not None:
         validate_baseline_name(save_name)
+        if results_root is not None and not replace_baseline:
+            refuse_existing_baseline(results_root, save_name)
     fraction = DEFAULT_TOLERANCE if tolerance is None else parse_tolerance(tolerance)
-    return BaselineCheck(None if baseline is None else Path(baseline), fraction, save_name)
+    return BaselineCheck(
+        None if baseline is None else Path(baseline), fraction, save_name, allow_mismatch, replace_baseline, rows
+    )
+
+
+def refuse_existing_baseline(results_root: Path, name: str) -> None:
+    """A saved baseline is the known-good reference: replacing it takes --replace-baseline."""
+    target = baseline_dir(results_root, name)
+    if target.exists():
+        raise UserInputError(
+            "--save-baseline", f"baseline {name!r} already exists at {target}; pass --replace-baseline to replace it"
+        )
+
+
+def check_plan_against_baseline(
+    check: BaselineCheck | None, world_size: int, backend: str, planned_keys: Iterable[tuple]
+) -> None:
+    """Before measuring: refuse a sweep that the baseline check would reject after it.
+
+    planned_keys are (op, size_bytes, dtype, redop, placement) of every planned point; world size
+    and backend are what the run will have. The same rules as compare_rows, minus the numbers.
+    """
+    if check is None or not check.baseline_rows:
+        return
+    label = f"--baseline {check.baseline}"
+    baseline = check.baseline_rows
+    for what, theirs, ours in (
+        ("world size", _world_sizes(baseline), frozenset({world_size})),
+        ("backend", _backends(baseline), frozenset({backend})),
+    ):
+        if theirs != ours and not check.allow_mismatch:
+            raise UserInputError(
+                label,
+                f"{what} differs: the baseline has {_join(theirs)}, this sweep would run with {_join(ours)}; "
+                "pass --allow-mismatch to compare anyway",
+            )
+    theirs = {(r.op, r.size_bytes, r.dtype, r.redop, r.placement) for r in baseline}
+    if not theirs & set(planned_keys):
+        raise UserInputError(
+            label,
+            "shares no (op, size, dtype, redop, placement) with this sweep's plan; "
+            "measure the baseline's ops and sizes (see `nccl-bench report` of it)",
+        )
 
 
 def validate_baseline_name(name: str, option: str = "--save-baseline") -> str:
@@ -315,13 +381,16 @@ def baseline_dir(results_root: Path, name: str) -> Path:
     return Path(results_root) / BASELINES_DIR / validate_baseline_name(name)
 
 
-def save_baseline(run_dir: Path, name: str, results_root: Path) -> Path:
-    """Copy a finished run folder to results_root/baselines/NAME/, replacing an older baseline of that name.
+def save_baseline(run_dir: Path, name: str, results_root: Path, replace: bool = False) -> Path:
+    """Copy a finished run folder to results_root/baselines/NAME/; an existing one only with replace.
 
-    Replacing is the point of a named baseline (CI refreshes `main` on every merge); the copy is
+    Replacing is how CI refreshes `main` on every merge, so it is allowed, but only when asked:
+    a second run with the same name must not silently drop the known-good reference. The copy is
     made beside the target and renamed into place, so a crash never leaves half a baseline.
     """
     target = baseline_dir(results_root, name)
+    if not replace:
+        refuse_existing_baseline(results_root, name)
     run_dir = Path(run_dir)
     read_rows(run_dir, "--save-baseline")  # refuse to store a run that has no readable results
     target.parent.mkdir(parents=True, exist_ok=True)

@@ -15,6 +15,7 @@ from nccl_bench.errors import UserInputError
 from nccl_bench.ranks.collectives import OP_NAMES, REGISTRY
 from nccl_bench.units.sizes import (
     check_range,
+    count_sizes,
     format_size,
     geometric_sizes,
     linear_sizes,
@@ -36,6 +37,16 @@ CPU_SIZE_RANGE = (1024, 64 * 1024**2)
 # rank skew are small against it. CPU samples are longer because the host is shared and noisier.
 GPU_MIN_SAMPLE_MS = 50.0
 CPU_MIN_SAMPLE_MS = 200.0
+
+# Upper bounds on numbers the user types, checked before anything is built from them, so no input
+# makes the tool hold memory in proportion to a number (a list of a billion sizes, a timestamp per
+# op for a billion ops). Each is far above what a real sweep uses: nccl-tests' -b 8 -e 1G -f 2 is
+# 28 sizes, and a linear -i 1M sweep to 1G is 1,024.
+MAX_SIZES = 10_000
+MAX_ITERS = 1_000_000  # one timestamp per op per sample is kept for p50/p99
+MAX_WARMUP = 1_000_000
+MAX_TRIALS = 1_000
+MAX_CUDA_GRAPH_OPS = 10_000  # ops captured in one CUDA graph: each holds GPU memory while captured
 
 
 @dataclass(frozen=True)
@@ -71,23 +82,27 @@ class SweepConfig:
 CONFIG_KEYS = tuple(f.name for f in dataclasses.fields(SweepConfig) if f.name != "fields_from_flags")
 
 
-def expand_ops(names: list[str] | tuple[str, ...]) -> tuple[str, ...]:
-    """`--op` may repeat or hold commas; 'all' means every registered collective."""
+def expand_choices(values, choices: tuple[str, ...], option: str, noun: str, normalize=str.strip) -> tuple[str, ...]:
+    """Names that may repeat or hold commas, 'all' meaning every choice; first-seen order, no repeats."""
     expanded: list[str] = []
-    for name in names:
-        for part in str(name).split(","):
-            part = part.strip().replace("-", "_")
+    for value in values:
+        for part in str(value).split(","):
+            part = normalize(part.strip())
             if not part:
                 continue
-            candidates = OP_NAMES if part == "all" else (part,)
-            for candidate in candidates:
-                if candidate not in REGISTRY:
-                    raise UserInputError("--op", f"unknown collective {part!r}; choose from {', '.join(OP_NAMES)} or all")
+            for candidate in choices if part == "all" else (part,):
+                if candidate not in choices:
+                    raise UserInputError(option, f"unknown {noun} {part!r}; choose from {', '.join(choices)} or all")
                 if candidate not in expanded:
                     expanded.append(candidate)
     if not expanded:
-        raise UserInputError("--op", "no collective given")
+        raise UserInputError(option, f"no {noun} given")
     return tuple(expanded)
+
+
+def expand_ops(names: list[str] | tuple[str, ...]) -> tuple[str, ...]:
+    """`--op` may repeat or hold commas; 'all' means every registered collective."""
+    return expand_choices(names, OP_NAMES, "--op", "collective", normalize=lambda part: part.replace("-", "_"))
 
 
 def _choice(option: str, value: str, choices: tuple[str, ...]) -> str:
@@ -97,7 +112,7 @@ def _choice(option: str, value: str, choices: tuple[str, ...]) -> str:
     return value
 
 
-def _positive_int(option: str, value: Any, minimum: int = 1) -> int:
+def _positive_int(option: str, value: Any, minimum: int = 1, maximum: int | None = None) -> int:
     try:
         number = int(value)
         if number != float(value):
@@ -106,6 +121,8 @@ def _positive_int(option: str, value: Any, minimum: int = 1) -> int:
         raise UserInputError(option, f"expected a whole number, got {value!r}") from None
     if number < minimum:
         raise UserInputError(option, f"must be at least {minimum}, got {number}")
+    if maximum is not None and number > maximum:
+        raise UserInputError(option, f"must be at most {maximum:,}, got {number:,}")
     return number
 
 
@@ -122,7 +139,7 @@ def _positive_float(option: str, value: Any) -> float:
 def _parse_iters(value: Any) -> int | None:
     if value is None or str(value).lower() == "auto":
         return None
-    return _positive_int("--iters", value)
+    return _positive_int("--iters", value, maximum=MAX_ITERS)
 
 
 # Keys whose option is not "--" + key with dashes (tests/unit/test_config.py checks every key
@@ -151,6 +168,8 @@ def normalize(values: Mapping[str, Any], source: str = "") -> dict[str, Any]:
             sizes = tuple(parse_size(p.strip() if isinstance(p, str) else p, option) for p in parts if str(p).strip())
             if not sizes:
                 raise UserInputError(option, "no sizes given")
+            if len(set(sizes)) > MAX_SIZES:
+                raise UserInputError(option, f"{len(set(sizes)):,} sizes given; a sweep takes at most {MAX_SIZES:,}")
             out[key] = sizes
         elif key == "step_factor":
             factor = _positive_float(option, value)
@@ -165,12 +184,14 @@ def normalize(values: Mapping[str, Any], source: str = "") -> dict[str, Any]:
             out[key] = _choice(option, value, AGGREGATIONS)
         elif key == "backend":
             out[key] = _choice(option, value, BACKENDS)
-        elif key in ("root", "cuda_graph"):
+        elif key == "root":
             out[key] = _positive_int(option, value, minimum=0)
+        elif key == "cuda_graph":
+            out[key] = _positive_int(option, value, minimum=0, maximum=MAX_CUDA_GRAPH_OPS)
         elif key == "warmup":
-            out[key] = _positive_int(option, value, minimum=0)
+            out[key] = _positive_int(option, value, minimum=0, maximum=MAX_WARMUP)
         elif key == "trials":
-            out[key] = _positive_int(option, value)
+            out[key] = _positive_int(option, value, maximum=MAX_TRIALS)
         elif key == "iters":
             out[key] = _parse_iters(value)
         elif key in ("min_sample_ms", "timeout_s", "peak_gbps"):
@@ -231,6 +252,27 @@ def validate(config: SweepConfig) -> None:
         raise UserInputError("--reduce-op", f"avg needs a floating-point --dtype, got {config.dtype}")
     if config.cuda_graph and config.blocking:
         raise UserInputError("--cuda-graph", "cannot be combined with --blocking")
+    if all(REGISTRY[op].factor is None for op in config.ops):  # barrier alone: no message at all
+        for key in ("sizes", "min_bytes", "max_bytes", "step_bytes", "step_factor"):
+            if getattr(config, key) is not None:
+                raise UserInputError(
+                    option_name(key), f"{' and '.join(config.ops)} sends no message, so no size applies; drop {option_name(key)}"
+                )
+
+
+def ignored_options(config: SweepConfig) -> list[str]:
+    """Options given on the command line that none of the chosen collectives uses: said once, not refused."""
+    notes = []
+    ops = ", ".join(config.ops)
+    uses = {
+        "reduce_op": (any(REGISTRY[op].has_reduction for op in config.ops), "reduces"),
+        "root": (any(REGISTRY[op].has_root for op in config.ops), "has a root"),
+        "dtype": (any(REGISTRY[op].factor is not None for op in config.ops), "sends data"),
+    }
+    for key, (used, what) in uses.items():
+        if key in config.fields_from_flags and not used:
+            notes.append(f"{option_name(key)} {getattr(config, key)} is ignored: none of {ops} {what}")
+    return notes
 
 
 def min_sample_ms(config: SweepConfig, on_gpu: bool) -> float:
@@ -246,6 +288,17 @@ def resolve_sizes(config: SweepConfig, on_gpu: bool) -> list[int]:
     default_min, default_max = GPU_SIZE_RANGE if on_gpu else CPU_SIZE_RANGE
     high = config.max_bytes if config.max_bytes is not None else max(default_max, config.min_bytes or 0)
     low = config.min_bytes if config.min_bytes is not None else min(default_min, high)
+    count = count_sizes(low, high, config.step_factor, config.step_bytes, at_most=MAX_SIZES)
+    if count > MAX_SIZES:  # refused before a single size is built
+        if config.step_bytes is not None:
+            option, how, many = "--step-bytes", f"steps of {format_size(config.step_bytes)}", f"{count:,}"
+        else:
+            option, how, many = "--step-factor", f"a factor of {config.step_factor or 2.0}", f"more than {MAX_SIZES:,}"
+        raise UserInputError(
+            option,
+            f"{how} from {format_size(low)} to {format_size(high)} make {many} sizes; a sweep takes at most "
+            f"{MAX_SIZES:,}: raise {option} or narrow -b/--min-bytes .. -e/--max-bytes",
+        )
     if config.step_bytes is not None:
         return linear_sizes(low, high, config.step_bytes)
     return geometric_sizes(low, high, config.step_factor or 2.0)

@@ -19,6 +19,9 @@ class RunFailedError(Exception):
         super().__init__(message)
         self.exit_code = exit_code
         self.quiet = quiet  # another rank prints this failure; this one only exits non-zero
+        # The process group was aborted: end the process without tearing torch down (its
+        # destructors would join threads that the abort left waiting).
+        self.exit_at_once = False
 
 
 def first_line(exc: BaseException) -> str:

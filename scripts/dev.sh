@@ -51,6 +51,10 @@ case "$job" in
     if ! command -v ip >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
       (apt-get update -qq && apt-get install -y -qq iproute2) >/dev/null 2>&1 || echo "dev.sh: could not install iproute2; the two-host test will skip" >&2
     fi
+    # The HTML report test opens the page in headless Chromium (Debian's chromium package).
+    if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+      (apt-get update -qq && apt-get install -y -qq chromium) >/dev/null 2>&1 || echo "dev.sh: could not install chromium; the HTML report test will skip" >&2
+    fi
     exec "$py" -m pytest "$@" ;;
   *) echo "usage: bash scripts/dev.sh sweep|test [options]" >&2; exit 2 ;;
 esac

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 from nccl_bench.results.schema import ResultRow
+from nccl_bench.results.store import ResultsWriter
 
 MiB = 1024 * 1024
 
@@ -20,3 +22,13 @@ def row(op="all_reduce", size_bytes=MiB, time_us=100.0, trials=1, spread=None, *
         algbw_gbps=busbw, busbw_gbps=busbw, busbw_factor=1.0, wrong=0, slowest_rank=0, agg="max",
     )
     return dataclasses.replace(base, **changes)
+
+
+def write_run(folder: Path, rows) -> Path:
+    """A run folder holding `rows` in results.csv, written as a sweep writes it (appended if it exists)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    writer = ResultsWriter(folder)
+    for one in rows:
+        writer.append(one)
+    writer.close()
+    return folder

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from nccl_bench.hardware.host import (
+    MEMCPY_METHOD,
     NicPort,
     measure_memcpy,
     proc_gpu_models,
@@ -82,6 +83,7 @@ class HostLimits:
     nic_ports: tuple[NicPort, ...]
     warnings: tuple[str, ...] = field(default=())
     notes: tuple[str, ...] = field(default=())  # why earlier sources were skipped
+    memcpy_run_gbps: float | None = None  # this run's own fastest copy (memcpy_gbps is the host's record)
 
 
 def detect_limits(*, use_nvml: bool = True, nvidia_smi: str = "nvidia-smi", sysfs_root: str | Path = "/sys",
@@ -121,8 +123,9 @@ def detect_limits(*, use_nvml: bool = True, nvidia_smi: str = "nvidia-smi", sysf
     warnings.extend(nic_warnings)
     if measure_host is None:
         measure_host = not gpus
-    memcpy = measure_memcpy().gbps if measure_host else None
-    return HostLimits(gpus, source, memcpy, ports, tuple(warnings), tuple(notes))
+    memcpy = measure_memcpy() if measure_host else None
+    return HostLimits(gpus, source, memcpy and memcpy.gbps, ports, tuple(warnings), tuple(notes),
+                      memcpy and memcpy.run_gbps)
 
 
 def detect_peak(multi_node: bool = False, device_kind: str = "cpu") -> tuple[Peak | None, list[str]]:
@@ -145,7 +148,7 @@ def peak_from_limits(limits: HostLimits, multi_node: bool = False, device_kind: 
     else:
         if limits.memcpy_gbps is None:
             return None, warnings + ["host memory copy was not measured"]
-        intra = Peak(limits.memcpy_gbps, SOURCE_MEMCPY, "host memory copy (measured, bytes copied once per second)")
+        intra = Peak(limits.memcpy_gbps, SOURCE_MEMCPY, f"host memory copy ({MEMCPY_METHOD})")
     if not multi_node:
         return intra, warnings
     if ranks_per_node is None:
@@ -198,11 +201,15 @@ def _assemble(index: int, name: str | None, links: tuple[bool, ...] | None, repo
     """One GpuLimits from link facts; fills unknown link rate / PCIe gen from the known-GPU table."""
     table = known_gpu(name)
     gen, data = (link_rate(reported) if reported is not None else (None, None))
-    if data is None and table is not None and table.link_gbps is not None:
+    active = sum(links) if links is not None else None
+    # The table's rate stands in only where links are (or may be) up; with none active it is unused,
+    # and naming the table as a source would claim a figure the peak does not rest on.
+    if data is None and active != 0 and table is not None and table.link_gbps is not None:
         data = table.link_gbps
         source = f"{source}+{SOURCE_TABLE}"
-    nvlink_gen = gen_hint or gen or (table.nvlink_gen if table else None)
-    active = sum(links) if links is not None else None
+    # A recognised per-link rate says the generation more surely than NVML's version enum, which
+    # some drivers report as NVLink 5.0 on H100 (a workaround for it is in public code using pynvml).
+    nvlink_gen = gen or gen_hint or (table.nvlink_gen if table else None)
     nvlink = active * data if active and data is not None else (0.0 if active == 0 else None)
     gen_max, gen_cur, width_max, width_cur = pcie
     if gen_max is None and table is not None and table.pcie_gen is not None:

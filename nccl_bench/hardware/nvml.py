@@ -22,8 +22,14 @@ class NvmlGpu:
     pcie_width_current: int | None
 
 
-# nvmlNvlinkVersion_t -> NVLink generation (2.2 and 3.1 are revisions of 2 and 3).
+# nvmlNvlinkVersion_t -> NVLink generation (2.2 and 3.1 are revisions of 2 and 3). The enum in
+# nvml.h: NVML_NVLINK_VERSION_INVALID 0, _1_0 1, _2_0 2, _2_2 3, _3_0 4, _3_1 5, _4_0 6, _5_0 7,
+# and _6_0 8 in the newest headers (same values in nvidia-ml-py's pynvml.py).
 _NVML_VERSION_TO_GEN = {1: 1, 2: 2, 3: 2, 4: 3, 5: 3, 6: 4, 7: 5, 8: 6}
+# nvml.h: "#define NVML_FI_DEV_NVLINK_SPEED_MBPS_COMMON 90 //!< Common NVLink Speed in MBps for active
+# links": one link's speed, in 1e6 bytes/s, the figure nvidia-smi prints per link (e.g. 26.562 GB/s
+# on H100), which is per direction. NVML answers it only when some link is active.
+MBPS_PER_GBPS = 1000
 
 
 def probe_nvml() -> tuple[tuple[NvmlGpu, ...] | None, str | None]:
@@ -70,7 +76,7 @@ def _nvml_gpu(pynvml, index: int) -> NvmlGpu:
         try:
             field = pynvml.nvmlDeviceGetFieldValues(handle, [pynvml.NVML_FI_DEV_NVLINK_SPEED_MBPS_COMMON])[0]
             if field.nvmlReturn == pynvml.NVML_SUCCESS:
-                speed = float(field.value.uiVal) / 1000  # NVML reports MB/s per link per direction
+                speed = float(field.value.uiVal) / MBPS_PER_GBPS
         except (pynvml.NVMLError, AttributeError, IndexError):
             pass
     return NvmlGpu(

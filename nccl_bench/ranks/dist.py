@@ -16,10 +16,31 @@ import time
 from dataclasses import dataclass
 from typing import Any, Iterator, Mapping
 
-from nccl_bench.errors import UserInputError, first_line
+from nccl_bench.errors import RunFailedError, UserInputError, first_line
 
 DEFAULT_MASTER_PORT = "29500"
 ROLL_CALL_POLL_S = 0.1  # store polling after a failure: quick to notice the last live rank, cheap
+
+# init_process_group(device_id=...) appeared in torch 2.3 (pytorch #114916; the first release whose
+# signature has it), which is why 2.3 is the minimum torch.
+DEVICE_ID_SINCE = (2, 3)
+# torch 2.6.0 up to 2.7.0: a device_id turns on NCCL's non-blocking init, which can hang collectives
+# (pytorch #153960; 2.7.1 turned the non-blocking default off, pytorch #154055). There the device is
+# only set with torch.cuda.set_device and the communicator is created on the first collective.
+DEVICE_ID_HANGS = ((2, 6), (2, 7, 1))
+# NCCL settings the sweep needs, set only where the user has not chosen (both land in meta.json):
+NCCL_ENV_DEFAULTS = {
+    # 2 = CleanUpOnly: an NCCL error or timeout aborts the communicators and the main thread sees the
+    # error. torch's default 3 (SkipCleanUp) takes the process down with SIGABRT instead, before the
+    # sweep can report and write meta.json (ErrorHandlingMode in ProcessGroupNCCL.hpp).
+    "TORCH_NCCL_ASYNC_ERROR_HANDLING": "2",
+    # After an error the watchdog sleeps 4x this before acting, for a flight-recorder dump (15 s by
+    # default: a minute during which the rank can neither report nor exit). A benchmark fails fast.
+    "TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC": "1000",
+}
+# NCCL's own watchdog gets this much longer than the rank's deadline (ranks/deadline.py), so that the
+# deadline always acts first and the watchdog never starts its pre-abort sleep under it.
+NCCL_WATCHDOG_LAG_S = 10.0
 
 
 @dataclass(frozen=True)
@@ -74,7 +95,13 @@ def detect_launch(environ: Mapping[str, str] | None = None) -> LaunchEnv | None:
 
 def export_launch_env(launch: LaunchEnv) -> None:
     """Give torch's env:// rendezvous the variables it reads, whatever launcher we came from."""
-    if launch.launcher != "torchrun" and not launch.master_addr:
+    if not launch.master_addr:
+        if launch.launcher == "torchrun":  # torchrun sets it; RANK/WORLD_SIZE were set by hand
+            raise UserInputError(
+                "MASTER_ADDR",
+                "must be set when RANK and WORLD_SIZE are (torchrun sets all three; without it, "
+                "export MASTER_ADDR=<rank 0's host> and MASTER_PORT)",
+            )
         raise UserInputError(
             "MASTER_ADDR",
             f"must be set when launching with {launch.launcher} (e.g. the first node's hostname)",
@@ -83,10 +110,8 @@ def export_launch_env(launch: LaunchEnv) -> None:
     os.environ.setdefault("WORLD_SIZE", str(launch.world_size))
     os.environ.setdefault("LOCAL_RANK", str(launch.local_rank))
     os.environ.setdefault("LOCAL_WORLD_SIZE", str(launch.local_world_size))
-    if launch.master_addr:
-        os.environ.setdefault("MASTER_ADDR", launch.master_addr)
-    if launch.master_port:
-        os.environ.setdefault("MASTER_PORT", launch.master_port)
+    os.environ.setdefault("MASTER_ADDR", launch.master_addr)
+    os.environ.setdefault("MASTER_PORT", launch.master_port or DEFAULT_MASTER_PORT)
 
 
 def choose_backend(requested: str, cuda_available: bool) -> str:
@@ -111,6 +136,69 @@ def check_backend_built(backend: str) -> None:
         raise UserInputError("--backend", f"this torch ({torch.__version__}) was built without {backend}; use gloo")
 
 
+def cuda_device_index(local_rank: int, local_world_size: int, device_count: int,
+                      environ: Mapping[str, str], launcher: str) -> int:
+    """Which cuda:N this rank uses, never an index that does not exist.
+
+    One GPU per rank on the host (LOCAL_RANK < device_count): cuda:LOCAL_RANK. Fewer visible GPUs than
+    local ranks only works where the launcher narrows each task's CUDA_VISIBLE_DEVICES (srun
+    --gpus-per-task, an mpirun wrapper): then each task uses the first GPU it sees, cuda:0. torchrun
+    never narrows it, so there the ranks would share GPUs, which NCCL refuses: say so now.
+    """
+    if device_count < 1:
+        raise UserInputError("--backend", "nccl needs a CUDA GPU, and none is visible to this rank; use gloo")
+    if local_rank < device_count and local_world_size <= device_count:
+        return local_rank
+    if launcher in ("slurm", "mpirun") and environ.get("CUDA_VISIBLE_DEVICES", "").strip():
+        return 0
+    layout = {
+        "torchrun": f"torchrun --nproc_per_node {local_world_size}",
+        "slurm": f"srun with {local_world_size} tasks on this node and no per-task CUDA_VISIBLE_DEVICES "
+                 "(give each task its GPU: --gpus-per-task 1)",
+        "mpirun": f"mpirun with {local_world_size} ranks on this node and no per-rank CUDA_VISIBLE_DEVICES",
+    }.get(launcher, f"{local_world_size} ranks on this node")
+    raise UserInputError(
+        "launcher",
+        f"{layout} needs {local_world_size} GPUs, but {device_count} is visible "
+        f"(local rank {local_rank} would have none); start at most {device_count} rank(s) per node",
+    )
+
+
+def check_workers_fit(workers: int, device_count: int) -> None:
+    """--workers on NCCL: one GPU each (local workers all see the same GPUs), refused before any starts."""
+    if workers > device_count:
+        raise UserInputError(
+            "--workers", f"{workers} NCCL workers need {workers} GPUs, but {device_count} is visible here; "
+            f"use --workers {device_count} or fewer (or --backend gloo)",
+        )
+
+
+def version_tuple(version: str) -> tuple[int, ...]:
+    """(2, 7, 1) from '2.7.1+cu126' or '2.8.0a0+git...'; non-numeric parts end it."""
+    numbers = []
+    for part in version.split("+", 1)[0].split("."):
+        digits = re.match(r"\d+", part)
+        if digits is None:
+            break
+        numbers.append(int(digits.group()))
+        if digits.group() != part:
+            break
+    return tuple(numbers)
+
+
+def passes_device_id(torch_version: str) -> bool:
+    """Whether init_process_group gets device_id (eager NCCL init) on this torch: not where it can hang."""
+    version = version_tuple(torch_version)
+    low, high = DEVICE_ID_HANGS
+    return version >= DEVICE_ID_SINCE and not (low <= version < high)
+
+
+def nccl_env_to_set(environ: Mapping[str, str]) -> dict[str, str]:
+    """NCCL_ENV_DEFAULTS the user has not chosen, under either name torch reads (TORCH_NCCL_X, NCCL_X)."""
+    return {name: value for name, value in NCCL_ENV_DEFAULTS.items()
+            if name not in environ and name.replace("TORCH_", "", 1) not in environ}
+
+
 def device_kind(backend: str) -> str:
     """Which device the buffers live on: NCCL works on CUDA tensors, the others here on CPU."""
     return "cuda" if backend == "nccl" else "cpu"
@@ -129,34 +217,113 @@ class DistContext:
         return self.device.type == "cuda"
 
 
+class _Aborted:
+    done = False  # the process group was aborted: destroying it would wait on what the abort cut short
+
+
+_aborted = _Aborted()
+
+
 @contextlib.contextmanager
-def process_group(launch: LaunchEnv, backend: str, timeout_s: float) -> Iterator[DistContext]:
+def process_group(launch: LaunchEnv, backend: str, timeout_s: float, device_index: int | None = None
+                  ) -> Iterator[DistContext]:
     """The one place a process group is created and destroyed (also on error or interrupt)."""
     import torch
     import torch.distributed as dist
 
+    from nccl_bench.ranks import deadline
+
     export_launch_env(launch)
+    extra = {}
+    group_timeout_s = timeout_s
     if device_kind(backend) == "cuda":
-        device = torch.device("cuda", launch.local_rank)
+        device = torch.device("cuda", launch.local_rank if device_index is None else device_index)
         torch.cuda.set_device(device)
-        extra = {"device_id": device}
+        if passes_device_id(torch.__version__):
+            extra["device_id"] = device
+        os.environ.update(nccl_env_to_set(os.environ))
+        group_timeout_s = timeout_s + deadline.MARGIN_S + deadline.GRACE_S + NCCL_WATCHDOG_LAG_S
     else:
         device = torch.device("cpu")
-        extra = {}
-    dist.init_process_group(
-        backend=backend,
-        init_method="env://",
-        rank=launch.rank,
-        world_size=launch.world_size,
-        timeout=_dt.timedelta(seconds=timeout_s),
-        **extra,
-    )
+    _aborted.done = False
+    try:
+        with _stderr_kept_unless_failed():
+            dist.init_process_group(
+                backend=backend,
+                init_method="env://",
+                rank=launch.rank,
+                world_size=launch.world_size,
+                timeout=_dt.timedelta(seconds=group_timeout_s),
+                **extra,
+            )
+    except (dist.DistNetworkError, dist.DistStoreError) as exc:
+        where = f"MASTER_ADDR={os.environ.get('MASTER_ADDR')} MASTER_PORT={os.environ.get('MASTER_PORT')}"
+        raise RunFailedError(
+            f"rendezvous at {where} failed on rank {launch.rank} within --timeout {timeout_s:g} s "
+            f"({backend_error_text(exc)}); check that address and port, and that every rank started"
+        ) from None
     _publish_process(launch.rank)
     try:
         yield DistContext(launch.rank, launch.world_size, launch.local_rank, backend, device)
     finally:
-        with contextlib.suppress(Exception):
-            dist.destroy_process_group()
+        if not _aborted.done:  # after an abort, shutdown would flush and join what the abort cut short
+            with contextlib.suppress(Exception):
+                dist.destroy_process_group()
+
+
+def default_group():
+    """The default process group object (None without one)."""
+    import torch.distributed as dist
+
+    return dist.distributed_c10d._get_default_group() if dist.is_initialized() else None
+
+
+def abort_group(group) -> None:
+    """Abort a process group through torch's API, callable from any thread.
+
+    ProcessGroup.abort (torch 2.11: on ProcessGroup, ProcessGroupNCCL and the backend) aborts every
+    backend (ncclCommAbort: waiting NCCL kernels return; gloo's Backend.abort does nothing). Older
+    torch has only distributed_c10d._abort_process_group (it also forgets the group).
+    """
+    import torch.distributed as dist
+
+    if group is None:
+        return
+    _aborted.done = True
+    if callable(getattr(group, "abort", None)):
+        group.abort()
+        return
+    legacy = getattr(dist.distributed_c10d, "_abort_process_group", None)
+    if legacy is not None:
+        legacy(group)
+
+
+@contextlib.contextmanager
+def _stderr_kept_unless_failed() -> Iterator[None]:
+    """Hold what C++ code writes to stderr meanwhile: shown on success, dropped on failure.
+
+    torch's TCPStore prints a C++ stack for every failed connection attempt while it retries; the
+    failure itself is reported as one line, so those frames would only bury it.
+    """
+    import sys
+    import tempfile
+
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as held:
+        os.dup2(held.fileno(), 2)
+        failed = True
+        try:
+            yield
+            failed = False
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            if not failed:
+                held.seek(0)
+                text = held.read()
+                if text:
+                    os.write(2, text)
 
 
 def all_gather_floats(ctx: DistContext, values: list[float]) -> list[list[float]]:
@@ -229,12 +396,31 @@ def _publish_process(rank: int) -> None:
         _store().set(f"nccl_bench/process/{rank}", f"{hostname()} {os.getpid()}")
 
 
-def mark_leaving(ctx: DistContext) -> None:
-    """This rank stops on purpose (a signal or a reported failure): peers must not take it for a crash."""
+LEFT_ON_SIGNAL = "signal"
+
+
+def mark_leaving(ctx: DistContext, why: str = LEFT_ON_SIGNAL) -> None:
+    """This rank stops on purpose: peers must not take it for a crash, and may read why (a signal, or
+    the one-line failure it saw, which a peer that only saw the consequence reports instead)."""
     with contextlib.suppress(Exception):
         store = _store()
         store.set_timeout(_dt.timedelta(seconds=5))  # a store that went away must not hold us for --timeout
-        store.set(f"nccl_bench/leaving/{ctx.rank}", "1")
+        key = f"nccl_bench/leaving/{ctx.rank}"
+        if why == LEFT_ON_SIGNAL and store.check([key]):
+            return  # a failure recorded first stays: the signal that followed it is its consequence
+        store.set(key, why)
+
+
+def leaving_reasons(ctx: DistContext) -> dict[int, str]:
+    """Why each other rank that left on purpose left (LEFT_ON_SIGNAL or its failure line)."""
+    found: dict[int, str] = {}
+    with contextlib.suppress(Exception):
+        store = _store()
+        for rank in range(ctx.world_size):
+            key = f"nccl_bench/leaving/{rank}"
+            if rank != ctx.rank and store.check([key]):
+                found[rank] = store.get(key).decode(errors="replace")
+    return found
 
 
 def local_peer_states(ctx: DistContext) -> dict[int, str]:

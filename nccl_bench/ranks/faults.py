@@ -10,18 +10,34 @@ from __future__ import annotations
 
 import contextlib
 import signal
-from typing import Iterator
+import time
+from dataclasses import dataclass
+from typing import Iterator, Mapping
 
 from nccl_bench.errors import RunFailedError
 from nccl_bench.ranks import dist
+from nccl_bench.ranks.deadline import STALL_MARK
 
 # After a collective fails, how long a rank waits for the others to check in: live ranks notice the
 # same failure within moments (a closed connection, or the same --timeout); a dead or frozen one never.
 FAILURE_ROLL_CALL_S = 3.0
+FAULT_ENV = "NCCL_BENCH_FAULT"  # test hook, see planted_fault; never set in normal use
+TIMEOUT_MARK = "(--timeout "  # every failure this tool reports as a timeout carries it
+# A planted stall waits this long (a day): far past any --timeout, so only the deadline ends it.
+STALL_S = 86_400
+# torch.cuda._sleep spins this many GPU cycles (over an hour at 2 GHz): a stream that never drains.
+STALL_GPU_CYCLES = 10**13
 
 
 class Interrupted(BaseException):
-    """SIGTERM (what torchrun sends its workers) or SIGINT: stop measuring, keep what is done."""
+    """SIGTERM (what torchrun sends its workers) or SIGINT: stop measuring, keep what is done.
+
+    `began` is False when the signal came before the first meta.json: nothing was measured.
+    """
+
+    def __init__(self, signal_name: str, began: bool = True):
+        super().__init__(signal_name)
+        self.began = began
 
 
 class _Signals:
@@ -78,33 +94,56 @@ def hold_signals() -> None:
     _signals.held = True
 
 
+def name_timeout(reason: str, timeout_s: float) -> str:
+    """A backend's timeout wording, with the option that set it ("Timed out waiting 300ms ..." names none)."""
+    lowered = reason.lower()
+    if TIMEOUT_MARK not in reason and ("timed out" in lowered or "timeout" in lowered):  # gloo words it both ways
+        return f"{reason} {TIMEOUT_MARK}{timeout_s:g} s)"
+    return reason
+
+
 def why_stopped(
     exc: BaseException, ctx: dist.DistContext, timeout_s: float, where: str, hostnames: list[str] | None
 ) -> BaseException:
     """What ended the sweep early, as the exception to raise: Interrupted, or a RunFailedError that
-    names the rank that did not answer (the lowest live rank prints it; the others stay quiet)."""
+    names the rank that did not answer (the lowest live rank prints it; the others stay quiet).
+
+    Each failing rank leaves its failure line in the store. A collective timeout is the root cause
+    whatever the others saw after it (the timed-out rank's exit closes their connections, and the
+    launcher then SIGTERMs them), so a rank that saw only such a consequence reports the timeout.
+    """
     if isinstance(exc, Interrupted):
         signalled: Interrupted | None = exc
+        own = None
     else:  # the signal may have come together with the error
         signalled = Interrupted(_signals.pending) if _signals.pending else None
-    if signalled is not None:
+        own = name_timeout(dist.backend_error_text(exc), timeout_s)
+        dist.mark_leaving(ctx, f"{where} failed on rank {ctx.rank}: {own}")
+    if signalled is not None and own is None:
         dist.mark_leaving(ctx)
-        if all(what == "running" for what in dist.local_peer_states(ctx).values()):
+        if not _peer_failures(ctx) and all(what == "running" for what in dist.local_peer_states(ctx).values()):
             return signalled
     answered = dist.roll_call(ctx, min(FAILURE_ROLL_CALL_S, timeout_s))
     local = dist.local_peer_states(ctx)
     crashed = {rank: what for rank, what in local.items() if what != "running"}
-    # torchrun stops the survivors of a dead rank with SIGTERM, often before their next collective
-    # would have failed: with a dead peer on this host that is a failure, and the peer is named.
-    reason = f"{signalled} from the launcher" if signalled is not None else dist.backend_error_text(exc)
-    if "timed out" in reason.lower() or "timeout" in reason.lower():  # gloo words it either way
-        reason += f" (--timeout {timeout_s:g} s)"
     present, silent = answered if answered is not None else ([], sorted(crashed))
     # A live rank on this host that did not check in is blocked waiting for us, not at fault.
     missing = [r for r in silent if local.get(r) != "running"]
     live = sorted(set(present) | {r for r, what in local.items() if what == "running"} | {ctx.rank})
     quiet = live[0] != ctx.rank
+    peers = _peer_failures(ctx)
+    # The rank whose own deadline ran out is the one that stalled; a backend's timeout (gloo's, here)
+    # only says that someone did; anything else (a closed connection, a SIGTERM) is a consequence.
+    for mark in (STALL_MARK, TIMEOUT_MARK):
+        found = [line for line in peers.values() if mark in line]
+        if found and (own is None or mark not in own):
+            return RunFailedError(found[0], quiet=quiet)
+    # torchrun stops the survivors of a dead rank with SIGTERM, often before their next collective
+    # would have failed: with a dead peer on this host that is a failure, and the peer is named.
+    reason = own if own is not None else f"{signalled} from the launcher"
     if not missing:
+        if own is None and peers:  # SIGTERMed because a peer failed: its failure is the news
+            return RunFailedError(next(iter(peers.values())), quiet=quiet)
         return RunFailedError(f"{where} failed on rank {ctx.rank}: {reason}", quiet=quiet)
     names = ", ".join(
         f"rank {r}" + (f" on host {hostnames[r]}" if hostnames else "") + (f" ({crashed[r]})" if r in crashed else "")
@@ -112,3 +151,67 @@ def why_stopped(
     )
     verb = "does" if len(missing) == 1 else "do"
     return RunFailedError(f"{where} failed: {names} {verb} not answer; rank {ctx.rank} saw: {reason}", quiet=quiet)
+
+
+def _peer_failures(ctx: dist.DistContext) -> dict[int, str]:
+    """Failure lines other ranks left, lowest rank first (ranks that left on a signal are not in it)."""
+    reasons = dist.leaving_reasons(ctx)
+    return {rank: reasons[rank] for rank in sorted(reasons) if reasons[rank] != dist.LEFT_ON_SIGNAL}
+
+
+def record_stall(exc: BaseException, ctx: dist.DistContext) -> None:
+    """The deadline ran out: say so in the store at once, so a peer's roll call finds the stalled rank."""
+    dist.mark_leaving(ctx, f"{exc.where} failed on rank {ctx.rank}: {exc}")
+
+
+def abandoned(exc: BaseException, ctx: dist.DistContext, where: str) -> RunFailedError:
+    """The failure of a rank whose main thread will not come back (its deadline ends the process):
+    left in the store for the others; printed only if no lower rank is already reporting one."""
+    message = f"{where} failed on rank {ctx.rank}: {exc}"
+    dist.mark_leaving(ctx, message)
+    quiet = any(rank < ctx.rank for rank in dist.leaving_reasons(ctx))
+    return RunFailedError(message, quiet=quiet)
+
+
+@dataclass(frozen=True)
+class Fault:
+    """A fault a test plants through NCCL_BENCH_FAULT (never set in normal use).
+
+    corrupt: one checked element is flipped on one rank. stall[:RANK[:POINT]]: RANK (default 0) blocks
+    at the start of its POINT-th point (default 1, counting from 0) in a wait outside any collective
+    (a sleep, in native code, that no abort reaches), as a rank does whose GPU or host stops
+    answering; its peers stall in that point's first collective. With SECONDS the rank wakes up
+    and goes on (a peer held up past --timeout, whose collective then fails on the others' exit). stall-gpu[:RANK[:POINT]] (NCCL): the same, but the rank's CUDA
+    stream spins (torch.cuda._sleep) and the rank waits in torch.cuda.synchronize().
+    """
+
+    kind: str
+    rank: int = 0
+    point: int = 1
+    seconds: float = STALL_S  # stall only: how long (a short one ends and lets the rank go on)
+
+
+def planted_fault(environ: Mapping[str, str]) -> Fault | None:
+    raw = environ.get(FAULT_ENV, "").strip()
+    if not raw:
+        return None
+    kind, *fields = raw.split(":")
+    try:
+        if kind not in ("corrupt", "stall", "stall-gpu") or len(fields) > 3:
+            raise ValueError
+        numbers = [int(f) for f in fields[:2]] + [float(f) for f in fields[2:]]
+    except ValueError:
+        raise ValueError(f"{FAULT_ENV}={raw!r}: expected corrupt, stall[:RANK[:POINT[:SECONDS]]] "
+                         "or stall-gpu[:RANK[:POINT]]") from None
+    return Fault(kind, *numbers)
+
+
+def stall(fault: Fault) -> None:
+    """Block this rank as the planted fault says, in native code (the GIL released, as a real stall)."""
+    if fault.kind == "stall-gpu":
+        import torch
+
+        torch.cuda._sleep(STALL_GPU_CYCLES)
+        torch.cuda.synchronize()
+    else:
+        time.sleep(fault.seconds)  # not a store wait: the store's client is shared with the deadline's report

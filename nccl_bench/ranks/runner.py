@@ -9,13 +9,17 @@ current stream; on CPU time.perf_counter_ns. A timestamp after every op gives pe
 (p50/p99). On CPU that costs one clock read per op (~0.1 us against >= 20 us for a gloo op), so
 every sample carries them. On GPU an event record costs microseconds of CPU per op, which
 launch-bound small messages would show as extra time per op, so the timed samples record only
-the loop's two ends (as nccl-tests does) and one extra sample records an event per op.
+the loop's two ends (as nccl-tests does) and one extra sample records an event per op. CUDA events
+come from a pool kept by the runner; a new one is recorded once as it joins the pool, before the
+sample's barrier, because torch creates the CUDA event lazily on first record (cudaEventCreate would
+otherwise run inside the timed loop and, with --blocking, inside every op's time).
 """
 
 from __future__ import annotations
 
 import math
 import time
+import warnings
 from dataclasses import dataclass
 from typing import Callable
 
@@ -26,6 +30,9 @@ from nccl_bench.units import stats
 MIN_AUTO_ITERS = 3
 # Cap for tiny messages, bounding memory for per-op timestamps and a point's wall time.
 MAX_AUTO_ITERS = 100_000
+# Per-op latencies pooled over a point's trials for p50/p99: the first this many are kept, so
+# memory does not grow with --trials x --iters (a million is far more than percentiles need).
+MAX_KEPT_LATENCIES = 1_000_000
 
 # A calibration block must last at least this fraction of a sample before its per-op time is
 # trusted (>= 2.5 ms at the GPU default, 10 ms on CPU: thousands of timer ticks). Calibration
@@ -46,6 +53,10 @@ CUDA_EVENT_RESOLUTION_S = 0.5e-6
 # A sample shorter than this many timer ticks cannot be trusted to 0.1%.
 MIN_TICKS_PER_SAMPLE = 1000
 NOISY_SPREAD = 0.10  # trial range above 10% of the median marks a row noisy (pyperf-like)
+# What torch warns (TORCH_WARN in CUDAGraph::capture_end, every time) when a capture holds no GPU
+# work: NCCL enqueues nothing for an in-place collective of one rank, so a replay times nothing.
+EMPTY_GRAPH_WARNING = "The CUDA Graph is empty"
+FLAG_EMPTY_GRAPH = "empty_cuda_graph"
 
 
 @dataclass(frozen=True)
@@ -67,6 +78,7 @@ class Measurement:
     slowest_rank: int
     shortest_sample_s: float
     timer_resolution_s: float
+    empty_graph: bool = False  # the captured CUDA graph held no GPU work
 
     @property
     def time_us(self) -> float:
@@ -80,14 +92,21 @@ class Measurement:
                 flags.append("noisy")
         if self.shortest_sample_s < MIN_TICKS_PER_SAMPLE * self.timer_resolution_s:
             flags.append("below_timer_resolution")
+        if self.empty_graph:
+            flags.append(FLAG_EMPTY_GRAPH)
         return flags
+
+
+def captured_nothing(caught: list) -> bool:
+    """Whether the warnings caught around a capture include torch's empty-graph warning."""
+    return any(EMPTY_GRAPH_WARNING in str(w.message) for w in caught)
 
 
 class CpuClock:
     resolution_s = max(time.get_clock_info("perf_counter").resolution, 1e-9)
     now_ns = staticmethod(time.perf_counter_ns)
 
-    def __init__(self, ops: int, blocking: bool, per_op: bool):
+    def __init__(self, ops: int, blocking: bool, per_op: bool, events=None):
         self._stamps = [0] * (ops + 1)
 
     def start(self) -> None:
@@ -102,17 +121,30 @@ class CpuClock:
         return (stamps[-1] - stamps[0]) * 1e-9, per_op
 
 
+class EventPool:
+    """CUDA timing events, created (recorded once) before any sample uses them and reused after."""
+
+    def __init__(self, new_event: Callable[[], object], synchronize: Callable[[], None]):
+        self._new_event, self.synchronize = new_event, synchronize
+        self._events: list = []
+
+    def take(self, count: int) -> list:
+        while len(self._events) < count:
+            event = self._new_event()
+            event.record()  # torch creates the CUDA event here, outside any timed sample
+            self._events.append(event)
+        return self._events[:count]
+
+
 class _CudaClock:
     resolution_s = CUDA_EVENT_RESOLUTION_S
 
-    def __init__(self, ops: int, blocking: bool, per_op: bool):
-        import torch
-
-        self._torch = torch
+    def __init__(self, ops: int, blocking: bool, per_op: bool, events: EventPool):
+        self._synchronize = events.synchronize
         self._ops = ops
         self._blocking = blocking
         self._per_op = per_op or blocking  # --blocking synchronizes per op anyway
-        self._events = [torch.cuda.Event(enable_timing=True) for _ in range(ops + 1 if self._per_op else 2)]
+        self._events = events.take(ops + 1 if self._per_op else 2)
 
     def start(self) -> None:
         self._events[0].record()
@@ -121,12 +153,12 @@ class _CudaClock:
         if self._per_op:
             self._events[index].record()
             if self._blocking:
-                self._torch.cuda.synchronize()
+                self._synchronize()
         elif index == self._ops:
             self._events[1].record()
 
     def finish(self) -> tuple[float, list[float]]:
-        self._torch.cuda.synchronize()  # elapsed_time needs both events completed
+        self._synchronize()  # elapsed_time needs both events completed
         events = self._events
         total_s = events[0].elapsed_time(events[-1]) * 1e-3
         if not self._per_op:
@@ -134,15 +166,24 @@ class _CudaClock:
         return total_s, [events[i - 1].elapsed_time(events[i]) * 1e-3 for i in range(1, len(events))]
 
 
-def next_calibration_calls(calls: int, elapsed_s: float, target_s: float, max_calls: int) -> int | None:
+def next_calibration_calls(
+    calls: int, elapsed_s: float, target_s: float, max_calls: int, long_call_s: float = math.inf,
+    first: bool = False,
+) -> int | None:
     """The next calibration block size after `calls` took `elapsed_s`, or None when done.
 
-    Done once a block lasts target_s (or hits max_calls). Otherwise aim 20% past the target
-    from the measured rate, but at least double and at most CALIBRATION_MAX_GROWTH-fold,
-    so one slow outlier block cannot make the next one huge.
+    Done once a block lasts target_s (or hits max_calls). A single call may end calibration only
+    when it lasts long_call_s (an op so slow that the minimum iterations fill a sample), and the
+    first block only after it was measured twice: on a shared host one call is often one scheduler
+    stall, and trusting it made 1K samples last 6 ms instead of 200 (and gave an out-of-place
+    reduce_scatter of 2 KiB on an H100 3 iters, under the timer's resolution). Otherwise aim 20%
+    past the target from the measured rate, but at least double and at most
+    CALIBRATION_MAX_GROWTH-fold, so one slow outlier block cannot make the next one huge.
     """
-    if elapsed_s >= target_s or calls >= max_calls:
+    if calls >= max_calls:
         return None
+    if elapsed_s >= target_s and (calls > 1 or elapsed_s >= long_call_s):
+        return calls if first else None  # the faster of the two measurements of a first block counts
     estimate = math.ceil(calls * target_s / max(elapsed_s, 1e-9) * 1.2)
     return min(max_calls, max(calls * 2, min(calls * CALIBRATION_MAX_GROWTH, estimate)))
 
@@ -163,14 +204,23 @@ def calls_to_fill_sample(calls: int, elapsed_s: float, min_sample_s: float, max_
 class PointRunner:
     """Times one bound op (a zero-argument callable) under a TimingPlan on every rank."""
 
-    def __init__(self, ctx: dist.DistContext, plan: TimingPlan, clock: type | None = None):
+    def __init__(self, ctx: dist.DistContext, plan: TimingPlan, progress: Callable[[], None] = lambda: None,
+                 clock: type | None = None):
+        """progress() is called as each step starts (the deadline's renewal), never inside a sample.
+        clock: a CpuClock subclass with another time source, for tests of the timing logic."""
         self.ctx = ctx
         self.plan = plan
-        # clock: a CpuClock subclass with another time source, for tests of the timing logic
+        self._progress = progress
         self._clock = clock or (_CudaClock if ctx.on_gpu else CpuClock)
+        self._events = None
+        if ctx.on_gpu:
+            import torch
+
+            self._events = EventPool(lambda: torch.cuda.Event(enable_timing=True), torch.cuda.synchronize)
 
     def _timed(self, call: Callable[[], None], calls: int, per_op: bool = False) -> tuple[float, list[float]]:
-        clock = self._clock(calls, self.plan.blocking, per_op)
+        self._progress()
+        clock = self._clock(calls, self.plan.blocking, per_op, self._events)
         dist.barrier(self.ctx)
         dist.synchronize(self.ctx)
         clock.start()
@@ -179,7 +229,13 @@ class PointRunner:
             clock.mark(index)
         return clock.finish()
 
+    def time_block(self, call: Callable[[], None], calls: int) -> float:
+        """This rank's seconds for `calls` back-to-back calls after a world barrier, not combined
+        across ranks: the doctor times every node and pair of a round on its own."""
+        return self._timed(call, calls)[0]
+
     def warm_up(self, call: Callable[[], None]) -> None:
+        self._progress()
         for _ in range(self.plan.warmup):
             call()
         dist.synchronize(self.ctx)
@@ -194,15 +250,20 @@ class PointRunner:
         max_calls = max(1, MAX_AUTO_ITERS // ops_per_call)
         per_op_s = math.inf
         calls: int | None = 1
+        first = True
         while calls is not None:
             elapsed_s, _ = self._timed(call, calls)
+            self._progress()
             elapsed_s = dist.max_across_ranks(self.ctx, [elapsed_s])[0]
             per_op_s = min(per_op_s, elapsed_s / (calls * ops_per_call))
-            calls = next_calibration_calls(calls, elapsed_s, target_s, max_calls)
+            calls = next_calibration_calls(
+                calls, elapsed_s, target_s, max_calls, long_call_s=self.plan.min_sample_s / MIN_AUTO_ITERS, first=first
+            )
+            first = False
         return stats.iterations_for_sample(per_op_s, self.plan.min_sample_s, MIN_AUTO_ITERS, MAX_AUTO_ITERS)
 
     def measure(self, op: Callable[[], None]) -> Measurement:
-        call, ops_per_call = self._maybe_graph(op)
+        call, ops_per_call, empty_graph = self._maybe_graph(op)
         self.warm_up(call)
         iters = self.plan.iters if self.plan.iters is not None else self.calibrate(call, ops_per_call)
         calls = max(1, math.ceil(iters / ops_per_call))
@@ -211,6 +272,7 @@ class PointRunner:
         shortest = math.inf
         for trial in range(self.plan.trials):
             total_s, per_call_s = self._timed(call, calls)
+            self._progress()
             per_rank = [values[0] for values in dist.all_gather_floats(self.ctx, [total_s])]
             if trial == 0 and self.plan.iters is None:
                 calls, per_call_s, per_rank = self._fill_sample(call, calls, ops_per_call, per_call_s, per_rank)
@@ -219,8 +281,8 @@ class PointRunner:
             rank_totals = [a + b for a, b in zip(rank_totals, per_rank)]
             means_us.append(combined_s / iters * 1e6)
             shortest = min(shortest, combined_s)
-            if per_call_s:
-                per_op_us.extend(self._worst_per_op_us(per_call_s, ops_per_call))
+            if per_call_s and len(per_op_us) < MAX_KEPT_LATENCIES:
+                per_op_us.extend(self._worst_per_op_us(per_call_s, ops_per_call)[: MAX_KEPT_LATENCIES - len(per_op_us)])
         if not per_op_us:  # GPU without --blocking: one more sample, an event after every op
             _, per_call_s = self._timed(call, calls, per_op=True)
             per_op_us.extend(self._worst_per_op_us(per_call_s, ops_per_call))
@@ -232,6 +294,7 @@ class PointRunner:
             slowest_rank=slowest,
             shortest_sample_s=shortest,
             timer_resolution_s=self._clock.resolution_s,
+            empty_graph=empty_graph,
         )
 
     def _fill_sample(self, call, calls: int, ops_per_call: int, per_call_s: list[float],
@@ -245,6 +308,7 @@ class PointRunner:
             if not extra:
                 break
             more_s, more_per_call_s = self._timed(call, extra)
+            self._progress()
             more = [values[0] for values in dist.all_gather_floats(self.ctx, [more_s])]
             per_rank = [a + b for a, b in zip(per_rank, more)]
             per_call_s = per_call_s + more_per_call_s
@@ -252,14 +316,19 @@ class PointRunner:
         return calls, per_call_s, per_rank
 
     def _worst_per_op_us(self, per_call_s: list[float], ops_per_call: int) -> list[float]:
+        self._progress()
         return [s / ops_per_call * 1e6 for s in dist.max_across_ranks(self.ctx, per_call_s)]
 
-    def _maybe_graph(self, op: Callable[[], None]) -> tuple[Callable[[], None], int]:
-        """With --cuda-graph K, K ops are captured once and replayed as one call (nccl-tests -G)."""
+    def _maybe_graph(self, op: Callable[[], None]) -> tuple[Callable[[], None], int, bool]:
+        """With --cuda-graph K, K ops are captured once and replayed as one call (nccl-tests -G).
+
+        Also says whether the capture came out empty (then a replay launches no work to time).
+        """
         if not (self.plan.cuda_graph and self.ctx.on_gpu):
-            return op, 1
+            return op, 1, False
         import torch
 
+        self._progress()
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side):
@@ -270,7 +339,9 @@ class PointRunner:
         # from another thread invalidates the capture (pytorch/pytorch#104487, #105182).
         torch.cuda.synchronize()
         graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph, capture_error_mode="thread_local"):
-            for _ in range(self.plan.cuda_graph):
-                op()
-        return graph.replay, self.plan.cuda_graph
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            with torch.cuda.graph(graph, capture_error_mode="thread_local"):
+                for _ in range(self.plan.cuda_graph):
+                    op()
+        return graph.replay, self.plan.cuda_graph, captured_nothing(caught)

@@ -11,11 +11,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
 from nccl_bench import compare as cmp
+from nccl_bench.render import labels
+from nccl_bench.render.fit import Column, render_lines
 from nccl_bench.results.schema import row_to_record
-from nccl_bench.units.sizes import format_size
 
 if TYPE_CHECKING:
-    from rich.table import Table
+    from rich.text import Text
 
 JSON_FORMAT_VERSION = 1
 STEP_SUMMARY_ENV = "GITHUB_STEP_SUMMARY"
@@ -32,17 +33,41 @@ _VERDICT_STYLE = {
     cmp.VERDICT_ONLY_BASELINE: "magenta",
     cmp.VERDICT_ONLY_CURRENT: "magenta",
 }
-_HEADERS = ("op", "size", "dtype", "redop", "placement", "judged on", "baseline", "current", "delta", "verdict")
+# One table for the terminal and Markdown; names and units from render/labels.py. On a narrow
+# terminal redop leaves first, then type, "judged on" and placement; no number is ever cut.
+_COLUMNS = (
+    Column(labels.name("op"), align="left"),
+    Column(labels.heading("size_bytes")),
+    Column(labels.name("dtype"), align="left", priority=3),
+    Column(labels.name("redop"), align="left", priority=4),
+    Column(labels.name("placement"), align="left", priority=1),
+    Column("judged on", align="left", priority=2),
+    Column("baseline"),
+    Column("current"),
+    Column("delta"),
+    Column("verdict", align="left", wrap=True),  # "missing in baseline" folds rather than push placement out
+)
+_HEADERS = tuple(column.name for column in _COLUMNS)
+NUMERIC_HEADINGS = frozenset({labels.heading("size_bytes"), "baseline", "current", "delta"})
+
+
+def comparison_headings() -> tuple[str, ...]:
+    return _HEADERS
+
+
+def comparison_cells(row: cmp.RowComparison) -> list[str]:
+    """One compared row as text, in _HEADERS order: shared by the terminal, Markdown and HTML."""
+    return _cells(row)
 
 
 def _cells(row: cmp.RowComparison) -> list[str]:
     key = row.key
     return [
         key.op,
-        format_size(key.size_bytes),
+        f"{key.size_bytes:,}",
         key.dtype,
         key.redop,
-        key.placement,
+        labels.placement_text(key.placement),
         _metric_label(row.metric),
         _value(row.baseline_value),
         _value(row.current_value),
@@ -51,22 +76,17 @@ def _cells(row: cmp.RowComparison) -> list[str]:
     ]
 
 
-def comparison_table(comparison: cmp.Comparison) -> "Table":
-    """Baseline, current, delta and verdict per row; worse deltas red, better green."""
-    from rich.table import Table
+def comparison_lines(comparison: cmp.Comparison, width: int | None) -> list["Text"]:
+    """Title, then baseline, current, delta and verdict per row fitted to `width`; worse deltas red, better green."""
+    from rich.text import Text
 
-    table = Table(title=f"{comparison.current_label} vs {comparison.baseline_label}", title_justify="left")
-    for header in _HEADERS:
-        numeric = header in ("size", "baseline", "current", "delta")
-        # Identity, numbers and verdict never wrap; the descriptive columns give way on narrow terminals.
-        foldable = header in ("dtype", "redop", "placement", "judged on")
-        table.add_column(header, justify="right" if numeric else "left", no_wrap=not foldable, overflow="fold")
+    rows = []
     for row in comparison.rows:
-        cells = _cells(row)
-        cells[8] = _styled(cells[8], _delta_style(row))
-        cells[9] = _styled(cells[9], _VERDICT_STYLE.get(row.verdict, ""))
-        table.add_row(*cells)
-    return table
+        cells: list = _cells(row)
+        cells[8] = Text(cells[8], style=_delta_style(row))
+        cells[9] = Text(cells[9], style=_VERDICT_STYLE.get(row.verdict, ""))
+        rows.append(cells)
+    return [Text(f"{comparison.current_label} vs {comparison.baseline_label}")] + render_lines(_COLUMNS, rows, width)
 
 
 def failure_lines(comparison: cmp.Comparison) -> list[str]:
@@ -82,12 +102,11 @@ def to_markdown(comparison: cmp.Comparison) -> str:
         "",
         _md_escape(comparison.summary()),
         "",
-        f"Baseline: `{comparison.baseline_label}`, current: `{comparison.current_label}`.",
+        f"Baseline: `{_name(comparison, 'baseline')}`, current: `{_name(comparison, 'current')}`.",
     ]
     lines += [f"Note: {_md_escape(note)}" for note in comparison.notes]
     lines += ["", "| " + " | ".join(_HEADERS) + " |"]
-    align = {"size": "---:", "baseline": "---:", "current": "---:", "delta": "---:"}
-    lines.append("|" + "|".join(align.get(h, "---") for h in _HEADERS) + "|")
+    lines.append("|" + "|".join("---:" if h in NUMERIC_HEADINGS else "---" for h in _HEADERS) + "|")
     for row in comparison.rows:
         cells = [_md_escape(c) for c in _cells(row)]
         if row.failed:
@@ -101,8 +120,8 @@ def to_junit_xml(comparison: cmp.Comparison) -> str:
     from junitparser import Failure, JUnitXml, Skipped, TestCase, TestSuite
 
     suite = TestSuite(JUNIT_SUITE_NAME)
-    suite.add_property("baseline", comparison.baseline_label)
-    suite.add_property("current", comparison.current_label)
+    suite.add_property("baseline", _name(comparison, "baseline"))
+    suite.add_property("current", _name(comparison, "current"))
     suite.add_property("tolerance", cmp.format_tolerance(comparison.tolerance))
     suite.add_property("min_bytes", str(comparison.min_bytes))
     unjudged = {cmp.VERDICT_UNSUPPORTED, cmp.VERDICT_NO_DATA, cmp.VERDICT_ONLY_BASELINE, cmp.VERDICT_ONLY_CURRENT}
@@ -120,14 +139,16 @@ def to_junit_xml(comparison: cmp.Comparison) -> str:
     xml = JUnitXml()
     xml.add_testsuite(suite)
     xml.update_statistics()
-    return xml.tostring().decode("utf-8")
+    text = xml.tostring().decode("utf-8")
+    return text if text.endswith("\n") else text + "\n"
 
 
 def to_json(comparison: cmp.Comparison) -> dict[str, Any]:
+    """The comparison for machines; `baseline`/`current` are the paths as given (no option word)."""
     return {
         "format_version": JSON_FORMAT_VERSION,
-        "baseline": comparison.baseline_label,
-        "current": comparison.current_label,
+        "baseline": _name(comparison, "baseline"),
+        "current": _name(comparison, "current"),
         "tolerance": comparison.tolerance,
         "min_bytes": comparison.min_bytes,
         "exit_code": comparison.exit_code,
@@ -190,12 +211,14 @@ def append_step_summary(comparison: cmp.Comparison, path: Path) -> None:
         handle.write(to_markdown(comparison) + "\n")
 
 
+def _name(comparison: cmp.Comparison, side: str) -> str:
+    """The input as given (a path), for files; the label (with its option word) when there is no path."""
+    return getattr(comparison, f"{side}_path") or getattr(comparison, f"{side}_label")
+
+
 def _metric_label(metric: str | None) -> str:
-    if metric == cmp.METRIC_BUSBW:
-        return "busbw GB/s"
-    if metric == cmp.METRIC_TIME:
-        return "time us"
-    return ""
+    """'busbw (GB/s)' or 'time (us)': the heading the results table gives that column."""
+    return labels.heading(metric) if metric else ""
 
 
 def _value(value: float | None) -> str:
@@ -210,12 +233,6 @@ def _delta_style(row: cmp.RowComparison) -> str:
         return ""
     better = (row.delta_pct > 0) == (row.metric == cmp.METRIC_BUSBW)
     return "green" if better else "red"
-
-
-def _styled(text: str, style: str) -> str:
-    from rich.markup import escape
-
-    return f"[{style}]{escape(text)}[/]" if style and text else escape(text)
 
 
 def _md_escape(text: str) -> str:

@@ -52,40 +52,63 @@ def to_json(rows: list[ResultRow]) -> str:
 
 
 def to_markdown(rows: list[ResultRow]) -> str:
-    from nccl_bench.units.sizes import format_size
+    """A GitHub table with the terminal table's columns, headings and cell text."""
+    from nccl_bench.render.tables import RESULT_COLUMNS, result_cells
 
-    header = ["op", "placement", "size", "count", "type", "redop", "root", "time (us)", "algbw (GB/s)",
-              "busbw (GB/s)", "#wrong", "% of peak", "flags"]
-    numeric = {"size", "count", "root", "time (us)", "algbw (GB/s)", "busbw (GB/s)", "#wrong", "% of peak"}
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---:" if h in numeric else "---" for h in header) + "|"]
-    for r in rows:
-        cells = [
-            r.op, r.placement, format_size(r.size_bytes), str(r.count), r.dtype, r.redop, str(r.root),
-            _fixed(r.time_us), _fixed(r.algbw_gbps), _fixed(r.busbw_gbps),
-            "N/A" if r.wrong is None else str(r.wrong), _fixed(r.pct_of_peak, 1), r.flags or "",
-        ]
+    headings = [f"{c.name} {c.unit}".strip() for c in RESULT_COLUMNS]
+    lines = [
+        "| " + " | ".join(headings) + " |",
+        "|" + "|".join("---:" if c.align == "right" else "---" for c in RESULT_COLUMNS) + "|",
+    ]
+    for row in rows:
+        cells = [str(cell).replace("|", "\\|") for cell in result_cells(row)]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 
-def _fixed(value: float | None, digits: int = 2) -> str:
-    return "" if value is None else f"{value:.{digits}f}"
-
-
-def to_nccl_tests(rows: list[ResultRow]) -> str:
+def to_nccl_tests(rows: list[ResultRow], meta: dict | None = None) -> str:
     from nccl_bench.render.nccltests import format_text
 
-    return format_text(rows)
+    return format_text(rows, meta)
 
 
-def render(rows: list[ResultRow], fmt: str, title: str | None = None):
-    """A rich renderable for `table`, text for every other format."""
+def to_table(rows: list[ResultRow], title: str | None = None) -> str:
+    """The plain table, every column (a file has no width): what a piped sweep printed."""
+    from nccl_bench.render.tables import results_lines
+
+    return "".join(line.plain + "\n" for line in results_lines(rows, None, title=title))
+
+
+def render(rows: list[ResultRow], fmt: str, title: str | None = None, meta: dict | None = None) -> str:
+    """Text in any format; every file ends with a newline. `meta`: the run's meta.json, if any."""
     check_format(fmt)
     if fmt == "table":
-        from nccl_bench.render.tables import results_table
-
-        return results_table(rows, title=title)
+        return to_table(rows, title)
+    if fmt == "nccl-tests":
+        return to_nccl_tests(rows, meta)
     return {"markdown": to_markdown, "csv": to_csv, "json": to_json, "nccl-tests": to_nccl_tests}[fmt](rows)
+
+
+def render_runs(paths: list[Path], loaded: list[tuple[str, list[ResultRow]]], fmt: str) -> str:
+    """`report`'s text for several inputs: a table and an nccl-tests block per run (each with
+    what its own meta.json recorded), one document of all rows for the other formats."""
+    if fmt == "table":
+        return "".join(render(rows, fmt, title=label) for label, rows in loaded)
+    if fmt == "nccl-tests":
+        return "".join(render(rows, fmt, meta=run_meta(path)) for path, (_, rows) in zip(paths, loaded))
+    return render([row for _, rows in loaded for row in rows], fmt)
+
+
+def run_meta(path: Path) -> dict | None:
+    """meta.json of a run folder, or of the folder a results.csv sits in; None for other inputs."""
+    from nccl_bench.results.store import META_JSON, RESULTS_CSV, read_meta
+
+    path = Path(path)
+    if path.is_dir():
+        return read_meta(path)
+    if path.name == RESULTS_CSV and (path.parent / META_JSON).is_file():
+        return read_meta(path.parent)
+    return None
 
 
 def check_output_file(path: Path | None, option: str, suffix: str | None = None) -> Path | None:

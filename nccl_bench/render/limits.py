@@ -6,7 +6,8 @@ import dataclasses
 from typing import Any
 
 from nccl_bench.hardware.detect import HostLimits, Peak
-from nccl_bench.hardware.host import MEMCPY_BUFFER_BYTES
+from nccl_bench.hardware.host import MEMCPY_METHOD
+from nccl_bench.render.fit import Column, render_lines
 
 
 def _num(value: float | None, fmt: str = "{:.2f}") -> str:
@@ -22,17 +23,29 @@ def limits_json(limits: HostLimits, peak: Peak | None, peak_warnings: list[str])
     return data
 
 
-def limits_renderables(limits: HostLimits, peak: Peak | None, peak_warnings: list[str]) -> list:
+# Priority: what leaves first on a narrow terminal (largest first); GPU, model and peak stay.
+_GPU_COLUMNS = (
+    Column("GPU"),
+    Column("model", align="left"),
+    Column("NVLink", priority=6),
+    Column("active links", priority=3),
+    Column("per link", "(GB/s)", priority=4),
+    Column("NVLink total", "(GB/s)", priority=1),
+    Column("PCIe", priority=5),
+    Column("PCIe total", "(GB/s)", priority=2),
+    Column("peak", "(GB/s)"),
+    Column("source", align="left", priority=7),
+)
+
+
+def limits_lines(limits: HostLimits, peak: Peak | None, peak_warnings: list[str], width: int | None) -> list:
     """A GPU table (or the no-GPU line), the peak line, NICs and warnings, in print order."""
-    from rich.table import Table
     from rich.text import Text
 
     out: list = []
     if limits.gpus:
-        table = Table(title=f"GPU links (source: {limits.source}; GB/s = 1e9 B/s, per direction)")
-        for column in ("GPU", "model", "NVLink", "active links", "per link", "NVLink total",
-                       "PCIe", "PCIe total", "peak", "source"):
-            table.add_column(column, justify="right" if column not in ("model", "source") else "left")
+        out.append(Text(f"GPU links (source: {limits.source}; GB/s = 1e9 B/s, per direction)"))
+        rows = []
         for g in limits.gpus:
             links = "-" if g.links_active is None else f"{g.links_active}/{g.links_total}"
             per_link = _num(g.link_gbps, "{:g}")
@@ -41,15 +54,16 @@ def limits_renderables(limits: HostLimits, peak: Peak | None, peak_warnings: lis
             pcie = "-" if g.pcie_gen is None else f"Gen{g.pcie_gen} x{g.pcie_width}"
             if g.pcie_gen_current is not None and (g.pcie_gen_current, g.pcie_width_current) != (g.pcie_gen, g.pcie_width):
                 pcie += f" (now Gen{g.pcie_gen_current} x{g.pcie_width_current})"
-            table.add_row(str(g.index), g.name or "?", f"{g.nvlink_gen}" if g.nvlink_gen else "-", links,
-                          per_link, _num(g.nvlink_gbps), pcie, _num(g.pcie_gbps), _num(g.peak_gbps), g.source)
-        out.append(table)
+            rows.append([str(g.index), g.name or "?", f"{g.nvlink_gen}" if g.nvlink_gen else "-", links,
+                         per_link, _num(g.nvlink_gbps), pcie, _num(g.pcie_gbps), _num(g.peak_gbps), g.source])
+        out += render_lines(_GPU_COLUMNS, rows, width)
     else:
         why = "; ".join(limits.notes) if limits.notes else "nothing answered"
         out.append(Text(f"No NVIDIA GPU found ({why})."))
     if limits.memcpy_gbps is not None:
-        out.append(Text(f"Host memory copy: {limits.memcpy_gbps:.2f} GB/s (measured single-thread copy of a "
-                        f"{MEMCPY_BUFFER_BYTES // 2**20} MiB buffer, bytes copied once per second)"))
+        out.append(Text(f"Host memory copy: {limits.memcpy_gbps:.2f} GB/s ({MEMCPY_METHOD})"))
+        if limits.memcpy_run_gbps is not None and limits.memcpy_run_gbps < limits.memcpy_gbps:
+            out.append(Text(f"  this run's own fastest copy: {limits.memcpy_run_gbps:.2f} GB/s (the host was busier)"))
     if peak is not None:
         out.append(Text(f"Peak to compare busbw with: {peak.peak_gbps:.2f} GB/s - {peak.label} [{peak.source}]",
                         style="bold"))

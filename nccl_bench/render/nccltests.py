@@ -7,6 +7,8 @@ and an `# Avg bus bandwidth` footer, the mean busbw over every half printed.
 
 from __future__ import annotations
 
+from typing import Any
+
 from nccl_bench.results.nccltests import DTYPE_TO_TYPE, EXPORT_MARK, OP_TO_BINARY
 from nccl_bench.results.schema import (
     PLACEMENT_IN,
@@ -14,6 +16,7 @@ from nccl_bench.results.schema import (
     ResultRow,
 )
 from nccl_bench.units import stats
+from nccl_bench.units.sizes import format_size
 
 
 def _float_str(value: float | None, width: int) -> str:
@@ -39,25 +42,32 @@ def _half(row: ResultRow | None) -> str:
     return f"  {_float_str(row.time_us, 7)}  {_float_str(row.algbw_gbps, 6)}  {_float_str(row.busbw_gbps, 6)}{wrong}"
 
 
-def _header(op: str, rows: list[ResultRow]) -> list[str]:
+def _header(op: str, rows: list[ResultRow], meta: dict[str, Any] | None) -> list[str]:
+    """nccl-tests' header, with only what the run recorded: no Pid, no invented host or warmup."""
     binary = OP_TO_BINARY.get(op, f"{op}_perf")
     first = rows[0]
-    iters = max(r.iters for r in rows)
-    lines = [
-        f"# Collective test starting: {binary}",
-        f"# nThread 1 nGpus 1 minBytes {min(r.size_bytes for r in rows)} maxBytes {max(r.size_bytes for r in rows)}"
-        f" warmup iters: 0 iters: {iters} agg iters: 1 validation: {0 if all(r.wrong is None for r in rows) else 1}"
-        f" graph: 0",
-        "#",
-        "# Using devices",
-    ]
-    hosts = [f"node{n}" for n in range(first.nodes)]
-    per_node = max(1, first.world_size // max(1, first.nodes))
+    config = (meta or {}).get("config") or {}
+    measured = [r for r in rows if r.iters]
+    iters = {r.iters for r in measured}
+    settings = f"# nThread 1 nGpus 1 minBytes {min(r.size_bytes for r in rows)} maxBytes {max(r.size_bytes for r in rows)}"
+    if isinstance(config.get("warmup"), int):
+        settings += f" warmup iters: {config['warmup']}"
+    if len(iters) == 1:
+        settings += f" iters: {iters.pop()}"
+    settings += f" validation: {0 if all(r.wrong is None for r in rows) else 1}"
+    if isinstance(config.get("cuda_graph"), int):
+        settings += f" graph: {config['cuda_graph']}"
+    lines = [f"# Collective test starting: {binary}", settings]
+    if len(iters) > 1:  # calibrated per size: say so rather than print one number for all
+        per_size = ", ".join(f"{format_size(r.size_bytes)} {r.iters}" for r in measured)
+        lines.append(f"# {EXPORT_MARK} iters per size: {per_size}")
+    lines += ["#", "# Using devices"]
+    hostnames = (meta or {}).get("hostnames") or []
+    devices = (meta or {}).get("devices") or []
     for rank in range(first.world_size):
-        host = hosts[min(rank // per_node, len(hosts) - 1)]
-        lines.append(
-            f"#  Rank {rank:2d} Group  0 Pid {0:6d} on {host:>10} device {rank % per_node:2d} [0000:00:00] nccl_bench {first.backend}"
-        )
+        host = f" on {hostnames[rank]}" if rank < len(hostnames) else ""
+        device = f" [{devices[rank]}]" if rank < len(devices) else ""
+        lines.append(f"#  Rank {rank:2d}{host} device{device} nccl_bench {first.backend}")
     lines += [
         "#",
         f"# {EXPORT_MARK} ranks' times combined by {first.agg}",
@@ -71,14 +81,18 @@ def _header(op: str, rows: list[ResultRow]) -> list[str]:
     return lines
 
 
-def format_text(rows: list[ResultRow]) -> str:
-    """The nccl-tests text layout, one block per op/world size, in the order the rows came."""
+def format_text(rows: list[ResultRow], meta: dict[str, Any] | None = None) -> str:
+    """The nccl-tests text layout, one block per op/world size, in the order the rows came.
+
+    `meta` is the run's meta.json when the input was a run folder: warmup, hostnames and
+    devices come from it; without it they are left out, never made up.
+    """
     groups: dict[tuple[str, int], list[ResultRow]] = {}
     for row in rows:
         groups.setdefault((row.op, row.world_size), []).append(row)
     out: list[str] = []
     for (op, _), group in groups.items():
-        out += _header(op, group)
+        out += _header(op, group, meta)
         lines: dict[tuple, dict[str, ResultRow]] = {}
         for row in group:
             if row.time_us is None:

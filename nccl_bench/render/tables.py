@@ -1,54 +1,78 @@
-"""Rich renderables for the terminal: the ops list, the run header, result rows, the summary.
+"""Terminal output: the ops list, the run header, result rows, the summary, the live reporter.
 
-Functions return renderables or strings; the CLI (or the LiveReporter it owns) prints them.
-Columns and units follow nccl-tests so the two tables can sit side by side:
-size in bytes, count in elements, time in microseconds, bandwidths in GB/s (1e9 bytes/s).
+Functions return lines (rich Text, laid out by render/fit.py so no value is ever cut); the CLI
+(or the LiveReporter it owns) prints them. Columns and units follow nccl-tests so the two tables
+can sit side by side: size in bytes, count in elements, time in microseconds, bandwidths in GB/s
+(1e9 bytes/s); their names come from render/labels.py.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Sequence
 
-from rich import box
 from rich.console import Console
-from rich.table import Table
 from rich.text import Text
 
 from nccl_bench.errors import first_line
 from nccl_bench.ranks.collectives import REGISTRY
+from nccl_bench.render import labels
+from nccl_bench.render.fit import Cell, Column, Layout, fit
+from nccl_bench.render.labels import placement_text
 from nccl_bench.results.schema import STATUS_UNSUPPORTED, STATUS_WRONG, ResultRow
 from nccl_bench.units import stats
-
-# Under a pipe (CI logs, torchrun --tee) rich would assume 80 columns and wrap the table.
-NON_TERMINAL_WIDTH = 160
-PLACEMENT_LABEL = {"out_of_place": "out", "in_place": "in"}
-
+from nccl_bench.units.sizes import format_size
 
 def make_console(stderr: bool = False) -> Console:
-    console = Console(stderr=stderr)
-    if not console.is_terminal:
-        console = Console(stderr=stderr, width=max(console.width, NON_TERMINAL_WIDTH))
-    return console
+    """A console that never wraps lines: tables are fitted to its width (or unlimited when piped)."""
+    return Console(stderr=stderr, soft_wrap=True)
 
 
-def ops_table() -> Table:
-    table = Table(title="Collectives (sizes and bus-bandwidth factors as in nccl-tests)", box=box.SIMPLE_HEAD)
-    for header in ("op", "what it does", "size means", "busbw factor", "placements", "redop", "root"):
-        table.add_column(header)
-    for collective in REGISTRY.values():
-        table.add_row(
+def table_width(console: Console) -> int | None:
+    """The width tables are fitted to: the terminal's, or None (no limit) under a pipe or in a file."""
+    return console.width if console.is_terminal else None
+
+
+def print_lines(console: Console, lines: Iterable[Text | str]) -> None:
+    for line in lines:
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
+
+
+_OPS_COLUMNS = (
+    Column("op", align="left"),
+    Column("what it does", align="left", wrap=True),
+    Column("size means", align="left", wrap=True),
+    Column("busbw factor", align="left"),
+    Column("placements", align="left", priority=1),
+    Column("redop", align="left", priority=2),
+    Column("root", align="left", priority=3),
+)
+
+
+def ops_lines(width: int | None) -> list[Text]:
+    """Every collective, its size meaning and bus-bandwidth factor, fitted to `width`."""
+    rows = [
+        [
             collective.name,
             collective.summary,
             collective.size_meaning,
             collective.factor_formula,
-            ", ".join(PLACEMENT_LABEL[p] for p in collective.placements),
+            ", ".join(placement_text(p) for p in collective.placements),
             "yes" if collective.has_reduction else "-",
             "yes" if collective.has_root else "-",
-        )
-    return table
+        ]
+        for collective in REGISTRY.values()
+    ]
+    lines = [Text("Collectives (sizes and bus-bandwidth factors as in nccl-tests)")]
+    layout = fit(_OPS_COLUMNS, rows, width)
+    lines += layout.header_lines()
+    for row in rows:
+        row_lines = layout.row_lines(row)
+        lines += row_lines
+        if width is not None and len(row_lines) > 1:
+            lines.append(Text(""))  # folded rows need a gap to read as separate rows
+    return lines
 
 
 def _num(value: float | None, digits: int = 2) -> str:
@@ -67,73 +91,86 @@ def _wrong(row: ResultRow) -> Text:
     return Text(str(row.wrong), style="bold red" if row.wrong else "green")
 
 
-def _notes(row: ResultRow) -> Text:
+def flags_text(row: ResultRow) -> str:
+    """The flags column for people: the reason of an unsupported row, WRONG first on a failed check."""
     if row.status == STATUS_UNSUPPORTED:
-        return Text(f"unsupported: {row.flags}", style="yellow")
-    text = Text(row.flags.replace(";", ", "), style="yellow")
+        return f"unsupported: {row.flags}"
+    text = row.flags.replace(";", ", ")
     if row.status == STATUS_WRONG:
-        text = Text("WRONG ", style="bold red") + text
+        text = ("WRONG " + text).strip()
     return text
 
 
-@dataclass(frozen=True)
-class _Column:
-    header: str
-    width: int
-    render: Callable[[ResultRow], str | Text]
-    justify: str = "right"
+def _flags(row: ResultRow) -> Text:
+    style = "bold red" if row.status == STATUS_WRONG else "yellow"
+    return Text(flags_text(row), style=style)
 
 
-COLUMNS: tuple[_Column, ...] = (
-    _Column("op", 14, lambda r: r.op, "left"),
-    _Column("place", 5, lambda r: PLACEMENT_LABEL.get(r.placement, r.placement), "left"),
-    _Column("size\n(B)", 13, lambda r: f"{r.size_bytes:,}"),
-    _Column("count\n(elements)", 11, lambda r: f"{r.count:,}"),
-    _Column("type", 8, lambda r: r.dtype, "left"),
-    _Column("redop", 5, lambda r: r.redop, "left"),
-    _Column("root", 4, lambda r: str(r.root)),
-    _Column("iters", 6, lambda r: f"{r.iters:,}" if r.iters else "-"),
-    _Column("time\n(us)", 9, lambda r: _time(r.time_us)),
-    _Column("p50\n(us)", 9, lambda r: _time(r.p50_us)),
-    _Column("algbw\n(GB/s)", 7, lambda r: _num(r.algbw_gbps)),
-    _Column("busbw\n(GB/s)", 7, lambda r: _num(r.busbw_gbps)),
-    _Column("%peak", 6, lambda r: _num(r.pct_of_peak, 1)),
-    _Column("#wrong", 6, _wrong),
-    _Column("notes", 0, _notes, "left"),
+def _result_column(key: str, priority: int, width: int = 0, align: str = "right", wrap: bool = False) -> Column:
+    return Column(labels.name(key), labels.unit(key), align, priority, wrap, width)
+
+
+# The results table. Priority says what leaves first on a narrow terminal (largest number
+# first): op, size, time, busbw and flags always stay; then placement, algbw, %peak, #wrong,
+# p50, iters, count, type, redop, root. Least widths hold the widest value a sweep normally
+# prints, so a streamed row lines up with the header printed before any value was known.
+_RESULT_COLUMNS: tuple[tuple[Column, Callable[[ResultRow], Cell]], ...] = (
+    (_result_column("op", 0, align="left"), lambda r: r.op),
+    (_result_column("placement", 1, align="left"), lambda r: placement_text(r.placement)),
+    (_result_column("size_bytes", 0), lambda r: f"{r.size_bytes:,}"),
+    (_result_column("count", 7), lambda r: f"{r.count:,}"),
+    (_result_column("dtype", 8, align="left"), lambda r: r.dtype),
+    (_result_column("redop", 9, align="left"), lambda r: r.redop),
+    (_result_column("root", 10), lambda r: str(r.root)),
+    (_result_column("iters", 6, width=7), lambda r: f"{r.iters:,}" if r.iters else "-"),
+    (_result_column("time_us", 0, width=9), lambda r: _time(r.time_us)),
+    (_result_column("p50_us", 5, width=9), lambda r: _time(r.p50_us)),
+    (_result_column("algbw_gbps", 2, width=7), lambda r: _num(r.algbw_gbps)),
+    (_result_column("busbw_gbps", 0, width=7), lambda r: _num(r.busbw_gbps)),
+    (_result_column("pct_of_peak", 3, width=6), lambda r: _num(r.pct_of_peak, 1)),
+    (_result_column("wrong", 4), _wrong),
+    (_result_column("flags", 0, align="left", wrap=True), _flags),
 )
+RESULT_COLUMNS: tuple[Column, ...] = tuple(column for column, _ in _RESULT_COLUMNS)
+MARGIN = "  "  # rows are indented; header lines start with '#', so `grep -v '^#'` leaves the rows
+HEADER_MARK = "# "
 
 
-def _new_table(show_header: bool, title: str | None = None) -> Table:
-    table = Table(box=box.SIMPLE_HEAD if show_header else None, show_header=show_header, title=title,
-                  pad_edge=False, collapse_padding=False, show_edge=False)
-    for column in COLUMNS:
-        if column.width:
-            table.add_column(column.header, justify=column.justify, width=column.width, no_wrap=True)
-        else:  # the free-text column takes what is left of the line
-            table.add_column(column.header, justify=column.justify, min_width=10)
-    return table
+def result_cells(row: ResultRow) -> list[Cell]:
+    return [cell(row) for _, cell in _RESULT_COLUMNS]
 
 
-def _add(table: Table, row: ResultRow) -> None:
-    table.add_row(*(column.render(row) for column in COLUMNS))
+def results_layout(rows: Sequence[ResultRow], width: int | None) -> Layout:
+    return fit(RESULT_COLUMNS, [result_cells(r) for r in rows], width, MARGIN, HEADER_MARK)
 
 
-def column_header() -> Table:
-    """Just the header, printed once before rows stream in (fixed widths keep rows aligned)."""
-    return _new_table(show_header=True)
+def results_lines(rows: Sequence[ResultRow], width: int | None, title: str | None = None) -> list[Text]:
+    """A run's table: the same lines the live sweep printed for it when both are piped."""
+    cells = [result_cells(r) for r in rows]
+    layout = fit(RESULT_COLUMNS, cells, width, MARGIN, HEADER_MARK)
+    lines = [Text(f"# run: {title}")] if title else []
+    lines += layout.header_lines()
+    for row_cells in cells:
+        lines += layout.row_lines(row_cells)
+    if layout.left_out:
+        lines.append(Text(left_out_note(layout, width)))
+    return lines
 
 
-def row_line(row: ResultRow) -> Table:
-    table = _new_table(show_header=False)
-    _add(table, row)
-    return table
+def left_out_note(layout: Layout, width: int | None) -> str:
+    return f"# not shown at {width} columns: {', '.join(layout.left_out)} (a wider terminal or a pipe shows them)"
 
 
-def results_table(rows: Iterable[ResultRow], title: str | None = None) -> Table:
-    table = _new_table(show_header=True, title=title)
-    for row in rows:
-        _add(table, row)
-    return table
+def live_layout(header, width: int | None) -> Layout:
+    """Widths fixed before any row exists, from what the plan knows (ops, sizes, counts, type)."""
+    known = [
+        ResultRow(op=op, placement="out_of_place", size_bytes=size, count=count, dtype=header.dtype,
+                  redop=header.reduce_op, root=-1, world_size=header.world_size, nodes=header.nodes, backend=header.backend,
+                  iters=0, trials=0, time_us=None, time_min_us=None, time_max_us=None, p50_us=None, p99_us=None,
+                  algbw_gbps=None, busbw_gbps=None, busbw_factor=None, wrong=None, slowest_rank=None, agg=header.agg)
+        for op, size, count in header.planned
+    ]
+    return results_layout(known, width)
 
 
 def average_busbw(rows: Iterable[ResultRow]) -> dict[tuple[str, str], float]:
@@ -166,6 +203,19 @@ def header_lines(header) -> list[str]:
     return lines
 
 
+def sample_span(rows: Iterable[ResultRow]) -> tuple[float, float, ResultRow] | None:
+    """Shortest and longest timed sample in ms, and the row of the shortest.
+
+    A row's fastest trial lasted time_min_us x iters (ranks combined as the row says), so this
+    is what every row's samples at least lasted: the truth behind `--iters auto`'s target.
+    """
+    timed = [(r.time_min_us * r.iters / 1e3, r) for r in rows if r.time_min_us is not None and r.iters]
+    if not timed:
+        return None
+    shortest = min(timed, key=lambda pair: pair[0])
+    return shortest[0], max(ms for ms, _ in timed), shortest[1]
+
+
 def _summarize(devices: Iterable[str]) -> str:
     counts: dict[str, int] = {}
     for device in devices:
@@ -176,7 +226,7 @@ def _summarize(devices: Iterable[str]) -> str:
 def summary_lines(summary) -> list[str]:
     lines = []
     for (op, placement), value in average_busbw(summary.rows).items():
-        lines.append(f"# Avg bus bandwidth ({op}, {PLACEMENT_LABEL[placement]}): {value:.3f} GB/s")
+        lines.append(f"# Avg bus bandwidth ({op}, {placement_text(placement)}): {value:.3f} GB/s")
     noisy = [r for r in summary.rows if "noisy" in r.flags]
     short = [r for r in summary.rows if "below_timer_resolution" in r.flags]
     if noisy:
@@ -188,8 +238,21 @@ def summary_lines(summary) -> list[str]:
         lines.append(
             f"# warning: {len(short)} row(s) have samples too short for the timer; use --iters auto or more --iters"
         )
+    empty = [r for r in summary.rows if "empty_cuda_graph" in r.flags]
+    if empty:
+        lines.append(
+            f"# warning: {len(empty)} row(s) replayed an empty CUDA graph (NCCL queues no GPU work for them, "
+            "as for an in-place op of one rank): their time is launch overhead, so no bandwidth is given"
+        )
     if summary.wrong_total:
         lines.append(f"# ERROR: {summary.wrong_total} wrong element(s); the data check failed")
+    span = sample_span(summary.rows)
+    if span is not None:
+        shortest_ms, longest_ms, shortest = span
+        lines.append(
+            f"# samples lasted {shortest_ms:,.0f} to {longest_ms:,.0f} ms (iters x fastest trial's time); shortest: "
+            f"{shortest.op} {format_size(shortest.size_bytes)} {placement_text(shortest.placement)}"
+        )
     if summary.plot_path is not None:
         lines.append(f"# plot: {summary.plot_path}")
     if summary.run_dir is not None:
@@ -204,11 +267,15 @@ class LiveReporter:
         self.console = console or make_console()
         self._progress = None
         self._task = None
+        self._layout: Layout | None = None
 
     def started(self, header, total_points: int) -> None:
-        for line in header_lines(header):
-            self.console.print(line, markup=False, highlight=False)
-        self.console.print(column_header())
+        width = table_width(self.console)
+        self._layout = live_layout(header, width)
+        print_lines(self.console, header_lines(header))
+        if self._layout.left_out:
+            print_lines(self.console, [left_out_note(self._layout, width)])
+        print_lines(self.console, self._layout.header_lines())
         if self.console.is_terminal:
             from rich.progress import (
                 BarColumn,
@@ -226,27 +293,30 @@ class LiveReporter:
             self._progress.start()
 
     def row_done(self, row: ResultRow) -> None:
-        self.console.print(row_line(row))
+        print_lines(self.console, self._layout.row_lines(result_cells(row)))
         if self._progress is not None:
             self._progress.advance(self._task)
 
     def finished(self, summary) -> None:
         if self._progress is not None:
             self._progress.stop()
+        plot_note = None
         if summary.run_dir is not None:
-            summary.plot_path = _write_plot(summary)
-        for line in summary_lines(summary):
-            self.console.print(line, markup=False, highlight=False)
+            summary.plot_path, plot_note = _write_plot(summary)
+        print_lines(self.console, summary_lines(summary))
+        if plot_note:
+            print_lines(self.console, [f"# note: {plot_note}"])
 
 
-def _write_plot(summary) -> Path | None:
-    """busbw.png beside the CSV when matplotlib is installed; a plot never fails a run."""
+def _write_plot(summary) -> tuple[Path | None, str | None]:
+    """busbw.png beside the CSV, or why not (said once, at the end); a plot never fails a run."""
     if not any(row.busbw_gbps is not None for row in summary.rows):
-        return None
+        return None, None
     try:
-        from nccl_bench.render.plots import write_sweep_plot
+        from nccl_bench.render.plots import MATPLOTLIB_MISSING, have_matplotlib, write_sweep_plot
 
-        return write_sweep_plot(summary.rows, summary.run_dir, peak_gbps=summary.peak_gbps)
+        if not have_matplotlib():
+            return None, f"busbw.png not drawn: {MATPLOTLIB_MISSING}"
+        return write_sweep_plot(summary.rows, summary.run_dir, peak_gbps=summary.peak_gbps), None
     except Exception as exc:  # a broken font cache or backend must not cost the measured rows
-        summary.notes.append(f"busbw.png not written: {first_line(exc)}")
-        return None
+        return None, f"busbw.png not written: {first_line(exc)}"

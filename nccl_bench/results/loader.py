@@ -7,6 +7,8 @@ text log or an nccl-tests `-J` JSON file, told apart by their content rather tha
 from __future__ import annotations
 
 import json
+import warnings
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +19,7 @@ from nccl_bench.results.schema import (
     ResultRow,
     record_to_row,
 )
-from nccl_bench.results.store import read_rows
+from nccl_bench.results.store import ResultsWarning, read_meta, read_rows
 
 JSON_FORMAT_NAME = "nccl_bench.results"
 
@@ -28,13 +30,36 @@ JSON_FORMAT_NAME = "nccl_bench.results"
 # ---- reading ------------------------------------------------------------------------------------
 
 
-def load_rows(path: Path, option: str = "RUN", unrecognised_as_csv: bool = False) -> list[ResultRow]:
+@dataclass(frozen=True)
+class LogHints:
+    """What an nccl-tests log may not say itself (report/compare --op, --ranks)."""
+
+    op: str | None = None
+    ranks: int | None = None
+
+
+def load_rows(
+    path: Path, option: str = "RUN", unrecognised_as_csv: bool = False, hints: LogHints | None = None
+) -> list[ResultRow]:
     """Rows from a run folder, results.csv, nccl_bench JSON, nccl-tests log or nccl-tests -J JSON.
 
     An input none of these recognises is reported as a log without result lines or, with
     unrecognised_as_csv (compare, which read only results CSVs at first), as a foreign CSV.
     """
-    path = Path(path)
+    rows = _load_rows(Path(path), option, unrecognised_as_csv, hints or LogHints())
+    if not rows:  # the same answer for a header-only CSV and an empty run, however either is named
+        raise UserInputError(option, f"{path} has no result rows{_status_of(Path(path))}")
+    return rows
+
+
+def _status_of(path: Path) -> str:
+    meta = read_meta(path if path.is_dir() else path.parent)
+    if not meta or not meta.get("status"):
+        return ""
+    return f" (meta.json: the run is {meta['status']})"
+
+
+def _load_rows(path: Path, option: str, unrecognised_as_csv: bool, hints: LogHints) -> list[ResultRow]:
     if path.is_dir() or not path.exists():
         return read_rows(path, option)
     if not path.is_file():
@@ -48,11 +73,17 @@ def load_rows(path: Path, option: str = "RUN", unrecognised_as_csv: bool = False
         return _rows_from_json_text(text, path, option)
     if "schema_version" in start.partition("\n")[0].rstrip("\r").split(","):
         return read_rows(path, option)
-    from nccl_bench.results.nccltests import parse_text
+    from nccl_bench.results.nccltests import failure_line, parse_text
 
-    rows = parse_text(text, source=str(path), option=option)
+    rows = parse_text(text, source=str(path), option=option, op=hints.op, ranks=hints.ranks)
+    failure = failure_line(text)
     if rows:
+        if failure is not None:  # the rows before a failure were measured; say what stopped the run
+            warnings.warn(f"{path}: the run failed after {len(rows)} row(s); the log says: {failure}", ResultsWarning, stacklevel=2)
         return rows
+    failure = failure_line(text, nccl_warnings=True)
+    if failure is not None:  # an nccl-tests run that failed before its first result line
+        raise UserInputError(option, f"{path}: no result lines; the log says: {failure}")
     if unrecognised_as_csv:
         return read_rows(path, option)  # its errors say what a results CSV lacks
     raise UserInputError(option, f"{path}: no nccl-tests result lines found")
@@ -108,7 +139,9 @@ def run_label(path: Path) -> str:
     return path.stem
 
 
-def load_runs(paths: list[Path], option: str = "RUN") -> list[tuple[str, list[ResultRow]]]:
+def load_runs(
+    paths: list[Path], option: str = "RUN", hints: LogHints | None = None
+) -> list[tuple[str, list[ResultRow]]]:
     """(label, rows) per input, labels made unique so legends can tell the runs apart."""
     runs: list[tuple[str, list[ResultRow]]] = []
     seen: dict[str, int] = {}
@@ -117,7 +150,7 @@ def load_runs(paths: list[Path], option: str = "RUN") -> list[tuple[str, list[Re
         seen[label] = seen.get(label, 0) + 1
         if seen[label] > 1:
             label = f"{label} ({seen[label]})"
-        runs.append((label, load_rows(path, option)))
+        runs.append((label, load_rows(path, option, hints=hints)))
     return runs
 
 

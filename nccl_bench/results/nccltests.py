@@ -11,6 +11,7 @@ lives in render/nccltests.py.
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 from typing import Any, Iterable
@@ -63,7 +64,8 @@ NCCL_TESTS_BACKEND = "nccl"
 UNKNOWN_OP = "unknown"
 
 _BINARY_PATTERN = re.compile(r"(?:^|[/\s:])([a-z][a-z_]*?)_perf(?:_mpi)?(?![A-Za-z0-9])")
-_RANK_PATTERN = re.compile(r"#\s*Rank\s+(\d+)\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+(\S+)\s+device")
+# nccl_bench's export leaves out the Pid (and the host when the input did not record one).
+_RANK_PATTERN = re.compile(r"#\s*Rank\s+(\d+)\s+(?:Group\s+\d+\s+)?(?:Pid\s+\d+\s+)?(?:on\s+(\S+)\s+)?device")
 _ITERS_PATTERN = re.compile(r"(?<!warmup )(?<!agg )iters:\s*(\d+)")
 # Lines nccl_bench adds to its nccl-tests export so a round trip keeps backend and aggregation;
 # nccl-tests parsers skip them like any other '#' line.
@@ -71,9 +73,35 @@ EXPORT_MARK = "nccl_bench export:"
 _EXPORT_DEVICE = re.compile(r"nccl_bench (\w+)\s*$")
 _EXPORT_AGG = re.compile(re.escape(EXPORT_MARK) + r" ranks' times combined by (\w+)")
 _MPI_TAG = re.compile(r"^\[\d+,\d+\]<std(?:out|err)>:")
+# `srun --label` puts the task number before every line: "0: # nThread ...", " 12:    8388608 ...".
+_SRUN_LABEL = re.compile(r"^\s*\d+: ?(?=\s|#|$)")
+# Comment lines whose leading '#' was lost (a Markdown paste turns "# ..." into a heading): their
+# text alone says what they are.
+_BARE_COMMENT = re.compile(
+    r"^(?:nThread\b|Using devices|Rank\s+\d+\s|Collective test|Blocking Enabled|out-of-place|"
+    r"\(B\)|Out of bounds|Avg bus bandwidth|size\s+count\s|nccl-tests version)"
+)
+# What a failed run prints (src/common.h: "Test NCCL failure", "Test CUDA failure"; older releases
+# "NCCL failure"). NCCL's own warnings explain a run that never printed a row, but a run that did
+# may carry harmless ones (a missing libibverbs), so they count only there.
+_FAILURE = re.compile(r"(?:Test (?:NCCL|CUDA) failure|NCCL failure|CUDA failure|Segmentation fault)\b.*")
+_NCCL_WARNING = re.compile(r"NCCL WARN\b.*")
+# The columns of a table whose header rows were cut off: the layout of nccl-tests >= 2.10
+# (size count type redop root, then time algbw busbw #wrong per placement).
+_CURRENT_PREFIX = ["size", "count", "type", "redop", "root"]
+_CURRENT_HALF = ["time", "algbw", "busbw", "#wrong"]
+# busbw and algbw are printed with two decimals: each may be off by this much.
+_PRINTED_HALF_STEP = 0.005
 _TIME_NAMES = ("time", "cputime")
 # A blank out-of-place half is 32-33 spaces wide; two columns are never more than ~14 apart.
 _HALF_GAP = 20
+
+
+# A file name names the binary anywhere in it (e.g. run3_all_reduce_perf_2nodes.log): only known
+# stems count there, longest first so reduce_scatter is not read as scatter.
+_FILE_BINARY_PATTERN = re.compile(
+    r"(?<![a-z])(" + "|".join(sorted(map(re.escape, BINARY_TO_OP), key=len, reverse=True)) + r")_perf(?![a-z])"
+)
 
 
 def op_from_binary(stem: str) -> str:
@@ -100,16 +128,45 @@ class _Block:
         self.rows: list[dict[str, Any]] = []
 
 
-def parse_text(text: str, source: str = "nccl-tests log", option: str = "RUN") -> list[ResultRow]:
-    """Rows of every table in an nccl-tests text log (several concatenated runs are fine)."""
-    fallback_op = _op_in(Path(source).name)
+def _looks_like_current_row(tokens: list[str]) -> bool:
+    """A result line of today's layout, met before any header row (a fragment of a log)."""
+    return (
+        len(tokens) == len(_CURRENT_PREFIX) + 2 * len(_CURRENT_HALF)
+        and tokens[0].isdigit() and tokens[1].isdigit() and tokens[2] in TYPE_TO_DTYPE
+    )
+
+
+def failure_line(text: str, nccl_warnings: bool = False) -> str | None:
+    """The first line in which nccl-tests says the run failed (or, with nccl_warnings, NCCL warned)."""
+    lines = [_SRUN_LABEL.sub("", _MPI_TAG.sub("", raw)) for raw in text.splitlines()]
+    for pattern in (_FAILURE, _NCCL_WARNING) if nccl_warnings else (_FAILURE,):
+        for line in lines:
+            found = pattern.search(line)
+            if found:
+                return found.group(0).strip()
+    return None
+
+
+def parse_text(
+    text: str, source: str = "nccl-tests log", option: str = "RUN", op: str | None = None, ranks: int | None = None
+) -> list[ResultRow]:
+    """Rows of every table in an nccl-tests text log (several concatenated runs are fine).
+
+    Where the log does not say which collective ran or on how many ranks, the file name (e.g.
+    all_reduce_perf.log) and the busbw/algbw ratio are asked, then the `op` and `ranks` hints
+    (report/compare --op and --ranks); what stays unknown is an error naming the hint to give.
+    """
+    named = _FILE_BINARY_PATTERN.search(Path(source).name)
+    fallback_op = op_from_binary(named.group(1)) if named else None
     blocks: list[_Block] = []
     block = _Block(None)
     for raw in text.splitlines():
-        line = _MPI_TAG.sub("", raw).rstrip()
+        line = _SRUN_LABEL.sub("", _MPI_TAG.sub("", raw)).rstrip()
         stripped = line.strip()
         if not stripped:
             continue
+        if _BARE_COMMENT.match(stripped):
+            stripped = "# " + stripped
         if stripped.startswith("#"):
             body = stripped.lstrip("#").strip()
             if body.startswith("Collective test starting") or body.startswith("nThread"):
@@ -128,7 +185,8 @@ def parse_text(text: str, source: str = "nccl-tests log", option: str = "RUN") -
             rank = _RANK_PATTERN.match(stripped)
             if rank:
                 block.ranks.add(int(rank.group(1)))
-                block.hosts.add(rank.group(2))
+                if rank.group(2):
+                    block.hosts.add(rank.group(2))
                 exported = _EXPORT_DEVICE.search(stripped)
                 if exported:
                     block.backend = exported.group(1)
@@ -142,23 +200,55 @@ def parse_text(text: str, source: str = "nccl-tests log", option: str = "RUN") -
                 _read_header(block, names)
             continue
         tokens = stripped.split()
+        if not block.half and _looks_like_current_row(tokens):
+            block.prefix, block.half = list(_CURRENT_PREFIX), list(_CURRENT_HALF)
         if block.half and tokens[0].isdigit() and len(tokens) >= len(block.prefix) + len(block.half):
             row = _read_data(block, line, tokens)
             if row is not None:
                 block.rows.append(row)
                 continue
-        op = _op_in(stripped)
-        if op is not None and "NCCL INFO" not in stripped:
+        line_op = _op_in(stripped)
+        if line_op is not None and "NCCL INFO" not in stripped:
             if block.rows:
                 blocks.append(block)
-                block = _Block(op)
-            block.op = op
+                block = _Block(line_op)
+            block.op = line_op
     if block.rows:
         blocks.append(block)
     rows: list[ResultRow] = []
     for found in blocks:
-        rows.extend(_block_rows(found, found.op or fallback_op or UNKNOWN_OP, source, option))
+        name = found.op or fallback_op or op or _infer_op(found)
+        if name is None:
+            raise UserInputError(
+                option,
+                f"{source}: cannot tell which collective ran (no op name in the log or the file name, and "
+                "busbw/algbw, redop and root do not say); pass --op",
+            )
+        rows.extend(_block_rows(found, name, source, option, ranks))
     return rows
+
+
+def _infer_op(block: _Block) -> str | None:
+    """The collective a table with no name comes from, when its columns leave one choice.
+
+    busbw/algbw above 1 is only all_reduce's 2(n-1)/n; below 1 the (n-1)/n ops, of which only
+    reduce_scatter reduces; exactly 1 with a root: broadcast (no redop) or reduce. all_reduce on 2
+    ranks (ratio 1, root -1) cannot be told from sendrecv, nor all_gather from all_to_all.
+    """
+    halves = [h for r in block.rows for h in r["halves"].values()]
+    first = block.rows[0]
+    span = _ratio_span(halves)
+    if span is None:
+        return None
+    low, high = span
+    reduces = first["redop"] not in ("none", "")
+    if low > 1:
+        return "all_reduce"
+    if high < 1:
+        return "reduce_scatter" if reduces else None
+    if first["root"] >= 0:
+        return "reduce" if reduces else "broadcast"
+    return None
 
 
 def _read_header(block: _Block, names: list[str]) -> None:
@@ -222,13 +312,14 @@ def _wrong(raw: str | None) -> int | None:
     return None if value is None else int(value)
 
 
-def _block_rows(block: _Block, op: str, source: str, option: str) -> list[ResultRow]:
+def _block_rows(block: _Block, op: str, source: str, option: str, ranks: int | None = None) -> list[ResultRow]:
     measured = [(r, h) for r in block.rows for h in r["halves"].values()]
-    world_size = max(block.ranks) + 1 if block.ranks else infer_world_size(op, [h for _, h in measured])
+    world_size = max(block.ranks) + 1 if block.ranks else infer_world_size(op, [h for _, h in measured]) or ranks
     if world_size is None:
         raise UserInputError(
             option,
-            f"{source}: cannot tell how many ranks ran {op} (no '# Rank' lines, and busbw/algbw does not say)",
+            f"{source}: cannot tell how many ranks ran {op} (no '# Rank' lines, and busbw/algbw does not say); "
+            "pass --ranks",
         )
     nodes = max(1, len(block.hosts))
     rows = []
@@ -260,28 +351,33 @@ def _block_rows(block: _Block, op: str, source: str, option: str) -> list[Result
 
 
 def infer_world_size(op: str, halves: Iterable[dict[str, Any]]) -> int | None:
-    """Invert the busbw factor (busbw/algbw) of the best-resolved row; None when the factor is 1."""
+    """Invert the busbw factor (busbw/algbw): the one rank count every row's printed values allow.
 
-    best = max(
-        (h for h in halves if h.get("algbw_gbps") and h.get("busbw_gbps") is not None),
-        key=lambda h: h["algbw_gbps"],
-        default=None,
-    )
-    if best is None or best["algbw_gbps"] < 0.1:
+    Each printed value may be off by half its last digit, so each row allows an interval of
+    ratios and so of rank counts; the answer is the single whole number in all of them, or None
+    (a factor of 1 says nothing, and large worlds are too close together to tell apart).
+    """
+    # busbw/algbw = 2(n-1)/n for all_reduce, (n-1)/n for the others: n = top / (top - ratio)
+    top = 2.0 if op == "all_reduce" else 1.0 if op in ("all_gather", "reduce_scatter", "all_to_all", "gather", "scatter") else None
+    span = _ratio_span(halves)
+    if top is None or span is None:
         return None
-    ratio = best["busbw_gbps"] / best["algbw_gbps"]
-    if op == "all_reduce" and ratio < 2:
-        estimate = 2 / (2 - ratio)
-    elif op in ("all_gather", "reduce_scatter", "all_to_all", "gather", "scatter") and ratio < 1:
-        estimate = 1 / (1 - ratio)
-    else:
-        return None
-    n = round(estimate)
-    if n < 2:
-        return None
-    factor = bandwidth.all_reduce_factor(n) if op == "all_reduce" else bandwidth.gather_like_factor(n)
-    # the printed values have two decimals: accept only a factor that reproduces the ratio closely
-    return n if abs(factor - ratio) < 0.02 else None
+    low, high = (top / (top - ratio) if ratio < top else math.inf for ratio in (max(span[0], 0.0), span[1]))
+    candidates = range(max(2, math.ceil(low)), math.floor(min(high, low + 3)) + 1)
+    return candidates[0] if len(candidates) == 1 else None
+
+
+def _ratio_span(halves: Iterable[dict[str, Any]]) -> tuple[float, float] | None:
+    """The busbw/algbw range every half allows, given two printed decimals; None without data."""
+    low, high, seen = 0.0, math.inf, False
+    for half in halves:
+        algbw, busbw = half.get("algbw_gbps"), half.get("busbw_gbps")
+        if algbw is None or busbw is None or algbw < 0.1:  # too few digits to say anything
+            continue
+        seen = True
+        low = max(low, (busbw - _PRINTED_HALF_STEP) / (algbw + _PRINTED_HALF_STEP))
+        high = min(high, (busbw + _PRINTED_HALF_STEP) / (algbw - _PRINTED_HALF_STEP))
+    return (low, high) if seen and low <= high else None
 
 
 def _make_row(

@@ -11,6 +11,7 @@ import csv
 import datetime as _dt
 import json
 import os
+import warnings
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -30,33 +31,46 @@ from nccl_bench.results.schema import (
 RESULTS_CSV = "results.csv"
 
 
+class ResultsWarning(UserWarning):
+    """Something about a results file the reader worked around (a cut last line): data for the
+    caller, which decides how to show it (the CLI prints one line to stderr)."""
+
+
 META_JSON = "meta.json"
 
 
-class ResultsWriter:
-    """Appends rows to results.csv, flushed and fsynced per row: a crash keeps every finished point."""
+class CsvAppender:
+    """Appends lines to a CSV, flushed and fsynced per line: a crash keeps every finished line."""
 
-    def __init__(self, run_dir: Path):
-        self.path = Path(run_dir) / RESULTS_CSV
+    def __init__(self, path: Path, columns: Iterable[str]):
+        self.path = Path(path)
+        self._columns = list(columns)
         self._file = open(self.path, "a", newline="", encoding="utf-8")
         self._needs_header = self._file.tell() == 0
 
-    def append(self, row: ResultRow) -> None:
+    def append_cells(self, cells: Iterable[Any]) -> None:
         # The csv module, not pandas: importing pandas cost ~0.5 s inside every sweep.
         writer = csv.writer(self._file, lineterminator="\n")
         if self._needs_header:
-            writer.writerow(COLUMNS)
-        writer.writerow(csv_cells(row))
+            writer.writerow(self._columns)
+        writer.writerow(cells)
         self._needs_header = False
-        self._sync()
-
-    def _sync(self) -> None:
         self._file.flush()
         os.fsync(self._file.fileno())
 
     def close(self) -> None:
         if not self._file.closed:
             self._file.close()
+
+
+class ResultsWriter(CsvAppender):
+    """results.csv of a sweep: one ResultRow per line, in the column contract's order."""
+
+    def __init__(self, run_dir: Path):
+        super().__init__(Path(run_dir) / RESULTS_CSV, COLUMNS)
+
+    def append(self, row: ResultRow) -> None:
+        self.append_cells(csv_cells(row))
 
 
 def write_meta(run_dir: Path, meta: dict[str, Any]) -> None:
@@ -103,6 +117,16 @@ def prepare_run_dir(path: Path, option: str = "--out") -> Path:
     return path
 
 
+def remove_if_empty(path: Path | None) -> None:
+    """Remove a run folder that nothing was written to (a run that stopped before it began)."""
+    if path is None:
+        return
+    try:
+        Path(path).rmdir()  # only ever succeeds on an empty folder
+    except OSError:
+        pass
+
+
 def resolve_results_csv(path: Path, option: str) -> Path:
     """Accept a run folder or a results.csv; name the option when neither is there."""
     path = Path(path)
@@ -113,8 +137,22 @@ def resolve_results_csv(path: Path, option: str) -> Path:
     return path
 
 
+def _run_without_rows(path: Path) -> bool:
+    """A run folder (or its results.csv named) whose meta.json exists but no row was written yet."""
+    folder = path if path.is_dir() else path.parent if path.name == RESULTS_CSV else None
+    return folder is not None and not (folder / RESULTS_CSV).exists() and (folder / META_JSON).is_file()
+
+
 def read_rows(path: Path, option: str = "RESULTS") -> list[ResultRow]:
-    """Read a results.csv (or its run folder) back into rows, checking the column contract."""
+    """Read a results.csv (or its run folder) back into rows, checking the column contract.
+
+    A run that stopped before its first row (meta.json, no results.csv) has no rows, like a
+    header-only results.csv. A last line cut off mid-write (a crash, a full disk) is left out with
+    a ResultsWarning: every complete row before it is still read.
+    """
+    path = Path(path)
+    if _run_without_rows(path):
+        return []
     csv_path = resolve_results_csv(path, option)
     try:
         header, lines = _read_csv(csv_path)
@@ -125,13 +163,17 @@ def read_rows(path: Path, option: str = "RESULTS") -> list[ResultRow]:
     if "schema_version" not in header:
         raise UserInputError(option, f"{csv_path} is not an nccl_bench results CSV (no schema_version column)")
     records = []
-    for line_number, cells in lines:
+    for index, (line_number, cells) in enumerate(lines):
+        last = index == len(lines) - 1
         if len(cells) > len(header):
             raise UserInputError(
                 option, f"cannot parse {csv_path}: line {line_number} has {len(cells)} fields, the header {len(header)}"
             )
         record = dict(zip(header, cells))
         if record.get("schema_version", "") == "":  # the last column: empty means the line was cut short
+            if last:
+                _warn_cut(csv_path, line_number, len(records))
+                break
             raise UserInputError(option, f"{csv_path} line {line_number} is incomplete (cut off while being written?)")
         records.append((line_number, record))
     for version in {record["schema_version"] for _, record in records}:
@@ -150,6 +192,15 @@ def read_rows(path: Path, option: str = "RESULTS") -> list[ResultRow]:
         except (TypeError, ValueError) as exc:
             raise UserInputError(option, f"{csv_path} line {line_number}: {exc}") from None
     return rows
+
+
+def _warn_cut(csv_path: Path, line_number: int, complete: int) -> None:
+    warnings.warn(
+        f"{csv_path} line {line_number} is cut off (the run stopped while writing it); "
+        f"read the {complete} complete row(s) before it",
+        ResultsWarning,
+        stacklevel=3,
+    )
 
 
 def _read_csv(csv_path: Path) -> tuple[list[str] | None, list[tuple[int, list[str]]]]:

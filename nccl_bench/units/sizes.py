@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
+from typing import Iterator
 
 from nccl_bench.errors import UserInputError
 
@@ -42,19 +44,28 @@ def format_size(size_bytes: int) -> str:
 
 def geometric_sizes(min_bytes: int, max_bytes: int, factor: float) -> list[int]:
     """min, min*f, min*f^2, ... up to max inclusive (nccl-tests -b/-e/-f)."""
+    return list(_geometric(min_bytes, max_bytes, factor))
+
+
+def _geometric(min_bytes: int, max_bytes: int, factor: float) -> Iterator[int]:
+    """The distinct sizes of a geometric sequence, one loop turn per size.
+
+    A factor barely above 1 repeats the same whole byte count for many steps; the loop jumps
+    straight to the step where the size grows, so its work is bounded by the sizes it yields.
+    """
     if factor <= 1:
         raise UserInputError("--step-factor", f"must be greater than 1, got {factor:g}")
     check_range(min_bytes, max_bytes)
-    sizes = []
-    step = 0
+    step, last = 0, None
     while True:
         size = int(math.floor(min_bytes * factor**step + 1e-9))
         if size > max_bytes:
-            break
-        if not sizes or size != sizes[-1]:
-            sizes.append(size)
-        step += 1
-    return sizes
+            return
+        if size != last:
+            yield size
+            last = size
+        jump = math.ceil(math.log((size + 1) / min_bytes) / math.log(factor) - 1e-12)
+        step = max(step + 1, jump)
 
 
 def linear_sizes(min_bytes: int, max_bytes: int, step_bytes: int) -> list[int]:
@@ -63,6 +74,22 @@ def linear_sizes(min_bytes: int, max_bytes: int, step_bytes: int) -> list[int]:
         raise UserInputError("--step-bytes", f"must be at least 1 byte, got {step_bytes}")
     check_range(min_bytes, max_bytes)
     return list(range(min_bytes, max_bytes + 1, step_bytes))
+
+
+def count_sizes(min_bytes: int, max_bytes: int, factor: float | None = None, step_bytes: int | None = None,
+                at_most: int | None = None) -> int:
+    """How many sizes -b/-e with -f (geometric) or -i (linear) make, without building them.
+
+    Linear counts are arithmetic; geometric ones walk the distinct sizes, stopping one past
+    `at_most`, so a check against a cap costs no more than the cap.
+    """
+    if step_bytes is not None:
+        if step_bytes <= 0:
+            raise UserInputError("--step-bytes", f"must be at least 1 byte, got {step_bytes}")
+        check_range(min_bytes, max_bytes)
+        return (max_bytes - min_bytes) // step_bytes + 1
+    sizes = _geometric(min_bytes, max_bytes, 2.0 if factor is None else factor)
+    return sum(1 for _ in itertools.islice(sizes, None if at_most is None else at_most + 1))
 
 
 def check_range(min_bytes: int, max_bytes: int) -> None:

@@ -70,3 +70,15 @@ def combine_ranks(values: Sequence[float], how: str) -> tuple[float, int]:
     if how == "avg":
         return mean(values), slowest
     raise ValueError(f"unknown aggregation {how!r}")
+
+
+def sweep_seconds_at_least(
+    points: int, warmup: int, iters: int | None, trials: int, min_sample_s: float, op_floor_s: float
+) -> float:
+    """A lower bound on a sweep's duration from its counts alone, before anything runs.
+
+    Each point runs `warmup` ops, then `trials` samples: `iters` ops each, or, with iters None
+    (calibrated), samples of at least min_sample_s. No op is faster than op_floor_s.
+    """
+    sample_s = iters * op_floor_s if iters is not None else min_sample_s
+    return points * (warmup * op_floor_s + trials * sample_s)

@@ -7,8 +7,8 @@ Each case here is one row of the README table "Bad input and what it says". The 
 
 from __future__ import annotations
 
-import os
 import re
+import resource
 import subprocess
 import sys
 from pathlib import Path
@@ -17,14 +17,27 @@ import pytest
 
 from nccl_bench.config import CONFIG_KEYS
 from nccl_bench.ranks.collectives import OP_NAMES
+from nccl_bench.results.schema import COLUMNS
+from nccl_bench.results.store import write_meta
+from tests.conftest import worker_env
+from tests.result_rows import row, write_run
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "nccl_tests"
 
 ERROR = "nccl-bench: error: "
+# Every case runs with its address space bounded, so an input that makes the tool build something
+# in proportion to a typed number fails the test instead of taking the host's memory.
+ADDRESS_SPACE_LIMIT = 4 * 2**30
 
 
-def _run(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
+def _bounded() -> None:
+    resource.setrlimit(resource.RLIMIT_AS, (ADDRESS_SPACE_LIMIT, ADDRESS_SPACE_LIMIT))
+
+
+def _run(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "nccl_bench", *args], cwd=tmp_path, capture_output=True, text=True, timeout=120,
-        env=dict(os.environ, COLUMNS="200"),
+        env=worker_env({"COLUMNS": "200", **(env or {})}), preexec_fn=_bounded,
     )
 
 
@@ -71,6 +84,72 @@ EXACT = [
     ("unknown command", ["frobnicate"], "No such command 'frobnicate'."),
     ("missing argument", ["compare"], "Missing argument 'BASELINE'."),
     ("option without its value", ["sweep", "--op"], "Option '--op' requires an argument."),
+    # Issue 14: nothing is built in proportion to a typed number; what cannot mean anything is refused.
+    ("linear sizes beyond the cap", ["sweep", "-i", "1", "-b", "1", "-e", "1G"],
+     "--step-bytes: steps of 1 from 1 to 1G make 1,073,741,824 sizes; a sweep takes at most 10,000: "
+     "raise --step-bytes or narrow -b/--min-bytes .. -e/--max-bytes"),
+    ("geometric sizes beyond the cap", ["sweep", "-f", "1.000001", "-b", "1", "-e", "1G"],
+     "--step-factor: a factor of 1.000001 from 1 to 1G make more than 10,000 sizes; a sweep takes at most 10,000: "
+     "raise --step-factor or narrow -b/--min-bytes .. -e/--max-bytes"),
+    ("size list beyond the cap", ["sweep", "--sizes", ",".join(str(i) for i in range(1, 10_002))],
+     "--sizes: 10,001 sizes given; a sweep takes at most 10,000"),
+    ("trials beyond the cap", ["sweep", "--trials", "1000000000"], "--trials: must be at most 1,000, got 1,000,000,000"),
+    ("iters beyond the cap", ["sweep", "--iters", "1000000000"], "--iters: must be at most 1,000,000, got 1,000,000,000"),
+    ("warmup beyond the cap", ["sweep", "--warmup", "10000000000"],
+     "--warmup: must be at most 1,000,000, got 10,000,000,000"),
+    ("CUDA graph beyond the cap", ["sweep", "--cuda-graph", "100000000"],
+     "--cuda-graph: must be at most 10,000, got 100,000,000"),
+    ("sweep that would run for days", ["sweep", "-b", "1K", "-e", "4M", "-i", "1K", "--trials", "1000"],
+     "--trials: the sweep would take at least 9.5 days (4,096 point(s) x (5 warmup + 1,000 trial(s) x 200 ms)); "
+     "at most 7.0 days: lower --trials or measure fewer sizes"),
+    ("calibrated samples that would run for days", ["sweep", "--min-sample-ms", "1e12", "--sizes", "1K"],
+     "--min-sample-ms: the sweep would take at least 11,574.1 days (1 point(s) x (5 warmup + 1 trial(s) x 1e+12 ms)); "
+     "at most 7.0 days: lower --min-sample-ms or measure fewer sizes"),
+    ("placement no chosen op has", ["sweep", "--op", "all_reduce", "--no-inplace"],
+     "--no-inplace: nothing to measure: all_reduce skipped: torch has no out-of-place form of it"),
+    ("sizes for barrier alone", ["sweep", "--op", "barrier", "--sizes", "1M"],
+     "--sizes: barrier sends no message, so no size applies; drop --sizes"),
+    ("existing baseline", ["sweep", "--sizes", "1K", "--results-root", "{tmp}/results", "--save-baseline", "main"],
+     "--save-baseline: baseline 'main' already exists at {tmp}/results/baselines/main; pass --replace-baseline to replace it"),
+    ("--allow-mismatch without --baseline", ["sweep", "--allow-mismatch"], "--allow-mismatch: only applies with --baseline"),
+    ("--replace-baseline without --save-baseline", ["sweep", "--replace-baseline"],
+     "--replace-baseline: only applies with --save-baseline"),
+    ("baseline of another world size", ["sweep", "--workers", "3", "--sizes", "1M", "--baseline", "{tmp}/base"],
+     "--baseline {tmp}/base: world size differs: the baseline has 2, this sweep would run with 3; "
+     "pass --allow-mismatch to compare anyway"),
+    ("baseline with nothing in common", ["sweep", "--workers", "2", "--sizes", "2M", "--baseline", "{tmp}/base"],
+     "--baseline {tmp}/base: shares no (op, size, dtype, redop, placement) with this sweep's plan; "
+     "measure the baseline's ops and sizes (see `nccl-bench report` of it)"),
+    ("header-only CSV (report)", ["report", "{tmp}/header_only/results.csv"], "RUN: {tmp}/header_only/results.csv has no result rows"),
+    ("header-only run folder (report)", ["report", "{tmp}/header_only"], "RUN: {tmp}/header_only has no result rows"),
+    ("run without rows (compare)", ["compare", "{tmp}/empty_run", "{tmp}/base"],
+     "BASELINE: {tmp}/empty_run has no result rows (meta.json: the run is failed)"),
+    ("run without rows, named by its CSV (compare)", ["compare", "{tmp}/empty_run/results.csv", "{tmp}/base"],
+     "BASELINE: {tmp}/empty_run/results.csv has no result rows (meta.json: the run is failed)"),
+    ("nccl-tests log of a failed run", ["report", "{fixtures}/nccl2.8.4_failed_before_rows.txt"],
+     "RUN: {fixtures}/nccl2.8.4_failed_before_rows.txt: no result lines; the log says: "
+     "Test NCCL failure common.cu:777 'unhandled system error'"),
+    ("nccl-tests log that names no op", ["report", "{fixtures}/tag_output_p5_fragment_no_ranks.txt"],
+     "RUN: {fixtures}/tag_output_p5_fragment_no_ranks.txt: cannot tell which collective ran (no op name in the log "
+     "or the file name, and busbw/algbw, redop and root do not say); pass --op"),
+    ("nccl-tests log that does not say its ranks", ["report", "{fixtures}/tag_output_p5_fragment_no_ranks.txt", "--op", "all_reduce"],
+     "RUN: {fixtures}/tag_output_p5_fragment_no_ranks.txt: cannot tell how many ranks ran all_reduce "
+     "(no '# Rank' lines, and busbw/algbw does not say); pass --ranks"),
+    ("unknown --op hint", ["report", "{tmp}/base", "--op", "bogus"],
+     f"--op: unknown collective 'bogus'; choose from {', '.join(OP_NAMES)} or all"),
+    ("--ranks hint below 1", ["compare", "{tmp}/base", "{tmp}/base", "--ranks", "0"], "--ranks: must be at least 1, got 0"),
+]
+
+# Under a launcher's rank layout (environment variables), still before any process group.
+LAUNCHER = [
+    ("rank layout without MASTER_ADDR", {"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0"}, ["sweep", "--sizes", "1K"],
+     "MASTER_ADDR: must be set when RANK and WORLD_SIZE are (torchrun sets all three; without it, "
+     "export MASTER_ADDR=<rank 0's host> and MASTER_PORT)"),
+    ("Slurm layout without MASTER_ADDR", {"SLURM_PROCID": "0", "SLURM_NTASKS": "1", "SLURM_STEP_ID": "0"},
+     ["sweep", "--sizes", "1K"], "MASTER_ADDR: must be set when launching with slurm (e.g. the first node's hostname)"),
+    ("--workers under a launcher", {"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1"},
+     ["sweep", "--workers", "2", "--sizes", "1K"],
+     "--workers: only applies without a launcher; torchrun already started 1 rank(s)"),
 ]
 
 # Messages that carry numbers of this machine or library wording: matched as patterns.
@@ -83,6 +162,9 @@ PATTERN = [
     ("malformed config", ["sweep", "--config", "{tmp}/malformed.toml"], r"--config: \S+/malformed\.toml is not valid TOML: .+"),
     ("unknown option", ["sweep", "--bogus"], r"No such option: --bogus.*"),
     ("not a number", ["sweep", "--warmup", "x"], r"Invalid value for '-w' / '--warmup': .+"),
+    ("workers beyond host memory", ["sweep", "--workers", "10000", "--sizes", "1K"],
+     r"--workers: the sweep needs [\d,]+ MiB of host memory \(10000 rank\(s\) x [\d,]+ MiB\) "
+     r"but only [\d,]+ MiB is available; lower --workers"),
 ]
 
 
@@ -95,13 +177,37 @@ def files(tmp_path: Path) -> Path:
     (tmp_path / "full").mkdir()
     (tmp_path / "full" / "results.csv").write_text("precious\n")
     (tmp_path / "afile").write_text("")
+    write_run(tmp_path / "base", [row(dtype="float32")])  # all_reduce, in_place, 1 MiB float32, 2 gloo ranks
+    write_run(tmp_path / "results" / "baselines" / "main", [row()])
+    (tmp_path / "header_only").mkdir()
+    (tmp_path / "header_only" / "results.csv").write_text(",".join(COLUMNS) + "\n")
+    (tmp_path / "empty_run").mkdir()
+    write_meta(tmp_path / "empty_run", {"status": "failed"})
     return tmp_path
+
 
 
 @pytest.mark.parametrize("case, args, message", EXACT, ids=[c[0] for c in EXACT])
 def test_exact_message(files, case, args, message):
-    args = [a.format(tmp=files) for a in args]
-    assert _one_error_line(_run(files, *args)) == message.format(tmp=files)
+    args = [a.format(tmp=files, fixtures=FIXTURES) for a in args]
+    assert _one_error_line(_run(files, *args)) == message.format(tmp=files, fixtures=FIXTURES)
+
+
+@pytest.mark.parametrize("case, env, args, message", LAUNCHER, ids=[c[0] for c in LAUNCHER])
+def test_exact_message_under_a_launcher_layout(files, case, env, args, message):
+    assert _one_error_line(_run(files, *args, env=env)) == message
+    assert sorted(p.name for p in files.iterdir() if p.name.startswith("results")) == ["results"]  # no run folder
+
+
+@pytest.mark.parametrize("option", ["--cuda-graph", "--blocking"])
+def test_gpu_only_options_are_refused_on_cpu(files, option):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this host has a CUDA GPU, where the option is valid")
+    args = [option, "4"] if option == "--cuda-graph" else [option]
+    message = _one_error_line(_run(files, "sweep", *args, "--sizes", "1K", "--workers", "2"))
+    assert message == f"{option}: only applies on GPUs (NCCL); this run uses gloo on CPU"
 
 
 @pytest.mark.parametrize("case, args, pattern", PATTERN, ids=[c[0] for c in PATTERN])
@@ -129,3 +235,12 @@ def test_no_arguments_prints_help_and_exits_2(tmp_path):
     result = _run(tmp_path)
     assert result.returncode == 2
     assert "Usage" in result.stdout and "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("args", [["sweep", "--help"], ["sweep", "--warmup", "x"], ["sweep", "--bogus"], ["report", "--help"]])
+def test_help_and_argument_errors_import_no_pydantic(tmp_path, args):
+    # typer >= 0.29 would build a pydantic converter for every parameter (~0.1 s of imports)
+    result = subprocess.run([sys.executable, "-X", "importtime", "-m", "nccl_bench", *args], cwd=tmp_path,
+                            capture_output=True, text=True, timeout=60, env=worker_env())
+    imported = {line.rsplit("|", 1)[1].strip().split(".")[0] for line in result.stderr.splitlines() if line.startswith("import time:")}
+    assert imported & {"pydantic", "torch", "pandas"} == set()

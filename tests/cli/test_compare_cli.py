@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from nccl_bench.results.schema import ResultRow
-from nccl_bench.results.store import ResultsWriter
+from tests.result_rows import write_run
 
 MiB = 1024 * 1024
 
@@ -25,15 +25,6 @@ def _row(size_bytes: int, time_us: float) -> ResultRow:
         time_us=time_us, time_min_us=None, time_max_us=None, p50_us=time_us, p99_us=time_us,
         algbw_gbps=busbw, busbw_gbps=busbw, busbw_factor=1.0, wrong=0, slowest_rank=0, agg="max",
     )
-
-
-def write_run(folder: Path, rows) -> Path:
-    folder.mkdir(parents=True)
-    writer = ResultsWriter(folder)
-    for row in rows:
-        writer.append(row)
-    writer.close()
-    return folder
 
 
 def run_cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
@@ -76,7 +67,7 @@ def test_regression_exits_1_and_names_the_row(runs, tmp_path):
     suite = ET.parse(tmp_path / "r.xml").getroot().find("testsuite")
     assert (suite.get("tests"), suite.get("failures")) == ("3", "1")
     assert json.loads((tmp_path / "r.json").read_text())["exit_code"] == 1
-    assert "| all_reduce | 4M |" in (tmp_path / "r.md").read_text()
+    assert "| all_reduce | 4,194,304 |" in (tmp_path / "r.md").read_text()
 
 
 def test_tolerance_as_fraction_lets_the_drop_through(runs):

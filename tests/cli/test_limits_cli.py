@@ -119,3 +119,14 @@ def test_cli_table_with_fake_nvidia_smi():
     assert data["gpus"][0]["links_active"] == 4
     text = run_cli(path_prefix=FIXTURES, fixture="v100_sxm2_inactive")
     assert "Tesla V100-SXM2-32GB" in text.stdout and "100.00" in text.stdout
+
+
+def test_h100_passed_through_to_a_vm_without_nvlink_gets_its_pcie_peak(fake_smi, tmp_path):
+    """This project's own capture: `nvlink -s` prints nothing, `topo -m` shows one GPU and no NV#."""
+    fake_smi("h100_sxm5_passthrough_vm")
+    limits = detect(tmp_path)
+    (gpu,) = limits.gpus
+    assert (gpu.name, gpu.links_active, gpu.pcie_gen, gpu.pcie_width) == ("NVIDIA H100 80GB HBM3", 0, 5, 16)
+    assert gpu.source == "nvidia-smi"  # the known-GPU table's 18 links x 25 GB/s are not what the VM has
+    peak = host_gpu_peak(limits.gpus)
+    assert round(peak.peak_gbps, 2) == 63.02 and peak.label == "PCIe Gen5 x16, per direction (no active NVLink)"

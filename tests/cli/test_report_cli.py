@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from tests.conftest import run_cli
@@ -43,3 +44,107 @@ def test_not_a_result_file(tmp_path):
     junk = tmp_path / "notes.txt"
     junk.write_text("hello\n")
     assert _error(run_cli(["report", str(junk)])) == f"nccl-bench: error: RUN: {junk}: no nccl-tests result lines found"
+
+
+def _run_with_a_cut_last_line(tmp_path: Path) -> Path:
+    from tests.result_rows import MiB, row, write_run
+
+    run = write_run(tmp_path / "run", [row(dtype="float32", size_bytes=size) for size in (MiB, 2 * MiB)])
+    text = (run / "results.csv").read_text()
+    (run / "results.csv").write_text(text[:-40])  # a crash while the second row was being written
+    return run
+
+
+def test_a_cut_last_line_warns_once_and_the_complete_rows_are_read_by_report_and_compare(tmp_path):
+    run = _run_with_a_cut_last_line(tmp_path)
+    warning = f"nccl-bench: warning: {run / 'results.csv'} line 3 is cut off (the run stopped while writing it); read the 1 complete row(s) before it"
+    for named in (run, run / "results.csv"):
+        done = run_cli(["report", str(named), "--format", "csv"])
+        assert done.returncode == 0, done.stderr
+        assert done.stderr.splitlines() == [warning]
+        assert len(done.stdout.splitlines()) == 2  # header and the one complete row
+    done = run_cli(["compare", str(run), str(run)])
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.splitlines() == [warning]  # the same file on both sides: said once
+
+
+def test_load_frame_reads_the_complete_rows_of_a_cut_file(tmp_path):
+    import pytest
+
+    from nccl_bench.results import load_frame
+    from nccl_bench.results.store import ResultsWarning
+
+    run = _run_with_a_cut_last_line(tmp_path)
+    for named in (run, run / "results.csv"):
+        with pytest.warns(ResultsWarning, match="line 3 is cut off"):
+            assert len(load_frame(named)) == 1
+
+
+def test_a_failed_nccl_tests_run_keeps_its_rows_and_says_why_it_stopped():
+    path = FIXTURES / "failed_after_rows_no_header_names.txt"
+    done = run_cli(["report", str(path), "--ranks", "256", "--format", "csv"])
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.splitlines() == [
+        f"nccl-bench: warning: {path}: the run failed after 10 row(s); the log says: "
+        "Test NCCL failure common.cu:1204 'unhandled cuda error (run with NCCL_DEBUG=INFO for details) / '"
+    ]
+    assert len(done.stdout.splitlines()) == 11
+
+
+def _without_matplotlib(tmp_path: Path) -> dict[str, str]:
+    """An environment where `import matplotlib` fails, as on a host without the [plot] extra."""
+    blocker = tmp_path / "blocker" / "matplotlib"
+    blocker.mkdir(parents=True)
+    (blocker / "__init__.py").write_text("raise ImportError('matplotlib is blocked for this test')\n")
+    from tests.conftest import REPO
+
+    return {"PYTHONPATH": f"{blocker.parent}{os.pathsep}{REPO}"}
+
+
+def test_plot_without_matplotlib_says_so_before_reading_anything(tmp_path):
+    line = _error(run_cli(["report", str(tmp_path / "nope"), "--plot", str(tmp_path / "p.svg")],
+                          env=_without_matplotlib(tmp_path)))
+    assert line == "nccl-bench: error: --plot: matplotlib is not installed; pip install 'nccl-bench[plot]'"
+
+
+def test_plot_suffix_must_be_png_svg_or_pdf(tmp_path):
+    line = _error(run_cli(["report", str(FIXTURES / "v2.20.0_all_reduce_perf_2ranks.txt"), "--plot", str(tmp_path / "p.jpg")]))
+    assert line == f"nccl-bench: error: --plot: {tmp_path / 'p.jpg'} should end in .png, .svg, .pdf"
+
+
+def test_version_and_short_help():
+    import nccl_bench
+
+    done = run_cli(["--version"])
+    assert (done.returncode, done.stdout) == (0, f"nccl-bench {nccl_bench.__version__}\n")
+    for args in (["-h"], ["report", "-h"], ["sweep", "-h"]):
+        done = run_cli(args)
+        assert done.returncode == 0 and done.stdout.startswith("Usage: python -m nccl_bench"), (args, done.stderr)
+
+
+def test_html_path_checked_before_reading(tmp_path):
+    line = _error(run_cli(["report", str(tmp_path / "nope"), "--html", str(tmp_path / "r.htm")]))
+    assert line == f"nccl-bench: error: --html: {tmp_path / 'r.htm'} should end in .html"
+
+
+def test_nccl_tests_export_writes_only_what_the_run_recorded(tmp_path):
+    from nccl_bench.render.formats import to_csv
+    from nccl_bench.results.loader import load_rows
+    from nccl_bench.results.store import read_rows
+
+    rows = load_rows(FIXTURES / "v2.20.0_all_reduce_perf_2ranks.txt")
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "results.csv").write_text(to_csv(rows))
+    bare = run_cli(["report", str(run / "results.csv"), "--format", "nccl-tests"]).stdout
+    assert "warmup iters" not in bare and " on " not in bare and "Pid" not in bare and "node0" not in bare
+    assert "#  Rank  0 device nccl_bench nccl" in bare
+    meta = {"hostnames": ["vm", "vm"], "devices": ["cpu: X", "cpu: X"], "config": {"warmup": 5, "cuda_graph": 0}}
+    (run / "meta.json").write_text(__import__("json").dumps(meta))
+    full = run_cli(["report", str(run), "--format", "nccl-tests", "--output", str(tmp_path / "x.log")])
+    assert full.returncode == 0, full.stderr
+    text = (tmp_path / "x.log").read_text()
+    assert " warmup iters: 5 " in text and " graph: 0" in text and text.endswith("\n")
+    assert "#  Rank  1 on vm device [cpu: X] nccl_bench nccl" in text and "Pid" not in text
+    again = load_rows(tmp_path / "x.log")
+    assert [(r.world_size, r.nodes, r.size_bytes) for r in again] == [(r.world_size, 1, r.size_bytes) for r in read_rows(run)]

@@ -10,32 +10,18 @@ leaves the two namespaces. Needs root (CAP_NET_ADMIN, CAP_SYS_ADMIN) and iproute
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 
 import pytest
+from simhosts import sh as _sh
+from simhosts import why_no_namespaces as _why_no_namespaces
 
 from nccl_bench.ranks.collectives import OP_NAMES
 from nccl_bench.results.store import read_meta, read_rows
 
 SUBNET = "10.77.{}.{}"  # private, and only ever configured inside this test's own namespaces
 RDZV_PORT = 29577
-
-
-def _sh(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(args, capture_output=True, text=True)
-
-
-def _why_no_namespaces() -> str | None:
-    if sys.platform != "linux":
-        return f"network namespaces are Linux-only (this is {sys.platform})"
-    if os.geteuid() != 0:
-        return "creating network namespaces needs root (CAP_NET_ADMIN); run the suite as root to include this test"
-    for tool in ("ip", "unshare", "mount"):
-        if shutil.which(tool) is None:
-            return f"`{tool}` is not installed (apt-get install -y iproute2 util-linux)"
-    return None
 
 
 @pytest.fixture

@@ -22,8 +22,9 @@ def _ok(result):
 
 def test_two_ranks_all_reduce_writes_csv_meta_and_table(tmp_path):
     out = tmp_path / "run"
+    steering = {"NCCL_DEBUG": "WARN", "TORCH_NCCL_TRACE_BUFFER_SIZE": "0", "TORCH_FR_BUFFER_SIZE": "0"}
     result = run_torchrun(2, ["sweep", "--op", "all_reduce", "--sizes", "1K,3000,1M", "--iters", "5", "-w", "1",
-                              "--out", str(out)])
+                              "--out", str(out)], env={**steering, "NCCL_BENCH_UNRELATED_TOKEN": "x", "MY_TOKEN": "y"})
     _ok(result)
     rows = read_rows(out)
     assert [r.size_bytes for r in rows] == [1024, 3000, 1048576]
@@ -35,7 +36,9 @@ def test_two_ranks_all_reduce_writes_csv_meta_and_table(tmp_path):
     meta = json.loads((out / "meta.json").read_text())
     assert (meta["status"], meta["world_size"], meta["nodes"], meta["backend"], meta["rows"]) == (
         "complete", 2, 1, "gloo", 3)
-    assert all(not k or k.startswith("NCCL_") for k in meta["nccl_env"])
+    # every NCCL_/TORCH_NCCL_/TORCH_FR_ variable, and nothing else of the environment
+    assert all(k.startswith(("NCCL_", "TORCH_NCCL_", "TORCH_FR_")) for k in meta["env"]), meta["env"]
+    assert steering.items() <= meta["env"].items() and "MY_TOKEN" not in meta["env"]
     assert "busbw" in result.stdout and "# Avg bus bandwidth (all_reduce, in)" in result.stdout
 
 

@@ -6,13 +6,13 @@ import dataclasses
 from pathlib import Path
 
 import pytest
-from result_rows import MiB, row
+from result_rows import MiB, row, write_run
 
 from nccl_bench import compare as cmp
 from nccl_bench.errors import UserInputError
 from nccl_bench.results.loader import load_rows
 from nccl_bench.results.schema import STATUS_UNSUPPORTED, STATUS_WRONG
-from nccl_bench.results.store import ResultsWriter, read_rows
+from nccl_bench.results.store import read_rows
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "nccl_tests"
 
@@ -209,19 +209,9 @@ def test_summary_line_counts_and_states_the_rule():
     )
 
 
-def _write_run(run, rows):
-    """A run folder holding these rows, as the sweep's writer leaves it."""
-    run.mkdir(exist_ok=True)
-    writer = ResultsWriter(run)
-    for result in rows:
-        writer.append(result)
-    writer.close()
-    return run
-
-
 def test_compare_paths_reads_results_written_by_the_writer(tmp_path):
     for name, time_us in (("base", 100.0), ("cur", 140.0)):
-        _write_run(tmp_path / name, [row(time_us=time_us, trials=3, spread=2.0), row(size_bytes=1024, time_us=10.0)])
+        write_run(tmp_path / name, [row(time_us=time_us, trials=3, spread=2.0), row(size_bytes=1024, time_us=10.0)])
     comparison = cmp.compare_paths(tmp_path / "base", tmp_path / "cur" / "results.csv")
     assert [r.verdict for r in comparison.rows] == [cmp.VERDICT_REGRESSION, cmp.VERDICT_OK]
     assert comparison.rows[0].ranges_overlap is False
@@ -238,7 +228,7 @@ def test_compare_paths_reads_nccl_tests_logs_and_json_as_report_does():
 
 def test_nccl_tests_log_against_a_gloo_run_needs_allow_mismatch(tmp_path):
     log = FIXTURES / "v2.20.0_all_reduce_perf_2ranks.txt"
-    run = _write_run(tmp_path / "gloo", [dataclasses.replace(theirs, backend="gloo") for theirs in load_rows(log)])
+    run = write_run(tmp_path / "gloo", [dataclasses.replace(theirs, backend="gloo") for theirs in load_rows(log)])
     with pytest.raises(UserInputError, match="backend differs: .* has nccl, .* has gloo; pass --allow-mismatch"):
         cmp.compare_paths(log, run)
     comparison = cmp.compare_paths(log, run, allow_mismatch=True)
@@ -247,15 +237,18 @@ def test_nccl_tests_log_against_a_gloo_run_needs_allow_mismatch(tmp_path):
 
 
 def test_save_baseline_copies_and_replaces(tmp_path):
-    run = _write_run(tmp_path / "run", [row()])
+    run = write_run(tmp_path / "run", [row()])
     (run / "meta.json").write_text("{}")
     target = cmp.save_baseline(run, "main", tmp_path / "results")
     assert target == tmp_path / "results" / "baselines" / "main"
     assert read_rows(target) == [row()]
     assert (target / "meta.json").is_file()
-    # a second save replaces the first and leaves no staging folders behind
-    _write_run(run, [row(size_bytes=2 * MiB)])
-    cmp.save_baseline(run, "main", tmp_path / "results")
+    # a second save is refused unless asked to replace, then replaces and leaves no staging folders
+    write_run(run, [row(size_bytes=2 * MiB)])
+    with pytest.raises(UserInputError, match="already exists.*--replace-baseline"):
+        cmp.save_baseline(run, "main", tmp_path / "results")
+    assert len(read_rows(target)) == 1
+    cmp.save_baseline(run, "main", tmp_path / "results", replace=True)
     assert len(read_rows(target)) == 2
     assert sorted(p.name for p in target.parent.iterdir()) == ["main"]
 
@@ -273,7 +266,7 @@ def test_save_baseline_refuses_a_folder_without_results(tmp_path):
 
 
 def test_plan_baseline_check_validates_before_measuring(tmp_path):
-    run = _write_run(tmp_path / "run", [row()])
+    run = write_run(tmp_path / "run", [row()])
     assert cmp.plan_baseline_check(None, None, None) is None
     assert cmp.plan_baseline_check(run, None, None) == cmp.BaselineCheck(run, 0.10, None)
     assert cmp.plan_baseline_check(run, "25%", "main") == cmp.BaselineCheck(run, 0.25, "main")
@@ -286,10 +279,37 @@ def test_plan_baseline_check_validates_before_measuring(tmp_path):
         ((tmp_path / "missing", None, None), "--baseline"),
         ((run, "10", None), "--tolerance"),
         ((run, None, "../up"), "--save-baseline"),
+        ((None, None, "main", True), "--allow-mismatch"),
+        ((run, None, None, False, True), "--replace-baseline"),
     ):
         with pytest.raises(UserInputError) as info:
             cmp.plan_baseline_check(*args)
         assert info.value.option == option
+
+
+def test_plan_baseline_check_refuses_an_existing_baseline_unless_replacing(tmp_path):
+    run = write_run(tmp_path / "run", [row()])
+    cmp.save_baseline(run, "main", tmp_path / "results")
+    with pytest.raises(UserInputError, match="'main' already exists .*; pass --replace-baseline") as info:
+        cmp.plan_baseline_check(None, None, "main", results_root=tmp_path / "results")
+    assert info.value.option == "--save-baseline"
+    check = cmp.plan_baseline_check(None, None, "main", replace_baseline=True, results_root=tmp_path / "results")
+    assert check.replace_baseline
+
+
+def test_plan_is_checked_against_the_baseline_before_measuring(tmp_path):
+    run = write_run(tmp_path / "run", [row()])  # all_reduce in_place 1 MiB float, 2 gloo ranks
+    check = cmp.plan_baseline_check(run, None, None)
+    key = ("all_reduce", MiB, "float", "sum", "in_place")
+    cmp.check_plan_against_baseline(check, 2, "gloo", {key})
+    with pytest.raises(UserInputError, match="world size differs: the baseline has 2, this sweep would run with 3; pass --allow-mismatch"):
+        cmp.check_plan_against_baseline(check, 3, "gloo", {key})
+    with pytest.raises(UserInputError, match="backend differs: the baseline has gloo, this sweep would run with nccl"):
+        cmp.check_plan_against_baseline(check, 2, "nccl", {key})
+    with pytest.raises(UserInputError, match="shares no"):
+        cmp.check_plan_against_baseline(check, 2, "gloo", {("all_reduce", 2 * MiB, "float", "sum", "in_place")})
+    lenient = cmp.plan_baseline_check(run, None, None, allow_mismatch=True)
+    cmp.check_plan_against_baseline(lenient, 3, "nccl", {key})
 
 
 def test_local_workers_do_not_get_the_baseline_options():

@@ -38,7 +38,8 @@ def test_markdown_is_a_valid_table_with_one_line_per_row(comparison):
     assert all(set(cell) <= set("-:") and "-" in cell for cell in separator)
     assert all(len(line) == len(header) for line in table)
     assert len(body) == len(comparison.rows) == 5
-    assert body[0][0] == "all_reduce" and body[0][1] == "1M" and body[0][9] == "**regression**"
+    assert body[0][0] == "all_reduce" and body[0][1] == "1,048,576" and body[0][9] == "**regression**"
+    assert header[1] == "size (B)" and body[0][4] == "in" and body[0][5] == "busbw (GB/s)"
     assert body[0][8] == "-33.3%"
     assert text.startswith("### nccl-bench compare: regression\n")
     assert comparison.summary() in text

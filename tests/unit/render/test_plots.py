@@ -54,14 +54,66 @@ def test_size_labels_are_powers_of_1024():
     assert labels[0] == "1K" and "1M" in labels and labels[-1] == "1G"
 
 
-def test_peak_is_a_dashed_line_from_the_rows_or_the_argument():
-    rows = [_row("all_reduce", PLACEMENT_IN, 1 << 20, 3.0, peak=25.0)]
-    [peak] = [line for line in plots.busbw_figure([("r", rows)]).axes[0].get_lines() if line.get_label().startswith("peak")]
-    assert peak.get_linestyle() == "--" and list(peak.get_ydata()) == [25.0, 25.0]
-    labels = [line.get_label() for line in plots.busbw_figure([("r", rows)], peak_gbps=50).axes[0].get_lines()]
-    assert "peak 50 GB/s" in labels
+def _peak_lines(figure):
+    return [line for line in figure.axes[0].get_lines() if line.get_label().startswith("peak")]
+
+
+def test_peak_near_the_data_is_a_labelled_dashed_line_on_the_scale():
+    rows = [_row("all_reduce", PLACEMENT_IN, 1 << 20, 20.0, peak=23.14)]
+    figure = plots.busbw_figure([("r", rows)])
+    [peak] = _peak_lines(figure)
+    assert peak.get_linestyle() == "--" and list(peak.get_ydata()) == [23.14, 23.14]
+    assert peak.get_label() == "peak 23.1 GB/s"
+    assert figure.axes[0].get_ylim() == (0, 23.14 * plots.Y_HEADROOM)
+    assert [line.get_label() for line in _peak_lines(plots.busbw_figure([("r", rows)], peak_gbps=50))] == ["peak 50.0 GB/s"]
     no_peak = [_row("all_reduce", PLACEMENT_IN, 1 << 20, 3.0)]
-    assert not [line for line in plots.busbw_figure([("r", no_peak)]).axes[0].get_lines() if line.get_label().startswith("peak")]
+    assert not _peak_lines(plots.busbw_figure([("r", no_peak)]))
+
+
+def test_peak_far_above_the_data_is_a_note_and_the_data_sets_the_scale():
+    """CPU busbw of 0.69 GB/s against a 21.4 GB/s memcpy peak: the curves fill the axes."""
+    rows = [_row("all_reduce", PLACEMENT_IN, 1 << 20, 0.69, peak=21.43)]
+    figure = plots.busbw_figure([("r", rows)])
+    axis = figure.axes[0]
+    assert not _peak_lines(figure)
+    assert axis.get_ylim() == (0, 0.69 * plots.Y_HEADROOM)
+    [note] = axis.texts
+    assert note.get_text() == "peak 21.4 GB/s is above this scale (best point: 3.2% of it)"
+
+
+def test_round_gbps_and_time_labels_exact():
+    assert [plots.round_gbps(v) for v in (21.4307, 456.78, 1234.5, 2.345, 0.012345)] == [
+        "21.4", "457", "1,234", "2.35", "0.0123"]
+    assert [plots.plain_time_label(v) for v in (200.0, 1000.0, 300.0, 0.5, 50.0, 9.9999999999, 20.000000001)] == [
+        "200", "1,000", "", "0.5", "50", "10", "20"]
+
+
+def test_latency_is_on_a_log_axis_and_the_legend_sits_outside_both_panels():
+    rows = [_row("all_reduce", PLACEMENT_IN, s, s / 1e6, time_us=s / 100) for s in (1024, 1 << 16, 1 << 20)]
+    figure = plots.busbw_figure([("run", rows)])
+    bw_axis, lat_axis = figure.axes
+    assert lat_axis.get_yscale() == "log" and bw_axis.get_yscale() == "linear"
+    figure.canvas.draw()
+    [legend] = figure.legends
+    legend_box = legend.get_window_extent()
+    assert legend_box.x0 >= max(bw_axis.get_window_extent().x1, lat_axis.get_window_extent().x1)
+
+
+def test_more_than_ten_series_differ_in_colour_and_marker():
+    ops = [f"op{i}" for i in range(14)]
+    rows = [_row(op, PLACEMENT_IN, 1 << 20, 1.0 + i) for i, op in enumerate(ops)]
+    lines = plots.busbw_figure([("r", rows)]).axes[0].get_lines()
+    styles = [(line.get_color(), line.get_marker()) for line in lines]
+    assert len(styles) == 14 and len(set(styles)) == 14
+    assert styles[10][0] == styles[0][0] and (styles[0][1], styles[10][1]) == ("o", "D")  # same colour, unlike marker
+    assert len({plots.series_style(i) for i in range(40)}) == 40
+
+
+def test_plot_formats_by_suffix(tmp_path):
+    rows = [_row("all_reduce", PLACEMENT_IN, s, s / 1e6) for s in (1024, 1 << 20)]
+    assert plots.write_plot([("r", rows)], tmp_path / "p.svg").read_text().lstrip().startswith("<?xml")
+    assert plots.write_plot([("r", rows)], tmp_path / "p.pdf").read_bytes()[:5] == b"%PDF-"
+    assert "<svg" in plots.figure_svg([("r", rows)])
 
 
 def test_several_runs_are_told_apart_in_the_legend():
@@ -87,3 +139,15 @@ def test_write_sweep_plot_without_matplotlib_returns_none(tmp_path, monkeypatch)
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # makes `import matplotlib` raise ImportError
     assert plots.write_sweep_plot([_row("all_reduce", PLACEMENT_IN, 1024, 1.0)], tmp_path) is None
     assert not (tmp_path / "busbw.png").exists()
+
+
+def test_runs_side_by_side_keep_a_whole_title_inside_the_figure():
+    rows = [_row("all_reduce", PLACEMENT_IN, s, s / 1e6) for s in (1024, 1 << 20)]
+    runs = [("results/20261123T101500Z_all_reduce_all_gather_baseline_of_the_dgx_h100_nodes", rows),
+            ("results/20261123T111500Z_all_reduce_all_gather_after_the_nccl_upgrade", rows)]
+    figure = plots.busbw_figure(runs, title=" vs ".join(label for label, _ in runs))
+    figure.canvas.draw()
+    title = figure._suptitle
+    assert title.get_text().replace("\n", " ") == " vs ".join(label for label, _ in runs)
+    box, frame = title.get_window_extent(), figure.bbox
+    assert frame.x0 <= box.x0 and box.x1 <= frame.x1 and box.y1 <= frame.y1

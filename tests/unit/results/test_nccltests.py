@@ -10,8 +10,9 @@ import pytest
 from nccl_bench.errors import UserInputError
 from nccl_bench.render import nccltests as nccltests_export
 from nccl_bench.results import nccltests
-from nccl_bench.results.loader import load_rows
+from nccl_bench.results.loader import LogHints, load_rows
 from nccl_bench.results.schema import PLACEMENT_IN, PLACEMENT_OUT, ResultRow
+from nccl_bench.results.store import ResultsWarning
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "nccl_tests"
 
@@ -204,3 +205,85 @@ def test_export_skips_points_that_were_not_measured():
     rows = [_row(), dataclasses.replace(_row(size_bytes=2097152), time_us=None, algbw_gbps=None, busbw_gbps=None,
                                         status="unsupported")]
     assert [r.size_bytes for r in nccltests.parse_text(nccltests_export.format_text(rows))] == [1048576]
+
+
+# ---- logs as they are shared (issue 14): scheduler prefixes, lost '#', fragments, failed runs ----
+
+
+def test_srun_label_prefixes_are_stripped():
+    rows = load_rows(FIXTURES / "srun_label_all_reduce_perf_16ranks_2nodes.txt")
+    assert len(rows) == 22
+    assert {(r.op, r.world_size, r.nodes, r.iters, r.wrong) for r in rows} == {("all_reduce", 16, 2, 200, None)}
+    assert _by(rows, 8388608, PLACEMENT_OUT).busbw_gbps == 73.04
+    assert _by(rows, 8589934592, PLACEMENT_IN).time_us == 103538
+
+
+def test_comment_lines_that_lost_their_hash_read_the_same():
+    text = (FIXTURES / "srun_label_all_reduce_perf_16ranks_2nodes.txt").read_text()
+    bare = "\n".join(line.replace(" 0: #", "", 1).strip() for line in text.splitlines())
+    assert "# " not in bare and nccltests.parse_text(bare, source="all_reduce_perf.log") == load_rows(
+        FIXTURES / "srun_label_all_reduce_perf_16ranks_2nodes.txt"
+    )
+
+
+def test_a_fragment_without_op_name_is_read_from_busbw_over_algbw():
+    rows = load_rows(FIXTURES / "gb200_nvl72_fragment_no_op_name.txt")
+    assert len(rows) == 10
+    assert {(r.op, r.world_size, r.busbw_factor) for r in rows} == {("all_reduce", 72, 2 * 71 / 72)}
+    assert _by(rows, 536870912, PLACEMENT_OUT).busbw_gbps == 586.06
+
+
+def test_rows_before_a_failure_are_kept_with_a_warning_and_hints_fill_the_gaps():
+    path = FIXTURES / "failed_after_rows_no_header_names.txt"
+    # no header names, no Rank lines; busbw/algbw says all_reduce but allows many rank counts
+    with pytest.raises(UserInputError, match=r"cannot tell how many ranks ran all_reduce .*; pass --ranks"):
+        load_rows(path)
+    with pytest.warns(ResultsWarning, match=r"the run failed after 10 row\(s\); the log says: Test NCCL failure common.cu:1204"):
+        rows = load_rows(path, hints=LogHints(ranks=256))
+    assert {(r.op, r.world_size) for r in rows} == {("all_reduce", 256)}
+    assert _by(rows, 17179869184, PLACEMENT_IN).busbw_gbps == 367.44
+
+
+def test_a_failed_run_without_rows_says_what_the_log_says():
+    with pytest.raises(UserInputError, match=r"no result lines; the log says: Test NCCL failure common.cu:777 'unhandled system error'$"):
+        load_rows(FIXTURES / "nccl2.8.4_failed_before_rows.txt")
+
+
+def test_tag_output_fragment_needs_op_and_ranks_hints():
+    path = FIXTURES / "tag_output_p5_fragment_no_ranks.txt"
+    with pytest.raises(UserInputError, match="pass --op$"):
+        load_rows(path)
+    rows = load_rows(path, hints=LogHints(op="all_reduce", ranks=16))
+    assert [(r.size_bytes, r.placement, r.time_us) for r in rows][:2] == [(8, PLACEMENT_OUT, 12.90), (8, PLACEMENT_IN, 12.87)]
+    assert len(rows) == 6 and {r.world_size for r in rows} == {16}  # the cut last line is not a row
+
+
+@pytest.mark.parametrize(
+    "redop, root, algbw, busbw, expected",
+    [
+        ("sum", -1, 100.0, 175.0, "all_reduce"),
+        ("sum", -1, 100.0, 75.0, "reduce_scatter"),
+        ("none", -1, 100.0, 75.0, None),  # all_gather or all_to_all
+        ("none", 0, 100.0, 100.0, "broadcast"),
+        ("sum", 0, 100.0, 100.0, "reduce"),
+        ("sum", -1, 100.0, 100.0, None),  # all_reduce on 2 ranks or sendrecv
+    ],
+)
+def test_op_inferred_only_where_the_columns_leave_one_choice(redop, root, algbw, busbw, expected):
+    line = f"     1048576        262144     float  {redop:>6}  {root:>6}    10.00  {algbw:6.2f}  {busbw:6.2f}      0    10.00  {algbw:6.2f}  {busbw:6.2f}      0"
+    if expected is None:
+        with pytest.raises(UserInputError, match="pass --op"):
+            nccltests.parse_text(line)
+    else:
+        assert {r.op for r in nccltests.parse_text(line, ranks=8)} == {expected}
+
+
+def test_a_large_world_is_not_guessed_from_two_decimals():
+    # 367.29 / 183.83 fits every all_reduce world from ~970 to ~1020 ranks
+    assert nccltests.infer_world_size("all_reduce", [{"algbw_gbps": 183.83, "busbw_gbps": 367.29}]) is None
+    assert nccltests.infer_world_size("all_reduce", [{"algbw_gbps": 297.16, "busbw_gbps": 586.06}]) == 72
+
+
+def test_the_file_name_names_the_op_anywhere_in_it():
+    line = "     1048576        262144     float     sum      -1    10.00  100.00  100.00      0    10.00  100.00  100.00      0"
+    assert {r.op for r in nccltests.parse_text(line, source="run3_reduce_scatter_perf_2nodes.log", ranks=2)} == {"reduce_scatter"}

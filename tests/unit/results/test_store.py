@@ -11,7 +11,7 @@ from nccl_bench.results.schema import (
     STATUS_UNSUPPORTED,
     ResultRow,
 )
-from nccl_bench.results.store import ResultsWriter, read_rows
+from nccl_bench.results.store import ResultsWarning, ResultsWriter, read_rows
 
 
 def _row(**changes) -> ResultRow:
@@ -48,12 +48,21 @@ def test_quoted_flags_survive_the_round_trip(tmp_path):
     assert read_rows(tmp_path) == rows
 
 
-def test_a_cut_line_is_named_by_its_line_in_the_file(tmp_path):
+def test_a_cut_last_line_is_named_and_the_complete_rows_are_read(tmp_path):
     # The first row spans lines 2-3 (a quoted newline) and a blank line follows: the cut row is on line 5.
-    header, first_a, first_b, second, _ = _write(tmp_path, [_row(flags="a\nb"), _row(size_bytes=2048)]).split("\n")
-    cut = "\n".join([header, first_a, first_b, "", second[:-20]])
-    (tmp_path / "results.csv").write_text(cut, encoding="utf-8")
-    with pytest.raises(UserInputError, match=r"line 5 is incomplete"):
+    rows = [_row(flags="a\nb"), _row(size_bytes=2048)]
+    header, first_a, first_b, second, _ = _write(tmp_path, rows).split("\n")
+    for cut_at in (-20, -3, -2):  # cut mid-row, before the last separator, right after it
+        cut = "\n".join([header, first_a, first_b, "", second[:cut_at]])
+        (tmp_path / "results.csv").write_text(cut, encoding="utf-8")
+        with pytest.warns(ResultsWarning, match=r"line 5 is cut off .*; read the 1 complete row\(s\) before it"):
+            assert read_rows(tmp_path) == rows[:1]
+
+
+def test_a_cut_line_before_the_last_is_refused(tmp_path):
+    header, first, second, _ = _write(tmp_path, [_row(), _row(size_bytes=2048)]).split("\n")
+    (tmp_path / "results.csv").write_text("\n".join([header, first[:-20], second]) + "\n", encoding="utf-8")
+    with pytest.raises(UserInputError, match=r"line 2 is incomplete"):
         read_rows(tmp_path)
 
 

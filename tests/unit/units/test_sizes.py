@@ -2,6 +2,7 @@ import pytest
 
 from nccl_bench.errors import UserInputError
 from nccl_bench.units.sizes import (
+    count_sizes,
     format_size,
     geometric_sizes,
     linear_sizes,
@@ -45,3 +46,20 @@ def test_geometric_sizes_reject_bad_factor_and_range():
 
 def test_linear_sizes_step_in_bytes():
     assert linear_sizes(1000, 4000, 1000) == [1000, 2000, 3000, 4000]
+
+
+def test_count_sizes_matches_the_sequences_without_building_them():
+    assert count_sizes(1, 2**30, step_bytes=1) == 2**30  # arithmetic: nothing is built
+    assert count_sizes(8, 2**30) == len(geometric_sizes(8, 2**30, 2)) == 28
+    assert count_sizes(1000, 4000, step_bytes=1000) == 4
+    assert count_sizes(1, 20, 1.5) == len([1, 2, 3, 5, 7, 11, 17])
+
+
+def test_count_sizes_stops_one_past_the_cap():
+    # a factor barely above 1 from 1 byte to 1 GiB: millions of distinct sizes, counted only to the cap
+    assert count_sizes(1, 2**30, 1.000001, at_most=100) == 101
+
+
+def test_geometric_sizes_with_a_factor_near_one_skip_repeated_steps():
+    # 1.00000001 repeats each whole byte count ~100,000 times; the sizes are still each byte from 1K to 2K
+    assert geometric_sizes(1024, 2048, 1.00000001) == list(range(1024, 2049))

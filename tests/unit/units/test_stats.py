@@ -83,3 +83,10 @@ def test_combine_ranks_max_min_avg_and_defining_rank():
     assert stats.combine_ranks([3.0, 5.0, 4.0], "avg") == (4.0, 1)  # avg names the slowest rank
     with pytest.raises(ValueError, match="unknown aggregation"):
         stats.combine_ranks([1.0], "median")
+
+
+def test_sweep_seconds_at_least_from_counts():
+    # fixed iters: 10 point(s) x (5 warmup + 3 trials x 100 iters) ops, each >= 5 us
+    assert stats.sweep_seconds_at_least(10, 5, 100, 3, 0.2, 5e-6) == pytest.approx(10 * 305 * 5e-6)
+    # calibrated iters: every sample lasts >= min_sample_s
+    assert stats.sweep_seconds_at_least(4096, 5, None, 1000, 0.2, 5e-6) == pytest.approx(4096 * (25e-6 + 200.0))

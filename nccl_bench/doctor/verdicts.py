@@ -1,0 +1,311 @@
+"""Verdicts of the doctor: which node, rail or link is slow, judged against the fleet. Pure.
+
+Every measurement may have been taken more than once; its value is the best attempt, because
+noise on a shared fabric only ever slows a transfer down. The fleet median comes from first
+attempts only, so re-tests (best of two) cannot raise the bar for results measured once. A
+measurement is *low* when its value is below the fleet median by more than the tolerance and by
+more than MAD_Z sigmas (sigma = 1.4826 x MAD), or below --expect when given, and *confirmed* once
+a re-test agrees: only confirmed ones name anyone.
+
+Pairs are judged per endpoint, (host, rail): an endpoint's "capacity" is its best pair, so a
+slow partner cannot drag a healthy node down, and the fleet median of capacities is the
+reference. An endpoint is slow when it is low with all of its partners (at least
+MIN_PARTNERS_FOR_NODE), or, peeling the worst first, with more than half of the partners not
+already found slow. A node whose every rail is slow (or that is slow in its own intra-node
+all_reduce) is a `node` suspect; some rails only: `rail` suspects; a low pair whose two
+endpoints are both fine is a `link`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping, Sequence
+
+from nccl_bench.units import stats
+
+# One slow partner proves nothing about a node: it takes two to tell a node from a link.
+MIN_PARTNERS_FOR_NODE = 2
+# A node slow with more than this share of its healthy partners is the node at fault.
+MAJORITY = 0.5
+# Normal-consistent MAD (MAD x 1.4826 estimates a standard deviation), Rousseeuw & Croux 1993.
+MAD_TO_SIGMA = 1.4826
+# A result is low only if it is also this many sigmas (from the MAD) below the median: on a quiet
+# fabric sigma is tiny and the tolerance decides; on a noisy one (the simulated hosts of a loaded
+# 2-core machine swing 40%) the bar drops with the noise instead of naming healthy nodes.
+MAD_Z = 3.0
+# The fleet's spread (sigma from MAD) above this share of the tolerance gets a note in the report.
+SPREAD_WARNING_SHARE = 0.5
+
+OK = "ok"
+SUSPECT = "suspect"
+
+PairKey = tuple[str, str, int]  # (host a, host b, rail), a before b in node order
+
+
+@dataclass(frozen=True)
+class FleetStat:
+    """Median and MAD of one kind of measurement across the fleet."""
+
+    median_gbps: float
+    mad_gbps: float
+    count: int
+
+
+@dataclass(frozen=True)
+class NodeVerdict:
+    host: str
+    ranks: tuple[int, ...]
+    intra_busbw_gbps: float | None
+    pair_median_gbps: float | None
+    verdict: str
+
+
+@dataclass(frozen=True)
+class PairVerdict:
+    hosts: tuple[str, str]
+    rail: int
+    busbw_gbps: float  # best attempt
+    attempts: tuple[float, ...]
+    low: bool  # below the threshold, confirmed or not
+    verdict: str  # suspect = low and confirmed by a re-test
+
+
+@dataclass(frozen=True)
+class Suspect:
+    kind: str  # node | link | rail
+    hosts: tuple[str, ...]
+    rail: int | None
+    measured_gbps: float
+    fleet_median_gbps: float
+    reason: str
+
+    def line(self) -> str:
+        """One line in words: `node nodec: pair busbw 0.21 GB/s with 3 of 3 partners, fleet median ...`."""
+        if self.kind == "rail":
+            return f"rail {self.rail} of {self.hosts[0]}: {self.reason}"
+        on_rail = f" (rail {self.rail})" if self.rail is not None else ""
+        return f"{self.kind} {'-'.join(self.hosts)}{on_rail}: {self.reason}"
+
+
+@dataclass
+class Judgement:
+    nodes: list[NodeVerdict]
+    pairs: list[PairVerdict]
+    suspects: list[Suspect]
+    pair_fleet: FleetStat | None
+    intra_fleet: FleetStat | None
+    pair_threshold_gbps: float | None
+    intra_threshold_gbps: float | None
+    retest_pairs: list[tuple[str, str]] = field(default_factory=list)  # node pairs with an unconfirmed low
+    retest_intra: list[str] = field(default_factory=list)  # hosts with an unconfirmed low intra-node result
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def verdict(self) -> str:
+        return "suspects" if self.suspects else "healthy"
+
+
+def fleet_stat(values: Sequence[float]) -> FleetStat | None:
+    if not values:
+        return None
+    center = stats.median(values)
+    return FleetStat(center, stats.median([abs(v - center) for v in values]), len(values))
+
+
+def gbps(value: float) -> str:
+    """2 decimals, as nccl-tests prints busbw; 3 significant digits below 0.1 so 0.025 stays 0.025."""
+    return f"{value:.2f}" if abs(value) >= 0.1 else f"{value:.3g}"
+
+
+def _versus(value: float, fleet: float, expect_gbps: float | None) -> str:
+    text = f"fleet median {gbps(fleet)} GB/s ({(value / fleet - 1) * 100:+.0f}%)" if fleet > 0 else "no fleet median"
+    if expect_gbps is not None and value < expect_gbps:
+        text += f", below --expect {gbps(expect_gbps)} GB/s"
+    return text
+
+
+def _attempts_text(attempts: Sequence[float]) -> str:
+    return "" if len(attempts) < 2 else " (attempts " + ", ".join(gbps(a) for a in attempts) + ")"
+
+
+def relative_threshold(fleet: FleetStat, tolerance: float) -> float:
+    """Below the median by more than the tolerance and by more than MAD_Z sigmas."""
+    return min(fleet.median_gbps * (1 - tolerance), fleet.median_gbps - MAD_Z * MAD_TO_SIGMA * fleet.mad_gbps)
+
+
+def _threshold(fleet: FleetStat | None, tolerance: float, expect_gbps: float | None) -> float | None:
+    relative = None if fleet is None else relative_threshold(fleet, tolerance)
+    if expect_gbps is None:
+        return relative
+    return expect_gbps if relative is None else max(relative, expect_gbps)
+
+
+def judge(
+    layout: Sequence[tuple[str, Sequence[int]]],
+    intra: Mapping[str, Sequence[float]],
+    pairs: Mapping[PairKey, Sequence[float]],
+    tolerance: float,
+    expect_gbps: float | None = None,
+) -> Judgement:
+    """Verdicts from every measurement so far.
+
+    layout: (host, its ranks) in node order; intra: host -> intra-node all_reduce busbw of each
+    attempt (hosts with one rank absent); pairs: (host a, host b, rail) -> pair busbw of each attempt.
+    """
+    hosts = [host for host, _ in layout]
+    order = {host: index for index, host in enumerate(hosts)}
+    notes: list[str] = []
+
+    # Intra-node all_reduce, judged against the other nodes' intra-node results.
+    best_intra = {host: max(values) for host, values in intra.items() if values}
+    intra_fleet = fleet_stat([values[0] for values in intra.values() if values])
+    intra_threshold = None if intra_fleet is None or intra_fleet.count < 2 else relative_threshold(intra_fleet, tolerance)
+    intra_low = {h for h, v in best_intra.items() if intra_threshold is not None and v < intra_threshold}
+    intra_confirmed = {h for h in intra_low if len(intra[h]) >= 2}
+    if intra_fleet is not None and intra_fleet.count == 1:
+        notes.append("one node has an intra-node result: nothing to compare it with")
+
+    # Pairs: endpoints (host, rail) and their capacity (best pair).
+    best = {key: max(values) for key, values in pairs.items() if values}
+    partners: dict[tuple[str, int], dict[str, float]] = {}  # endpoint -> partner host -> first attempt
+    for (a, b, rail), values in pairs.items():
+        if values:
+            partners.setdefault((a, rail), {})[b] = values[0]
+            partners.setdefault((b, rail), {})[a] = values[0]
+    pair_fleet = fleet_stat([max(found.values()) for found in partners.values()])
+    threshold = _threshold(pair_fleet, tolerance, expect_gbps)
+    low = {key for key, value in best.items() if threshold is not None and value < threshold}
+    confirmed = {key for key in low if len(pairs[key]) >= 2}
+
+    def is_low(end: tuple[str, int], partner: str) -> bool:
+        host, rail = end
+        key = (host, partner, rail) if order[host] < order[partner] else (partner, host, rail)
+        return key in confirmed
+
+    slow_ends = _slow_endpoints(partners, is_low)
+
+    suspects: list[Suspect] = []
+    pair_median = {
+        host: stats.median([v for (a, b, _), v in best.items() if host in (a, b)]) if any(
+            host in (a, b) for a, b, _ in best) else None
+        for host in hosts
+    }
+    for host in hosts:
+        rails_measured = sorted(rail for (h, rail) in partners if h == host)
+        slow_rails = [rail for rail in rails_measured if (host, rail) in slow_ends]
+        reasons, measured, reference = [], None, None
+        if slow_rails and slow_rails == rails_measured:
+            partner_set = {p for rail in rails_measured for p in partners[(host, rail)]}
+            slow_with = {p for rail in rails_measured for p in partners[(host, rail)] if is_low((host, rail), p)}
+            measured, reference = pair_median[host], pair_fleet.median_gbps
+            reasons.append(
+                f"pair busbw {gbps(measured)} GB/s with {len(slow_with)} of {len(partner_set)} partners, "
+                + _versus(measured, reference, expect_gbps)
+            )
+        elif slow_rails:
+            for rail in slow_rails:
+                found = partners[(host, rail)]
+                value = stats.median([v for (a, b, r), v in best.items() if r == rail and host in (a, b)])
+                others = [v for (a, b, r), v in best.items() if host in (a, b) and r != rail]
+                other_text = f"; its other rails {gbps(stats.median(others))} GB/s" if others else ""
+                slow_with = sum(is_low((host, rail), p) for p in found)
+                suspects.append(Suspect(
+                    "rail", (host,), rail, value, pair_fleet.median_gbps,
+                    f"pair busbw {gbps(value)} GB/s with {slow_with} of {len(found)} partners on rail {rail}"
+                    f"{other_text}, " + _versus(value, pair_fleet.median_gbps, expect_gbps),
+                ))
+        if host in intra_confirmed:
+            value = best_intra[host]
+            if measured is None:
+                measured, reference = value, intra_fleet.median_gbps
+            reasons.append(
+                f"intra-node all_reduce busbw {gbps(value)} GB/s{_attempts_text(intra[host])}, "
+                + _versus(value, intra_fleet.median_gbps, None)
+            )
+        if reasons:
+            suspects.append(Suspect("node", (host,), None, measured, reference, "; ".join(reasons)))
+
+    suspects.extend(_links(best, pairs, confirmed, slow_ends, pair_median, pair_fleet, expect_gbps, hosts))
+    suspects.sort(key=lambda s: ({"node": 0, "rail": 1, "link": 2}[s.kind], [order[h] for h in s.hosts], s.rail or 0))
+
+    named = {h for s in suspects if s.kind in ("node", "rail") for h in s.hosts}
+    node_rows = [
+        NodeVerdict(host, tuple(ranks), best_intra.get(host), pair_median[host], SUSPECT if host in named else OK)
+        for host, ranks in layout
+    ]
+    pair_rows = [
+        PairVerdict((a, b), rail, best[(a, b, rail)], tuple(pairs[(a, b, rail)]), (a, b, rail) in low,
+                    SUSPECT if (a, b, rail) in confirmed else OK)
+        for a, b, rail in sorted(best, key=lambda k: (order[k[0]], order[k[1]], k[2]))
+    ]
+    if len(hosts) == 2 and best and expect_gbps is None:
+        notes.append("two nodes: their pair has no fleet to be judged against; give --expect GBPS for a floor")
+    for fleet, what in ((pair_fleet, "pair"), (intra_fleet, "intra-node")):
+        if fleet is not None and fleet.median_gbps > 0 and fleet.count >= 3:
+            spread = MAD_TO_SIGMA * fleet.mad_gbps / fleet.median_gbps
+            if spread > SPREAD_WARNING_SHARE * tolerance:
+                notes.append(
+                    f"the fleet's {what} busbw varies by {spread:.0%} (MAD-based sigma), more than half of "
+                    f"--tolerance {tolerance:.0%}: results are judged {MAD_Z:g} sigmas below the median at least; "
+                    "a quieter fabric gives sharper verdicts"
+                )
+    retest_pairs = sorted({(a, b) for a, b, _ in low - confirmed}, key=lambda p: (order[p[0]], order[p[1]]))
+    return Judgement(
+        nodes=node_rows, pairs=pair_rows, suspects=suspects, pair_fleet=pair_fleet, intra_fleet=intra_fleet,
+        pair_threshold_gbps=threshold, intra_threshold_gbps=intra_threshold, retest_pairs=retest_pairs,
+        retest_intra=sorted(intra_low - intra_confirmed, key=order.__getitem__), notes=notes,
+    )
+
+
+def _slow_endpoints(partners: Mapping[tuple[str, int], Mapping[str, float]], is_low) -> set[tuple[str, int]]:
+    """Endpoints low with all of (>= 2) partners, then, worst first, with most of the healthy rest."""
+    slow = {
+        end for end, found in partners.items()
+        if len(found) >= MIN_PARTNERS_FOR_NODE and all(is_low(end, p) for p in found)
+    }
+    while True:
+        worst, worst_share = None, MAJORITY
+        for end in sorted(partners, key=lambda e: (e[1], e[0])):
+            if end in slow:
+                continue
+            healthy = [p for p in partners[end] if (p, end[1]) not in slow]
+            lows = sum(is_low(end, p) for p in healthy)
+            if lows >= MIN_PARTNERS_FOR_NODE and lows / len(healthy) > worst_share:
+                worst, worst_share = end, lows / len(healthy)
+        if worst is None:
+            return slow
+        slow.add(worst)
+
+
+def _links(best, pairs, confirmed, slow_ends, pair_median, pair_fleet, expect_gbps, hosts) -> list[Suspect]:
+    """Confirmed low pairs whose two endpoints are fine: the link between them is at fault."""
+    by_pair: dict[tuple[str, str], list[int]] = {}
+    for a, b, rail in confirmed:
+        if (a, rail) not in slow_ends and (b, rail) not in slow_ends:
+            by_pair.setdefault((a, b), []).append(rail)
+    out = []
+    for (a, b), rails in by_pair.items():
+        measured_rails = sorted(r for (x, y, r) in best if (x, y) == (a, b))
+        groups = [(None, sorted(rails))] if sorted(rails) == measured_rails else [(r, [r]) for r in sorted(rails)]
+        for rail, members in groups:
+            value = stats.median([best[(a, b, r)] for r in members])
+            attempts = pairs[(a, b, members[0])] if len(members) == 1 else ()
+            out.append(Suspect(
+                "link", (a, b), rail, value, pair_fleet.median_gbps,
+                f"pair busbw {gbps(value)} GB/s{_attempts_text(attempts)}; {_others(a, b, best)}, "
+                + _versus(value, pair_fleet.median_gbps, expect_gbps)
+                + ("" if len(hosts) > 2 else "; with two nodes a slow pair cannot be pinned on either node"),
+            ))
+    return out
+
+
+def _others(a: str, b: str, best) -> str:
+    """How each end of a slow pair does with its other partners: the evidence that it is the link."""
+    parts = []
+    for host, other in ((a, b), (b, a)):
+        values = [v for (x, y, _), v in best.items() if host in (x, y) and other not in (x, y)]
+        if values:
+            parts.append(f"{host} {gbps(stats.median(values))} GB/s")
+    if not parts:
+        return "neither node has another partner"
+    return "with their other partners " + " and ".join(parts)

@@ -1,0 +1,216 @@
+"""What `nccl-bench doctor` shows: header, estimate, progress, node table, suspects, heatmap PNG.
+
+Functions return lines, tables or figures; DoctorReporter (rank 0's observer) prints them.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from rich import box
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from nccl_bench.doctor.run import DoctorHeader, DoctorReport
+from nccl_bench.doctor.verdicts import Judgement, gbps
+from nccl_bench.errors import first_line
+from nccl_bench.render.tables import make_console
+from nccl_bench.units.sizes import format_size
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+HEATMAP_PNG = "pairs.png"
+ANNOTATE_MAX_NODES = 16  # beyond this the cells are too small to print a number in
+
+
+def header_lines(header: DoctorHeader) -> list[str]:
+    ranks = {len(n.ranks) for n in header.nodes}
+    per_node = f"{ranks.pop()} rank(s) each" if len(ranks) == 1 else "uneven ranks per node"
+    rounds = f"{header.rounds} round(s)" + (" of random pairings" if header.mode == "quick" else " (circle method)")
+    lines = [
+        f"# nccl_bench doctor: backend {header.backend} via {header.launcher}, {header.world_size} ranks on "
+        f"{len(header.nodes)} node(s), {per_node} ({', '.join(n.host for n in header.nodes)})",
+        f"# versions: {', '.join(f'{k} {v}' for k, v in header.versions.items())}",
+        f"# phases: {', '.join(header.phases)}; {header.mode} mode, {rounds}",
+        f"# measurement: {format_size(header.size_bytes)} per message, warmup {header.warmup}, {header.samples} samples "
+        f"of {header.iters}; pairs: two-way isend/irecv, busbw = size/time (factor 1, as sendrecv); "
+        f"nodes: all_reduce, busbw factor 2(n-1)/n",
+        f"# verdicts: suspect below the fleet median by more than {header.tolerance:.0%}"
+        + (f" or below --expect {gbps(header.expect_gbps)} GB/s" if header.expect_gbps is not None else "")
+        + ", confirmed by a re-test",
+    ]
+    if header.run_dir is not None:
+        lines.append(f"# results: {header.run_dir}")
+    lines.extend(f"# note: {note}" for note in header.notes)
+    return lines
+
+
+def estimate_line(rounds: int, per_round_s: float) -> str:
+    return (f"# estimate: {rounds} round(s) x ~{per_round_s:.2f} s = ~{rounds * per_round_s:.1f} s "
+            "for the pairs, plus re-tests of anything low")
+
+
+def _value(value: float | None) -> str:
+    return "-" if value is None else gbps(value)
+
+
+def node_table(judgement: Judgement) -> Table:
+    table = Table(box=box.SIMPLE_HEAD, title="nodes", title_justify="left")
+    for name, justify in (("host", "left"), ("ranks", "right"), ("intra-node busbw\n(GB/s)", "right"),
+                          ("median pair busbw\n(GB/s)", "right"), ("verdict", "left")):
+        table.add_column(name, justify=justify)
+    for node in judgement.nodes:
+        verdict = Text(node.verdict, style="bold red" if node.verdict == "suspect" else "green")
+        table.add_row(node.host, str(len(node.ranks)), _value(node.intra_busbw_gbps), _value(node.pair_median_gbps),
+                      verdict)
+    return table
+
+
+def fleet_lines(judgement: Judgement) -> list[str]:
+    lines = []
+    for name, stat, threshold in (("pairs", judgement.pair_fleet, judgement.pair_threshold_gbps),
+                                  ("intra-node", judgement.intra_fleet, judgement.intra_threshold_gbps)):
+        if stat is not None:
+            limit = f", suspect below {gbps(threshold)} GB/s" if threshold is not None else ""
+            lines.append(f"# fleet {name}: median {gbps(stat.median_gbps)} GB/s, MAD {gbps(stat.mad_gbps)} GB/s "
+                         f"over {stat.count}{limit}")
+    return lines
+
+
+def suspect_lines(judgement: Judgement) -> list[str]:
+    return [suspect.line() for suspect in judgement.suspects]
+
+
+def summary_lines(report: DoctorReport) -> list[str]:
+    judgement = report.judgement
+    lines = [f"# note: {note}" for note in report.notes + (judgement.notes if judgement else [])]
+    if report.heatmap_path is not None:
+        lines.append(f"# heatmap: {report.heatmap_path}")
+    if judgement is not None:
+        count = len(judgement.suspects)
+        lines.append(f"# verdict: {judgement.verdict}" + (f" ({count} suspect(s))" if count else "")
+                     + f", {report.wall_s:.1f} s")
+    if report.run_dir is not None:
+        lines.append(f"# {report.status}: {len(report.records)} measurement(s) in {report.run_dir}")
+    return lines
+
+
+def pair_matrix(judgement: Judgement) -> tuple[list[str], list[list[float]]]:
+    """Hosts and the node x node matrix of the slowest rail's busbw (NaN: not measured)."""
+    hosts = [n.host for n in judgement.nodes]
+    index = {h: i for i, h in enumerate(hosts)}
+    matrix = [[math.nan] * len(hosts) for _ in hosts]
+    for pair in judgement.pairs:
+        i, j = index[pair.hosts[0]], index[pair.hosts[1]]
+        value = pair.busbw_gbps if math.isnan(matrix[i][j]) else min(matrix[i][j], pair.busbw_gbps)
+        matrix[i][j] = matrix[j][i] = value
+    return hosts, matrix
+
+
+def heatmap_figure(judgement: Judgement, title: str | None = None) -> "Figure":
+    """Pair busbw of every node pair (the slowest rail), suspects outlined in red."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    hosts, matrix = pair_matrix(judgement)
+    n = len(hosts)
+    side = min(3 + 0.5 * n, 14)
+    figure = Figure(figsize=(side + 1.5, side), dpi=100, layout="constrained")
+    FigureCanvasAgg(figure)
+    axis = figure.subplots()
+    image = axis.imshow(matrix, cmap="viridis", vmin=0)
+    figure.colorbar(image, ax=axis, label="pair busbw (GB/s, 1e9 B/s)")
+    if n <= ANNOTATE_MAX_NODES:
+        axis.set_xticks(range(n), hosts, rotation=60, ha="right")
+        axis.set_yticks(range(n), hosts)
+        finite = [v for row in matrix for v in row if not math.isnan(v)]
+        middle = (max(finite) / 2) if finite else 0
+        for i in range(n):
+            for j in range(n):
+                if not math.isnan(matrix[i][j]):
+                    axis.text(j, i, gbps(matrix[i][j]), ha="center", va="center", fontsize="small",
+                              color="white" if matrix[i][j] < middle else "black")
+    index = {h: i for i, h in enumerate(hosts)}
+    from matplotlib.patches import Rectangle
+
+    for pair in judgement.pairs:
+        if pair.verdict == "suspect":
+            i, j = index[pair.hosts[0]], index[pair.hosts[1]]
+            for x, y in ((j, i), (i, j)):
+                axis.add_patch(Rectangle((x - 0.5, y - 0.5), 1, 1, fill=False, edgecolor="red", linewidth=2))
+    axis.set_title(title or "node pairs: busbw of the slowest rail")
+    return figure
+
+
+def write_heatmap(judgement: Judgement, run_dir: Path) -> Path | None:
+    """run_dir/pairs.png, or None without matplotlib or without pairs."""
+    if not judgement.pairs:
+        return None
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return None
+    path = Path(run_dir) / HEATMAP_PNG
+    heatmap_figure(judgement, title=f"{Path(run_dir).name}: pair busbw (slowest rail)").savefig(path, format="png")
+    return path
+
+
+class DoctorReporter:
+    """Rank 0's observer: header, estimate, a progress bar over rounds on a terminal, the report."""
+
+    def __init__(self, console: Console | None = None):
+        self.console = console or make_console()
+        self._progress = None
+        self._task = None
+
+    def _say(self, line: str, style: str | None = None) -> None:
+        self.console.print(line, style=style, markup=False, highlight=False, soft_wrap=True)
+
+    def started(self, header: DoctorHeader) -> None:
+        for line in header_lines(header):
+            self._say(line)
+
+    def pairs_planned(self, rounds: int, per_round_s: float) -> None:
+        self._say(estimate_line(rounds, per_round_s))
+        if self.console.is_terminal:
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+            self._progress = Progress(TextColumn("pair rounds"), BarColumn(), MofNCompleteColumn(),
+                                      TimeElapsedColumn(), console=self.console, transient=True)
+            self._task = self._progress.add_task("rounds", total=rounds)
+            self._progress.start()
+
+    def rounds_added(self, rounds: int, what: list[str]) -> None:
+        self._say(f"# re-test in {rounds} more round(s), nobody is named on one measurement: {', '.join(what)}")
+        if self._progress is not None:
+            total = self._progress.tasks[0].total or 0
+            self._progress.update(self._task, total=total + rounds)
+
+    def round_done(self) -> None:
+        if self._progress is not None:
+            self._progress.advance(self._task)
+
+    def finished(self, report: DoctorReport) -> None:
+        if self._progress is not None:
+            self._progress.stop()
+        judgement = report.judgement
+        if judgement is not None:
+            if report.run_dir is not None:
+                try:
+                    report.heatmap_path = write_heatmap(judgement, report.run_dir)
+                except Exception as exc:  # a broken font cache must not cost the verdict
+                    report.notes.append(f"{HEATMAP_PNG} not written: {first_line(exc)}")
+            self.console.print(node_table(judgement))
+            for line in fleet_lines(judgement):
+                self._say(line)
+            for line in suspect_lines(judgement):
+                self._say(line, style="bold red")
+        for line in summary_lines(report):
+            style = None
+            if line.startswith("# verdict"):
+                style = "bold red" if judgement and judgement.suspects else "bold green"
+            self._say(line, style)

@@ -1,0 +1,260 @@
+"""`report --html`: one self-contained page to attach to a ticket or open on an offline cluster.
+
+Everything is inline: CSS in a <style> block, plots as inline SVG (text drawn as paths, so no
+font files), no script, no link to any other address. Per run: its set-up from meta.json, the
+average busbw per op, the results table with the terminal table's headings (render/labels.py),
+%peak, the plot; with two runs a compare verdict (nccl_bench.compare); and the doctor's pair
+matrix when the run folder holds a doctor.json.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+from nccl_bench import compare as cmp
+from nccl_bench.errors import UserInputError
+from nccl_bench.render import labels
+from nccl_bench.render.tables import RESULT_COLUMNS, average_busbw, flags_text, result_cells, sample_span
+from nccl_bench.results.schema import STATUS_UNSUPPORTED, STATUS_WRONG, ResultRow
+from nccl_bench.units.sizes import format_size
+
+DOCTOR_JSON = "doctor.json"
+DOCTOR_SCHEMA_VERSION = 1
+
+_CSS = """
+body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 1.5em; color: #1b1b1b; }
+h1 { font-size: 1.4em; } h2 { font-size: 1.2em; margin-top: 1.6em; border-bottom: 1px solid #ccc; }
+h3 { font-size: 1.05em; }
+table { border-collapse: collapse; font-size: 0.85em; margin: 0.6em 0; }
+th, td { padding: 0.15em 0.6em; border-bottom: 1px solid #e4e4e4; white-space: nowrap; }
+th { background: #f2f2f2; text-align: left; } td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
+dl.meta { display: grid; grid-template-columns: max-content auto; gap: 0.1em 1em; font-size: 0.9em; }
+dl.meta dt { font-weight: 600; } dl.meta dd { margin: 0; }
+.bad { color: #b00020; font-weight: 600; } .warn { color: #8a5a00; } .good { color: #1b7a1b; }
+.verdict { padding: 0.4em 0.8em; border-radius: 4px; display: inline-block; font-weight: 600; }
+.verdict.bad { background: #fde7ea; } .verdict.good { background: #e6f4e6; }
+figure { margin: 0.8em 0; } figure svg { max-width: 100%; height: auto; }
+.note { color: #555; font-size: 0.9em; }
+"""
+
+_VERDICT_CLASS = {
+    cmp.VERDICT_REGRESSION: "bad", cmp.VERDICT_WRONG: "bad", cmp.VERDICT_NOISY: "warn",
+    cmp.VERDICT_OK: "good", cmp.VERDICT_FASTER: "good",
+}
+
+
+@dataclass(frozen=True)
+class RunPage:
+    """One input of the report: its label, rows, and what its folder recorded beside them."""
+
+    label: str
+    rows: Sequence[ResultRow]
+    meta: dict[str, Any] | None = None
+    doctor: dict[str, Any] | None = None
+
+
+def pages_for(paths: Sequence[Path], loaded: Sequence[tuple[str, Sequence[ResultRow]]]) -> list[RunPage]:
+    """One RunPage per input, with the meta.json and doctor.json its folder holds, if any."""
+    from nccl_bench.render.formats import run_meta
+
+    return [RunPage(label, rows, run_meta(path), read_doctor(path)) for path, (label, rows) in zip(paths, loaded)]
+
+
+def read_doctor(path: Path) -> dict[str, Any] | None:
+    """doctor.json of a run folder (schema_version 1), or None when there is none or it is unreadable."""
+    file = Path(path) / DOCTOR_JSON if Path(path).is_dir() else None
+    if file is None or not file.is_file():
+        return None
+    try:
+        data = json.loads(file.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) and data.get("schema_version") == DOCTOR_SCHEMA_VERSION else None
+
+
+def _e(value: Any) -> str:
+    return html.escape("" if value is None else str(value))
+
+
+def _meta_items(page: RunPage) -> list[tuple[str, str]]:
+    meta = page.meta or {}
+    rows = page.rows
+    items: list[tuple[str, str]] = []
+    if meta:
+        hosts = ", ".join(sorted(set(meta.get("hostnames") or [])))
+        items += [
+            ("status", meta.get("status")),
+            ("started (UTC)", meta.get("started_utc")),
+            ("backend", meta.get("backend") and f"{meta['backend']} via {meta.get('launcher')}"),
+            ("ranks", meta.get("world_size") and f"{meta['world_size']} on {meta.get('nodes')} node(s): {hosts}"),
+            ("devices", ", ".join(sorted(set(meta.get("devices") or [])))),
+            ("versions", ", ".join(f"{k} {v}" for k, v in (meta.get("versions") or {}).items())),
+            ("sizes", meta.get("sizes")),
+            ("iterations", meta.get("iterations")),
+            ("peak", (meta.get("peak") or {}).get("label")),
+            ("command", " ".join(meta.get("command_line") or [])),
+        ]
+    elif rows:
+        first = rows[0]
+        items += [("backend", first.backend), ("ranks", f"{first.world_size} on {first.nodes} node(s)")]
+    span = sample_span(rows)
+    if span is not None:
+        items.append(("samples lasted", f"{span[0]:,.0f} to {span[1]:,.0f} ms"))
+    measured = [r for r in rows if r.busbw_gbps is not None]
+    if measured:
+        best = max(measured, key=lambda r: r.busbw_gbps)
+        text = f"{best.busbw_gbps:.2f} GB/s ({best.op} {format_size(best.size_bytes)} {labels.placement_text(best.placement)})"
+        if best.pct_of_peak is not None:
+            text += f" = {best.pct_of_peak:.1f}% of {best.peak_gbps:.1f} GB/s"
+        items.append(("best busbw", text))
+    return [(k, str(v)) for k, v in items if v]
+
+
+def _results_table(rows: Sequence[ResultRow]) -> str:
+    head = "".join(
+        f'<th class="{"num" if c.align == "right" else ""}">{_e(f"{c.name} {c.unit}".strip())}</th>' for c in RESULT_COLUMNS
+    )
+    body = []
+    for row in rows:
+        cells = []
+        for column, cell in zip(RESULT_COLUMNS, result_cells(row)):
+            text = flags_text(row) if column.name == labels.name("flags") else str(cell)
+            css = "num" if column.align == "right" else ""
+            if column.name == labels.name("flags") and text:
+                css = "bad" if row.status == STATUS_WRONG else "warn" if row.status != STATUS_UNSUPPORTED else "note"
+            cells.append(f'<td class="{css}">{_e(text)}</td>')
+        body.append("<tr>" + "".join(cells) + "</tr>")
+    return f'<table class="results"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
+
+
+def _average_lines(rows: Sequence[ResultRow]) -> str:
+    items = "".join(
+        f"<li>{_e(op)}, {_e(labels.placement_text(placement))}: {value:.3f} GB/s</li>"
+        for (op, placement), value in average_busbw(rows).items()
+    )
+    return f"<p>Average bus bandwidth (as nccl-tests' <code># Avg bus bandwidth</code>):</p><ul>{items}</ul>" if items else ""
+
+
+def _plot(runs: Sequence[tuple[str, Sequence[ResultRow]]]) -> str:
+    if not any(r.busbw_gbps is not None for _, rows in runs for r in rows):
+        return ""
+    from nccl_bench.render import plots
+
+    if not plots.have_matplotlib():
+        return f'<p class="note">No plot: {_e(plots.MATPLOTLIB_MISSING)}.</p>'
+    svg = plots.figure_svg(runs, title=" vs ".join(label for label, _ in runs))
+    svg = svg[svg.index("<svg"):]  # drop the XML prolog and DOCTYPE: not allowed inside HTML
+    return f'<figure class="plot">{svg}</figure>'
+
+
+def _comparison(baseline: RunPage, current: RunPage) -> str:
+    try:
+        result = cmp.compare_rows(list(baseline.rows), list(current.rows),
+                                  baseline_label=baseline.label, current_label=current.label)
+    except UserInputError as exc:
+        return f'<h2>Compare</h2><p class="note">{_e(baseline.label)} and {_e(current.label)} cannot be compared: {_e(exc)}</p>'
+    css = "bad" if result.failures else "good"
+    from nccl_bench.render.compare_exports import NUMERIC_HEADINGS, comparison_cells, comparison_headings
+
+    numeric = ["num" if h in NUMERIC_HEADINGS else "" for h in comparison_headings()]
+    head = "".join(f'<th class="{css}">{_e(h)}</th>' for h, css in zip(comparison_headings(), numeric))
+    body = "".join(
+        "<tr>" + "".join(f'<td class="{css}">{_e(c)}</td>' for c, css in zip(comparison_cells(row)[:-1], numeric))
+        + f'<td class="{_VERDICT_CLASS.get(row.verdict, "note")}">{_e(row.verdict)}</td></tr>'
+        for row in result.rows
+    )
+    notes = "".join(f'<p class="note">note: {_e(n)}</p>' for n in result.notes)
+    return (
+        f"<h2>Compare: {_e(current.label)} against baseline {_e(baseline.label)}</h2>"
+        f'<p class="verdict {css}">{_e(result.summary())}</p>{notes}'
+        f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    )
+
+
+def doctor_matrix(doctor: dict[str, Any]) -> tuple[list[str], dict[tuple[str, str], list[dict[str, Any]]]]:
+    """Nodes in order and, per unordered host pair, its measured entries (one per rail)."""
+    nodes = [str(n) for n in doctor.get("nodes") or []]
+    cells: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for pair in doctor.get("pairs") or []:
+        hosts = [str(h) for h in pair.get("hosts") or []]
+        if len(hosts) != 2:
+            continue
+        for host in hosts:
+            if host not in nodes:
+                nodes.append(host)
+        a, b = sorted(hosts, key=nodes.index)
+        cells.setdefault((a, b), []).append(pair)
+    return nodes, cells
+
+
+def _doctor(doctor: dict[str, Any]) -> str:
+    nodes, cells = doctor_matrix(doctor)
+    head = "<th></th>" + "".join(f"<th>{_e(n)}</th>" for n in nodes)
+    body = []
+    for i, a in enumerate(nodes):
+        tds = []
+        for j, b in enumerate(nodes):
+            if i == j:
+                tds.append('<td class="note">-</td>')
+                continue
+            entries = cells.get((a, b) if i < j else (b, a), [])
+            parts = []
+            for entry in entries:
+                value = entry.get("busbw_gbps")
+                rail = entry.get("rail")
+                text = ("" if rail is None else f"rail {rail}: ") + ("n/a" if value is None else f"{value:.1f}")
+                verdict = str(entry.get("verdict", ""))
+                css = "bad" if verdict not in ("ok", "") else "good"
+                parts.append(f'<span class="{css}" title="{_e(verdict)}">{_e(text)}</span>')
+            tds.append(f'<td class="num">{"<br>".join(parts)}</td>')
+        body.append(f"<tr><th>{_e(a)}</th>{''.join(tds)}</tr>")
+    suspects = doctor.get("suspects") or []
+    verdict = doctor.get("verdict")
+    css = "good" if verdict == "ok" else "bad"
+    return (
+        "<h3>Doctor: pairs of nodes (busbw GB/s)</h3>"
+        f'<p class="verdict {css}">doctor verdict: {_e(verdict)}</p>'
+        + (f"<p>Suspects: {_e(', '.join(map(str, suspects)))}</p>" if suspects else "")
+        + f"<table class=\"doctor\"><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+        + (f'<p class="note">doctor took {doctor["wall_s"]:.0f} s</p>' if isinstance(doctor.get("wall_s"), (int, float)) else "")
+    )
+
+
+def _run_section(page: RunPage, with_plot: bool) -> str:
+    meta = "".join(f"<dt>{_e(k)}</dt><dd>{_e(v)}</dd>" for k, v in _meta_items(page))
+    parts = [f"<section class=\"run\"><h2>Run: {_e(page.label)}</h2>", f'<dl class="meta">{meta}</dl>']
+    parts.append(_average_lines(page.rows))
+    if with_plot:
+        parts.append(_plot([(page.label, page.rows)]))
+    parts.append(_results_table(page.rows))
+    if page.doctor is not None:
+        parts.append(_doctor(page.doctor))
+    parts.append("</section>")
+    return "".join(parts)
+
+
+def html_report(pages: Sequence[RunPage]) -> str:
+    """The whole page as text; ends with a newline."""
+    import nccl_bench
+
+    title = "nccl-bench report: " + ", ".join(p.label for p in pages)
+    parts = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        f"<title>{_e(title)}</title><style>{_CSS}</style></head><body>",
+        f"<h1>{_e(title)}</h1>",
+        f'<p class="note">nccl-bench {_e(nccl_bench.__version__)}. GB/s = 1e9 bytes/s; size in bytes, time per op in '
+        "microseconds; busbw as nccl-tests defines it; %peak = busbw as a share of the peak in each row.</p>",
+    ]
+    if len(pages) == 2:
+        parts.append(_comparison(pages[0], pages[1]))
+    if len(pages) > 1:
+        parts.append("<h2>All runs</h2>" + _plot([(p.label, p.rows) for p in pages]))
+    for page in pages:
+        parts.append(_run_section(page, with_plot=len(pages) == 1))
+    parts.append("</body></html>")
+    return "\n".join(parts) + "\n"

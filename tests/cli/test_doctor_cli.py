@@ -1,0 +1,75 @@
+"""`nccl-bench doctor` from the command line: bad input (one line, exit 2) and a real run on local ranks."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, worker_env
+
+ERROR = "nccl-bench: error: "
+
+
+def _run(cwd: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "nccl_bench", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=timeout, env=worker_env({"COLUMNS": "200"}))
+
+
+BAD = [
+    (["--phase", "bogus"], "--phase: unknown phase 'bogus'; choose from nodes, pairs or all"),
+    (["--size", "1Q"], "--size: expected a byte size like 8, 1K, 64M or 1G, got '1Q'"),
+    (["--size", "2"], "--size: must be at least 4 bytes (one float32), got 2"),
+    (["--tolerance", "150%"], "--tolerance: must be below 100%, got '150%'"),
+    (["--expect", "0"], "--expect: must be greater than 0, got 0"),
+    (["--iters", "0"], "--iters: must be at least 1, got 0"),
+    (["--quick-rounds", "0"], "--quick-rounds: must be at least 1, got 0"),
+    (["--workers", "0"], "--workers: must be at least 1, got 0"),
+    (["--backend", "tcp"], "--backend: 'tcp' is not one of auto, nccl, gloo, mpi, ucc"),
+    (["--json", "{tmp}/nowhere/v.json"], "--json: folder {tmp}/nowhere does not exist"),
+    (["--out", "{tmp}/full"], "--out: {tmp}/full already exists and is not empty; a run never overwrites results"),
+]
+
+
+@pytest.mark.parametrize("args, message", BAD, ids=[a[0] for a, _ in BAD])
+def test_bad_input_is_one_line_exit_2(tmp_path, args, message):
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "doctor.csv").write_text("precious\n")
+    result = _run(tmp_path, "doctor", *[a.format(tmp=tmp_path) for a in args])
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert result.stdout == "" and "Traceback" not in result.stderr
+    assert result.stderr.splitlines() == [ERROR + message.format(tmp=tmp_path)]
+    assert (tmp_path / "full" / "doctor.csv").read_text() == "precious\n"
+
+
+@pytest.mark.integration
+def test_one_host_two_workers_measures_the_node_and_skips_pairs(tmp_path):
+    out, verdict_file = tmp_path / "run", tmp_path / "v.json"
+    result = _run(REPO, "doctor", "--workers", "2", "--size", "1M", "--out", str(out), "--json", str(verdict_file))
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    verdict = json.loads(verdict_file.read_text())
+    assert verdict == json.loads((out / "doctor.json").read_text())
+    assert set(verdict) >= {"schema_version", "verdict", "nodes", "pairs", "suspects", "wall_s"}
+    assert verdict["schema_version"] == 1 and verdict["verdict"] == "healthy"
+    (node,) = verdict["nodes"]
+    assert node["ranks"] == [0, 1] and node["intra_busbw_gbps"] > 0 and node["pair_median_gbps"] is None
+    assert verdict["pairs"] == [] and verdict["suspects"] == [] and verdict["size_bytes"] == 1024**2
+    assert "pairs phase skipped: one node, no pair of nodes to test" in verdict["notes"]
+    lines = (out / "doctor.csv").read_text().splitlines()
+    assert lines[0].startswith("phase,attempt,round,hosts,rail,ranks,size_bytes,iters,samples,time_us") and "best_busbw_gbps" in lines[0]
+    assert lines[1].startswith("nodes,1,0,") and len(lines) == 2
+    meta = json.loads((out / "meta.json").read_text())
+    assert meta["command"] == "doctor" and meta["status"] == "complete" and meta["world_size"] == 2
+    assert "# note: pairs phase skipped" in result.stdout and "# verdict: healthy" in result.stdout
+
+
+@pytest.mark.integration
+def test_phase_pairs_alone_on_one_host_measures_nothing_and_says_so(tmp_path):
+    result = _run(REPO, "doctor", "--workers", "2", "--phase", "pairs", "--out", str(tmp_path / "run"))
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    verdict = json.loads((tmp_path / "run" / "doctor.json").read_text())
+    assert verdict["nodes"][0]["intra_busbw_gbps"] is None and verdict["pairs"] == []
+    assert not (tmp_path / "run" / "doctor.csv").read_text().strip().splitlines()[1:]

@@ -1,0 +1,125 @@
+"""Stopping a launcher-less sweep, and a rendezvous nobody answers (issue 14), with real processes.
+
+`nccl-bench sweep` without a launcher starts its ranks through torch's elastic agent; a Ctrl-C
+(SIGINT to the whole process group, as a terminal sends it) or a SIGTERM to the command must end
+in one line and exit 130, with every finished row kept. A rank whose MASTER_ADDR/MASTER_PORT
+leads nowhere must say so in one line, without torch's C++ stack frames or an empty run folder.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from nccl_bench.results.store import read_meta, read_rows
+from tests.conftest import worker_env
+
+pytestmark = pytest.mark.integration
+
+# Enough small points that the sweep is still running when the signal lands.
+SWEEP = ["sweep", "--op", "all_reduce", "--sizes", "1K,2K,4K,8K,16K,32K,64K,128K", "--iters", "20",
+         "--warmup", "1", "--trials", "40", "--workers", "2"]
+ERROR = "nccl-bench: error: "
+
+
+def _start(args: list[str], logs: Path, env: dict[str, str] | None = None) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "nccl_bench", *args], stdout=open(logs / "stdout.txt", "w"),
+        stderr=open(logs / "stderr.txt", "w"), start_new_session=True, env=worker_env(env),
+    )
+
+
+def _rows_on_disk(out: Path) -> int:
+    try:
+        return max(0, len((out / "results.csv").read_text().splitlines()) - 1)
+    except OSError:
+        return 0
+
+
+def _wait_for(condition, proc: subprocess.Popen, limit_s: float = 120) -> None:
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline and proc.poll() is None:
+        if condition():
+            return
+        time.sleep(0.05)
+    pytest.fail(f"the condition never held (exit {proc.poll()})")
+
+
+def _errors(logs: Path) -> list[str]:
+    text = (logs / "stderr.txt").read_text()
+    assert "Traceback" not in text and "frame #" not in text, text[-3000:]
+    return [line for line in text.splitlines() if line.startswith(ERROR)]
+
+
+@pytest.mark.parametrize("how", ["SIGTERM to the command", "Ctrl-C to the process group"])
+def test_an_interrupted_sweep_says_one_line_and_keeps_its_rows(tmp_path, how):
+    out = tmp_path / "run"
+    proc = _start([*SWEEP, "--out", str(out)], tmp_path)
+    try:
+        _wait_for(lambda: _rows_on_disk(out) >= 2, proc)
+        if how.startswith("SIGTERM"):
+            os.kill(proc.pid, signal.SIGTERM)
+        else:
+            os.killpg(proc.pid, signal.SIGINT)
+        code = proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    name = "SIGTERM" if how.startswith("SIGTERM") else "SIGINT"
+    rows = read_rows(out)
+    assert code == 130
+    assert _errors(tmp_path) == [
+        f"{ERROR}interrupted by {name}; the {len(rows)} row(s) measured so far are kept in {out}"
+    ]
+    assert len(rows) >= 2 and read_meta(out)["status"] == "interrupted"
+
+
+def test_an_interrupt_before_the_sweep_began_leaves_no_folder(tmp_path):
+    out = tmp_path / "run"
+    proc = _start([*SWEEP, "--out", str(out)], tmp_path)
+    try:
+        _wait_for(lambda: out.is_dir(), proc)  # made by the command, before any rank measured
+        os.kill(proc.pid, signal.SIGTERM)
+        code = proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert code == 130
+    errors = _errors(tmp_path)
+    if out.exists():  # the ranks were quicker than the signal: then the rows are kept instead
+        assert errors == [f"{ERROR}interrupted by SIGTERM; the {len(read_rows(out))} row(s) measured so far are kept in {out}"]
+    else:
+        assert errors == [f"{ERROR}interrupted by SIGTERM before the sweep began; nothing was measured"]
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.mark.parametrize("rank", [0, 1])
+def test_a_rendezvous_nobody_answers_is_one_line_naming_address_port_and_timeout(tmp_path, rank):
+    port = _free_port()  # nothing listens there: rank 1 cannot connect, rank 0 waits for rank 1 alone
+    env = {"SLURM_PROCID": str(rank), "SLURM_NTASKS": "2", "SLURM_STEP_ID": "0", "SLURM_LOCALID": "0",
+           "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}
+    out = tmp_path / "run"
+    result = subprocess.run(
+        [sys.executable, "-m", "nccl_bench", "sweep", "--sizes", "1K", "--timeout", "3", "--out", str(out)],
+        capture_output=True, text=True, timeout=120, env=worker_env(env),
+    )
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr and "frame #" not in result.stderr
+    [line] = result.stderr.splitlines()
+    assert line.startswith(
+        f"{ERROR}rendezvous at MASTER_ADDR=127.0.0.1 MASTER_PORT={port} failed on rank {rank} within --timeout 3 s ("
+    )
+    assert line.endswith("); check that address and port, and that every rank started")
+    assert not out.exists()

@@ -1,0 +1,131 @@
+"""Simulated hosts: Linux network namespaces on a bridge, each with its own hostname, shaped by tc.
+
+Layout: one "switch" namespace holds a Linux bridge; each host namespace has one veth end per
+rail (`eth0`, `eth1`, ...: rail r has a private 10.(78+r).x.y address) whose peer is a bridge port.
+A rank that tells gloo to use `eth<r>` (GLOO_SOCKET_IFNAME) sends to rail-r peers through it. Nothing is created in the
+test's own namespace, so traffic never leaves the namespaces made here. A host process runs as
+`ip netns exec <ns> unshare --uts --mount`: its own hostname and its own /etc/hosts.
+Shaping uses what this kernel has (tbf, htb + u32; no netem): a whole host's egress with tbf,
+one pair with an htb class and a u32 destination filter on each side.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+SUBNET = "10.{}.{}.{}"  # 10.(78 + rail).x.y: private, only ever configured inside namespaces made here
+FIRST_OCTET2 = 78
+
+
+def sh(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(args, capture_output=True, text=True)
+
+
+def why_no_namespaces(tools: tuple[str, ...] = ("ip", "unshare", "mount")) -> str | None:
+    """Why namespaces cannot be made here (the exact reason a test skips with), or None."""
+    if sys.platform != "linux":
+        return f"network namespaces are Linux-only (this is {sys.platform})"
+    if os.geteuid() != 0:
+        return "creating network namespaces needs root (CAP_NET_ADMIN); run the suite as root to include this test"
+    for tool in tools:
+        if shutil.which(tool) is None:
+            return f"`{tool}` is not installed (apt-get install -y iproute2 util-linux)"
+    return None
+
+
+class SetupError(RuntimeError):
+    """A step of building the namespaces failed: the message says which command and why."""
+
+
+def _must(*args: str) -> None:
+    done = sh(*args)
+    if done.returncode:
+        raise SetupError(f"{' '.join(args)}: {done.stderr.strip()}")
+
+
+def iface(rail: int) -> str:
+    """A host's interface for a rail, inside its own namespace."""
+    return f"eth{rail}"
+
+
+@dataclass(frozen=True)
+class Hosts:
+    namespaces: tuple[str, ...]
+    hostnames: tuple[str, ...]
+    addresses: tuple[str, ...]  # rail 0's, the one the hostnames resolve to
+    rail_addresses: tuple[tuple[str, ...], ...]  # [rail][host]
+
+    def tc(self, host: int, *args: str) -> None:
+        _must("ip", "netns", "exec", self.namespaces[host], "tc", *args)
+
+    def shape_host(self, host: int, rate: str, rail: int = 0) -> None:
+        """Every packet the host sends on this rail goes through one token bucket: a slow NIC."""
+        self.tc(host, "qdisc", "add", "dev", iface(rail), "root", "tbf", "rate", rate, "burst", "64kb",
+                "latency", "100ms")
+
+    def shape_pair(self, a: int, b: int, rate: str) -> None:
+        """Only traffic between a and b (both ways) is limited: a bad link; all else passes unshaped.
+
+        htb without a default class sends unclassified packets straight through.
+        """
+        for src, dst in ((a, b), (b, a)):
+            self.tc(src, "qdisc", "add", "dev", iface(0), "root", "handle", "1:", "htb")
+            self.tc(src, "class", "add", "dev", iface(0), "parent", "1:", "classid", "1:10", "htb", "rate", rate,
+                    "burst", "64kb")
+            self.tc(src, "filter", "add", "dev", iface(0), "parent", "1:", "protocol", "ip", "prio", "1", "u32",
+                    "match", "ip", "dst", f"{self.addresses[dst]}/32", "flowid", "1:10")
+
+    def command(self, host: int, hosts_file: Path, argv: list[str]) -> list[str]:
+        """argv run as this host: inside its namespace, with its hostname and /etc/hosts."""
+        script = f"mount --bind {hosts_file} /etc/hosts && hostname {self.hostnames[host]} && exec \"$@\""
+        return ["ip", "netns", "exec", self.namespaces[host], "unshare", "--uts", "--mount",
+                "sh", "-c", script, "host", *argv]
+
+    def hosts_file(self, folder: Path) -> Path:
+        path = Path(folder) / "hosts"
+        path.write_text("127.0.0.1 localhost\n" + "".join(f"{a} {h}\n" for a, h in zip(self.addresses, self.hostnames)))
+        return path
+
+
+@contextlib.contextmanager
+def simulated_hosts(count: int, tag: str, rails: int = 1) -> Iterator[Hosts]:
+    """`count` hosts named nodea, nodeb, ... with `rails` interfaces each, all on one bridge;
+    every namespace is deleted afterwards. tag (e.g. the pid) keeps parallel runs apart."""
+    switch = f"nbsw{tag}"
+    namespaces = tuple(f"nbh{tag}{chr(ord('a') + i)}" for i in range(count))
+    hostnames = tuple(f"node{chr(ord('a') + i)}" for i in range(count))
+    subnet = int(tag) % 250
+    rail_addresses = tuple(
+        tuple(SUBNET.format(FIRST_OCTET2 + rail, subnet, i + 1) for i in range(count)) for rail in range(rails)
+    )
+    made: list[str] = []
+    try:
+        for name in (switch, *namespaces):
+            _must("ip", "netns", "add", name)
+            made.append(name)
+        _must("ip", "-n", switch, "link", "add", "br0", "type", "bridge")
+        _must("ip", "-n", switch, "link", "set", "br0", "up")
+        for i, name in enumerate(namespaces):
+            # two subnets on one bridge: a rank bound to eth1 may reach a peer's eth0 address
+            for scope in ("all", "default"):
+                _must("ip", "netns", "exec", name, "sysctl", "-q", "-w", f"net.ipv4.conf.{scope}.rp_filter=0")
+            _must("ip", "-n", name, "link", "set", "lo", "up")
+            for rail in range(rails):
+                port = f"p{i}r{rail}"
+                _must("ip", "link", "add", "name", iface(rail), "netns", name, "type", "veth", "peer", "name", port,
+                      "netns", switch)
+                _must("ip", "-n", switch, "link", "set", port, "master", "br0")
+                _must("ip", "-n", switch, "link", "set", port, "up")
+                _must("ip", "-n", name, "addr", "add", f"{rail_addresses[rail][i]}/24", "dev", iface(rail))
+                _must("ip", "-n", name, "link", "set", iface(rail), "up")
+        yield Hosts(namespaces, hostnames, rail_addresses[0], rail_addresses)
+    finally:
+        for name in reversed(made):  # deleting a namespace deletes the veth ends and the bridge in it
+            sh("ip", "netns", "delete", name)

@@ -1,0 +1,191 @@
+"""Attribution on synthetic matrices: exactly the injected node, link or rail is named, nobody else."""
+
+from __future__ import annotations
+
+from itertools import combinations
+
+import pytest
+
+from nccl_bench.doctor.verdicts import fleet_stat, gbps, judge
+
+GOOD = 2.0
+# A fixed +-5% wobble per measurement: what a healthy fabric gives, well inside the 20% tolerance.
+WOBBLE = (1.00, 0.96, 1.04, 0.98, 1.02, 0.95, 1.05)
+
+
+def _fleet(n: int, rails: int = 1, slow_nodes=(), slow_links=(), slow_rails=(), factor=0.1, attempts=2,
+           first_only=()):
+    """layout and pair attempts of n nodes; slow_* name what is injected (multiplies busbw by factor)."""
+    hosts = [f"node{i}" for i in range(n)]
+    layout = [(h, list(range(i * rails, (i + 1) * rails))) for i, h in enumerate(hosts)]
+    pairs, k = {}, 0
+    for a, b in combinations(hosts, 2):
+        for rail in range(rails):
+            value = GOOD * WOBBLE[k % len(WOBBLE)]
+            k += 1
+            slow = (a in slow_nodes or b in slow_nodes or (a, b) in slow_links
+                    or (a, rail) in slow_rails or (b, rail) in slow_rails)
+            if slow:
+                value *= factor
+            tries = [value] * attempts
+            if (a, b) in first_only:  # slow the first time only: noise
+                tries = [value * factor, value]
+            pairs[(a, b, rail)] = tries
+    return layout, pairs
+
+
+def _named(judgement):
+    return [(s.kind, s.hosts, s.rail) for s in judgement.suspects]
+
+
+def test_healthy_noise_names_nobody():
+    layout, pairs = _fleet(8)
+    result = judge(layout, {}, pairs, tolerance=0.2)
+    assert result.verdict == "healthy" and result.suspects == []
+    assert all(node.verdict == "ok" for node in result.nodes)
+    assert result.retest_pairs == []
+    assert result.pair_fleet.median_gbps == pytest.approx(GOOD * 1.05)  # capacity = each endpoint's best pair
+
+
+def test_one_noisy_sample_is_not_confirmed():
+    layout, pairs = _fleet(4, first_only=[("node0", "node1")])
+    result = judge(layout, {}, pairs, tolerance=0.2)
+    assert result.suspects == []  # the re-test (second attempt) was fine: best attempt counts
+
+
+def test_unconfirmed_low_asks_for_a_retest_and_names_nobody():
+    layout, pairs = _fleet(4, slow_nodes=["node2"], attempts=1)
+    result = judge(layout, {}, pairs, tolerance=0.2)
+    assert result.suspects == []
+    assert result.retest_pairs == [("node0", "node2"), ("node1", "node2"), ("node2", "node3")]
+    assert {p.hosts for p in result.pairs if p.low} == {("node0", "node2"), ("node1", "node2"), ("node2", "node3")}
+    assert all(p.verdict == "ok" for p in result.pairs)
+
+
+def test_one_bad_node():
+    layout, pairs = _fleet(4, slow_nodes=["node2"])
+    result = judge(layout, {}, pairs, tolerance=0.2)
+    assert _named(result) == [("node", ("node2",), None)]
+    suspect = result.suspects[0]
+    assert suspect.reason == "pair busbw 0.19 GB/s with 3 of 3 partners, fleet median 2.06 GB/s (-91%)"
+    assert (suspect.measured_gbps, suspect.fleet_median_gbps) == pytest.approx((0.192, 2.06))
+    assert suspect.line().startswith("node node2: pair busbw")
+    assert [n.verdict for n in result.nodes] == ["ok", "ok", "suspect", "ok"]
+    assert {p.hosts for p in result.pairs if p.verdict == "suspect"} == {
+        ("node0", "node2"), ("node1", "node2"), ("node2", "node3")}
+
+
+@pytest.mark.parametrize("n", [3, 4, 5, 8])
+def test_one_bad_link_names_the_link_not_its_nodes(n):
+    layout, pairs = _fleet(n, slow_links=[("node0", "node1")])
+    result = judge(layout, {}, pairs, tolerance=0.2)
+    assert _named(result) == [("link", ("node0", "node1"), None)]
+    assert all(node.verdict == "ok" for node in result.nodes)
+    assert "with their other partners node0" in result.suspects[0].reason
+
+
+def test_one_bad_rail_on_multi_rank_nodes():
+    layout, pairs = _fleet(4, rails=4, slow_rails=[("node1", 2)])
+    result = judge(layout, {}, pairs, tolerance=0.2)
+    assert _named(result) == [("rail", ("node1",), 2)]
+    assert result.suspects[0].reason == (
+        "pair busbw 0.20 GB/s with 3 of 3 partners on rail 2; its other rails 1.96 GB/s, fleet median 2.08 GB/s (-90%)")
+    assert result.suspects[0].line().startswith("rail 2 of node1: pair busbw 0.20 GB/s")
+    assert [n.verdict for n in result.nodes] == ["ok", "suspect", "ok", "ok"]
+
+
+def test_every_rail_slow_is_the_node():
+    layout, pairs = _fleet(4, rails=2, slow_nodes=["node3"])
+    assert _named(judge(layout, {}, pairs, tolerance=0.2)) == [("node", ("node3",), None)]
+
+
+def test_half_the_fleet_bad_needs_expect():
+    """Two bad nodes of four: no healthy majority to judge by (the MAD is as wide as the gap)."""
+    layout, pairs = _fleet(4, slow_nodes=["node1", "node3"])
+    assert judge(layout, {}, pairs, tolerance=0.2).suspects == []
+    result = judge(layout, {}, pairs, tolerance=0.2, expect_gbps=1.0)
+    assert _named(result) == [("node", ("node1",), None), ("node", ("node3",), None)]
+
+
+def test_noisy_fleet_widens_the_bar_by_three_sigma():
+    """Capacities 1.0, 1.4, 1.8, 1.8 (median 1.6, sigma 0.30): 1.2 is -25% but only -1.3 sigma."""
+    layout = [(f"n{i}", [i]) for i in range(4)]
+    values = [1.0, 0.9, 0.8, 1.4, 1.2, 1.8]
+    pairs = {(a, b, 0): [v, v] for (a, b), v in zip(combinations([h for h, _ in layout], 2), values)}
+    result = judge(layout, {}, pairs, tolerance=0.2)
+    assert result.pair_threshold_gbps == pytest.approx(1.6 - 3 * 1.4826 * 0.2)
+    assert result.suspects == []
+
+
+@pytest.mark.parametrize("n", [6, 8])
+def test_two_bad_nodes(n):
+    layout, pairs = _fleet(n, slow_nodes=["node1", "node3"])
+    result = judge(layout, {}, pairs, tolerance=0.2)
+    assert _named(result) == [("node", ("node1",), None), ("node", ("node3",), None)]
+    assert [n.host for n in result.nodes if n.verdict == "suspect"] == ["node1", "node3"]
+
+
+def test_bad_node_and_bad_link_together():
+    layout, pairs = _fleet(6, slow_nodes=["node5"], slow_links=[("node0", "node2")])
+    assert _named(judge(layout, {}, pairs, tolerance=0.2)) == [
+        ("node", ("node5",), None), ("link", ("node0", "node2"), None)]
+
+
+def test_slow_intra_node_all_reduce_names_the_node():
+    layout, pairs = _fleet(4, rails=2)
+    intra = {"node0": [100.0, 101.0], "node1": [99.0, 98.0], "node2": [12.0, 11.0], "node3": [100.0, 100.0]}
+    result = judge(layout, intra, pairs, tolerance=0.2)
+    assert _named(result) == [("node", ("node2",), None)]
+    assert result.suspects[0].reason == (
+        "intra-node all_reduce busbw 12.00 GB/s (attempts 12.00, 11.00), fleet median 99.50 GB/s (-88%)")
+    assert result.nodes[2].intra_busbw_gbps == 12.0
+
+
+def test_intra_low_once_is_retested_not_named():
+    layout, pairs = _fleet(3, rails=2)
+    intra = {"node0": [100.0], "node1": [20.0], "node2": [100.0]}
+    result = judge(layout, intra, pairs, tolerance=0.2)
+    assert result.suspects == [] and result.retest_intra == ["node1"]
+
+
+def test_expect_floor_names_a_uniformly_slow_fleet():
+    layout, pairs = _fleet(4)
+    assert judge(layout, {}, pairs, tolerance=0.2).suspects == []
+    result = judge(layout, {}, pairs, tolerance=0.2, expect_gbps=10.0)
+    assert [s.kind for s in result.suspects] == ["node"] * 4
+    assert "below --expect 10.00 GB/s" in result.suspects[0].reason
+
+
+def test_two_nodes_slow_pair_is_a_link_and_needs_expect():
+    layout, pairs = _fleet(2)
+    result = judge(layout, {}, pairs, tolerance=0.2)
+    assert result.suspects == [] and any("--expect" in note for note in result.notes)
+    result = judge(layout, {}, pairs, tolerance=0.2, expect_gbps=5.0)
+    assert _named(result) == [("link", ("node0", "node1"), None)]
+    assert "cannot be pinned on either node" in result.suspects[0].reason
+
+
+def test_sparse_quick_matrix_bad_node_with_cross_checks():
+    """Quick mode measures few pairs: a bad node met 2 partners and one passed node, all slow."""
+    layout = [(f"n{i}", [i]) for i in range(8)]
+    measured = {("n0", "n1"): 2.0, ("n2", "n3"): 2.1, ("n4", "n5"): 1.9, ("n6", "n7"): 2.0,
+                ("n0", "n2"): 2.0, ("n1", "n3"): 0.2, ("n4", "n6"): 2.1, ("n5", "n7"): 2.0,
+                ("n3", "n4"): 0.2, ("n1", "n5"): 2.0}
+    pairs = {(a, b, 0): [v, v] for (a, b), v in measured.items()}
+    result = judge(layout, {}, pairs, tolerance=0.2)
+    assert _named(result) == [("node", ("n3",), None)]
+
+
+def test_fleet_stat_and_gbps_format():
+    stat = fleet_stat([1.0, 2.0, 3.0, 10.0])
+    assert (stat.median_gbps, stat.mad_gbps, stat.count) == (2.5, 1.0, 4)
+    assert fleet_stat([]) is None
+    assert gbps(2.1) == "2.10" and gbps(0.0251) == "0.0251" and gbps(0.21) == "0.21"
+
+
+def test_noisy_fleet_gets_a_warning():
+    layout = [(f"n{i}", [i]) for i in range(4)]
+    values = [1.0, 0.9, 0.8, 1.4, 1.2, 1.8]  # capacities 1.0, 1.4, 1.8, 1.8: sigma 19% of the median
+    pairs = {(a, b, 0): [v, v] for (a, b), v in zip(combinations([h for h, _ in layout], 2), values)}
+    result = judge(layout, {}, pairs, tolerance=0.2)
+    assert any("varies by" in note for note in result.notes)

@@ -1,0 +1,46 @@
+"""What a sweep says or refuses before it starts: from its plan alone (issue 14)."""
+
+from __future__ import annotations
+
+import pytest
+
+from nccl_bench.config import build_config, ignored_options
+from nccl_bench.errors import UserInputError
+from nccl_bench.ranks.sweep import plan_run
+
+
+def test_a_long_sweep_is_announced_with_its_floor():
+    config = build_config({"min_bytes": "1K", "max_bytes": "2M", "step_bytes": "1K", "trials": 10, "backend": "gloo"})
+    plan = plan_run(config, 2)
+    assert plan.before_start == (
+        "this sweep takes at least 1.1 h (2,048 point(s) x (5 warmup + 10 trial(s) x 200 ms)); "
+        "Ctrl-C keeps every finished point",
+    )
+
+
+def test_a_short_sweep_says_nothing():
+    assert plan_run(build_config({"sizes": "1K,1M", "backend": "gloo"}), 2).before_start == ()
+
+
+def test_fixed_iters_are_counted_at_the_floor_per_op():
+    # 1 point x (1,000,000 warmup + 1,000 trials x 1,000,000 iters) x 5 us = 1.4 h on CPU
+    config = build_config({"sizes": "1K", "ops": ["all_gather"], "inplace": False, "warmup": 1_000_000,
+                           "iters": 1_000_000, "trials": 1000, "backend": "gloo"})
+    assert plan_run(config, 2).before_start[0].startswith("this sweep takes at least 1.4 h")
+    config = build_config({"sizes": "1K,2K,4K,8K,16K,32K,64K,128K,256K,512K,1M,2M,4M", "ops": ["all"],
+                           "warmup": 1_000_000, "iters": 1_000_000, "trials": 1000, "backend": "gloo"})
+    with pytest.raises(UserInputError, match="would take at least") as info:
+        plan_run(config, 2)
+    assert info.value.option == "--iters"
+
+
+def test_options_no_chosen_op_uses_are_named_once():
+    config = build_config({"ops": ["all_gather"], "reduce_op": "max", "root": 1, "sizes": "1K"})
+    assert ignored_options(config) == [
+        "--reduce-op max is ignored: none of all_gather reduces",
+        "--root 1 is ignored: none of all_gather has a root",
+    ]
+    assert ignored_options(build_config({"ops": ["reduce"], "reduce_op": "max", "root": 1})) == []
+    assert ignored_options(build_config({"ops": ["barrier"], "dtype": "int8"})) == [
+        "--dtype int8 is ignored: none of barrier sends data"
+    ]

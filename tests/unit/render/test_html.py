@@ -1,0 +1,73 @@
+"""report --html: one self-contained page; headings agree with the other formats; doctor matrix."""
+
+from __future__ import annotations
+
+import json
+import re
+
+from nccl_bench.render import html as page
+from nccl_bench.render.formats import to_markdown
+from nccl_bench.results.schema import PLACEMENT_IN, PLACEMENT_OUT, ResultRow
+
+DOCTOR = {
+    "schema_version": 1, "verdict": "suspect", "nodes": ["n1", "n2", "n3"],
+    "pairs": [
+        {"hosts": ["n1", "n2"], "rail": 0, "busbw_gbps": 23.14, "verdict": "ok"},
+        {"hosts": ["n1", "n2"], "rail": 1, "busbw_gbps": 22.9, "verdict": "ok"},
+        {"hosts": ["n3", "n1"], "rail": None, "busbw_gbps": 4.2, "verdict": "slow"},
+    ],
+    "suspects": ["n3"], "wall_s": 42.0,
+}
+
+
+def _row(op, placement, size, busbw, peak=20.0) -> ResultRow:
+    return ResultRow(
+        op=op, placement=placement, size_bytes=size, count=size // 4, dtype="float32", redop="sum", root=-1,
+        world_size=2, nodes=1, backend="gloo", iters=10, trials=1, time_us=size / busbw / 1e3, time_min_us=size / busbw / 1e3,
+        time_max_us=None, p50_us=None, p99_us=None, algbw_gbps=busbw, busbw_gbps=busbw, busbw_factor=1.0, wrong=0,
+        slowest_rank=0, agg="max", peak_gbps=peak, pct_of_peak=100 * busbw / peak,
+    )
+
+
+ROWS = [_row("all_reduce", PLACEMENT_IN, 1 << 20, 1.25), _row("all_gather", PLACEMENT_OUT, 1 << 20, 0.5)]
+
+
+def test_page_is_self_contained_and_ends_with_a_newline():
+    text = page.html_report([page.RunPage("run", ROWS)])
+    assert text.startswith("<!DOCTYPE html>") and text.endswith("</html>\n")
+    assert "<script" not in text and "<link" not in text and "@import" not in text
+    assert re.findall(r"url\((?!#)", text) == []  # only the SVG's own clip paths
+    # the only addresses are XML namespace names inside the inline SVG, which nothing fetches
+    addresses = set(re.findall(r"https?://[^\s\"'<>]+", text))
+    assert addresses <= {"http://www.w3.org/2000/svg", "http://www.w3.org/1999/xlink"}
+    assert re.findall(r"\b(?:src|href)=\"(?!#)", text) == []
+    assert "<svg" in text and "1,048,576" in text and "1.25" in text
+
+
+def test_html_headings_are_the_markdown_headings():
+    text = page.html_report([page.RunPage("run", ROWS)])
+    table = text[text.index('<table class="results">'):]
+    html_heads = re.findall(r"<th[^>]*>([^<]*)</th>", table[: table.index("</thead>")])
+    markdown_heads = [h.strip() for h in to_markdown(ROWS).splitlines()[0].strip("|").split("|")]
+    assert html_heads == markdown_heads
+    assert "%peak" in html_heads and "flags" in html_heads and "p50 (us)" in html_heads
+
+
+def test_two_runs_get_a_compare_verdict():
+    slower = [_row("all_reduce", PLACEMENT_IN, 1 << 20, 0.5), _row("all_gather", PLACEMENT_OUT, 1 << 20, 0.5)]
+    text = page.html_report([page.RunPage("base", ROWS), page.RunPage("new", slower)])
+    assert "Compare: new against baseline base" in text
+    assert 'class="verdict bad">REGRESSION: 2 rows compared (1 regression, 1 ok)' in text
+
+
+def test_doctor_json_is_read_from_the_run_folder_and_drawn_as_a_matrix(tmp_path):
+    (tmp_path / "doctor.json").write_text(json.dumps(DOCTOR))
+    doctor = page.read_doctor(tmp_path)
+    nodes, cells = page.doctor_matrix(doctor)
+    assert nodes == ["n1", "n2", "n3"]
+    assert [e["rail"] for e in cells[("n1", "n2")]] == [0, 1] and cells[("n1", "n3")][0]["busbw_gbps"] == 4.2
+    text = page.html_report([page.RunPage("run", ROWS, doctor=doctor)])
+    assert "doctor verdict: suspect" in text and "Suspects: n3" in text
+    assert "rail 0: 23.1" in text and "rail 1: 22.9" in text and '<span class="bad" title="slow">4.2</span>' in text
+    (tmp_path / "doctor.json").write_text(json.dumps({**DOCTOR, "schema_version": 2}))
+    assert page.read_doctor(tmp_path) is None  # another schema is not guessed at
