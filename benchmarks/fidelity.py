@@ -83,9 +83,9 @@ def main(argv: list[str]) -> int:
     import torch.distributed as tdist
 
     from nccl_bench import config as cfg
-    from nccl_bench.ranks import dist, runner
+    from nccl_bench.ranks import dist
     from nccl_bench.ranks.collectives import REGISTRY, OpArgs, make_buffers
-    from nccl_bench.ranks.runner import PointRunner, TimingPlan
+    from nccl_bench.ranks.runner import MAX_AUTO_ITERS, MIN_AUTO_ITERS, PointRunner, TimingPlan
     from nccl_bench.ranks.sweep import buffer_bytes, plan_points
     from nccl_bench.units.sizes import parse_size
 
@@ -173,7 +173,7 @@ def main(argv: list[str]) -> int:
                 while (block_us := reference(ref_call, block)) * block < PILOT_BLOCK_S * 1e6:
                     block *= 2
                 pilot_us = min(pilot_us, block_us)
-            n = max(runner.MIN_AUTO_ITERS, min(runner.MAX_AUTO_ITERS, math.ceil(min_sample_s * 1e6 / pilot_us)))
+            n = max(MIN_AUTO_ITERS, min(MAX_AUTO_ITERS, math.ceil(min_sample_s * 1e6 / pilot_us)))
             n = int(max_over_ranks(n))
             results.append(PointResult(point.op, point.size_bytes, n))
             bound.append((ref_call, collective.bind(buffers, op_args)))

@@ -2,7 +2,9 @@
 
 A timed sample is: barrier, start, `iters` ops back to back, (GPU) synchronize, stop; its time
 per op is the sample's duration / iters, and ranks' durations are combined by `agg` (default
-max: a collective is as slow as its slowest rank). On GPU the clock is CUDA events on the
+max: a collective is as slow as its slowest rank). With --iters auto, a first sample that came
+out shorter than --min-sample-ms (calibration saw a clean block, the sample did not) is
+extended by more timed ops, so samples last the floor they promise. On GPU the clock is CUDA events on the
 current stream; on CPU time.perf_counter_ns. A timestamp after every op gives per-op latencies
 (p50/p99). On CPU that costs one clock read per op (~0.1 us against >= 20 us for a gloo op), so
 every sample carries them. On GPU an event record costs microseconds of CPU per op, which
@@ -40,6 +42,12 @@ CALIBRATION_FRACTION = 0.05
 # Growth of the calibration block between rounds: usually one jump from a single op straight
 # to the block the measured rate asks for, without overshooting a huge message's sample.
 CALIBRATION_MAX_GROWTH = 100
+# With --iters auto, a first timed sample shorter than --min-sample-ms is extended by more ops
+# (at most this many times), their count from that sample's own rate. On a shared CPU host one
+# calibration block's rate can be 5x off, which gave 1 MiB samples of 56 ms instead of 200 ms.
+MAX_SAMPLE_EXTENSIONS = 2
+# Aim this far past the missing time, so a little jitter does not leave the sample short again.
+SAMPLE_TARGET_MARGIN = 1.2
 # cudaEventElapsedTime resolves about half a microsecond (CUDA Runtime API documentation).
 CUDA_EVENT_RESOLUTION_S = 0.5e-6
 # A sample shorter than this many timer ticks cannot be trusted to 0.1%.
@@ -94,17 +102,18 @@ def captured_nothing(caught: list) -> bool:
     return any(EMPTY_GRAPH_WARNING in str(w.message) for w in caught)
 
 
-class _CpuClock:
+class CpuClock:
     resolution_s = max(time.get_clock_info("perf_counter").resolution, 1e-9)
+    now_ns = staticmethod(time.perf_counter_ns)
 
     def __init__(self, ops: int, blocking: bool, per_op: bool, events=None):
         self._stamps = [0] * (ops + 1)
 
     def start(self) -> None:
-        self._stamps[0] = time.perf_counter_ns()
+        self._stamps[0] = self.now_ns()
 
     def mark(self, index: int) -> None:
-        self._stamps[index] = time.perf_counter_ns()
+        self._stamps[index] = self.now_ns()
 
     def finish(self) -> tuple[float, list[float]]:
         stamps = self._stamps
@@ -179,15 +188,30 @@ def next_calibration_calls(
     return min(max_calls, max(calls * 2, min(calls * CALIBRATION_MAX_GROWTH, estimate)))
 
 
+def calls_to_fill_sample(calls: int, elapsed_s: float, min_sample_s: float, max_calls: int) -> int:
+    """Ops to add to a sample of `calls` that lasted elapsed_s so it reaches min_sample_s; 0 = none.
+
+    The rate comes from the sample itself (stalls included, unlike a calibration block that
+    happened to run clean); the estimate aims SAMPLE_TARGET_MARGIN past the missing time, and
+    the sample never grows past max_calls.
+    """
+    if elapsed_s >= min_sample_s or calls >= max_calls:
+        return 0
+    estimate = math.ceil(calls * (min_sample_s - elapsed_s) / max(elapsed_s, 1e-9) * SAMPLE_TARGET_MARGIN)
+    return max(1, min(max_calls - calls, estimate))
+
+
 class PointRunner:
     """Times one bound op (a zero-argument callable) under a TimingPlan on every rank."""
 
-    def __init__(self, ctx: dist.DistContext, plan: TimingPlan, progress: Callable[[], None] = lambda: None):
-        """progress() is called as each step starts (the deadline's renewal), never inside a sample."""
+    def __init__(self, ctx: dist.DistContext, plan: TimingPlan, progress: Callable[[], None] = lambda: None,
+                 clock: type | None = None):
+        """progress() is called as each step starts (the deadline's renewal), never inside a sample.
+        clock: a CpuClock subclass with another time source, for tests of the timing logic."""
         self.ctx = ctx
         self.plan = plan
         self._progress = progress
-        self._clock = _CudaClock if ctx.on_gpu else _CpuClock
+        self._clock = clock or (_CudaClock if ctx.on_gpu else CpuClock)
         self._events = None
         if ctx.on_gpu:
             import torch
@@ -246,10 +270,13 @@ class PointRunner:
         iters = calls * ops_per_call
         means_us, per_op_us, rank_totals = [], [], [0.0] * self.ctx.world_size
         shortest = math.inf
-        for _ in range(self.plan.trials):
+        for trial in range(self.plan.trials):
             total_s, per_call_s = self._timed(call, calls)
             self._progress()
             per_rank = [values[0] for values in dist.all_gather_floats(self.ctx, [total_s])]
+            if trial == 0 and self.plan.iters is None:
+                calls, per_call_s, per_rank = self._fill_sample(call, calls, ops_per_call, per_call_s, per_rank)
+                iters = calls * ops_per_call
             combined_s, _ = stats.combine_ranks(per_rank, self.plan.agg)
             rank_totals = [a + b for a, b in zip(rank_totals, per_rank)]
             means_us.append(combined_s / iters * 1e6)
@@ -269,6 +296,24 @@ class PointRunner:
             timer_resolution_s=self._clock.resolution_s,
             empty_graph=empty_graph,
         )
+
+    def _fill_sample(self, call, calls: int, ops_per_call: int, per_call_s: list[float],
+                     per_rank: list[float]) -> tuple[int, list[float], list[float]]:
+        """Extend a first sample that fell short of min_sample_s by more timed ops (after a barrier,
+        outside the clock), so no op is timed twice and none is wasted. Every rank decides alike
+        from the gathered durations."""
+        max_calls = max(1, MAX_AUTO_ITERS // ops_per_call)
+        for _ in range(MAX_SAMPLE_EXTENSIONS):
+            extra = calls_to_fill_sample(calls, max(per_rank), self.plan.min_sample_s, max_calls)
+            if not extra:
+                break
+            more_s, more_per_call_s = self._timed(call, extra)
+            self._progress()
+            more = [values[0] for values in dist.all_gather_floats(self.ctx, [more_s])]
+            per_rank = [a + b for a, b in zip(per_rank, more)]
+            per_call_s = per_call_s + more_per_call_s
+            calls += extra
+        return calls, per_call_s, per_rank
 
     def _worst_per_op_us(self, per_call_s: list[float], ops_per_call: int) -> list[float]:
         self._progress()
