@@ -125,7 +125,9 @@ def sweep_command(
     from nccl_bench.ranks.faults import Interrupted
     from nccl_bench.render.tables import LiveReporter
 
-    plan = sweep_module.plan_run(sweep_config, launch.world_size)
+    import torch
+
+    plan = sweep_module.plan_run(sweep_config, launch.world_size, torch.__version__)
     check_plan_against_baseline(baseline_check, launch.world_size, plan.backend, plan.keys(sweep_config))
     from nccl_bench.ranks.launch import LOCAL_WORKER_ENV
 
@@ -134,7 +136,7 @@ def sweep_command(
     try:
         summary = sweep_module.execute(
             sweep_config, lambda rank: LiveReporter() if rank == 0 else sweep_module.SilentObserver(),
-            on_stuck=_end_stuck_rank,
+            on_stuck=_end_stuck_rank, plan=plan,
         )
     except Interrupted as exc:
         if launch.rank != 0 or os.environ.get(LOCAL_WORKER_ENV):  # rank 0, or the process that started us, says it once
@@ -152,8 +154,6 @@ def _end_stuck_rank(exc: RunFailedError) -> None:
     """A rank's deadline aborted its process group, or gave up on its main thread (stuck where no abort
     reaches): report, then end the process at once, without torch's teardown (it would join threads
     the abort left waiting); meta.json already says failed, and every finished row is on disk."""
-    import os
-
     if not exc.quiet:
         print(f"nccl-bench: error: {exc}", file=sys.stderr, flush=True)
     sys.stdout.flush()
@@ -238,8 +238,6 @@ def _after_sweep(run_dir: Path, results_root: Path, baseline_check) -> None:
     """sweep --baseline / --save-baseline: compare the finished run, then store it if it passed."""
     if baseline_check is None:
         return
-    import os
-
     from nccl_bench import compare
 
     exit_code = 0
@@ -277,8 +275,6 @@ def compare_command(
     log_ranks: int = typer.Option(None, "--ranks", help="For an nccl-tests log that does not say how many ranks ran."),
 ) -> None:
     """Compare a run against a baseline per op and size; exit 0 ok, 1 regression, 2 bad input."""
-    import os
-
     from nccl_bench import compare
     from nccl_bench.render.formats import check_output_file
     from nccl_bench.units.sizes import parse_size

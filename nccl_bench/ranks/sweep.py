@@ -345,8 +345,9 @@ def _reduce_op(name: str):
 
 
 def execute(config: cfg.SweepConfig, observer_factory, argv: list[str] | None = None,
-            on_stuck=None) -> SweepSummary:
-    """Run the sweep on this rank. observer_factory(rank) gives rank 0 its reporter.
+            on_stuck=None, plan: Plan | None = None) -> SweepSummary:
+    """Run the sweep on this rank. observer_factory(rank) gives rank 0 its reporter; `plan` is
+    plan_run's answer when the caller already has it (the CLI checks it against a baseline first).
 
     on_stuck(RunFailedError): called from the deadline's thread when a stalled step cannot be ended
     by aborting the process group (meta.json already says failed); it should report and end the
@@ -357,7 +358,8 @@ def execute(config: cfg.SweepConfig, observer_factory, argv: list[str] | None = 
     launch = dist.detect_launch()
     if launch is None:
         raise UserInputError("launcher", "no rank layout found (run under torchrun, srun or mpirun, or use --workers)")
-    plan = plan_run(config, launch.world_size, torch.__version__)
+    if plan is None:
+        plan = plan_run(config, launch.world_size, torch.__version__)
     backend, points, notes = plan.backend, list(plan.points), list(plan.notes)  # before_start: the CLI says it
     on_gpu = dist.device_kind(backend) == "cuda"
     required = _bytes_per_rank(config, points)
