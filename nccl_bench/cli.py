@@ -168,23 +168,9 @@ def _say_notes(notes) -> None:
 def _sweep_with_local_workers(sweep_config, workers: Optional[int], baseline_check) -> Path:
     """No launcher: pick the run folder here (so a bad path fails now) and start local ranks."""
     from nccl_bench.compare import check_plan_against_baseline
-    from nccl_bench.ranks.faults import (
-        Interrupted,
-        hold_signals,
-        signals_raise_interrupted,
-    )
-    from nccl_bench.ranks.launch import (
-        check_workers,
-        default_workers,
-        run_local_workers,
-    )
+    from nccl_bench.ranks.launch import check_workers, default_workers
     from nccl_bench.ranks.sweep import preflight
-    from nccl_bench.results.store import (
-        new_run_dir,
-        prepare_run_dir,
-        read_meta,
-        remove_if_empty,
-    )
+    from nccl_bench.results.store import new_run_dir
 
     why = None
     if workers is None:
@@ -193,25 +179,42 @@ def _sweep_with_local_workers(sweep_config, workers: Optional[int], baseline_che
     worker_notes = check_workers(workers, plan.backend)
     check_plan_against_baseline(baseline_check, workers, plan.backend, plan.keys(sweep_config))
     args = _without_baseline_options(sys.argv[1:])  # this process checks the baseline, not a worker
-    target = sweep_config.out if sweep_config.out is not None else new_run_dir(sweep_config.results_root, sweep_config.ops)
+    default_target = new_run_dir(sweep_config.results_root, sweep_config.ops)
+    return _start_local_workers("sweep", workers, why, args, sweep_config.out, default_target, [*plan.before_start, *worker_notes])
+
+
+def _start_local_workers(what: str, workers: int, why: Optional[str], args: list[str], out: Optional[Path],
+                         default_target: Path, notes) -> Path:
+    """Make the run folder here (a bad path fails before any worker), start local ranks, and end a
+    Ctrl-C/SIGTERM or a failure in one line; a folder nothing was written to is removed again."""
+    from nccl_bench.ranks.faults import (
+        Interrupted,
+        hold_signals,
+        signals_raise_interrupted,
+    )
+    from nccl_bench.ranks.launch import run_local_workers
+    from nccl_bench.results.store import prepare_run_dir, read_meta, remove_if_empty
+
+    target = out if out is not None else default_target
     made = None if target.exists() else target
     # From the folder on, a signal is an Interrupted here too (torch's agent installs its own while it runs).
     with signals_raise_interrupted():
         try:
-            run_dir = prepare_run_dir(target, "--out" if sweep_config.out is not None else "--results-root")
-            if sweep_config.out is None:
-                args += ["--out", str(run_dir)]
+            run_dir = prepare_run_dir(target, "--out" if out is not None else "--results-root")
+            if out is None:
+                args = [*args, "--out", str(run_dir)]
             if why is not None:
                 typer.echo(f"nccl-bench: no launcher found; starting {why} (use --workers N to choose)", err=True)
-            _say_notes([*plan.before_start, *worker_notes])
+            _say_notes(notes)
             run_local_workers(workers, args)
         except Interrupted as exc:
             hold_signals()  # a second Ctrl-C must not cut this report short
             meta = read_meta(target)
             if meta is None:
                 remove_if_empty(made)
-                _fail(f"interrupted by {exc} before the sweep began; nothing was measured", 130)
-            _fail(f"interrupted by {exc}; the {meta.get('rows', 0)} row(s) measured so far are kept in {target}", 130)
+                _fail(f"interrupted by {exc} before the {what} began; nothing was measured", 130)
+            kept = f"the {meta['rows']} row(s) measured so far are" if "rows" in meta else "what was measured so far is"
+            _fail(f"interrupted by {exc}; {kept} kept in {target}", 130)
         except RunFailedError:
             remove_if_empty(made)
             raise
@@ -472,7 +475,9 @@ def doctor_command(
     try:
         report = doctor.execute(config, lambda rank: DoctorReporter() if rank == 0 else doctor.SilentObserver())
     except Interrupted as exc:
-        if launch.rank != 0:
+        from nccl_bench.ranks.launch import LOCAL_WORKER_ENV
+
+        if launch.rank != 0 or os.environ.get(LOCAL_WORKER_ENV):  # rank 0, or the process that started us, says it once
             raise typer.Exit(130) from None
         _fail(f"interrupted by {exc}; measurements so far are kept", 130)
     if json_path is not None and launch.rank == 0:
@@ -486,25 +491,18 @@ def _doctor_with_local_workers(config, workers: Optional[int], json_path: Option
     import json
 
     from nccl_bench.doctor.run import DOCTOR_JSON, preflight
-    from nccl_bench.ranks.launch import default_workers, run_local_workers
-    from nccl_bench.results.store import new_run_dir, prepare_run_dir
+    from nccl_bench.ranks.launch import default_workers
+    from nccl_bench.results.store import new_run_dir
 
     why = None
     if workers is None:
         workers, why = default_workers()
     preflight(config, workers)
-    args = sys.argv[1:]
-    if config.out is None:
-        run_dir = prepare_run_dir(new_run_dir(config.results_root, ["doctor"]), "--results-root")
-        args += ["--out", str(run_dir)]
-    else:
-        run_dir = prepare_run_dir(config.out)
-    if why is not None:
-        typer.echo(f"nccl-bench: no launcher found; starting {why} (use --workers N to choose)", err=True)
+    default_target = new_run_dir(config.results_root, ["doctor"])
     try:
-        run_local_workers(workers, args)
+        _start_local_workers("doctor", workers, why, sys.argv[1:], config.out, default_target, [])
     except RunFailedError:
-        verdict_file = run_dir / DOCTOR_JSON
+        verdict_file = (config.out if config.out is not None else default_target) / DOCTOR_JSON
         if not verdict_file.is_file() or json.loads(verdict_file.read_text())["verdict"] != "suspects":
             raise
         raise typer.Exit(1) from None  # the workers reported their suspects; exit 1 says so

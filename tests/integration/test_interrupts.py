@@ -81,6 +81,24 @@ def test_an_interrupted_sweep_says_one_line_and_keeps_its_rows(tmp_path, how):
     assert len(rows) >= 2 and read_meta(out)["status"] == "interrupted"
 
 
+def test_an_interrupted_doctor_says_one_line_too(tmp_path):
+    """The sibling of the sweep's case: doctor's launcher-less path also ends a Ctrl-C in one line."""
+    out = tmp_path / "run"
+    proc = _start(["doctor", "--workers", "2", "--samples", "500", "--iters", "50", "--size", "64K",
+                   "--out", str(out)], tmp_path)
+    try:
+        _wait_for(lambda: (out / "meta.json").is_file(), proc)
+        time.sleep(0.5)
+        os.killpg(proc.pid, signal.SIGINT)
+        code = proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert code == 130
+    assert _errors(tmp_path) == [f"{ERROR}interrupted by SIGINT; what was measured so far is kept in {out}"]
+    assert read_meta(out)["status"] == "interrupted"
+
+
 def test_an_interrupt_before_the_sweep_began_leaves_no_folder(tmp_path):
     out = tmp_path / "run"
     proc = _start([*SWEEP, "--out", str(out)], tmp_path)
