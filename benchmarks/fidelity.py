@@ -86,7 +86,7 @@ def main(argv: list[str]) -> int:
     from nccl_bench.ranks import dist
     from nccl_bench.ranks.collectives import REGISTRY, OpArgs, make_buffers
     from nccl_bench.ranks.runner import MAX_AUTO_ITERS, MIN_AUTO_ITERS, PointRunner, TimingPlan
-    from nccl_bench.ranks.sweep import buffer_bytes, plan_points
+    from nccl_bench.ranks.plan import buffer_bytes, plan_points
     from nccl_bench.units.sizes import parse_size
 
     launch = dist.detect_launch()

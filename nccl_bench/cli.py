@@ -112,7 +112,7 @@ def sweep_command(
         baseline, tolerance, save_baseline, allow_mismatch, replace_baseline, sweep_config.results_root
     )
 
-    from nccl_bench.ranks.dist import detect_launch
+    from nccl_bench.ranks.layout import detect_launch
 
     launch = detect_launch()
     if launch is None:
@@ -121,13 +121,14 @@ def sweep_command(
         return
     if workers is not None:
         raise UserInputError("--workers", f"only applies without a launcher; {launch.launcher} already started {launch.world_size} rank(s)")
+    from nccl_bench.ranks import plan as plan_module
     from nccl_bench.ranks import sweep as sweep_module
     from nccl_bench.ranks.faults import Interrupted
     from nccl_bench.render.tables import LiveReporter
 
     import torch
 
-    plan = sweep_module.plan_run(sweep_config, launch.world_size, torch.__version__)
+    plan = plan_module.plan_run(sweep_config, launch.world_size, torch.__version__)
     check_plan_against_baseline(baseline_check, launch.world_size, plan.backend, plan.keys(sweep_config))
     from nccl_bench.ranks.launch import LOCAL_WORKER_ENV
 
@@ -169,7 +170,7 @@ def _sweep_with_local_workers(sweep_config, workers: Optional[int], baseline_che
     """No launcher: pick the run folder here (so a bad path fails now) and start local ranks."""
     from nccl_bench.compare import check_plan_against_baseline
     from nccl_bench.ranks.launch import check_workers, default_workers
-    from nccl_bench.ranks.sweep import preflight
+    from nccl_bench.ranks.plan import preflight
     from nccl_bench.results.store import new_run_dir
 
     why = None
@@ -463,7 +464,7 @@ def doctor_command(
         backend=backend.lower() if backend else None, out=out, results_root=results_root, timeout_s=timeout,
     )
     json_path = check_output_file(json_file and Path(json_file), "--json")
-    from nccl_bench.ranks.dist import detect_launch
+    from nccl_bench.ranks.layout import detect_launch
 
     launch = detect_launch()
     if launch is None:
@@ -473,7 +474,8 @@ def doctor_command(
     from nccl_bench.render.doctor import DoctorReporter
 
     try:
-        report = doctor.execute(config, lambda rank: DoctorReporter() if rank == 0 else doctor.SilentObserver())
+        report = doctor.execute(config, lambda rank: DoctorReporter() if rank == 0 else doctor.SilentObserver(),
+                                on_stuck=_end_stuck_rank)
     except Interrupted as exc:
         from nccl_bench.ranks.launch import LOCAL_WORKER_ENV
 

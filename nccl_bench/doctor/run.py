@@ -14,11 +14,8 @@ verdicts judge the fastest sample (best_busbw_gbps).
 from __future__ import annotations
 
 import dataclasses
-import datetime as _dt
 import math
 import os
-import platform
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,9 +24,10 @@ from typing import Any, Callable, Protocol
 from nccl_bench.config import expand_choices
 from nccl_bench.doctor import schedule, verdicts
 from nccl_bench.errors import RunFailedError, UserInputError
-from nccl_bench.ranks import dist, faults
+from nccl_bench.ranks import devices, dist, faults, session
+from nccl_bench.ranks.planted import NoFaults, fault_seam
 from nccl_bench.ranks.runner import PointRunner, TimingPlan
-from nccl_bench.results.store import CsvAppender, new_run_dir, prepare_run_dir, write_meta
+from nccl_bench.results.store import CsvAppender
 from nccl_bench.units import bandwidth, stats
 from nccl_bench.units.sizes import format_size
 
@@ -102,23 +100,6 @@ def resolve_size(config: DoctorConfig, on_gpu: bool) -> int:
     """The message size, rounded down to whole float32 elements."""
     size = config.size_bytes or (GPU_SIZE_BYTES if on_gpu else CPU_SIZE_BYTES)
     return size - size % ELEMENT_BYTES
-
-
-def checked_backend(config: DoctorConfig) -> str:
-    import torch
-
-    backend = dist.choose_backend(config.backend, torch.cuda.is_available())
-    dist.check_backend_built(backend)
-    return backend
-
-
-def preflight(config: DoctorConfig, local_ranks: int) -> None:
-    """What a launcher-less run refuses before starting workers: the backend, host memory."""
-    from nccl_bench.ranks.sweep import check_memory, host_available_bytes
-
-    backend = checked_backend(config)
-    if dist.device_kind(backend) == "cpu":
-        check_memory(2 * resolve_size(config, False), local_ranks, host_available_bytes(), "host", "--size")
 
 
 @dataclass(frozen=True)
@@ -264,83 +245,80 @@ def write_report_json(report: DoctorReport, path: Path) -> None:
     Path(path).write_text(json.dumps(report_json(report), indent=2) + "\n", encoding="utf-8")
 
 
-def execute(config: DoctorConfig, observer_factory: Callable[[int], DoctorObserver]) -> DoctorReport:
-    """Run the doctor on this rank. observer_factory(rank) gives rank 0 its reporter."""
-    from nccl_bench.ranks.sweep import check_memory, host_available_bytes
+def execute(config: DoctorConfig, observer_factory: Callable[[int], DoctorObserver],
+            on_stuck: Callable[[RunFailedError], None] | None = None) -> DoctorReport:
+    """Run the doctor on this rank through the shared life cycle (ranks/session.py).
+    observer_factory(rank) gives rank 0 its reporter; on_stuck: see session.execute."""
+    session.require_launch()
+    backend = session.chosen_backend(config.backend)
+    size = resolve_size(config, devices.device_kind(backend) == "cuda")
+    request = session.RunRequest(
+        command="doctor", backend=backend, timeout_s=config.timeout_s, out=config.out,
+        results_root=config.results_root, folder_label=("doctor",), bytes_per_rank=2 * size, size_option="--size",
+        config={k: (str(v) if isinstance(v, Path) else v) for k, v in dataclasses.asdict(config).items()},
+    )
+    body = _Doctor(config, size, observer_factory)
+    session.execute(request, body, on_stuck)
+    return body.report
 
-    launch = dist.detect_launch()
-    if launch is None:
-        raise UserInputError("launcher", "no rank layout found (run under torchrun, srun or mpirun, or use --workers)")
-    backend = checked_backend(config)
-    on_gpu = dist.device_kind(backend) == "cuda"
-    size = resolve_size(config, on_gpu)
-    if not on_gpu:
-        check_memory(2 * size, launch.local_world_size, host_available_bytes(), "host", "--size")
-    run_dir = None
-    if launch.rank == 0:
-        target = config.out if config.out is not None else new_run_dir(config.results_root, ["doctor"])
-        run_dir = prepare_run_dir(target, "--out" if config.out is not None else "--results-root")
-    report = DoctorReport(run_dir=run_dir)
-    try:
-        with faults.signals_raise_interrupted(), dist.process_group(launch, backend, config.timeout_s) as ctx:
-            _Doctor(config, ctx, launch, size, report, observer_factory(ctx.rank)).run()
-    except RuntimeError as exc:  # process-group set-up or the first exchange of host names
-        raise RunFailedError(f"setting up the doctor failed on rank {launch.rank}: {dist.backend_error_text(exc)}") from exc
-    return report
+
+def preflight(config: DoctorConfig, local_ranks: int) -> None:
+    """What a launcher-less run refuses before starting workers: the backend, GPUs per worker, host memory."""
+    backend = session.chosen_backend(config.backend)
+    size = resolve_size(config, devices.device_kind(backend) == "cuda")
+    session.check_local_workers("doctor", backend, local_ranks, 2 * size, "--size")
 
 
 class _Doctor:
-    """One rank's run: the state every phase shares (nodes, buffers, measurements so far)."""
+    """One rank's doctor: the RunBody of session.execute, and the state every phase shares."""
 
-    def __init__(self, config: DoctorConfig, ctx, launch, size: int, report: DoctorReport, observer):
-        self.config, self.ctx, self.launch, self.size = config, ctx, launch, size
-        self.report, self.observer = report, observer
+    def __init__(self, config: DoctorConfig, size: int, observer_factory: Callable[[int], DoctorObserver]):
+        self.config, self.size, self.observer_factory = config, size, observer_factory
+        self.report = DoctorReport(run_dir=None)
+        self.observer: DoctorObserver = SilentObserver()
         self.intra: dict[str, list[float]] = {}
         self.pairs: dict[verdicts.PairKey, list[float]] = {}
         self.writer: CsvAppender | None = None
         self.group = None  # this host's process group, for the intra-node all_reduce
         self.where = "the doctor"
         self.round_index = 0
+        self.measurements = 0  # counts measurements for the planted-fault seam, as the sweep counts points
+        self.faults: NoFaults = fault_seam(os.environ)
 
-    def run(self) -> None:
-        started_wall = time.monotonic()
-        hostnames = dist.gather_objects(self.ctx, dist.hostname())
-        self.nodes = group_nodes(hostnames)
+    # -- the life cycle's steps -----------------------------------------------------------------
+    def set_up(self, run: session.Run) -> None:
+        self.run, self.ctx, self.launch = run, run.ctx, run.launch
+        self.started_wall = time.monotonic()
+        self.report.run_dir = run.run_dir
+        self.observer = self.observer_factory(self.ctx.rank)
+        self.nodes = group_nodes(run.hostnames)
         self.header = self._header()
         self.report.header = self.header
-        started = _dt.datetime.now(_dt.timezone.utc).isoformat()
-        try:  # from the first meta.json on, the run ends with a final one whatever happens
-            if self.ctx.rank == 0:
-                write_meta(self.report.run_dir, self._meta(hostnames, "running", started))
-                self.writer = CsvAppender(self.report.run_dir / DOCTOR_CSV, RECORD_COLUMNS)
-            self.observer.started(self.header)
-            self._measure()
-            self.report.judgement = self._judge_with_retests()
-            self.report.status = "complete"
-        except (faults.Interrupted, Exception) as exc:
-            faults.hold_signals()
-            stop = faults.why_stopped(exc, self.ctx, self.config.timeout_s, self.where, hostnames)
-            self.report.status = "interrupted" if isinstance(stop, faults.Interrupted) else "failed"
-            if stop is exc:
-                raise
-            raise stop from (exc if not isinstance(exc, faults.Interrupted) else None)
-        finally:
-            faults.hold_signals()
-            self.report.wall_s = time.monotonic() - started_wall
-            if self.writer is not None:
-                self.writer.close()
-                if self.report.judgement is not None:
-                    write_report_json(self.report, self.report.run_dir / DOCTOR_JSON)
-                meta = self._meta(hostnames, self.report.status, started)
-                meta["verdict"] = self.report.verdict
-                meta["wall_s"] = self.report.wall_s
-                write_meta(self.report.run_dir, meta)
-            self.observer.finished(self.report)
+
+    def meta(self) -> dict[str, Any]:
+        return {"size_bytes": self.size, "notes": list(self.header.notes)}
+
+    def measure(self, run: session.Run) -> None:
+        if run.run_dir is not None:
+            self.writer = CsvAppender(run.run_dir / DOCTOR_CSV, RECORD_COLUMNS)
+        self.observer.started(self.header)
+        self._measure()
+        self.report.judgement = self._judge_with_retests()
+
+    def close(self, status: str) -> dict[str, Any]:
+        self.report.status = status
+        self.report.wall_s = time.monotonic() - self.started_wall
+        if self.writer is not None:
+            self.writer.close()
+            if self.report.judgement is not None:
+                write_report_json(self.report, self.report.run_dir / DOCTOR_JSON)
+        return {"verdict": self.report.verdict, "wall_s": self.report.wall_s}
+
+    def finished(self, status: str) -> None:
+        self.observer.finished(self.report)
 
     # -- set-up ---------------------------------------------------------------------------------
     def _header(self) -> DoctorHeader:
-        import torch
-
         notes = []
         config = self.config
         if "nodes" in config.phases and all(len(n.ranks) < 2 for n in self.nodes):
@@ -351,12 +329,9 @@ class _Doctor:
             notes.append("pairs phase skipped: one node, no pair of nodes to test")
         if len({len(n.ranks) for n in self.nodes}) > 1:
             notes.append("nodes have different rank counts: a pair uses min(ranks) rails")
-        versions = {"torch": torch.__version__, "python": platform.python_version()}
-        if self.ctx.on_gpu:
-            versions["cuda"] = str(torch.version.cuda)
         return DoctorHeader(
             backend=self.ctx.backend, launcher=self.launch.launcher, world_size=self.ctx.world_size,
-            nodes=tuple(self.nodes), versions=versions, size_bytes=self.size, iters=config.iters,
+            nodes=tuple(self.nodes), versions=dict(self.run.versions), size_bytes=self.size, iters=config.iters,
             samples=config.samples, warmup=config.warmup, phases=config.phases,
             mode="quick" if config.quick else "full", rounds=len(self._first_rounds()),
             tolerance=config.tolerance, expect_gbps=config.expect_gbps, run_dir=self.report.run_dir, notes=tuple(notes),
@@ -369,28 +344,6 @@ class _Doctor:
             return schedule.random_rounds(len(self.nodes), self.config.quick_rounds, self.config.seed)
         return schedule.circle_rounds(len(self.nodes))
 
-    def _meta(self, hostnames: list[str], status: str, started: str) -> dict[str, Any]:
-        config = {k: (str(v) if isinstance(v, Path) else v) for k, v in dataclasses.asdict(self.config).items()}
-        return {
-            "tool": "nccl_bench",
-            "command": "doctor",
-            "schema_version": JSON_SCHEMA_VERSION,
-            "status": status,
-            "started_utc": started,
-            "ended_utc": None if status == "running" else _dt.datetime.now(_dt.timezone.utc).isoformat(),
-            "command_line": list(getattr(sys, "orig_argv", sys.argv)),
-            "backend": self.header.backend,
-            "launcher": self.header.launcher,
-            "world_size": self.header.world_size,
-            "nodes": len(self.nodes),
-            "hostnames": hostnames,
-            "versions": self.header.versions,
-            "nccl_env": {k: v for k, v in sorted(os.environ.items()) if k.startswith("NCCL_")},
-            "config": config,
-            "size_bytes": self.size,
-            "notes": list(self.header.notes),
-        }
-
     # -- measuring ------------------------------------------------------------------------------
     def _measure(self) -> None:
         import torch
@@ -400,9 +353,11 @@ class _Doctor:
         self.recv = torch.zeros(elems, dtype=torch.float32, device=self.ctx.device)
         self.runner = PointRunner(self.ctx, TimingPlan(
             warmup=self.config.warmup, iters=self.config.iters, min_sample_s=0.0, trials=self.config.samples, agg="max",
-        ))
+        ), progress=self.run.renew)
         self.my_node = next(n for n in self.nodes if self.ctx.rank in n.ranks)
         if "nodes" in self.config.phases and any(len(n.ranks) > 1 for n in self.nodes):
+            self.where = "making the per-host process groups"
+            self.run.renew(self.where)
             self.group = self._node_group()
             self._intra_round(attempt=1, hosts=[n.host for n in self.nodes])
         rounds = self._first_rounds()
@@ -431,11 +386,16 @@ class _Doctor:
 
     def _samples(self, call: Callable[[], None] | None) -> list[list[float]]:
         """Every rank's sample times (seconds); NaN for a rank that sat the measurement out."""
+        self.run.renew(self.where)
+        self.faults.point_starts(self.ctx.rank, self.measurements)
+        self.measurements += 1
         idle = call is None
         call = call or (lambda: None)
         self.runner.warm_up(call)
         times = [self.runner.time_block(call, self.config.iters) for _ in range(self.config.samples)]
-        return dist.all_gather_floats(self.ctx, [math.nan] * len(times) if idle else times)
+        gathered = dist.all_gather_floats(self.ctx, [math.nan] * len(times) if idle else times)
+        self.run.disarm()
+        return gathered
 
     def _record(self, phase: str, attempt: int, hosts: tuple[str, ...], rail: int | None, ranks: tuple[int, ...],
                 per_rank: list[list[float]], factor: float) -> float:
@@ -502,9 +462,11 @@ class _Doctor:
     def _probe(self, first_round: schedule.Round) -> float:
         """One exchange of the first round, to say how long a round will take before starting."""
         self.where = "the probe exchange"
+        self.run.renew(self.where)
         call = self._exchange(self._partner(first_round)) or (lambda: None)
         elapsed = self.runner.time_block(call, 1)
         slowest = dist.max_across_ranks(self.ctx, [elapsed])[0]
+        self.run.disarm()
         return slowest * (self.config.warmup + self.config.samples * self.config.iters)
 
     def _pair_round(self, pairs: schedule.Round, attempt: int) -> None:

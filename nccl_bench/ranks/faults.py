@@ -10,23 +10,16 @@ from __future__ import annotations
 
 import contextlib
 import signal
-import time
-from dataclasses import dataclass
-from typing import Iterator, Mapping
+from typing import Iterator
 
 from nccl_bench.errors import RunFailedError
-from nccl_bench.ranks import dist
+from nccl_bench.ranks import dist, roll_call
 from nccl_bench.ranks.deadline import STALL_MARK
 
 # After a collective fails, how long a rank waits for the others to check in: live ranks notice the
 # same failure within moments (a closed connection, or the same --timeout); a dead or frozen one never.
 FAILURE_ROLL_CALL_S = 3.0
-FAULT_ENV = "NCCL_BENCH_FAULT"  # test hook, see planted_fault; never set in normal use
 TIMEOUT_MARK = "(--timeout "  # every failure this tool reports as a timeout carries it
-# A planted stall waits this long (a day): far past any --timeout, so only the deadline ends it.
-STALL_S = 86_400
-# torch.cuda._sleep spins this many GPU cycles (over an hour at 2 GHz): a stream that never drains.
-STALL_GPU_CYCLES = 10**13
 
 
 class Interrupted(BaseException):
@@ -118,13 +111,13 @@ def why_stopped(
     else:  # the signal may have come together with the error
         signalled = Interrupted(_signals.pending) if _signals.pending else None
         own = name_timeout(dist.backend_error_text(exc), timeout_s)
-        dist.mark_leaving(ctx, f"{where} failed on rank {ctx.rank}: {own}")
+        roll_call.mark_leaving(ctx, f"{where} failed on rank {ctx.rank}: {own}")
     if signalled is not None and own is None:
-        dist.mark_leaving(ctx)
-        if not _peer_failures(ctx) and all(what == "running" for what in dist.local_peer_states(ctx).values()):
+        roll_call.mark_leaving(ctx)
+        if not _peer_failures(ctx) and all(what == "running" for what in roll_call.local_peer_states(ctx).values()):
             return signalled
-    answered = dist.roll_call(ctx, min(FAILURE_ROLL_CALL_S, timeout_s))
-    local = dist.local_peer_states(ctx)
+    answered = roll_call.roll_call(ctx, min(FAILURE_ROLL_CALL_S, timeout_s))
+    local = roll_call.local_peer_states(ctx)
     crashed = {rank: what for rank, what in local.items() if what != "running"}
     present, silent = answered if answered is not None else ([], sorted(crashed))
     # A live rank on this host that did not check in is blocked waiting for us, not at fault.
@@ -155,63 +148,17 @@ def why_stopped(
 
 def _peer_failures(ctx: dist.DistContext) -> dict[int, str]:
     """Failure lines other ranks left, lowest rank first (ranks that left on a signal are not in it)."""
-    reasons = dist.leaving_reasons(ctx)
-    return {rank: reasons[rank] for rank in sorted(reasons) if reasons[rank] != dist.LEFT_ON_SIGNAL}
+    reasons = roll_call.leaving_reasons(ctx)
+    return {rank: reasons[rank] for rank in sorted(reasons) if reasons[rank] != roll_call.LEFT_ON_SIGNAL}
 
 
 def record_stall(exc: BaseException, ctx: dist.DistContext) -> None:
     """The deadline ran out: say so in the store at once, so a peer's roll call finds the stalled rank."""
-    dist.mark_leaving(ctx, f"{exc.where} failed on rank {ctx.rank}: {exc}")
+    roll_call.mark_leaving(ctx, f"{exc.where} failed on rank {ctx.rank}: {exc}")
 
 
-def abandoned(exc: BaseException, ctx: dist.DistContext, where: str) -> RunFailedError:
-    """The failure of a rank whose main thread will not come back (its deadline ends the process):
-    left in the store for the others; printed only if no lower rank is already reporting one."""
-    message = f"{where} failed on rank {ctx.rank}: {exc}"
-    dist.mark_leaving(ctx, message)
-    quiet = any(rank < ctx.rank for rank in dist.leaving_reasons(ctx))
-    return RunFailedError(message, quiet=quiet)
-
-
-@dataclass(frozen=True)
-class Fault:
-    """A fault a test plants through NCCL_BENCH_FAULT (never set in normal use).
-
-    corrupt: one checked element is flipped on one rank. stall[:RANK[:POINT]]: RANK (default 0) blocks
-    at the start of its POINT-th point (default 1, counting from 0) in a wait outside any collective
-    (a sleep, in native code, that no abort reaches), as a rank does whose GPU or host stops
-    answering; its peers stall in that point's first collective. With SECONDS the rank wakes up
-    and goes on (a peer held up past --timeout, whose collective then fails on the others' exit). stall-gpu[:RANK[:POINT]] (NCCL): the same, but the rank's CUDA
-    stream spins (torch.cuda._sleep) and the rank waits in torch.cuda.synchronize().
-    """
-
-    kind: str
-    rank: int = 0
-    point: int = 1
-    seconds: float = STALL_S  # stall only: how long (a short one ends and lets the rank go on)
-
-
-def planted_fault(environ: Mapping[str, str]) -> Fault | None:
-    raw = environ.get(FAULT_ENV, "").strip()
-    if not raw:
-        return None
-    kind, *fields = raw.split(":")
-    try:
-        if kind not in ("corrupt", "stall", "stall-gpu") or len(fields) > 3:
-            raise ValueError
-        numbers = [int(f) for f in fields[:2]] + [float(f) for f in fields[2:]]
-    except ValueError:
-        raise ValueError(f"{FAULT_ENV}={raw!r}: expected corrupt, stall[:RANK[:POINT[:SECONDS]]] "
-                         "or stall-gpu[:RANK[:POINT]]") from None
-    return Fault(kind, *numbers)
-
-
-def stall(fault: Fault) -> None:
-    """Block this rank as the planted fault says, in native code (the GIL released, as a real stall)."""
-    if fault.kind == "stall-gpu":
-        import torch
-
-        torch.cuda._sleep(STALL_GPU_CYCLES)
-        torch.cuda.synchronize()
-    else:
-        time.sleep(fault.seconds)  # not a store wait: the store's client is shared with the deadline's report
+def abandoned(exc: BaseException, ctx: dist.DistContext, timeout_s: float, hostnames: list[str]) -> RunFailedError:
+    """The failure of a rank whose main thread will not come back (its deadline ends the process),
+    mapped as any failure is: a stopped or dead peer named; printed by the lowest live rank only."""
+    stop = why_stopped(exc, ctx, timeout_s, exc.where, hostnames)
+    return stop if isinstance(stop, RunFailedError) else RunFailedError(f"{exc.where} failed on rank {ctx.rank}: {exc}")

@@ -7,14 +7,22 @@ the workers take exactly the torchrun code path.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import sys
+import threading
 import uuid
 
 from nccl_bench.errors import RunFailedError, UserInputError
 from nccl_bench.ranks.faults import Interrupted
 
 CPU_DEFAULT_WORKERS = 2  # the smallest world in which every collective really communicates
+# How long the agent waits, after SIGTERM, before it SIGKILLs a worker that has not exited. A rank
+# reports and writes meta.json within a few seconds of a SIGTERM (its roll call waits at most 3 s);
+# one that cannot (stuck in a kernel) would otherwise hold the command for torch's 30 s.
+WORKER_SHUTDOWN_S = 8
+STOPPED_WATCH_POLL_S = 0.2
 # Set in the workers' environment: the process that started them reports an interrupt, once.
 LOCAL_WORKER_ENV = "NCCL_BENCH_LOCAL_WORKER"
 
@@ -46,6 +54,61 @@ def check_workers(workers: int, backend: str) -> list[str]:
     return []
 
 
+def _shutdown_timeout(launch_config_type) -> dict[str, int]:
+    """LaunchConfig's grace before SIGKILL, on the torch versions that have the field."""
+    import dataclasses
+
+    names = {f.name for f in dataclasses.fields(launch_config_type)}
+    return {"shutdown_timeout": WORKER_SHUTDOWN_S} if "shutdown_timeout" in names else {}
+
+
+class _StoppedWorkerReaper:
+    """Once a worker has exited, SIGKILL any other worker that is stopped (SIGSTOP, a debugger).
+
+    A stopped process cannot act on the SIGTERM the agent sends when a worker fails, and the agent
+    then waits 30 s (hard-coded in torch's process context) before its SIGKILL; the run has failed
+    already, so the stopped worker is ended at once. Workers are this process's direct children.
+    """
+
+    def __init__(self):
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name="nccl-bench-reaper", daemon=True)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+
+    def _watch(self) -> None:
+        seen: set[int] = set()
+        while not self._stop.wait(STOPPED_WATCH_POLL_S):
+            states = _child_states(os.getpid())
+            live = {pid for pid, state in states.items() if state != "Z"}
+            if seen - live:
+                for pid, state in states.items():
+                    if state == "T":
+                        with contextlib.suppress(OSError):
+                            os.kill(pid, signal.SIGKILL)
+            seen |= live
+
+
+def _child_states(parent: int) -> dict[int, str]:
+    """pid -> Linux state letter of each direct child of `parent`."""
+    found = {}
+    with contextlib.suppress(OSError):
+        for entry in os.scandir("/proc"):
+            if not entry.name.isdigit():
+                continue
+            with contextlib.suppress(OSError, IndexError, ValueError):
+                with open(f"/proc/{entry.name}/stat", encoding="ascii") as handle:
+                    fields = handle.read().rsplit(")", 1)[1].split()
+                if int(fields[1]) == parent:
+                    found[int(entry.name)] = fields[0]
+    return found
+
+
 def run_local_workers(nproc: int, module_args: list[str], monitor_interval_s: float = 0.1) -> None:
     """Run `python -m nccl_bench <module_args>` in nproc ranks; raise RunFailedError if any fails."""
     import logging
@@ -73,9 +136,11 @@ def run_local_workers(nproc: int, module_args: list[str], monitor_interval_s: fl
         rdzv_endpoint="localhost:0",
         max_restarts=0,
         monitor_interval=monitor_interval_s,
+        **_shutdown_timeout(LaunchConfig),
     )
     try:
-        elastic_launch(config, sys.executable)("-u", "-m", "nccl_bench", *module_args)
+        with _StoppedWorkerReaper():
+            elastic_launch(config, sys.executable)("-u", "-m", "nccl_bench", *module_args)
     except SignalException as exc:  # Ctrl-C or SIGTERM here: the agent has stopped the ranks
         raise Interrupted(exc.sigval.name) from None
     except ChildFailedError as exc:

@@ -1,4 +1,4 @@
-"""What a sweep says or refuses before it starts: from its plan alone (issue 14)."""
+"""What a sweep says or refuses before it starts: from its plan alone."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 
 from nccl_bench.config import build_config, ignored_options
 from nccl_bench.errors import UserInputError
-from nccl_bench.ranks.sweep import plan_run
+from nccl_bench.ranks.plan import plan_run
 
 
 def test_a_long_sweep_is_announced_with_its_floor():

@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import pytest
 
 from nccl_bench.ranks import runner as runner_module
-from nccl_bench.ranks.runner import EventPool, PointRunner, TimingPlan
+from nccl_bench.ranks.runner import EventPool, PointRunner, TimingPlan, captured_nothing
 
 
 class FakeEvent:
@@ -66,3 +66,12 @@ def test_later_samples_reuse_the_pool(monkeypatch):
     barriers = [i for i, entry in enumerate(log) if entry == "barrier"]
     assert len(creates) == 4
     assert all(c < barriers[0] for c in creates[:2]) and all(barriers[0] < c < barriers[1] for c in creates[2:])
+
+
+def test_torchs_empty_graph_warning_is_recognised():
+    warn = SimpleNamespace
+    assert captured_nothing([warn(message=UserWarning(
+        "The CUDA Graph is empty. This usually means that the graph was attempted to be captured on wrong "
+        "device or stream. (Triggered internally at /pytorch/aten/src/ATen/cuda/CUDAGraph.cpp:147.)"))])
+    assert not captured_nothing([warn(message=UserWarning("something else"))])
+    assert not captured_nothing([])

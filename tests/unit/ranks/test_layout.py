@@ -1,7 +1,8 @@
 import pytest
 
 from nccl_bench.errors import UserInputError
-from nccl_bench.ranks.dist import choose_backend, detect_launch
+from nccl_bench.ranks.devices import choose_backend
+from nccl_bench.ranks.layout import detect_launch
 
 
 def test_no_launcher():

@@ -1,0 +1,88 @@
+"""The one seam through which tests plant faults in a real run: chosen once, at the start of a run.
+
+A run asks `fault_seam(os.environ)` for its hooks before measuring and calls them at fixed places
+(a point starts; a point's output was checked). Normal runs get `NoFaults`, whose hooks do nothing,
+so the measured path holds no test conditionals. NCCL_BENCH_FAULT is never set in normal use.
+
+Grammar of NCCL_BENCH_FAULT:
+- `corrupt`: one checked element is flipped on the rank that holds the first expected segment, so
+  the data check must count it.
+- `stall[:RANK[:POINT[:SECONDS]]]`: RANK (default 0) blocks at the start of its POINT-th point
+  (default 1, counting from 0) in a wait outside any collective (a sleep, in native code, that no
+  abort reaches), as a rank does whose GPU or host stops answering; its peers stall in that point's
+  first collective. With SECONDS the rank wakes up and goes on (a peer held up past --timeout).
+- `stall-gpu[:RANK[:POINT]]` (NCCL): the same, but the rank's CUDA stream spins
+  (torch.cuda._sleep) and the rank waits in torch.cuda.synchronize().
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Mapping
+
+FAULT_ENV = "NCCL_BENCH_FAULT"
+# A planted stall waits this long (a day): far past any --timeout, so only the deadline ends it.
+STALL_S = 86_400
+# torch.cuda._sleep spins this many GPU cycles (over an hour at 2 GHz): a stream that never drains.
+STALL_GPU_CYCLES = 10**13
+
+
+class NoFaults:
+    """The hooks of a normal run: nothing happens."""
+
+    def point_starts(self, rank: int, index: int) -> None:
+        """Called on every rank as its index-th point (or measurement) begins."""
+
+    def output_checked(self, recv, first_index: int | None, rank: int, holder: int) -> None:
+        """Called after a point's output has landed in `recv` and before it is counted; `first_index`
+        is the first element the check verifies (None: nothing to verify), `holder` the rank holding it."""
+
+
+@dataclass(frozen=True)
+class Fault(NoFaults):
+    """A planted fault (see the module docstring for its grammar)."""
+
+    kind: str
+    rank: int = 0
+    point: int = 1
+    seconds: float = STALL_S  # stall only: how long (a short one ends and lets the rank go on)
+
+    def point_starts(self, rank: int, index: int) -> None:
+        if self.kind != "corrupt" and (self.rank, self.point) == (rank, index):
+            stall(self)
+
+    def output_checked(self, recv, first_index: int | None, rank: int, holder: int) -> None:
+        if self.kind == "corrupt" and first_index is not None and rank == holder:
+            recv[first_index] += 1
+
+
+def fault_seam(environ: Mapping[str, str]) -> NoFaults:
+    """The hooks this run uses: NoFaults, or the Fault that NCCL_BENCH_FAULT plants."""
+    return planted_fault(environ) or NoFaults()
+
+
+def planted_fault(environ: Mapping[str, str]) -> Fault | None:
+    raw = environ.get(FAULT_ENV, "").strip()
+    if not raw:
+        return None
+    kind, *fields = raw.split(":")
+    try:
+        if kind not in ("corrupt", "stall", "stall-gpu") or len(fields) > 3:
+            raise ValueError
+        numbers = [int(f) for f in fields[:2]] + [float(f) for f in fields[2:]]
+    except ValueError:
+        raise ValueError(f"{FAULT_ENV}={raw!r}: expected corrupt, stall[:RANK[:POINT[:SECONDS]]] "
+                         "or stall-gpu[:RANK[:POINT]]") from None
+    return Fault(kind, *numbers)
+
+
+def stall(fault: Fault) -> None:
+    """Block this rank as the planted fault says, in native code (the GIL released, as a real stall)."""
+    if fault.kind == "stall-gpu":
+        import torch
+
+        torch.cuda._sleep(STALL_GPU_CYCLES)
+        torch.cuda.synchronize()
+    else:
+        time.sleep(fault.seconds)  # not a store wait: the store's client is shared with the deadline's report

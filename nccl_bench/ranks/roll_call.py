@@ -1,0 +1,116 @@
+"""Who left and why, through the rendezvous store: the roll call after a failure or a signal.
+
+A collective can no longer be trusted once one has failed, so ranks leave notes in the launcher's
+store instead: why each rank left, and each rank's host and pid (a peer on the same host can then
+tell a dead process from a stopped or a running one).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import os
+import time
+
+from nccl_bench.ranks.dist import DistContext, hostname
+
+ROLL_CALL_POLL_S = 0.1  # store polling after a failure: quick to notice the last live rank, cheap
+LEFT_ON_SIGNAL = "signal"
+
+
+def _leaving_key(rank: int) -> str:
+    return f"nccl_bench/leaving/{rank}"
+
+
+def _process_key(rank: int) -> str:
+    return f"nccl_bench/process/{rank}"
+
+
+def roll_call(ctx: DistContext, wait_s: float) -> tuple[list[int], list[int]] | None:
+    """After a failure or signal: mark this rank as leaving, then (ranks that left too, the others).
+
+    Uses the rendezvous store rather than a collective, which can no longer be trusted. Under
+    torchrun the store lives in the launcher agent, so it outlives any rank. None = unreachable.
+    """
+    mark_leaving(ctx)
+    keys = [_leaving_key(rank) for rank in range(ctx.world_size)]
+    try:
+        store = _store()
+        deadline = time.monotonic() + wait_s
+        while True:
+            present = [rank for rank, key in enumerate(keys) if store.check([key])]
+            if len(present) == ctx.world_size or time.monotonic() >= deadline:
+                return present, [rank for rank in range(ctx.world_size) if rank not in present]
+            time.sleep(ROLL_CALL_POLL_S)
+    except Exception:  # the store went with a dead rank (env:// hosts it in rank 0)
+        return None
+
+
+def _store():
+    import torch.distributed as dist
+
+    return dist.distributed_c10d._get_default_store()
+
+
+def publish_process(rank: int) -> None:
+    """Host and pid of this rank in the store, so a peer on the same host can tell if it died."""
+    with contextlib.suppress(Exception):
+        _store().set(_process_key(rank), f"{hostname()} {os.getpid()}")
+
+
+def mark_leaving(ctx: DistContext, why: str = LEFT_ON_SIGNAL) -> None:
+    """This rank stops on purpose: peers must not take it for a crash, and may read why (a signal, or
+    the one-line failure it saw, which a peer that only saw the consequence reports instead)."""
+    with contextlib.suppress(Exception):
+        store = _store()
+        store.set_timeout(_dt.timedelta(seconds=5))  # a store that went away must not hold us for --timeout
+        key = _leaving_key(ctx.rank)
+        if why == LEFT_ON_SIGNAL and store.check([key]):
+            return  # a failure recorded first stays: the signal that followed it is its consequence
+        store.set(key, why)
+
+
+def leaving_reasons(ctx: DistContext) -> dict[int, str]:
+    """Why each other rank that left on purpose left (LEFT_ON_SIGNAL or its failure line)."""
+    found: dict[int, str] = {}
+    with contextlib.suppress(Exception):
+        store = _store()
+        for rank in range(ctx.world_size):
+            key = _leaving_key(rank)
+            if rank != ctx.rank and store.check([key]):
+                found[rank] = store.get(key).decode(errors="replace")
+    return found
+
+
+def local_peer_states(ctx: DistContext) -> dict[int, str]:
+    """Other ranks on this host that did not leave on purpose: rank -> "running", or what befell it."""
+    found: dict[int, str] = {}
+    try:
+        store, me = _store(), hostname()
+        for rank in range(ctx.world_size):
+            if rank == ctx.rank or not store.check([_process_key(rank)]):
+                continue
+            host, pid = store.get(_process_key(rank)).decode().rsplit(" ", 1)
+            if host != me or store.check([_leaving_key(rank)]):
+                continue
+            state = process_state(int(pid))
+            if state in (None, "Z"):
+                found[rank] = f"process {pid} died"
+            elif state == "T":
+                found[rank] = f"process {pid} is stopped"
+            else:
+                found[rank] = "running"
+    except Exception:  # best effort: the store may be gone with rank 0
+        pass
+    return found
+
+
+def process_state(pid: int) -> str | None:
+    """Linux state letter of a process (R, S, T, Z...), None if there is no such process."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return None
+
+

@@ -1,0 +1,86 @@
+"""Result rows of a sweep: one ResultRow per measured (or skipped) point, numbers as nccl-tests defines them.
+
+Pure given a measurement: algbw = size / time, busbw = algbw x the op's bus factor (units/bandwidth),
+p50/p99 from per-op times, %peak against the run's reference peak.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from nccl_bench import config as cfg
+from nccl_bench.ranks.collectives import Collective
+from nccl_bench.ranks.plan import Point
+from nccl_bench.ranks.runner import FLAG_EMPTY_GRAPH, Measurement
+from nccl_bench.results.schema import STATUS_OK, STATUS_UNSUPPORTED, STATUS_WRONG, ResultRow
+from nccl_bench.units import bandwidth, stats
+
+
+@dataclass(frozen=True)
+class RowContext:
+    """What every row of one run shares."""
+
+    config: cfg.SweepConfig
+    world_size: int
+    nodes: int
+    backend: str
+    peak_gbps: float | None
+
+
+def _common(run: RowContext, point: Point, collective: Collective) -> dict[str, Any]:
+    config = run.config
+    element_bytes = cfg.DTYPE_BYTES[config.dtype]
+    return dict(
+        op=point.op,
+        placement=point.placement,
+        size_bytes=point.size_bytes,
+        count=collective.count(point.size_bytes // element_bytes, run.world_size),
+        dtype=config.dtype,
+        redop=config.reduce_op if collective.has_reduction else "none",
+        root=config.root if collective.has_root else -1,
+        world_size=run.world_size,
+        nodes=run.nodes,
+        backend=run.backend,
+        agg=config.agg,
+        peak_gbps=run.peak_gbps,
+        busbw_factor=collective.factor(run.world_size) if collective.factor else None,
+    )
+
+
+def measured_row(run: RowContext, point: Point, collective: Collective, measurement: Measurement,
+                 wrong: int | None) -> ResultRow:
+    common = _common(run, point, collective)
+    time_us = measurement.time_us
+    factor = common["busbw_factor"]
+    flags = measurement.flags()
+    # A replay of an empty graph moved no bytes: its time is launch overhead, not a bandwidth.
+    moved = factor is not None and FLAG_EMPTY_GRAPH not in flags
+    algbw = bandwidth.algbw_gbps(point.size_bytes, time_us) if moved else None
+    busbw = bandwidth.busbw_gbps(algbw, factor) if moved else None
+    return ResultRow(
+        **common,
+        iters=measurement.iters,
+        trials=len(measurement.sample_means_us),
+        time_us=time_us,
+        time_min_us=min(measurement.sample_means_us),
+        time_max_us=max(measurement.sample_means_us),
+        p50_us=stats.percentile(measurement.per_op_us, 50),
+        p99_us=stats.percentile(measurement.per_op_us, 99),
+        algbw_gbps=algbw,
+        busbw_gbps=busbw,
+        wrong=wrong,
+        slowest_rank=measurement.slowest_rank,
+        pct_of_peak=(100 * busbw / run.peak_gbps) if (busbw is not None and run.peak_gbps) else None,
+        status=STATUS_WRONG if wrong else STATUS_OK,
+        flags=";".join(flags),
+    )
+
+
+def unsupported_row(run: RowContext, point: Point, collective: Collective, reason: str) -> ResultRow:
+    return ResultRow(
+        **_common(run, point, collective),
+        iters=0, trials=0, time_us=None, time_min_us=None, time_max_us=None, p50_us=None, p99_us=None,
+        algbw_gbps=None, busbw_gbps=None, wrong=None, slowest_rank=None, status=STATUS_UNSUPPORTED,
+        flags=reason.replace(";", ","),
+    )

@@ -1,0 +1,349 @@
+"""The run life cycle every command on ranks goes through (sweep, doctor): one copy, so a fix fixes all.
+
+In order, on every rank: the launcher's layout; the device this rank uses and a memory check for the
+buffers; the run folder (rank 0; removed again if nothing was written to it); signals as
+Interrupted; the process group; the common header (hosts, devices, versions); the command's own
+set-up; meta.json "running"; the command's measurements under the per-step deadline; and at every end
+the final meta.json, written exactly once, with a status that says how the run ended. Every failure
+goes through one mapping (faults.why_stopped): the rank at fault named, a timeout named with --timeout.
+
+A command supplies a `RunRequest` (what the life cycle needs to know) and a `RunBody` (its own steps).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import platform
+import sys
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Protocol, Sequence
+
+from nccl_bench.errors import RunFailedError, UserInputError
+from nccl_bench.ranks import devices, dist, faults, roll_call
+from nccl_bench.ranks.deadline import Deadline, DeadlineExceeded
+from nccl_bench.ranks.layout import LaunchEnv, detect_launch, export_launch_env
+from nccl_bench.results.store import new_run_dir, prepare_run_dir, remove_if_empty, write_meta
+
+META_SCHEMA_VERSION = 1
+# Share of the free memory a run may plan to use; the rest is for torch, NCCL and the OS.
+MEMORY_HEADROOM = 0.9
+# Host memory of one rank's process before any buffer: Python with torch and torch.distributed
+# imported is ~218 MiB resident (measured on torch 2.13 CPU); a floor, so it never refuses too much.
+RANK_PROCESS_BYTES = 200 * 2**20
+# Variables that steer NCCL and torch's NCCL process group (watchdog, error handling, flight
+# recorder); the rest of the environment is never recorded.
+RECORDED_ENV_PREFIXES = ("NCCL_", "TORCH_NCCL_", "TORCH_FR_")
+NO_LAUNCHER = "no rank layout found (run under torchrun, srun or mpirun, or use --workers)"
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    """What the life cycle needs from a command before any process group exists."""
+
+    command: str  # sweep | doctor: in meta.json and in "setting up the <command> failed"
+    backend: str  # already chosen and checked (devices.choose_backend, check_backend_built)
+    timeout_s: float
+    out: Path | None
+    results_root: Path
+    folder_label: Sequence[str]  # words of the default folder name (the ops, or "doctor")
+    bytes_per_rank: int  # buffers this rank allocates, for the memory check
+    size_option: str  # the option that makes the buffers large (named when memory is short)
+    config: dict[str, Any]  # the command's options as meta.json records them
+
+
+class Run:
+    """What a body sees of its run: the layout, the process group, the run folder and the deadline."""
+
+    def __init__(self, request: RunRequest, launch: LaunchEnv, run_dir: Path | None):
+        self.request, self.launch, self.run_dir = request, launch, run_dir
+        self.ctx: dist.DistContext | None = None
+        self.hostnames: list[str] = []
+        self.devices: list[str] = []
+        self.versions: dict[str, str] = {}
+        self.status = "running"
+        self.started_utc = ""
+        self._deadline: Deadline | None = None
+
+    @property
+    def nodes(self) -> int:
+        return len(set(self.hostnames))
+
+    def renew(self, where: str | None = None) -> None:
+        """A step starts: it has --timeout from now (no-op outside the measuring phase)."""
+        if self._deadline is not None:
+            self._deadline.renew(where)
+
+    def disarm(self) -> None:
+        """A point or measurement is over: nothing of ours waits on the process group until the next renew."""
+        if self._deadline is not None:
+            self._deadline.disarm()
+
+    def meta(self) -> dict[str, Any]:
+        """The meta.json keys every command writes."""
+        ended = None if self.status == "running" else _dt.datetime.now(_dt.timezone.utc).isoformat()
+        return {
+            "tool": "nccl_bench",
+            "command": self.request.command,
+            "schema_version": META_SCHEMA_VERSION,
+            "status": self.status,
+            "started_utc": self.started_utc,
+            "ended_utc": ended,
+            "command_line": list(getattr(sys, "orig_argv", sys.argv)),
+            "backend": self.request.backend,
+            "launcher": self.launch.launcher,
+            "world_size": self.launch.world_size,
+            "nodes": self.nodes,
+            "hostnames": list(self.hostnames),
+            "devices": list(self.devices),
+            "versions": dict(self.versions),
+            # As this rank saw them (not versions: a container's NCCL_VERSION names the NCCL it was
+            # built for; versions["nccl"] is the library torch loaded).
+            "env": recorded_env(os.environ),
+            "config": self.request.config,
+        }
+
+
+class RunBody(Protocol):
+    """A command's own steps on the shared life cycle."""
+
+    where: str  # what is being done now: named in a failure message
+
+    def set_up(self, run: Run) -> None:
+        """After the common header, before the first meta.json: collectives allowed (a peak, a layout)."""
+
+    def measure(self, run: Run) -> None:
+        """The measurements, under the per-step deadline (run.renew at each step, run.disarm after)."""
+
+    def meta(self) -> dict[str, Any]:
+        """The command's own meta.json keys, in the running and the final meta.json alike."""
+
+    def close(self, status: str) -> dict[str, Any]:
+        """The run ended with `status`: close files; return keys only the final meta.json has."""
+
+    def finished(self, status: str) -> None:
+        """After the final meta.json: tell the observer (rank 0's reporter)."""
+
+
+def require_launch() -> LaunchEnv:
+    launch = detect_launch()
+    if launch is None:
+        raise UserInputError("launcher", NO_LAUNCHER)
+    return launch
+
+
+def recorded_env(environ) -> dict[str, str]:
+    return {k: v for k, v in sorted(environ.items()) if k.startswith(RECORDED_ENV_PREFIXES)}
+
+
+def check_memory(required_per_rank: int, ranks_sharing: int, available: int | None, where: str, option: str,
+                 command: str) -> None:
+    """Refuse, before allocating, buffers that cannot fit; say the numbers."""
+    if available is None:
+        return
+    needed = required_per_rank * ranks_sharing
+    if needed > available * MEMORY_HEADROOM:
+        raise UserInputError(
+            option,
+            f"the {command} needs {needed / 2**20:,.0f} MiB of {where} memory "
+            f"({ranks_sharing} rank(s) x {required_per_rank / 2**20:,.0f} MiB) "
+            f"but only {available / 2**20:,.0f} MiB is available; lower {option}",
+        )
+
+
+def host_available_bytes() -> int | None:
+    try:
+        with open("/proc/meminfo", encoding="ascii") as handle:
+            for line in handle:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None
+
+
+def chosen_backend(requested: str) -> str:
+    """--backend resolved for this host (auto: nccl with CUDA, else gloo) and checked against the build."""
+    import torch
+
+    backend = devices.choose_backend(requested, torch.cuda.is_available())
+    devices.check_backend_built(backend)
+    return backend
+
+
+def check_local_workers(command: str, backend: str, workers: int, bytes_per_rank: int, size_option: str) -> None:
+    """What a launcher-less run refuses before starting workers: more NCCL workers than GPUs, and
+    host memory for the ranks' processes (and, on CPU, their buffers)."""
+    import torch
+
+    on_gpu = devices.device_kind(backend) == "cuda"
+    if on_gpu:
+        devices.check_workers_fit(workers, torch.cuda.device_count())
+    buffers = 0 if on_gpu else bytes_per_rank  # GPU memory: each worker checks its own
+    option = size_option if buffers > RANK_PROCESS_BYTES else "--workers"
+    check_memory(buffers + RANK_PROCESS_BYTES, workers, host_available_bytes(), "host", option, command)
+
+
+def _device_index(request: RunRequest, launch: LaunchEnv) -> int | None:
+    """This rank's GPU (never one that does not exist) with room for the buffers; None on CPU."""
+    if devices.device_kind(request.backend) != "cuda":
+        check_memory(request.bytes_per_rank, launch.local_world_size, host_available_bytes(), "host",
+                     request.size_option, request.command)
+        return None
+    import torch
+
+    index = devices.cuda_device_index(
+        launch.local_rank, launch.local_world_size, torch.cuda.device_count(), os.environ, launch.launcher)
+    free, _total = torch.cuda.mem_get_info(index)
+    check_memory(request.bytes_per_rank, 1, free, f"GPU {index}", request.size_option, request.command)
+    return index
+
+
+def execute(request: RunRequest, body: RunBody, on_stuck: Callable[[RunFailedError], None] | None = None) -> str:
+    """Run `body` on this rank through the whole life cycle; returns the final status.
+
+    on_stuck(RunFailedError): called from the deadline's thread when a stalled step cannot be ended
+    by aborting the process group (meta.json already says failed); it should report and end the
+    process. Without it a rank stuck outside any collective stays stuck.
+    """
+    launch = require_launch()
+    device_index = _device_index(request, launch)
+    export_launch_env(launch)  # a missing MASTER_ADDR is named before any folder is made
+    run_dir = made = None
+    if launch.rank == 0:
+        target = request.out if request.out is not None else new_run_dir(request.results_root, request.folder_label)
+        made = None if target.exists() else target  # only a folder this run made is removed again
+        run_dir = prepare_run_dir(target, "--out" if request.out is not None else "--results-root")
+    run = Run(request, launch, run_dir)
+    try:
+        with faults.signals_raise_interrupted(), \
+                dist.process_group(launch, request.backend, request.timeout_s, device_index) as ctx:
+            run.ctx = ctx
+            roll_call.publish_process(ctx.rank)
+            _LifeCycle(run, body, on_stuck).go()
+    except RuntimeError as exc:  # process-group set-up; no result was at stake yet
+        remove_if_empty(made)
+        reason = faults.name_timeout(dist.backend_error_text(exc), request.timeout_s)
+        raise RunFailedError(f"setting up the {request.command} failed on rank {launch.rank}: {reason}") from exc
+    except RunFailedError:
+        remove_if_empty(made)  # stopped before meta.json: the folder would only say nothing happened
+        raise
+    except faults.Interrupted as exc:
+        if run.status != "running":  # the final meta.json says how the run ended
+            raise
+        remove_if_empty(made)
+        raise faults.Interrupted(str(exc), began=False) from None
+    return run.status
+
+
+class _Ending:
+    """The final meta.json, written once: by the main thread, or by the deadline's thread for a rank
+    whose main thread is stuck for good."""
+
+    def __init__(self, write: Callable[[str], None]):
+        self._write, self._lock, self.done = write, threading.Lock(), False
+
+    def __call__(self, status: str) -> None:
+        with self._lock:
+            if not self.done:
+                self.done = True
+                self._write(status)
+
+
+@dataclass
+class _LifeCycle:
+    run: Run
+    body: RunBody
+    on_stuck: Callable[[RunFailedError], None] | None
+    _meta_written: bool = field(default=False, init=False)
+
+    def go(self) -> None:
+        run, body = self.run, self.body
+        try:
+            self._describe()
+            body.set_up(run)
+        except Exception as exc:  # the header exchanges: reported as any failed collective is
+            raise faults.why_stopped(exc, run.ctx, run.request.timeout_s, f"setting up the {run.request.command}",
+                                     None) from exc
+        run.started_utc = _dt.datetime.now(_dt.timezone.utc).isoformat()
+        ending = _Ending(self._write_final)
+        deadline = Deadline(run.request.timeout_s, self._abort, self._stuck(ending) if self.on_stuck else None)
+        try:  # from the first meta.json on, the run ends with a final one whatever happens
+            if run.run_dir is not None:
+                write_meta(run.run_dir, {**run.meta(), **body.meta()})
+                self._meta_written = True
+            run._deadline = deadline
+            with deadline:
+                body.measure(run)
+            run.status = "complete"
+        except (faults.Interrupted, Exception) as exc:
+            deadline.close()  # the main thread is back: the roll call below must not be taken for a stall
+            faults.hold_signals()
+            stop = self._stop(exc, deadline)
+            if stop is exc:
+                raise
+            raise stop from (None if isinstance(exc, faults.Interrupted) else exc)
+        finally:
+            run._deadline = None
+            faults.hold_signals()  # a signal after the last result changes nothing: the ending is written whole
+            ending(run.status)
+            body.finished(run.status)
+
+    def _describe(self) -> None:
+        """Hosts, devices and versions of the whole world, gathered once for every command."""
+        import torch
+
+        run, ctx = self.run, self.run.ctx
+        device_name = torch.cuda.get_device_name(ctx.device) if ctx.on_gpu else _cpu_name()
+        per_rank = dist.gather_objects(ctx, (dist.hostname(), device_name))
+        run.hostnames = [h for h, _ in per_rank]
+        run.devices = [d for _, d in per_rank]
+        run.versions = {"torch": torch.__version__, "python": platform.python_version()}
+        if ctx.on_gpu:
+            run.versions["cuda"] = str(torch.version.cuda)
+            nccl = torch.cuda.nccl.version()
+            run.versions["nccl"] = ".".join(map(str, nccl)) if isinstance(nccl, tuple) else str(nccl)
+
+    def _stop(self, exc: BaseException, deadline: Deadline) -> BaseException:
+        """What ended the run early, as the exception to raise; sets the status it ended with."""
+        run = self.run
+        if deadline.expired is not None and not isinstance(exc, faults.Interrupted):
+            exc = DeadlineExceeded(deadline.expired, run.request.timeout_s)  # what the abort made the op raise
+        stop = faults.why_stopped(exc, run.ctx, run.request.timeout_s, self.body.where, run.hostnames)
+        run.status = "interrupted" if isinstance(stop, faults.Interrupted) else "failed"
+        if isinstance(stop, RunFailedError):
+            stop.exit_at_once = deadline.expired is not None
+        return stop
+
+    def _write_final(self, status: str) -> None:
+        self.run.status = status
+        final = self.body.close(status)
+        if self._meta_written:
+            write_meta(self.run.run_dir, {**self.run.meta(), **self.body.meta(), **final})
+
+    def _abort(self, exc: DeadlineExceeded) -> None:  # on a thread of the deadline's
+        faults.record_stall(exc, self.run.ctx)
+        # Looked up now, not held: a reference kept past destroy_process_group would let the
+        # group's destructor run at interpreter exit ("terminate called without an active exception").
+        dist.abort_group(dist.default_group())
+
+    def _stuck(self, ending: _Ending) -> Callable[[DeadlineExceeded], None]:
+        def stuck(exc: DeadlineExceeded) -> None:  # on the deadline's thread
+            failure = faults.abandoned(exc, self.run.ctx, self.run.request.timeout_s, self.run.hostnames)
+            ending("failed")
+            self.on_stuck(failure)
+
+        return stuck
+
+
+def _cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as handle:
+            for line in handle:
+                if line.startswith("model name"):
+                    return "cpu: " + line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "cpu: " + (platform.processor() or platform.machine())

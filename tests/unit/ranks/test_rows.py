@@ -1,0 +1,28 @@
+"""Result rows: an empty CUDA-graph capture gets a flag and no bandwidth; a full one gets size / time."""
+
+from __future__ import annotations
+
+import pytest
+
+from nccl_bench.config import SweepConfig
+from nccl_bench.ranks import rows
+from nccl_bench.ranks.collectives import REGISTRY
+from nccl_bench.ranks.plan import Point
+from nccl_bench.ranks.runner import FLAG_EMPTY_GRAPH, Measurement
+
+
+def _measurement(empty: bool) -> Measurement:
+    return Measurement(iters=100_000, sample_means_us=(0.3,), per_op_us=(0.3,), slowest_rank=0,
+                       shortest_sample_s=0.03, timer_resolution_s=0.5e-6, empty_graph=empty)
+
+
+def test_an_empty_capture_is_flagged_and_given_no_bandwidth():
+    config = SweepConfig(ops=("broadcast",), sizes=(64 << 20,), cuda_graph=10)
+    run = rows.RowContext(config, world_size=1, nodes=1, backend="nccl", peak_gbps=None)
+    point = Point("broadcast", "in_place", 64 << 20, 16 << 20, 16 << 20)
+    collective = REGISTRY["broadcast"]
+    row = rows.measured_row(run, point, collective, _measurement(True), 0)
+    assert FLAG_EMPTY_GRAPH in row.flags.split(";")
+    assert (row.algbw_gbps, row.busbw_gbps, row.pct_of_peak) == (None, None, None) and row.time_us == 0.3
+    full = rows.measured_row(run, point, collective, _measurement(False), 0)
+    assert full.algbw_gbps == pytest.approx((64 << 20) / 0.3e-6 / 1e9) and FLAG_EMPTY_GRAPH not in full.flags
