@@ -33,8 +33,8 @@ from pathlib import Path
 
 OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast")
 SIZES = ("1K", "64K", "1M", "16M", "64M")
-MIN_ROUNDS = 7  # the issue's floor: fewer rounds cannot out-vote a burst of load on a shared host
-BUSBW_TOLERANCE = 0.05  # targets from issue 3
+MIN_ROUNDS = 7  # fewer rounds cannot out-vote a burst of load on a shared host
+BUSBW_TOLERANCE = 0.05  # busbw within 5% of the reference loop
 LATENCY_TOLERANCE = 0.10
 BUSBW_FROM_BYTES = 1024**2  # busbw judged at >= 1 MiB ...
 LATENCY_SIZES = (1024, 64 * 1024)  # ... latency at exactly these sizes
@@ -83,21 +83,23 @@ def main(argv: list[str]) -> int:
     import torch.distributed as tdist
 
     from nccl_bench import config as cfg
-    from nccl_bench.ranks import dist
+    from nccl_bench.ranks import dist, session
+    from nccl_bench.ranks.devices import device_kind
+    from nccl_bench.ranks.layout import detect_launch
     from nccl_bench.ranks.collectives import REGISTRY, OpArgs, make_buffers
     from nccl_bench.ranks.runner import MAX_AUTO_ITERS, MIN_AUTO_ITERS, PointRunner, TimingPlan
     from nccl_bench.ranks.plan import buffer_bytes, plan_points
     from nccl_bench.units.sizes import parse_size
 
-    launch = dist.detect_launch()
+    launch = detect_launch()
     if launch is None:
         print("fidelity.py: run under torchrun, e.g. torchrun --nproc_per_node 2 benchmarks/fidelity.py", file=sys.stderr)
         return 2
     ops = tuple(op.strip() for op in args.ops.split(",") if op.strip())
     sizes = tuple(parse_size(s.strip(), "--sizes") for s in args.sizes.split(",") if s.strip())
     config = cfg.SweepConfig(ops=ops, sizes=sizes, min_sample_ms=args.min_sample_ms)
-    backend = dist.choose_backend("auto", torch.cuda.is_available())
-    on_gpu = dist.device_kind(backend) == "cuda"
+    backend = session.chosen_backend("auto")
+    on_gpu = device_kind(backend) == "cuda"
     points, _notes = plan_points(config, launch.world_size, on_gpu)
     # One placement per op: out-of-place where torch has it (what nccl-tests' first columns show).
     chosen: dict[tuple[str, int], object] = {}
@@ -107,7 +109,7 @@ def main(argv: list[str]) -> int:
             chosen[key] = point
     points = [chosen[key] for key in sorted(chosen, key=lambda k: (ops.index(k[0]), k[1]))]
     min_sample_s = cfg.min_sample_ms(config, on_gpu) / 1e3
-    # The sweep's own default plan (see sweep._measure_all): what `nccl-bench sweep` would use.
+    # The sweep's own default plan (see ranks/sweep.py): what `nccl-bench sweep` would use.
     plan = TimingPlan(warmup=config.warmup, iters=config.iters, min_sample_s=min_sample_s,
                       trials=config.trials, agg=config.agg, blocking=config.blocking, cuda_graph=config.cuda_graph)
 

@@ -8,7 +8,7 @@ Two launches of N ranks each, gloo on CPU here (NCCL on GPU elsewhere, where RSS
 only): first torch's own baseline, in which each rank imports torch, sets up the process group,
 runs one 1 KiB all_reduce and tears the group down; then the real `nccl-bench sweep` on the one
 op and size, run through the CLI entry in the worker process. Each rank reports its peak RSS
-(ru_maxrss, which never goes down, so it is the peak of the whole process). The budget (issue 3)
+(ru_maxrss, which never goes down, so it is the peak of the whole process). The budget
 is baseline + 2.2 x the op's buffer set, where the buffer set is what nccl-tests allocates for
 the op: send + receive buffers, or one buffer for in-place-only ops (torch's all_reduce, broadcast).
 """
@@ -25,7 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
-BUDGET_FACTOR = 2.2  # issue 3: peak <= baseline + 2.2 x largest buffer set
+BUDGET_FACTOR = 2.2  # peak <= baseline + 2.2 x largest buffer set
 MIB = 1024**2
 REPORT_ENV = "NCCL_BENCH_MEMORY_REPORT"  # worker mode: the folder each rank writes its figure to
 
@@ -45,13 +45,14 @@ def worker(mode: str, sweep_args: list[str]) -> int:
     import torch.distributed as tdist
 
     from nccl_bench import cli
-    from nccl_bench.ranks import dist
+    from nccl_bench.ranks import dist, session
+    from nccl_bench.ranks.layout import detect_launch
 
     folder = Path(os.environ[REPORT_ENV])
     code = 0
     if mode == "baseline":
-        launch = dist.detect_launch()
-        backend = dist.choose_backend("auto", torch.cuda.is_available())
+        launch = detect_launch()
+        backend = session.chosen_backend("auto")
         with dist.process_group(launch, backend, 300) as ctx:
             tensor = torch.ones(256, device=ctx.device)
             tdist.all_reduce(tensor)

@@ -1,9 +1,9 @@
 """A stalled point ends within --timeout + a few seconds, reported as a timeout, whatever the backend.
 
-Real gloo ranks with a stall planted by the NCCL_BENCH_FAULT test hook (faults.Fault): the stalled
+Real gloo ranks with a stall planted by the NCCL_BENCH_FAULT test hook (ranks/planted.py): the stalled
 rank blocks at the start of a point in native code that no abort reaches, as a rank whose GPU or
 host stops answering. Its own deadline (ranks/deadline.py) must end it with the report; its peers'
-collective fails on gloo's own timeout. A short stall reproduces issue 14 item 3: one rank's
+collective fails on gloo's own timeout. A short stall: one rank's
 collective times out, the other only sees the consequence (a closed connection, torchrun's SIGTERM)
 and must still report the timeout, naming --timeout.
 """
@@ -118,7 +118,7 @@ def test_a_collective_timeout_is_reported_as_a_timeout_not_as_its_consequence(tm
 
 def test_a_timeout_while_setting_up_names_the_option(tmp_path):
     """--timeout 0.1 is shorter than rank 0's peak measurement (~0.2-1 s) while rank 1 waits for its
-    result: the set-up fails, and every rank that says so names --timeout (issue 14 item 3)."""
+    result: the set-up fails, and every rank that says so names --timeout."""
     result = subprocess.run([*_workers(2)[:-2], "--timeout", "0.1", "--out", str(tmp_path / "run")], cwd=REPO,
                             capture_output=True, text=True, env=worker_env(), timeout=120)
     assert result.returncode == 1, result.stderr[-3000:]

@@ -1,4 +1,4 @@
-"""Stopping a launcher-less sweep, and a rendezvous nobody answers (issue 14), with real processes.
+"""Stopping a launcher-less sweep, and a rendezvous nobody answers, with real processes.
 
 `nccl-bench sweep` without a launcher starts its ranks through torch's elastic agent; a Ctrl-C
 (SIGINT to the whole process group, as a terminal sends it) or a SIGTERM to the command must end

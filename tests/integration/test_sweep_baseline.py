@@ -1,4 +1,4 @@
-"""sweep --baseline checks what it can before measuring, and --allow-mismatch lets it run (issue 14)."""
+"""sweep --baseline checks what it can before measuring, and --allow-mismatch lets it run."""
 
 from __future__ import annotations
 

@@ -21,3 +21,30 @@ def test_planted_fault_grammar(raw, fault):
 def test_a_misspelt_fault_is_refused(raw):
     with pytest.raises(ValueError, match="NCCL_BENCH_FAULT"):
         planted.planted_fault({planted.FAULT_ENV: raw})
+
+
+def test_a_normal_run_gets_hooks_that_change_nothing():
+    seam = planted.fault_seam({})
+    recv = [5, 5]
+    seam.point_starts(0, 1)
+    seam.output_checked(recv, 0, rank=0, holder=0)
+    assert type(seam) is planted.NoFaults and recv == [5, 5]
+
+
+def test_corrupt_flips_the_first_checked_element_on_its_holder_only():
+    seam = planted.fault_seam({planted.FAULT_ENV: "corrupt"})
+    held, other = [5, 5], [5, 5]
+    seam.output_checked(held, 1, rank=2, holder=2)
+    seam.output_checked(other, 1, rank=0, holder=2)
+    seam.output_checked(other, None, rank=2, holder=2)  # nothing to verify: nothing to flip
+    assert held == [5, 6] and other == [5, 5]
+
+
+def test_a_stall_waits_only_at_its_rank_and_point(monkeypatch):
+    stalls = []
+    monkeypatch.setattr(planted, "stall", stalls.append)
+    seam = planted.fault_seam({planted.FAULT_ENV: "stall:1:2:0.5"})
+    for rank in (0, 1):
+        for point in range(4):
+            seam.point_starts(rank, point)
+    assert stalls == [planted.Fault("stall", 1, 2, 0.5)]

@@ -1,4 +1,4 @@
-"""Per-op latencies kept for p50/p99 are bounded, whatever --iters x --trials (issue 14).
+"""Per-op latencies kept for p50/p99 are bounded, whatever --iters x --trials.
 
 A real one-rank gloo process group on localhost, not a mock: the runner's barrier and cross-rank
 reductions run as in a sweep.
