@@ -393,7 +393,7 @@ def _log_hints(op: Optional[str], ranks: Optional[int]):
     from nccl_bench.results.loader import LogHints
 
     if op is not None:
-        from nccl_bench.config import expand_ops
+        from nccl_bench.options import expand_ops
 
         names = expand_ops([op])
         if len(names) != 1:
@@ -451,13 +451,14 @@ def doctor_command(
     """Find the slow node, rail or link: every node's all_reduce and every node pair in one launch; exit 1 on a suspect."""
     from nccl_bench.compare import parse_tolerance
     from nccl_bench.doctor import run as doctor
+    from nccl_bench.doctor.config import build_config, parse_phases
     from nccl_bench.render.formats import check_output_file
     from nccl_bench.units.sizes import parse_size
 
     if workers is not None and workers < 1:
         raise UserInputError("--workers", f"must be at least 1, got {workers}")
-    config = doctor.build_config(
-        phases=doctor.parse_phases(phase), quick=quick, quick_rounds=quick_rounds, seed=seed,
+    config = build_config(
+        phases=parse_phases(phase), quick=quick, quick_rounds=quick_rounds, seed=seed,
         size_bytes=parse_size(size, "--size") if size is not None else None, iters=iters, samples=samples,
         warmup=warmup, tolerance=parse_tolerance(tolerance, "--tolerance"), expect_gbps=expect,
         backend=backend.lower() if backend else None, out=out, results_root=results_root, timeout_s=timeout,

@@ -24,7 +24,7 @@ BAD = [
     (["--size", "1Q"], "--size: expected a byte size like 8, 1K, 64M or 1G, got '1Q'"),
     (["--size", "2"], "--size: must be at least 4 bytes (one float32), got 2"),
     (["--tolerance", "150%"], "--tolerance: must be below 100%, got '150%'"),
-    (["--expect", "0"], "--expect: must be greater than 0, got 0"),
+    (["--expect", "0"], "--expect: must be greater than 0, got 0.0"),
     (["--iters", "0"], "--iters: must be at least 1, got 0"),
     (["--quick-rounds", "0"], "--quick-rounds: must be at least 1, got 0"),
     (["--workers", "0"], "--workers: must be at least 1, got 0"),
