@@ -73,3 +73,21 @@ def test_phase_pairs_alone_on_one_host_measures_nothing_and_says_so(tmp_path):
     verdict = json.loads((tmp_path / "run" / "doctor.json").read_text())
     assert verdict["nodes"][0]["intra_busbw_gbps"] is None and verdict["pairs"] == []
     assert not (tmp_path / "run" / "doctor.csv").read_text().strip().splitlines()[1:]
+
+
+def test_the_doctor_hands_on_stuck_to_its_run_as_the_sweep_does(monkeypatch, tmp_path):
+    from types import SimpleNamespace
+
+    from nccl_bench.cli import core, main, messages
+
+    seen = {}
+
+    def run_doctor(config, observer_factory, on_stuck):
+        seen.update(config=config, on_stuck=on_stuck)
+        return SimpleNamespace(judgement=None)
+
+    monkeypatch.setattr(core, "detect_launch", lambda: SimpleNamespace(rank=0, launcher="torchrun", world_size=2))
+    monkeypatch.setattr(core, "run_doctor", run_doctor)
+    monkeypatch.setattr(sys, "argv", ["nccl-bench", "doctor", "--backend", "gloo", "--out", str(tmp_path / "run")])
+    main()
+    assert seen["on_stuck"] is messages.end_stuck_rank and seen["config"].backend == "gloo"

@@ -1,0 +1,26 @@
+"""The layers below that the rank commands (sweep, doctor) call, imported in this one place.
+
+Imported on use, never at start-up: these modules bring the rank side, which `--help` and argument
+errors must not pay for. The compare command reads compare's own API where it runs.
+"""
+
+from __future__ import annotations
+
+from nccl_bench import compare  # baselines: plan_baseline_check, check_plan_against_baseline, ...
+from nccl_bench.doctor import run as doctor  # execute, preflight, DOCTOR_JSON, write_report_json, SilentObserver
+from nccl_bench.ranks import sweep  # execute, SilentObserver
+from nccl_bench.ranks import sweep as plan  # the sweep's planning: Plan, plan_run, preflight
+from nccl_bench.ranks.dist import detect_launch
+from nccl_bench.ranks.faults import Interrupted, hold_signals, signals_raise_interrupted
+from nccl_bench.ranks.launch import LOCAL_WORKER_ENV, check_workers, default_workers, run_local_workers
+
+__all__ = [
+    "LOCAL_WORKER_ENV", "Interrupted", "check_workers", "compare", "default_workers", "detect_launch", "doctor",
+    "hold_signals", "plan", "run_doctor", "run_local_workers", "signals_raise_interrupted", "sweep",
+]
+
+
+def run_doctor(config, observer_factory, on_stuck):
+    """doctor.execute on this rank. on_stuck means what it means to the sweep's execute; this doctor
+    has no per-step deadline, so nothing calls it, and it is not passed on."""
+    return doctor.execute(config, observer_factory)
