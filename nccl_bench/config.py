@@ -1,7 +1,9 @@
-"""Sweep configuration: one frozen dataclass, TOML presets, and the defaults that fit the host.
+"""Sweep configuration: one frozen dataclass, TOML presets, cross-option checks, and the defaults
+that fit the host.
 
 Precedence is defaults < preset file (--config) < command-line flags. Every key of a preset is a
-field name of SweepConfig; an unknown key is an error that names it.
+field name of SweepConfig, read by the same declared option (nccl_bench/options.py) as its flag;
+an unknown key is an error that names it.
 """
 
 from __future__ import annotations
@@ -12,22 +14,18 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from nccl_bench.errors import UserInputError
-from nccl_bench.ranks.collectives import OP_NAMES, REGISTRY
+from nccl_bench.options import MAX_SIZES, PRESET, SWEEP_OPTION, SWEEP_OPTIONS, read_values
+from nccl_bench.ranks.collectives import REGISTRY
 from nccl_bench.units.sizes import (
     check_range,
     count_sizes,
     format_size,
     geometric_sizes,
     linear_sizes,
-    parse_size,
 )
 
-DTYPES = ("float32", "float16", "bfloat16", "float64", "int8", "uint8", "int32", "int64")
 DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8, "int8": 1, "uint8": 1, "int32": 4, "int64": 8}
 FLOAT_DTYPES = ("float32", "float16", "bfloat16", "float64")
-REDUCE_OPS = ("sum", "prod", "min", "max", "avg")
-AGGREGATIONS = ("max", "avg", "min")
-BACKENDS = ("auto", "nccl", "gloo", "mpi", "ucc")
 
 # Defaults by device. GPU: the range users run nccl-tests with (-b 8 -e 1G -f 2).
 # CPU/gloo: 1 KiB..64 MiB, which finishes `sweep --op all_reduce` on 2 ranks in well under a minute.
@@ -37,16 +35,6 @@ CPU_SIZE_RANGE = (1024, 64 * 1024**2)
 # rank skew are small against it. CPU samples are longer because the host is shared and noisier.
 GPU_MIN_SAMPLE_MS = 50.0
 CPU_MIN_SAMPLE_MS = 200.0
-
-# Upper bounds on numbers the user types, checked before anything is built from them, so no input
-# makes the tool hold memory in proportion to a number (a list of a billion sizes, a timestamp per
-# op for a billion ops). Each is far above what a real sweep uses: nccl-tests' -b 8 -e 1G -f 2 is
-# 28 sizes, and a linear -i 1M sweep to 1G is 1,024.
-MAX_SIZES = 10_000
-MAX_ITERS = 1_000_000  # one timestamp per op per sample is kept for p50/p99
-MAX_WARMUP = 1_000_000
-MAX_TRIALS = 1_000
-MAX_CUDA_GRAPH_OPS = 10_000  # ops captured in one CUDA graph: each holds GPU memory while captured
 
 
 @dataclass(frozen=True)
@@ -82,129 +70,15 @@ class SweepConfig:
 CONFIG_KEYS = tuple(f.name for f in dataclasses.fields(SweepConfig) if f.name != "fields_from_flags")
 
 
-def expand_choices(values, choices: tuple[str, ...], option: str, noun: str, normalize=str.strip) -> tuple[str, ...]:
-    """Names that may repeat or hold commas, 'all' meaning every choice; first-seen order, no repeats."""
-    expanded: list[str] = []
-    for value in values:
-        for part in str(value).split(","):
-            part = normalize(part.strip())
-            if not part:
-                continue
-            for candidate in choices if part == "all" else (part,):
-                if candidate not in choices:
-                    raise UserInputError(option, f"unknown {noun} {part!r}; choose from {', '.join(choices)} or all")
-                if candidate not in expanded:
-                    expanded.append(candidate)
-    if not expanded:
-        raise UserInputError(option, f"no {noun} given")
-    return tuple(expanded)
-
-
-def expand_ops(names: list[str] | tuple[str, ...]) -> tuple[str, ...]:
-    """`--op` may repeat or hold commas; 'all' means every registered collective."""
-    return expand_choices(names, OP_NAMES, "--op", "collective", normalize=lambda part: part.replace("-", "_"))
-
-
-def _choice(option: str, value: str, choices: tuple[str, ...]) -> str:
-    value = str(value).lower()
-    if value not in choices:
-        raise UserInputError(option, f"{value!r} is not one of {', '.join(choices)}")
-    return value
-
-
-def _positive_int(option: str, value: Any, minimum: int = 1, maximum: int | None = None) -> int:
-    try:
-        number = int(value)
-        if number != float(value):
-            raise ValueError
-    except (TypeError, ValueError):
-        raise UserInputError(option, f"expected a whole number, got {value!r}") from None
-    if number < minimum:
-        raise UserInputError(option, f"must be at least {minimum}, got {number}")
-    if maximum is not None and number > maximum:
-        raise UserInputError(option, f"must be at most {maximum:,}, got {number:,}")
-    return number
-
-
-def _positive_float(option: str, value: Any) -> float:
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        raise UserInputError(option, f"expected a number, got {value!r}") from None
-    if not number > 0:
-        raise UserInputError(option, f"must be greater than 0, got {value!r}")
-    return number
-
-
-def _parse_iters(value: Any) -> int | None:
-    if value is None or str(value).lower() == "auto":
-        return None
-    return _positive_int("--iters", value, maximum=MAX_ITERS)
-
-
-# Keys whose option is not "--" + key with dashes (tests/unit/test_config.py checks every key
-# against the sweep command's options, so this cannot drift from the CLI).
-_OPTION_NAMES = {"ops": "--op", "timeout_s": "--timeout", "peak_gbps": "--peak"}
-
-
 def option_name(key: str) -> str:
     """The sweep option that sets a SweepConfig field, for error messages."""
-    return _OPTION_NAMES.get(key, "--" + key.replace("_", "-"))
+    return SWEEP_OPTION[key].name
 
 
 def normalize(values: Mapping[str, Any], source: str = "") -> dict[str, Any]:
-    """Validate and convert raw values (from flags or a preset) into SweepConfig field values."""
-    out: dict[str, Any] = {}
-    for key, value in values.items():
-        if key not in CONFIG_KEYS:
-            raise UserInputError(source or "--config", f"unknown key {key!r}; known keys: {', '.join(CONFIG_KEYS)}")
-        option = option_name(key) if not source else f"{source}: {key}"
-        if key == "ops":
-            out[key] = expand_ops([value] if isinstance(value, str) else list(value))
-        elif key in ("min_bytes", "max_bytes", "step_bytes"):
-            out[key] = parse_size(value, option)
-        elif key == "sizes":
-            parts = value.split(",") if isinstance(value, str) else list(value)
-            sizes = tuple(parse_size(p.strip() if isinstance(p, str) else p, option) for p in parts if str(p).strip())
-            if not sizes:
-                raise UserInputError(option, "no sizes given")
-            if len(set(sizes)) > MAX_SIZES:
-                raise UserInputError(option, f"{len(set(sizes)):,} sizes given; a sweep takes at most {MAX_SIZES:,}")
-            out[key] = sizes
-        elif key == "step_factor":
-            factor = _positive_float(option, value)
-            if factor <= 1:
-                raise UserInputError(option, f"must be greater than 1, got {value!r}")
-            out[key] = factor
-        elif key == "dtype":
-            out[key] = _choice(option, value, DTYPES)
-        elif key == "reduce_op":
-            out[key] = _choice(option, value, REDUCE_OPS)
-        elif key == "agg":
-            out[key] = _choice(option, value, AGGREGATIONS)
-        elif key == "backend":
-            out[key] = _choice(option, value, BACKENDS)
-        elif key == "root":
-            out[key] = _positive_int(option, value, minimum=0)
-        elif key == "cuda_graph":
-            out[key] = _positive_int(option, value, minimum=0, maximum=MAX_CUDA_GRAPH_OPS)
-        elif key == "warmup":
-            out[key] = _positive_int(option, value, minimum=0, maximum=MAX_WARMUP)
-        elif key == "trials":
-            out[key] = _positive_int(option, value, maximum=MAX_TRIALS)
-        elif key == "iters":
-            out[key] = _parse_iters(value)
-        elif key in ("min_sample_ms", "timeout_s", "peak_gbps"):
-            out[key] = _positive_float(option, value)
-        elif key in ("inplace", "check", "blocking"):
-            if not isinstance(value, bool):
-                raise UserInputError(option, f"expected true or false, got {value!r}")
-            out[key] = value
-        elif key in ("out", "results_root"):
-            out[key] = Path(value)
-        else:  # pragma: no cover - every key is handled above
-            out[key] = value
-    return out
+    """Validate and convert raw values (from flags, or from the preset file `source`) into field values,
+    each by its declared option."""
+    return read_values(SWEEP_OPTIONS, values, source)
 
 
 def load_preset(path: Path) -> dict[str, Any]:
@@ -218,21 +92,21 @@ def load_preset(path: Path) -> dict[str, Any]:
         with open(path, "rb") as handle:
             data = tomllib.load(handle)
     except FileNotFoundError:
-        raise UserInputError("--config", f"no such file: {path}") from None
+        raise UserInputError(PRESET.name, f"no such file: {path}") from None
     except OSError as exc:
-        raise UserInputError("--config", f"cannot read {path}: {exc.strerror}") from None
+        raise UserInputError(PRESET.name, f"cannot read {path}: {exc.strerror}") from None
     except tomllib.TOMLDecodeError as exc:
-        raise UserInputError("--config", f"{path} is not valid TOML: {exc}") from None
+        raise UserInputError(PRESET.name, f"{path} is not valid TOML: {exc}") from None
     data.pop("description", None)
     return normalize(data, source=str(path))
 
 
 def build_config(flags: Mapping[str, Any], preset: Path | None = None) -> SweepConfig:
-    """defaults < preset < flags; flags whose value is None were not given."""
+    """defaults < preset < flags; a flag that is None (or an option given no times) was not given."""
     merged: dict[str, Any] = {}
     if preset is not None:
         merged.update(load_preset(preset))
-    given = {k: v for k, v in flags.items() if v is not None}
+    given = {k: v for k, v in flags.items() if v not in (None, (), [])}
     merged.update(normalize(given))
     config = SweepConfig(**merged, fields_from_flags=tuple(given))
     validate(config)
@@ -255,9 +129,8 @@ def validate(config: SweepConfig) -> None:
     if all(REGISTRY[op].factor is None for op in config.ops):  # barrier alone: no message at all
         for key in ("sizes", "min_bytes", "max_bytes", "step_bytes", "step_factor"):
             if getattr(config, key) is not None:
-                raise UserInputError(
-                    option_name(key), f"{' and '.join(config.ops)} sends no message, so no size applies; drop {option_name(key)}"
-                )
+                option, ops = option_name(key), " and ".join(config.ops)
+                raise UserInputError(option, f"{ops} sends no message, so no size applies; drop {option}")
 
 
 def ignored_options(config: SweepConfig) -> list[str]:

@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Protocol
 
-from nccl_bench.config import expand_choices
 from nccl_bench.doctor import schedule, verdicts
-from nccl_bench.errors import RunFailedError, UserInputError
+from nccl_bench.doctor.config import ELEMENT_BYTES, DoctorConfig, resolve_size
+from nccl_bench.errors import RunFailedError
 from nccl_bench.ranks import devices, dist, faults, session
 from nccl_bench.ranks.planted import NoFaults, fault_seam
 from nccl_bench.ranks.runner import PointRunner, TimingPlan
@@ -31,17 +31,6 @@ from nccl_bench.results.store import CsvAppender
 from nccl_bench.units import bandwidth, stats
 from nccl_bench.units.sizes import format_size
 
-PHASES = ("nodes", "pairs")
-# One large-ish message per measurement. GPU: where NVLink and IB reach their plateau in
-# nccl-tests. CPU/gloo: big enough that a pair exchange is bandwidth-bound (not latency-bound)
-# on a veth link, small enough that a shaped link of a few hundred Mbit/s still takes < 0.2 s.
-GPU_SIZE_BYTES = 256 * 1024**2
-CPU_SIZE_BYTES = 4 * 1024**2
-DEFAULT_ITERS = 4  # exchanges per sample
-DEFAULT_SAMPLES = 3  # samples per measurement; verdicts judge the fastest, so a disturbed one costs nothing
-DEFAULT_WARMUP = 1  # untimed exchanges first: connection set-up and first-touch pages
-QUICK_ROUNDS = 3  # random pairings in --quick: each node meets up to 3 partners
-DEFAULT_TOLERANCE = 0.20  # healthy simulated hosts stayed within 15% of their run's median (docs/doctor.md)
 # Re-test passes: the first confirms the first lows (and, in quick mode, adds cross-checks against
 # nodes that passed), the second confirms low cross-checks; the third is only a bound.
 MAX_RETEST_PASSES = 3
@@ -49,57 +38,11 @@ MAX_RETEST_PASSES = 3
 # beside it sharing switches or, on simulated hosts, CPUs) is then absent the second time. More
 # low pairs than this (a congested fabric) are re-tested packed into rounds like the first pass.
 SOLO_RETESTS = 32
-ELEMENT_BYTES = 4  # float32 buffers
 DOCTOR_CSV = "doctor.csv"
 DOCTOR_JSON = "doctor.json"
 JSON_SCHEMA_VERSION = 1
 
 
-@dataclass(frozen=True)
-class DoctorConfig:
-    phases: tuple[str, ...] = PHASES
-    size_bytes: int | None = None  # None: GPU_SIZE_BYTES or CPU_SIZE_BYTES
-    iters: int = DEFAULT_ITERS
-    samples: int = DEFAULT_SAMPLES
-    warmup: int = DEFAULT_WARMUP
-    quick: bool = False
-    quick_rounds: int = QUICK_ROUNDS
-    seed: int = 0
-    tolerance: float = DEFAULT_TOLERANCE
-    expect_gbps: float | None = None
-    backend: str = "auto"
-    out: Path | None = None
-    results_root: Path = Path("results")
-    timeout_s: float = 300.0
-
-
-def parse_phases(values: list[str] | None) -> tuple[str, ...]:
-    """--phase may repeat or hold commas; 'all' (or nothing) means every phase; PHASES order."""
-    chosen = expand_choices(values or ["all"], PHASES, "--phase", "phase", normalize=str.lower)
-    return tuple(p for p in PHASES if p in chosen)
-
-
-def build_config(**values: Any) -> DoctorConfig:
-    """Validate what the CLI parsed; values that are None take the defaults."""
-    given = {k: v for k, v in values.items() if v is not None}
-    for key, option, minimum in (("iters", "--iters", 1), ("samples", "--samples", 1), ("warmup", "--warmup", 0),
-                                 ("quick_rounds", "--quick-rounds", 1)):
-        if key in given and given[key] < minimum:
-            raise UserInputError(option, f"must be at least {minimum}, got {given[key]}")
-    for key, option in (("expect_gbps", "--expect"), ("timeout_s", "--timeout")):
-        if key in given and not given[key] > 0:
-            raise UserInputError(option, f"must be greater than 0, got {given[key]:g}")
-    if given.get("size_bytes") is not None and given["size_bytes"] < ELEMENT_BYTES:
-        raise UserInputError("--size", f"must be at least {ELEMENT_BYTES} bytes (one float32), got {given['size_bytes']}")
-    if "backend" in given and given["backend"] not in ("auto", "nccl", "gloo", "mpi", "ucc"):
-        raise UserInputError("--backend", f"{given['backend']!r} is not one of auto, nccl, gloo, mpi, ucc")
-    return DoctorConfig(**given)
-
-
-def resolve_size(config: DoctorConfig, on_gpu: bool) -> int:
-    """The message size, rounded down to whole float32 elements."""
-    size = config.size_bytes or (GPU_SIZE_BYTES if on_gpu else CPU_SIZE_BYTES)
-    return size - size % ELEMENT_BYTES
 
 
 @dataclass(frozen=True)
@@ -262,11 +205,13 @@ def execute(config: DoctorConfig, observer_factory: Callable[[int], DoctorObserv
     return body.report
 
 
-def preflight(config: DoctorConfig, local_ranks: int) -> None:
-    """What a launcher-less run refuses before starting workers: the backend, GPUs per worker, host memory."""
+def preflight(config: DoctorConfig, local_ranks: int) -> str:
+    """What a launcher-less run refuses before starting workers: the backend, GPUs per worker, host memory.
+    Returns the backend the ranks will use."""
     backend = session.chosen_backend(config.backend)
     size = resolve_size(config, devices.device_kind(backend) == "cuda")
     session.check_local_workers("doctor", backend, local_ranks, 2 * size, "--size")
+    return backend
 
 
 class _Doctor:

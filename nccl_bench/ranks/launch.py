@@ -14,7 +14,7 @@ import sys
 import threading
 import uuid
 
-from nccl_bench.errors import RunFailedError, UserInputError
+from nccl_bench.errors import RunFailedError
 from nccl_bench.ranks.faults import Interrupted
 
 CPU_DEFAULT_WORKERS = 2  # the smallest world in which every collective really communicates
@@ -37,20 +37,14 @@ def default_workers() -> tuple[int, str]:
     return CPU_DEFAULT_WORKERS, f"{CPU_DEFAULT_WORKERS} local CPU workers (gloo; no CUDA device)"
 
 
-def check_workers(workers: int, backend: str) -> list[str]:
-    """Refuse more NCCL ranks than GPUs (each rank needs its own); note CPU ranks beyond the cores."""
+def shared_cores_note(workers: int, backend: str) -> list[str]:
+    """A note when CPU ranks outnumber the cores (times then include waiting for a core); GPUs per NCCL
+    worker are checked with the rest of the life cycle's preflight (session.check_local_workers)."""
     if backend == "nccl":
-        import torch
-
-        gpus = torch.cuda.device_count()
-        if workers > gpus:
-            raise UserInputError("--workers", f"{workers} NCCL ranks need {workers} GPUs; {gpus} visible here")
         return []
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     if workers > cores:
-        return [
-            f"{workers} workers share {cores} CPU core(s): ranks wait for a core, so times include that wait"
-        ]
+        return [f"{workers} workers share {cores} CPU core(s): ranks wait for a core, so times include that wait"]
     return []
 
 

@@ -24,7 +24,7 @@ BAD = [
     (["--size", "1Q"], "--size: expected a byte size like 8, 1K, 64M or 1G, got '1Q'"),
     (["--size", "2"], "--size: must be at least 4 bytes (one float32), got 2"),
     (["--tolerance", "150%"], "--tolerance: must be below 100%, got '150%'"),
-    (["--expect", "0"], "--expect: must be greater than 0, got 0"),
+    (["--expect", "0"], "--expect: must be greater than 0, got 0.0"),
     (["--iters", "0"], "--iters: must be at least 1, got 0"),
     (["--quick-rounds", "0"], "--quick-rounds: must be at least 1, got 0"),
     (["--workers", "0"], "--workers: must be at least 1, got 0"),
@@ -73,3 +73,21 @@ def test_phase_pairs_alone_on_one_host_measures_nothing_and_says_so(tmp_path):
     verdict = json.loads((tmp_path / "run" / "doctor.json").read_text())
     assert verdict["nodes"][0]["intra_busbw_gbps"] is None and verdict["pairs"] == []
     assert not (tmp_path / "run" / "doctor.csv").read_text().strip().splitlines()[1:]
+
+
+def test_the_doctor_hands_on_stuck_to_its_run_as_the_sweep_does(monkeypatch, tmp_path):
+    from types import SimpleNamespace
+
+    from nccl_bench.cli import core, main, messages
+
+    seen = {}
+
+    def execute(config, observer_factory, on_stuck=None):
+        seen.update(config=config, on_stuck=on_stuck)
+        return SimpleNamespace(judgement=None)
+
+    monkeypatch.setattr(core, "detect_launch", lambda: SimpleNamespace(rank=0, launcher="torchrun", world_size=2))
+    monkeypatch.setattr(core.doctor, "execute", execute)
+    monkeypatch.setattr(sys, "argv", ["nccl-bench", "doctor", "--backend", "gloo", "--out", str(tmp_path / "run")])
+    main()
+    assert seen["on_stuck"] is messages.end_stuck_rank and seen["config"].backend == "gloo"

@@ -17,12 +17,14 @@ LAYERS = {
     "results": 1,
     "hardware": 1,
     "ranks.collectives": 2,  # the op registry: read by config, the sweep and the renderers
+    "options": 3,  # every command's options, declared once: read by both configs and the CLI
     "config": 3,
+    "doctor.config": 3,  # the doctor's config: options only, beside the sweep's
     "ranks": 4,
     "doctor": 5,
     "compare": 6,
     "render": 7,
-    "cli": 8,
+    "cli": 8,  # the package: one module per command, local workers, messages, the typer shim
     "__main__": 8,
 }
 HEAVY = ("torch", "pandas", "matplotlib")

@@ -310,10 +310,3 @@ def test_plan_is_checked_against_the_baseline_before_measuring(tmp_path):
         cmp.check_plan_against_baseline(check, 2, "gloo", {("all_reduce", 2 * MiB, "float", "sum", "in_place")})
     lenient = cmp.plan_baseline_check(run, None, None, allow_mismatch=True)
     cmp.check_plan_against_baseline(lenient, 3, "nccl", {key})
-
-
-def test_local_workers_do_not_get_the_baseline_options():
-    from nccl_bench.cli import _without_baseline_options
-
-    args = ["sweep", "--op", "all_reduce", "--baseline", "b", "--tolerance=5%", "--save-baseline", "main", "--iters", "5"]
-    assert _without_baseline_options(args) == ["sweep", "--op", "all_reduce", "--iters", "5"]

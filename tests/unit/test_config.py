@@ -4,20 +4,8 @@ import pytest
 
 from nccl_bench import config as cfg
 from nccl_bench.errors import UserInputError
-from nccl_bench.ranks.collectives import OP_NAMES
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-def test_expand_ops_handles_all_commas_repeats_and_dashes():
-    assert cfg.expand_ops(["all"]) == OP_NAMES
-    assert cfg.expand_ops(["all_reduce,all-gather", "all_reduce"]) == ("all_reduce", "all_gather")
-
-
-def test_unknown_op_names_the_option():
-    with pytest.raises(UserInputError) as info:
-        cfg.expand_ops(["allreduce"])
-    assert info.value.option == "--op" and "allreduce" in info.value.problem
 
 
 def test_flags_win_over_preset_and_preset_over_defaults(tmp_path):

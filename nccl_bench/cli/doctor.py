@@ -1,0 +1,84 @@
+"""`nccl-bench doctor`: options -> DoctorConfig -> the ranks (a launcher's, or local workers) -> exit 1 on a suspect."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from nccl_bench.cli import local_workers, messages
+from nccl_bench.cli.params import param, read_given, values_of
+from nccl_bench.errors import RunFailedError
+from nccl_bench.options import DOCTOR_OPTION as _OPTION
+from nccl_bench.options import DOCTOR_OPTIONS, WORKERS
+
+
+def doctor_command(
+    phases: Optional[list[str]] = param(_OPTION["phases"]),
+    quick: bool = param(_OPTION["quick"]),
+    quick_rounds: Optional[int] = param(_OPTION["quick_rounds"]),
+    seed: Optional[int] = param(_OPTION["seed"]),
+    size_bytes: Optional[str] = param(_OPTION["size_bytes"]),
+    iters: Optional[int] = param(_OPTION["iters"]),
+    samples: Optional[int] = param(_OPTION["samples"]),
+    warmup: Optional[int] = param(_OPTION["warmup"]),
+    tolerance: str = param(_OPTION["tolerance"]),
+    expect_gbps: Optional[float] = param(_OPTION["expect_gbps"]),
+    backend: Optional[str] = param(_OPTION["backend"]),
+    out: Optional[Path] = param(_OPTION["out"], folder="doctor"),
+    results_root: Optional[Path] = param(_OPTION["results_root"]),
+    timeout_s: Optional[float] = param(_OPTION["timeout_s"], step="exchange"),
+    workers: Optional[int] = param(WORKERS),
+    json_file: Optional[str] = typer.Option(
+        None, "--json", help="Also write the verdicts (doctor.json's schema) to FILE.", metavar="FILE"
+    ),
+) -> None:
+    """Find the slow node, rail or link: every node's all_reduce and every node pair in one launch; exit 1 on a suspect."""  # noqa: E501
+    values = values_of(DOCTOR_OPTIONS, locals())  # the parameters are named after DoctorConfig's fields
+    read_given(WORKERS, workers)
+    from nccl_bench.cli import core
+    from nccl_bench.doctor.config import build_config
+    from nccl_bench.render.formats import check_output_file
+
+    values["tolerance"] = core.compare.parse_tolerance(tolerance, _OPTION["tolerance"].name)
+    config = build_config(**values)
+    json_path = check_output_file(json_file and Path(json_file), "--json")
+    launch = core.detect_launch()
+    if launch is None:
+        _with_local_workers(config, workers)
+        return
+    from nccl_bench.render.doctor import DoctorReporter
+
+    try:
+        report = core.doctor.execute(
+            config, lambda rank: DoctorReporter() if rank == 0 else core.doctor.SilentObserver(),
+            on_stuck=messages.end_stuck_rank,
+        )
+    except core.Interrupted as exc:
+        local_workers.end_interrupted(launch, f"interrupted by {exc}; measurements so far are kept")
+    if json_path is not None and launch.rank == 0:
+        core.doctor.write_report_json(report, json_path)
+    if report.judgement is not None and report.judgement.suspects:
+        raise SystemExit(1)  # every rank: the verdict was reached from the same gathered numbers
+
+
+def _with_local_workers(config, workers: Optional[int]) -> None:
+    """No launcher: refuse a bad backend or host memory first; the workers' verdict decides the exit."""
+    import json
+
+    from nccl_bench.cli import core
+    from nccl_bench.results.store import new_run_dir
+
+    def refuse_early(count: int) -> tuple[str, list[str]]:
+        return core.doctor.preflight(config, count), []
+
+    default_target = new_run_dir(config.results_root, ["doctor"])
+    try:
+        local_workers.start("doctor", workers, refuse_early, sys.argv[1:], config.out, default_target)
+    except RunFailedError:
+        verdict_file = (config.out if config.out is not None else default_target) / core.doctor.DOCTOR_JSON
+        if not verdict_file.is_file() or json.loads(verdict_file.read_text())["verdict"] != "suspects":
+            raise
+        raise SystemExit(1) from None  # the workers reported their suspects; exit 1 says so

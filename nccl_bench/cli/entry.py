@@ -1,0 +1,80 @@
+"""The `nccl-bench` app and its entry: parse the command line, run the command, map every failure to
+one line and an exit code (README "Exit codes"), never a traceback.
+
+Option names are chosen so that `torchrun ... -m nccl_bench <command> <options>` passes every one
+of them through untouched (torchrun rejects ambiguous prefixes of its own options, such as --no).
+Heavy imports (torch, pandas, matplotlib) happen inside the commands, so --help answers at once.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+from nccl_bench.cli import compare, doctor, limits, messages, ops, report, sweep, typer_shim
+from nccl_bench.errors import RunFailedError, UserInputError
+
+app = typer.Typer(
+    name="nccl-bench",
+    help="Measure collective-communication bandwidth through torch.distributed, as nccl-tests does.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    # Plain click help: rendering it with rich imports typer.rich_utils (~0.12 s), which alone would
+    # take `--help` past its 0.3 s budget (benchmarks/startup.py).
+    rich_markup_mode=None,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        import nccl_bench
+
+        typer.echo(f"nccl-bench {nccl_bench.__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _main_options(
+    version: bool = typer.Option(
+        False, "--version", help="Print the version and exit.", callback=_print_version, is_eager=True
+    ),
+) -> None:
+    """Measure collective-communication bandwidth through torch.distributed, as nccl-tests does."""
+
+
+for _name, _command in (
+    ("ops", ops.ops_command),
+    ("sweep", sweep.sweep_command),
+    ("compare", compare.compare_command),
+    ("report", report.report_command),
+    ("limits", limits.limits_command),
+    ("doctor", doctor.doctor_command),
+):
+    app.command(_name)(_command)
+
+
+def main() -> None:
+    """Console-script entry: one line and a non-zero exit for every known failure, never a traceback."""
+    import warnings
+
+    warnings.showwarning = messages.show_warning
+    try:
+        command = typer.main.get_command(app)
+        typer_shim.convert_without_pydantic(command)
+        # Without standalone mode click returns a typer.Exit's code instead of raising it.
+        exit_code = command(standalone_mode=False)
+        if isinstance(exit_code, int) and exit_code:
+            sys.exit(exit_code)
+    except UserInputError as exc:
+        messages.fail(str(exc), exc.exit_code)
+    except RunFailedError as exc:
+        messages.end_failed_run(exc)
+    except typer.Exit as exc:
+        sys.exit(exc.exit_code)
+    except KeyboardInterrupt:
+        messages.fail("interrupted", 130)
+    except typer_shim.click_usage_errors() as exc:
+        typer_shim.end_usage_error(exc)

@@ -1,0 +1,31 @@
+"""`nccl-bench limits`: what the links promise per GPU, and the peak busbw is compared with."""
+
+from __future__ import annotations
+
+import typer
+
+
+def limits_command(
+    as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
+    multi_node: bool = typer.Option(
+        False, "--multi-node", help="Include the network: min(intra-node peak, NIC per rank)."
+    ),
+) -> None:
+    """Show what the links promise per GPU (NVLink, PCIe) and the peak busbw is compared with."""
+    import json
+
+    from nccl_bench.hardware.detect import detect_limits, peak_from_limits
+
+    limits = detect_limits()
+    device_kind = "cuda" if limits.gpus else "cpu"
+    peak, peak_warnings = peak_from_limits(limits, multi_node, device_kind)
+    if as_json:
+        from nccl_bench.render.limits import limits_json
+
+        typer.echo(json.dumps(limits_json(limits, peak, peak_warnings), indent=2))
+        return
+    from nccl_bench.render.limits import limits_lines
+    from nccl_bench.render.tables import make_console, print_lines, table_width
+
+    console = make_console()
+    print_lines(console, limits_lines(limits, peak, peak_warnings, table_width(console)))

@@ -1,0 +1,78 @@
+"""Without a launcher: check what can be checked here, make the run folder, start local ranks.
+
+One path for every command that runs on ranks. The folder is made here, so a bad path fails before
+any worker starts; a Ctrl-C/SIGTERM or a failure ends in one line; a folder nothing was written to is
+removed again. The process that started local workers speaks for the run; the workers stay quiet.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Callable, NoReturn, Optional
+
+from nccl_bench.cli import messages
+from nccl_bench.errors import RunFailedError
+from nccl_bench.options import OUT, RESULTS_ROOT, WORKERS
+
+
+def start(what: str, workers: Optional[int], refuse_early: Callable[[int], tuple[str, list[str]]], args: list[str],
+          out: Optional[Path], default_target: Path) -> Path:
+    """Run `nccl-bench ARGS` in `workers` local ranks (None: one per GPU, or 2 on CPU); the run folder.
+
+    refuse_early(workers) raises what the ranks would refuse, before any starts, and returns the backend
+    the ranks will use and notes to say.
+    """
+    from nccl_bench.cli import core
+
+    why = None
+    if workers is None:
+        workers, why = core.default_workers()
+    backend, notes = refuse_early(workers)
+    notes = [*notes, *core.shared_cores_note(workers, backend)]
+    return _run(what, workers, why, args, out, default_target, notes)
+
+
+def _run(what: str, workers: int, why: Optional[str], args: list[str], out: Optional[Path], default_target: Path,
+         notes: list[str]) -> Path:
+    from nccl_bench.cli import core
+    from nccl_bench.results.store import prepare_run_dir, read_meta, remove_if_empty
+
+    target = out if out is not None else default_target
+    made = None if target.exists() else target
+    # From the folder on, a signal is an Interrupted here too (torch's agent installs its own while it runs).
+    with core.signals_raise_interrupted():
+        try:
+            run_dir = prepare_run_dir(target, OUT.name if out is not None else RESULTS_ROOT.name)
+            if out is None:
+                args = [*args, OUT.name, str(run_dir)]
+            if why is not None:
+                messages.say(f"no launcher found; starting {why} (use {WORKERS.name} N to choose)")
+            messages.notes(notes)
+            core.run_local_workers(workers, args)
+        except core.Interrupted as exc:
+            core.hold_signals()  # a second Ctrl-C must not cut this report short
+            meta = read_meta(target)
+            if meta is None:
+                remove_if_empty(made)
+                messages.fail(f"interrupted by {exc} before the {what} began; nothing was measured", 130)
+            kept = f"the {meta['rows']} row(s) measured so far are" if "rows" in meta else "what was measured so far is"
+            messages.fail(f"interrupted by {exc}; {kept} kept in {target}", 130)
+        except RunFailedError:
+            remove_if_empty(made)
+            raise
+    return run_dir
+
+
+def speaks_for_run(launch) -> bool:
+    """Rank 0 of a launcher's ranks says what happened to the run, unless this process is a local worker."""
+    from nccl_bench.cli import core
+
+    return launch.rank == 0 and not os.environ.get(core.LOCAL_WORKER_ENV)
+
+
+def end_interrupted(launch, message: str) -> NoReturn:
+    """Exit 130, saying why once: on the rank that speaks for the run."""
+    if not speaks_for_run(launch):
+        raise SystemExit(130)
+    messages.fail(message, 130)

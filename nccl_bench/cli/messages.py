@@ -1,0 +1,56 @@
+"""Every line the CLI writes to stderr starts `nccl-bench: `: a note, a warning, or the one error line.
+
+An error ends the command with its exit code (README "Exit codes"); a rank stuck where its process
+group's abort cannot reach ends the process at once.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Iterable, NoReturn
+
+from nccl_bench.errors import RunFailedError
+
+
+def say(message: str) -> None:
+    print(f"nccl-bench: {message}", file=sys.stderr, flush=True)
+
+
+def notes(lines: Iterable[str]) -> None:
+    for line in lines:
+        say(f"note: {line}")
+
+
+def show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """Warnings the core returns about the user's files: one plain line each (warnings.showwarning)."""
+    say(f"warning: {message}")
+
+
+def error(message: str) -> None:
+    say(f"error: {message}")
+
+
+def fail(message: str, code: int) -> NoReturn:
+    """End the command with one error line and this exit code."""
+    error(message)
+    raise SystemExit(code)
+
+
+def end_failed_run(exc: RunFailedError) -> NoReturn:
+    """A run that failed after it started: one line (unless another rank prints it), its exit code."""
+    if exc.exit_at_once:
+        end_stuck_rank(exc)
+    if exc.quiet:
+        raise SystemExit(exc.exit_code)
+    fail(str(exc), exc.exit_code)
+
+
+def end_stuck_rank(exc: RunFailedError) -> NoReturn:
+    """A rank's deadline aborted its process group, or gave up on its main thread (stuck where no abort
+    reaches): report, then end the process at once, without torch's teardown (it would join threads
+    the abort left waiting); meta.json already says failed, and every finished row is on disk."""
+    if not exc.quiet:
+        error(str(exc))
+    sys.stdout.flush()
+    os._exit(exc.exit_code)

@@ -1,0 +1,168 @@
+"""`nccl-bench sweep`: options -> SweepConfig -> the ranks (a launcher's, or local workers) -> the
+comparison with a baseline, and the baseline saved."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from nccl_bench.cli import local_workers, messages
+from nccl_bench.cli.params import param, read_given, values_of
+from nccl_bench.errors import UserInputError
+from nccl_bench.options import PRESET, SWEEP_OPTIONS, WORKERS
+from nccl_bench.options import SWEEP_OPTION as _OPTION
+
+
+def sweep_command(
+    ops: Optional[list[str]] = param(_OPTION["ops"]),
+    min_bytes: Optional[str] = param(_OPTION["min_bytes"]),
+    max_bytes: Optional[str] = param(_OPTION["max_bytes"]),
+    step_factor: Optional[float] = param(_OPTION["step_factor"]),
+    step_bytes: Optional[str] = param(_OPTION["step_bytes"]),
+    sizes: Optional[str] = param(_OPTION["sizes"]),
+    dtype: Optional[str] = param(_OPTION["dtype"]),
+    reduce_op: Optional[str] = param(_OPTION["reduce_op"]),
+    root: Optional[int] = param(_OPTION["root"]),
+    warmup: Optional[int] = param(_OPTION["warmup"]),
+    iters: Optional[str] = param(_OPTION["iters"]),
+    min_sample_ms: Optional[float] = param(_OPTION["min_sample_ms"]),
+    trials: Optional[int] = param(_OPTION["trials"]),
+    agg: Optional[str] = param(_OPTION["agg"]),
+    inplace: Optional[bool] = param(_OPTION["inplace"]),
+    check: Optional[bool] = param(_OPTION["check"]),
+    backend: Optional[str] = param(_OPTION["backend"]),
+    out: Optional[Path] = param(_OPTION["out"], folder="<ops>"),
+    results_root: Optional[Path] = param(_OPTION["results_root"]),
+    timeout_s: Optional[float] = param(_OPTION["timeout_s"], step="collective"),
+    cuda_graph: Optional[int] = param(_OPTION["cuda_graph"]),
+    blocking: Optional[bool] = param(_OPTION["blocking"]),
+    peak_gbps: Optional[float] = param(_OPTION["peak_gbps"]),
+    preset: Optional[Path] = param(PRESET),
+    workers: Optional[int] = param(WORKERS),
+    baseline: Optional[Path] = typer.Option(
+        None, "--baseline", metavar="PATH",
+        help="After the run, compare it with this run folder, results.csv or nccl-tests log/JSON (as `compare`); "
+        "exit 1 on a regression.",
+    ),
+    tolerance: Optional[str] = typer.Option(
+        None, "--tolerance", help="With --baseline: allowed loss before a row regresses, 10% (default) or 0.1."
+    ),
+    save_baseline: Optional[str] = typer.Option(
+        None, "--save-baseline", metavar="NAME",
+        help="Store the run as <results-root>/baselines/NAME/ (with --baseline: only if the check passes).",
+    ),
+    replace_baseline: bool = typer.Option(
+        False, "--replace-baseline", help="With --save-baseline: replace a baseline of that name (refused otherwise)."
+    ),
+    allow_mismatch: bool = typer.Option(
+        False, "--allow-mismatch", help="With --baseline: compare even when the world size or backend differs."
+    ),
+) -> None:
+    """Sweep message sizes for one or more collectives; print an nccl-tests-style table, write CSV + meta.json."""
+    flags = values_of(SWEEP_OPTIONS, locals())  # the parameters are named after SweepConfig's fields
+    read_given(WORKERS, workers)
+    from nccl_bench.config import build_config
+
+    sweep_config = build_config(flags, preset)
+    from nccl_bench.cli import core
+
+    baseline_check = core.compare.plan_baseline_check(
+        baseline, tolerance, save_baseline, allow_mismatch, replace_baseline, sweep_config.results_root
+    )
+    launch = core.detect_launch()
+    if launch is None:
+        run_dir = _with_local_workers(sweep_config, workers, baseline_check)
+    else:
+        run_dir = _on_this_rank(sweep_config, launch, workers, baseline_check)
+    if run_dir is not None:  # rank 0 only
+        _after_sweep(run_dir, sweep_config.results_root, baseline_check)
+
+
+def _on_this_rank(sweep_config, launch, workers: Optional[int], baseline_check) -> Optional[Path]:
+    """Under a launcher: plan, check the plan against the baseline, measure; rank 0 returns the run folder."""
+    if workers is not None:
+        started = f"{launch.launcher} already started {launch.world_size} rank(s)"
+        raise UserInputError(WORKERS.name, f"only applies without a launcher; {started}")
+    import torch
+
+    from nccl_bench.cli import core
+    from nccl_bench.render.tables import LiveReporter
+
+    plan = core.plan.plan_run(sweep_config, launch.world_size, torch.__version__)
+    core.compare.check_plan_against_baseline(baseline_check, launch.world_size, plan.backend, plan.keys(sweep_config))
+    if local_workers.speaks_for_run(launch):  # local workers: the process that started them said it
+        messages.notes(plan.before_start)
+    try:
+        summary = core.sweep.execute(
+            sweep_config, lambda rank: LiveReporter() if rank == 0 else core.sweep.SilentObserver(),
+            on_stuck=messages.end_stuck_rank, plan=plan,
+        )
+    except core.Interrupted as exc:
+        if not exc.began:
+            local_workers.end_interrupted(launch, f"interrupted by {exc} before the sweep began; nothing was measured")
+        local_workers.end_interrupted(launch, f"interrupted by {exc}; results measured so far are kept")
+    if summary.wrong_total:
+        messages.fail(f"{summary.wrong_total} wrong element(s) in the data check", 1)
+    return summary.run_dir
+
+
+def _with_local_workers(sweep_config, workers: Optional[int], baseline_check) -> Path:
+    """No launcher: refuse a bad backend, root, plan, memory or baseline before any worker starts."""
+    from nccl_bench.cli import core
+    from nccl_bench.results.store import new_run_dir
+
+    def refuse_early(count: int) -> tuple[str, list[str]]:
+        plan = core.plan.preflight(sweep_config, count, count)
+        core.compare.check_plan_against_baseline(baseline_check, count, plan.backend, plan.keys(sweep_config))
+        return plan.backend, list(plan.before_start)
+
+    default_target = new_run_dir(sweep_config.results_root, sweep_config.ops)
+    args = worker_args(sys.argv[1:])
+    return local_workers.start("sweep", workers, refuse_early, args, sweep_config.out, default_target)
+
+
+def worker_args(args: list[str]) -> list[str]:
+    """The command line for local workers: without what only this process acts on (the baseline, --workers)."""
+    from nccl_bench.cli import core
+
+    with_value = (*core.compare.SWEEP_BASELINE_OPTIONS, WORKERS.name)
+    joined = tuple(f"{name}=" for name in with_value)
+    kept, skip_value = [], False
+    for arg in args:
+        if skip_value:
+            skip_value = False
+        elif arg in with_value:
+            skip_value = True
+        elif arg not in core.compare.SWEEP_BASELINE_FLAGS and not arg.startswith(joined):
+            kept.append(arg)
+    return kept
+
+
+def _after_sweep(run_dir: Path, results_root: Path, baseline_check) -> None:
+    """--baseline / --save-baseline: compare the finished run, then store it if it passed."""
+    if baseline_check is None:
+        return
+    from nccl_bench.cli import core
+    from nccl_bench.cli.compare import report_comparison
+
+    exit_code = 0
+    if baseline_check.baseline is not None:
+        result = core.compare.check_against_baseline(
+            run_dir, baseline_check.baseline, baseline_check.tolerance, baseline_check.allow_mismatch
+        )
+        report_comparison(result, {}, os.environ)
+        exit_code = result.exit_code
+    if baseline_check.save_name is not None:
+        if exit_code:
+            messages.say(f"not saving baseline {baseline_check.save_name!r}: the run regressed")
+        else:
+            saved = core.compare.save_baseline(
+                run_dir, baseline_check.save_name, results_root, baseline_check.replace_baseline
+            )
+            messages.say(f"saved baseline {baseline_check.save_name!r} to {saved}")
+    if exit_code:
+        raise SystemExit(exit_code)

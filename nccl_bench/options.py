@@ -1,0 +1,305 @@
+"""Every option of every command, declared once: its flags, its config key (the key a preset file
+uses too), its parser with the bounds, and its help.
+
+Validation, the error that names the option, preset keys and the command line's help are all read
+from these declarations, so no option is spelled, bounded or described twice; options that several
+commands share are one declaration. Plain code without typer (the CLI turns a declaration into a
+typer parameter) and without the configs' dataclasses: `--help` imports this module, so importing
+it must stay cheap.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping
+
+from nccl_bench.errors import UserInputError
+
+Parser = Callable[[Any, str], Any]  # (raw value, the option as an error names it) -> the checked value
+
+
+class Option:
+    """One option. `help` may hold {fields} that the command using it fills in."""
+
+    __slots__ = ("key", "flags", "parse", "help", "default", "off", "metavar")
+
+    def __init__(self, key: str, flags: tuple[str, ...], parse: Parser, help: str, default: Any = None,
+                 off: str | None = None, metavar: str | None = None):
+        self.key = key  # the config field, and the key a preset file uses
+        self.flags = flags  # as typed on the command line; errors name the long one
+        self.parse = parse
+        self.help = help
+        self.default = default  # the command line's value when the option is absent; None: not given
+        self.off = off  # the flag that turns a switch off, e.g. --no-check
+        self.metavar = metavar
+
+    def __repr__(self) -> str:
+        return f"Option({self.key!r}, {self.flags!r})"
+
+    @property
+    def name(self) -> str:
+        return next(flag for flag in self.flags if flag.startswith("--"))
+
+    def read(self, value: Any, source: str = "") -> Any:
+        """The value checked and converted; an error names the flag, or `FILE: key` for a preset file."""
+        return self.parse(value, f"{source}: {self.key}" if source else self.name)
+
+
+def read_values(options: Iterable[Option], values: Mapping[str, Any], source: str = "") -> dict[str, Any]:
+    """Each value read by the option with its key; a key that no option has is named (a preset's typo)."""
+    by_key = {option.key: option for option in options}
+    checked = {}
+    for key, value in values.items():
+        if key not in by_key:
+            raise UserInputError(source or PRESET.name, f"unknown key {key!r}; known keys: {', '.join(by_key)}")
+        checked[key] = by_key[key].read(value, source)
+    return checked
+
+
+# -- parsers: each returns the value checked, or raises UserInputError naming the option ----------
+def whole(minimum: int | None = 1, maximum: int | None = None) -> Parser:
+    """A whole number within [minimum, maximum] (None: unbounded on that side)."""
+
+    def parse(value: Any, option: str) -> int:
+        try:
+            number = int(value)
+            if number != float(value):
+                raise ValueError
+        except (TypeError, ValueError, OverflowError):
+            raise UserInputError(option, f"expected a whole number, got {value!r}") from None
+        if minimum is not None and number < minimum:
+            raise UserInputError(option, f"must be at least {minimum}, got {number}")
+        if maximum is not None and number > maximum:
+            raise UserInputError(option, f"must be at most {maximum:,}, got {number:,}")
+        return number
+
+    return parse
+
+
+def number(above: float = 0.0) -> Parser:
+    """A number greater than `above` (and than 0)."""
+
+    def parse(value: Any, option: str) -> float:
+        try:
+            checked = float(value)
+        except (TypeError, ValueError):
+            raise UserInputError(option, f"expected a number, got {value!r}") from None
+        for bound in sorted({0.0, above}):
+            if not checked > bound:
+                raise UserInputError(option, f"must be greater than {bound:g}, got {value!r}")
+        return checked
+
+    return parse
+
+
+def fraction(value: Any, option: str) -> float:
+    """A share from 0 up to (not including) 1, as a tolerance is once its text is read."""
+    try:
+        checked = float(value)
+    except (TypeError, ValueError):
+        raise UserInputError(option, f"expected a number, got {value!r}") from None
+    if not 0 <= checked < 1:
+        raise UserInputError(option, f"must be a fraction from 0 up to 1, got {value!r}")
+    return checked
+
+
+def choice(*choices: str) -> Parser:
+    """One of `choices`, in any case."""
+
+    def parse(value: Any, option: str) -> str:
+        lowered = str(value).lower()
+        if lowered not in choices:
+            raise UserInputError(option, f"{lowered!r} is not one of {', '.join(choices)}")
+        return lowered
+
+    return parse
+
+
+def switch(value: Any, option: str) -> bool:
+    if not isinstance(value, bool):
+        raise UserInputError(option, f"expected true or false, got {value!r}")
+    return value
+
+
+def path(value: Any, option: str) -> Path:
+    return Path(value)
+
+
+def size(minimum: int = 1, why: str = "") -> Parser:
+    """A byte size (8, 1K, 64M, 1G) of at least `minimum` bytes; `why` says where a minimum above 1 comes from."""
+
+    def parse(value: Any, option: str) -> int:
+        from nccl_bench.units.sizes import parse_size
+
+        checked = parse_size(value, option)
+        if checked < minimum:
+            raise UserInputError(option, f"must be at least {minimum} bytes ({why}), got {checked}")
+        return checked
+
+    return parse
+
+
+def expand_choices(values, choices: tuple[str, ...], option: str, noun: str, normalize=str.strip) -> tuple[str, ...]:
+    """Names that may repeat or hold commas, 'all' meaning every choice; first-seen order, no repeats."""
+    expanded: list[str] = []
+    for value in values:
+        for part in str(value).split(","):
+            part = normalize(part.strip())
+            if not part:
+                continue
+            for candidate in choices if part == "all" else (part,):
+                if candidate not in choices:
+                    raise UserInputError(option, f"unknown {noun} {part!r}; choose from {', '.join(choices)} or all")
+                if candidate not in expanded:
+                    expanded.append(candidate)
+    if not expanded:
+        raise UserInputError(option, f"no {noun} given")
+    return tuple(expanded)
+
+
+def expand_ops(names, option: str = "--op") -> tuple[str, ...]:
+    """Collective names that may repeat or hold commas (dashes read as underscores); 'all' means every one."""
+    from nccl_bench.ranks.collectives import OP_NAMES
+
+    return expand_choices(names, OP_NAMES, option, "collective", normalize=lambda part: part.replace("-", "_"))
+
+
+# -- options that several commands share ----------------------------------------------------------
+BACKENDS = ("auto", "nccl", "gloo", "mpi", "ucc")
+
+BACKEND = Option("backend", ("--backend",), choice(*BACKENDS),
+                 "auto (default: nccl with CUDA, else gloo), nccl, gloo, mpi, ucc.")
+OUT = Option("out", ("--out",), path,
+             "Results folder (default results/<UTC time>_{folder}/); must not hold results already.")
+RESULTS_ROOT = Option("results_root", ("--results-root",), path,
+                      "Parent of the default results folder (default ./results).")
+TIMEOUT = Option("timeout_s", ("--timeout",), number(),
+                 "Seconds before a stalled {step} or rendezvous fails (default 300).")
+WORKERS = Option("workers", ("--workers",), whole(1),
+                 "Without a launcher: start this many local ranks (default: one per GPU, or 2 on CPU).")
+
+
+def _one_op(value: Any, option: str) -> str:
+    names = expand_ops([value], option)
+    if len(names) != 1:
+        raise UserInputError(option, "give one collective")
+    return names[0]
+
+
+# What an nccl-tests log may not say (report and compare).
+LOG_OP = Option("op", ("--op",), _one_op, "For an nccl-tests log that does not say which collective it ran.")
+LOG_RANKS = Option("ranks", ("--ranks",), whole(1), "For an nccl-tests log that does not say how many ranks ran.")
+
+# -- the sweep's options: SweepConfig's fields, in its order --------------------------------------
+DTYPES = ("float32", "float16", "bfloat16", "float64", "int8", "uint8", "int32", "int64")
+REDUCE_OPS = ("sum", "prod", "min", "max", "avg")
+AGGREGATIONS = ("max", "avg", "min")
+
+# Upper bounds on numbers the user types, checked before anything is built from them, so no input
+# makes the tool hold memory in proportion to a number (a list of a billion sizes, a timestamp per
+# op for a billion ops). Each is far above what a real sweep uses: nccl-tests' -b 8 -e 1G -f 2 is
+# 28 sizes, and a linear -i 1M sweep to 1G is 1,024.
+MAX_SIZES = 10_000
+MAX_ITERS = 1_000_000  # one timestamp per op per sample is kept for p50/p99
+MAX_WARMUP = 1_000_000
+MAX_TRIALS = 1_000
+MAX_CUDA_GRAPH_OPS = 10_000  # ops captured in one CUDA graph: each holds GPU memory while captured
+
+
+def _ops(value: Any, option: str) -> tuple[str, ...]:
+    return expand_ops([value] if isinstance(value, str) else list(value), option)
+
+
+def _sizes(value: Any, option: str) -> tuple[int, ...]:
+    from nccl_bench.units.sizes import parse_size
+
+    parts = value.split(",") if isinstance(value, str) else list(value)
+    sizes = tuple(parse_size(p.strip() if isinstance(p, str) else p, option) for p in parts if str(p).strip())
+    if not sizes:
+        raise UserInputError(option, "no sizes given")
+    if len(set(sizes)) > MAX_SIZES:
+        raise UserInputError(option, f"{len(set(sizes)):,} sizes given; a sweep takes at most {MAX_SIZES:,}")
+    return sizes
+
+
+def _iters(value: Any, option: str) -> int | None:
+    if value is None or str(value).lower() == "auto":
+        return None
+    return whole(1, MAX_ITERS)(value, option)
+
+
+SWEEP_OPTIONS = (
+    Option("ops", ("--op",), _ops,
+           "Collective to run; repeat or comma-separate; 'all' for every one. See `nccl-bench ops`."),
+    Option("min_bytes", ("-b", "--min-bytes"), size(), "Smallest size, e.g. 8, 1K, 1M (powers of 1024)."),
+    Option("max_bytes", ("-e", "--max-bytes"), size(), "Largest size, e.g. 64M, 1G."),
+    Option("step_factor", ("-f", "--step-factor"), number(above=1), "Geometric step between sizes (default 2)."),
+    Option("step_bytes", ("-i", "--step-bytes"), size(), "Linear step between sizes instead of -f."),
+    Option("sizes", ("--sizes",), _sizes, "Explicit sizes, e.g. 1K,1M,64M (instead of -b/-e)."),
+    Option("dtype", ("-d", "--dtype"), choice(*DTYPES),
+           "float32 (default), float16, bfloat16, float64, int8, uint8, int32, int64."),
+    Option("reduce_op", ("-o", "--reduce-op"), choice(*REDUCE_OPS), "sum (default), prod, min, max, avg."),
+    Option("root", ("--root",), whole(0), "Root rank of broadcast, reduce, gather, scatter (default 0)."),
+    Option("warmup", ("-w", "--warmup"), whole(0, MAX_WARMUP), "Untimed ops before each point (default 5)."),
+    Option("iters", ("-n", "--iters"), _iters,
+           "Timed ops per sample, or 'auto' (default): calibrated to --min-sample-ms."),
+    Option("min_sample_ms", ("--min-sample-ms",), number(),
+           "With --iters auto, the sample length each size is calibrated for (default 50 on GPU, 200 on CPU); "
+           "the run ends by saying how long samples lasted."),
+    Option("trials", ("--trials",), whole(1, MAX_TRIALS),
+           "Samples per point; the row reports their median and range (default 1)."),
+    Option("agg", ("--agg",), choice(*AGGREGATIONS),
+           "Combine ranks' times by max (default: the slowest rank defines a collective), avg or min."),
+    Option("inplace", ("--inplace",), switch,
+           "Only in-place or only out-of-place (default: both where torch has both).", off="--no-inplace"),
+    Option("check", ("--check",), switch, "Verify every output element after timing (default on).", off="--no-check"),
+    BACKEND,
+    OUT,
+    RESULTS_ROOT,
+    TIMEOUT,
+    Option("cuda_graph", ("--cuda-graph",), whole(0, MAX_CUDA_GRAPH_OPS),
+           "GPU only: capture this many ops in a CUDA graph and replay it (as nccl-tests -G)."),
+    Option("blocking", ("--blocking",), switch, "GPU only: synchronize after every op (per-op latency mode)."),
+    Option("peak_gbps", ("--peak",), number(), "Reference peak bus bandwidth in GB/s for %peak (default: detected)."),
+)
+SWEEP_OPTION = {option.key: option for option in SWEEP_OPTIONS}
+PRESET = Option("preset", ("--config",), path, "TOML preset (see configs/); flags given here win.")
+
+# -- the doctor's options: DoctorConfig's fields --------------------------------------------------
+PHASES = ("nodes", "pairs")  # in the order they run
+DOCTOR_ELEMENT_BYTES = 4  # the doctor's buffers are float32
+
+
+def _phases(values: Any, option: str) -> tuple[str, ...]:
+    """Phases may repeat or hold commas; 'all' (or none given) means every phase; PHASES order."""
+    chosen = expand_choices(values or ["all"], PHASES, option, "phase", normalize=str.lower)
+    return tuple(p for p in PHASES if p in chosen)
+
+
+DOCTOR_OPTIONS = (
+    Option("phases", ("--phase",), _phases,
+           "nodes (intra-node all_reduce per host), pairs (every node pair, rail by rail) or all (default); "
+           "repeat or comma-separate."),
+    Option("quick", ("--quick",), switch,
+           "A few random pairings, then suspects re-tested against nodes that passed, instead of all pairs.",
+           default=False),
+    Option("quick_rounds", ("--quick-rounds",), whole(1), "Random pairings in --quick (default 3)."),
+    Option("seed", ("--seed",), whole(None), "Seed of --quick's pairings (default 0): the same seed, the same pairs."),
+    Option("size_bytes", ("--size",), size(DOCTOR_ELEMENT_BYTES, "one float32"),
+           "Message size per measurement, e.g. 4M, 256M (default: 256M on GPU, 4M on CPU)."),
+    Option("iters", ("--iters",), whole(1), "Exchanges (or all_reduces) per sample (default 4)."),
+    Option("samples", ("--samples",), whole(1),
+           "Samples per measurement: verdicts judge the fastest, doctor.csv also has the median (default 3)."),
+    Option("warmup", ("-w", "--warmup"), whole(0), "Untimed exchanges before each measurement (default 1)."),
+    # The command line reads the text (20% or 0.2) with compare's tolerance parser; the config holds the fraction.
+    Option("tolerance", ("--tolerance",), fraction,
+           "Suspect when below the fleet median by more than this (and 3 MAD-sigmas): 20% (default) or 0.2.",
+           default="20%"),
+    Option("expect_gbps", ("--expect",), number(),
+           "Also suspect any pair below this busbw in GB/s (what the fabric should give).", metavar="GBPS"),
+    BACKEND,
+    OUT,
+    RESULTS_ROOT,
+    TIMEOUT,
+)
+DOCTOR_OPTION = {option.key: option for option in DOCTOR_OPTIONS}

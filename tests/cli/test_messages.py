@@ -1,0 +1,30 @@
+"""cli/messages.py: every error is one `nccl-bench: error:` line from one printer, then its exit code."""
+
+from __future__ import annotations
+
+import pytest
+
+from nccl_bench.cli import messages
+from nccl_bench.errors import RunFailedError
+
+
+def test_fail_prints_one_error_line_and_exits_with_the_code(capsys):
+    with pytest.raises(SystemExit) as info:
+        messages.fail("--out: no", 2)
+    assert info.value.code == 2
+    assert capsys.readouterr() == ("", "nccl-bench: error: --out: no\n")
+
+
+def test_a_failed_run_is_one_line_unless_another_rank_prints_it(capsys):
+    with pytest.raises(SystemExit) as info:
+        messages.end_failed_run(RunFailedError("rank 1 died", exit_code=3))
+    assert info.value.code == 3 and capsys.readouterr().err == "nccl-bench: error: rank 1 died\n"
+    with pytest.raises(SystemExit) as info:
+        messages.end_failed_run(RunFailedError("rank 1 died", quiet=True))
+    assert info.value.code == 1 and capsys.readouterr().err == ""
+
+
+def test_notes_and_warnings_share_the_prefix(capsys):
+    messages.notes(["a", "b"])
+    messages.show_warning("odd file", UserWarning, "f.py", 1)
+    assert capsys.readouterr().err == "nccl-bench: note: a\nnccl-bench: note: b\nnccl-bench: warning: odd file\n"
