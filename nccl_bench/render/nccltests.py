@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from nccl_bench.results.nccltests import DTYPE_TO_TYPE, EXPORT_MARK, OP_TO_BINARY
+from nccl_bench.results.nccltests import DTYPE_TO_TYPE, EXPORT_MARK
 from nccl_bench.results.schema import (
     PLACEMENT_IN,
     PLACEMENT_OUT,
     ResultRow,
 )
-from nccl_bench.units import stats
+from nccl_bench.units import bandwidth, stats
 from nccl_bench.units.sizes import format_size
 
 
@@ -44,7 +44,7 @@ def _half(row: ResultRow | None) -> str:
 
 def _header(op: str, rows: list[ResultRow], meta: dict[str, Any] | None) -> list[str]:
     """nccl-tests' header, with only what the run recorded: no Pid, no invented host or warmup."""
-    binary = OP_TO_BINARY.get(op, f"{op}_perf")
+    binary = bandwidth.binary_of(op)
     first = rows[0]
     config = (meta or {}).get("config") or {}
     measured = [r for r in rows if r.iters]
@@ -114,7 +114,7 @@ def format_text(rows: list[ResultRow], meta: dict[str, Any] | None = None) -> st
         out.append(f"# {'Out of bounds values':<20} : {0} OK")
         out.append(f"# {'Avg bus bandwidth':<20} : {_g(average)} ")
         out.append("#")
-        out.append(f"# Collective test concluded: {OP_TO_BINARY.get(op, f'{op}_perf')}")
+        out.append(f"# Collective test concluded: {bandwidth.binary_of(op)}")
         out.append("")
     return "\n".join(out)
 

@@ -26,21 +26,6 @@ from nccl_bench.results.schema import (
 )
 from nccl_bench.units import bandwidth
 
-# nccl-tests binary stem -> our op name; stems not listed are kept as they are (e.g. hypercube).
-BINARY_TO_OP = {
-    "all_reduce": "all_reduce",
-    "all_gather": "all_gather",
-    "reduce_scatter": "reduce_scatter",
-    "broadcast": "broadcast",
-    "reduce": "reduce",
-    "gather": "gather",
-    "scatter": "scatter",
-    "alltoall": "all_to_all",
-    "alltoallv": "all_to_allv",
-    "sendrecv": "sendrecv",
-}
-OP_TO_BINARY = {op: f"{stem}_perf" for stem, op in BINARY_TO_OP.items()}
-
 # nccl-tests type names (src/common.cu test_typenames) <-> torch dtype names.
 TYPE_TO_DTYPE = {
     "int8": "int8",
@@ -100,17 +85,13 @@ _HALF_GAP = 20
 # A file name names the binary anywhere in it (e.g. run3_all_reduce_perf_2nodes.log): only known
 # stems count there, longest first so reduce_scatter is not read as scatter.
 _FILE_BINARY_PATTERN = re.compile(
-    r"(?<![a-z])(" + "|".join(sorted(map(re.escape, BINARY_TO_OP), key=len, reverse=True)) + r")_perf(?![a-z])"
+    r"(?<![a-z])(" + "|".join(sorted(map(re.escape, bandwidth.OP_OF_BINARY), key=len, reverse=True)) + r")_perf(?![a-z])"
 )
-
-
-def op_from_binary(stem: str) -> str:
-    return BINARY_TO_OP.get(stem, stem)
 
 
 def _op_in(text: str) -> str | None:
     match = _BINARY_PATTERN.search(text)
-    return op_from_binary(match.group(1)) if match else None
+    return bandwidth.op_of_binary(match.group(1)) if match else None
 
 
 class _Block:
@@ -157,7 +138,7 @@ def parse_text(
     (report/compare --op and --ranks); what stays unknown is an error naming the hint to give.
     """
     named = _FILE_BINARY_PATTERN.search(Path(source).name)
-    fallback_op = op_from_binary(named.group(1)) if named else None
+    fallback_op = bandwidth.op_of_binary(named.group(1)) if named else None
     blocks: list[_Block] = []
     block = _Block(None)
     for raw in text.splitlines():
@@ -351,20 +332,17 @@ def _block_rows(block: _Block, op: str, source: str, option: str, ranks: int | N
 
 
 def infer_world_size(op: str, halves: Iterable[dict[str, Any]]) -> int | None:
-    """Invert the busbw factor (busbw/algbw): the one rank count every row's printed values allow.
+    """Invert the op's busbw factor: the one rank count every row's printed busbw/algbw allows.
 
     Each printed value may be off by half its last digit, so each row allows an interval of
     ratios and so of rank counts; the answer is the single whole number in all of them, or None
     (a factor of 1 says nothing, and large worlds are too close together to tell apart).
     """
-    # busbw/algbw = 2(n-1)/n for all_reduce, (n-1)/n for the others: n = top / (top - ratio)
-    top = 2.0 if op == "all_reduce" else 1.0 if op in ("all_gather", "reduce_scatter", "all_to_all", "gather", "scatter") else None
+    factor = bandwidth.factor_of(op)
     span = _ratio_span(halves)
-    if top is None or span is None:
+    if factor is None or span is None:
         return None
-    low, high = (top / (top - ratio) if ratio < top else math.inf for ratio in (max(span[0], 0.0), span[1]))
-    candidates = range(max(2, math.ceil(low)), math.floor(min(high, low + 3)) + 1)
-    return candidates[0] if len(candidates) == 1 else None
+    return factor.world_size(*span)
 
 
 def _ratio_span(halves: Iterable[dict[str, Any]]) -> tuple[float, float] | None:
