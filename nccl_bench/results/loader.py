@@ -17,17 +17,12 @@ from nccl_bench.results.schema import (
     COLUMNS,
     SCHEMA_VERSION,
     ResultRow,
+    RunRows,
     record_to_row,
 )
 from nccl_bench.results.store import ResultsWarning, read_meta, read_rows
 
 JSON_FORMAT_NAME = "nccl_bench.results"
-
-
-# ---- writing ------------------------------------------------------------------------------------
-
-
-# ---- reading ------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -44,12 +39,17 @@ def load_rows(
     """Rows from a run folder, results.csv, nccl_bench JSON, nccl-tests log or nccl-tests -J JSON.
 
     An input none of these recognises is reported as a log without result lines or, with
-    unrecognised_as_csv (compare, which read only results CSVs at first), as a foreign CSV.
+    unrecognised_as_csv (read_run), as a CSV lacking results.csv's columns.
     """
     rows = _load_rows(Path(path), option, unrecognised_as_csv, hints or LogHints())
     if not rows:  # the same answer for a header-only CSV and an empty run, however either is named
         raise UserInputError(option, f"{path} has no result rows{_status_of(Path(path))}")
     return rows
+
+
+def read_run(path: Path, option: str, hints: LogHints | None = None) -> RunRows:
+    """One side of `compare` or of `sweep --baseline`: any input kind, a foreign CSV explained as such."""
+    return RunRows(Path(path), option, tuple(load_rows(path, option, unrecognised_as_csv=True, hints=hints)))
 
 
 def _status_of(path: Path) -> str:

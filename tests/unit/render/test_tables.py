@@ -54,7 +54,9 @@ def test_compare_json_names_the_paths_without_an_option_word(tmp_path):
     for name in ("a", "b"):
         (tmp_path / name).mkdir()
         (tmp_path / name / "results.csv").write_text(to_csv([_row(1 << 20, 10, 100.0)]))
-    result = cmp.compare_paths(tmp_path / "a", tmp_path / "b")
+    from nccl_bench.results.loader import read_run
+
+    result = cmp.compare_runs(read_run(tmp_path / "a", "BASELINE"), read_run(tmp_path / "b", "CURRENT"))
     data = compare_exports.to_json(result)
     assert (data["baseline"], data["current"]) == (str(tmp_path / "a"), str(tmp_path / "b"))
     assert result.baseline_label == f"BASELINE {tmp_path / 'a'}"  # error messages still name the argument
