@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import shutil
-import struct
 import subprocess
 from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
+from png_files import png_size
 
-from nccl_bench.render import plots
+from nccl_bench.render import live, plots
 from nccl_bench.results.loader import load_rows
 from nccl_bench.results.store import read_rows
 from tests.conftest import run_cli, run_torchrun
@@ -26,18 +26,12 @@ def gloo_run(tmp_path_factory) -> Path:
     return run_dir
 
 
-def _png_size(path: Path) -> tuple[int, int]:
-    data = path.read_bytes()[:24]
-    assert data[:8] == b"\x89PNG\r\n\x1a\n"
-    return struct.unpack(">II", data[16:24])
-
-
 def test_report_plot_of_a_real_run(gloo_run, tmp_path):
     png = tmp_path / "bw.png"
     done = run_cli(["report", str(gloo_run), "--plot", str(png)])
     assert done.returncode == 0, done.stderr
     assert "all_gather" in done.stdout and f"wrote plot to {png}" in done.stderr
-    assert _png_size(png) == (1200, 500)
+    assert png_size(png) == (1200, 500)
     rows = read_rows(gloo_run)
     figure = plots.busbw_figure([(gloo_run.name, rows)])
     lines = figure.axes[0].get_lines()
@@ -61,8 +55,8 @@ def test_report_plot_of_a_real_run(gloo_run, tmp_path):
 
 
 def test_sweep_plot_file_for_a_real_run(gloo_run, tmp_path):
-    path = plots.write_sweep_plot(read_rows(gloo_run), tmp_path)
-    assert path == tmp_path / "busbw.png" and _png_size(path) == (1200, 500)
+    path = live.write_sweep_plot(read_rows(gloo_run), tmp_path)
+    assert path == tmp_path / "busbw.png" and png_size(path) == (1200, 500)
 
 
 def test_nccl_tests_export_of_a_real_run_reads_back(gloo_run, tmp_path):
@@ -85,7 +79,7 @@ def test_nccl_tests_export_of_a_real_run_reads_back(gloo_run, tmp_path):
     done = run_cli(["report", str(gloo_run), str(log), "--format", "csv", "--plot", str(both)])
     assert done.returncode == 0, done.stderr
     assert len(done.stdout.splitlines()) == 1 + 2 * len(ours)
-    assert _png_size(both) == (1200, 500)
+    assert png_size(both) == (1200, 500)
 
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
