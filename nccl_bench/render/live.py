@@ -8,8 +8,9 @@ imports this module.
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Sequence
 
 from rich.console import Console
 from rich.text import Text
@@ -18,7 +19,7 @@ from nccl_bench.doctor.run import DoctorHeader, DoctorReport
 from nccl_bench.doctor.verdicts import Judgement
 from nccl_bench.errors import first_line
 from nccl_bench.render import doctor as doctor_text
-from nccl_bench.render import tables
+from nccl_bench.render import formats, tables
 from nccl_bench.render.fit import Layout
 from nccl_bench.results.schema import ResultRow
 
@@ -39,6 +40,20 @@ def table_width(console: Console) -> int | None:
 def print_lines(console: Console, lines: Iterable[Text | str], style: str | None = None) -> None:
     for line in lines:
         console.print(line, style=style, markup=False, highlight=False, soft_wrap=True)
+
+
+def print_runs(paths: Sequence[Path], loaded: Sequence[tuple[str, list[ResultRow]]], fmt: str,
+               console: Console | None = None) -> None:
+    """`report` on the terminal: a format with a terminal view is fitted to the width, run by run;
+    the others print their text as it would be written to a file."""
+    terminal = formats.FORMATS[formats.check_format(fmt)].terminal
+    if terminal is None:
+        sys.stdout.write(formats.render_runs(list(paths), list(loaded), fmt))
+        sys.stdout.flush()
+        return
+    console = console or make_console()
+    for label, rows in loaded:
+        print_lines(console, terminal(rows, table_width(console), label))
 
 
 def _progress(console: Console, what: str, total: int):

@@ -61,3 +61,17 @@ def test_print_lines_prints_text_as_given():
     live.print_lines(console, ["[bold]not markup[/bold] and a line longer than twenty columns"])
     assert console.file.getvalue() == "[bold]not markup[/bold] and a line longer than twenty columns\n"
     assert live.table_width(console) is None  # not a terminal: tables are not cut to a width
+
+
+def test_report_on_a_terminal_fits_the_table_and_prints_other_formats_as_written(capsys):
+    from nccl_bench.render import formats
+
+    runs = [("one", [row()]), ("two", [row(size_bytes=2048)])]
+    console = Console(file=io.StringIO(), width=60, force_terminal=True, color_system=None)
+    live.print_runs([Path("a"), Path("b")], runs, "table", console)
+    printed = console.file.getvalue().splitlines()
+    assert [line for line in printed if line.startswith("# run:")] == ["# run: one", "# run: two"]
+    notes = [line for line in printed if line.startswith("# not shown at 60 columns:")]
+    assert len(notes) == 2 and max(len(line) for line in printed if line not in notes) <= 60
+    live.print_runs([Path("a"), Path("b")], runs, "csv")
+    assert capsys.readouterr().out == formats.render_runs([Path("a"), Path("b")], runs, "csv")
