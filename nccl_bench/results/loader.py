@@ -79,7 +79,8 @@ def _load_rows(path: Path, option: str, unrecognised_as_csv: bool, hints: LogHin
     failure = failure_line(text)
     if rows:
         if failure is not None:  # the rows before a failure were measured; say what stopped the run
-            warnings.warn(f"{path}: the run failed after {len(rows)} row(s); the log says: {failure}", ResultsWarning, stacklevel=2)
+            message = f"{path}: the run failed after {len(rows)} row(s); the log says: {failure}"
+            warnings.warn(message, ResultsWarning, stacklevel=2)
         return rows
     failure = failure_line(text, nccl_warnings=True)
     if failure is not None:  # an nccl-tests run that failed before its first result line
@@ -99,7 +100,7 @@ def _rows_from_json_text(text: str, path: Path, option: str) -> list[ResultRow]:
     if document.get("format") == JSON_FORMAT_NAME:
         return rows_from_json(document, str(path), option)
     if "results" in document:
-        from nccl_bench.results.nccltests import parse_json
+        from nccl_bench.results.nccltests_json import parse_json
 
         return parse_json(document, source=str(path), option=option)
     raise UserInputError(option, f"{path} is neither an nccl_bench JSON export nor nccl-tests -J output")
