@@ -169,7 +169,8 @@ def compare_rows(
     if not current:
         raise UserInputError(current_label, "has no result rows")
     notes = _check_compatible(baseline, current, allow_mismatch, baseline_label, current_label)
-    across_world_sizes = _world_sizes(baseline) != _world_sizes(current)  # past the check above only with allow_mismatch
+    # different world sizes get past the check above only with allow_mismatch
+    across_world_sizes = _world_sizes(baseline) != _world_sizes(current)
     base_index = _index(baseline, across_world_sizes, baseline_label)
     cur_index = _index(current, across_world_sizes, current_label)
     if not base_index.keys() & cur_index.keys():

@@ -16,7 +16,8 @@ def three_node_judgement():
 
 def three_node_header(run_dir=None) -> DoctorHeader:
     return DoctorHeader(
-        backend="gloo", launcher="torchrun", world_size=6, nodes=(Node("a", (0, 1)), Node("b", (2, 3)), Node("c", (4, 5))),
+        backend="gloo", launcher="torchrun", world_size=6,
+        nodes=(Node("a", (0, 1)), Node("b", (2, 3)), Node("c", (4, 5))),
         versions={"torch": "2.x"}, size_bytes=4 * 1024**2, iters=4, samples=3, warmup=1, phases=("nodes", "pairs"),
         mode="full", rounds=3, tolerance=0.2, expect_gbps=None, run_dir=run_dir, notes=("a note",),
     )

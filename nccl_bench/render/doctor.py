@@ -31,9 +31,10 @@ def header_lines(header: DoctorHeader) -> list[str]:
         f"{len(header.nodes)} node(s), {per_node} ({', '.join(n.host for n in header.nodes)})",
         f"# versions: {', '.join(f'{k} {v}' for k, v in header.versions.items())}",
         f"# phases: {', '.join(header.phases)}; {header.mode} mode, {rounds}",
-        f"# measurement: {format_size(header.size_bytes)} per message, warmup {header.warmup}, {header.samples} samples "
-        f"of {header.iters}; pairs: two-way isend/irecv, busbw = size/time (factor 1, as sendrecv); "
-        f"nodes: all_reduce, busbw factor 2(n-1)/n",
+        f"# measurement: {format_size(header.size_bytes)} per message, warmup {header.warmup}, "
+        f"{header.samples} samples of {header.iters}; "
+        "pairs: two-way isend/irecv, busbw = size/time (factor 1, as sendrecv); "
+        "nodes: all_reduce, busbw factor 2(n-1)/n",
         f"# verdicts: suspect below the fleet median by more than {header.tolerance:.0%}"
         + (f" or below --expect {gbps(header.expect_gbps)} GB/s" if header.expect_gbps is not None else "")
         + ", confirmed by a re-test",

@@ -119,9 +119,8 @@ def render_runs(paths: list[Path], loaded: list[tuple[str, list[ResultRow]]], fm
     """`report`'s text for several inputs: a per-run format repeats per input (with its label and
     what its own meta.json recorded), the others make one document of all rows."""
     if FORMATS[check_format(fmt)].per_run:
-        return "".join(
-            render(rows, fmt, title=label, meta=run_meta(path)) for path, (label, rows) in zip(paths, loaded, strict=True)
-        )
+        runs = zip(paths, loaded, strict=True)
+        return "".join(render(rows, fmt, title=label, meta=run_meta(path)) for path, (label, rows) in runs)
     return render([row for _, rows in loaded for row in rows], fmt)
 
 

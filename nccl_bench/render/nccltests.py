@@ -49,7 +49,8 @@ def _header(op: str, rows: list[ResultRow], meta: dict[str, Any] | None) -> list
     config = (meta or {}).get("config") or {}
     measured = [r for r in rows if r.iters]
     iters = {r.iters for r in measured}
-    settings = f"# nThread 1 nGpus 1 minBytes {min(r.size_bytes for r in rows)} maxBytes {max(r.size_bytes for r in rows)}"
+    sizes = [r.size_bytes for r in rows]
+    settings = f"# nThread 1 nGpus 1 minBytes {min(sizes)} maxBytes {max(sizes)}"
     if isinstance(config.get("warmup"), int):
         settings += f" warmup iters: {config['warmup']}"
     if len(iters) == 1:
@@ -72,9 +73,11 @@ def _header(op: str, rows: list[ResultRow], meta: dict[str, Any] | None) -> list
         "#",
         f"# {EXPORT_MARK} ranks' times combined by {first.agg}",
         "#",
-        f"# {'':>10}  {'':>12}  {'':>8}  {'':>6}  {'':>6}           out-of-place                       in-place          ",
-        f"# {'size':>10}  {'count':>12}  {'type':>8}  {'redop':>6}  {'root':>6}  {'time':>7}  {'algbw':>6}  {'busbw':>6}"
-        f"  {'#wrong':>6}  {'time':>7}  {'algbw':>6}  {'busbw':>6}  {'#wrong':>6} ",
+        f"# {'':>10}  {'':>12}  {'':>8}  {'':>6}  {'':>6}           out-of-place"
+        "                       in-place          ",
+        f"# {'size':>10}  {'count':>12}  {'type':>8}  {'redop':>6}  {'root':>6}"
+        f"  {'time':>7}  {'algbw':>6}  {'busbw':>6}  {'#wrong':>6}"
+        f"  {'time':>7}  {'algbw':>6}  {'busbw':>6}  {'#wrong':>6} ",
         f"# {'(B)':>10}  {'(elements)':>12}  {'':>8}  {'':>6}  {'':>6}  {'(us)':>7}  {'(GB/s)':>6}  {'(GB/s)':>6}"
         f"  {'':>6}  {'(us)':>7}  {'(GB/s)':>6}  {'(GB/s)':>6}  {'':>6} ",
     ]

@@ -208,7 +208,8 @@ def _draw_peak(axis, peak: float | None, data_max: float) -> None:
     """A labelled dashed line when the peak is near the data; a note at the top when it is far above."""
     top = data_max * Y_HEADROOM if data_max > 0 else 1.0
     if peak is not None and peak_on_scale(peak, data_max):
-        axis.axhline(peak, linestyle="--", color="black", linewidth=1, label=f"{PEAK_LABEL_PREFIX} {round_gbps(peak)} GB/s")
+        label = f"{PEAK_LABEL_PREFIX} {round_gbps(peak)} GB/s"
+        axis.axhline(peak, linestyle="--", color="black", linewidth=1, label=label)
         top = max(top, peak * Y_HEADROOM)
     elif peak is not None:
         share = 100 * data_max / peak

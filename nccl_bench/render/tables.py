@@ -147,7 +147,8 @@ def live_layout(header, width: int | None) -> Layout:
     """Widths fixed before any row exists, from what the plan knows (ops, sizes, counts, type)."""
     known = [
         ResultRow(op=op, placement="out_of_place", size_bytes=size, count=count, dtype=header.dtype,
-                  redop=header.reduce_op, root=-1, world_size=header.world_size, nodes=header.nodes, backend=header.backend,
+                  redop=header.reduce_op, root=-1, world_size=header.world_size, nodes=header.nodes,
+                  backend=header.backend,
                   iters=0, trials=0, time_us=None, time_min_us=None, time_max_us=None, p50_us=None, p99_us=None,
                   algbw_gbps=None, busbw_gbps=None, busbw_factor=None, wrong=None, slowest_rank=None, agg=header.agg)
         for op, size, count in header.planned

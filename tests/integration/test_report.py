@@ -68,7 +68,7 @@ def test_nccl_tests_export_of_a_real_run_reads_back(gloo_run, tmp_path):
     assert [(r.op, r.placement, r.size_bytes, r.count, r.world_size, r.backend) for r in again] == [
         (r.op, r.placement, r.size_bytes, r.count, r.world_size, r.backend) for r in ours
     ]
-    for before, after in zip(ours, again):
+    for before, after in zip(ours, again, strict=True):
         assert after.time_us == pytest.approx(before.time_us, abs=0.005 + 1e-9 * before.time_us) or after.time_us == float(
             f"{before.time_us:.1f}"
         )
@@ -133,7 +133,7 @@ def test_html_report_renders_in_headless_chromium(gloo_run, tmp_path):
     rows = read_rows(gloo_run)
     expected = [[str(cell) for cell in result_cells(row)] for row in rows]
     assert [cells[:-1] for cells in parser.rows] == [cells[:-1] for cells in expected]
-    assert all(f"{row.busbw_gbps:,.2f}" in cells for row, cells in zip(rows, parser.rows))
+    assert all(f"{row.busbw_gbps:,.2f}" in cells for row, cells in zip(rows, parser.rows, strict=True))
     # and the screenshot shows the curves: the first series' colour (matplotlib C0) fills many pixels
     shot = tmp_path / "shot.png"
     done = subprocess.run([CHROMIUM, *CHROMIUM_FLAGS, "--window-size=1300,1400", f"--screenshot={shot}", page.as_uri()],

@@ -228,7 +228,8 @@ def test_plan_is_checked_against_the_baseline_before_measuring():
     check = cmp.plan_baseline_check(Path("run"), None, None).with_rows([row()])
     key = ("all_reduce", MiB, "float", "sum", "in_place")
     cmp.check_plan_against_baseline(check, 2, "gloo", {key})
-    with pytest.raises(UserInputError, match="world size differs: the baseline has 2, this sweep would run with 3; pass --allow-mismatch"):
+    differs = "world size differs: the baseline has 2, this sweep would run with 3; pass --allow-mismatch"
+    with pytest.raises(UserInputError, match=differs):
         cmp.check_plan_against_baseline(check, 3, "gloo", {key})
     with pytest.raises(UserInputError, match="backend differs: the baseline has gloo, this sweep would run with nccl"):
         cmp.check_plan_against_baseline(check, 2, "nccl", {key})
@@ -259,5 +260,6 @@ def test_after_a_sweep_the_run_is_judged_against_the_baseline_read_before_it():
 def test_local_workers_do_not_get_the_baseline_options():
     from nccl_bench.cli import _without_baseline_options
 
-    args = ["sweep", "--op", "all_reduce", "--baseline", "b", "--tolerance=5%", "--save-baseline", "main", "--iters", "5"]
+    args = ["sweep", "--op", "all_reduce", "--baseline", "b", "--tolerance=5%", "--save-baseline", "main",
+            "--iters", "5"]
     assert _without_baseline_options(args) == ["sweep", "--op", "all_reduce", "--iters", "5"]

@@ -28,7 +28,8 @@ def test_pair_matrix_takes_the_slowest_rail_symmetric():
 def test_suspect_lines_and_node_table():
     judgement = three_node_judgement()
     assert suspect_lines(judgement) == [
-        "node c: pair busbw 0.20 GB/s with 2 of 2 partners, fleet median 1.80 GB/s (-89%)"]  # median of 6 endpoint capacities
+        # the fleet median is the median of 6 endpoint capacities
+        "node c: pair busbw 0.20 GB/s with 2 of 2 partners, fleet median 1.80 GB/s (-89%)"]
     console = Console(width=200, record=True, color_system=None)
     console.print(node_table(judgement))
     text = console.export_text()
@@ -39,4 +40,6 @@ def test_header_and_estimate_lines():
     lines = header_lines(three_node_header(Path("/r")))
     assert lines[0] == "# nccl_bench doctor: backend gloo via torchrun, 6 ranks on 3 node(s), 2 rank(s) each (a, b, c)"
     assert "# results: /r" in lines and lines[-1] == "# note: a note"
-    assert estimate_line(63, 0.1) == "# estimate: 63 round(s) x ~0.10 s = ~6.3 s for the pairs, plus re-tests of anything low"
+    assert estimate_line(63, 0.1) == (
+        "# estimate: 63 round(s) x ~0.10 s = ~6.3 s for the pairs, plus re-tests of anything low"
+    )

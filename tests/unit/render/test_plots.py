@@ -59,7 +59,8 @@ def test_peak_near_the_data_is_a_labelled_dashed_line_on_the_scale():
     assert peak.get_linestyle() == "--" and list(peak.get_ydata()) == [23.14, 23.14]
     assert peak.get_label() == "peak 23.1 GB/s"
     assert figure.axes[0].get_ylim() == (0, 23.14 * plots.Y_HEADROOM)
-    assert [line.get_label() for line in _peak_lines(plots.busbw_figure([("r", rows)], peak_gbps=50))] == ["peak 50.0 GB/s"]
+    figure = plots.busbw_figure([("r", rows)], peak_gbps=50)
+    assert [line.get_label() for line in _peak_lines(figure)] == ["peak 50.0 GB/s"]
     no_peak = [_row("all_reduce", PLACEMENT_IN, 1 << 20, 3.0)]
     assert not _peak_lines(plots.busbw_figure([("r", no_peak)]))
 
@@ -113,7 +114,8 @@ def test_plot_formats_by_suffix(tmp_path):
 def test_several_runs_are_told_apart_in_the_legend():
     ours = [_row("all_reduce", PLACEMENT_IN, 1 << 20, 3.0)]
     theirs = load_rows(FIXTURES / "v2.20.0_all_reduce_perf_2ranks.txt")
-    labels = [line.get_label() for line in plots.busbw_figure([("ours", ours), ("nccl-tests", theirs)]).axes[0].get_lines()]
+    figure = plots.busbw_figure([("ours", ours), ("nccl-tests", theirs)])
+    labels = [line.get_label() for line in figure.axes[0].get_lines()]
     assert labels == ["ours: all_reduce", "nccl-tests: all_reduce (out-of-place)", "nccl-tests: all_reduce (in-place)"]
 
 
