@@ -53,7 +53,8 @@ def one_run(config: Path, nproc: int, out: Path) -> dict:
         raise SystemExit(f"economy.py: the sweep failed (exit {result.returncode})")
     meta = read_meta(out)
     rows = read_rows(out)
-    sweep_s = (dt.datetime.fromisoformat(meta["ended_utc"]) - dt.datetime.fromisoformat(meta["started_utc"])).total_seconds()
+    started, ended = (dt.datetime.fromisoformat(meta[key]) for key in ("started_utc", "ended_utc"))
+    sweep_s = (ended - started).total_seconds()
     timed_s, warm_s = op_time_s(rows, int(meta["config"]["warmup"]))
     return {"launch_s": launch_s, "sweep_s": sweep_s, "timed_s": timed_s, "warmup_s": warm_s,
             "rows": len(rows), "ratio": sweep_s / (timed_s + warm_s)}

@@ -38,7 +38,9 @@ def test_report_plot_of_a_real_run(gloo_run, tmp_path):
     data_lines = [line for line in lines if not line.get_label().startswith(plots.PEAK_LABEL_PREFIX)]
     peak_lines = [line for line in lines if line.get_label().startswith(plots.PEAK_LABEL_PREFIX)]
     # all_reduce runs in place only (one line); all_gather both ways (one line per placement)
-    assert [line.get_label() for line in data_lines] == ["all_reduce", "all_gather (out-of-place)", "all_gather (in-place)"]
+    assert [line.get_label() for line in data_lines] == [
+        "all_reduce", "all_gather (out-of-place)", "all_gather (in-place)"
+    ]
     for line in data_lines:
         assert list(line.get_xdata()) == [1024, 65536, 2 * 1024 * 1024]
     # the sweep recorded the host's reference peak in every row; gloo's busbw is far below a memcpy
@@ -69,9 +71,9 @@ def test_nccl_tests_export_of_a_real_run_reads_back(gloo_run, tmp_path):
         (r.op, r.placement, r.size_bytes, r.count, r.world_size, r.backend) for r in ours
     ]
     for before, after in zip(ours, again, strict=True):
-        assert after.time_us == pytest.approx(before.time_us, abs=0.005 + 1e-9 * before.time_us) or after.time_us == float(
-            f"{before.time_us:.1f}"
-        )
+        rounded = float(f"{before.time_us:.1f}")
+        close = after.time_us == pytest.approx(before.time_us, abs=0.005 + 1e-9 * before.time_us)
+        assert close or after.time_us == rounded
         assert after.busbw_gbps == pytest.approx(before.busbw_gbps, abs=0.005)
         assert after.wrong == before.wrong
     # and the two side by side, as a user comparing against nccl-tests would plot them
