@@ -11,7 +11,7 @@ where sweep wall time is meta.json's started_utc .. ended_utc (process group up,
 gathered, every point calibrated, timed, checked, written; the part of a run that grows with
 the sweep), timed op time is sum(time_us x iters x trials) and warmup op time is
 sum(time_us x warmup) over the rows. Everything else (calibration, the data check, per-op
-latency reductions, CSV writes, the live table) is overhead. Issue 3's target: ratio < 1.5 for
+latency reductions, CSV writes, the live table) is overhead. The target: ratio < 1.5 for
 configs/quick.toml on 2 CPU ranks. The launch itself (interpreter and torch start-up,
 rendezvous) is printed too but is a fixed cost, not part of the ratio.
 """

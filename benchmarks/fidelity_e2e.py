@@ -12,7 +12,7 @@ Each round launches two separate torchrun jobs on 2 ranks (gloo on CPU):
 
 The two alternate (odd rounds nccl_bench first, even rounds the reference first), so drift and
 any first-or-second effect hit both alike. A size's verdict is the median over rounds of the
-per-round busbw ratio nccl_bench / reference; the target (issue 13) is 0.95..1.05 at every size.
+per-round busbw ratio nccl_bench / reference; the target is 0.95..1.05 at every size.
 `--tty` gives the sweep a pseudo-terminal (rank 0 then draws its progress bar, as on a
 user's screen); without it the sweep's output goes to a file, as in a batch job.
 """
@@ -34,7 +34,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 TOLERANCE = 0.05
-MIN_ROUNDS = 11  # issue 13: at least 11 interleaved rounds for a verdict
+MIN_ROUNDS = 11  # a verdict needs at least this many interleaved rounds
 RUN_TIMEOUT_S = 600
 
 

@@ -8,7 +8,7 @@ Two launches of N ranks each, gloo on CPU here (NCCL on GPU elsewhere, where RSS
 only): first torch's own baseline, in which each rank imports torch, sets up the process group,
 runs one 1 KiB all_reduce and tears the group down; then the real `nccl-bench sweep` on the one
 op and size, run through the CLI entry in the worker process. Each rank reports its peak RSS
-(ru_maxrss, which never goes down, so it is the peak of the whole process). The budget (issue 3)
+(ru_maxrss, which never goes down, so it is the peak of the whole process). The budget
 is baseline + 2.2 x the op's buffer set, where the buffer set is what nccl-tests allocates for
 the op: send + receive buffers, or one buffer for in-place-only ops (torch's all_reduce, broadcast).
 """

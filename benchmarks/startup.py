@@ -1,4 +1,4 @@
-"""Start-up: `nccl-bench --help` and an argument error must answer in under 0.3 s (issue 3).
+"""Start-up: `nccl-bench --help` and an argument error must answer in under 0.3 s.
 
     python benchmarks/startup.py [--runs 7]
 

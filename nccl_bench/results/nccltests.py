@@ -351,7 +351,7 @@ def _block_rows(block: _Block, op: str, source: str, option: str, ranks: int | N
                     algbw=half["algbw_gbps"],
                     busbw=half["busbw_gbps"],
                     wrong=_wrong(half["wrong"]),
-                    # the old `error` column is the largest absolute error, not a count of elements
+                    # older releases' `error` column is the largest absolute error, not a count of elements
                     failed=(_number(half["error"] or "") or 0) > 0,
                     backend=block.backend,
                     agg=block.agg,

@@ -136,7 +136,7 @@ def test_truncated_real_csv_keeps_its_complete_rows(runs, tmp_path):
     truncated = tmp_path / "results.csv"
     truncated.write_text(text[: len(text) - 40])  # a crash in the middle of the last row
     result = nccl_bench("compare", str(truncated), str(root / "b"))
-    assert result.returncode in (0, 1), result.stderr  # judged, not refused (issue 14)
+    assert result.returncode in (0, 1), result.stderr  # judged, not refused
     assert result.stderr.splitlines() == [
         f"nccl-bench: warning: {truncated} line 5 is cut off (the run stopped while writing it); "
         "read the 3 complete row(s) before it"

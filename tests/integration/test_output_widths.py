@@ -1,4 +1,4 @@
-"""Tables read whole at 80, 120 and 200 columns on a real terminal (a pty) and piped (issue 15).
+"""Tables read whole at 80, 120 and 200 columns on a real terminal (a pty) and piped.
 
 One real 2-rank gloo sweep, piped; then `report` of it piped and on a pty at three widths, one
 more sweep on an 80-column pty (the live table), and ops/compare/limits at 80 columns.

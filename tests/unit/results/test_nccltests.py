@@ -1,4 +1,4 @@
-"""nccl-tests import (real logs from public issues, see tests/fixtures/nccl_tests/README.md) and export."""
+"""nccl-tests text logs read into rows (real logs from public bug reports: tests/fixtures/nccl_tests/README.md)."""
 
 from __future__ import annotations
 
