@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from result_rows import row_at
 
 from nccl_bench.errors import UserInputError
 from nccl_bench.results import nccltests
@@ -15,11 +16,6 @@ from nccl_bench.results.store import ResultsWarning
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "nccl_tests"
 
 
-def _by(rows, size, placement):
-    [row] = [r for r in rows if r.size_bytes == size and r.placement == placement]
-    return row
-
-
 def test_v2_20_all_reduce_log():
     rows = load_rows(FIXTURES / "v2.20.0_all_reduce_perf_2ranks.txt")
     assert len(rows) == 8
@@ -27,9 +23,9 @@ def test_v2_20_all_reduce_log():
     assert {(r.world_size, r.nodes, r.iters, r.dtype, r.redop, r.root) for r in rows} == {
         (2, 2, 100, "float32", "sum", -1)
     }
-    first_out = _by(rows, 8192, PLACEMENT_OUT)
+    first_out = row_at(rows, 8192, PLACEMENT_OUT)
     assert (first_out.count, first_out.time_us, first_out.algbw_gbps, first_out.busbw_gbps) == (2048, 35.15, 0.23, 0.23)
-    last_in = _by(rows, 65536, PLACEMENT_IN)
+    last_in = row_at(rows, 65536, PLACEMENT_IN)
     assert (last_in.time_us, last_in.busbw_gbps, last_in.wrong) == (64.71, 1.01, 0)
     assert last_in.busbw_factor == 1.0  # 2(n-1)/n with n = 2
     assert last_in.agg == "avg" and last_in.backend == "nccl"
@@ -37,7 +33,7 @@ def test_v2_20_all_reduce_log():
 
 def test_v2_17_all_gather_log_single_huge_size():
     rows = load_rows(FIXTURES / "v2.17.6_all_gather_perf_2ranks.txt")
-    out, inp = _by(rows, 17179869184, PLACEMENT_OUT), _by(rows, 17179869184, PLACEMENT_IN)
+    out, inp = row_at(rows, 17179869184, PLACEMENT_OUT), row_at(rows, 17179869184, PLACEMENT_IN)
     assert out.op == "all_gather" and out.redop == "none" and out.count == 2147483648
     assert (out.time_us, out.algbw_gbps, out.busbw_gbps) == (453650.0, 37.87, 18.94)
     assert (inp.time_us, inp.algbw_gbps, inp.busbw_gbps) == (410049.0, 41.90, 20.95)
@@ -49,9 +45,9 @@ def test_old_layout_broadcast_without_redop_and_unchecked():
     """nccl 2.9-era broadcast_perf: no redop column, 'error' instead of '#wrong', N/A with -c 0."""
     rows = load_rows(FIXTURES / "nccl2.9.6_broadcast_perf_2ranks_c0.txt")
     assert len(rows) == 2
-    out = _by(rows, 8, PLACEMENT_OUT)
+    out = row_at(rows, 8, PLACEMENT_OUT)
     assert (out.op, out.redop, out.root, out.count, out.dtype) == ("broadcast", "none", 0, 2, "float32")
-    assert out.time_us == 45.82 and _by(rows, 8, PLACEMENT_IN).time_us == 38.17
+    assert out.time_us == 45.82 and row_at(rows, 8, PLACEMENT_IN).time_us == 38.17
     assert out.wrong is None and out.status == "ok"
     assert out.world_size == 2 and out.nodes == 2 and out.iters == 100
 
@@ -60,17 +56,17 @@ def test_wrong_elements_and_elided_rows():
     """Header-only excerpt (no Rank lines, '...' in the middle): op from the file name, ranks from busbw/algbw."""
     rows = load_rows(FIXTURES / "all_reduce_perf_nccl2.18.3_wrong.txt")
     assert [r.size_bytes for r in rows] == [8, 8, 262144, 262144, 524288, 524288]
-    bad = _by(rows, 524288, PLACEMENT_OUT)
+    bad = row_at(rows, 524288, PLACEMENT_OUT)
     assert (bad.time_us, bad.busbw_gbps, bad.wrong, bad.status) == (663.1, 0.79, 237858, "wrong")
-    assert _by(rows, 524288, PLACEMENT_IN).wrong == 238038
-    assert _by(rows, 262144, PLACEMENT_OUT).status == "ok"
+    assert row_at(rows, 524288, PLACEMENT_IN).wrong == 238038
+    assert row_at(rows, 262144, PLACEMENT_OUT).status == "ok"
     assert {r.op for r in rows} == {"all_reduce"} and {r.world_size for r in rows} == {2}
 
 
 def test_bfloat16_all_gather_world_size_from_bandwidth_ratio():
     rows = load_rows(FIXTURES / "all_gather_perf_bfloat16_2gpus.txt")
     assert len(rows) == 14
-    row = _by(rows, 117440512, PLACEMENT_IN)
+    row = row_at(rows, 117440512, PLACEMENT_IN)
     assert (row.dtype, row.count, row.time_us, row.algbw_gbps, row.busbw_gbps) == (
         "bfloat16", 29360128, 418.7, 280.48, 140.24,
     )
@@ -98,7 +94,7 @@ def test_mpirun_output_tags_are_stripped():
     log = (FIXTURES / "v2.20.0_all_reduce_perf_2ranks.txt").read_text()
     tagged = "\n".join(f"[1,0]<stdout>:{line}" for line in log.splitlines())
     rows = nccltests.parse_text(tagged)
-    assert len(rows) == 8 and _by(rows, 32768, PLACEMENT_OUT).time_us == 39.56
+    assert len(rows) == 8 and row_at(rows, 32768, PLACEMENT_OUT).time_us == 39.56
 
 
 def test_concatenated_logs_keep_each_op():
@@ -131,8 +127,8 @@ def test_srun_label_prefixes_are_stripped():
     rows = load_rows(FIXTURES / "srun_label_all_reduce_perf_16ranks_2nodes.txt")
     assert len(rows) == 22
     assert {(r.op, r.world_size, r.nodes, r.iters, r.wrong) for r in rows} == {("all_reduce", 16, 2, 200, None)}
-    assert _by(rows, 8388608, PLACEMENT_OUT).busbw_gbps == 73.04
-    assert _by(rows, 8589934592, PLACEMENT_IN).time_us == 103538
+    assert row_at(rows, 8388608, PLACEMENT_OUT).busbw_gbps == 73.04
+    assert row_at(rows, 8589934592, PLACEMENT_IN).time_us == 103538
 
 
 def test_comment_lines_that_lost_their_hash_read_the_same():
@@ -147,7 +143,7 @@ def test_a_fragment_without_op_name_is_read_from_busbw_over_algbw():
     rows = load_rows(FIXTURES / "gb200_nvl72_fragment_no_op_name.txt")
     assert len(rows) == 10
     assert {(r.op, r.world_size, r.busbw_factor) for r in rows} == {("all_reduce", 72, 2 * 71 / 72)}
-    assert _by(rows, 536870912, PLACEMENT_OUT).busbw_gbps == 586.06
+    assert row_at(rows, 536870912, PLACEMENT_OUT).busbw_gbps == 586.06
 
 
 def test_rows_before_a_failure_are_kept_with_a_warning_and_hints_fill_the_gaps():
@@ -159,7 +155,7 @@ def test_rows_before_a_failure_are_kept_with_a_warning_and_hints_fill_the_gaps()
     with pytest.warns(ResultsWarning, match=failed):
         rows = load_rows(path, hints=LogHints(ranks=256))
     assert {(r.op, r.world_size) for r in rows} == {("all_reduce", 256)}
-    assert _by(rows, 17179869184, PLACEMENT_IN).busbw_gbps == 367.44
+    assert row_at(rows, 17179869184, PLACEMENT_IN).busbw_gbps == 367.44
 
 
 def test_a_failed_run_without_rows_says_what_the_log_says():

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from result_rows import row_at
 
 from nccl_bench.errors import UserInputError
 from nccl_bench.results import nccltests_json
@@ -14,18 +15,13 @@ from nccl_bench.results.schema import PLACEMENT_IN, PLACEMENT_OUT
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "nccl_tests"
 
 
-def _by(rows, size, placement):
-    [row] = [r for r in rows if r.size_bytes == size and r.placement == placement]
-    return row
-
-
 def test_json_fixture():
     rows = load_rows(FIXTURES / "constructed_v3_all_reduce_perf.json")
     assert len(rows) == 4
-    first = _by(rows, 8192, PLACEMENT_OUT)
+    first = row_at(rows, 8192, PLACEMENT_OUT)
     assert (first.op, first.world_size, first.nodes, first.iters) == ("all_reduce", 2, 2, 100)
     assert (first.time_us, first.algbw_gbps, first.busbw_gbps, first.wrong) == (35.15, 0.233058, 0.233058, 0)
-    unchecked = _by(rows, 16384, PLACEMENT_IN)
+    unchecked = row_at(rows, 16384, PLACEMENT_IN)
     assert unchecked.wrong is None and unchecked.time_us == 30.75 and unchecked.root == -1
 
 
