@@ -81,6 +81,11 @@ BUS_FACTORS: dict[str, tuple[str, BusFactor]] = {
 }
 
 
+def all_reduce_factor(world_size: int) -> float:
+    """2(n-1)/n; doctor/run.py's name for bus_factor("all_reduce", n)."""
+    return ALL_REDUCE(world_size)
+
+
 def factor_of(op: str) -> BusFactor | None:
     """The op's bus-bandwidth factor; None for an op without one (barrier, unknown)."""
     units = OPS.get(op)
