@@ -10,18 +10,19 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import TYPE_CHECKING, Iterable, Sequence
 
 from rich.console import Console
 from rich.text import Text
 
-from nccl_bench.doctor.run import DoctorHeader, DoctorReport
-from nccl_bench.doctor.verdicts import Judgement
 from nccl_bench.errors import first_line
-from nccl_bench.render import doctor as doctor_text
 from nccl_bench.render import formats, tables
 from nccl_bench.render.fit import Layout
 from nccl_bench.results.schema import ResultRow
+
+if TYPE_CHECKING:  # the doctor's modules load with its reporter only: `ops` or `report` need none of them
+    from nccl_bench.doctor.run import DoctorHeader, DoctorReport
+    from nccl_bench.doctor.verdicts import Judgement
 
 SWEEP_PLOT = "busbw.png"
 HEATMAP_PNG = "pairs.png"
@@ -130,7 +131,10 @@ class DoctorReporter:
     """Rank 0's observer of the doctor: header, estimate, a progress bar over rounds on a terminal, the report."""
 
     def __init__(self, console: Console | None = None):
+        from nccl_bench.render import doctor as doctor_text
+
         self.console = console or make_console()
+        self._text = doctor_text
         self._progress = None
         self._task = None
 
@@ -138,10 +142,10 @@ class DoctorReporter:
         print_lines(self.console, [line], style)
 
     def started(self, header: DoctorHeader) -> None:
-        print_lines(self.console, doctor_text.header_lines(header))
+        print_lines(self.console, self._text.header_lines(header))
 
     def pairs_planned(self, rounds: int, per_round_s: float) -> None:
-        self._say(doctor_text.estimate_line(rounds, per_round_s))
+        self._say(self._text.estimate_line(rounds, per_round_s))
         if self.console.is_terminal:
             self._progress, self._task = _progress(self.console, "pair rounds", rounds)
 
@@ -165,10 +169,10 @@ class DoctorReporter:
                     report.heatmap_path = write_heatmap(judgement, report.run_dir)
                 except Exception as exc:  # a broken font cache must not cost the verdict
                     report.notes.append(f"{HEATMAP_PNG} not written: {first_line(exc)}")
-            self.console.print(doctor_text.node_table(judgement))
-            print_lines(self.console, doctor_text.fleet_lines(judgement))
-            print_lines(self.console, doctor_text.suspect_lines(judgement), style="bold red")
-        for line in doctor_text.summary_lines(report):
+            self.console.print(self._text.node_table(judgement))
+            print_lines(self.console, self._text.fleet_lines(judgement))
+            print_lines(self.console, self._text.suspect_lines(judgement), style="bold red")
+        for line in self._text.summary_lines(report):
             style = None
             if line.startswith("# verdict"):
                 style = "bold red" if judgement and judgement.suspects else "bold green"
@@ -183,7 +187,9 @@ def write_heatmap(judgement: Judgement, run_dir: Path) -> Path | None:
         import matplotlib  # noqa: F401
     except ImportError:
         return None
+    from nccl_bench.render.doctor import heatmap_figure
+
     path = Path(run_dir) / HEATMAP_PNG
-    figure = doctor_text.heatmap_figure(judgement, title=f"{Path(run_dir).name}: pair busbw (slowest rail)")
+    figure = heatmap_figure(judgement, title=f"{Path(run_dir).name}: pair busbw (slowest rail)")
     figure.savefig(path, format="png")
     return path
