@@ -70,7 +70,8 @@ def main() -> int:
     for scenario in args.scenario or SCENARIOS:
         walls, doctor_walls = [], []
         for run in range(args.runs):
-            with tempfile.TemporaryDirectory() as folder, simulated_hosts(args.hosts, f"{os.getpid() % 10000:04d}") as hosts:
+            tag = f"{os.getpid() % 10000:04d}"
+            with tempfile.TemporaryDirectory() as folder, simulated_hosts(args.hosts, tag) as hosts:
                 shaped = set()
                 if scenario == "node":
                     hosts.shape_host(2, args.rate)
@@ -96,7 +97,8 @@ def main() -> int:
                   + (f"; re-tests {', '.join(retested)}" if retested else ""))
             for suspect in verdict["suspects"]:
                 print(f"         {suspect['kind']} {'-'.join(suspect['hosts'])}: {suspect['reason']}")
-        print(f"{scenario:8s} median launch {statistics.median(walls):.1f} s, median doctor {statistics.median(doctor_walls):.1f} s")
+        print(f"{scenario:8s} median launch {statistics.median(walls):.1f} s, "
+              f"median doctor {statistics.median(doctor_walls):.1f} s")
     print(f"# load average after: {os.getloadavg()}")
     return 0
 

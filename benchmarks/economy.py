@@ -11,7 +11,7 @@ where sweep wall time is meta.json's started_utc .. ended_utc (process group up,
 gathered, every point calibrated, timed, checked, written; the part of a run that grows with
 the sweep), timed op time is sum(time_us x iters x trials) and warmup op time is
 sum(time_us x warmup) over the rows. Everything else (calibration, the data check, per-op
-latency reductions, CSV writes, the live table) is overhead. Issue 3's target: ratio < 1.5 for
+latency reductions, CSV writes, the live table) is overhead. The target: ratio < 1.5 for
 configs/quick.toml on 2 CPU ranks. The launch itself (interpreter and torch start-up,
 rendezvous) is printed too but is a fixed cost, not part of the ratio.
 """
@@ -53,7 +53,8 @@ def one_run(config: Path, nproc: int, out: Path) -> dict:
         raise SystemExit(f"economy.py: the sweep failed (exit {result.returncode})")
     meta = read_meta(out)
     rows = read_rows(out)
-    sweep_s = (dt.datetime.fromisoformat(meta["ended_utc"]) - dt.datetime.fromisoformat(meta["started_utc"])).total_seconds()
+    started, ended = (dt.datetime.fromisoformat(meta[key]) for key in ("started_utc", "ended_utc"))
+    sweep_s = (ended - started).total_seconds()
     timed_s, warm_s = op_time_s(rows, int(meta["config"]["warmup"]))
     return {"launch_s": launch_s, "sweep_s": sweep_s, "timed_s": timed_s, "warmup_s": warm_s,
             "rows": len(rows), "ratio": sweep_s / (timed_s + warm_s)}

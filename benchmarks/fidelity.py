@@ -34,7 +34,7 @@ from pathlib import Path
 OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast")
 SIZES = ("1K", "64K", "1M", "16M", "64M")
 MIN_ROUNDS = 7  # fewer rounds cannot out-vote a burst of load on a shared host
-BUSBW_TOLERANCE = 0.05  # busbw within 5% of the reference loop
+BUSBW_TOLERANCE = 0.05  # nccl_bench's busbw within 5% of the reference loop's, time within 10%
 LATENCY_TOLERANCE = 0.10
 BUSBW_FROM_BYTES = 1024**2  # busbw judged at >= 1 MiB ...
 LATENCY_SIZES = (1024, 64 * 1024)  # ... latency at exactly these sizes
@@ -46,7 +46,8 @@ PILOT_REPEATS = 3
 # Bus-bandwidth factors written out again (nccl-tests doc/PERFORMANCE.md), so the reference
 # shares no code with the tool under test beyond torch.
 def _busbw_factor(op: str, n: int) -> float:
-    return {"all_reduce": 2 * (n - 1) / n, "all_gather": (n - 1) / n, "reduce_scatter": (n - 1) / n, "broadcast": 1.0}[op]
+    ring = (n - 1) / n
+    return {"all_reduce": 2 * (n - 1) / n, "all_gather": ring, "reduce_scatter": ring, "broadcast": 1.0}[op]
 
 
 @dataclass
@@ -69,10 +70,12 @@ def _median(values: list[float]) -> float:
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=MIN_ROUNDS, help=f"interleaved rounds (>= {MIN_ROUNDS} for a verdict)")
+    parser.add_argument("--rounds", type=int, default=MIN_ROUNDS,
+                        help=f"interleaved rounds (>= {MIN_ROUNDS} for a verdict)")
     parser.add_argument("--ops", default=",".join(OPS), help="comma-separated collectives")
     parser.add_argument("--sizes", default=",".join(SIZES), help="comma-separated sizes (K/M/G = powers of 1024)")
-    parser.add_argument("--min-sample-ms", type=float, default=None, help="reference loop length and nccl_bench's sample floor (default: the sweep's)")
+    parser.add_argument("--min-sample-ms", type=float, default=None,
+                        help="reference loop length and nccl_bench's sample floor (default: the sweep's)")
     parser.add_argument("--json", type=Path, default=None, help="also write every round's numbers here")
     return parser.parse_args(argv)
 
@@ -93,7 +96,8 @@ def main(argv: list[str]) -> int:
 
     launch = detect_launch()
     if launch is None:
-        print("fidelity.py: run under torchrun, e.g. torchrun --nproc_per_node 2 benchmarks/fidelity.py", file=sys.stderr)
+        print("fidelity.py: run under torchrun, e.g. torchrun --nproc_per_node 2 benchmarks/fidelity.py",
+              file=sys.stderr)
         return 2
     ops = tuple(op.strip() for op in args.ops.split(",") if op.strip())
     sizes = tuple(parse_size(s.strip(), "--sizes") for s in args.sizes.split(",") if s.strip())
@@ -183,7 +187,7 @@ def main(argv: list[str]) -> int:
         load_before = os.getloadavg()
         started = time.perf_counter()
         for round_index in range(args.rounds):
-            for result, (ref_call, tool_call) in zip(results, bound):
+            for result, (ref_call, tool_call) in zip(results, bound, strict=True):
                 result.reference_us.append(reference(ref_call, result.reference_iters))
                 measurement = runner.measure(tool_call)
                 result.nccl_bench_us.append(measurement.time_us)
@@ -225,9 +229,9 @@ def _pooled_lines(results: list[PointResult]) -> list[str]:
     lines = []
     for label, member, as_busbw in classes:
         ratios = [(ref / nb if as_busbw else nb / ref)
-                  for r in results if member(r) for nb, ref in zip(r.nccl_bench_us, r.reference_us)]
+                  for r in results if member(r) for nb, ref in zip(r.nccl_bench_us, r.reference_us, strict=True)]
         naive = [(ref / nv if as_busbw else nv / ref)
-                 for r in results if member(r) for nv, ref in zip(r.naive_us, r.reference_us)]
+                 for r in results if member(r) for nv, ref in zip(r.naive_us, r.reference_us, strict=True)]
         if ratios:
             ordered = sorted(ratios)
             quartiles = (ordered[len(ordered) // 4], ordered[(3 * len(ordered)) // 4])
@@ -245,7 +249,9 @@ def _fmt_time(us: float) -> str:
     return f"{us:,.1f}" if us >= 100 else f"{us:.2f}"
 
 
-def render(results: list[PointResult], n: int, rounds: int, backend: str, load_before, load_after) -> tuple[list[str], bool]:
+def render(
+    results: list[PointResult], n: int, rounds: int, backend: str, load_before, load_after
+) -> tuple[list[str], bool]:
     """The table (medians over rounds) and whether every judged point met its target."""
     from nccl_bench.units.sizes import format_size
 
@@ -260,8 +266,8 @@ def render(results: list[PointResult], n: int, rounds: int, backend: str, load_b
     ]
     all_met = True
     for r in results:
-        time_ratios = [nb / ref for nb, ref in zip(r.nccl_bench_us, r.reference_us)]
-        naive_ratios = [nv / ref for nv, ref in zip(r.naive_us, r.reference_us)]
+        time_ratios = [nb / ref for nb, ref in zip(r.nccl_bench_us, r.reference_us, strict=True)]
+        naive_ratios = [nv / ref for nv, ref in zip(r.naive_us, r.reference_us, strict=True)]
         ref_us, nb_us, naive_us = _median(r.reference_us), _median(r.nccl_bench_us), _median(r.naive_us)
         time_ratio = _median(time_ratios)
         if r.size_bytes >= BUSBW_FROM_BYTES:

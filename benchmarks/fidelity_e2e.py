@@ -34,7 +34,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 TOLERANCE = 0.05
-MIN_ROUNDS = 11  # interleaved rounds for a verdict: fewer cannot out-vote a burst of load
+MIN_ROUNDS = 11  # a verdict needs at least this many interleaved rounds
 RUN_TIMEOUT_S = 600
 
 

@@ -25,7 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
-BUDGET_FACTOR = 2.2  # peak <= baseline + 2.2 x largest buffer set
+BUDGET_FACTOR = 2.2  # the budget: peak <= baseline + 2.2 x largest buffer set
 MIB = 1024**2
 REPORT_ENV = "NCCL_BENCH_MEMORY_REPORT"  # worker mode: the folder each rank writes its figure to
 
@@ -36,7 +36,8 @@ def _peak_rss_bytes() -> int:
 
 def _report(folder: Path, code: int) -> None:
     rank = os.environ.get("RANK", "0")
-    (folder / f"rank{rank}.json").write_text(json.dumps({"rank": int(rank), "peak_rss_bytes": _peak_rss_bytes(), "exit": code}))
+    record = {"rank": int(rank), "peak_rss_bytes": _peak_rss_bytes(), "exit": code}
+    (folder / f"rank{rank}.json").write_text(json.dumps(record))
 
 
 def worker(mode: str, sweep_args: list[str]) -> int:
@@ -119,15 +120,17 @@ def main(argv: list[str]) -> int:
     print(table.rstrip())
     print(f"# memory: nccl-bench {' '.join(sweep_args[:-2])} on {args.nproc} ranks ({elapsed:.1f} s); "
           f"buffer set {buffers / MIB:,.0f} MiB per rank; budget = baseline + {BUDGET_FACTOR} x buffer set")
-    print(f"{'rank':>4} {'baseline MiB':>13} {'peak MiB':>9} {'over MiB':>9} {'budget MiB':>11} {'over/buffers':>13}  verdict")
+    print(f"{'rank':>4} {'baseline MiB':>13} {'peak MiB':>9} {'over MiB':>9} {'budget MiB':>11} "
+          f"{'over/buffers':>13}  verdict")
     failed = 0
-    for base, peak in zip(baseline, peaks):
+    for base, peak in zip(baseline, peaks, strict=False):
         over = peak["peak_rss_bytes"] - base["peak_rss_bytes"]
         ok = over <= budget and peak["exit"] == 0
         failed = failed or (0 if ok else 1)
         verdict = "within budget" if ok else ("OVER BUDGET" if peak["exit"] == 0 else f"sweep exit {peak['exit']}")
         print(f"{peak['rank']:>4} {base['peak_rss_bytes'] / MIB:>13,.0f} {peak['peak_rss_bytes'] / MIB:>9,.0f} "
-              f"{over / MIB:>9,.0f} {(base['peak_rss_bytes'] + budget) / MIB:>11,.0f} {over / buffers:>13.2f}  {verdict}")
+              f"{over / MIB:>9,.0f} {(base['peak_rss_bytes'] + budget) / MIB:>11,.0f} "
+              f"{over / buffers:>13.2f}  {verdict}")
     return failed
 
 

@@ -98,7 +98,8 @@ def run(ranks: int, max_bytes: str, out: Path, extra: list[str]) -> dict:
             rss = {rank: _rss_bytes(pid) for rank, pid in pids.items()}
             rss = {rank: value for rank, value in rss.items() if value is not None}
             if rss:
-                samples.append({"t_s": round(time.monotonic() - started, 1), "rows": _rows(out / "results.csv"), "rss": rss})
+                elapsed_s = round(time.monotonic() - started, 1)
+                samples.append({"t_s": elapsed_s, "rows": _rows(out / "results.csv"), "rss": rss})
             ticks += 1
             if ticks % 60 == 0:
                 loads.append(_load_average())
@@ -109,7 +110,8 @@ def run(ranks: int, max_bytes: str, out: Path, extra: list[str]) -> dict:
         proc.wait()
         log.close()
     loads.append(_load_average())
-    return {"cmd": cmd, "exit_code": proc.returncode, "wall_s": round(time.monotonic() - started, 1), "samples": samples, "load": loads}
+    wall_s = round(time.monotonic() - started, 1)
+    return {"cmd": cmd, "exit_code": proc.returncode, "wall_s": wall_s, "samples": samples, "load": loads}
 
 
 def judge(result: dict, out: Path) -> dict:

@@ -1,4 +1,5 @@
-"""Verdicts for a current run against a baseline: per op and size, noise-aware, pure.
+"""Verdicts for a current run against a baseline: per op and size, noise-aware, pure (rows in,
+verdicts out; reading runs and storing baselines live in results/loader.py and results/baselines.py).
 
 Rows match on `results.KEY_COLUMNS` (op, size_bytes, dtype, redop, placement, world_size). Each
 matched row is judged on one metric: bus bandwidth for sizes >= min_bytes (a drop is worse), the
@@ -11,22 +12,19 @@ runs must not overlap (bandwidth is size / time, so the time ranges decide for b
 from __future__ import annotations
 
 import dataclasses
-
 import re
-import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Sequence
 
 from nccl_bench.errors import UserInputError
-from nccl_bench.results.loader import LogHints, load_rows
 from nccl_bench.results.schema import (
     KEY_COLUMNS,
     STATUS_UNSUPPORTED,
     STATUS_WRONG,
     ResultRow,
+    RunRows,
 )
-from nccl_bench.results.store import read_rows
 from nccl_bench.units.sizes import format_size
 
 # 10% busbw is the run-to-run spread that scripts around nccl-tests commonly accept; tighter
@@ -59,8 +57,6 @@ EXIT_OK = 0
 EXIT_REGRESSION = 1
 
 _TOLERANCE_PATTERN = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(%?)\s*$")
-_BASELINE_NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-BASELINES_DIR = "baselines"
 
 
 @dataclass(frozen=True)
@@ -173,7 +169,8 @@ def compare_rows(
     if not current:
         raise UserInputError(current_label, "has no result rows")
     notes = _check_compatible(baseline, current, allow_mismatch, baseline_label, current_label)
-    across_world_sizes = _world_sizes(baseline) != _world_sizes(current)  # past the check above only with allow_mismatch
+    # different world sizes get past the check above only with allow_mismatch
+    across_world_sizes = _world_sizes(baseline) != _world_sizes(current)
     base_index = _index(baseline, across_world_sizes, baseline_label)
     cur_index = _index(current, across_world_sizes, current_label)
     if not base_index.keys() & cur_index.keys():
@@ -252,40 +249,19 @@ def trial_ranges_overlap(baseline: ResultRow, current: ResultRow) -> bool | None
     return base_lo <= cur_hi and cur_lo <= base_hi
 
 
-def compare_paths(
-    baseline_path: Path,
-    current_path: Path,
-    *,
-    baseline_option: str = "BASELINE",
-    current_option: str = "CURRENT",
-    hints: LogHints | None = None,
-    **rule,
-) -> Comparison:
-    """Read two runs and compare_rows them; `rule` is its tolerance, min_bytes and allow_mismatch;
-    `hints` say what an nccl-tests log among them does not (--op, --ranks)."""
+def compare_runs(baseline: RunRows, current: RunRows, **rule) -> Comparison:
+    """compare_rows of two runs as read (results/loader.read_run); `rule` is its tolerance, min_bytes
+    and allow_mismatch. Messages name each run by its argument and path, reports by its path."""
     comparison = compare_rows(
-        read_run(baseline_path, baseline_option, hints),
-        read_run(current_path, current_option, hints),
-        baseline_label=f"{baseline_option} {baseline_path}",
-        current_label=f"{current_option} {current_path}",
-        **rule,
+        baseline.rows, current.rows, baseline_label=baseline.label, current_label=current.label, **rule
     )
-    return dataclasses.replace(comparison, baseline_path=str(baseline_path), current_path=str(current_path))
+    return dataclasses.replace(comparison, baseline_path=str(baseline.path), current_path=str(current.path))
 
 
-def read_run(path: Path, option: str, hints: LogHints | None = None) -> list[ResultRow]:
-    """A run folder, results.csv, nccl_bench JSON, nccl-tests log or -J JSON (the loader `report` uses)."""
-    return load_rows(path, option, unrecognised_as_csv=True, hints=hints)
-
-
-def check_against_baseline(
-    run_dir: Path, baseline_path: Path, tolerance: float = DEFAULT_TOLERANCE, allow_mismatch: bool = False
-) -> Comparison:
-    """What `sweep --baseline` runs after a sweep: the finished run against a stored baseline."""
-    return compare_paths(
-        baseline_path, run_dir, baseline_option="--baseline", current_option="run",
-        tolerance=tolerance, allow_mismatch=allow_mismatch,
-    )
+def check_against_baseline(check: BaselineCheck, run: RunRows) -> Comparison:
+    """What `sweep --baseline` runs after a sweep: the finished run against the baseline read before it."""
+    baseline = RunRows(check.baseline, "--baseline", check.baseline_rows)
+    return compare_runs(baseline, run, tolerance=check.tolerance, allow_mismatch=check.allow_mismatch)
 
 
 @dataclass(frozen=True)
@@ -299,6 +275,10 @@ class BaselineCheck:
     replace_baseline: bool = False
     baseline_rows: tuple[ResultRow, ...] = field(default=(), compare=False)  # read once, up front
 
+    def with_rows(self, rows: Iterable[ResultRow]) -> BaselineCheck:
+        """The check with the baseline's rows, as results/baselines.prepare_baselines read them."""
+        return dataclasses.replace(self, baseline_rows=tuple(rows))
+
 
 # Options only the process that owns the whole run acts on; local worker ranks never see them.
 SWEEP_BASELINE_OPTIONS = ("--baseline", "--tolerance", "--save-baseline")
@@ -307,9 +287,10 @@ SWEEP_BASELINE_FLAGS = ("--allow-mismatch", "--replace-baseline")
 
 def plan_baseline_check(
     baseline: Path | None, tolerance: str | None, save_name: str | None,
-    allow_mismatch: bool = False, replace_baseline: bool = False, results_root: Path | None = None,
+    allow_mismatch: bool = False, replace_baseline: bool = False,
 ) -> BaselineCheck | None:
-    """Validate the sweep's baseline options before measuring, so a typo fails at once, not after the run."""
+    """The sweep's baseline options checked against each other before measuring, so a typo fails at
+    once, not after the run; results/baselines.prepare_baselines then reads the files they name."""
     if tolerance is not None and baseline is None:
         raise UserInputError("--tolerance", "only applies with --baseline")
     if allow_mismatch and baseline is None:
@@ -318,26 +299,10 @@ def plan_baseline_check(
         raise UserInputError("--replace-baseline", "only applies with --save-baseline")
     if baseline is None and save_name is None:
         return None
-    rows: tuple[ResultRow, ...] = ()
-    if baseline is not None:
-        rows = tuple(read_run(baseline, "--baseline"))
-    if save_name is not None:
-        validate_baseline_name(save_name)
-        if results_root is not None and not replace_baseline:
-            refuse_existing_baseline(results_root, save_name)
     fraction = DEFAULT_TOLERANCE if tolerance is None else parse_tolerance(tolerance)
     return BaselineCheck(
-        None if baseline is None else Path(baseline), fraction, save_name, allow_mismatch, replace_baseline, rows
+        None if baseline is None else Path(baseline), fraction, save_name, allow_mismatch, replace_baseline
     )
-
-
-def refuse_existing_baseline(results_root: Path, name: str) -> None:
-    """A saved baseline is the known-good reference: replacing it takes --replace-baseline."""
-    target = baseline_dir(results_root, name)
-    if target.exists():
-        raise UserInputError(
-            "--save-baseline", f"baseline {name!r} already exists at {target}; pass --replace-baseline to replace it"
-        )
 
 
 def check_plan_against_baseline(
@@ -369,43 +334,6 @@ def check_plan_against_baseline(
             "shares no (op, size, dtype, redop, placement) with this sweep's plan; "
             "measure the baseline's ops and sizes (see `nccl-bench report` of it)",
         )
-
-
-def validate_baseline_name(name: str, option: str = "--save-baseline") -> str:
-    if not _BASELINE_NAME_PATTERN.match(name) or name in (".", ".."):
-        raise UserInputError(option, f"{name!r} is not a baseline name; use letters, digits, '.', '_' or '-'")
-    return name
-
-
-def baseline_dir(results_root: Path, name: str) -> Path:
-    return Path(results_root) / BASELINES_DIR / validate_baseline_name(name)
-
-
-def save_baseline(run_dir: Path, name: str, results_root: Path, replace: bool = False) -> Path:
-    """Copy a finished run folder to results_root/baselines/NAME/; an existing one only with replace.
-
-    Replacing is how CI refreshes `main` on every merge, so it is allowed, but only when asked:
-    a second run with the same name must not silently drop the known-good reference. The copy is
-    made beside the target and renamed into place, so a crash never leaves half a baseline.
-    """
-    target = baseline_dir(results_root, name)
-    if not replace:
-        refuse_existing_baseline(results_root, name)
-    run_dir = Path(run_dir)
-    read_rows(run_dir, "--save-baseline")  # refuse to store a run that has no readable results
-    target.parent.mkdir(parents=True, exist_ok=True)
-    staging = target.with_name(f".{name}.saving")
-    old = target.with_name(f".{name}.old")
-    for leftover in (staging, old):
-        if leftover.exists():
-            shutil.rmtree(leftover)
-    shutil.copytree(run_dir, staging)
-    if target.exists():
-        target.rename(old)
-    staging.rename(target)
-    if old.exists():
-        shutil.rmtree(old)
-    return target
 
 
 def _check_compatible(

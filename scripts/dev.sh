@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Set up a virtual environment and run one of the two everyday jobs:
 #   bash scripts/dev.sh sweep [sweep options]   a sweep on this host (local ranks; gloo on CPU without a GPU)
-#   bash scripts/dev.sh test [pytest options]   the test suite
+#   bash scripts/dev.sh test [pytest options]   ruff, then the test suite
 # On a host without an NVIDIA GPU it installs torch's CPU build, so set-up takes seconds, not a
 # multi-GB CUDA download. Set NCCL_BENCH_TORCH to choose the torch requirement yourself, and
 # NCCL_BENCH_TORCH_INDEX to an index of CPU wheels on a machine that has none on disk.
@@ -55,6 +55,7 @@ case "$job" in
     if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
       (apt-get update -qq && apt-get install -y -qq chromium) >/dev/null 2>&1 || echo "dev.sh: could not install chromium; the HTML report test will skip" >&2
     fi
+    "$venv/bin/ruff" check nccl_bench tests benchmarks  # a lint error fails the command before any test runs
     exec "$py" -m pytest "$@" ;;
   *) echo "usage: bash scripts/dev.sh sweep|test [options]" >&2; exit 2 ;;
 esac

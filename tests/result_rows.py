@@ -1,4 +1,4 @@
-"""A ResultRow factory shared by the compare tests and the compare-export tests."""
+"""ResultRow helpers shared by the tests: a factory, a run folder writer, a lookup by size and placement."""
 
 from __future__ import annotations
 
@@ -32,3 +32,9 @@ def write_run(folder: Path, rows) -> Path:
         writer.append(one)
     writer.close()
     return folder
+
+
+def row_at(rows, size_bytes: int, placement: str) -> ResultRow:
+    """The one row of `rows` at this size and placement (fails if there is none, or more)."""
+    [found] = [r for r in rows if r.size_bytes == size_bytes and r.placement == placement]
+    return found

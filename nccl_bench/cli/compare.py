@@ -37,6 +37,7 @@ def compare_command(
     """Compare a run against a baseline per op and size; exit 0 ok, 1 regression, 2 bad input."""
     from nccl_bench import compare
     from nccl_bench.render.formats import check_output_file
+    from nccl_bench.results.loader import read_run
     from nccl_bench.units.sizes import parse_size
 
     tolerance_fraction = compare.parse_tolerance(tolerance, "--tolerance")
@@ -46,9 +47,10 @@ def compare_command(
         "junit": check_output_file(junit and Path(junit), "--junit"),
         "json_path": check_output_file(json_file and Path(json_file), "--json"),
     }
-    result = compare.compare_paths(
-        Path(baseline), Path(current), tolerance=tolerance_fraction, min_bytes=min_size, allow_mismatch=allow_mismatch,
-        hints=log_hints(log_op, log_ranks),
+    hints = log_hints(log_op, log_ranks)
+    result = compare.compare_runs(
+        read_run(Path(baseline), "BASELINE", hints), read_run(Path(current), "CURRENT", hints),
+        tolerance=tolerance_fraction, min_bytes=min_size, allow_mismatch=allow_mismatch,
     )
     report_comparison(result, outputs, os.environ)
     raise typer.Exit(result.exit_code)
@@ -57,7 +59,7 @@ def compare_command(
 def report_comparison(result, outputs: dict, environ) -> None:
     """Print the table, the failing rows and the summary; write the requested files."""
     from nccl_bench.render import compare_exports
-    from nccl_bench.render.tables import make_console, print_lines, table_width
+    from nccl_bench.render.live import make_console, print_lines, table_width
 
     console = make_console()
     print_lines(console, compare_exports.comparison_lines(result, table_width(console)))

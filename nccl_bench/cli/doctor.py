@@ -49,7 +49,7 @@ def doctor_command(
     if launch is None:
         _with_local_workers(config, workers)
         return
-    from nccl_bench.render.doctor import DoctorReporter
+    from nccl_bench.render.live import DoctorReporter
 
     try:
         report = core.doctor.execute(

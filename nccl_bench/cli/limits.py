@@ -25,7 +25,7 @@ def limits_command(
         typer.echo(json.dumps(limits_json(limits, peak, peak_warnings), indent=2))
         return
     from nccl_bench.render.limits import limits_lines
-    from nccl_bench.render.tables import make_console, print_lines, table_width
+    from nccl_bench.render.live import make_console, print_lines, table_width
 
     console = make_console()
     print_lines(console, limits_lines(limits, peak, peak_warnings, table_width(console)))

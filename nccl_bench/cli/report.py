@@ -31,7 +31,7 @@ def report_command(
 ) -> None:
     """Re-render runs (ours or nccl-tests') as a table or another format, and plot them."""
     from nccl_bench.render import formats as render_formats
-    from nccl_bench.render.tables import make_console
+    from nccl_bench.render import live
     from nccl_bench.results import loader
 
     render_formats.check_format(fmt)
@@ -39,20 +39,12 @@ def report_command(
     output_path = render_formats.check_output_file(output and Path(output), "--output")
     html_path = render_formats.check_output_file(html_file and Path(html_file), "--html", suffix=".html")
     loaded = loader.load_runs([Path(run) for run in runs], hints=log_hints(log_op, log_ranks))
-    if fmt == "table" and not output_path:
-        from nccl_bench.render.tables import print_lines, results_lines, table_width
-
-        console = make_console()
-        for label, rows in loaded:
-            print_lines(console, results_lines(rows, table_width(console), title=label))
-    else:
-        text = render_formats.render_runs([Path(run) for run in runs], loaded, fmt)
-        if output_path:
-            output_path.write_text(text, encoding="utf-8")
-        else:
-            typer.echo(text, nl=False)
+    paths = [Path(run) for run in runs]
     if output_path:
+        output_path.write_text(render_formats.render_runs(paths, loaded, fmt), encoding="utf-8")
         typer.echo(f"wrote {fmt} to {output_path}", err=True)
+    else:
+        live.print_runs(paths, loaded, fmt)
     if plot_path:
         from nccl_bench.render import plots as plotting
 

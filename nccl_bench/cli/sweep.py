@@ -70,9 +70,11 @@ def sweep_command(
     sweep_config = build_config(flags, preset)
     from nccl_bench.cli import core
 
-    baseline_check = core.compare.plan_baseline_check(
-        baseline, tolerance, save_baseline, allow_mismatch, replace_baseline, sweep_config.results_root
-    )
+    baseline_check = core.compare.plan_baseline_check(baseline, tolerance, save_baseline, allow_mismatch,
+                                                      replace_baseline)
+    if baseline_check is not None:
+        baseline_check = baseline_check.with_rows(core.baselines.prepare_baselines(
+            baseline_check.baseline, save_baseline, sweep_config.results_root, replace_baseline))
     launch = core.detect_launch()
     if launch is None:
         run_dir = _with_local_workers(sweep_config, workers, baseline_check)
@@ -90,7 +92,7 @@ def _on_this_rank(sweep_config, launch, workers: Optional[int], baseline_check) 
     import torch
 
     from nccl_bench.cli import core
-    from nccl_bench.render.tables import LiveReporter
+    from nccl_bench.render.live import LiveReporter
 
     plan = core.plan.plan_run(sweep_config, launch.world_size, torch.__version__)
     core.compare.check_plan_against_baseline(baseline_check, launch.world_size, plan.backend, plan.keys(sweep_config))
@@ -151,16 +153,14 @@ def _after_sweep(run_dir: Path, results_root: Path, baseline_check) -> None:
 
     exit_code = 0
     if baseline_check.baseline is not None:
-        result = core.compare.check_against_baseline(
-            run_dir, baseline_check.baseline, baseline_check.tolerance, baseline_check.allow_mismatch
-        )
+        result = core.compare.check_against_baseline(baseline_check, core.read_run(run_dir, "run"))
         report_comparison(result, {}, os.environ)
         exit_code = result.exit_code
     if baseline_check.save_name is not None:
         if exit_code:
             messages.say(f"not saving baseline {baseline_check.save_name!r}: the run regressed")
         else:
-            saved = core.compare.save_baseline(
+            saved = core.baselines.save_baseline(
                 run_dir, baseline_check.save_name, results_root, baseline_check.replace_baseline
             )
             messages.say(f"saved baseline {baseline_check.save_name!r} to {saved}")

@@ -378,7 +378,7 @@ class _Doctor:
         for node in self.nodes:
             if len(node.ranks) < 2 or node.host not in hosts:
                 continue
-            factor = bandwidth.all_reduce_factor(len(node.ranks))
+            factor = bandwidth.bus_factor("all_reduce", len(node.ranks))
             busbw = self._record("nodes", attempt, (node.host,), None, node.ranks, per_rank, factor)
             self.intra.setdefault(node.host, []).append(busbw)
 

@@ -160,9 +160,12 @@ def peak_from_limits(limits: HostLimits, multi_node: bool = False, device_kind: 
         return intra, warnings
     per_rank = nic_total / ranks_per_node
     kinds = "/".join(sorted({p.kind for p in limits.nic_ports}))
-    nic_label = f"{kinds} {len(limits.nic_ports)} port(s), {nic_total:g} GB/s per direction / {ranks_per_node} rank(s) per node"
+    nic_label = (
+        f"{kinds} {len(limits.nic_ports)} port(s), {nic_total:g} GB/s per direction / {ranks_per_node} rank(s) per node"
+    )
     if per_rank < intra.peak_gbps:
-        return Peak(per_rank, f"{intra.source}+sysfs", f"inter-node NIC: {nic_label} (intra-node: {intra.label})"), warnings
+        label = f"inter-node NIC: {nic_label} (intra-node: {intra.label})"
+        return Peak(per_rank, f"{intra.source}+sysfs", label), warnings
     return Peak(intra.peak_gbps, f"{intra.source}+sysfs", f"{intra.label} (NICs allow more: {nic_label})"), warnings
 
 
@@ -237,7 +240,6 @@ def _from_table(index: int, name: str) -> GpuLimits:
 
 def _from_nvidia_smi(executable: str) -> tuple[tuple[GpuLimits, ...], list[str], str | None]:
     """GPUs from nvidia-smi's three outputs, each optional; (gpus, warnings, reason if none)."""
-    warnings: list[str] = []
     if shutil.which(executable) is None:
         return (), [], f"{executable} not found on PATH"
     status_text, status_err = run_nvidia_smi(executable, "nvlink", "-s")
@@ -246,21 +248,9 @@ def _from_nvidia_smi(executable: str) -> tuple[tuple[GpuLimits, ...], list[str],
     errors = [e for e in (status_err, topo_err, query_err) if e]
     if status_text is None and topo_text is None and query_text is None:
         return (), [], "; ".join(errors) or f"{executable}: no output"
-    warnings.extend(errors)
-
-    status: dict[int, NvlinkGpu] = {}
-    all_inactive = False
-    if status_text is not None:
-        parsed = parse_nvlink_status(status_text)
-        warnings.extend(parsed.warnings)
-        status = {g.index: g for g in parsed.gpus}
-        all_inactive = parsed.all_inactive
-    topo: dict[int, TopoGpu] = {}
-    if topo_text is not None:
-        matrix = parse_topo_matrix(topo_text)
-        warnings.extend(matrix.warnings)
-        topo = {g.index: g for g in matrix.gpus}
-        topo.update({i: TopoGpu(i, (), False) for i in range(matrix.gpu_count) if i not in topo})
+    warnings: list[str] = list(errors)
+    status, all_inactive = _parse_status(status_text, warnings)
+    topo = _parse_topo(topo_text, warnings)
     query: dict[int, QueryGpu] = {}
     if query_text is not None:
         gpus_q, query_warnings = parse_query(query_text)
@@ -278,34 +268,62 @@ def _from_nvidia_smi(executable: str) -> tuple[tuple[GpuLimits, ...], list[str],
 
     gpus = []
     for i in indices:
-        st, tp, q = status.get(i), topo.get(i), query.get(i)
+        st, q = status.get(i), query.get(i)
         name = (st.name if st else None) or (q.name if q else None) or host_name
-        table = known_gpu(name)
-        links: tuple[bool, ...] | None = None
-        rate = host_rate
-        if st is not None and st.complete and (st.links or all_inactive):
-            links = tuple(r is not None for r in st.links)
-            rates = [r for r in st.links if r is not None]
-            rate = max(rates) if rates else host_rate
-        elif tp is not None and tp.complete:
-            count = links_from_topology(list(tp.nv_counts), table.nvlinks if table and table.nvlinks else None)
-            links = tuple([True] * count)
-            if st is not None:
-                warnings.append(f"GPU {i}: link list clipped, link count taken from topo -m ({count})")
-        elif st is not None and table is not None:
-            seen_active = sum(r is not None for r in st.links)
-            links = tuple([True] * max(table.nvlinks, seen_active))
-            warnings.append(f"GPU {i}: link list clipped, assuming all {len(links)} links of a {table.label} are up")
-        elif st is not None:
-            links = tuple(r is not None for r in st.links)
-            warnings.append(f"GPU {i}: link list clipped and model unknown; counting only the {sum(links)} links shown")
-        elif all_inactive:
-            links = ()
-        elif table is not None:
-            links = tuple([True] * table.nvlinks)
-            if table.nvlinks:
-                warnings.append(f"GPU {i}: no NVLink state from {executable}; assuming all {table.nvlinks} links "
-                                f"of a {table.label} are up ({SOURCE_TABLE})")
+        links, rate = _smi_links(i, st, topo.get(i), known_gpu(name), all_inactive, executable, warnings)
+        rate = host_rate if rate is None else rate
         pcie = (q.pcie_gen_max, q.pcie_gen_current, q.pcie_width_max, q.pcie_width_current) if q else (None,) * 4
         gpus.append(_assemble(i, name, links, rate if links else None, None, pcie, SOURCE_SMI))
     return tuple(gpus), warnings, None
+
+
+def _parse_status(text: str | None, warnings: list[str]) -> tuple[dict[int, NvlinkGpu], bool]:
+    """`nvlink -s` per GPU index, and whether it said every link is inactive."""
+    if text is None:
+        return {}, False
+    parsed = parse_nvlink_status(text)
+    warnings.extend(parsed.warnings)
+    return {g.index: g for g in parsed.gpus}, parsed.all_inactive
+
+
+def _parse_topo(text: str | None, warnings: list[str]) -> dict[int, TopoGpu]:
+    """`topo -m` rows per GPU index; a GPU column without a row is an incomplete, empty row."""
+    if text is None:
+        return {}
+    matrix = parse_topo_matrix(text)
+    warnings.extend(matrix.warnings)
+    topo = {g.index: g for g in matrix.gpus}
+    topo.update({i: TopoGpu(i, (), False) for i in range(matrix.gpu_count) if i not in topo})
+    return topo
+
+
+def _smi_links(
+    i: int, st: NvlinkGpu | None, tp: TopoGpu | None, table, all_inactive: bool, executable: str, warnings: list[str]
+) -> tuple[tuple[bool, ...] | None, float | None]:
+    """One GPU's links (True = active) and its own best link rate (None: the host's), from the most
+    complete source: a whole `nvlink -s` list, then `topo -m`, then the known-GPU table."""
+    if st is not None and st.complete and (st.links or all_inactive):
+        rates = [r for r in st.links if r is not None]
+        return tuple(r is not None for r in st.links), max(rates) if rates else None
+    if tp is not None and tp.complete:
+        count = links_from_topology(list(tp.nv_counts), table.nvlinks if table and table.nvlinks else None)
+        if st is not None:
+            warnings.append(f"GPU {i}: link list clipped, link count taken from topo -m ({count})")
+        return tuple([True] * count), None
+    if st is not None and table is not None:
+        seen_active = sum(r is not None for r in st.links)
+        links = tuple([True] * max(table.nvlinks, seen_active))
+        warnings.append(f"GPU {i}: link list clipped, assuming all {len(links)} links of a {table.label} are up")
+        return links, None
+    if st is not None:
+        links = tuple(r is not None for r in st.links)
+        warnings.append(f"GPU {i}: link list clipped and model unknown; counting only the {sum(links)} links shown")
+        return links, None
+    if all_inactive:
+        return (), None
+    if table is not None:
+        if table.nvlinks:
+            warnings.append(f"GPU {i}: no NVLink state from {executable}; assuming all {table.nvlinks} links "
+                            f"of a {table.label} are up ({SOURCE_TABLE})")
+        return tuple([True] * table.nvlinks), None
+    return None, None

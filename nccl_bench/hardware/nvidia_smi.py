@@ -63,9 +63,8 @@ def parse_nvlink_status(text: str) -> NvlinkStatus:
         if _CLIP_MARK.match(line):
             if current is not None:
                 current["complete"] = False
-                warnings.append(f"nvidia-smi nvlink -s: output clipped inside GPU {current['index']}")
-            else:
-                warnings.append("nvidia-smi nvlink -s: output clipped before the first GPU shown")
+            where = "before the first GPU shown" if current is None else f"inside GPU {current['index']}"
+            warnings.append(f"nvidia-smi nvlink -s: output clipped {where}")
             continue
         header = _GPU_HEADER.match(line)
         if header:
@@ -75,16 +74,7 @@ def parse_nvlink_status(text: str) -> NvlinkStatus:
             continue
         link = _LINK.match(line)
         if link and current is not None:
-            value = link.group(2)
-            rate = _RATE.match(value)
-            if rate and float(rate.group(1)) > 0:
-                current["links"].append(float(rate.group(1)))
-            elif rate or "inactive" in value.lower() or "down" in value.lower():
-                current["links"].append(None)
-            else:
-                current["links"].append(None)
-                warnings.append(f"nvidia-smi nvlink -s: unreadable state {value!r} for GPU "
-                                f"{current['index']} link {link.group(1)}, counted as inactive")
+            current["links"].append(_link_rate(link.group(2), f"GPU {current['index']} link {link.group(1)}", warnings))
             continue
         unknown_lines += 1
     close()
@@ -93,6 +83,16 @@ def parse_nvlink_status(text: str) -> NvlinkStatus:
     if all_inactive:
         warnings.append("nvidia-smi nvlink -s: reports that all links are inactive")
     return NvlinkStatus(tuple(gpus), all_inactive, tuple(warnings))
+
+
+def _link_rate(value: str, where: str, warnings: list[str]) -> float | None:
+    """GB/s of an active link; None for an inactive one, or an unreadable state (with a warning)."""
+    rate = _RATE.match(value)
+    if rate and float(rate.group(1)) > 0:
+        return float(rate.group(1))
+    if not (rate or "inactive" in value.lower() or "down" in value.lower()):
+        warnings.append(f"nvidia-smi nvlink -s: unreadable state {value!r} for {where}, counted as inactive")
+    return None
 
 
 @dataclass(frozen=True)
@@ -120,26 +120,12 @@ def parse_topo_matrix(text: str) -> TopoMatrix:
             continue
         if columns is None:
             if tokens[0] == "GPU0":
-                columns = []
-                for token in tokens:
-                    if token in ("CPU", "NUMA"):
-                        break
-                    columns.append(token)
+                columns = _topo_columns(tokens)
             continue
         row = re.fullmatch(r"GPU(\d+)", tokens[0])
         if not row:
             continue
-        cells = tokens[1:]
-        counts: list[int] = []
-        complete = True
-        for col, name in enumerate(columns):
-            if not re.fullmatch(r"GPU\d+", name) or name == tokens[0]:
-                continue
-            if col >= len(cells):
-                complete = False
-                break
-            nv = re.fullmatch(r"NV(\d+)", cells[col])
-            counts.append(int(nv.group(1)) if nv else 0)
+        counts, complete = _topo_row(tokens[0], tokens[1:], columns)
         if not complete:
             warnings.append(f"nvidia-smi topo -m: row GPU{row.group(1)} is clipped")
         gpus.append(TopoGpu(int(row.group(1)), tuple(counts), complete))
@@ -151,6 +137,29 @@ def parse_topo_matrix(text: str) -> TopoMatrix:
     if missing > 0:
         warnings.append(f"nvidia-smi topo -m: {missing} GPU row(s) missing (clipped output?)")
     return TopoMatrix(gpu_count, tuple(gpus), tuple(warnings))
+
+
+def _topo_columns(tokens: list[str]) -> list[str]:
+    """The header's device columns (GPUs, NICs), up to the affinity columns."""
+    columns = []
+    for token in tokens:
+        if token in ("CPU", "NUMA"):
+            break
+        columns.append(token)
+    return columns
+
+
+def _topo_row(name: str, cells: list[str], columns: list[str]) -> tuple[list[int], bool]:
+    """NV# to each other GPU column of one GPU's row, and whether the row reached every column."""
+    counts: list[int] = []
+    for col, column in enumerate(columns):
+        if not re.fullmatch(r"GPU\d+", column) or column == name:
+            continue
+        if col >= len(cells):
+            return counts, False
+        nv = re.fullmatch(r"NV(\d+)", cells[col])
+        counts.append(int(nv.group(1)) if nv else 0)
+    return counts, True
 
 
 @dataclass(frozen=True)
@@ -169,6 +178,25 @@ def _int_or_none(value: str) -> int | None:
     return int(match.group(1)) if match else None
 
 
+def _query_line(gpu: dict, section: str | None, line: str) -> str | None:
+    """Read one line of a GPU's section into `gpu`; returns the PCIe sub-section the next line is in."""
+    if line == "PCIe Generation":
+        return "gen"
+    if line == "Link Width":
+        return "width"
+    if ":" not in line:
+        return section if line == "GPU Link Info" else None
+    key, _, value = line.partition(":")
+    key, value = key.strip(), value.strip()
+    if key == "Product Name" and gpu["name"] is None:
+        gpu["name"] = value or None
+    elif section and key in ("Max", "Current"):
+        gpu[("gen_" if section == "gen" else "width_") + ("max" if key == "Max" else "cur")] = _int_or_none(value)
+    elif section and key not in ("Device Current", "Device Max", "Host Max"):
+        return None
+    return section
+
+
 def parse_query(text: str) -> tuple[tuple[QueryGpu, ...], tuple[str, ...]]:
     """Product name and PCIe generation/width (max and current) per GPU from `nvidia-smi -q`."""
     gpus: list[dict] = []
@@ -180,27 +208,8 @@ def parse_query(text: str) -> tuple[tuple[QueryGpu, ...], tuple[str, ...]]:
                          "width_max": None, "width_cur": None})
             section = None
             continue
-        if not gpus:
-            continue
-        if line == "PCIe Generation":
-            section = "gen"
-            continue
-        if line == "Link Width":
-            section = "width"
-            continue
-        if ":" not in line:
-            section = None if line not in ("GPU Link Info",) else section
-            continue
-        key, _, value = line.partition(":")
-        key, value = key.strip(), value.strip()
-        gpu = gpus[-1]
-        if key == "Product Name" and gpu["name"] is None:
-            gpu["name"] = value or None
-        elif section and key in ("Max", "Current"):
-            slot = ("gen_" if section == "gen" else "width_") + ("max" if key == "Max" else "cur")
-            gpu[slot] = _int_or_none(value)
-        elif section and key not in ("Device Current", "Device Max", "Host Max"):
-            section = None
+        if gpus:
+            section = _query_line(gpus[-1], section, line)
     warnings: list[str] = []
     if not gpus:
         warnings.append("nvidia-smi -q: no GPU section found")

@@ -4,7 +4,7 @@ Sizes follow nccl-tests' doc/PERFORMANCE.md: `size_bytes` is the larger of the s
 buffer of one rank (all_gather: the gathered output; reduce_scatter: the input; all_to_all: the
 whole send buffer; gather/scatter: n x chunk). `count` is the element count nccl-tests prints
 (the per-rank chunk for split ops). Adding a collective means adding one entry to REGISTRY
-(and its bus-bandwidth factor to units/bandwidth.BUS_FACTORS).
+(and its bus-bandwidth factor and nccl-tests binary to units/bandwidth.OPS).
 """
 
 from __future__ import annotations
@@ -104,13 +104,12 @@ class Collective:
     @property
     def factor(self) -> Callable[[int], float] | None:
         """busbw/algbw as a function of the world size, from units.bandwidth; None: barrier."""
-        entry = bandwidth.BUS_FACTORS.get(self.name)
-        return None if entry is None else entry[1]
+        return bandwidth.factor_of(self.name)
 
     @property
     def factor_formula(self) -> str:
-        entry = bandwidth.BUS_FACTORS.get(self.name)
-        return "-" if entry is None else entry[0]
+        factor = bandwidth.factor_of(self.name)
+        return "-" if factor is None else factor.formula
 
 
 def round_size(collective: Collective, size_bytes: int, element_bytes: int, world_size: int) -> int:

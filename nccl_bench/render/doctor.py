@@ -1,29 +1,24 @@
-"""What `nccl-bench doctor` shows: header, estimate, progress, node table, suspects, heatmap PNG.
+"""What `nccl-bench doctor` shows: header, estimate, node table, suspects, the pair heatmap.
 
-Functions return lines, tables or figures; DoctorReporter (rank 0's observer) prints them.
+Functions return lines, tables or figures; render/live.DoctorReporter prints them and saves the heatmap.
 """
 
 from __future__ import annotations
 
 import math
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rich import box
-from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
 from nccl_bench.doctor.run import DoctorHeader, DoctorReport
 from nccl_bench.doctor.verdicts import Judgement, gbps
-from nccl_bench.errors import first_line
-from nccl_bench.render.tables import make_console
 from nccl_bench.units.sizes import format_size
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-HEATMAP_PNG = "pairs.png"
 ANNOTATE_MAX_NODES = 16  # beyond this the cells are too small to print a number in
 
 
@@ -36,9 +31,10 @@ def header_lines(header: DoctorHeader) -> list[str]:
         f"{len(header.nodes)} node(s), {per_node} ({', '.join(n.host for n in header.nodes)})",
         f"# versions: {', '.join(f'{k} {v}' for k, v in header.versions.items())}",
         f"# phases: {', '.join(header.phases)}; {header.mode} mode, {rounds}",
-        f"# measurement: {format_size(header.size_bytes)} per message, warmup {header.warmup}, {header.samples} samples "
-        f"of {header.iters}; pairs: two-way isend/irecv, busbw = size/time (factor 1, as sendrecv); "
-        f"nodes: all_reduce, busbw factor 2(n-1)/n",
+        f"# measurement: {format_size(header.size_bytes)} per message, warmup {header.warmup}, "
+        f"{header.samples} samples of {header.iters}; "
+        "pairs: two-way isend/irecv, busbw = size/time (factor 1, as sendrecv); "
+        "nodes: all_reduce, busbw factor 2(n-1)/n",
         f"# verdicts: suspect below the fleet median by more than {header.tolerance:.0%}"
         + (f" or below --expect {gbps(header.expect_gbps)} GB/s" if header.expect_gbps is not None else "")
         + ", confirmed by a re-test",
@@ -144,73 +140,3 @@ def heatmap_figure(judgement: Judgement, title: str | None = None) -> "Figure":
                 axis.add_patch(Rectangle((x - 0.5, y - 0.5), 1, 1, fill=False, edgecolor="red", linewidth=2))
     axis.set_title(title or "node pairs: busbw of the slowest rail")
     return figure
-
-
-def write_heatmap(judgement: Judgement, run_dir: Path) -> Path | None:
-    """run_dir/pairs.png, or None without matplotlib or without pairs."""
-    if not judgement.pairs:
-        return None
-    try:
-        import matplotlib  # noqa: F401
-    except ImportError:
-        return None
-    path = Path(run_dir) / HEATMAP_PNG
-    heatmap_figure(judgement, title=f"{Path(run_dir).name}: pair busbw (slowest rail)").savefig(path, format="png")
-    return path
-
-
-class DoctorReporter:
-    """Rank 0's observer: header, estimate, a progress bar over rounds on a terminal, the report."""
-
-    def __init__(self, console: Console | None = None):
-        self.console = console or make_console()
-        self._progress = None
-        self._task = None
-
-    def _say(self, line: str, style: str | None = None) -> None:
-        self.console.print(line, style=style, markup=False, highlight=False, soft_wrap=True)
-
-    def started(self, header: DoctorHeader) -> None:
-        for line in header_lines(header):
-            self._say(line)
-
-    def pairs_planned(self, rounds: int, per_round_s: float) -> None:
-        self._say(estimate_line(rounds, per_round_s))
-        if self.console.is_terminal:
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-            self._progress = Progress(TextColumn("pair rounds"), BarColumn(), MofNCompleteColumn(),
-                                      TimeElapsedColumn(), console=self.console, transient=True)
-            self._task = self._progress.add_task("rounds", total=rounds)
-            self._progress.start()
-
-    def rounds_added(self, rounds: int, what: list[str]) -> None:
-        self._say(f"# re-test in {rounds} more round(s), nobody is named on one measurement: {', '.join(what)}")
-        if self._progress is not None:
-            total = self._progress.tasks[0].total or 0
-            self._progress.update(self._task, total=total + rounds)
-
-    def round_done(self) -> None:
-        if self._progress is not None:
-            self._progress.advance(self._task)
-
-    def finished(self, report: DoctorReport) -> None:
-        if self._progress is not None:
-            self._progress.stop()
-        judgement = report.judgement
-        if judgement is not None:
-            if report.run_dir is not None:
-                try:
-                    report.heatmap_path = write_heatmap(judgement, report.run_dir)
-                except Exception as exc:  # a broken font cache must not cost the verdict
-                    report.notes.append(f"{HEATMAP_PNG} not written: {first_line(exc)}")
-            self.console.print(node_table(judgement))
-            for line in fleet_lines(judgement):
-                self._say(line)
-            for line in suspect_lines(judgement):
-                self._say(line, style="bold red")
-        for line in summary_lines(report):
-            style = None
-            if line.startswith("# verdict"):
-                style = "bold red" if judgement and judgement.suspects else "bold green"
-            self._say(line, style)

@@ -169,10 +169,10 @@ def fit(
     shown_widths = [widths[i] for i in shown]
     if width is not None:  # folding columns share what the others leave
         spare = width - len(margin) - len(GAP) * max(0, len(shown) - 1) - sum(
-            w for i, w in zip(shown, shown_widths) if not columns[i].wrap
+            w for i, w in zip(shown, shown_widths, strict=True) if not columns[i].wrap
         )
         shown_widths = share_width(
-            [w for i, w in zip(shown, shown_widths)],
+            [w for i, w in zip(shown, shown_widths, strict=True)],
             [columns[i].wrap for i in shown],
             [max(WRAP_MIN_WIDTH, cell_len(columns[i].name)) for i in shown],
             spare,
@@ -182,7 +182,8 @@ def fit(
 
 
 def render_lines(
-    columns: Sequence[Column], rows: Sequence[Sequence[Cell]], width: int | None, margin: str = "", header_mark: str = ""
+    columns: Sequence[Column], rows: Sequence[Sequence[Cell]], width: int | None,
+    margin: str = "", header_mark: str = "",
 ) -> list[Text]:
     """Header and every row of a whole table."""
     layout = fit(columns, rows, width, margin, header_mark)

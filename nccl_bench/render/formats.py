@@ -1,7 +1,8 @@
-"""Output formats over a list of ResultRow: table, markdown, csv, json and the nccl-tests layout.
+"""Output formats over a list of ResultRow: table, markdown, csv, json and the nccl-tests layout,
+one registry (FORMATS) of name -> renderer that `report` and `render` both dispatch through.
 
-csv holds exactly results.csv's columns, json the same columns plus a format version. Renderers
-return text or a renderable; callers print or write it.
+csv holds exactly results.csv's columns, json the same columns plus a format version. Every
+renderer takes (rows, title, meta) and returns text; render/live.py prints it, the CLI writes it.
 """
 
 from __future__ import annotations
@@ -10,7 +11,9 @@ import csv
 import io
 import json
 import os
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Callable, Sequence
 
 from nccl_bench.errors import UserInputError
 from nccl_bench.results.loader import JSON_FORMAT_NAME
@@ -22,16 +25,11 @@ from nccl_bench.results.schema import (
     row_to_record,
 )
 
-FORMATS = ("table", "markdown", "csv", "json", "nccl-tests")
+if TYPE_CHECKING:
+    from rich.text import Text
 
 
-def check_format(fmt: str, option: str = "--format") -> str:
-    if fmt not in FORMATS:
-        raise UserInputError(option, f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
-    return fmt
-
-
-def to_csv(rows: list[ResultRow]) -> str:
+def to_csv(rows: list[ResultRow], title: str | None = None, meta: dict | None = None) -> str:
     """results.csv's columns; None is an empty cell; floats keep every digit (repr)."""
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
@@ -41,7 +39,7 @@ def to_csv(rows: list[ResultRow]) -> str:
     return buffer.getvalue()
 
 
-def to_json(rows: list[ResultRow]) -> str:
+def to_json(rows: list[ResultRow], title: str | None = None, meta: dict | None = None) -> str:
     document = {
         "format": JSON_FORMAT_NAME,
         "schema_version": SCHEMA_VERSION,
@@ -51,7 +49,7 @@ def to_json(rows: list[ResultRow]) -> str:
     return json.dumps(document, indent=1) + "\n"
 
 
-def to_markdown(rows: list[ResultRow]) -> str:
+def to_markdown(rows: list[ResultRow], title: str | None = None, meta: dict | None = None) -> str:
     """A GitHub table with the terminal table's columns, headings and cell text."""
     from nccl_bench.render.tables import RESULT_COLUMNS, result_cells
 
@@ -66,36 +64,63 @@ def to_markdown(rows: list[ResultRow]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def to_nccl_tests(rows: list[ResultRow], meta: dict | None = None) -> str:
+def to_nccl_tests(rows: list[ResultRow], title: str | None = None, meta: dict | None = None) -> str:
+    """nccl-tests' own layout, with the settings the run's meta.json recorded (it has no title line)."""
     from nccl_bench.render.nccltests import format_text
 
     return format_text(rows, meta)
 
 
-def to_table(rows: list[ResultRow], title: str | None = None) -> str:
+def to_table(rows: list[ResultRow], title: str | None = None, meta: dict | None = None) -> str:
     """The plain table, every column (a file has no width): what a piped sweep printed."""
     from nccl_bench.render.tables import results_lines
 
     return "".join(line.plain + "\n" for line in results_lines(rows, None, title=title))
 
 
+def _terminal_table(rows: Sequence[ResultRow], width: int | None, title: str | None) -> list[Text]:
+    from nccl_bench.render.tables import results_lines
+
+    return results_lines(rows, width, title=title)
+
+
+@dataclass(frozen=True)
+class Format:
+    """One output format: `text` renders rows (title: the run's name, meta: its meta.json, each used
+    where the format shows it); a per_run format gives one block per input, the others one document
+    of every input's rows; `terminal`, where set, is what a terminal shows instead, fitted to its width."""
+
+    text: Callable[[list[ResultRow], str | None, dict | None], str]
+    per_run: bool = False
+    terminal: Callable[[Sequence[ResultRow], int | None, str | None], list[Text]] | None = None
+
+
+FORMATS: dict[str, Format] = {
+    "table": Format(to_table, per_run=True, terminal=_terminal_table),
+    "markdown": Format(to_markdown),
+    "csv": Format(to_csv),
+    "json": Format(to_json),
+    "nccl-tests": Format(to_nccl_tests, per_run=True),
+}
+
+
+def check_format(fmt: str, option: str = "--format") -> str:
+    if fmt not in FORMATS:
+        raise UserInputError(option, f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
+    return fmt
+
+
 def render(rows: list[ResultRow], fmt: str, title: str | None = None, meta: dict | None = None) -> str:
     """Text in any format; every file ends with a newline. `meta`: the run's meta.json, if any."""
-    check_format(fmt)
-    if fmt == "table":
-        return to_table(rows, title)
-    if fmt == "nccl-tests":
-        return to_nccl_tests(rows, meta)
-    return {"markdown": to_markdown, "csv": to_csv, "json": to_json, "nccl-tests": to_nccl_tests}[fmt](rows)
+    return FORMATS[check_format(fmt)].text(rows, title, meta)
 
 
 def render_runs(paths: list[Path], loaded: list[tuple[str, list[ResultRow]]], fmt: str) -> str:
-    """`report`'s text for several inputs: a table and an nccl-tests block per run (each with
-    what its own meta.json recorded), one document of all rows for the other formats."""
-    if fmt == "table":
-        return "".join(render(rows, fmt, title=label) for label, rows in loaded)
-    if fmt == "nccl-tests":
-        return "".join(render(rows, fmt, meta=run_meta(path)) for path, (_, rows) in zip(paths, loaded))
+    """`report`'s text for several inputs: a per-run format repeats per input (with its label and
+    what its own meta.json recorded), the others make one document of all rows."""
+    if FORMATS[check_format(fmt)].per_run:
+        runs = zip(paths, loaded, strict=True)
+        return "".join(render(rows, fmt, title=label, meta=run_meta(path)) for path, (label, rows) in runs)
     return render([row for _, rows in loaded for row in rows], fmt)
 
 

@@ -61,7 +61,8 @@ def pages_for(paths: Sequence[Path], loaded: Sequence[tuple[str, Sequence[Result
     """One RunPage per input, with the meta.json and doctor.json its folder holds, if any."""
     from nccl_bench.render.formats import run_meta
 
-    return [RunPage(label, rows, run_meta(path), read_doctor(path)) for path, (label, rows) in zip(paths, loaded)]
+    runs = zip(paths, loaded, strict=True)
+    return [RunPage(label, rows, run_meta(path), read_doctor(path)) for path, (label, rows) in runs]
 
 
 def read_doctor(path: Path) -> dict[str, Any] | None:
@@ -107,7 +108,8 @@ def _meta_items(page: RunPage) -> list[tuple[str, str]]:
     measured = [r for r in rows if r.busbw_gbps is not None]
     if measured:
         best = max(measured, key=lambda r: r.busbw_gbps)
-        text = f"{best.busbw_gbps:.2f} GB/s ({best.op} {format_size(best.size_bytes)} {labels.placement_text(best.placement)})"
+        where = f"{best.op} {format_size(best.size_bytes)} {labels.placement_text(best.placement)}"
+        text = f"{best.busbw_gbps:.2f} GB/s ({where})"
         if best.pct_of_peak is not None:
             text += f" = {best.pct_of_peak:.1f}% of {best.peak_gbps:.1f} GB/s"
         items.append(("best busbw", text))
@@ -116,12 +118,13 @@ def _meta_items(page: RunPage) -> list[tuple[str, str]]:
 
 def _results_table(rows: Sequence[ResultRow]) -> str:
     head = "".join(
-        f'<th class="{"num" if c.align == "right" else ""}">{_e(f"{c.name} {c.unit}".strip())}</th>' for c in RESULT_COLUMNS
+        f'<th class="{"num" if c.align == "right" else ""}">{_e(f"{c.name} {c.unit}".strip())}</th>'
+        for c in RESULT_COLUMNS
     )
     body = []
     for row in rows:
         cells = []
-        for column, cell in zip(RESULT_COLUMNS, result_cells(row)):
+        for column, cell in zip(RESULT_COLUMNS, result_cells(row), strict=True):
             text = flags_text(row) if column.name == labels.name("flags") else str(cell)
             css = "num" if column.align == "right" else ""
             if column.name == labels.name("flags") and text:
@@ -136,7 +139,9 @@ def _average_lines(rows: Sequence[ResultRow]) -> str:
         f"<li>{_e(op)}, {_e(labels.placement_text(placement))}: {value:.3f} GB/s</li>"
         for (op, placement), value in average_busbw(rows).items()
     )
-    return f"<p>Average bus bandwidth (as nccl-tests' <code># Avg bus bandwidth</code>):</p><ul>{items}</ul>" if items else ""
+    if not items:
+        return ""
+    return f"<p>Average bus bandwidth (as nccl-tests' <code># Avg bus bandwidth</code>):</p><ul>{items}</ul>"
 
 
 def _plot(runs: Sequence[tuple[str, Sequence[ResultRow]]]) -> str:
@@ -156,14 +161,18 @@ def _comparison(baseline: RunPage, current: RunPage) -> str:
         result = cmp.compare_rows(list(baseline.rows), list(current.rows),
                                   baseline_label=baseline.label, current_label=current.label)
     except UserInputError as exc:
-        return f'<h2>Compare</h2><p class="note">{_e(baseline.label)} and {_e(current.label)} cannot be compared: {_e(exc)}</p>'
+        why = f"{_e(baseline.label)} and {_e(current.label)} cannot be compared: {_e(exc)}"
+        return f'<h2>Compare</h2><p class="note">{why}</p>'
     css = "bad" if result.failures else "good"
     from nccl_bench.render.compare_exports import NUMERIC_HEADINGS, comparison_cells, comparison_headings
 
     numeric = ["num" if h in NUMERIC_HEADINGS else "" for h in comparison_headings()]
-    head = "".join(f'<th class="{css}">{_e(h)}</th>' for h, css in zip(comparison_headings(), numeric))
+    head = "".join(f'<th class="{css}">{_e(h)}</th>' for h, css in zip(comparison_headings(), numeric, strict=True))
     body = "".join(
-        "<tr>" + "".join(f'<td class="{css}">{_e(c)}</td>' for c, css in zip(comparison_cells(row)[:-1], numeric))
+        "<tr>"
+        + "".join(
+            f'<td class="{css}">{_e(c)}</td>' for c, css in zip(comparison_cells(row)[:-1], numeric, strict=False)
+        )
         + f'<td class="{_VERDICT_CLASS.get(row.verdict, "note")}">{_e(row.verdict)}</td></tr>'
         for row in result.rows
     )
@@ -215,12 +224,13 @@ def _doctor(doctor: dict[str, Any]) -> str:
     suspects = doctor.get("suspects") or []
     verdict = doctor.get("verdict")
     css = "good" if verdict == "ok" else "bad"
+    wall_s = doctor.get("wall_s")
     return (
         "<h3>Doctor: pairs of nodes (busbw GB/s)</h3>"
         f'<p class="verdict {css}">doctor verdict: {_e(verdict)}</p>'
         + (f"<p>Suspects: {_e(', '.join(map(str, suspects)))}</p>" if suspects else "")
         + f"<table class=\"doctor\"><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
-        + (f'<p class="note">doctor took {doctor["wall_s"]:.0f} s</p>' if isinstance(doctor.get("wall_s"), (int, float)) else "")
+        + (f'<p class="note">doctor took {wall_s:.0f} s</p>' if isinstance(wall_s, (int, float)) else "")
     )
 
 

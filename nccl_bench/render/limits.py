@@ -52,7 +52,8 @@ def limits_lines(limits: HostLimits, peak: Peak | None, peak_warnings: list[str]
             if g.link_reported_gbps is not None and g.link_gbps is not None and g.link_reported_gbps != g.link_gbps:
                 per_link += f" ({g.link_reported_gbps:g} reported)"
             pcie = "-" if g.pcie_gen is None else f"Gen{g.pcie_gen} x{g.pcie_width}"
-            if g.pcie_gen_current is not None and (g.pcie_gen_current, g.pcie_width_current) != (g.pcie_gen, g.pcie_width):
+            now = (g.pcie_gen_current, g.pcie_width_current)
+            if g.pcie_gen_current is not None and now != (g.pcie_gen, g.pcie_width):
                 pcie += f" (now Gen{g.pcie_gen_current} x{g.pcie_width_current})"
             rows.append([str(g.index), g.name or "?", f"{g.nvlink_gen}" if g.nvlink_gen else "-", links,
                          per_link, _num(g.nvlink_gbps), pcie, _num(g.pcie_gbps), _num(g.peak_gbps), g.source])

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from nccl_bench.results.nccltests import DTYPE_TO_TYPE, EXPORT_MARK, OP_TO_BINARY
+from nccl_bench.results.nccltests import DTYPE_TO_TYPE, EXPORT_MARK
 from nccl_bench.results.schema import (
     PLACEMENT_IN,
     PLACEMENT_OUT,
     ResultRow,
 )
-from nccl_bench.units import stats
+from nccl_bench.units import bandwidth, stats
 from nccl_bench.units.sizes import format_size
 
 
@@ -44,12 +44,13 @@ def _half(row: ResultRow | None) -> str:
 
 def _header(op: str, rows: list[ResultRow], meta: dict[str, Any] | None) -> list[str]:
     """nccl-tests' header, with only what the run recorded: no Pid, no invented host or warmup."""
-    binary = OP_TO_BINARY.get(op, f"{op}_perf")
+    binary = bandwidth.binary_of(op)
     first = rows[0]
     config = (meta or {}).get("config") or {}
     measured = [r for r in rows if r.iters]
     iters = {r.iters for r in measured}
-    settings = f"# nThread 1 nGpus 1 minBytes {min(r.size_bytes for r in rows)} maxBytes {max(r.size_bytes for r in rows)}"
+    sizes = [r.size_bytes for r in rows]
+    settings = f"# nThread 1 nGpus 1 minBytes {min(sizes)} maxBytes {max(sizes)}"
     if isinstance(config.get("warmup"), int):
         settings += f" warmup iters: {config['warmup']}"
     if len(iters) == 1:
@@ -72,9 +73,11 @@ def _header(op: str, rows: list[ResultRow], meta: dict[str, Any] | None) -> list
         "#",
         f"# {EXPORT_MARK} ranks' times combined by {first.agg}",
         "#",
-        f"# {'':>10}  {'':>12}  {'':>8}  {'':>6}  {'':>6}           out-of-place                       in-place          ",
-        f"# {'size':>10}  {'count':>12}  {'type':>8}  {'redop':>6}  {'root':>6}  {'time':>7}  {'algbw':>6}  {'busbw':>6}"
-        f"  {'#wrong':>6}  {'time':>7}  {'algbw':>6}  {'busbw':>6}  {'#wrong':>6} ",
+        f"# {'':>10}  {'':>12}  {'':>8}  {'':>6}  {'':>6}           out-of-place"
+        "                       in-place          ",
+        f"# {'size':>10}  {'count':>12}  {'type':>8}  {'redop':>6}  {'root':>6}"
+        f"  {'time':>7}  {'algbw':>6}  {'busbw':>6}  {'#wrong':>6}"
+        f"  {'time':>7}  {'algbw':>6}  {'busbw':>6}  {'#wrong':>6} ",
         f"# {'(B)':>10}  {'(elements)':>12}  {'':>8}  {'':>6}  {'':>6}  {'(us)':>7}  {'(GB/s)':>6}  {'(GB/s)':>6}"
         f"  {'':>6}  {'(us)':>7}  {'(GB/s)':>6}  {'(GB/s)':>6}  {'':>6} ",
     ]
@@ -114,7 +117,7 @@ def format_text(rows: list[ResultRow], meta: dict[str, Any] | None = None) -> st
         out.append(f"# {'Out of bounds values':<20} : {0} OK")
         out.append(f"# {'Avg bus bandwidth':<20} : {_g(average)} ")
         out.append("#")
-        out.append(f"# Collective test concluded: {OP_TO_BINARY.get(op, f'{op}_perf')}")
+        out.append(f"# Collective test concluded: {bandwidth.binary_of(op)}")
         out.append("")
     return "\n".join(out)
 

@@ -1,10 +1,10 @@
 """Bandwidth and latency curves (matplotlib, Agg, optional extra `nccl-bench[plot]`).
 
 `busbw_figure` is pure (rows in, Figure out, no pyplot global state), so tests can inspect the
-lines; `write_plot` saves it as PNG, SVG or PDF (from the file name); `figure_svg` gives the SVG
-text the HTML report inlines; `write_sweep_plot` is what every sweep calls at its end.
+lines; `write_plot` saves it as PNG, SVG or PDF (from the file name) for `report --plot` and the
+sweep's busbw.png (render/live.py); `figure_svg` gives the SVG text the HTML report inlines.
 
-Readability rules (issue 15): the data sets the y scale, the peak only when it is near the data
+Readability rules: the data sets the y scale, the peak only when it is near the data
 (otherwise it is a labelled note, so the curves are not squashed under it); latency on a log
 axis; every series has its own colour and marker, so more than ten stay apart in grey print;
 one legend outside both panels; numbers rounded for people (`peak 23.1 GB/s`).
@@ -24,7 +24,6 @@ from nccl_bench.units.sizes import format_size
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-SWEEP_PLOT = "busbw.png"
 PLOT_SUFFIXES = (".png", ".svg", ".pdf")
 MATPLOTLIB_MISSING = "matplotlib is not installed; pip install 'nccl-bench[plot]'"
 # Latency, not bandwidth, is what matters up to about this size: the second panel shows it.
@@ -209,7 +208,8 @@ def _draw_peak(axis, peak: float | None, data_max: float) -> None:
     """A labelled dashed line when the peak is near the data; a note at the top when it is far above."""
     top = data_max * Y_HEADROOM if data_max > 0 else 1.0
     if peak is not None and peak_on_scale(peak, data_max):
-        axis.axhline(peak, linestyle="--", color="black", linewidth=1, label=f"{PEAK_LABEL_PREFIX} {round_gbps(peak)} GB/s")
+        label = f"{PEAK_LABEL_PREFIX} {round_gbps(peak)} GB/s"
+        axis.axhline(peak, linestyle="--", color="black", linewidth=1, label=label)
         top = max(top, peak * Y_HEADROOM)
     elif peak is not None:
         share = 100 * data_max / peak
@@ -247,11 +247,3 @@ def figure_svg(runs: Sequence[Run], peak_gbps: float | None = None, title: str |
         _save(busbw_figure(runs, peak_gbps=peak_gbps, title=title), buffer, ".svg")
     # matplotlib's RDF <metadata> names a date and vocabulary URLs; a page to attach needs neither
     return re.sub(r"<metadata>.*?</metadata>\s*", "", buffer.getvalue(), flags=re.S)
-
-
-def write_sweep_plot(rows: list[ResultRow], run_dir: Path, peak_gbps: float | None = None) -> Path | None:
-    """run_dir/busbw.png, or None when matplotlib is not installed (a sweep never fails for a plot)."""
-    if not have_matplotlib():
-        return None
-    run_dir = Path(run_dir)
-    return write_plot([(run_dir.name, rows)], run_dir / SWEEP_PLOT, peak_gbps=peak_gbps, title=run_dir.name)

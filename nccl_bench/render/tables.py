@@ -1,7 +1,7 @@
-"""Terminal output: the ops list, the run header, result rows, the summary, the live reporter.
+"""Terminal tables: the ops list, the run header, result rows, the summary.
 
-Functions return lines (rich Text, laid out by render/fit.py so no value is ever cut); the CLI
-(or the LiveReporter it owns) prints them. Columns and units follow nccl-tests so the two tables
+Functions return lines (rich Text, laid out by render/fit.py so no value is ever cut); render/live.py
+prints them. Columns and units follow nccl-tests so the two tables
 can sit side by side: size in bytes, count in elements, time in microseconds, bandwidths in GB/s
 (1e9 bytes/s); their names come from render/labels.py.
 """
@@ -9,13 +9,10 @@ can sit side by side: size in bytes, count in elements, time in microseconds, ba
 from __future__ import annotations
 
 from collections import defaultdict
-from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
-from rich.console import Console
 from rich.text import Text
 
-from nccl_bench.errors import first_line
 from nccl_bench.ranks.collectives import REGISTRY
 from nccl_bench.render import labels
 from nccl_bench.render.fit import Cell, Column, Layout, fit
@@ -23,21 +20,6 @@ from nccl_bench.render.labels import placement_text
 from nccl_bench.results.schema import STATUS_UNSUPPORTED, STATUS_WRONG, ResultRow
 from nccl_bench.units import stats
 from nccl_bench.units.sizes import format_size
-
-def make_console(stderr: bool = False) -> Console:
-    """A console that never wraps lines: tables are fitted to its width (or unlimited when piped)."""
-    return Console(stderr=stderr, soft_wrap=True)
-
-
-def table_width(console: Console) -> int | None:
-    """The width tables are fitted to: the terminal's, or None (no limit) under a pipe or in a file."""
-    return console.width if console.is_terminal else None
-
-
-def print_lines(console: Console, lines: Iterable[Text | str]) -> None:
-    for line in lines:
-        console.print(line, markup=False, highlight=False, soft_wrap=True)
-
 
 _OPS_COLUMNS = (
     Column("op", align="left"),
@@ -165,7 +147,8 @@ def live_layout(header, width: int | None) -> Layout:
     """Widths fixed before any row exists, from what the plan knows (ops, sizes, counts, type)."""
     known = [
         ResultRow(op=op, placement="out_of_place", size_bytes=size, count=count, dtype=header.dtype,
-                  redop=header.reduce_op, root=-1, world_size=header.world_size, nodes=header.nodes, backend=header.backend,
+                  redop=header.reduce_op, root=-1, world_size=header.world_size, nodes=header.nodes,
+                  backend=header.backend,
                   iters=0, trials=0, time_us=None, time_min_us=None, time_max_us=None, p50_us=None, p99_us=None,
                   algbw_gbps=None, busbw_gbps=None, busbw_factor=None, wrong=None, slowest_rank=None, agg=header.agg)
         for op, size, count in header.planned
@@ -258,65 +241,3 @@ def summary_lines(summary) -> list[str]:
     if summary.run_dir is not None:
         lines.append(f"# {summary.status}: {len(summary.rows)} row(s) in {summary.run_dir}")
     return lines
-
-
-class LiveReporter:
-    """Rank 0's observer: header, rows as they finish, a progress bar on a terminal, summary."""
-
-    def __init__(self, console: Console | None = None):
-        self.console = console or make_console()
-        self._progress = None
-        self._task = None
-        self._layout: Layout | None = None
-
-    def started(self, header, total_points: int) -> None:
-        width = table_width(self.console)
-        self._layout = live_layout(header, width)
-        print_lines(self.console, header_lines(header))
-        if self._layout.left_out:
-            print_lines(self.console, [left_out_note(self._layout, width)])
-        print_lines(self.console, self._layout.header_lines())
-        if self.console.is_terminal:
-            from rich.progress import (
-                BarColumn,
-                MofNCompleteColumn,
-                Progress,
-                TextColumn,
-                TimeElapsedColumn,
-            )
-
-            self._progress = Progress(
-                TextColumn("sweep"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                console=self.console, transient=True,
-            )
-            self._task = self._progress.add_task("sweep", total=total_points)
-            self._progress.start()
-
-    def row_done(self, row: ResultRow) -> None:
-        print_lines(self.console, self._layout.row_lines(result_cells(row)))
-        if self._progress is not None:
-            self._progress.advance(self._task)
-
-    def finished(self, summary) -> None:
-        if self._progress is not None:
-            self._progress.stop()
-        plot_note = None
-        if summary.run_dir is not None:
-            summary.plot_path, plot_note = _write_plot(summary)
-        print_lines(self.console, summary_lines(summary))
-        if plot_note:
-            print_lines(self.console, [f"# note: {plot_note}"])
-
-
-def _write_plot(summary) -> tuple[Path | None, str | None]:
-    """busbw.png beside the CSV, or why not (said once, at the end); a plot never fails a run."""
-    if not any(row.busbw_gbps is not None for row in summary.rows):
-        return None, None
-    try:
-        from nccl_bench.render.plots import MATPLOTLIB_MISSING, have_matplotlib, write_sweep_plot
-
-        if not have_matplotlib():
-            return None, f"busbw.png not drawn: {MATPLOTLIB_MISSING}"
-        return write_sweep_plot(summary.rows, summary.run_dir, peak_gbps=summary.peak_gbps), None
-    except Exception as exc:  # a broken font cache or backend must not cost the measured rows
-        return None, f"busbw.png not written: {first_line(exc)}"

@@ -9,4 +9,6 @@ from nccl_bench.results.loader import load_rows
 from nccl_bench.results.schema import COLUMNS, SCHEMA_VERSION, ResultRow
 from nccl_bench.results.store import load_frame, read_meta, read_rows, rows_to_frame
 
-__all__ = ["COLUMNS", "SCHEMA_VERSION", "ResultRow", "load_frame", "load_rows", "read_meta", "read_rows", "rows_to_frame"]
+__all__ = [
+    "COLUMNS", "SCHEMA_VERSION", "ResultRow", "load_frame", "load_rows", "read_meta", "read_rows", "rows_to_frame",
+]

@@ -17,17 +17,12 @@ from nccl_bench.results.schema import (
     COLUMNS,
     SCHEMA_VERSION,
     ResultRow,
+    RunRows,
     record_to_row,
 )
 from nccl_bench.results.store import ResultsWarning, read_meta, read_rows
 
 JSON_FORMAT_NAME = "nccl_bench.results"
-
-
-# ---- writing ------------------------------------------------------------------------------------
-
-
-# ---- reading ------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -44,12 +39,17 @@ def load_rows(
     """Rows from a run folder, results.csv, nccl_bench JSON, nccl-tests log or nccl-tests -J JSON.
 
     An input none of these recognises is reported as a log without result lines or, with
-    unrecognised_as_csv (compare, which read only results CSVs at first), as a foreign CSV.
+    unrecognised_as_csv (read_run), as a CSV lacking results.csv's columns.
     """
     rows = _load_rows(Path(path), option, unrecognised_as_csv, hints or LogHints())
     if not rows:  # the same answer for a header-only CSV and an empty run, however either is named
         raise UserInputError(option, f"{path} has no result rows{_status_of(Path(path))}")
     return rows
+
+
+def read_run(path: Path, option: str, hints: LogHints | None = None) -> RunRows:
+    """One side of `compare` or of `sweep --baseline`: any input kind, a foreign CSV explained as such."""
+    return RunRows(Path(path), option, tuple(load_rows(path, option, unrecognised_as_csv=True, hints=hints)))
 
 
 def _status_of(path: Path) -> str:
@@ -79,7 +79,8 @@ def _load_rows(path: Path, option: str, unrecognised_as_csv: bool, hints: LogHin
     failure = failure_line(text)
     if rows:
         if failure is not None:  # the rows before a failure were measured; say what stopped the run
-            warnings.warn(f"{path}: the run failed after {len(rows)} row(s); the log says: {failure}", ResultsWarning, stacklevel=2)
+            message = f"{path}: the run failed after {len(rows)} row(s); the log says: {failure}"
+            warnings.warn(message, ResultsWarning, stacklevel=2)
         return rows
     failure = failure_line(text, nccl_warnings=True)
     if failure is not None:  # an nccl-tests run that failed before its first result line
@@ -99,7 +100,7 @@ def _rows_from_json_text(text: str, path: Path, option: str) -> list[ResultRow]:
     if document.get("format") == JSON_FORMAT_NAME:
         return rows_from_json(document, str(path), option)
     if "results" in document:
-        from nccl_bench.results.nccltests import parse_json
+        from nccl_bench.results.nccltests_json import parse_json
 
         return parse_json(document, source=str(path), option=option)
     raise UserInputError(option, f"{path} is neither an nccl_bench JSON export nor nccl-tests -J output")

@@ -1,4 +1,4 @@
-"""nccl-tests logs and `-J` JSON read into ResultRows.
+"""nccl-tests text logs read into ResultRows (its `-J` JSON: results/nccltests_json.py).
 
 The text layout is the one nccl-tests' src/util.cu prints (writeResultHeader,
 writeBenchmarkLinePreamble/Body, writeResultFooter): per size one line holding the out-of-place
@@ -26,21 +26,6 @@ from nccl_bench.results.schema import (
 )
 from nccl_bench.units import bandwidth
 
-# nccl-tests binary stem -> our op name; stems not listed are kept as they are (e.g. hypercube).
-BINARY_TO_OP = {
-    "all_reduce": "all_reduce",
-    "all_gather": "all_gather",
-    "reduce_scatter": "reduce_scatter",
-    "broadcast": "broadcast",
-    "reduce": "reduce",
-    "gather": "gather",
-    "scatter": "scatter",
-    "alltoall": "all_to_all",
-    "alltoallv": "all_to_allv",
-    "sendrecv": "sendrecv",
-}
-OP_TO_BINARY = {op: f"{stem}_perf" for stem, op in BINARY_TO_OP.items()}
-
 # nccl-tests type names (src/common.cu test_typenames) <-> torch dtype names.
 TYPE_TO_DTYPE = {
     "int8": "int8",
@@ -61,7 +46,6 @@ DTYPE_TO_TYPE = {dtype: name for name, dtype in TYPE_TO_DTYPE.items()}
 # nccl-tests times with `-a 1` by default: the per-rank mean times are averaged across ranks.
 NCCL_TESTS_AGG = "avg"
 NCCL_TESTS_BACKEND = "nccl"
-UNKNOWN_OP = "unknown"
 
 _BINARY_PATTERN = re.compile(r"(?:^|[/\s:])([a-z][a-z_]*?)_perf(?:_mpi)?(?![A-Za-z0-9])")
 # nccl_bench's export leaves out the Pid (and the host when the input did not record one).
@@ -99,18 +83,13 @@ _HALF_GAP = 20
 
 # A file name names the binary anywhere in it (e.g. run3_all_reduce_perf_2nodes.log): only known
 # stems count there, longest first so reduce_scatter is not read as scatter.
-_FILE_BINARY_PATTERN = re.compile(
-    r"(?<![a-z])(" + "|".join(sorted(map(re.escape, BINARY_TO_OP), key=len, reverse=True)) + r")_perf(?![a-z])"
-)
+_KNOWN_STEMS = sorted(map(re.escape, bandwidth.OP_OF_BINARY), key=len, reverse=True)
+_FILE_BINARY_PATTERN = re.compile(r"(?<![a-z])(" + "|".join(_KNOWN_STEMS) + r")_perf(?![a-z])")
 
 
-def op_from_binary(stem: str) -> str:
-    return BINARY_TO_OP.get(stem, stem)
-
-
-def _op_in(text: str) -> str | None:
+def op_in(text: str) -> str | None:
     match = _BINARY_PATTERN.search(text)
-    return op_from_binary(match.group(1)) if match else None
+    return bandwidth.op_of_binary(match.group(1)) if match else None
 
 
 class _Block:
@@ -157,66 +136,12 @@ def parse_text(
     (report/compare --op and --ranks); what stays unknown is an error naming the hint to give.
     """
     named = _FILE_BINARY_PATTERN.search(Path(source).name)
-    fallback_op = op_from_binary(named.group(1)) if named else None
-    blocks: list[_Block] = []
-    block = _Block(None)
+    fallback_op = bandwidth.op_of_binary(named.group(1)) if named else None
+    reader = _LogReader()
     for raw in text.splitlines():
-        line = _SRUN_LABEL.sub("", _MPI_TAG.sub("", raw)).rstrip()
-        stripped = line.strip()
-        if not stripped:
-            continue
-        if _BARE_COMMENT.match(stripped):
-            stripped = "# " + stripped
-        if stripped.startswith("#"):
-            body = stripped.lstrip("#").strip()
-            if body.startswith("Collective test starting") or body.startswith("nThread"):
-                if block.rows:
-                    blocks.append(block)
-                    block = _Block(block.op)
-                if body.startswith("Collective test starting"):
-                    block.op = _op_in(body) or block.op
-                elif block.ranks:
-                    # a second nThread line with ranks already seen: a new run of the same binary
-                    block = _Block(block.op)
-                iters = _ITERS_PATTERN.search(body)
-                if iters:
-                    block.iters = int(iters.group(1))
-                continue
-            rank = _RANK_PATTERN.match(stripped)
-            if rank:
-                block.ranks.add(int(rank.group(1)))
-                if rank.group(2):
-                    block.hosts.add(rank.group(2))
-                exported = _EXPORT_DEVICE.search(stripped)
-                if exported:
-                    block.backend = exported.group(1)
-                continue
-            agg = _EXPORT_AGG.search(body)
-            if agg:
-                block.agg = agg.group(1)
-                continue
-            names = body.split()
-            if "size" in names and "count" in names and any(n in _TIME_NAMES for n in names):
-                _read_header(block, names)
-            continue
-        tokens = stripped.split()
-        if not block.half and _looks_like_current_row(tokens):
-            block.prefix, block.half = list(_CURRENT_PREFIX), list(_CURRENT_HALF)
-        if block.half and tokens[0].isdigit() and len(tokens) >= len(block.prefix) + len(block.half):
-            row = _read_data(block, line, tokens)
-            if row is not None:
-                block.rows.append(row)
-                continue
-        line_op = _op_in(stripped)
-        if line_op is not None and "NCCL INFO" not in stripped:
-            if block.rows:
-                blocks.append(block)
-                block = _Block(line_op)
-            block.op = line_op
-    if block.rows:
-        blocks.append(block)
+        reader.feed(raw)
     rows: list[ResultRow] = []
-    for found in blocks:
+    for found in reader.finish():
         name = found.op or fallback_op or op or _infer_op(found)
         if name is None:
             raise UserInputError(
@@ -226,6 +151,91 @@ def parse_text(
             )
         rows.extend(_block_rows(found, name, source, option, ranks))
     return rows
+
+
+class _LogReader:
+    """Splits a log into blocks (one table each) line by line, reading what each says about its table."""
+
+    def __init__(self) -> None:
+        self.blocks: list[_Block] = []
+        self.block = _Block(None)
+
+    def feed(self, raw: str) -> None:
+        line = _SRUN_LABEL.sub("", _MPI_TAG.sub("", raw)).rstrip()
+        stripped = line.strip()
+        if not stripped:
+            return
+        if _BARE_COMMENT.match(stripped):
+            stripped = "# " + stripped
+        if stripped.startswith("#"):
+            self._comment(stripped)
+        elif not self._data(line, stripped):
+            self._other(stripped)
+
+    def finish(self) -> list[_Block]:
+        if self.block.rows:
+            self.blocks.append(self.block)
+        return self.blocks
+
+    def _next_block(self, op: str | None) -> None:
+        """Close the current table if it has rows: what follows belongs to a new one."""
+        if self.block.rows:
+            self.blocks.append(self.block)
+            self.block = _Block(op)
+
+    def _comment(self, stripped: str) -> None:
+        body = stripped.lstrip("#").strip()
+        block = self.block
+        if body.startswith("Collective test starting") or body.startswith("nThread"):
+            self._run_starts(body)
+            return
+        rank = _RANK_PATTERN.match(stripped)
+        if rank:
+            block.ranks.add(int(rank.group(1)))
+            if rank.group(2):
+                block.hosts.add(rank.group(2))
+            exported = _EXPORT_DEVICE.search(stripped)
+            if exported:
+                block.backend = exported.group(1)
+            return
+        agg = _EXPORT_AGG.search(body)
+        if agg:
+            block.agg = agg.group(1)
+            return
+        names = body.split()
+        if "size" in names and "count" in names and any(n in _TIME_NAMES for n in names):
+            _read_header(block, names)
+
+    def _run_starts(self, body: str) -> None:
+        """A binary's start line or its settings line: a new table begins."""
+        self._next_block(self.block.op)
+        if body.startswith("Collective test starting"):
+            self.block.op = op_in(body) or self.block.op
+        elif self.block.ranks:
+            # a second nThread line with ranks already seen: a new run of the same binary
+            self.block = _Block(self.block.op)
+        iters = _ITERS_PATTERN.search(body)
+        if iters:
+            self.block.iters = int(iters.group(1))
+
+    def _data(self, line: str, stripped: str) -> bool:
+        """Read a result line into the current table; False when the line is not one."""
+        block, tokens = self.block, stripped.split()
+        if not block.half and _looks_like_current_row(tokens):
+            block.prefix, block.half = list(_CURRENT_PREFIX), list(_CURRENT_HALF)
+        if block.half and tokens[0].isdigit() and len(tokens) >= len(block.prefix) + len(block.half):
+            row = _read_data(block, line, tokens)
+            if row is not None:
+                block.rows.append(row)
+                return True
+        return False
+
+    def _other(self, stripped: str) -> None:
+        """A line naming a binary (a command line, a launcher's echo) names the op of what follows."""
+        line_op = op_in(stripped)
+        if line_op is not None and "NCCL INFO" not in stripped:
+            self._next_block(line_op)
+            self.block.op = line_op
 
 
 def _infer_op(block: _Block) -> str | None:
@@ -267,7 +277,7 @@ def _number(token: str) -> float | None:
 
 
 def _read_data(block: _Block, line: str, tokens: list[str]) -> dict[str, Any] | None:
-    prefix = dict(zip(block.prefix, tokens))
+    prefix = dict(zip(block.prefix, tokens, strict=False))
     spans = [m.span() for m in re.finditer(r"\S+", line)]
     rest = tokens[len(block.prefix):]
     width = len(block.half)
@@ -279,7 +289,7 @@ def _read_data(block: _Block, line: str, tokens: list[str]) -> dict[str, Any] | 
         halves = {PLACEMENT_IN if gap > _HALF_GAP else PLACEMENT_OUT: rest[:width]}
     parsed: dict[str, dict[str, Any]] = {}
     for placement, values in halves.items():
-        named = dict(zip(block.half, values))
+        named = dict(zip(block.half, values, strict=False))
         time_us = _number(named.get("time", named.get("cputime", "")))
         if time_us is None:
             return None
@@ -326,7 +336,7 @@ def _block_rows(block: _Block, op: str, source: str, option: str, ranks: int | N
     for record in block.rows:
         for placement, half in record["halves"].items():
             rows.append(
-                _make_row(
+                make_row(
                     op=op,
                     placement=placement,
                     size_bytes=record["size_bytes"],
@@ -341,7 +351,7 @@ def _block_rows(block: _Block, op: str, source: str, option: str, ranks: int | N
                     algbw=half["algbw_gbps"],
                     busbw=half["busbw_gbps"],
                     wrong=_wrong(half["wrong"]),
-                    # the old `error` column is the largest absolute error, not a count of elements
+                    # older releases' `error` column is the largest absolute error, not a count of elements
                     failed=(_number(half["error"] or "") or 0) > 0,
                     backend=block.backend,
                     agg=block.agg,
@@ -351,20 +361,17 @@ def _block_rows(block: _Block, op: str, source: str, option: str, ranks: int | N
 
 
 def infer_world_size(op: str, halves: Iterable[dict[str, Any]]) -> int | None:
-    """Invert the busbw factor (busbw/algbw): the one rank count every row's printed values allow.
+    """Invert the op's busbw factor: the one rank count every row's printed busbw/algbw allows.
 
     Each printed value may be off by half its last digit, so each row allows an interval of
     ratios and so of rank counts; the answer is the single whole number in all of them, or None
     (a factor of 1 says nothing, and large worlds are too close together to tell apart).
     """
-    # busbw/algbw = 2(n-1)/n for all_reduce, (n-1)/n for the others: n = top / (top - ratio)
-    top = 2.0 if op == "all_reduce" else 1.0 if op in ("all_gather", "reduce_scatter", "all_to_all", "gather", "scatter") else None
+    factor = bandwidth.factor_of(op)
     span = _ratio_span(halves)
-    if top is None or span is None:
+    if factor is None or span is None:
         return None
-    low, high = (top / (top - ratio) if ratio < top else math.inf for ratio in (max(span[0], 0.0), span[1]))
-    candidates = range(max(2, math.ceil(low)), math.floor(min(high, low + 3)) + 1)
-    return candidates[0] if len(candidates) == 1 else None
+    return factor.world_size(*span)
 
 
 def _ratio_span(halves: Iterable[dict[str, Any]]) -> tuple[float, float] | None:
@@ -380,7 +387,7 @@ def _ratio_span(halves: Iterable[dict[str, Any]]) -> tuple[float, float] | None:
     return (low, high) if seen and low <= high else None
 
 
-def _make_row(
+def make_row(
     *,
     op: str,
     placement: str,
@@ -432,74 +439,3 @@ def _make_row(
         agg=agg,
         status=status,
     )
-
-
-def parse_json(document: dict[str, Any], source: str = "nccl-tests JSON", option: str = "RUN") -> list[ResultRow]:
-    """Rows of an nccl-tests `-J file.json` document (layout of src/util.cu, JSON_FILE_VERSION 3)."""
-    results = document.get("results")
-    if not isinstance(results, list):
-        raise UserInputError(option, f"{source} has no 'results' list; is it nccl-tests -J output?")
-    args = document.get("args") or []
-    op = (_op_in(" " + str(args[0])) if args else None) or _op_in(Path(source).name) or UNKNOWN_OP
-    config = document.get("config") or {}
-    devices = config.get("devices") or document.get("devices") or []
-    ranks = {d.get("rank") for d in devices if isinstance(d, dict) and isinstance(d.get("rank"), int)}
-    hosts = {d.get("hostname") for d in devices if isinstance(d, dict) and d.get("hostname")}
-    iters = config.get("iterations")
-    halves = []
-    for result in results:
-        for key in (PLACEMENT_OUT, PLACEMENT_IN):
-            half = result.get(key) if isinstance(result, dict) else None
-            if isinstance(half, dict):
-                halves.append({"algbw_gbps": _json_float(half.get("alg_bw")), "busbw_gbps": _json_float(half.get("bus_bw"))})
-    world_size = max(ranks) + 1 if ranks else infer_world_size(op, halves)
-    if world_size is None:
-        raise UserInputError(option, f"{source}: cannot tell how many ranks ran {op} (no devices listed)")
-    rows = []
-    for index, result in enumerate(results):
-        try:
-            size_bytes, count = int(result["size"]), int(result["count"])
-            root = int(str(result.get("root", "-1")).strip())
-        except (KeyError, TypeError, ValueError):
-            raise UserInputError(option, f"{source}: result {index} lacks a size, count or root") from None
-        for placement in (PLACEMENT_OUT, PLACEMENT_IN):
-            half = result.get(placement)
-            if not isinstance(half, dict):
-                continue
-            per_iter = result.get(f"{placement}_per_iter") or {}
-            nwrong = half.get("nwrong")
-            rows.append(
-                _make_row(
-                    op=op,
-                    placement=placement,
-                    size_bytes=size_bytes,
-                    count=count,
-                    type_name=str(result.get("type", "float")),
-                    redop=str(result.get("redop", "none")),
-                    root=root,
-                    world_size=world_size,
-                    nodes=max(1, len(hosts)),
-                    iters=iters if isinstance(iters, int) else None,
-                    time_us=_json_float(half.get("time", half.get("cpu_time"))),
-                    algbw=_json_float(half.get("alg_bw")),
-                    busbw=_json_float(half.get("bus_bw")),
-                    wrong=None if nwrong is None else int(float(nwrong)),
-                    p50_us=_json_float(per_iter.get("p50_us")),
-                    p99_us=_json_float(per_iter.get("p99_us")),
-                )
-            )
-    return rows
-
-
-def _json_float(value: Any) -> float | None:
-    # nccl-tests writes NaN as the string "nan"
-    if value is None or value == "nan":
-        return None
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return None
-
-
-
-

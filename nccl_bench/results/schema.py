@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 SCHEMA_VERSION = 1
@@ -52,6 +53,19 @@ class ResultRow:
     status: str = STATUS_OK  # ok | wrong | unsupported
     flags: str = ""  # ';'-separated warnings: noisy, below_timer_resolution, ...
     schema_version: int = SCHEMA_VERSION
+
+
+@dataclass(frozen=True)
+class RunRows:
+    """One input's rows, with its path and the argument or option that named it (for messages)."""
+
+    path: Path
+    option: str
+    rows: tuple[ResultRow, ...]
+
+    @property
+    def label(self) -> str:
+        return f"{self.option} {self.path}"
 
 
 COLUMNS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(ResultRow))

@@ -154,28 +154,8 @@ def read_rows(path: Path, option: str = "RESULTS") -> list[ResultRow]:
     if _run_without_rows(path):
         return []
     csv_path = resolve_results_csv(path, option)
-    try:
-        header, lines = _read_csv(csv_path)
-    except (OSError, UnicodeDecodeError, csv.Error) as exc:
-        raise UserInputError(option, f"cannot parse {csv_path}: {str(exc).strip().splitlines()[0]}") from None
-    if header is None:
-        raise UserInputError(option, f"{csv_path} is empty")
-    if "schema_version" not in header:
-        raise UserInputError(option, f"{csv_path} is not an nccl_bench results CSV (no schema_version column)")
-    records = []
-    for index, (line_number, cells) in enumerate(lines):
-        last = index == len(lines) - 1
-        if len(cells) > len(header):
-            raise UserInputError(
-                option, f"cannot parse {csv_path}: line {line_number} has {len(cells)} fields, the header {len(header)}"
-            )
-        record = dict(zip(header, cells))
-        if record.get("schema_version", "") == "":  # the last column: empty means the line was cut short
-            if last:
-                _warn_cut(csv_path, line_number, len(records))
-                break
-            raise UserInputError(option, f"{csv_path} line {line_number} is incomplete (cut off while being written?)")
-        records.append((line_number, record))
+    header, lines = _read_results_csv(csv_path, option)
+    records = _complete_records(csv_path, header, lines, option)
     for version in {record["schema_version"] for _, record in records}:
         if version != str(SCHEMA_VERSION):
             raise UserInputError(
@@ -194,12 +174,45 @@ def read_rows(path: Path, option: str = "RESULTS") -> list[ResultRow]:
     return rows
 
 
+def _read_results_csv(csv_path: Path, option: str) -> tuple[list[str], list[tuple[int, list[str]]]]:
+    """The header and the lines of a file that says it is a results CSV (a schema_version column)."""
+    try:
+        header, lines = _read_csv(csv_path)
+    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+        raise UserInputError(option, f"cannot parse {csv_path}: {str(exc).strip().splitlines()[0]}") from None
+    if header is None:
+        raise UserInputError(option, f"{csv_path} is empty")
+    if "schema_version" not in header:
+        raise UserInputError(option, f"{csv_path} is not an nccl_bench results CSV (no schema_version column)")
+    return header, lines
+
+
+def _complete_records(
+    csv_path: Path, header: list[str], lines: list[tuple[int, list[str]]], option: str
+) -> list[tuple[int, dict[str, str]]]:
+    """(line number, column -> cell) of every complete line; a cut last line is left out with a warning."""
+    records = []
+    for index, (line_number, cells) in enumerate(lines):
+        if len(cells) > len(header):
+            raise UserInputError(
+                option, f"cannot parse {csv_path}: line {line_number} has {len(cells)} fields, the header {len(header)}"
+            )
+        record = dict(zip(header, cells, strict=False))  # a short line is caught below
+        if record.get("schema_version", "") == "":  # the last column: empty means the line was cut short
+            if index == len(lines) - 1:
+                _warn_cut(csv_path, line_number, len(records))
+                break
+            raise UserInputError(option, f"{csv_path} line {line_number} is incomplete (cut off while being written?)")
+        records.append((line_number, record))
+    return records
+
+
 def _warn_cut(csv_path: Path, line_number: int, complete: int) -> None:
     warnings.warn(
         f"{csv_path} line {line_number} is cut off (the run stopped while writing it); "
         f"read the {complete} complete row(s) before it",
         ResultsWarning,
-        stacklevel=3,
+        stacklevel=4,  # the caller of read_rows
     )
 
 

@@ -21,13 +21,18 @@ def test_nccl_tests_log_in_nccl_tests_format():
     done = run_cli(["report", str(FIXTURES / "v2.20.0_all_reduce_perf_2ranks.txt"), "--format", "nccl-tests"])
     assert done.returncode == 0, done.stderr
     data = [line for line in done.stdout.splitlines() if line and not line.startswith("#")]
-    assert data[0] == "        8192          2048     float     sum      -1    35.15    0.23    0.23       0    30.33    0.27    0.27       0"
+    assert data[0] == (
+        "        8192          2048     float     sum      -1"
+        "    35.15    0.23    0.23       0    30.33    0.27    0.27       0"
+    )
     assert "# Avg bus bandwidth    : 0.65375 " in done.stdout.splitlines()
 
 
 def test_bad_format():
     line = _error(run_cli(["report", str(FIXTURES / "v2.20.0_all_reduce_perf_2ranks.txt"), "--format", "xml"]))
-    assert line == "nccl-bench: error: --format: unknown format 'xml'; choose one of table, markdown, csv, json, nccl-tests"
+    assert line == (
+        "nccl-bench: error: --format: unknown format 'xml'; choose one of table, markdown, csv, json, nccl-tests"
+    )
 
 
 def test_missing_run(tmp_path):
@@ -57,7 +62,8 @@ def _run_with_a_cut_last_line(tmp_path: Path) -> Path:
 
 def test_a_cut_last_line_warns_once_and_the_complete_rows_are_read_by_report_and_compare(tmp_path):
     run = _run_with_a_cut_last_line(tmp_path)
-    warning = f"nccl-bench: warning: {run / 'results.csv'} line 3 is cut off (the run stopped while writing it); read the 1 complete row(s) before it"
+    warning = (f"nccl-bench: warning: {run / 'results.csv'} line 3 is cut off (the run stopped while writing it); "
+               "read the 1 complete row(s) before it")
     for named in (run, run / "results.csv"):
         done = run_cli(["report", str(named), "--format", "csv"])
         assert done.returncode == 0, done.stderr
@@ -108,7 +114,8 @@ def test_plot_without_matplotlib_says_so_before_reading_anything(tmp_path):
 
 
 def test_plot_suffix_must_be_png_svg_or_pdf(tmp_path):
-    line = _error(run_cli(["report", str(FIXTURES / "v2.20.0_all_reduce_perf_2ranks.txt"), "--plot", str(tmp_path / "p.jpg")]))
+    log = str(FIXTURES / "v2.20.0_all_reduce_perf_2ranks.txt")
+    line = _error(run_cli(["report", log, "--plot", str(tmp_path / "p.jpg")]))
     assert line == f"nccl-bench: error: --plot: {tmp_path / 'p.jpg'} should end in .png, .svg, .pdf"
 
 
@@ -147,4 +154,5 @@ def test_nccl_tests_export_writes_only_what_the_run_recorded(tmp_path):
     assert " warmup iters: 5 " in text and " graph: 0" in text and text.endswith("\n")
     assert "#  Rank  1 on vm device [cpu: X] nccl_bench nccl" in text and "Pid" not in text
     again = load_rows(tmp_path / "x.log")
-    assert [(r.world_size, r.nodes, r.size_bytes) for r in again] == [(r.world_size, 1, r.size_bytes) for r in read_rows(run)]
+    expected = [(r.world_size, 1, r.size_bytes) for r in read_rows(run)]
+    assert [(r.world_size, r.nodes, r.size_bytes) for r in again] == expected

@@ -22,7 +22,8 @@ from nccl_bench.results.store import ResultsWriter, read_rows
 
 pytestmark = pytest.mark.integration
 
-SWEEP = ["sweep", "--workers", "2", "--op", "all_reduce,broadcast", "--sizes", "64K,1M", "--iters", "5", "--warmup", "2", "--trials", "3"]
+SWEEP = ["sweep", "--workers", "2", "--op", "all_reduce,broadcast", "--sizes", "64K,1M", "--iters", "5",
+         "--warmup", "2", "--trials", "3"]
 NCCL_TESTS_LOG = Path(__file__).parents[1] / "fixtures" / "nccl_tests" / "v2.20.0_all_reduce_perf_2ranks.txt"
 
 
@@ -151,9 +152,12 @@ def test_nccl_tests_log_is_compared_after_allow_mismatch(runs, tmp_path):
     [line] = refused.stderr.strip().splitlines()
     assert line.startswith(f"nccl-bench: error: CURRENT {NCCL_TESTS_LOG}: backend differs:")
     assert line.endswith("has nccl; pass --allow-mismatch to compare anyway")
-    result = nccl_bench("compare", str(root / "a"), str(NCCL_TESTS_LOG), "--allow-mismatch", "--json", str(tmp_path / "c.json"))
+    result = nccl_bench(
+        "compare", str(root / "a"), str(NCCL_TESTS_LOG), "--allow-mismatch", "--json", str(tmp_path / "c.json")
+    )
     assert result.returncode in (0, 1), result.stderr
-    judged = [r for r in json.loads((tmp_path / "c.json").read_text())["rows"] if r["baseline_row"] and r["current_row"]]
+    rows = json.loads((tmp_path / "c.json").read_text())["rows"]
+    judged = [r for r in rows if r["baseline_row"] and r["current_row"]]
     # the one point both measured: all_reduce 64K in place (torch's all_reduce has no out-of-place buffer)
     assert [(r["op"], r["size_bytes"], r["placement"], r["metric"]) for r in judged] == [
         ("all_reduce", 65536, "in_place", "busbw_gbps")

@@ -87,11 +87,13 @@ def assert_aligned(names: str, units: str, rows: list[str]) -> list[str]:
     for row in rows:
         values = spans(row)[: len(heads) - 1]
         assert len(values) == len(heads) - 1, (names, row)
-        for (h_start, h_end, name), (v_start, v_end, value) in zip(heads, values):
+        # values stop before the wrapping flags column
+        for (h_start, h_end, name), (v_start, v_end, value) in zip(heads, values, strict=False):
             if align[name] == "right":
                 assert v_end == h_end, f"{value!r} ends at {v_end}, heading {name!r} at {h_end}\n{names}\n{row}"
             else:
-                assert v_start == h_start, f"{value!r} starts at {v_start}, heading {name!r} at {h_start}\n{names}\n{row}"
+                where = f"{value!r} starts at {v_start}, heading {name!r} at {h_start}"
+                assert v_start == h_start, f"{where}\n{names}\n{row}"
     assert unit_ends <= {end for start, end, _ in heads}  # '(us)' sits under 'time', right-aligned
     return shown
 
@@ -132,8 +134,8 @@ def test_report_on_a_terminal_fits_and_shows_every_value_whole(piped_run, width)
     else:
         assert f"# not shown at {width} columns:" in screen
     # each shown value is the piped value, whole
-    for piped, row in zip(piped_rows, rows):
-        full = dict(zip(piped_names, [v for _, _, v in spans(piped)]))
+    for piped, row in zip(piped_rows, rows, strict=False):
+        full = dict(zip(piped_names, [v for _, _, v in spans(piped)], strict=False))
         assert [v for _, _, v in spans(row)] == [full[name] for name in shown[: len(spans(row))]]
 
 
@@ -150,7 +152,8 @@ def test_other_tables_fit_80_columns_without_cutting(piped_run, command):
     run_dir, _ = piped_run
     screen = run_on_pty([str(run_dir) if arg == "{run}" else arg for arg in command], 80)
     assert "…" not in screen
-    assert all(len(line) <= 80 for line in screen.splitlines() if not line.startswith(("CURRENT", "Host memory", "Peak", "No NVIDIA", "OK:")))
+    free_text = ("CURRENT", "Host memory", "Peak", "No NVIDIA", "OK:")
+    assert all(len(line) <= 80 for line in screen.splitlines() if not line.startswith(free_text))
     if command == ["ops"]:
         assert "reduce_scatter" in screen and "2(n-1)/n" in screen
     if command[0] == "compare":

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import shutil
-import struct
 import subprocess
 from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
+from png_files import png_size
 
-from nccl_bench.render import plots
+from nccl_bench.render import live, plots
 from nccl_bench.results.loader import load_rows
 from nccl_bench.results.store import read_rows
 from tests.conftest import run_cli, run_torchrun
@@ -26,25 +26,21 @@ def gloo_run(tmp_path_factory) -> Path:
     return run_dir
 
 
-def _png_size(path: Path) -> tuple[int, int]:
-    data = path.read_bytes()[:24]
-    assert data[:8] == b"\x89PNG\r\n\x1a\n"
-    return struct.unpack(">II", data[16:24])
-
-
 def test_report_plot_of_a_real_run(gloo_run, tmp_path):
     png = tmp_path / "bw.png"
     done = run_cli(["report", str(gloo_run), "--plot", str(png)])
     assert done.returncode == 0, done.stderr
     assert "all_gather" in done.stdout and f"wrote plot to {png}" in done.stderr
-    assert _png_size(png) == (1200, 500)
+    assert png_size(png) == (1200, 500)
     rows = read_rows(gloo_run)
     figure = plots.busbw_figure([(gloo_run.name, rows)])
     lines = figure.axes[0].get_lines()
     data_lines = [line for line in lines if not line.get_label().startswith(plots.PEAK_LABEL_PREFIX)]
     peak_lines = [line for line in lines if line.get_label().startswith(plots.PEAK_LABEL_PREFIX)]
     # all_reduce runs in place only (one line); all_gather both ways (one line per placement)
-    assert [line.get_label() for line in data_lines] == ["all_reduce", "all_gather (out-of-place)", "all_gather (in-place)"]
+    assert [line.get_label() for line in data_lines] == [
+        "all_reduce", "all_gather (out-of-place)", "all_gather (in-place)"
+    ]
     for line in data_lines:
         assert list(line.get_xdata()) == [1024, 65536, 2 * 1024 * 1024]
     # the sweep recorded the host's reference peak in every row; gloo's busbw is far below a memcpy
@@ -61,8 +57,8 @@ def test_report_plot_of_a_real_run(gloo_run, tmp_path):
 
 
 def test_sweep_plot_file_for_a_real_run(gloo_run, tmp_path):
-    path = plots.write_sweep_plot(read_rows(gloo_run), tmp_path)
-    assert path == tmp_path / "busbw.png" and _png_size(path) == (1200, 500)
+    path = live.write_sweep_plot(read_rows(gloo_run), tmp_path)
+    assert path == tmp_path / "busbw.png" and png_size(path) == (1200, 500)
 
 
 def test_nccl_tests_export_of_a_real_run_reads_back(gloo_run, tmp_path):
@@ -74,10 +70,10 @@ def test_nccl_tests_export_of_a_real_run_reads_back(gloo_run, tmp_path):
     assert [(r.op, r.placement, r.size_bytes, r.count, r.world_size, r.backend) for r in again] == [
         (r.op, r.placement, r.size_bytes, r.count, r.world_size, r.backend) for r in ours
     ]
-    for before, after in zip(ours, again):
-        assert after.time_us == pytest.approx(before.time_us, abs=0.005 + 1e-9 * before.time_us) or after.time_us == float(
-            f"{before.time_us:.1f}"
-        )
+    for before, after in zip(ours, again, strict=True):
+        rounded = float(f"{before.time_us:.1f}")
+        close = after.time_us == pytest.approx(before.time_us, abs=0.005 + 1e-9 * before.time_us)
+        assert close or after.time_us == rounded
         assert after.busbw_gbps == pytest.approx(before.busbw_gbps, abs=0.005)
         assert after.wrong == before.wrong
     # and the two side by side, as a user comparing against nccl-tests would plot them
@@ -85,7 +81,7 @@ def test_nccl_tests_export_of_a_real_run_reads_back(gloo_run, tmp_path):
     done = run_cli(["report", str(gloo_run), str(log), "--format", "csv", "--plot", str(both)])
     assert done.returncode == 0, done.stderr
     assert len(done.stdout.splitlines()) == 1 + 2 * len(ours)
-    assert _png_size(both) == (1200, 500)
+    assert png_size(both) == (1200, 500)
 
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -139,7 +135,7 @@ def test_html_report_renders_in_headless_chromium(gloo_run, tmp_path):
     rows = read_rows(gloo_run)
     expected = [[str(cell) for cell in result_cells(row)] for row in rows]
     assert [cells[:-1] for cells in parser.rows] == [cells[:-1] for cells in expected]
-    assert all(f"{row.busbw_gbps:,.2f}" in cells for row, cells in zip(rows, parser.rows))
+    assert all(f"{row.busbw_gbps:,.2f}" in cells for row, cells in zip(rows, parser.rows, strict=True))
     # and the screenshot shows the curves: the first series' colour (matplotlib C0) fills many pixels
     shot = tmp_path / "shot.png"
     done = subprocess.run([CHROMIUM, *CHROMIUM_FLAGS, "--window-size=1300,1400", f"--screenshot={shot}", page.as_uri()],

@@ -84,7 +84,9 @@ def test_heavy_libraries_only_where_needed(module, path):
         if root not in HEAVY:
             continue
         assert level > 0, f"{module} is pure ({key}) but imports {imported}"
-        assert not at_top, f"{module} imports {imported} at module level: --help and argument errors must not pay for it"
+        assert not at_top, (
+            f"{module} imports {imported} at module level: --help and argument errors must not pay for it"
+        )
 
 
 def test_rank_code_never_imports_render_or_cli():

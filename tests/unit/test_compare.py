@@ -6,15 +6,11 @@ import dataclasses
 from pathlib import Path
 
 import pytest
-from result_rows import MiB, row, write_run
+from result_rows import MiB, row
 
 from nccl_bench import compare as cmp
 from nccl_bench.errors import UserInputError
-from nccl_bench.results.loader import load_rows
-from nccl_bench.results.schema import STATUS_UNSUPPORTED, STATUS_WRONG
-from nccl_bench.results.store import read_rows
-
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "nccl_tests"
+from nccl_bench.results.schema import STATUS_UNSUPPORTED, STATUS_WRONG, RunRows
 
 
 def only(comparison: cmp.Comparison) -> cmp.RowComparison:
@@ -209,76 +205,16 @@ def test_summary_line_counts_and_states_the_rule():
     )
 
 
-def test_compare_paths_reads_results_written_by_the_writer(tmp_path):
-    for name, time_us in (("base", 100.0), ("cur", 140.0)):
-        write_run(tmp_path / name, [row(time_us=time_us, trials=3, spread=2.0), row(size_bytes=1024, time_us=10.0)])
-    comparison = cmp.compare_paths(tmp_path / "base", tmp_path / "cur" / "results.csv")
-    assert [r.verdict for r in comparison.rows] == [cmp.VERDICT_REGRESSION, cmp.VERDICT_OK]
-    assert comparison.rows[0].ranges_overlap is False
-
-
-def test_compare_paths_reads_nccl_tests_logs_and_json_as_report_does():
-    log = FIXTURES / "v2.20.0_all_reduce_perf_2ranks.txt"
-    assert cmp.compare_paths(log, log).counts() == {cmp.VERDICT_OK: 8}
-    # the -J JSON holds the log's first two sizes, with unrounded bandwidths
-    comparison = cmp.compare_paths(log, FIXTURES / "constructed_v3_all_reduce_perf.json")
-    assert comparison.counts() == {cmp.VERDICT_OK: 4, cmp.VERDICT_ONLY_BASELINE: 4}
-    assert {r.current.backend for r in comparison.rows if r.current} == {"nccl"}
-
-
-def test_nccl_tests_log_against_a_gloo_run_needs_allow_mismatch(tmp_path):
-    log = FIXTURES / "v2.20.0_all_reduce_perf_2ranks.txt"
-    run = write_run(tmp_path / "gloo", [dataclasses.replace(theirs, backend="gloo") for theirs in load_rows(log)])
-    with pytest.raises(UserInputError, match="backend differs: .* has nccl, .* has gloo; pass --allow-mismatch"):
-        cmp.compare_paths(log, run)
-    comparison = cmp.compare_paths(log, run, allow_mismatch=True)
-    assert comparison.counts() == {cmp.VERDICT_OK: 8}
-    assert len(comparison.notes) == 1
-
-
-def test_save_baseline_copies_and_replaces(tmp_path):
-    run = write_run(tmp_path / "run", [row()])
-    (run / "meta.json").write_text("{}")
-    target = cmp.save_baseline(run, "main", tmp_path / "results")
-    assert target == tmp_path / "results" / "baselines" / "main"
-    assert read_rows(target) == [row()]
-    assert (target / "meta.json").is_file()
-    # a second save is refused unless asked to replace, then replaces and leaves no staging folders
-    write_run(run, [row(size_bytes=2 * MiB)])
-    with pytest.raises(UserInputError, match="already exists.*--replace-baseline"):
-        cmp.save_baseline(run, "main", tmp_path / "results")
-    assert len(read_rows(target)) == 1
-    cmp.save_baseline(run, "main", tmp_path / "results", replace=True)
-    assert len(read_rows(target)) == 2
-    assert sorted(p.name for p in target.parent.iterdir()) == ["main"]
-
-
-@pytest.mark.parametrize("name", ["../x", "a/b", "", ".", "-x"])
-def test_save_baseline_rejects_path_like_names(tmp_path, name):
-    with pytest.raises(UserInputError) as info:
-        cmp.save_baseline(tmp_path, name, tmp_path / "results")
-    assert info.value.option == "--save-baseline"
-
-
-def test_save_baseline_refuses_a_folder_without_results(tmp_path):
-    with pytest.raises(UserInputError, match="no results found"):
-        cmp.save_baseline(tmp_path, "main", tmp_path / "results")
-
-
-def test_plan_baseline_check_validates_before_measuring(tmp_path):
-    run = write_run(tmp_path / "run", [row()])
+def test_plan_baseline_check_checks_the_options_against_each_other():
+    run = Path("run")
     assert cmp.plan_baseline_check(None, None, None) is None
     assert cmp.plan_baseline_check(run, None, None) == cmp.BaselineCheck(run, 0.10, None)
     assert cmp.plan_baseline_check(run, "25%", "main") == cmp.BaselineCheck(run, 0.25, "main")
     assert cmp.plan_baseline_check(None, None, "main") == cmp.BaselineCheck(None, 0.10, "main")
-    log = FIXTURES / "v2.20.0_all_reduce_perf_2ranks.txt"  # read as `compare` reads it
-    assert cmp.plan_baseline_check(log, None, None) == cmp.BaselineCheck(log, 0.10, None)
     for args, option in (
         ((None, "10%", None), "--tolerance"),
         ((None, "10%", "main"), "--tolerance"),
-        ((tmp_path / "missing", None, None), "--baseline"),
         ((run, "10", None), "--tolerance"),
-        ((run, None, "../up"), "--save-baseline"),
         ((None, None, "main", True), "--allow-mismatch"),
         ((run, None, None, False, True), "--replace-baseline"),
     ):
@@ -287,26 +223,35 @@ def test_plan_baseline_check_validates_before_measuring(tmp_path):
         assert info.value.option == option
 
 
-def test_plan_baseline_check_refuses_an_existing_baseline_unless_replacing(tmp_path):
-    run = write_run(tmp_path / "run", [row()])
-    cmp.save_baseline(run, "main", tmp_path / "results")
-    with pytest.raises(UserInputError, match="'main' already exists .*; pass --replace-baseline") as info:
-        cmp.plan_baseline_check(None, None, "main", results_root=tmp_path / "results")
-    assert info.value.option == "--save-baseline"
-    check = cmp.plan_baseline_check(None, None, "main", replace_baseline=True, results_root=tmp_path / "results")
-    assert check.replace_baseline
-
-
-def test_plan_is_checked_against_the_baseline_before_measuring(tmp_path):
-    run = write_run(tmp_path / "run", [row()])  # all_reduce in_place 1 MiB float, 2 gloo ranks
-    check = cmp.plan_baseline_check(run, None, None)
+def test_plan_is_checked_against_the_baseline_before_measuring():
+    # all_reduce in_place 1 MiB float, 2 gloo ranks
+    check = cmp.plan_baseline_check(Path("run"), None, None).with_rows([row()])
     key = ("all_reduce", MiB, "float", "sum", "in_place")
     cmp.check_plan_against_baseline(check, 2, "gloo", {key})
-    with pytest.raises(UserInputError, match="world size differs: the baseline has 2, this sweep would run with 3; pass --allow-mismatch"):
+    differs = "world size differs: the baseline has 2, this sweep would run with 3; pass --allow-mismatch"
+    with pytest.raises(UserInputError, match=differs):
         cmp.check_plan_against_baseline(check, 3, "gloo", {key})
     with pytest.raises(UserInputError, match="backend differs: the baseline has gloo, this sweep would run with nccl"):
         cmp.check_plan_against_baseline(check, 2, "nccl", {key})
     with pytest.raises(UserInputError, match="shares no"):
         cmp.check_plan_against_baseline(check, 2, "gloo", {("all_reduce", 2 * MiB, "float", "sum", "in_place")})
-    lenient = cmp.plan_baseline_check(run, None, None, allow_mismatch=True)
+    lenient = cmp.plan_baseline_check(Path("run"), None, None, allow_mismatch=True).with_rows([row()])
     cmp.check_plan_against_baseline(lenient, 3, "nccl", {key})
+
+
+def test_runs_are_named_by_argument_in_messages_and_by_path_in_reports():
+    base = RunRows(Path("a"), "BASELINE", (row(),))
+    comparison = cmp.compare_runs(base, RunRows(Path("b"), "CURRENT", (row(time_us=150.0),)))
+    assert (comparison.baseline_label, comparison.current_label) == ("BASELINE a", "CURRENT b")
+    assert (comparison.baseline_path, comparison.current_path) == ("a", "b")
+    assert comparison.exit_code == 1
+    with pytest.raises(UserInputError) as info:
+        cmp.compare_runs(base, RunRows(Path("b"), "CURRENT", ()))
+    assert str(info.value).startswith("CURRENT b")
+
+
+def test_after_a_sweep_the_run_is_judged_against_the_baseline_read_before_it():
+    check = cmp.plan_baseline_check(Path("base"), "5%", None).with_rows([row()])
+    comparison = cmp.check_against_baseline(check, RunRows(Path("out"), "run", (row(time_us=110.0),)))
+    assert comparison.baseline_label == "--baseline base" and comparison.current_label == "run out"
+    assert comparison.tolerance == 0.05 and comparison.rows[0].verdict == cmp.VERDICT_REGRESSION

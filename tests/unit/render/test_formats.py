@@ -74,10 +74,14 @@ def test_json_row_missing_a_column(tmp_path):
 def test_markdown_table_has_the_terminal_tables_columns_p50_and_iters_included():
     text = render_formats.to_markdown(_rows())
     lines = text.splitlines()
-    assert lines[0] == ("| op | placement | size (B) | count (elements) | type | redop | root | iters | time (us) | p50 (us)"
+    assert lines[0] == ("| op | placement | size (B) | count (elements) | type | redop | root | iters | time (us)"
+                        " | p50 (us)"
                         " | algbw (GB/s) | busbw (GB/s) | %peak | #wrong | flags |")
     assert len(lines) == 4 and text.endswith("\n")
-    assert lines[3] == "| all_reduce | in | 1,048,576 | 256 | float32 | sum | -1 | 100 | 2,274.9 | - | 0.46 | 0.46 | 1.8 | N/A | noisy |"
+    assert lines[3] == (
+        "| all_reduce | in | 1,048,576 | 256 | float32 | sum | -1 | 100 | 2,274.9"
+        " | - | 0.46 | 0.46 | 1.8 | N/A | noisy |"
+    )
 
 
 def test_unknown_format():

@@ -23,7 +23,8 @@ DOCTOR = {
 def _row(op, placement, size, busbw, peak=20.0) -> ResultRow:
     return ResultRow(
         op=op, placement=placement, size_bytes=size, count=size // 4, dtype="float32", redop="sum", root=-1,
-        world_size=2, nodes=1, backend="gloo", iters=10, trials=1, time_us=size / busbw / 1e3, time_min_us=size / busbw / 1e3,
+        world_size=2, nodes=1, backend="gloo", iters=10, trials=1, time_us=size / busbw / 1e3,
+        time_min_us=size / busbw / 1e3,
         time_max_us=None, p50_us=None, p99_us=None, algbw_gbps=busbw, busbw_gbps=busbw, busbw_factor=1.0, wrong=0,
         slowest_rank=0, agg="max", peak_gbps=peak, pct_of_peak=100 * busbw / peak,
     )

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import struct
-import sys
 from pathlib import Path
+
+from png_files import png_size
 
 from nccl_bench.render import plots
 from nccl_bench.results.loader import load_rows
@@ -20,12 +20,6 @@ def _row(op, placement, size, busbw, time_us=10.0, peak=None) -> ResultRow:
         time_max_us=None, p50_us=None, p99_us=None, algbw_gbps=busbw, busbw_gbps=busbw, busbw_factor=1.0, wrong=0,
         slowest_rank=0, agg="max", peak_gbps=peak,
     )
-
-
-def png_size(path: Path) -> tuple[int, int]:
-    data = path.read_bytes()[:24]
-    assert data[:8] == b"\x89PNG\r\n\x1a\n"
-    return struct.unpack(">II", data[16:24])
 
 
 def test_one_line_per_op_and_placement_when_both_exist():
@@ -65,7 +59,8 @@ def test_peak_near_the_data_is_a_labelled_dashed_line_on_the_scale():
     assert peak.get_linestyle() == "--" and list(peak.get_ydata()) == [23.14, 23.14]
     assert peak.get_label() == "peak 23.1 GB/s"
     assert figure.axes[0].get_ylim() == (0, 23.14 * plots.Y_HEADROOM)
-    assert [line.get_label() for line in _peak_lines(plots.busbw_figure([("r", rows)], peak_gbps=50))] == ["peak 50.0 GB/s"]
+    figure = plots.busbw_figure([("r", rows)], peak_gbps=50)
+    assert [line.get_label() for line in _peak_lines(figure)] == ["peak 50.0 GB/s"]
     no_peak = [_row("all_reduce", PLACEMENT_IN, 1 << 20, 3.0)]
     assert not _peak_lines(plots.busbw_figure([("r", no_peak)]))
 
@@ -119,7 +114,8 @@ def test_plot_formats_by_suffix(tmp_path):
 def test_several_runs_are_told_apart_in_the_legend():
     ours = [_row("all_reduce", PLACEMENT_IN, 1 << 20, 3.0)]
     theirs = load_rows(FIXTURES / "v2.20.0_all_reduce_perf_2ranks.txt")
-    labels = [line.get_label() for line in plots.busbw_figure([("ours", ours), ("nccl-tests", theirs)]).axes[0].get_lines()]
+    figure = plots.busbw_figure([("ours", ours), ("nccl-tests", theirs)])
+    labels = [line.get_label() for line in figure.axes[0].get_lines()]
     assert labels == ["ours: all_reduce", "nccl-tests: all_reduce (out-of-place)", "nccl-tests: all_reduce (in-place)"]
 
 
@@ -127,18 +123,6 @@ def test_write_plot_png_of_the_expected_size(tmp_path):
     rows = load_rows(FIXTURES / "all_gather_perf_bfloat16_2gpus.txt")
     path = plots.write_plot([("fixture", rows)], tmp_path / "p.png", peak_gbps=200)
     assert png_size(path) == (1200, 500)
-
-
-def test_write_sweep_plot(tmp_path):
-    rows = [_row("all_reduce", PLACEMENT_IN, s, s / 1e6) for s in (1024, 1 << 20)]
-    path = plots.write_sweep_plot(rows, tmp_path)
-    assert path == tmp_path / "busbw.png" and png_size(path) == (1200, 500)
-
-
-def test_write_sweep_plot_without_matplotlib_returns_none(tmp_path, monkeypatch):
-    monkeypatch.setitem(sys.modules, "matplotlib", None)  # makes `import matplotlib` raise ImportError
-    assert plots.write_sweep_plot([_row("all_reduce", PLACEMENT_IN, 1024, 1.0)], tmp_path) is None
-    assert not (tmp_path / "busbw.png").exists()
 
 
 def test_runs_side_by_side_keep_a_whole_title_inside_the_figure():

@@ -1,17 +1,10 @@
-"""The results table's cells and summary: sample lengths, the plot note, labels shared with compare."""
+"""The results table's cells and summary: sample lengths, labels shared with compare."""
 
 from __future__ import annotations
 
-import io
-import sys
-from pathlib import Path
-
-from rich.console import Console
-
 from nccl_bench import compare as cmp
-from nccl_bench.ranks.sweep import SweepSummary
 from nccl_bench.render import compare_exports, labels
-from nccl_bench.render.tables import RESULT_COLUMNS, LiveReporter, sample_span
+from nccl_bench.render.tables import RESULT_COLUMNS, sample_span
 from nccl_bench.results.schema import PLACEMENT_IN, ResultRow
 
 
@@ -29,17 +22,6 @@ def test_sample_span_is_iters_times_the_fastest_trial():
     assert sample_span([_row(4096, 0, None)]) is None
 
 
-def test_a_sweep_without_matplotlib_says_once_that_no_plot_was_drawn(tmp_path, monkeypatch):
-    monkeypatch.setitem(sys.modules, "matplotlib", None)  # `import matplotlib` raises ImportError
-    out = io.StringIO()
-    reporter = LiveReporter(Console(file=out, width=200, soft_wrap=True))
-    reporter.finished(SweepSummary(run_dir=Path(tmp_path), rows=[_row(1024, 10, 100.0)], status="complete"))
-    lines = out.getvalue().splitlines()
-    notes = [line for line in lines if "busbw.png" in line]
-    assert notes == ["# note: busbw.png not drawn: matplotlib is not installed; pip install 'nccl-bench[plot]'"]
-    assert not (tmp_path / "busbw.png").exists()
-
-
 def test_one_label_table_names_every_column_everywhere():
     headings = {f"{c.name} {c.unit}".strip() for c in RESULT_COLUMNS}
     assert {"time (us)", "p50 (us)", "busbw (GB/s)", "%peak", "#wrong", "flags", "placement", "size (B)"} <= headings
@@ -54,7 +36,9 @@ def test_compare_json_names_the_paths_without_an_option_word(tmp_path):
     for name in ("a", "b"):
         (tmp_path / name).mkdir()
         (tmp_path / name / "results.csv").write_text(to_csv([_row(1 << 20, 10, 100.0)]))
-    result = cmp.compare_paths(tmp_path / "a", tmp_path / "b")
+    from nccl_bench.results.loader import read_run
+
+    result = cmp.compare_runs(read_run(tmp_path / "a", "BASELINE"), read_run(tmp_path / "b", "CURRENT"))
     data = compare_exports.to_json(result)
     assert (data["baseline"], data["current"]) == (str(tmp_path / "a"), str(tmp_path / "b"))
     assert result.baseline_label == f"BASELINE {tmp_path / 'a'}"  # error messages still name the argument

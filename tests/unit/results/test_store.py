@@ -37,7 +37,7 @@ def test_none_is_an_empty_cell_and_reads_back_as_none(tmp_path):
     row = _row()
     text = _write(tmp_path, [row])
     assert text.splitlines()[0] == ",".join(COLUMNS)
-    cells = dict(zip(COLUMNS, text.splitlines()[1].split(",")))
+    cells = dict(zip(COLUMNS, text.splitlines()[1].split(","), strict=False))
     assert (cells["wrong"], cells["time_min_us"], cells["slowest_rank"], cells["flags"]) == ("", "", "", "")
     assert read_rows(tmp_path) == [row]
 
@@ -90,7 +90,8 @@ def test_load_frame_gives_typed_pandas_columns(tmp_path):
 
     writer = ResultsWriter(tmp_path)
     measured = _row(op="all_reduce", wrong=0)
-    unsupported = _row(op="sendrecv", time_us=None, busbw_gbps=None, wrong=None, slowest_rank=None, status="unsupported")
+    unsupported = _row(op="sendrecv", time_us=None, busbw_gbps=None, wrong=None, slowest_rank=None,
+                       status="unsupported")
     writer.append(measured)
     writer.append(unsupported)
     writer.close()

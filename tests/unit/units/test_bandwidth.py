@@ -6,12 +6,12 @@ from nccl_bench.units import bandwidth
 
 @pytest.mark.parametrize("n, expected", [(1, 0.0), (2, 1.0), (3, 4 / 3), (4, 1.5), (7, 12 / 7), (8, 1.75)])
 def test_all_reduce_factor_is_2_n_minus_1_over_n(n, expected):
-    assert bandwidth.all_reduce_factor(n) == pytest.approx(expected, abs=0, rel=1e-15)
+    assert bandwidth.ALL_REDUCE(n) == pytest.approx(expected, abs=0, rel=1e-15)
 
 
 @pytest.mark.parametrize("n, expected", [(1, 0.0), (2, 0.5), (3, 2 / 3), (5, 0.8), (8, 0.875)])
 def test_gather_like_factor_is_n_minus_1_over_n(n, expected):
-    assert bandwidth.gather_like_factor(n) == pytest.approx(expected, abs=0, rel=1e-15)
+    assert bandwidth.GATHER_LIKE(n) == pytest.approx(expected, abs=0, rel=1e-15)
 
 
 def test_factors_per_op_follow_nccl_tests_performance_md():
@@ -23,6 +23,37 @@ def test_factors_per_op_follow_nccl_tests_performance_md():
     for name, factor in expected.items():
         assert REGISTRY[name].factor(n) == pytest.approx(factor, rel=1e-15), name
     assert REGISTRY["barrier"].factor is None
+
+
+def test_every_measured_op_has_units_and_every_factor_an_op():
+    with_factor = {op for op, units in bandwidth.OPS.items() if units.factor is not None}
+    assert {name for name, c in REGISTRY.items() if c.factor is not None} == with_factor
+    assert bandwidth.factor_of("barrier") is None and bandwidth.bus_factor("hypercube", 4) is None
+
+
+def test_binary_names_map_to_our_ops_and_back():
+    assert bandwidth.op_of_binary("alltoall") == "all_to_all"
+    assert bandwidth.op_of_binary("sendrecv") == "sendrecv"
+    assert bandwidth.op_of_binary("hypercube") == "hypercube"
+    assert bandwidth.binary_of("all_to_all") == "alltoall_perf"
+    assert bandwidth.binary_of("all_reduce") == "all_reduce_perf"
+    assert bandwidth.binary_of("hypercube") == "hypercube_perf"
+    for op in bandwidth.OPS:
+        assert bandwidth.op_of_binary(bandwidth.binary_of(op).removesuffix("_perf")) == op
+
+
+@pytest.mark.parametrize(
+    "factor, low, high, expected",
+    [
+        (bandwidth.ALL_REDUCE, 1.74, 1.76, 8),  # 2(n-1)/n = 1.75
+        (bandwidth.GATHER_LIKE, 0.74, 0.76, 4),  # (n-1)/n = 0.75
+        (bandwidth.ALL_REDUCE, 1.9, 2.5, None),  # open above: many rank counts
+        (bandwidth.ALL_REDUCE, 1.2, 1.6, None),  # 3, 4 and 5 ranks all fit
+        (bandwidth.WHOLE_BUFFER, 0.99, 1.01, None),  # 1 whatever n
+    ],
+)
+def test_world_size_inverts_the_factor(factor, low, high, expected):
+    assert factor.world_size(low, high) == expected
 
 
 def test_algbw_is_bytes_over_seconds_in_1e9():

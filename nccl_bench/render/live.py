@@ -1,0 +1,195 @@
+"""Everything render/ puts on the terminal or, during a run, into its folder: the console, printing
+lines, rank 0's live reporters for the sweep and the doctor, and the plots a run leaves behind
+(busbw.png, pairs.png). The other render modules return text, renderables and figures.
+
+The rank code receives a reporter as an observer (through a factory the CLI hands it), so it never
+imports this module.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Iterable, Sequence
+
+from rich.console import Console
+from rich.text import Text
+
+from nccl_bench.errors import first_line
+from nccl_bench.render import formats, tables
+from nccl_bench.render.fit import Layout
+from nccl_bench.results.schema import ResultRow
+
+if TYPE_CHECKING:  # the doctor's modules load with its reporter only: `ops` or `report` need none of them
+    from nccl_bench.doctor.run import DoctorHeader, DoctorReport
+    from nccl_bench.doctor.verdicts import Judgement
+
+SWEEP_PLOT = "busbw.png"
+HEATMAP_PNG = "pairs.png"
+
+
+def make_console(stderr: bool = False) -> Console:
+    """A console that never wraps lines: tables are fitted to its width (or unlimited when piped)."""
+    return Console(stderr=stderr, soft_wrap=True)
+
+
+def table_width(console: Console) -> int | None:
+    """The width tables are fitted to: the terminal's, or None (no limit) under a pipe or in a file."""
+    return console.width if console.is_terminal else None
+
+
+def print_lines(console: Console, lines: Iterable[Text | str], style: str | None = None) -> None:
+    for line in lines:
+        console.print(line, style=style, markup=False, highlight=False, soft_wrap=True)
+
+
+def print_runs(paths: Sequence[Path], loaded: Sequence[tuple[str, list[ResultRow]]], fmt: str,
+               console: Console | None = None) -> None:
+    """`report` on the terminal: a format with a terminal view is fitted to the width, run by run;
+    the others print their text as it would be written to a file."""
+    terminal = formats.FORMATS[formats.check_format(fmt)].terminal
+    if terminal is None:
+        sys.stdout.write(formats.render_runs(list(paths), list(loaded), fmt))
+        sys.stdout.flush()
+        return
+    console = console or make_console()
+    for label, rows in loaded:
+        print_lines(console, terminal(rows, table_width(console), label))
+
+
+def _progress(console: Console, what: str, total: int):
+    """A transient progress bar, started; only on a terminal (a pipe or a log gets the lines alone)."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    progress = Progress(TextColumn(what), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                        console=console, transient=True)
+    task = progress.add_task(what, total=total)
+    progress.start()
+    return progress, task
+
+
+class LiveReporter:
+    """Rank 0's observer of a sweep: header, rows as they finish, a progress bar on a terminal, summary."""
+
+    def __init__(self, console: Console | None = None):
+        self.console = console or make_console()
+        self._progress = None
+        self._task = None
+        self._layout: Layout | None = None
+
+    def started(self, header, total_points: int) -> None:
+        width = table_width(self.console)
+        self._layout = tables.live_layout(header, width)
+        print_lines(self.console, tables.header_lines(header))
+        if self._layout.left_out:
+            print_lines(self.console, [tables.left_out_note(self._layout, width)])
+        print_lines(self.console, self._layout.header_lines())
+        if self.console.is_terminal:
+            self._progress, self._task = _progress(self.console, "sweep", total_points)
+
+    def row_done(self, row: ResultRow) -> None:
+        print_lines(self.console, self._layout.row_lines(tables.result_cells(row)))
+        if self._progress is not None:
+            self._progress.advance(self._task)
+
+    def finished(self, summary) -> None:
+        if self._progress is not None:
+            self._progress.stop()
+        plot_note = None
+        if summary.run_dir is not None:
+            summary.plot_path, plot_note = _sweep_plot(summary)
+        print_lines(self.console, tables.summary_lines(summary))
+        if plot_note:
+            print_lines(self.console, [f"# note: {plot_note}"])
+
+
+def write_sweep_plot(rows: list[ResultRow], run_dir: Path, peak_gbps: float | None = None) -> Path | None:
+    """run_dir/busbw.png, or None when matplotlib is not installed (a sweep never fails for a plot)."""
+    from nccl_bench.render import plots
+
+    if not plots.have_matplotlib():
+        return None
+    run_dir = Path(run_dir)
+    return plots.write_plot([(run_dir.name, rows)], run_dir / SWEEP_PLOT, peak_gbps=peak_gbps, title=run_dir.name)
+
+
+def _sweep_plot(summary) -> tuple[Path | None, str | None]:
+    """busbw.png beside the CSV, or why not (said once, at the end); a plot never fails a run."""
+    if not any(row.busbw_gbps is not None for row in summary.rows):
+        return None, None
+    try:
+        from nccl_bench.render.plots import MATPLOTLIB_MISSING, have_matplotlib
+
+        if not have_matplotlib():
+            return None, f"{SWEEP_PLOT} not drawn: {MATPLOTLIB_MISSING}"
+        return write_sweep_plot(summary.rows, summary.run_dir, peak_gbps=summary.peak_gbps), None
+    except Exception as exc:  # a broken font cache or backend must not cost the measured rows
+        return None, f"{SWEEP_PLOT} not written: {first_line(exc)}"
+
+
+class DoctorReporter:
+    """Rank 0's observer of the doctor: header, estimate, a progress bar over rounds on a terminal, the report."""
+
+    def __init__(self, console: Console | None = None):
+        from nccl_bench.render import doctor as doctor_text
+
+        self.console = console or make_console()
+        self._text = doctor_text
+        self._progress = None
+        self._task = None
+
+    def _say(self, line: str, style: str | None = None) -> None:
+        print_lines(self.console, [line], style)
+
+    def started(self, header: DoctorHeader) -> None:
+        print_lines(self.console, self._text.header_lines(header))
+
+    def pairs_planned(self, rounds: int, per_round_s: float) -> None:
+        self._say(self._text.estimate_line(rounds, per_round_s))
+        if self.console.is_terminal:
+            self._progress, self._task = _progress(self.console, "pair rounds", rounds)
+
+    def rounds_added(self, rounds: int, what: list[str]) -> None:
+        self._say(f"# re-test in {rounds} more round(s), nobody is named on one measurement: {', '.join(what)}")
+        if self._progress is not None:
+            total = self._progress.tasks[0].total or 0
+            self._progress.update(self._task, total=total + rounds)
+
+    def round_done(self) -> None:
+        if self._progress is not None:
+            self._progress.advance(self._task)
+
+    def finished(self, report: DoctorReport) -> None:
+        if self._progress is not None:
+            self._progress.stop()
+        judgement = report.judgement
+        if judgement is not None:
+            if report.run_dir is not None:
+                try:
+                    report.heatmap_path = write_heatmap(judgement, report.run_dir)
+                except Exception as exc:  # a broken font cache must not cost the verdict
+                    report.notes.append(f"{HEATMAP_PNG} not written: {first_line(exc)}")
+            self.console.print(self._text.node_table(judgement))
+            print_lines(self.console, self._text.fleet_lines(judgement))
+            print_lines(self.console, self._text.suspect_lines(judgement), style="bold red")
+        for line in self._text.summary_lines(report):
+            style = None
+            if line.startswith("# verdict"):
+                style = "bold red" if judgement and judgement.suspects else "bold green"
+            self._say(line, style)
+
+
+def write_heatmap(judgement: Judgement, run_dir: Path) -> Path | None:
+    """run_dir/pairs.png, or None without matplotlib or without pairs."""
+    if not judgement.pairs:
+        return None
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return None
+    from nccl_bench.render.doctor import heatmap_figure
+
+    path = Path(run_dir) / HEATMAP_PNG
+    figure = heatmap_figure(judgement, title=f"{Path(run_dir).name}: pair busbw (slowest rail)")
+    figure.savefig(path, format="png")
+    return path

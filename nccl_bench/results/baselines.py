@@ -1,0 +1,78 @@
+"""Baselines on disk: a run folder copied to <results-root>/baselines/NAME/, the known-good
+reference `sweep --baseline` and `compare` read back."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+from nccl_bench.errors import UserInputError
+from nccl_bench.results.loader import read_run
+from nccl_bench.results.schema import ResultRow
+from nccl_bench.results.store import read_rows
+
+BASELINES_DIR = "baselines"
+_NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+def validate_baseline_name(name: str, option: str = "--save-baseline") -> str:
+    """A name is one folder: letters, digits, '.', '_' or '-', never a path."""
+    if not _NAME_PATTERN.match(name) or name in (".", ".."):
+        raise UserInputError(option, f"{name!r} is not a baseline name; use letters, digits, '.', '_' or '-'")
+    return name
+
+
+def baseline_dir(results_root: Path, name: str) -> Path:
+    return Path(results_root) / BASELINES_DIR / validate_baseline_name(name)
+
+
+def refuse_existing_baseline(results_root: Path, name: str) -> None:
+    """A saved baseline is the known-good reference: replacing it takes --replace-baseline."""
+    target = baseline_dir(results_root, name)
+    if target.exists():
+        raise UserInputError(
+            "--save-baseline", f"baseline {name!r} already exists at {target}; pass --replace-baseline to replace it"
+        )
+
+
+def prepare_baselines(
+    baseline: Path | None, save_name: str | None, results_root: Path | None = None, replace: bool = False
+) -> tuple[ResultRow, ...]:
+    """Before a sweep measures: the rows of the baseline it will be compared with (none without one),
+    and the name it will be saved under valid and, unless replacing, free."""
+    rows: tuple[ResultRow, ...] = ()
+    if baseline is not None:
+        rows = read_run(baseline, "--baseline").rows
+    if save_name is not None:
+        validate_baseline_name(save_name)
+        if results_root is not None and not replace:
+            refuse_existing_baseline(results_root, save_name)
+    return rows
+
+
+def save_baseline(run_dir: Path, name: str, results_root: Path, replace: bool = False) -> Path:
+    """Copy a finished run folder to results_root/baselines/NAME/; an existing one only with replace.
+
+    Replacing is how CI refreshes `main` on every merge, so it is allowed, but only when asked:
+    a second run with the same name must not silently drop the known-good reference. The copy is
+    made beside the target and renamed into place, so a crash never leaves half a baseline.
+    """
+    target = baseline_dir(results_root, name)
+    if not replace:
+        refuse_existing_baseline(results_root, name)
+    run_dir = Path(run_dir)
+    read_rows(run_dir, "--save-baseline")  # refuse to store a run that has no readable results
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = target.with_name(f".{name}.saving")
+    old = target.with_name(f".{name}.old")
+    for leftover in (staging, old):
+        if leftover.exists():
+            shutil.rmtree(leftover)
+    shutil.copytree(run_dir, staging)
+    if target.exists():
+        target.rename(old)
+    staging.rename(target)
+    if old.exists():
+        shutil.rmtree(old)
+    return target
