@@ -83,15 +83,13 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
     import torch
-    import torch.distributed as tdist
 
     from nccl_bench import config as cfg
     from nccl_bench.ranks import dist, session
     from nccl_bench.ranks.devices import device_kind
     from nccl_bench.ranks.layout import detect_launch
-    from nccl_bench.ranks.collectives import REGISTRY, OpArgs, make_buffers
-    from nccl_bench.ranks.runner import MAX_AUTO_ITERS, MIN_AUTO_ITERS, PointRunner, TimingPlan
     from nccl_bench.ranks.plan import buffer_bytes, plan_points
+    from nccl_bench.ranks.runner import PointRunner, TimingPlan
     from nccl_bench.units.sizes import parse_size
 
     launch = detect_launch()
@@ -105,13 +103,7 @@ def main(argv: list[str]) -> int:
     backend = session.chosen_backend("auto")
     on_gpu = device_kind(backend) == "cuda"
     points, _notes = plan_points(config, launch.world_size, on_gpu)
-    # One placement per op: out-of-place where torch has it (what nccl-tests' first columns show).
-    chosen: dict[tuple[str, int], object] = {}
-    for point in points:
-        key = (point.op, point.size_bytes)
-        if key not in chosen or point.placement == "out_of_place":
-            chosen[key] = point
-    points = [chosen[key] for key in sorted(chosen, key=lambda k: (ops.index(k[0]), k[1]))]
+    points = _one_placement_per_op(points, ops)
     min_sample_s = cfg.min_sample_ms(config, on_gpu) / 1e3
     # The sweep's own default plan (see ranks/sweep.py): what `nccl-bench sweep` would use.
     plan = TimingPlan(warmup=config.warmup, iters=config.iters, min_sample_s=min_sample_s,
@@ -126,92 +118,143 @@ def main(argv: list[str]) -> int:
         sync = torch.cuda.synchronize if ctx.on_gpu else (lambda: None)
         runner = PointRunner(ctx, plan)
 
-        def max_over_ranks(value: float) -> float:
-            tensor = torch.tensor([value], dtype=torch.float64, device=ctx.device)
-            tdist.all_reduce(tensor, op=tdist.ReduceOp.MAX)
-            return tensor.item()
-
-        def reference_op(point, buffers):
-            """Direct torch.distributed calls, independent of nccl_bench's registry."""
-            send, recv = buffers.send, buffers.recv
-            if point.op == "all_reduce":
-                return lambda: tdist.all_reduce(recv)
-            if point.op == "all_gather":
-                return lambda: tdist.all_gather_into_tensor(recv, send)
-            if point.op == "reduce_scatter":
-                return lambda: tdist.reduce_scatter_tensor(recv, send)
-            if point.op == "broadcast":
-                return lambda: tdist.broadcast(recv, src=0)
-            raise ValueError(f"no reference loop for {point.op}")
-
-        def reference(call, n: int) -> float:
-            for _ in range(REFERENCE_WARMUP):
-                call()
-            sync()
-            tdist.barrier()
-            start = time.perf_counter()
-            for _ in range(n):
-                call()
-            sync()
-            return max_over_ranks((time.perf_counter() - start) / n) * 1e6
-
-        def naive(call) -> float:
-            call()  # the blog's single warmup op
-            sync()
-            tdist.barrier()
-            start = time.time()
-            call()
-            sync()
-            tdist.barrier()
-            return max_over_ranks(time.time() - start) * 1e6
-
-        results: list[PointResult] = []
-        bound = []
-        for point in points:
-            collective = REGISTRY[point.op]
-            buffers = make_buffers(collective, point.placement, send_store, recv_store,
-                                   point.send_elems, point.recv_elems, ctx.rank, ctx.world_size)
-            op_args = OpArgs(ctx.rank, ctx.world_size, 0, tdist.ReduceOp.SUM if collective.has_reduction else None)
-            ref_call = reference_op(point, buffers)
-            pilot_us = math.inf
-            for _ in range(PILOT_REPEATS):
-                block = 1
-                while (block_us := reference(ref_call, block)) * block < PILOT_BLOCK_S * 1e6:
-                    block *= 2
-                pilot_us = min(pilot_us, block_us)
-            n = max(MIN_AUTO_ITERS, min(MAX_AUTO_ITERS, math.ceil(min_sample_s * 1e6 / pilot_us)))
-            n = int(max_over_ranks(n))
-            results.append(PointResult(point.op, point.size_bytes, n))
-            bound.append((ref_call, collective.bind(buffers, op_args)))
+        results, bound = _bind_points(points, ctx, sync, send_store, recv_store, min_sample_s)
 
         load_before = os.getloadavg()
-        started = time.perf_counter()
-        for round_index in range(args.rounds):
-            for result, (ref_call, tool_call) in zip(results, bound, strict=True):
-                result.reference_us.append(reference(ref_call, result.reference_iters))
-                measurement = runner.measure(tool_call)
-                result.nccl_bench_us.append(measurement.time_us)
-                result.nccl_bench_p50_us.append(_percentile50(measurement.per_op_us))
-                result.nccl_bench_iters.append(measurement.iters)
-                result.naive_us.append(naive(ref_call))
-            if ctx.rank == 0:
-                print(f"# round {round_index + 1}/{args.rounds} done ({time.perf_counter() - started:.0f} s)",
-                      file=sys.stderr, flush=True)
+        _run_rounds(args.rounds, results, bound, runner, ctx, sync)
         load_after = os.getloadavg()
 
         if ctx.rank == 0:
-            lines, all_met = render(results, ctx.world_size, args.rounds, backend, load_before, load_after)
-            print("\n".join(lines), flush=True)
-            if args.json is not None:
-                args.json.write_text(json.dumps({
-                    "backend": backend, "world_size": ctx.world_size, "rounds": args.rounds,
-                    "min_sample_ms": min_sample_s * 1e3, "loadavg_before": load_before, "loadavg_after": load_after,
-                    "points": [asdict(r) for r in results],
-                }, indent=1))
-            verdict = 0 if all_met else 1
+            verdict = _report(args, results, ctx.world_size, backend, min_sample_s, load_before, load_after)
         else:
             verdict = 0
     return verdict
+
+
+def _one_placement_per_op(points, ops: tuple[str, ...]) -> list:
+    """One placement per op: out-of-place where torch has it (what nccl-tests' first columns show)."""
+    chosen: dict[tuple[str, int], object] = {}
+    for point in points:
+        key = (point.op, point.size_bytes)
+        if key not in chosen or point.placement == "out_of_place":
+            chosen[key] = point
+    return [chosen[key] for key in sorted(chosen, key=lambda k: (ops.index(k[0]), k[1]))]
+
+
+def _max_over_ranks(ctx, value: float) -> float:
+    import torch
+    import torch.distributed as tdist
+
+    tensor = torch.tensor([value], dtype=torch.float64, device=ctx.device)
+    tdist.all_reduce(tensor, op=tdist.ReduceOp.MAX)
+    return tensor.item()
+
+
+def _reference_op(point, buffers):
+    """Direct torch.distributed calls, independent of nccl_bench's registry."""
+    import torch.distributed as tdist
+
+    send, recv = buffers.send, buffers.recv
+    if point.op == "all_reduce":
+        return lambda: tdist.all_reduce(recv)
+    if point.op == "all_gather":
+        return lambda: tdist.all_gather_into_tensor(recv, send)
+    if point.op == "reduce_scatter":
+        return lambda: tdist.reduce_scatter_tensor(recv, send)
+    if point.op == "broadcast":
+        return lambda: tdist.broadcast(recv, src=0)
+    raise ValueError(f"no reference loop for {point.op}")
+
+
+def _reference(ctx, sync, call, n: int) -> float:
+    import torch.distributed as tdist
+
+    for _ in range(REFERENCE_WARMUP):
+        call()
+    sync()
+    tdist.barrier()
+    start = time.perf_counter()
+    for _ in range(n):
+        call()
+    sync()
+    return _max_over_ranks(ctx, (time.perf_counter() - start) / n) * 1e6
+
+
+def _naive(ctx, sync, call) -> float:
+    import torch.distributed as tdist
+
+    call()  # the blog's single warmup op
+    sync()
+    tdist.barrier()
+    start = time.time()
+    call()
+    sync()
+    tdist.barrier()
+    return _max_over_ranks(ctx, time.time() - start) * 1e6
+
+
+def _reference_iters(ctx, sync, ref_call, min_sample_s: float) -> int:
+    """The reference loop's N: from the fastest of PILOT_REPEATS pilot blocks, agreed by every rank."""
+    from nccl_bench.ranks.runner import MAX_AUTO_ITERS, MIN_AUTO_ITERS
+
+    pilot_us = math.inf
+    for _ in range(PILOT_REPEATS):
+        block = 1
+        while (block_us := _reference(ctx, sync, ref_call, block)) * block < PILOT_BLOCK_S * 1e6:
+            block *= 2
+        pilot_us = min(pilot_us, block_us)
+    n = max(MIN_AUTO_ITERS, min(MAX_AUTO_ITERS, math.ceil(min_sample_s * 1e6 / pilot_us)))
+    return int(_max_over_ranks(ctx, n))
+
+
+def _bind_points(points, ctx, sync, send_store, recv_store, min_sample_s: float):
+    """Each point's result record and its (reference call, nccl_bench call) on the shared buffers."""
+    import torch.distributed as tdist
+
+    from nccl_bench.ranks.collectives import REGISTRY, OpArgs, make_buffers
+
+    results: list[PointResult] = []
+    bound = []
+    for point in points:
+        collective = REGISTRY[point.op]
+        buffers = make_buffers(collective, point.placement, send_store, recv_store,
+                               point.send_elems, point.recv_elems, ctx.rank, ctx.world_size)
+        op_args = OpArgs(ctx.rank, ctx.world_size, 0, tdist.ReduceOp.SUM if collective.has_reduction else None)
+        ref_call = _reference_op(point, buffers)
+        n = _reference_iters(ctx, sync, ref_call, min_sample_s)
+        results.append(PointResult(point.op, point.size_bytes, n))
+        bound.append((ref_call, collective.bind(buffers, op_args)))
+    return results, bound
+
+
+def _run_rounds(rounds: int, results: list[PointResult], bound, runner, ctx, sync) -> None:
+    """Every round runs the three methods back to back on every point (A B C, A B C, ...)."""
+    started = time.perf_counter()
+    for round_index in range(rounds):
+        for result, (ref_call, tool_call) in zip(results, bound, strict=True):
+            result.reference_us.append(_reference(ctx, sync, ref_call, result.reference_iters))
+            measurement = runner.measure(tool_call)
+            result.nccl_bench_us.append(measurement.time_us)
+            result.nccl_bench_p50_us.append(_percentile50(measurement.per_op_us))
+            result.nccl_bench_iters.append(measurement.iters)
+            result.naive_us.append(_naive(ctx, sync, ref_call))
+        if ctx.rank == 0:
+            print(f"# round {round_index + 1}/{rounds} done ({time.perf_counter() - started:.0f} s)",
+                  file=sys.stderr, flush=True)
+
+
+def _report(args, results: list[PointResult], world_size: int, backend: str, min_sample_s: float,
+            load_before, load_after) -> int:
+    """Rank 0's table (and --json), and the exit status: 0 when every judged point met its target."""
+    lines, all_met = render(results, world_size, args.rounds, backend, load_before, load_after)
+    print("\n".join(lines), flush=True)
+    if args.json is not None:
+        args.json.write_text(json.dumps({
+            "backend": backend, "world_size": world_size, "rounds": args.rounds,
+            "min_sample_ms": min_sample_s * 1e3, "loadavg_before": load_before, "loadavg_after": load_after,
+            "points": [asdict(r) for r in results],
+        }, indent=1))
+    return 0 if all_met else 1
 
 
 def _percentile50(values) -> float:

@@ -90,7 +90,8 @@ class Hosts:
 
     def hosts_file(self, folder: Path) -> Path:
         path = Path(folder) / "hosts"
-        path.write_text("127.0.0.1 localhost\n" + "".join(f"{a} {h}\n" for a, h in zip(self.addresses, self.hostnames)))
+        entries = "".join(f"{a} {h}\n" for a, h in zip(self.addresses, self.hostnames, strict=True))
+        path.write_text("127.0.0.1 localhost\n" + entries)
         return path
 
 

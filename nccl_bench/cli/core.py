@@ -8,15 +8,17 @@ from __future__ import annotations
 
 from nccl_bench import compare  # baselines: plan_baseline_check, check_plan_against_baseline, ...
 from nccl_bench.doctor import run as doctor  # execute, preflight, DOCTOR_JSON, write_report_json, SilentObserver
-from nccl_bench.ranks import sweep  # execute, SilentObserver
-from nccl_bench.ranks import plan  # the sweep's planning: Plan, plan_run, preflight
-from nccl_bench.ranks.layout import detect_launch
+from nccl_bench.ranks import (
+    plan,  # the sweep's planning: Plan, plan_run, preflight
+    sweep,  # execute, SilentObserver
+)
 from nccl_bench.ranks.faults import Interrupted, hold_signals, signals_raise_interrupted
 from nccl_bench.ranks.launch import LOCAL_WORKER_ENV, default_workers, run_local_workers, shared_cores_note
+from nccl_bench.ranks.layout import detect_launch
 from nccl_bench.results import baselines  # prepare_baselines, save_baseline
 from nccl_bench.results.loader import read_run
 
 __all__ = [
-    "LOCAL_WORKER_ENV", "Interrupted", "baselines", "compare", "default_workers", "detect_launch", "doctor", "hold_signals",
-    "plan", "read_run", "run_local_workers", "shared_cores_note", "signals_raise_interrupted", "sweep",
+    "LOCAL_WORKER_ENV", "Interrupted", "baselines", "compare", "default_workers", "detect_launch", "doctor",
+    "hold_signals", "plan", "read_run", "run_local_workers", "shared_cores_note", "signals_raise_interrupted", "sweep",
 ]

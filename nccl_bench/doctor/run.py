@@ -150,7 +150,10 @@ def report_json(report: DoctorReport) -> dict[str, Any]:
     """doctor.json, schema_version 1 (README "Results on disk")."""
     judgement, header = report.judgement, report.header
     fleet = {
-        name: None if stat is None else {"median_gbps": stat.median_gbps, "mad_gbps": stat.mad_gbps, "count": stat.count}
+        name: (
+            None if stat is None
+            else {"median_gbps": stat.median_gbps, "mad_gbps": stat.mad_gbps, "count": stat.count}
+        )
         for name, stat in (("pairs", judgement.pair_fleet), ("intra", judgement.intra_fleet))
     }
     return {
@@ -269,7 +272,9 @@ class _Doctor:
         if "nodes" in config.phases and all(len(n.ranks) < 2 for n in self.nodes):
             notes.append("nodes phase skipped: every node has one rank, so there is no intra-node all_reduce")
         elif "nodes" in config.phases:
-            notes.extend(f"node {n.host} has one rank: no intra-node all_reduce" for n in self.nodes if len(n.ranks) < 2)
+            notes.extend(
+                f"node {n.host} has one rank: no intra-node all_reduce" for n in self.nodes if len(n.ranks) < 2
+            )
         if "pairs" in config.phases and len(self.nodes) < 2:
             notes.append("pairs phase skipped: one node, no pair of nodes to test")
         if len({len(n.ranks) for n in self.nodes}) > 1:

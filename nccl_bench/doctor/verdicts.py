@@ -148,6 +148,68 @@ def _threshold(fleet: FleetStat | None, tolerance: float, expect_gbps: float | N
     return expect_gbps if relative is None else max(relative, expect_gbps)
 
 
+@dataclass(frozen=True)
+class _IntraJudgement:
+    """Intra-node all_reduce results, judged against the other nodes' intra-node results."""
+
+    best: dict[str, float]  # host -> best attempt
+    fleet: FleetStat | None  # from first attempts
+    threshold: float | None
+    low: set[str]  # hosts below the threshold, confirmed or not
+    confirmed: set[str]  # low hosts with a re-test
+
+
+def _judge_intra(intra: Mapping[str, Sequence[float]], tolerance: float) -> _IntraJudgement:
+    best = {host: max(values) for host, values in intra.items() if values}
+    fleet = fleet_stat([values[0] for values in intra.values() if values])
+    threshold = None if fleet is None or fleet.count < 2 else relative_threshold(fleet, tolerance)
+    low = {h for h, v in best.items() if threshold is not None and v < threshold}
+    confirmed = {h for h in low if len(intra[h]) >= 2}
+    return _IntraJudgement(best, fleet, threshold, low, confirmed)
+
+
+def _endpoint_partners(pairs: Mapping[PairKey, Sequence[float]]) -> dict[tuple[str, int], dict[str, float]]:
+    """Endpoint (host, rail) -> partner host -> first attempt of their pair."""
+    partners: dict[tuple[str, int], dict[str, float]] = {}
+    for (a, b, rail), values in pairs.items():
+        if values:
+            partners.setdefault((a, rail), {})[b] = values[0]
+            partners.setdefault((b, rail), {})[a] = values[0]
+    return partners
+
+
+def _rail_suspects(host, slow_rails, partners, best, is_low, pair_fleet, expect_gbps) -> list[Suspect]:
+    """One `rail` suspect for each of `slow_rails`, the host's other rails being fine."""
+    suspects = []
+    for rail in slow_rails:
+        found = partners[(host, rail)]
+        value = stats.median([v for (a, b, r), v in best.items() if r == rail and host in (a, b)])
+        others = [v for (a, b, r), v in best.items() if host in (a, b) and r != rail]
+        other_text = f"; its other rails {gbps(stats.median(others))} GB/s" if others else ""
+        slow_with = sum(is_low((host, rail), p) for p in found)
+        suspects.append(Suspect(
+            "rail", (host,), rail, value, pair_fleet.median_gbps,
+            f"pair busbw {gbps(value)} GB/s with {slow_with} of {len(found)} partners on rail {rail}"
+            f"{other_text}, " + _versus(value, pair_fleet.median_gbps, expect_gbps),
+        ))
+    return suspects
+
+
+def _spread_notes(pair_fleet: FleetStat | None, intra_fleet: FleetStat | None, tolerance: float) -> list[str]:
+    """A note for each fleet whose spread is enough to widen the bar beyond the tolerance."""
+    notes = []
+    for fleet, what in ((pair_fleet, "pair"), (intra_fleet, "intra-node")):
+        if fleet is not None and fleet.median_gbps > 0 and fleet.count >= 3:
+            spread = MAD_TO_SIGMA * fleet.mad_gbps / fleet.median_gbps
+            if spread > SPREAD_WARNING_SHARE * tolerance:
+                notes.append(
+                    f"the fleet's {what} busbw varies by {spread:.0%} (MAD-based sigma), more than half of "
+                    f"--tolerance {tolerance:.0%}: results are judged {MAD_Z:g} sigmas below the median at least; "
+                    "a quieter fabric gives sharper verdicts"
+                )
+    return notes
+
+
 def judge(
     layout: Sequence[tuple[str, Sequence[int]]],
     intra: Mapping[str, Sequence[float]],
@@ -165,21 +227,14 @@ def judge(
     notes: list[str] = []
 
     # Intra-node all_reduce, judged against the other nodes' intra-node results.
-    best_intra = {host: max(values) for host, values in intra.items() if values}
-    intra_fleet = fleet_stat([values[0] for values in intra.values() if values])
-    intra_threshold = None if intra_fleet is None or intra_fleet.count < 2 else relative_threshold(intra_fleet, tolerance)
-    intra_low = {h for h, v in best_intra.items() if intra_threshold is not None and v < intra_threshold}
-    intra_confirmed = {h for h in intra_low if len(intra[h]) >= 2}
+    intra_judged = _judge_intra(intra, tolerance)
+    best_intra, intra_fleet, intra_confirmed = intra_judged.best, intra_judged.fleet, intra_judged.confirmed
     if intra_fleet is not None and intra_fleet.count == 1:
         notes.append("one node has an intra-node result: nothing to compare it with")
 
     # Pairs: endpoints (host, rail) and their capacity (best pair).
     best = {key: max(values) for key, values in pairs.items() if values}
-    partners: dict[tuple[str, int], dict[str, float]] = {}  # endpoint -> partner host -> first attempt
-    for (a, b, rail), values in pairs.items():
-        if values:
-            partners.setdefault((a, rail), {})[b] = values[0]
-            partners.setdefault((b, rail), {})[a] = values[0]
+    partners = _endpoint_partners(pairs)
     pair_fleet = fleet_stat([max(found.values()) for found in partners.values()])
     threshold = _threshold(pair_fleet, tolerance, expect_gbps)
     low = {key for key, value in best.items() if threshold is not None and value < threshold}
@@ -211,17 +266,7 @@ def judge(
                 + _versus(measured, reference, expect_gbps)
             )
         elif slow_rails:
-            for rail in slow_rails:
-                found = partners[(host, rail)]
-                value = stats.median([v for (a, b, r), v in best.items() if r == rail and host in (a, b)])
-                others = [v for (a, b, r), v in best.items() if host in (a, b) and r != rail]
-                other_text = f"; its other rails {gbps(stats.median(others))} GB/s" if others else ""
-                slow_with = sum(is_low((host, rail), p) for p in found)
-                suspects.append(Suspect(
-                    "rail", (host,), rail, value, pair_fleet.median_gbps,
-                    f"pair busbw {gbps(value)} GB/s with {slow_with} of {len(found)} partners on rail {rail}"
-                    f"{other_text}, " + _versus(value, pair_fleet.median_gbps, expect_gbps),
-                ))
+            suspects.extend(_rail_suspects(host, slow_rails, partners, best, is_low, pair_fleet, expect_gbps))
         if host in intra_confirmed:
             value = best_intra[host]
             if measured is None:
@@ -248,20 +293,12 @@ def judge(
     ]
     if len(hosts) == 2 and best and expect_gbps is None:
         notes.append("two nodes: their pair has no fleet to be judged against; give --expect GBPS for a floor")
-    for fleet, what in ((pair_fleet, "pair"), (intra_fleet, "intra-node")):
-        if fleet is not None and fleet.median_gbps > 0 and fleet.count >= 3:
-            spread = MAD_TO_SIGMA * fleet.mad_gbps / fleet.median_gbps
-            if spread > SPREAD_WARNING_SHARE * tolerance:
-                notes.append(
-                    f"the fleet's {what} busbw varies by {spread:.0%} (MAD-based sigma), more than half of "
-                    f"--tolerance {tolerance:.0%}: results are judged {MAD_Z:g} sigmas below the median at least; "
-                    "a quieter fabric gives sharper verdicts"
-                )
+    notes.extend(_spread_notes(pair_fleet, intra_fleet, tolerance))
     retest_pairs = sorted({(a, b) for a, b, _ in low - confirmed}, key=lambda p: (order[p[0]], order[p[1]]))
     return Judgement(
         nodes=node_rows, pairs=pair_rows, suspects=suspects, pair_fleet=pair_fleet, intra_fleet=intra_fleet,
-        pair_threshold_gbps=threshold, intra_threshold_gbps=intra_threshold, retest_pairs=retest_pairs,
-        retest_intra=sorted(intra_low - intra_confirmed, key=order.__getitem__), notes=notes,
+        pair_threshold_gbps=threshold, intra_threshold_gbps=intra_judged.threshold, retest_pairs=retest_pairs,
+        retest_intra=sorted(intra_judged.low - intra_confirmed, key=order.__getitem__), notes=notes,
     )
 
 

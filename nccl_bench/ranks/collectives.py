@@ -338,7 +338,10 @@ def store_elems(placement: str, send_elems: int, recv_elems: int) -> tuple[int, 
     return 0, recv_elems
 
 
-def make_buffers(collective: Collective, placement: str, send_store, recv_store, send_elems: int, recv_elems: int, rank: int, world_size: int) -> Buffers:
+def make_buffers(
+    collective: Collective, placement: str, send_store, recv_store, send_elems: int, recv_elems: int, rank: int,
+    world_size: int,
+) -> Buffers:
     """Views for one point; in-place placements alias the output as nccl-tests does (see store_elems)."""
     if placement == PLACEMENT_OUT:
         return Buffers(send=send_store[:send_elems], recv=recv_store[:recv_elems])

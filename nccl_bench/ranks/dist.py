@@ -18,7 +18,6 @@ from nccl_bench.errors import RunFailedError, first_line
 from nccl_bench.ranks.devices import device_kind, nccl_env_to_set, passes_device_id
 from nccl_bench.ranks.layout import LaunchEnv, export_launch_env
 
-
 # NCCL's own watchdog gets this much longer than the rank's deadline (ranks/deadline.py), so that the
 # deadline always acts first and the watchdog never starts its pre-abort sleep under it.
 NCCL_WATCHDOG_LAG_S = 10.0

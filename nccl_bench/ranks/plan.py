@@ -72,7 +72,9 @@ def plan_points(config: cfg.SweepConfig, world_size: int, on_gpu: bool,
         if name in excluded:
             notes.append(f"{name} skipped: {excluded[name]}")
             continue
-        placements = [p for p in collective.placements if config.inplace is None or (p == PLACEMENT_IN) == config.inplace]
+        placements = [
+            p for p in collective.placements if config.inplace is None or (p == PLACEMENT_IN) == config.inplace
+        ]
         if not placements:
             wanted = "in-place" if config.inplace else "out-of-place"
             notes.append(f"{name} skipped: torch has no {wanted} form of it")
@@ -171,7 +173,10 @@ class Plan:
     def keys(self, config: cfg.SweepConfig) -> set[tuple[str, int, str, str, str]]:
         """(op, size_bytes, dtype, redop, placement) of every point, as result rows will hold them."""
         return {
-            (p.op, p.size_bytes, config.dtype, config.reduce_op if REGISTRY[p.op].has_reduction else "none", p.placement)
+            (
+                p.op, p.size_bytes, config.dtype, config.reduce_op if REGISTRY[p.op].has_reduction else "none",
+                p.placement,
+            )
             for p in self.points
         }
 

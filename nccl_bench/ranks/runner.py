@@ -278,7 +278,7 @@ class PointRunner:
                 calls, per_call_s, per_rank = self._fill_sample(call, calls, ops_per_call, per_call_s, per_rank)
                 iters = calls * ops_per_call
             combined_s, _ = stats.combine_ranks(per_rank, self.plan.agg)
-            rank_totals = [a + b for a, b in zip(rank_totals, per_rank)]
+            rank_totals = [a + b for a, b in zip(rank_totals, per_rank, strict=True)]
             means_us.append(combined_s / iters * 1e6)
             shortest = min(shortest, combined_s)
             if per_call_s and len(per_op_us) < MAX_KEPT_LATENCIES:
@@ -310,7 +310,7 @@ class PointRunner:
             more_s, more_per_call_s = self._timed(call, extra)
             self._progress()
             more = [values[0] for values in dist.all_gather_floats(self.ctx, [more_s])]
-            per_rank = [a + b for a, b in zip(per_rank, more)]
+            per_rank = [a + b for a, b in zip(per_rank, more, strict=True)]
             per_call_s = per_call_s + more_per_call_s
             calls += extra
         return calls, per_call_s, per_rank

@@ -76,11 +76,13 @@ EXACT = [
      "--out: {tmp}/full already exists and is not empty; a run never overwrites results"),
     ("unwritable results folder", ["sweep", "--sizes", "1K", "--out", "{tmp}/afile/run"],
      "--out: cannot write to {tmp}/afile/run: Not a directory"),
-    ("missing CSV (compare)", ["compare", "{tmp}/none.csv", "{tmp}/none.csv"], "BASELINE: no results found at {tmp}/none.csv"),
+    ("missing CSV (compare)", ["compare", "{tmp}/none.csv", "{tmp}/none.csv"],
+     "BASELINE: no results found at {tmp}/none.csv"),
     ("foreign CSV (compare)", ["compare", "{tmp}/foreign.csv", "{tmp}/foreign.csv"],
      "BASELINE: {tmp}/foreign.csv is not an nccl_bench results CSV (no schema_version column)"),
     ("missing run (report)", ["report", "{tmp}/none"], "RUN: no results found at {tmp}/none"),
-    ("foreign file (report)", ["report", "{tmp}/foreign.csv"], "RUN: {tmp}/foreign.csv: no nccl-tests result lines found"),
+    ("foreign file (report)", ["report", "{tmp}/foreign.csv"],
+     "RUN: {tmp}/foreign.csv: no nccl-tests result lines found"),
     ("unknown command", ["frobnicate"], "No such command 'frobnicate'."),
     ("missing argument", ["compare"], "Missing argument 'BASELINE'."),
     ("option without its value", ["sweep", "--op"], "Option '--op' requires an argument."),
@@ -93,8 +95,10 @@ EXACT = [
      "raise --step-factor or narrow -b/--min-bytes .. -e/--max-bytes"),
     ("size list beyond the cap", ["sweep", "--sizes", ",".join(str(i) for i in range(1, 10_002))],
      "--sizes: 10,001 sizes given; a sweep takes at most 10,000"),
-    ("trials beyond the cap", ["sweep", "--trials", "1000000000"], "--trials: must be at most 1,000, got 1,000,000,000"),
-    ("iters beyond the cap", ["sweep", "--iters", "1000000000"], "--iters: must be at most 1,000,000, got 1,000,000,000"),
+    ("trials beyond the cap", ["sweep", "--trials", "1000000000"],
+     "--trials: must be at most 1,000, got 1,000,000,000"),
+    ("iters beyond the cap", ["sweep", "--iters", "1000000000"],
+     "--iters: must be at most 1,000,000, got 1,000,000,000"),
     ("warmup beyond the cap", ["sweep", "--warmup", "10000000000"],
      "--warmup: must be at most 1,000,000, got 10,000,000,000"),
     ("CUDA graph beyond the cap", ["sweep", "--cuda-graph", "100000000"],
@@ -110,8 +114,10 @@ EXACT = [
     ("sizes for barrier alone", ["sweep", "--op", "barrier", "--sizes", "1M"],
      "--sizes: barrier sends no message, so no size applies; drop --sizes"),
     ("existing baseline", ["sweep", "--sizes", "1K", "--results-root", "{tmp}/results", "--save-baseline", "main"],
-     "--save-baseline: baseline 'main' already exists at {tmp}/results/baselines/main; pass --replace-baseline to replace it"),
-    ("--allow-mismatch without --baseline", ["sweep", "--allow-mismatch"], "--allow-mismatch: only applies with --baseline"),
+     "--save-baseline: baseline 'main' already exists at {tmp}/results/baselines/main; "
+     "pass --replace-baseline to replace it"),
+    ("--allow-mismatch without --baseline", ["sweep", "--allow-mismatch"],
+     "--allow-mismatch: only applies with --baseline"),
     ("--replace-baseline without --save-baseline", ["sweep", "--replace-baseline"],
      "--replace-baseline: only applies with --save-baseline"),
     ("baseline of another world size", ["sweep", "--workers", "3", "--sizes", "1M", "--baseline", "{tmp}/base"],
@@ -120,7 +126,8 @@ EXACT = [
     ("baseline with nothing in common", ["sweep", "--workers", "2", "--sizes", "2M", "--baseline", "{tmp}/base"],
      "--baseline {tmp}/base: shares no (op, size, dtype, redop, placement) with this sweep's plan; "
      "measure the baseline's ops and sizes (see `nccl-bench report` of it)"),
-    ("header-only CSV (report)", ["report", "{tmp}/header_only/results.csv"], "RUN: {tmp}/header_only/results.csv has no result rows"),
+    ("header-only CSV (report)", ["report", "{tmp}/header_only/results.csv"],
+     "RUN: {tmp}/header_only/results.csv has no result rows"),
     ("header-only run folder (report)", ["report", "{tmp}/header_only"], "RUN: {tmp}/header_only has no result rows"),
     ("run without rows (compare)", ["compare", "{tmp}/empty_run", "{tmp}/base"],
      "BASELINE: {tmp}/empty_run has no result rows (meta.json: the run is failed)"),
@@ -132,12 +139,14 @@ EXACT = [
     ("nccl-tests log that names no op", ["report", "{fixtures}/tag_output_p5_fragment_no_ranks.txt"],
      "RUN: {fixtures}/tag_output_p5_fragment_no_ranks.txt: cannot tell which collective ran (no op name in the log "
      "or the file name, and busbw/algbw, redop and root do not say); pass --op"),
-    ("nccl-tests log that does not say its ranks", ["report", "{fixtures}/tag_output_p5_fragment_no_ranks.txt", "--op", "all_reduce"],
+    ("nccl-tests log that does not say its ranks",
+     ["report", "{fixtures}/tag_output_p5_fragment_no_ranks.txt", "--op", "all_reduce"],
      "RUN: {fixtures}/tag_output_p5_fragment_no_ranks.txt: cannot tell how many ranks ran all_reduce "
      "(no '# Rank' lines, and busbw/algbw does not say); pass --ranks"),
     ("unknown --op hint", ["report", "{tmp}/base", "--op", "bogus"],
      f"--op: unknown collective 'bogus'; choose from {', '.join(OP_NAMES)} or all"),
-    ("--ranks hint below 1", ["compare", "{tmp}/base", "{tmp}/base", "--ranks", "0"], "--ranks: must be at least 1, got 0"),
+    ("--ranks hint below 1", ["compare", "{tmp}/base", "{tmp}/base", "--ranks", "0"],
+     "--ranks: must be at least 1, got 0"),
 ]
 
 # Under a launcher's rank layout (environment variables), still before any process group.
@@ -159,7 +168,8 @@ PATTERN = [
      r"but only [\d,]+ MiB is available; lower --sizes"),
     ("backend not built into torch", ["sweep", "--backend", "mpi", "--workers", "2", "--sizes", "1K"],
      r"--backend: this torch \(\S+\) was built without mpi; use gloo"),
-    ("malformed config", ["sweep", "--config", "{tmp}/malformed.toml"], r"--config: \S+/malformed\.toml is not valid TOML: .+"),
+    ("malformed config", ["sweep", "--config", "{tmp}/malformed.toml"],
+     r"--config: \S+/malformed\.toml is not valid TOML: .+"),
     ("unknown option", ["sweep", "--bogus"], r"No such option: --bogus.*"),
     ("not a number", ["sweep", "--warmup", "x"], r"Invalid value for '-w' / '--warmup': .+"),
     ("workers beyond host memory", ["sweep", "--workers", "10000", "--sizes", "1K"],
@@ -237,10 +247,15 @@ def test_no_arguments_prints_help_and_exits_2(tmp_path):
     assert "Usage" in result.stdout and "Traceback" not in result.stderr
 
 
-@pytest.mark.parametrize("args", [["sweep", "--help"], ["sweep", "--warmup", "x"], ["sweep", "--bogus"], ["report", "--help"]])
+@pytest.mark.parametrize("args", [
+    ["sweep", "--help"], ["sweep", "--warmup", "x"], ["sweep", "--bogus"], ["report", "--help"],
+])
 def test_help_and_argument_errors_import_no_pydantic(tmp_path, args):
     # typer >= 0.29 would build a pydantic converter for every parameter (~0.1 s of imports)
     result = subprocess.run([sys.executable, "-X", "importtime", "-m", "nccl_bench", *args], cwd=tmp_path,
                             capture_output=True, text=True, timeout=60, env=worker_env())
-    imported = {line.rsplit("|", 1)[1].strip().split(".")[0] for line in result.stderr.splitlines() if line.startswith("import time:")}
+    imported = {
+        line.rsplit("|", 1)[1].strip().split(".")[0]
+        for line in result.stderr.splitlines() if line.startswith("import time:")
+    }
     assert imported & {"pydantic", "torch", "pandas"} == set()

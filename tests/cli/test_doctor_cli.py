@@ -8,7 +8,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO, worker_env
 
 ERROR = "nccl-bench: error: "
@@ -59,7 +58,10 @@ def test_one_host_two_workers_measures_the_node_and_skips_pairs(tmp_path):
     assert verdict["pairs"] == [] and verdict["suspects"] == [] and verdict["size_bytes"] == 1024**2
     assert "pairs phase skipped: one node, no pair of nodes to test" in verdict["notes"]
     lines = (out / "doctor.csv").read_text().splitlines()
-    assert lines[0].startswith("phase,attempt,round,hosts,rail,ranks,size_bytes,iters,samples,time_us") and "best_busbw_gbps" in lines[0]
+    assert (
+        lines[0].startswith("phase,attempt,round,hosts,rail,ranks,size_bytes,iters,samples,time_us")
+        and "best_busbw_gbps" in lines[0]
+    )
     assert lines[1].startswith("nodes,1,0,") and len(lines) == 2
     meta = json.loads((out / "meta.json").read_text())
     assert meta["command"] == "doctor" and meta["status"] == "complete" and meta["world_size"] == 2

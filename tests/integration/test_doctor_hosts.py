@@ -24,7 +24,6 @@ import sys
 import time
 
 import pytest
-
 from conftest import REPO, worker_env
 from simhosts import SetupError, simulated_hosts, why_no_namespaces
 

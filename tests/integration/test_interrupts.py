@@ -112,7 +112,9 @@ def test_an_interrupt_before_the_sweep_began_leaves_no_folder(tmp_path):
     assert code == 130
     errors = _errors(tmp_path)
     if out.exists():  # the ranks were quicker than the signal: then the rows are kept instead
-        assert errors == [f"{ERROR}interrupted by SIGTERM; the {len(read_rows(out))} row(s) measured so far are kept in {out}"]
+        assert errors == [
+            f"{ERROR}interrupted by SIGTERM; the {len(read_rows(out))} row(s) measured so far are kept in {out}"
+        ]
     else:
         assert errors == [f"{ERROR}interrupted by SIGTERM before the sweep began; nothing was measured"]
 

@@ -33,5 +33,6 @@ def test_options_that_change_nothing_and_oversubscribed_cores_are_said_once(cli,
     notes = [line for line in result.stderr.splitlines() if line.startswith("nccl-bench: note: ")]
     assert notes == [
         "nccl-bench: note: --reduce-op max is ignored: none of all_gather reduces",
-        f"nccl-bench: note: {workers} workers share {cores} CPU core(s): ranks wait for a core, so times include that wait",
+        f"nccl-bench: note: {workers} workers share {cores} CPU core(s): "
+        "ranks wait for a core, so times include that wait",
     ]

@@ -61,7 +61,9 @@ def test_three_ranks_every_op_correct_with_nccl_tests_factors(tmp_path):
         assert row.wrong == 0, row
         assert row.busbw_gbps / row.algbw_gbps == pytest.approx(collective.factor(3), rel=1e-9), row.op
         unit = 4 * 3 if collective.split else 4
-        assert row.size_bytes % unit == 0 and row.size_bytes in (1020 if collective.split else 1024, 102396 if collective.split else 102400)
+        assert row.size_bytes % unit == 0 and row.size_bytes in (
+            1020 if collective.split else 1024, 102396 if collective.split else 102400
+        )
     placements = {(r.op, r.placement) for r in rows}
     assert ("all_gather", "in_place") in placements and ("all_gather", "out_of_place") in placements
     assert {r.root for r in by_op["broadcast"]} == {0} and {r.root for r in by_op["all_reduce"]} == {-1}
@@ -74,7 +76,8 @@ def test_types_and_reductions_check_out(tmp_path):
     _ok(result)
     rows = read_rows(out)
     assert {(r.op, r.dtype, r.redop, r.wrong) for r in rows} == {
-        ("all_reduce", "bfloat16", "max", 0), ("reduce_scatter", "bfloat16", "max", 0), ("reduce", "bfloat16", "max", 0)}
+        ("all_reduce", "bfloat16", "max", 0), ("reduce_scatter", "bfloat16", "max", 0),
+        ("reduce", "bfloat16", "max", 0)}
     assert [r.root for r in rows if r.op == "reduce"] == [1]
 
 
@@ -127,7 +130,9 @@ def test_slurm_layout_single_task(tmp_path):
     out = tmp_path / "run"
     env = {"SLURM_PROCID": "0", "SLURM_NTASKS": "1", "SLURM_LOCALID": "0", "SLURM_STEP_ID": "0",
            "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(_free_port())}
-    result = run_cli(["sweep", "--op", "all_reduce,sendrecv", "--sizes", "1K", "--iters", "2", "--out", str(out)], env=env)
+    result = run_cli(
+        ["sweep", "--op", "all_reduce,sendrecv", "--sizes", "1K", "--iters", "2", "--out", str(out)], env=env
+    )
     _ok(result)
     meta = json.loads((out / "meta.json").read_text())
     assert (meta["launcher"], meta["world_size"]) == ("slurm", 1)

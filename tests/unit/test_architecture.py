@@ -94,3 +94,31 @@ def test_rank_code_never_imports_render_or_cli():
         if module.startswith("ranks."):
             for imported, _ in _imports(path):
                 assert not imported.startswith(("nccl_bench.render", "nccl_bench.cli")), f"{module} imports {imported}"
+
+
+def _calls(path: Path) -> set[str]:
+    """Names of every function or method called in the file (the last part of a dotted name)."""
+    tree = ast.parse(path.read_text())
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            func = node.func
+            names.add(func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", ""))
+    return names
+
+
+@pytest.mark.parametrize("made", ["process_group", "write_meta", "init_process_group", "prepare_run_dir"])
+def test_the_run_life_cycle_exists_once(made):
+    """A process group, a run folder and meta.json are made only by ranks/session.py (the CLI's launcher-less
+    path makes the folder before any worker starts), so every command on ranks shares one life cycle."""
+    allowed = {"process_group": {"ranks.session"}, "write_meta": {"ranks.session"},
+               "init_process_group": {"ranks.dist"}, "prepare_run_dir": {"ranks.session", "cli.local_workers"}}
+    callers = {module for module, path in _modules() if made in _calls(path)}
+    assert callers == allowed[made]
+
+
+def test_every_command_on_ranks_runs_through_the_session():
+    for module in ("ranks/sweep.py", "doctor/run.py"):
+        tree = ast.parse((PACKAGE / module).read_text())
+        assert any(isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "execute"
+                   and getattr(node.func.value, "id", None) == "session" for node in ast.walk(tree)), module

@@ -103,7 +103,7 @@ def test_noisy_fleet_widens_the_bar_at_most_twice_the_tolerance():
     """Capacities 1.0, 1.4, 1.8, 1.8: median 1.6, 3 sigma = 0.89 (56%), capped at 2 x 20%."""
     layout = [(f"n{i}", [i]) for i in range(4)]
     values = [1.0, 0.9, 0.8, 1.4, 1.2, 1.8]
-    pairs = {(a, b, 0): [v, v] for (a, b), v in zip(combinations([h for h, _ in layout], 2), values)}
+    pairs = {(a, b, 0): [v, v] for (a, b), v in zip(combinations([h for h, _ in layout], 2), values, strict=True)}
     result = judge(layout, {}, pairs, tolerance=0.2)
     assert result.pair_threshold_gbps == pytest.approx(1.6 * 0.6)
     assert _named(result) == [("node", ("n0",), None)]  # 0.9 and 0.8 with n2, n3: -44%, -50%
@@ -113,7 +113,7 @@ def test_noise_within_three_sigma_names_nobody():
     """Capacities 2.0, 2.0, 2.2, 2.2 (median 2.1, sigma 0.15): a pair at 1.67 is -20.5% but inside 3 sigma."""
     layout = [(f"n{i}", [i]) for i in range(4)]
     values = [1.67, 2.0, 1.9, 1.9, 2.0, 2.2]
-    pairs = {(a, b, 0): [v, v] for (a, b), v in zip(combinations([h for h, _ in layout], 2), values)}
+    pairs = {(a, b, 0): [v, v] for (a, b), v in zip(combinations([h for h, _ in layout], 2), values, strict=True)}
     result = judge(layout, {}, pairs, tolerance=0.2)
     assert result.pair_threshold_gbps == pytest.approx(2.1 - 3 * 1.4826 * 0.1)
     assert result.suspects == []
@@ -188,7 +188,7 @@ def test_fleet_stat_and_gbps_format():
 def test_noisy_fleet_gets_a_warning():
     layout = [(f"n{i}", [i]) for i in range(4)]
     values = [1.0, 0.9, 0.8, 1.4, 1.2, 1.8]  # capacities 1.0, 1.4, 1.8, 1.8: sigma 19% of the median
-    pairs = {(a, b, 0): [v, v] for (a, b), v in zip(combinations([h for h, _ in layout], 2), values)}
+    pairs = {(a, b, 0): [v, v] for (a, b), v in zip(combinations([h for h, _ in layout], 2), values, strict=True)}
     result = judge(layout, {}, pairs, tolerance=0.2)
     assert any("varies by" in note for note in result.notes)
 

@@ -43,7 +43,7 @@ def test_expected_segments_tile_each_checked_output_exactly(op, n):
         if not covered:
             continue
         assert covered[0][0] == 0 and covered[-1][1] == recv
-        assert all(a[1] == b[0] for a, b in zip(covered, covered[1:]))
+        assert all(a[1] == b[0] for a, b in zip(covered, covered[1:], strict=False))
 
 
 def test_rootless_ops_have_root_free_results_and_reductions_are_marked():

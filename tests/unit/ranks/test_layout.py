@@ -10,7 +10,10 @@ def test_no_launcher():
 
 
 def test_torchrun_layout():
-    env = {"RANK": "3", "WORLD_SIZE": "8", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2", "MASTER_ADDR": "h", "MASTER_PORT": "1"}
+    env = {
+        "RANK": "3", "WORLD_SIZE": "8", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2",
+        "MASTER_ADDR": "h", "MASTER_PORT": "1",
+    }
     launch = detect_launch(env)
     assert (launch.launcher, launch.rank, launch.world_size, launch.local_rank, launch.local_world_size) == (
         "torchrun", 3, 8, 1, 2)

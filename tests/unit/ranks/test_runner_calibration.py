@@ -65,7 +65,9 @@ def test_below_timer_resolution_when_sample_is_under_1000_ticks():
 def test_a_long_first_block_is_repeated_once_before_it_is_trusted():
     """A 20 ms first op (a host hiccup) alone would set 3 iters for a 40 us op; it is measured again."""
     gpu_long_call_s = 0.050 / 3  # 50 ms samples, 3 minimum iterations
-    assert next_calibration_calls(1, 0.020, target_s=0.0025, max_calls=100_000, long_call_s=gpu_long_call_s, first=True) == 1
+    assert next_calibration_calls(
+        1, 0.020, target_s=0.0025, max_calls=100_000, long_call_s=gpu_long_call_s, first=True
+    ) == 1
     assert next_calibration_calls(1, 0.020, target_s=0.0025, max_calls=100_000, long_call_s=gpu_long_call_s) is None
     # the repeat of a genuinely slow op ends calibration; a fast repeat grows as usual
     assert next_calibration_calls(1, 40e-6, target_s=0.0025, max_calls=100_000) == 75  # ceil(2.5 ms / 40 us x 1.2)
