@@ -1,4 +1,11 @@
-"""The one user-error type: raised anywhere, caught once at the CLI edge, printed as one line."""
+"""The one user-error type: raised anywhere, caught once at the CLI edge, printed as one line; and the
+exit codes every command shares (the README's table)."""
+
+EXIT_OK = 0
+EXIT_VERDICT = 1  # the measurement's verdict is negative: a regression, a suspect, wrong data, below a floor
+EXIT_BAD_INPUT = 2  # refused before measuring: an option, a file, a layout
+EXIT_RUN_FAILED = 3  # the run itself failed: a rank died or stalled, a rendezvous failed; results so far kept
+EXIT_INTERRUPTED = 130  # SIGINT/SIGTERM: stopped on request; results so far kept
 
 
 class UserInputError(Exception):
