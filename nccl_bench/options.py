@@ -10,6 +10,7 @@ it must stay cheap.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
@@ -77,13 +78,15 @@ def whole(minimum: int | None = 1, maximum: int | None = None) -> Parser:
 
 
 def number(above: float = 0.0) -> Parser:
-    """A number greater than `above` (and than 0)."""
+    """A finite number greater than `above` (and than 0); inf and nan mean no number (strict JSON has neither)."""
 
     def parse(value: Any, option: str) -> float:
         try:
             checked = float(value)
         except (TypeError, ValueError):
             raise UserInputError(option, f"expected a number, got {value!r}") from None
+        if not math.isfinite(checked):
+            raise UserInputError(option, f"expected a finite number, got {value!r}")
         for bound in sorted({0.0, above}):
             if not checked > bound:
                 raise UserInputError(option, f"must be greater than {bound:g}, got {value!r}")

@@ -12,8 +12,6 @@ def limits_command(
     ),
 ) -> None:
     """Show what the links promise per GPU (NVLink, PCIe) and the peak busbw is compared with."""
-    import json
-
     from nccl_bench.hardware.detect import detect_limits, peak_from_limits
 
     limits = detect_limits()
@@ -21,8 +19,9 @@ def limits_command(
     peak, peak_warnings = peak_from_limits(limits, multi_node, device_kind)
     if as_json:
         from nccl_bench.render.limits import limits_json
+        from nccl_bench.results.store import strict_json
 
-        typer.echo(json.dumps(limits_json(limits, peak, peak_warnings), indent=2))
+        typer.echo(strict_json(limits_json(limits, peak, peak_warnings), indent=2))
         return
     from nccl_bench.render.limits import limits_lines
     from nccl_bench.render.live import make_console, print_lines, table_width

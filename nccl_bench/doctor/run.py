@@ -186,9 +186,9 @@ def report_json(report: DoctorReport) -> dict[str, Any]:
 
 
 def write_report_json(report: DoctorReport, path: Path) -> None:
-    import json
+    from nccl_bench.results.store import strict_json
 
-    Path(path).write_text(json.dumps(report_json(report), indent=2) + "\n", encoding="utf-8")
+    Path(path).write_text(strict_json(report_json(report), indent=2) + "\n", encoding="utf-8")
 
 
 def execute(config: DoctorConfig, observer_factory: Callable[[int], DoctorObserver],

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import os
 import shutil
 import socket
@@ -73,7 +74,7 @@ def with_record(run_gbps: float, record: object, key: dict[str, object]) -> floa
     """The larger of this run's rate and a record kept for the same key; a foreign record is ignored."""
     if isinstance(record, dict) and record.get("key") == key:
         kept = record.get("gbps")
-        if isinstance(kept, (int, float)) and kept > 0:
+        if isinstance(kept, (int, float)) and math.isfinite(kept) and kept > 0:
             return max(run_gbps, float(kept))
     return run_gbps
 
@@ -102,9 +103,9 @@ def _write_record(path: Path, key: dict[str, object], gbps: float) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile("w", dir=path.parent, delete=False, suffix=".tmp", encoding="utf-8") as handle:
-            json.dump({"key": key, "gbps": gbps}, handle)
+            json.dump({"key": key, "gbps": gbps}, handle, allow_nan=False)
         os.replace(handle.name, path)
-    except OSError:
+    except (OSError, ValueError):  # ValueError: a rate JSON cannot hold is not kept either
         pass
 
 

@@ -40,8 +40,29 @@ def _int(environ: Mapping[str, str], name: str, default: int | None = None) -> i
 
 
 def detect_launch(environ: Mapping[str, str] | None = None) -> LaunchEnv | None:
-    """Which launcher started this process, and the rank layout it gave; None = no launcher."""
+    """Which launcher started this process, and the rank layout it gave (checked); None = no launcher."""
     env = os.environ if environ is None else environ
+    launch = _launch_from(env)
+    if launch is not None:
+        _check_layout(launch, env)
+    return launch
+
+
+def _check_layout(launch: LaunchEnv, env: Mapping[str, str]) -> None:
+    """A layout no rendezvous can complete, or a port no socket can use, is refused before any waiting."""
+    names = {"torchrun": ("RANK", "WORLD_SIZE"), "slurm": ("SLURM_PROCID", "SLURM_NTASKS"),
+             "mpirun": ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE")}[launch.launcher]
+    if launch.world_size < 1:
+        raise UserInputError(names[1], f"must be at least 1, got {launch.world_size}")
+    if not 0 <= launch.rank < launch.world_size:
+        last = launch.world_size - 1
+        raise UserInputError(names[0], f"{launch.rank} is not a rank of a world of {launch.world_size} (0 to {last})")
+    port = env.get("MASTER_PORT")
+    if port is not None and not (port.isascii() and port.isdigit() and 1 <= int(port) <= 65535):
+        raise UserInputError("MASTER_PORT", f"expected a TCP port from 1 to 65535, got {port!r}")
+
+
+def _launch_from(env: Mapping[str, str]) -> LaunchEnv | None:
     master_addr, master_port = env.get("MASTER_ADDR"), env.get("MASTER_PORT")
     if "RANK" in env and "WORLD_SIZE" in env:
         world = _int(env, "WORLD_SIZE")

@@ -6,14 +6,15 @@ separate (the CLI checks output paths with formats.check_output_file before any 
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
 from nccl_bench import compare as cmp
 from nccl_bench.render import labels
+from nccl_bench.render.escape import markdown_text
 from nccl_bench.render.fit import Column, render_lines
 from nccl_bench.results.schema import row_to_record
+from nccl_bench.results.store import strict_json
 
 if TYPE_CHECKING:
     from rich.text import Text
@@ -100,15 +101,15 @@ def to_markdown(comparison: cmp.Comparison) -> str:
     lines = [
         f"### nccl-bench compare: {outcome}",
         "",
-        _md_escape(comparison.summary()),
+        markdown_text(comparison.summary()),
         "",
         f"Baseline: `{_name(comparison, 'baseline')}`, current: `{_name(comparison, 'current')}`.",
     ]
-    lines += [f"Note: {_md_escape(note)}" for note in comparison.notes]
+    lines += [f"Note: {markdown_text(note)}" for note in comparison.notes]
     lines += ["", "| " + " | ".join(_HEADERS) + " |"]
     lines.append("|" + "|".join("---:" if h in NUMERIC_HEADINGS else "---" for h in _HEADERS) + "|")
     for row in comparison.rows:
-        cells = [_md_escape(c) for c in _cells(row)]
+        cells = [markdown_text(c) for c in _cells(row)]
         if row.failed:
             cells[9] = f"**{cells[9]}**"
         lines.append("| " + " | ".join(cells) + " |")
@@ -191,7 +192,7 @@ def write_exports(
     for path, render in (
         (markdown, to_markdown),
         (junit, to_junit_xml),
-        (json_path, lambda c: json.dumps(to_json(c), indent=2, default=str) + "\n"),
+        (json_path, lambda c: strict_json(to_json(c), indent=2, default=str) + "\n"),
     ):
         if path is not None:
             Path(path).write_text(render(comparison), encoding="utf-8")
@@ -233,7 +234,3 @@ def _delta_style(row: cmp.RowComparison) -> str:
         return ""
     better = (row.delta_pct > 0) == (row.metric == cmp.METRIC_BUSBW)
     return "green" if better else "red"
-
-
-def _md_escape(text: str) -> str:
-    return text.replace("|", "\\|")

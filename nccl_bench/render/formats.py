@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +23,7 @@ from nccl_bench.results.schema import (
     csv_cells,
     row_to_record,
 )
+from nccl_bench.results.store import strict_json
 
 if TYPE_CHECKING:
     from rich.text import Text
@@ -46,11 +46,12 @@ def to_json(rows: list[ResultRow], title: str | None = None, meta: dict | None =
         "columns": list(COLUMNS),
         "rows": [row_to_record(row) for row in rows],
     }
-    return json.dumps(document, indent=1) + "\n"
+    return strict_json(document, indent=1) + "\n"
 
 
 def to_markdown(rows: list[ResultRow], title: str | None = None, meta: dict | None = None) -> str:
     """A GitHub table with the terminal table's columns, headings and cell text."""
+    from nccl_bench.render.escape import markdown_text
     from nccl_bench.render.tables import RESULT_COLUMNS, result_cells
 
     headings = [f"{c.name} {c.unit}".strip() for c in RESULT_COLUMNS]
@@ -59,7 +60,7 @@ def to_markdown(rows: list[ResultRow], title: str | None = None, meta: dict | No
         "|" + "|".join("---:" if c.align == "right" else "---" for c in RESULT_COLUMNS) + "|",
     ]
     for row in rows:
-        cells = [str(cell).replace("|", "\\|") for cell in result_cells(row)]
+        cells = [markdown_text(cell) for cell in result_cells(row)]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 

@@ -17,6 +17,7 @@ from rich.text import Text
 
 from nccl_bench.errors import first_line
 from nccl_bench.render import formats, tables
+from nccl_bench.render.escape import terminal_text
 from nccl_bench.render.fit import Layout
 from nccl_bench.results.schema import ResultRow
 
@@ -39,7 +40,11 @@ def table_width(console: Console) -> int | None:
 
 
 def print_lines(console: Console, lines: Iterable[Text | str], style: str | None = None) -> None:
+    """Each line printed as text: a control character in it is shown escaped, never sent to the terminal."""
     for line in lines:
+        plain = line if isinstance(line, str) else line.plain
+        if terminal_text(plain) != plain:
+            line = Text(terminal_text(plain), style=line.style if isinstance(line, Text) else "")
         console.print(line, style=style, markup=False, highlight=False, soft_wrap=True)
 
 
@@ -49,7 +54,7 @@ def print_runs(paths: Sequence[Path], loaded: Sequence[tuple[str, list[ResultRow
     the others print their text as it would be written to a file."""
     terminal = formats.FORMATS[formats.check_format(fmt)].terminal
     if terminal is None:
-        sys.stdout.write(formats.render_runs(list(paths), list(loaded), fmt))
+        sys.stdout.write(terminal_text(formats.render_runs(list(paths), list(loaded), fmt)))
         sys.stdout.flush()
         return
     console = console or make_console()

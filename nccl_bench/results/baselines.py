@@ -13,13 +13,17 @@ from nccl_bench.results.schema import ResultRow
 from nccl_bench.results.store import read_rows
 
 BASELINES_DIR = "baselines"
-_NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+_NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+# A folder name is at most 255 bytes (NAME_MAX) and saving uses `.NAME.saving` beside the target.
+MAX_NAME_CHARS = 200
 
 
 def validate_baseline_name(name: str, option: str = "--save-baseline") -> str:
-    """A name is one folder: letters, digits, '.', '_' or '-', never a path."""
-    if not _NAME_PATTERN.match(name) or name in (".", ".."):
+    """A name is one folder: letters, digits, '.', '_' or '-', never a path, short enough to save."""
+    if not _NAME_PATTERN.fullmatch(name) or name in (".", ".."):
         raise UserInputError(option, f"{name!r} is not a baseline name; use letters, digits, '.', '_' or '-'")
+    if len(name) > MAX_NAME_CHARS:
+        raise UserInputError(option, f"a baseline name is at most {MAX_NAME_CHARS} characters, got {len(name)}")
     return name
 
 

@@ -18,6 +18,7 @@ from nccl_bench.results.schema import (
     SCHEMA_VERSION,
     ResultRow,
     RunRows,
+    check_row,
     record_to_row,
 )
 from nccl_bench.results.store import ResultsWarning, read_meta, read_rows
@@ -75,7 +76,7 @@ def _load_rows(path: Path, option: str, unrecognised_as_csv: bool, hints: LogHin
         return read_rows(path, option)
     from nccl_bench.results.nccltests import failure_line, parse_text
 
-    rows = parse_text(text, source=str(path), option=option, op=hints.op, ranks=hints.ranks)
+    rows = _checked(parse_text(text, source=str(path), option=option, op=hints.op, ranks=hints.ranks), path, option)
     failure = failure_line(text)
     if rows:
         if failure is not None:  # the rows before a failure were measured; say what stopped the run
@@ -102,8 +103,18 @@ def _rows_from_json_text(text: str, path: Path, option: str) -> list[ResultRow]:
     if "results" in document:
         from nccl_bench.results.nccltests_json import parse_json
 
-        return parse_json(document, source=str(path), option=option)
+        return _checked(parse_json(document, source=str(path), option=option), path, option)
     raise UserInputError(option, f"{path} is neither an nccl_bench JSON export nor nccl-tests -J output")
+
+
+def _checked(rows: list[ResultRow], path: Path, option: str) -> list[ResultRow]:
+    """Rows parsed from another tool's file, held to what a results row may contain (schema.check_row)."""
+    for index, row in enumerate(rows):
+        try:
+            check_row(row)
+        except ValueError as exc:
+            raise UserInputError(option, f"{path} result {index + 1}: {exc}") from None
+    return rows
 
 
 def rows_from_json(document: dict[str, Any], source: str, option: str) -> list[ResultRow]:

@@ -7,6 +7,8 @@ recognised without its meta.json. Units live in the column names (`time_us`, `bu
 from __future__ import annotations
 
 import dataclasses
+import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -88,25 +90,72 @@ def csv_cells(row: ResultRow) -> list[Any]:
 
 
 def record_to_row(record: dict[str, Any]) -> ResultRow:
-    """Inverse of row_to_record for values read back from CSV/JSON (strings, NaN or None)."""
+    """Inverse of row_to_record for values read back from CSV/JSON (strings, NaN or None), checked by check_row."""
     values: dict[str, Any] = {}
     for name in COLUMNS:
         raw = record.get(name)
         values[name] = _coerce(name, raw)
-    return ResultRow(**values)
+    row = ResultRow(**values)
+    check_row(row)
+    return row
+
+
+# Names read from files are identifiers (what nccl_bench and nccl-tests write, unknown nccl-tests names
+# included): nothing Markdown, HTML, a terminal or a spreadsheet would read as markup, an escape
+# sequence or a formula. `flags` is free text (an unsupported row's reason, which may span lines) kept to
+# printable characters and newlines, not beginning as a spreadsheet formula does.
+NAME_COLUMNS = ("op", "placement", "dtype", "redop", "backend", "agg", "status")
+_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+# The smallest value each whole-number column can hold; measured values are never negative.
+_INT_MINIMUM = {
+    "size_bytes": 0, "count": 0, "root": -1, "world_size": 1, "nodes": 1, "iters": 0, "trials": 0,
+    "schema_version": 0, "wrong": 0, "slowest_rank": 0,
+}
+
+
+def check_row(row: ResultRow) -> None:
+    """A row read from a file holds only what nccl_bench could have written; ValueError names the column."""
+    for name in NAME_COLUMNS:
+        value = getattr(row, name)
+        if value and not _NAME.fullmatch(value):
+            raise ValueError(f"{name}: {value!r} is not a name (letters, digits, '_', '.', '-')")
+    if not row.flags.replace("\n", "").isprintable() or row.flags.startswith(FORMULA_STARTS):
+        raise ValueError(f"flags: {row.flags!r} holds a control character or begins like a spreadsheet formula")
+    for name, minimum in _INT_MINIMUM.items():
+        value = getattr(row, name)
+        if value is not None and value < minimum:
+            raise ValueError(f"{name}: must be at least {minimum}, got {value}")
+    for name in _FLOAT_COLUMNS:
+        value = getattr(row, name)
+        if value is not None and not (math.isfinite(value) and value >= 0):
+            raise ValueError(f"{name}: expected a finite number of at least 0, got {value!r}")
 
 
 def _is_missing(raw: Any) -> bool:
     return raw is None or raw == "" or (isinstance(raw, float) and raw != raw)
 
 
+def _whole(name: str, raw: Any) -> int:
+    try:
+        number = float(raw)
+        if not number.is_integer():
+            raise ValueError
+    except (TypeError, ValueError, OverflowError):
+        raise ValueError(f"{name}: expected a whole number, got {raw!r}") from None
+    return int(number)
+
+
 def _coerce(name: str, raw: Any) -> Any:
     if name in _INT_COLUMNS:
-        return int(float(raw))
+        return _whole(name, raw)
     if name in _OPTIONAL_INT_COLUMNS:
-        return None if _is_missing(raw) else int(float(raw))
+        return None if _is_missing(raw) else _whole(name, raw)
     if name in _FLOAT_COLUMNS:
-        return None if _is_missing(raw) else float(raw)
+        if _is_missing(raw):
+            return None
+        try:
+            return float(raw)
+        except (TypeError, ValueError):
+            raise ValueError(f"{name}: expected a number, got {raw!r}") from None
     return "" if _is_missing(raw) else str(raw)
-
-

@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import datetime as _dt
 import json
+import math
 import os
 import warnings
 from pathlib import Path
@@ -73,13 +74,38 @@ class ResultsWriter(CsvAppender):
         self.append_cells(csv_cells(row))
 
 
+def strict_json(document: Any, **options: Any) -> str:
+    """JSON that every strict reader accepts: a non-finite number (inf, nan) is refused, naming where it is,
+    instead of being written as the bare `Infinity` or `NaN` that standard JSON does not have."""
+    try:
+        return json.dumps(document, allow_nan=False, **options)
+    except ValueError:
+        where = _non_finite_at(document)
+        raise ValueError(f"refusing to write non-standard JSON: {where} is not a finite number") from None
+
+
+def _non_finite_at(value: Any, where: str = "$") -> str | None:
+    if isinstance(value, float) and not math.isfinite(value):
+        return where
+    children: Any = ()
+    if isinstance(value, dict):
+        children = value.items()
+    elif isinstance(value, (list, tuple)):
+        children = enumerate(value)
+    for key, child in children:
+        found = _non_finite_at(child, f"{where}.{key}" if isinstance(key, str) else f"{where}[{key}]")
+        if found:
+            return found
+    return None
+
+
 def write_meta(run_dir: Path, meta: dict[str, Any]) -> None:
-    """Atomic rewrite (temp file + rename) so meta.json is never half-written."""
+    """Atomic rewrite (temp file + rename) so meta.json is never half-written; strict JSON."""
     path = Path(run_dir) / META_JSON
     tmp = path.with_suffix(".json.tmp")
+    text = strict_json(meta, indent=2, sort_keys=True, default=str)
     with open(tmp, "w", encoding="utf-8") as handle:
-        json.dump(meta, handle, indent=2, sort_keys=True, default=str)
-        handle.write("\n")
+        handle.write(text + "\n")
         handle.flush()
         os.fsync(handle.fileno())
     os.replace(tmp, path)
@@ -193,6 +219,10 @@ def _complete_records(
     """(line number, column -> cell) of every complete line; a cut last line is left out with a warning."""
     records = []
     for index, (line_number, cells) in enumerate(lines):
+        if cells == header:
+            raise UserInputError(
+                option, f"{csv_path} line {line_number} repeats the header line (files joined?); keep one header"
+            )
         if len(cells) > len(header):
             raise UserInputError(
                 option, f"cannot parse {csv_path}: line {line_number} has {len(cells)} fields, the header {len(header)}"
