@@ -87,3 +87,11 @@ def test_write_exports_and_step_summary_append(comparison, tmp_path):
     assert text.startswith("earlier step\n### nccl-bench compare")
     assert ex.step_summary_path({"GITHUB_STEP_SUMMARY": str(summary)}) == summary
     assert ex.step_summary_path({}) is None
+
+
+def test_junit_of_many_rows_has_one_testcase_each_in_row_order():
+    rows = [row(size_bytes=8 * (i + 1)) for i in range(5000)]
+    suite = ET.fromstring(ex.to_junit_xml(cmp.compare_rows(rows, rows))).find("testsuite")
+    cases = suite.findall("testcase")
+    assert (suite.get("tests"), suite.get("failures"), len(cases)) == ("5000", "0", 5000)
+    assert cases[-1].get("name") == "all_reduce 40000 float sum in_place n=2"
