@@ -185,11 +185,16 @@ def _comparison(baseline: RunPage, current: RunPage) -> str:
 
 
 def doctor_matrix(doctor: dict[str, Any]) -> tuple[list[str], dict[tuple[str, str], list[dict[str, Any]]]]:
-    """Nodes in order and, per unordered host pair, its measured entries (one per rail)."""
-    nodes = [str(n) for n in doctor.get("nodes") or []]
+    """Hosts in doctor.json's order (its `nodes`, then any host only a pair names) and, per unordered
+    host pair, its measured entries (one per rail)."""
+    nodes: list[str] = []
+    for node in doctor.get("nodes") or []:
+        host = node.get("host") if isinstance(node, dict) else None
+        if host is not None and str(host) not in nodes:
+            nodes.append(str(host))
     cells: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for pair in doctor.get("pairs") or []:
-        hosts = [str(h) for h in pair.get("hosts") or []]
+        hosts = [str(h) for h in (pair.get("hosts") or [])] if isinstance(pair, dict) else []
         if len(hosts) != 2:
             continue
         for host in hosts:
@@ -200,35 +205,48 @@ def doctor_matrix(doctor: dict[str, Any]) -> tuple[list[str], dict[tuple[str, st
     return nodes, cells
 
 
+# doctor.json's verdicts: the run's (healthy or suspects) and each node's or pair's (ok or suspect).
+_DOCTOR_CLASS = {"healthy": "good", "ok": "good", "suspects": "bad", "suspect": "bad"}
+
+
+def _doctor_cell(entries: list[dict[str, Any]]) -> str:
+    parts = []
+    for entry in entries:
+        value, rail = entry.get("busbw_gbps"), entry.get("rail")
+        number = f"{value:.1f}" if isinstance(value, (int, float)) else "n/a"
+        text = ("" if rail is None else f"rail {rail}: ") + number
+        verdict = str(entry.get("verdict", ""))
+        css = _DOCTOR_CLASS.get(verdict, "warn")
+        parts.append(f'<span class="{css}" title="{_e(verdict)}">{_e(text)}</span>')
+    return f'<td class="num">{"<br>".join(parts)}</td>'
+
+
+def _suspect_text(suspect: Any) -> str:
+    if not isinstance(suspect, dict):
+        return str(suspect)
+    hosts = "-".join(str(h) for h in suspect.get("hosts") or [])
+    rail = suspect.get("rail")
+    where = f"rail {rail} of {hosts}" if suspect.get("kind") == "rail" else f"{suspect.get('kind')} {hosts}"
+    if rail is not None and suspect.get("kind") != "rail":
+        where += f" (rail {rail})"
+    return f"{where}: {suspect.get('reason', '')}"
+
+
 def _doctor(doctor: dict[str, Any]) -> str:
     nodes, cells = doctor_matrix(doctor)
     head = "<th></th>" + "".join(f"<th>{_e(n)}</th>" for n in nodes)
     body = []
     for i, a in enumerate(nodes):
-        tds = []
-        for j, b in enumerate(nodes):
-            if i == j:
-                tds.append('<td class="note">-</td>')
-                continue
-            entries = cells.get((a, b) if i < j else (b, a), [])
-            parts = []
-            for entry in entries:
-                value = entry.get("busbw_gbps")
-                rail = entry.get("rail")
-                text = ("" if rail is None else f"rail {rail}: ") + ("n/a" if value is None else f"{value:.1f}")
-                verdict = str(entry.get("verdict", ""))
-                css = "bad" if verdict not in ("ok", "") else "good"
-                parts.append(f'<span class="{css}" title="{_e(verdict)}">{_e(text)}</span>')
-            tds.append(f'<td class="num">{"<br>".join(parts)}</td>')
+        tds = ['<td class="note">-</td>' if i == j else _doctor_cell(cells.get((a, b) if i < j else (b, a), []))
+               for j, b in enumerate(nodes)]
         body.append(f"<tr><th>{_e(a)}</th>{''.join(tds)}</tr>")
-    suspects = doctor.get("suspects") or []
+    suspects = "".join(f"<li>{_e(_suspect_text(s))}</li>" for s in doctor.get("suspects") or [])
     verdict = doctor.get("verdict")
-    css = "good" if verdict == "ok" else "bad"
     wall_s = doctor.get("wall_s")
     return (
         "<h3>Doctor: pairs of nodes (busbw GB/s)</h3>"
-        f'<p class="verdict {css}">doctor verdict: {_e(verdict)}</p>'
-        + (f"<p>Suspects: {_e(', '.join(map(str, suspects)))}</p>" if suspects else "")
+        f'<p class="verdict {_DOCTOR_CLASS.get(str(verdict), "warn")}">doctor verdict: {_e(verdict)}</p>'
+        + (f"<p>Suspects:</p><ul>{suspects}</ul>" if suspects else "")
         + f"<table class=\"doctor\"><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
         + (f'<p class="note">doctor took {wall_s:.0f} s</p>' if isinstance(wall_s, (int, float)) else "")
     )

@@ -5,19 +5,22 @@ from __future__ import annotations
 import json
 import re
 
+from doctor_reports import three_node_header, three_node_judgement
+
+from nccl_bench.doctor.run import DoctorReport, report_json
+from nccl_bench.doctor.verdicts import judge
 from nccl_bench.render import html as page
 from nccl_bench.render.formats import to_markdown
 from nccl_bench.results.schema import PLACEMENT_IN, PLACEMENT_OUT, ResultRow
 
-DOCTOR = {
-    "schema_version": 1, "verdict": "suspect", "nodes": ["n1", "n2", "n3"],
-    "pairs": [
-        {"hosts": ["n1", "n2"], "rail": 0, "busbw_gbps": 23.14, "verdict": "ok"},
-        {"hosts": ["n1", "n2"], "rail": 1, "busbw_gbps": 22.9, "verdict": "ok"},
-        {"hosts": ["n3", "n1"], "rail": None, "busbw_gbps": 4.2, "verdict": "slow"},
-    ],
-    "suspects": ["n3"], "wall_s": 42.0,
-}
+
+def _doctor_json(judgement) -> dict:
+    """doctor.json as the doctor writes it (doctor/run.report_json), through a JSON round trip."""
+    report = DoctorReport(run_dir=None, header=three_node_header(), judgement=judgement, status="complete", wall_s=42.0)
+    return json.loads(json.dumps(report_json(report)))
+
+
+DOCTOR = _doctor_json(three_node_judgement())  # nodes a, b, c; every pair with c slow: c is the suspect
 
 
 def _row(op, placement, size, busbw, peak=20.0) -> ResultRow:
@@ -65,10 +68,24 @@ def test_doctor_json_is_read_from_the_run_folder_and_drawn_as_a_matrix(tmp_path)
     (tmp_path / "doctor.json").write_text(json.dumps(DOCTOR))
     doctor = page.read_doctor(tmp_path)
     nodes, cells = page.doctor_matrix(doctor)
-    assert nodes == ["n1", "n2", "n3"]
-    assert [e["rail"] for e in cells[("n1", "n2")]] == [0, 1] and cells[("n1", "n3")][0]["busbw_gbps"] == 4.2
+    assert nodes == ["a", "b", "c"]  # each host once, by name
+    assert [e["rail"] for e in cells[("a", "b")]] == [0, 1] and cells[("a", "c")][0]["busbw_gbps"] == 0.2
     text = page.html_report([page.RunPage("run", ROWS, doctor=doctor)])
-    assert "doctor verdict: suspect" in text and "Suspects: n3" in text
-    assert "rail 0: 23.1" in text and "rail 1: 22.9" in text and '<span class="bad" title="slow">4.2</span>' in text
+    matrix = text[text.index('<table class="doctor">'):]
+    heads = re.findall(r"<th>([^<]*)</th>", matrix[: matrix.index("</thead>")])
+    assert heads == ["", "a", "b", "c"]
+    assert '<p class="verdict bad">doctor verdict: suspects</p>' in text
+    assert "<li>node c: pair busbw 0.20 GB/s with 2 of 2 partners, fleet median 1.80 GB/s (-89%)</li>" in text
+    assert '<span class="good" title="ok">rail 0: 2.0</span>' in text
+    assert '<span class="bad" title="suspect">rail 1: 0.2</span>' in text
     (tmp_path / "doctor.json").write_text(json.dumps({**DOCTOR, "schema_version": 2}))
     assert page.read_doctor(tmp_path) is None  # another schema is not guessed at
+
+
+def test_a_healthy_doctor_run_is_styled_good():
+    layout = [("a", [0, 1]), ("b", [2, 3]), ("c", [4, 5])]
+    pairs = {(a, b, 0): [2.0, 2.0] for a, b in (("a", "b"), ("a", "c"), ("b", "c"))}
+    healthy = _doctor_json(judge(layout, {"a": [10.0], "b": [10.0], "c": [10.0]}, pairs, tolerance=0.2))
+    text = page.html_report([page.RunPage("run", [], doctor=healthy)])
+    assert '<p class="verdict good">doctor verdict: healthy</p>' in text
+    assert "Suspects" not in text and 'class="bad"' not in text and 'class="warn"' not in text
