@@ -38,13 +38,22 @@ def report_command(
     plot_path = _checked_plot_path(plot)
     output_path = render_formats.check_output_file(output and Path(output), "--output")
     html_path = render_formats.check_output_file(html_file and Path(html_file), "--html", suffix=".html")
-    loaded = loader.load_runs([Path(run) for run in runs], hints=log_hints(log_op, log_ranks))
     paths = [Path(run) for run in runs]
+    doctors = _doctor_runs(paths, fmt, plot_path)
+    measured = [path for path in paths if path not in doctors]
+    loaded = loader.load_runs(measured, hints=log_hints(log_op, log_ranks)) if measured else []
     if output_path:
-        output_path.write_text(render_formats.render_runs(paths, loaded, fmt), encoding="utf-8")
+        text = render_formats.render_runs(measured, loaded, fmt) if loaded else ""
+        from nccl_bench.render.doctor import recorded_text
+
+        doctor_texts = [recorded_text(doctor, loader.run_label(path)) for path, doctor in doctors.items()]
+        output_path.write_text(text + "".join(doctor_texts), encoding="utf-8")
         typer.echo(f"wrote {fmt} to {output_path}", err=True)
     else:
-        live.print_runs(paths, loaded, fmt)
+        if loaded:
+            live.print_runs(measured, loaded, fmt)
+        for path, doctor in doctors.items():
+            live.print_doctor_run(path, doctor)
     if plot_path:
         from nccl_bench.render import plots as plotting
 
@@ -53,9 +62,29 @@ def report_command(
     if html_path:
         from nccl_bench.render import html as html_page
 
-        page = html_page.html_report(html_page.pages_for([Path(run) for run in runs], loaded))
+        rows_of = dict(zip(measured, loaded, strict=True))
+        inputs = [rows_of.get(path) or (loader.run_label(path), []) for path in paths]
+        page = html_page.html_report(html_page.pages_for(paths, inputs))
         html_path.write_text(page, encoding="utf-8")
         typer.echo(f"wrote HTML report to {html_path} ({html_path.stat().st_size / 1024:,.0f} KiB)", err=True)
+
+
+def _doctor_runs(paths: list[Path], fmt: str, plot_path: Optional[Path]) -> dict:
+    """The inputs that are a doctor's run folders (doctor.json, no results.csv) and their doctor.json.
+
+    They have no result rows: the table format (and --html) show their verdict and nodes, the formats
+    of result rows and --plot are refused for them.
+    """
+    from nccl_bench.render.html import doctor_only
+
+    doctors = {path: doctor for path in paths if (doctor := doctor_only(path)) is not None}
+    for path in doctors:
+        if fmt != "table":
+            raise UserInputError("--format", f"{path} is a doctor run (doctor.json, no result rows); "
+                                 "only the table format and --html show it")
+        if plot_path is not None:
+            raise UserInputError("--plot", f"{path} is a doctor run (doctor.json, no result rows); nothing to plot")
+    return doctors
 
 
 def _checked_plot_path(plot: Optional[str]) -> Optional[Path]:

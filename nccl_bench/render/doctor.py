@@ -14,6 +14,7 @@ from rich.text import Text
 
 from nccl_bench.doctor.run import DoctorHeader, DoctorReport
 from nccl_bench.doctor.verdicts import Judgement, gbps
+from nccl_bench.render.fit import Column, render_lines
 from nccl_bench.units.sizes import format_size
 
 if TYPE_CHECKING:
@@ -140,3 +141,47 @@ def heatmap_figure(judgement: Judgement, title: str | None = None) -> "Figure":
                 axis.add_patch(Rectangle((x - 0.5, y - 0.5), 1, 1, fill=False, edgecolor="red", linewidth=2))
     axis.set_title(title or "node pairs: busbw of the slowest rail")
     return figure
+
+
+_RECORDED_NODE_COLUMNS = (
+    Column("host", align="left"), Column("ranks"), Column("intra-node busbw", "(GB/s)", priority=2),
+    Column("median pair busbw", "(GB/s)", priority=1), Column("verdict", align="left"),
+)
+
+
+def _recorded_value(value: object) -> str:
+    return gbps(value) if isinstance(value, (int, float)) and math.isfinite(value) else "-"
+
+
+def recorded_lines(doctor: dict, title: str, width: int | None) -> list[Text | str]:
+    """A finished doctor run read back from its doctor.json (`report DOCTOR_FOLDER`): verdict, nodes, suspects."""
+    nodes = [node for node in doctor.get("nodes") or [] if isinstance(node, dict)]
+    rows = [
+        [str(node.get("host")), str(len(node.get("ranks") or [])), _recorded_value(node.get("intra_busbw_gbps")),
+         _recorded_value(node.get("pair_median_gbps")),
+         Text(str(node.get("verdict")), style="bold red" if node.get("verdict") == "suspect" else "green")]
+        for node in nodes
+    ]
+    pairs = doctor.get("pairs") or []
+    suspects = [s for s in doctor.get("suspects") or [] if isinstance(s, dict)]
+    lines: list[Text | str] = [f"# {title}: doctor verdict {doctor.get('verdict')}, {len(nodes)} node(s), "
+                               f"{len(pairs)} pair measurement(s)"]
+    lines += render_lines(_RECORDED_NODE_COLUMNS, rows, width)
+    lines += [Text(recorded_suspect_line(s), style="bold red") for s in suspects]
+    return lines
+
+
+def recorded_text(doctor: dict, title: str) -> str:
+    """recorded_lines as a file holds them (every column: a file has no width)."""
+    lines = recorded_lines(doctor, title, None)
+    return "".join((line if isinstance(line, str) else line.plain) + "\n" for line in lines)
+
+
+def recorded_suspect_line(suspect: dict) -> str:
+    """As Suspect.line() says it, from doctor.json's record of one suspect."""
+    hosts = [str(h) for h in suspect.get("hosts") or []]
+    rail = suspect.get("rail")
+    if suspect.get("kind") == "rail":
+        return f"rail {rail} of {hosts[0] if hosts else '?'}: {suspect.get('reason')}"
+    on_rail = f" (rail {rail})" if rail is not None else ""
+    return f"{suspect.get('kind')} {'-'.join(hosts)}{on_rail}: {suspect.get('reason')}"

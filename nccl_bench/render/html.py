@@ -65,6 +65,12 @@ def pages_for(paths: Sequence[Path], loaded: Sequence[tuple[str, Sequence[Result
     return [RunPage(label, rows, run_meta(path), read_doctor(path)) for path, (label, rows) in runs]
 
 
+def doctor_only(path: Path) -> dict[str, Any] | None:
+    """doctor.json of a doctor's run folder (one without results.csv), or None for any other input."""
+    folder = Path(path)
+    return read_doctor(folder) if folder.is_dir() and not (folder / "results.csv").exists() else None
+
+
 def read_doctor(path: Path) -> dict[str, Any] | None:
     """doctor.json of a run folder (schema_version 1), or None when there is none or it is unreadable."""
     file = Path(path) / DOCTOR_JSON if Path(path).is_dir() else None
@@ -221,17 +227,6 @@ def _doctor_cell(entries: list[dict[str, Any]]) -> str:
     return f'<td class="num">{"<br>".join(parts)}</td>'
 
 
-def _suspect_text(suspect: Any) -> str:
-    if not isinstance(suspect, dict):
-        return str(suspect)
-    hosts = "-".join(str(h) for h in suspect.get("hosts") or [])
-    rail = suspect.get("rail")
-    where = f"rail {rail} of {hosts}" if suspect.get("kind") == "rail" else f"{suspect.get('kind')} {hosts}"
-    if rail is not None and suspect.get("kind") != "rail":
-        where += f" (rail {rail})"
-    return f"{where}: {suspect.get('reason', '')}"
-
-
 def _doctor(doctor: dict[str, Any]) -> str:
     nodes, cells = doctor_matrix(doctor)
     head = "<th></th>" + "".join(f"<th>{_e(n)}</th>" for n in nodes)
@@ -240,7 +235,11 @@ def _doctor(doctor: dict[str, Any]) -> str:
         tds = ['<td class="note">-</td>' if i == j else _doctor_cell(cells.get((a, b) if i < j else (b, a), []))
                for j, b in enumerate(nodes)]
         body.append(f"<tr><th>{_e(a)}</th>{''.join(tds)}</tr>")
-    suspects = "".join(f"<li>{_e(_suspect_text(s))}</li>" for s in doctor.get("suspects") or [])
+    from nccl_bench.render.doctor import recorded_suspect_line
+
+    suspects = "".join(
+        f"<li>{_e(recorded_suspect_line(s) if isinstance(s, dict) else s)}</li>" for s in doctor.get("suspects") or []
+    )
     verdict = doctor.get("verdict")
     wall_s = doctor.get("wall_s")
     return (

@@ -62,6 +62,15 @@ def print_runs(paths: Sequence[Path], loaded: Sequence[tuple[str, list[ResultRow
         print_lines(console, terminal(rows, table_width(console), label))
 
 
+def print_doctor_run(path: Path, doctor: dict, console: Console | None = None) -> None:
+    """`report` of a doctor's run folder: its recorded verdict, nodes and suspects."""
+    from nccl_bench.render.doctor import recorded_lines
+    from nccl_bench.results.loader import run_label
+
+    console = console or make_console()
+    print_lines(console, recorded_lines(doctor, run_label(path), table_width(console)))
+
+
 def _progress(console: Console, what: str, total: int):
     """A transient progress bar, started; only on a terminal (a pipe or a log gets the lines alone)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn

@@ -156,3 +156,40 @@ def test_nccl_tests_export_writes_only_what_the_run_recorded(tmp_path):
     again = load_rows(tmp_path / "x.log")
     expected = [(r.world_size, 1, r.size_bytes) for r in read_rows(run)]
     assert [(r.world_size, r.nodes, r.size_bytes) for r in again] == expected
+
+
+def _doctor_folder(tmp_path: Path) -> Path:
+    """A doctor's run folder as the doctor leaves it: doctor.json (its real shape), meta.json, no results.csv."""
+    import json
+
+    from nccl_bench.doctor.run import DoctorReport, report_json
+    from nccl_bench.results.store import write_meta
+    from tests.doctor_reports import three_node_header, three_node_judgement
+
+    folder = tmp_path / "doctor_run"
+    folder.mkdir()
+    report = DoctorReport(run_dir=folder, header=three_node_header(), judgement=three_node_judgement(), wall_s=4.0)
+    (folder / "doctor.json").write_text(json.dumps(report_json(report)))
+    (folder / "doctor.csv").write_text("host_a,host_b\n")
+    write_meta(folder, {"status": "complete"})
+    return folder
+
+
+def test_report_of_a_doctor_run_shows_its_verdict_nodes_and_suspects(tmp_path):
+    folder = _doctor_folder(tmp_path)
+    done = run_cli(["report", str(folder), "--html", str(tmp_path / "page.html")])
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == "# doctor_run: doctor verdict suspects, 3 node(s), 6 pair measurement(s)"
+    assert [line.split()[0] for line in lines[3:6]] == ["a", "b", "c"] and lines[5].split()[-1] == "suspect"
+    assert lines[6] == "node c: pair busbw 0.20 GB/s with 2 of 2 partners, fleet median 1.80 GB/s (-89%)"
+    page = (tmp_path / "page.html").read_text()
+    assert '<p class="verdict bad">doctor verdict: suspects</p>' in page and '<table class="doctor">' in page
+
+
+def test_report_of_a_doctor_run_refuses_formats_of_result_rows(tmp_path):
+    folder = _doctor_folder(tmp_path)
+    assert _error(run_cli(["report", str(folder), "--format", "csv"])) == (
+        f"nccl-bench: error: --format: {folder} is a doctor run (doctor.json, no result rows); "
+        "only the table format and --html show it"
+    )
