@@ -16,6 +16,7 @@ from typing import Any, Mapping
 from nccl_bench.errors import UserInputError
 from nccl_bench.options import MAX_SIZES, PRESET, SWEEP_OPTION, SWEEP_OPTIONS, read_values
 from nccl_bench.ranks.collectives import REGISTRY
+from nccl_bench.results.store import read_small_file
 from nccl_bench.units.sizes import (
     check_range,
     count_sizes,
@@ -81,6 +82,9 @@ def normalize(values: Mapping[str, Any], source: str = "") -> dict[str, Any]:
     return read_values(SWEEP_OPTIONS, values, source)
 
 
+MAX_PRESET_BYTES = 1 << 20  # a preset is a few lines; anything larger is not one
+
+
 def load_preset(path: Path) -> dict[str, Any]:
     """Read a TOML preset; keys are SweepConfig field names (ops, min_bytes, iters, ...)."""
     try:
@@ -89,12 +93,13 @@ def load_preset(path: Path) -> dict[str, Any]:
         import tomli as tomllib
     path = Path(path)
     try:
-        with open(path, "rb") as handle:
-            data = tomllib.load(handle)
+        data = tomllib.loads(read_small_file(path, MAX_PRESET_BYTES).decode("utf-8"))
     except FileNotFoundError:
         raise UserInputError(PRESET.name, f"no such file: {path}") from None
     except OSError as exc:
-        raise UserInputError(PRESET.name, f"cannot read {path}: {exc.strerror}") from None
+        raise UserInputError(PRESET.name, f"cannot read {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise UserInputError(PRESET.name, f"{path} is not valid TOML: not UTF-8 text") from None
     except tomllib.TOMLDecodeError as exc:
         raise UserInputError(PRESET.name, f"{path} is not valid TOML: {exc}") from None
     data.pop("description", None)

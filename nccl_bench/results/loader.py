@@ -21,7 +21,7 @@ from nccl_bench.results.schema import (
     check_row,
     record_to_row,
 )
-from nccl_bench.results.store import ResultsWarning, read_meta, read_rows
+from nccl_bench.results.store import ResultsWarning, read_meta, read_rows, read_small_file
 
 JSON_FORMAT_NAME = "nccl_bench.results"
 
@@ -60,35 +60,51 @@ def _status_of(path: Path) -> str:
     return f" (meta.json: the run is {meta['status']})"
 
 
+# What is read of a file to tell its kind; the rest of a CSV or a log is read as a stream.
+SNIFF_BYTES = 64 * 1024
+# A JSON document is parsed whole: larger than this, it is refused rather than taking the host's memory.
+MAX_JSON_BYTES = 256 * 1024**2
+
+
 def _load_rows(path: Path, option: str, unrecognised_as_csv: bool, hints: LogHints) -> list[ResultRow]:
     if path.is_dir() or not path.exists():
         return read_rows(path, option)
     if not path.is_file():
         raise UserInputError(option, f"{path} is not a file or a results folder")
     try:
-        text = path.read_text(encoding="utf-8", errors="replace")
+        with open(path, "rb") as handle:
+            head = handle.read(SNIFF_BYTES).decode("utf-8", errors="replace")
     except OSError as exc:
         raise UserInputError(option, f"cannot read {path}: {exc.strerror or exc}") from None
-    start = text.lstrip()
+    start = head.lstrip()
     if start.startswith("{"):
-        return _rows_from_json_text(text, path, option)
+        return _rows_from_json_file(path, option)
     if "schema_version" in start.partition("\n")[0].rstrip("\r").split(","):
         return read_rows(path, option)
-    from nccl_bench.results.nccltests import failure_line, parse_text
+    from nccl_bench.results.nccltests import scan_log
 
-    rows = _checked(parse_text(text, source=str(path), option=option, op=hints.op, ranks=hints.ranks), path, option)
-    failure = failure_line(text)
+    with open(path, encoding="utf-8", errors="replace") as lines:
+        scan = scan_log(lines, source=str(path), option=option, op=hints.op, ranks=hints.ranks)
+    rows = _checked(scan.rows, path, option)
     if rows:
-        if failure is not None:  # the rows before a failure were measured; say what stopped the run
-            message = f"{path}: the run failed after {len(rows)} row(s); the log says: {failure}"
+        if scan.failure is not None:  # the rows before a failure were measured; say what stopped the run
+            message = f"{path}: the run failed after {len(rows)} row(s); the log says: {scan.failure}"
             warnings.warn(message, ResultsWarning, stacklevel=2)
         return rows
-    failure = failure_line(text, nccl_warnings=True)
+    failure = scan.failure or scan.nccl_warning
     if failure is not None:  # an nccl-tests run that failed before its first result line
         raise UserInputError(option, f"{path}: no result lines; the log says: {failure}")
     if unrecognised_as_csv:
         return read_rows(path, option)  # its errors say what a results CSV lacks
     raise UserInputError(option, f"{path}: no nccl-tests result lines found")
+
+
+def _rows_from_json_file(path: Path, option: str) -> list[ResultRow]:
+    try:
+        text = read_small_file(path, MAX_JSON_BYTES).decode("utf-8", errors="replace")
+    except OSError as exc:
+        raise UserInputError(option, f"cannot read {path} as JSON: {exc.strerror or exc}") from None
+    return _rows_from_json_text(text, path, option)
 
 
 def _rows_from_json_text(text: str, path: Path, option: str) -> list[ResultRow]:

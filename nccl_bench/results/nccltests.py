@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -129,7 +130,24 @@ def failure_line(text: str, nccl_warnings: bool = False) -> str | None:
 def parse_text(
     text: str, source: str = "nccl-tests log", option: str = "RUN", op: str | None = None, ranks: int | None = None
 ) -> list[ResultRow]:
-    """Rows of every table in an nccl-tests text log (several concatenated runs are fine).
+    """Rows of every table in an nccl-tests text log (several concatenated runs are fine); see scan_log."""
+    return scan_log(text.splitlines(), source, option, op, ranks).rows
+
+
+@dataclass(frozen=True)
+class LogScan:
+    """What one pass over a log found: its rows, and the first line saying it failed or NCCL warned."""
+
+    rows: list[ResultRow]
+    failure: str | None
+    nccl_warning: str | None
+
+
+def scan_log(
+    lines: Iterable[str], source: str = "nccl-tests log", option: str = "RUN", op: str | None = None,
+    ranks: int | None = None,
+) -> LogScan:
+    """One pass over a log's lines (a file is read as a stream, never held whole).
 
     Where the log does not say which collective ran or on how many ranks, the file name (e.g.
     all_reduce_perf.log) and the busbw/algbw ratio are asked, then the `op` and `ranks` hints
@@ -138,8 +156,13 @@ def parse_text(
     named = _FILE_BINARY_PATTERN.search(Path(source).name)
     fallback_op = bandwidth.op_of_binary(named.group(1)) if named else None
     reader = _LogReader()
-    for raw in text.splitlines():
+    failure = warning = None
+    for raw in lines:
         reader.feed(raw)
+        if failure is None or warning is None:
+            line = _SRUN_LABEL.sub("", _MPI_TAG.sub("", raw))
+            failure = failure or _first(_FAILURE, line)
+            warning = warning or _first(_NCCL_WARNING, line)
     rows: list[ResultRow] = []
     for found in reader.finish():
         name = found.op or fallback_op or op or _infer_op(found)
@@ -150,7 +173,12 @@ def parse_text(
                 "busbw/algbw, redop and root do not say); pass --op",
             )
         rows.extend(_block_rows(found, name, source, option, ranks))
-    return rows
+    return LogScan(rows, failure, warning)
+
+
+def _first(pattern: re.Pattern, line: str) -> str | None:
+    found = pattern.search(line)
+    return found.group(0).strip() if found else None
 
 
 class _LogReader:

@@ -12,6 +12,7 @@ import datetime as _dt
 import json
 import math
 import os
+import stat
 import warnings
 from pathlib import Path
 from typing import Any, Iterable
@@ -109,6 +110,25 @@ def write_meta(run_dir: Path, meta: dict[str, Any]) -> None:
         handle.flush()
         os.fsync(handle.fileno())
     os.replace(tmp, path)
+
+
+def read_small_file(path: Path, max_bytes: int) -> bytes:
+    """The bytes of a regular file of at most max_bytes; OSError names what else it is.
+
+    Checked on the open file, so a FIFO (which would block until a writer comes), a device such as
+    /dev/zero (endless) or a file larger than the cap is refused without reading it whole.
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    with os.fdopen(fd, "rb") as handle:
+        status = os.fstat(handle.fileno())
+        if not stat.S_ISREG(status.st_mode):
+            raise OSError(0, "not a regular file")
+        if status.st_size > max_bytes:
+            raise OSError(0, f"{status.st_size:,} bytes, more than the {max_bytes:,} it may have")
+        data = handle.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise OSError(0, f"more than the {max_bytes:,} bytes it may have")
+    return data
 
 
 def utc_stamp(now: _dt.datetime | None = None) -> str:
