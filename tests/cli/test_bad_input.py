@@ -7,6 +7,8 @@ Each case here is one row of the README table "Bad input and what it says". The 
 
 from __future__ import annotations
 
+import json
+import os
 import re
 import resource
 import subprocess
@@ -147,6 +149,40 @@ EXACT = [
      f"--op: unknown collective 'bogus'; choose from {', '.join(OP_NAMES)} or all"),
     ("--ranks hint below 1", ["compare", "{tmp}/base", "{tmp}/base", "--ranks", "0"],
      "--ranks: must be at least 1, got 0"),
+    # Names, numbers and sizes: what no run could have written, or a file read whole, is refused.
+    ("baseline name ending in a newline", ["sweep", "--sizes", "1K", "--save-baseline", "nl\n"],
+     "--save-baseline: 'nl\\n' is not a baseline name; use letters, digits, '.', '_' or '-'"),
+    ("baseline name too long to save", ["sweep", "--sizes", "1K", "--save-baseline", "b" * 250],
+     "--save-baseline: a baseline name is at most 200 characters, got 250"),
+    ("infinite timeout", ["sweep", "--timeout", "inf"], "--timeout: expected a finite number, got inf"),
+    ("timeout beyond a float", ["sweep", "--timeout", "1e400"], "--timeout: expected a finite number, got inf"),
+    ("infinite peak", ["sweep", "--peak", "inf"], "--peak: expected a finite number, got inf"),
+    ("infinite doctor floor", ["doctor", "--expect", "inf"], "--expect: expected a finite number, got inf"),
+    ("preset that is a FIFO", ["sweep", "--config", "{tmp}/fifo.toml"],
+     "--config: cannot read {tmp}/fifo.toml: not a regular file"),
+    ("preset that is a device", ["sweep", "--config", "/dev/zero"],
+     "--config: cannot read /dev/zero: not a regular file"),
+    ("preset too large to be one", ["sweep", "--config", "{tmp}/big.toml"],
+     "--config: cannot read {tmp}/big.toml: 2,097,152 bytes, more than the 1,048,576 it may have"),
+    ("infinite size in a CSV", ["report", "{tmp}/inf_size"],
+     "RUN: {tmp}/inf_size/results.csv line 2: size_bytes: expected a whole number, got 'inf'"),
+    ("negative size in a CSV", ["report", "{tmp}/negative_size"],
+     "RUN: {tmp}/negative_size/results.csv line 2: size_bytes: must be at least 0, got -1024"),
+    ("repeated header line", ["report", "{tmp}/joined.csv"],
+     "RUN: {tmp}/joined.csv line 3 repeats the header line (files joined?); keep one header"),
+    # Text from files: a name that is not one, a control character or a formula never reaches an output.
+    ("HTML as a dtype (compare --markdown)", ["compare", "{tmp}/html_dtype", "{tmp}/base", "--markdown", "{tmp}/s.md"],
+     "BASELINE: {tmp}/html_dtype/results.csv line 2: dtype: '<img src=x onerror=alert(1)>' is not a name "
+     "(letters, digits, '_', '.', '-')"),
+    ("escape sequence in flags", ["report", "{tmp}/escape_flags"],
+     "RUN: {tmp}/escape_flags/results.csv line 2: flags: 'noisy\\x1b[2J' holds a control character or begins "
+     "like a spreadsheet formula"),
+    ("spreadsheet formula in flags", ["report", "{tmp}/formula_flags", "--format", "csv"],
+     "RUN: {tmp}/formula_flags/results.csv line 2: flags: '=HYPERLINK(1)' holds a control character or begins "
+     "like a spreadsheet formula"),
+    ("doctor run in a format of result rows", ["report", "{tmp}/doctor_run", "--format", "csv"],
+     "--format: {tmp}/doctor_run is a doctor run (doctor.json, no result rows); only the table format and --html "
+     "show it"),
 ]
 
 # Under a launcher's rank layout (environment variables), still before any process group.
@@ -159,6 +195,10 @@ LAUNCHER = [
     ("--workers under a launcher", {"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1"},
      ["sweep", "--workers", "2", "--sizes", "1K"],
      "--workers: only applies without a launcher; torchrun already started 1 rank(s)"),
+    ("rank outside its world", {"RANK": "2", "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1"}, ["sweep", "--sizes", "1K"],
+     "RANK: 2 is not a rank of a world of 2 (0 to 1)"),
+    ("port that is not a number", {"RANK": "0", "WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "abc"},
+     ["sweep", "--sizes", "1K"], "MASTER_PORT: expected a TCP port from 1 to 65535, got 'abc'"),
 ]
 
 # Messages that carry numbers of this machine or library wording: matched as patterns.
@@ -193,7 +233,38 @@ def files(tmp_path: Path) -> Path:
     (tmp_path / "header_only" / "results.csv").write_text(",".join(COLUMNS) + "\n")
     (tmp_path / "empty_run").mkdir()
     write_meta(tmp_path / "empty_run", {"status": "failed"})
+    os.mkfifo(tmp_path / "fifo.toml")
+    (tmp_path / "big.toml").write_text("#" * 2**21)
+    for folder, column, value in (
+        ("inf_size", "size_bytes", "inf"), ("negative_size", "size_bytes", "-1024"),
+        ("html_dtype", "dtype", "<img src=x onerror=alert(1)>"), ("escape_flags", "flags", "noisy\x1b[2J"),
+        ("formula_flags", "flags", "=HYPERLINK(1)"),
+    ):
+        _poisoned_run(tmp_path / folder, column, value)
+    text = (tmp_path / "base" / "results.csv").read_text()
+    (tmp_path / "joined.csv").write_text(text + text)
+    _doctor_run(tmp_path / "doctor_run")
     return tmp_path
+
+
+def _poisoned_run(folder: Path, column: str, value: str) -> None:
+    """A run folder whose one row has `value` in `column`, as a hand-edited or hostile file would."""
+    write_run(folder, [row()])
+    header, line = (folder / "results.csv").read_text().splitlines()
+    cells = dict(zip(header.split(","), line.split(","), strict=True))
+    cells[column] = value
+    (folder / "results.csv").write_text(header + "\n" + ",".join(cells.values()) + "\n")
+
+
+def _doctor_run(folder: Path) -> None:
+    from doctor_reports import three_node_header, three_node_judgement
+
+    from nccl_bench.doctor.run import DoctorReport, report_json
+
+    folder.mkdir()
+    report = DoctorReport(run_dir=folder, header=three_node_header(), judgement=three_node_judgement(), wall_s=4.0)
+    (folder / "doctor.json").write_text(json.dumps(report_json(report)))
+    write_meta(folder, {"status": "complete"})
 
 
 

@@ -121,6 +121,9 @@ def test_memcpy_record_keeps_the_fastest_rate_of_this_boot_only():
     assert with_record(18.5, {"key": record_key("boot-2", "vm"), "gbps": 21.9}, key) == 18.5  # rebooted: not ours
     assert with_record(18.5, {"key": key, "gbps": "fast"}, key) == 18.5
     assert with_record(18.5, None, key) == 18.5
+    # a poisoned record (json.loads reads bare Infinity and NaN) is not a rate
+    for poisoned in (float("inf"), float("nan")):
+        assert with_record(18.5, {"key": key, "gbps": poisoned}, key) == 18.5
 
 
 def test_measure_memcpy_reads_and_writes_the_record(tmp_path, monkeypatch):

@@ -54,3 +54,26 @@ def test_backend_choice():
     assert choose_backend("gloo", cuda_available=True) == "gloo"
     with pytest.raises(UserInputError):
         choose_backend("nccl", cuda_available=False)
+
+
+@pytest.mark.parametrize("env, option, message", [
+    ({"RANK": "2", "WORLD_SIZE": "2"}, "RANK", "2 is not a rank of a world of 2 (0 to 1)"),
+    ({"RANK": "-1", "WORLD_SIZE": "2"}, "RANK", "-1 is not a rank of a world of 2 (0 to 1)"),
+    ({"RANK": "0", "WORLD_SIZE": "0"}, "WORLD_SIZE", "must be at least 1, got 0"),
+    ({"SLURM_PROCID": "4", "SLURM_NTASKS": "4", "SLURM_STEP_ID": "0"}, "SLURM_PROCID",
+     "4 is not a rank of a world of 4 (0 to 3)"),
+    ({"RANK": "0", "WORLD_SIZE": "1", "MASTER_PORT": "abc"}, "MASTER_PORT",
+     "expected a TCP port from 1 to 65535, got 'abc'"),
+    ({"RANK": "0", "WORLD_SIZE": "1", "MASTER_PORT": "65536"}, "MASTER_PORT",
+     "expected a TCP port from 1 to 65535, got '65536'"),
+    ({"RANK": "0", "WORLD_SIZE": "1", "MASTER_PORT": "²"}, "MASTER_PORT",
+     "expected a TCP port from 1 to 65535, got '²'"),
+])
+def test_a_layout_no_rendezvous_can_complete_is_refused(env, option, message):
+    with pytest.raises(UserInputError) as info:
+        detect_launch(env)
+    assert (info.value.option, info.value.problem) == (option, message)
+
+
+def test_a_valid_port_passes():
+    assert detect_launch({"RANK": "0", "WORLD_SIZE": "1", "MASTER_PORT": "29500"}).master_port == "29500"

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import json
+import os
+import re
+from pathlib import Path
+
 import pytest
 
 from nccl_bench.errors import UserInputError
@@ -11,7 +16,7 @@ from nccl_bench.results.schema import (
     STATUS_UNSUPPORTED,
     ResultRow,
 )
-from nccl_bench.results.store import ResultsWarning, ResultsWriter, read_rows
+from nccl_bench.results.store import ResultsWarning, ResultsWriter, read_rows, read_small_file, strict_json, write_meta
 
 
 def _row(**changes) -> ResultRow:
@@ -101,3 +106,61 @@ def test_load_frame_gives_typed_pandas_columns(tmp_path):
     assert str(frame["busbw_gbps"].dtype) == "float64"
     assert frame.loc[0, "busbw_gbps"] == measured.busbw_gbps and frame.loc[0, "wrong"] == 0
     assert math.isnan(frame.loc[1, "busbw_gbps"]) and frame["wrong"].isna().tolist() == [False, True]
+
+
+def test_strict_json_refuses_a_non_finite_number_naming_where_it_is():
+    assert strict_json({"peak": {"gbps": 1.5}}) == '{"peak": {"gbps": 1.5}}'
+    for bad, where in (({"peak": {"gbps": float("inf")}}, "$.peak.gbps"), ([1.0, float("nan")], "$[1]")):
+        with pytest.raises(ValueError, match=rf"refusing to write non-standard JSON: {re.escape(where)} is not a"):
+            strict_json(bad)
+
+
+def test_meta_json_with_a_non_finite_number_is_refused_and_the_old_one_kept(tmp_path):
+    write_meta(tmp_path, {"status": "running"})
+    with pytest.raises(ValueError, match=r"\$\.peak_gbps is not a finite number"):
+        write_meta(tmp_path, {"status": "complete", "peak_gbps": float("inf")})
+    assert json.loads((tmp_path / "meta.json").read_text()) == {"status": "running"}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["meta.json"]
+
+
+def test_small_files_are_read_and_anything_else_refused_unread(tmp_path):
+    (tmp_path / "small").write_bytes(b"abc")
+    assert read_small_file(tmp_path / "small", 3) == b"abc"
+    (tmp_path / "large").write_bytes(b"abcd")
+    with pytest.raises(OSError, match="4 bytes, more than the 3 it may have"):
+        read_small_file(tmp_path / "large", 3)
+    os.mkfifo(tmp_path / "fifo")  # opened without a writer: must not block
+    for special in (tmp_path / "fifo", Path("/dev/zero")):
+        with pytest.raises(OSError, match="not a regular file"):
+            read_small_file(special, 1 << 20)
+
+
+@pytest.mark.parametrize("cell, value, message", [
+    ("size_bytes", "inf", "size_bytes: expected a whole number, got 'inf'"),
+    ("size_bytes", "-1024", "size_bytes: must be at least 0, got -1024"),
+    ("size_bytes", "1.5", "size_bytes: expected a whole number, got '1.5'"),
+    ("world_size", "0", "world_size: must be at least 1, got 0"),
+    ("busbw_gbps", "inf", "busbw_gbps: expected a finite number of at least 0, got inf"),
+    ("time_us", "nan", "time_us: expected a finite number of at least 0, got nan"),
+    ("time_us", "-3", "time_us: expected a finite number of at least 0, got -3.0"),
+    ("op", "all_reduce|x", "op: 'all_reduce|x' is not a name (letters, digits, '_', '.', '-')"),
+    ("backend", "gloo\x1b[2J", "backend: 'gloo\\x1b[2J' is not a name (letters, digits, '_', '.', '-')"),
+    ("placement", "<b>in</b>", "placement: '<b>in</b>' is not a name (letters, digits, '_', '.', '-')"),
+    ("flags", "=HYPERLINK(1)", "flags: '=HYPERLINK(1)' holds a control character or begins like a spreadsheet formula"),
+    ("flags", "noisy\x1b]0;x\x07", "flags: 'noisy\\x1b]0;x\\x07' holds a control character"),
+])
+def test_cells_read_back_are_held_to_what_a_row_can_hold(tmp_path, cell, value, message):
+    _write(tmp_path, [_row()])
+    header, line = (tmp_path / "results.csv").read_text().splitlines()
+    cells = dict(zip(header.split(","), line.split(","), strict=True))
+    cells[cell] = value
+    (tmp_path / "results.csv").write_text(header + "\n" + ",".join(cells.values()) + "\n")
+    with pytest.raises(UserInputError, match=re.escape(f"results.csv line 2: {message}")):
+        read_rows(tmp_path)
+
+
+def test_a_repeated_header_line_is_named_as_such(tmp_path):
+    text = _write(tmp_path, [_row()])
+    (tmp_path / "results.csv").write_text(text + text)
+    with pytest.raises(UserInputError, match=r"line 3 repeats the header line \(files joined\?\); keep one header"):
+        read_rows(tmp_path)
