@@ -40,6 +40,10 @@ def report_command(
     html_path = render_formats.check_output_file(html_file and Path(html_file), "--html", suffix=".html")
     paths = [Path(run) for run in runs]
     doctors = _doctor_runs(paths, fmt, plot_path)
+    streamed = render_formats.FORMATS[fmt].stream
+    if streamed is not None and not (plot_path or html_path or doctors):
+        _stream(paths, streamed, fmt, output_path, log_hints(log_op, log_ranks))
+        return
     measured = [path for path in paths if path not in doctors]
     loaded = loader.load_runs(measured, hints=log_hints(log_op, log_ranks)) if measured else []
     if output_path:
@@ -67,6 +71,32 @@ def report_command(
         page = html_page.html_report(html_page.pages_for(paths, inputs))
         html_path.write_text(page, encoding="utf-8")
         typer.echo(f"wrote HTML report to {html_path} ({html_path.stat().st_size / 1024:,.0f} KiB)", err=True)
+
+
+def _stream(paths: list[Path], streamed, fmt: str, output_path: Optional[Path], hints) -> None:
+    """One document of every input's rows, written as they are read: memory does not grow with the inputs.
+
+    Each input is opened (and refused if it has no rows) before anything is written; a file given
+    with --output is written beside its name and renamed into place only when complete.
+    """
+    import itertools
+
+    from nccl_bench.render import live
+    from nccl_bench.results import loader
+
+    inputs = [loader.stream_rows(path, hints=hints) for path in paths]  # each opened, its first row read
+    pieces = streamed(itertools.chain.from_iterable(inputs))
+    if output_path is None:
+        live.write_stream(pieces)
+        return
+    partial = output_path.with_name(f".{output_path.name}.partial")
+    try:
+        with open(partial, "w", encoding="utf-8") as handle:
+            handle.writelines(pieces)
+        partial.replace(output_path)
+    finally:
+        partial.unlink(missing_ok=True)
+    typer.echo(f"wrote {fmt} to {output_path}", err=True)
 
 
 def _doctor_runs(paths: list[Path], fmt: str, plot_path: Optional[Path]) -> dict:

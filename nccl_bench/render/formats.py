@@ -12,7 +12,7 @@ import io
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Sequence
 
 from nccl_bench.errors import UserInputError
 from nccl_bench.results.loader import JSON_FORMAT_NAME
@@ -29,40 +29,52 @@ if TYPE_CHECKING:
     from rich.text import Text
 
 
-def to_csv(rows: list[ResultRow], title: str | None = None, meta: dict | None = None) -> str:
-    """results.csv's columns; None is an empty cell; floats keep every digit (repr)."""
+def stream_csv(rows: Iterable[ResultRow]) -> Iterator[str]:
+    """results.csv's columns, line by line; None is an empty cell; floats keep every digit (repr)."""
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(COLUMNS)
     for row in rows:
         writer.writerow(csv_cells(row))
-    return buffer.getvalue()
+        yield buffer.getvalue()
+        buffer.seek(0)
+        buffer.truncate()
+    yield buffer.getvalue()  # the header alone when there is no row
 
 
-def to_json(rows: list[ResultRow], title: str | None = None, meta: dict | None = None) -> str:
-    document = {
-        "format": JSON_FORMAT_NAME,
-        "schema_version": SCHEMA_VERSION,
-        "columns": list(COLUMNS),
-        "rows": [row_to_record(row) for row in rows],
-    }
-    return strict_json(document, indent=1) + "\n"
+def stream_json(rows: Iterable[ResultRow]) -> Iterator[str]:
+    """The JSON export, one row per line: the same document json.loads reads, written as it goes."""
+    head = strict_json({"format": JSON_FORMAT_NAME, "schema_version": SCHEMA_VERSION, "columns": list(COLUMNS)})
+    yield head[:-1] + ', "rows": ['
+    separator = "\n"
+    for row in rows:
+        yield separator + strict_json(row_to_record(row))
+        separator = ",\n"
+    yield "\n]}\n"
 
 
-def to_markdown(rows: list[ResultRow], title: str | None = None, meta: dict | None = None) -> str:
-    """A GitHub table with the terminal table's columns, headings and cell text."""
+def stream_markdown(rows: Iterable[ResultRow]) -> Iterator[str]:
+    """A GitHub table with the terminal table's columns, headings and cell text, escaped."""
     from nccl_bench.render.escape import markdown_text
     from nccl_bench.render.tables import RESULT_COLUMNS, result_cells
 
     headings = [f"{c.name} {c.unit}".strip() for c in RESULT_COLUMNS]
-    lines = [
-        "| " + " | ".join(headings) + " |",
-        "|" + "|".join("---:" if c.align == "right" else "---" for c in RESULT_COLUMNS) + "|",
-    ]
+    yield "| " + " | ".join(headings) + " |\n"
+    yield "|" + "|".join("---:" if c.align == "right" else "---" for c in RESULT_COLUMNS) + "|\n"
     for row in rows:
-        cells = [markdown_text(cell) for cell in result_cells(row)]
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"
+        yield "| " + " | ".join(markdown_text(cell) for cell in result_cells(row)) + " |\n"
+
+
+def to_csv(rows: list[ResultRow], title: str | None = None, meta: dict | None = None) -> str:
+    return "".join(stream_csv(rows))
+
+
+def to_json(rows: list[ResultRow], title: str | None = None, meta: dict | None = None) -> str:
+    return "".join(stream_json(rows))
+
+
+def to_markdown(rows: list[ResultRow], title: str | None = None, meta: dict | None = None) -> str:
+    return "".join(stream_markdown(rows))
 
 
 def to_nccl_tests(rows: list[ResultRow], title: str | None = None, meta: dict | None = None) -> str:
@@ -94,13 +106,14 @@ class Format:
     text: Callable[[list[ResultRow], str | None, dict | None], str]
     per_run: bool = False
     terminal: Callable[[Sequence[ResultRow], int | None, str | None], list[Text]] | None = None
+    stream: Callable[[Iterable[ResultRow]], Iterator[str]] | None = None  # the text piece by piece, as rows come
 
 
 FORMATS: dict[str, Format] = {
     "table": Format(to_table, per_run=True, terminal=_terminal_table),
-    "markdown": Format(to_markdown),
-    "csv": Format(to_csv),
-    "json": Format(to_json),
+    "markdown": Format(to_markdown, stream=stream_markdown),
+    "csv": Format(to_csv, stream=stream_csv),
+    "json": Format(to_json, stream=stream_json),
     "nccl-tests": Format(to_nccl_tests, per_run=True),
 }
 

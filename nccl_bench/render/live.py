@@ -62,6 +62,13 @@ def print_runs(paths: Sequence[Path], loaded: Sequence[tuple[str, list[ResultRow
         print_lines(console, terminal(rows, table_width(console), label))
 
 
+def write_stream(pieces: Iterable[str]) -> None:
+    """Text written to stdout piece by piece as it is made, control characters shown escaped."""
+    for piece in pieces:
+        sys.stdout.write(terminal_text(piece))
+    sys.stdout.flush()
+
+
 def print_doctor_run(path: Path, doctor: dict, console: Console | None = None) -> None:
     """`report` of a doctor's run folder: its recorded verdict, nodes and suspects."""
     from nccl_bench.render.doctor import recorded_lines

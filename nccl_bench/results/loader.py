@@ -6,11 +6,12 @@ text log or an nccl-tests `-J` JSON file, told apart by their content rather tha
 
 from __future__ import annotations
 
+import itertools
 import json
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from nccl_bench.errors import UserInputError
 from nccl_bench.results.schema import (
@@ -21,7 +22,7 @@ from nccl_bench.results.schema import (
     check_row,
     record_to_row,
 )
-from nccl_bench.results.store import ResultsWarning, read_meta, read_rows, read_small_file
+from nccl_bench.results.store import ResultsWarning, iter_rows, read_meta, read_rows, read_small_file
 
 JSON_FORMAT_NAME = "nccl_bench.results"
 
@@ -46,6 +47,58 @@ def load_rows(
     if not rows:  # the same answer for a header-only CSV and an empty run, however either is named
         raise UserInputError(option, f"{path} has no result rows{_status_of(Path(path))}")
     return rows
+
+
+def stream_rows(path: Path, option: str = "RUN", hints: LogHints | None = None) -> Iterator[ResultRow]:
+    """load_rows as a stream: a results CSV (or run folder) is read row by row as the caller takes them,
+    so memory does not grow with the file; other inputs are read whole. An input without rows is refused
+    here, before the caller has written anything; an error further on is raised at the row at fault."""
+    path, hints = Path(path), hints or LogHints()
+    kind = _stream_kind(path)
+    if kind == "csv":
+        rows: Iterator[ResultRow] = iter_rows(path, option)
+    elif kind == "log":
+        rows = _log_rows(path, option, hints)
+    else:
+        rows = iter(_load_rows(path, option, False, hints))
+    first = next(rows, None)
+    if first is None:
+        if kind == "log":  # the log's own words on why it has no rows, as load_rows gives them
+            load_rows(path, option, hints=hints)
+        raise UserInputError(option, f"{path} has no result rows{_status_of(path)}")
+    return itertools.chain([first], rows)
+
+
+def _log_rows(path: Path, option: str, hints: LogHints) -> Iterator[ResultRow]:
+    """An nccl-tests log's rows one table at a time, each checked; a failure after the rows is warned of."""
+    from nccl_bench.results.nccltests import LogScan, iter_log
+
+    scan, count = LogScan(), 0
+    with open(path, encoding="utf-8", errors="replace") as lines:
+        for row in iter_log(lines, scan, str(path), option, hints.op, hints.ranks):
+            count += 1
+            yield _checked([row], path, option, count - 1)[0]
+    if count and scan.failure is not None:
+        message = f"{path}: the run failed after {count} row(s); the log says: {scan.failure}"
+        warnings.warn(message, ResultsWarning, stacklevel=2)
+
+
+def _stream_kind(path: Path) -> str:
+    """csv: a run folder or a results CSV; log: a text file that is neither a CSV nor JSON; else other
+    (JSON, or something load_rows explains)."""
+    if path.is_dir() or not path.exists():
+        return "csv"
+    if not path.is_file():
+        return "other"
+    try:
+        with open(path, encoding="utf-8-sig", errors="replace") as handle:
+            head = handle.read(SNIFF_BYTES)
+    except OSError:
+        return "other"
+    start = head.lstrip()
+    if start.startswith("{"):
+        return "other"
+    return "csv" if "schema_version" in start.partition("\n")[0].rstrip("\r").split(",") else "log"
 
 
 def read_run(path: Path, option: str, hints: LogHints | None = None) -> RunRows:
@@ -123,9 +176,9 @@ def _rows_from_json_text(text: str, path: Path, option: str) -> list[ResultRow]:
     raise UserInputError(option, f"{path} is neither an nccl_bench JSON export nor nccl-tests -J output")
 
 
-def _checked(rows: list[ResultRow], path: Path, option: str) -> list[ResultRow]:
+def _checked(rows: list[ResultRow], path: Path, option: str, first_index: int = 0) -> list[ResultRow]:
     """Rows parsed from another tool's file, held to what a results row may contain (schema.check_row)."""
-    for index, row in enumerate(rows):
+    for index, row in enumerate(rows, start=first_index):
         try:
             check_row(row)
         except ValueError as exc:

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 from nccl_bench.errors import UserInputError
 from nccl_bench.results.schema import (
@@ -134,20 +134,31 @@ def parse_text(
     return scan_log(text.splitlines(), source, option, op, ranks).rows
 
 
-@dataclass(frozen=True)
+@dataclass
 class LogScan:
-    """What one pass over a log found: its rows, and the first line saying it failed or NCCL warned."""
+    """What one pass over a log found: its rows (scan_log), and the first line saying it failed or NCCL warned."""
 
-    rows: list[ResultRow]
-    failure: str | None
-    nccl_warning: str | None
+    rows: list[ResultRow] = field(default_factory=list)
+    failure: str | None = None
+    nccl_warning: str | None = None
 
 
 def scan_log(
     lines: Iterable[str], source: str = "nccl-tests log", option: str = "RUN", op: str | None = None,
     ranks: int | None = None,
 ) -> LogScan:
-    """One pass over a log's lines (a file is read as a stream, never held whole).
+    """One pass over a log's lines, its rows kept (iter_log gives them one table at a time)."""
+    scan = LogScan()
+    scan.rows = list(iter_log(lines, scan, source, option, op, ranks))
+    return scan
+
+
+def iter_log(
+    lines: Iterable[str], scan: LogScan, source: str = "nccl-tests log", option: str = "RUN",
+    op: str | None = None, ranks: int | None = None,
+) -> Iterator[ResultRow]:
+    """The rows of a log's tables as each table ends, so memory holds one table, never the whole log;
+    `scan` learns the first failure and NCCL warning lines.
 
     Where the log does not say which collective ran or on how many ranks, the file name (e.g.
     all_reduce_perf.log) and the busbw/algbw ratio are asked, then the `op` and `ranks` hints
@@ -156,24 +167,28 @@ def scan_log(
     named = _FILE_BINARY_PATTERN.search(Path(source).name)
     fallback_op = bandwidth.op_of_binary(named.group(1)) if named else None
     reader = _LogReader()
-    failure = warning = None
     for raw in lines:
         reader.feed(raw)
-        if failure is None or warning is None:
+        if scan.failure is None or scan.nccl_warning is None:
             line = _SRUN_LABEL.sub("", _MPI_TAG.sub("", raw))
-            failure = failure or _first(_FAILURE, line)
-            warning = warning or _first(_NCCL_WARNING, line)
-    rows: list[ResultRow] = []
+            scan.failure = scan.failure or _first(_FAILURE, line)
+            scan.nccl_warning = scan.nccl_warning or _first(_NCCL_WARNING, line)
+        while reader.blocks:
+            yield from _table_rows(reader.blocks.pop(0), fallback_op, op, source, option, ranks)
     for found in reader.finish():
-        name = found.op or fallback_op or op or _infer_op(found)
-        if name is None:
-            raise UserInputError(
-                option,
-                f"{source}: cannot tell which collective ran (no op name in the log or the file name, and "
-                "busbw/algbw, redop and root do not say); pass --op",
-            )
-        rows.extend(_block_rows(found, name, source, option, ranks))
-    return LogScan(rows, failure, warning)
+        yield from _table_rows(found, fallback_op, op, source, option, ranks)
+
+
+def _table_rows(found: _Block, fallback_op: str | None, op: str | None, source: str, option: str,
+                ranks: int | None) -> list[ResultRow]:
+    name = found.op or fallback_op or op or _infer_op(found)
+    if name is None:
+        raise UserInputError(
+            option,
+            f"{source}: cannot tell which collective ran (no op name in the log or the file name, and "
+            "busbw/algbw, redop and root do not say); pass --op",
+        )
+    return _block_rows(found, name, source, option, ranks)
 
 
 def _first(pattern: re.Pattern, line: str) -> str | None:

@@ -15,7 +15,7 @@ import os
 import stat
 import warnings
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 from nccl_bench.errors import UserInputError
 from nccl_bench.results.schema import (
@@ -190,7 +190,13 @@ def _run_without_rows(path: Path) -> bool:
 
 
 def read_rows(path: Path, option: str = "RESULTS") -> list[ResultRow]:
-    """Read a results.csv (or its run folder) back into rows, checking the column contract.
+    """Read a results.csv (or its run folder) back into rows, checking the column contract (iter_rows)."""
+    return list(iter_rows(path, option))
+
+
+def iter_rows(path: Path, option: str = "RESULTS") -> Iterator[ResultRow]:
+    """The rows of a results.csv (or its run folder) one by one, read as a stream: memory does not grow
+    with the file. Every check of the column contract applies; an error is raised at the line at fault.
 
     A run that stopped before its first row (meta.json, no results.csv) has no rows, like a
     header-only results.csv. A last line cut off mid-write (a crash, a full disk) is left out with
@@ -198,63 +204,77 @@ def read_rows(path: Path, option: str = "RESULTS") -> list[ResultRow]:
     """
     path = Path(path)
     if _run_without_rows(path):
-        return []
+        return
     csv_path = resolve_results_csv(path, option)
-    header, lines = _read_results_csv(csv_path, option)
-    records = _complete_records(csv_path, header, lines, option)
-    for version in {record["schema_version"] for _, record in records}:
-        if version != str(SCHEMA_VERSION):
-            raise UserInputError(
-                option,
-                f"{csv_path} has results format version {version}; this nccl_bench reads version {SCHEMA_VERSION}",
-            )
+    try:
+        handle = open(csv_path, newline="", encoding="utf-8-sig")  # -sig: a CSV saved by a spreadsheet
+    except OSError as exc:
+        raise UserInputError(option, f"cannot parse {csv_path}: {exc.strerror or exc}") from None
+    with handle:
+        lines = _csv_lines(handle, csv_path, option)
+        header = _results_header(next(lines, None), csv_path, option)
+        checked_columns = False
+        complete = 0
+        previous = next(lines, None)
+        while previous is not None:
+            current = next(lines, None)
+            record = _complete_record(csv_path, header, previous, current is None, complete, option)
+            if record is None:
+                break
+            if record["schema_version"] != str(SCHEMA_VERSION):
+                raise UserInputError(
+                    option, f"{csv_path} has results format version {record['schema_version']}; "
+                            f"this nccl_bench reads version {SCHEMA_VERSION}",
+                )
+            if not checked_columns:
+                _check_columns(header, csv_path, option)
+                checked_columns = True
+            try:
+                yield record_to_row(record)
+            except (TypeError, ValueError) as exc:
+                raise UserInputError(option, f"{csv_path} line {previous[0]}: {exc}") from None
+            complete += 1
+            previous = current
+        if not checked_columns:
+            _check_columns(header, csv_path, option)
+
+
+def _check_columns(header: list[str], csv_path: Path, option: str) -> None:
     missing = [c for c in COLUMNS if c not in header]
     if missing:
         raise UserInputError(option, f"{csv_path} lacks columns: {', '.join(missing)}")
-    rows = []
-    for line_number, record in records:
-        try:
-            rows.append(record_to_row(record))
-        except (TypeError, ValueError) as exc:
-            raise UserInputError(option, f"{csv_path} line {line_number}: {exc}") from None
-    return rows
 
 
-def _read_results_csv(csv_path: Path, option: str) -> tuple[list[str], list[tuple[int, list[str]]]]:
-    """The header and the lines of a file that says it is a results CSV (a schema_version column)."""
-    try:
-        header, lines = _read_csv(csv_path)
-    except (OSError, UnicodeDecodeError, csv.Error) as exc:
-        raise UserInputError(option, f"cannot parse {csv_path}: {str(exc).strip().splitlines()[0]}") from None
-    if header is None:
+def _results_header(first: tuple[int, list[str]] | None, csv_path: Path, option: str) -> list[str]:
+    """The header of a file that says it is a results CSV (a schema_version column)."""
+    if first is None:
         raise UserInputError(option, f"{csv_path} is empty")
+    header = first[1]
     if "schema_version" not in header:
         raise UserInputError(option, f"{csv_path} is not an nccl_bench results CSV (no schema_version column)")
-    return header, lines
+    return header
 
 
-def _complete_records(
-    csv_path: Path, header: list[str], lines: list[tuple[int, list[str]]], option: str
-) -> list[tuple[int, dict[str, str]]]:
-    """(line number, column -> cell) of every complete line; a cut last line is left out with a warning."""
-    records = []
-    for index, (line_number, cells) in enumerate(lines):
-        if cells == header:
-            raise UserInputError(
-                option, f"{csv_path} line {line_number} repeats the header line (files joined?); keep one header"
-            )
-        if len(cells) > len(header):
-            raise UserInputError(
-                option, f"cannot parse {csv_path}: line {line_number} has {len(cells)} fields, the header {len(header)}"
-            )
-        record = dict(zip(header, cells, strict=False))  # a short line is caught below
-        if record.get("schema_version", "") == "":  # the last column: empty means the line was cut short
-            if index == len(lines) - 1:
-                _warn_cut(csv_path, line_number, len(records))
-                break
-            raise UserInputError(option, f"{csv_path} line {line_number} is incomplete (cut off while being written?)")
-        records.append((line_number, record))
-    return records
+def _complete_record(
+    csv_path: Path, header: list[str], line: tuple[int, list[str]], last: bool, complete: int, option: str
+) -> dict[str, str] | None:
+    """Column -> cell of a complete line; None for a cut last line (left out with a warning)."""
+    line_number, cells = line
+    if cells == header:
+        raise UserInputError(
+            option, f"{csv_path} line {line_number} repeats the header line (files joined?); keep one header"
+        )
+    if len(cells) > len(header):
+        raise UserInputError(
+            option, f"cannot parse {csv_path}: line {line_number} has {len(cells)} fields, the header {len(header)}"
+        )
+    record = dict(zip(header, cells, strict=False))  # a short line is caught below
+    if record.get("schema_version", "") == "":  # the last column: empty means the line was cut short
+        if last:
+            _warn_cut(csv_path, line_number, complete)
+            return None
+        raise UserInputError(option, f"{csv_path} line {line_number} is incomplete (cut off while being written?)")
+    return record
 
 
 def _warn_cut(csv_path: Path, line_number: int, complete: int) -> None:
@@ -262,30 +282,24 @@ def _warn_cut(csv_path: Path, line_number: int, complete: int) -> None:
         f"{csv_path} line {line_number} is cut off (the run stopped while writing it); "
         f"read the {complete} complete row(s) before it",
         ResultsWarning,
-        stacklevel=4,  # the caller of read_rows
+        stacklevel=2,
     )
 
 
-def _read_csv(csv_path: Path) -> tuple[list[str] | None, list[tuple[int, list[str]]]]:
-    """(header, or None when there is none; [(first line number, cells)]) in ResultsWriter's dialect.
+def _csv_lines(handle, csv_path: Path, option: str) -> Iterator[tuple[int, list[str]]]:
+    """(first line number, cells) of every non-blank line in ResultsWriter's dialect.
 
-    Blank lines are skipped; numbers count lines of the file, so a quoted newline in `flags`
-    does not shift the line an error names.
+    Numbers count lines of the file, so a quoted newline in `flags` does not shift the line an error names.
     """
-    header: list[str] | None = None
-    lines: list[tuple[int, list[str]]] = []
-    with open(csv_path, newline="", encoding="utf-8-sig") as handle:  # -sig: a CSV saved by a spreadsheet
-        reader = csv.reader(handle)
-        end = 0
+    reader = csv.reader(handle)
+    end = 0
+    try:
         for cells in reader:
             start, end = end + 1, reader.line_num
-            if not cells:
-                continue
-            if header is None:
-                header = cells
-            else:
-                lines.append((start, cells))
-    return header, lines
+            if cells:
+                yield start, cells
+    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+        raise UserInputError(option, f"cannot parse {csv_path}: {str(exc).strip().splitlines()[0]}") from None
 
 
 def rows_to_frame(rows: Iterable[ResultRow]):

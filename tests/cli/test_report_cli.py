@@ -193,3 +193,17 @@ def test_report_of_a_doctor_run_refuses_formats_of_result_rows(tmp_path):
         f"nccl-bench: error: --format: {folder} is a doctor run (doctor.json, no result rows); "
         "only the table format and --html show it"
     )
+
+
+def test_a_streamed_export_is_written_whole_or_not_at_all(tmp_path):
+    from tests.result_rows import row, write_run
+
+    write_run(tmp_path / "run", [row(size_bytes=1024), row(size_bytes=2048)])
+    done = run_cli(["report", str(tmp_path / "run"), "--format", "csv", "--output", str(tmp_path / "out.csv")])
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "out.csv").read_text() == (tmp_path / "run" / "results.csv").read_text()
+    csv_path = tmp_path / "run" / "results.csv"
+    csv_path.write_text(csv_path.read_text().replace(",2048,512,", ",-2048,512,"))
+    line = _error(run_cli(["report", str(tmp_path / "run"), "--format", "csv", "--output", str(tmp_path / "b.csv")]))
+    assert line == f"nccl-bench: error: RUN: {csv_path} line 3: size_bytes: must be at least 0, got -2048"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.csv", "run"]  # no b.csv, no partial file
