@@ -72,9 +72,9 @@ def write_log(path: Path, rows: int) -> None:
             handle.write(format_text(table))
 
 
-def measure(args: list[str], cwd: Path) -> tuple[float, int, int]:
-    """(wall seconds, peak RSS in bytes, exit code) of `python -m nccl_bench ARGS` in a fresh process."""
-    env = {**os.environ, "PYTHONPATH": str(REPO), "COLUMNS": "200"}
+def measure(args: list[str], cwd: Path, repo: Path = REPO) -> tuple[float, int, int]:
+    """(wall seconds, peak RSS in bytes, exit code) of `python -m nccl_bench ARGS` (from `repo`) in a fresh process."""
+    env = {**os.environ, "PYTHONPATH": str(repo), "COLUMNS": "200"}
     began = time.perf_counter()
     child = subprocess.Popen([sys.executable, "-m", "nccl_bench", *args], cwd=cwd, env=env,
                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
@@ -95,6 +95,8 @@ def main() -> int:
     parser.add_argument("--table-rows", type=int, default=100_000,
                         help="rows of the table-format case (the table is fitted to all rows, so not streamed)")
     parser.add_argument("--keep", type=Path, help="generate the inputs here and keep them")
+    parser.add_argument("--repo", type=Path, default=REPO,
+                        help="run the nccl_bench of this checkout (e.g. main's, for a before/after)")
     options = parser.parse_args()
     folder = options.keep or Path(tempfile.mkdtemp(prefix="nccl_bench_scale_"))
     folder.mkdir(parents=True, exist_ok=True)
@@ -119,10 +121,10 @@ def main() -> int:
         cases.append((f"compare --junit of {rows:,} rows against themselves",
                       ["compare", f"junit{rows}", f"junit{rows}", "--junit", f"junit{rows}.xml"]))
     load = " ".join(f"{x:.2f}" for x in os.getloadavg())
-    print(f"# offline scale: {sys.executable}; {os.cpu_count()} CPU(s); load average {load}")
+    print(f"# offline scale: nccl_bench of {options.repo}; {os.cpu_count()} CPU(s); load average {load}")
     print(f"# {'wall (s)':>9} {'peak RSS (MiB)':>15}  exit  case")
     for label, args in cases:
-        wall_s, rss, code = measure(args, folder)
+        wall_s, rss, code = measure(args, folder, options.repo)
         print(f"  {wall_s:9.1f} {rss / 2**20:15,.0f}  {code:4d}  {label}", flush=True)
     if options.keep is None:
         import shutil
