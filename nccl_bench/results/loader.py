@@ -22,7 +22,7 @@ from nccl_bench.results.schema import (
     check_row,
     record_to_row,
 )
-from nccl_bench.results.store import ResultsWarning, iter_rows, read_meta, read_rows, read_small_file
+from nccl_bench.results.store import ResultsWarning, bounded_lines, iter_rows, read_meta, read_rows, read_small_file
 
 JSON_FORMAT_NAME = "nccl_bench.results"
 
@@ -74,8 +74,8 @@ def _log_rows(path: Path, option: str, hints: LogHints) -> Iterator[ResultRow]:
     from nccl_bench.results.nccltests import LogScan, iter_log
 
     scan, count = LogScan(), 0
-    with open(path, encoding="utf-8", errors="replace") as lines:
-        for row in iter_log(lines, scan, str(path), option, hints.op, hints.ranks):
+    with open(path, encoding="utf-8", errors="replace") as handle:
+        for row in iter_log(bounded_lines(handle, path, option), scan, str(path), option, hints.op, hints.ranks):
             count += 1
             yield _checked([row], path, option, count - 1)[0]
     if count and scan.failure is not None:
@@ -136,7 +136,8 @@ def _load_rows(path: Path, option: str, unrecognised_as_csv: bool, hints: LogHin
         return read_rows(path, option)
     from nccl_bench.results.nccltests import scan_log
 
-    with open(path, encoding="utf-8", errors="replace") as lines:
+    with open(path, encoding="utf-8", errors="replace") as handle:
+        lines = bounded_lines(handle, path, option)
         scan = scan_log(lines, source=str(path), option=option, op=hints.op, ranks=hints.ranks)
     rows = _checked(scan.rows, path, option)
     if rows:

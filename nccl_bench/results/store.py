@@ -286,12 +286,31 @@ def _warn_cut(csv_path: Path, line_number: int, complete: int) -> None:
     )
 
 
+# No line of a results CSV or an nccl-tests log comes near this; a file with a longer one is not one,
+# and reading it would hold the whole line (a multi-GB file without a newline) in memory.
+MAX_LINE_CHARS = 1 << 20
+
+
+def bounded_lines(handle, path: Path, option: str) -> Iterator[str]:
+    """The lines of an open text file, each read with a bound: a longer line is refused, naming it."""
+    number = 0
+    while True:
+        line = handle.readline(MAX_LINE_CHARS)
+        if not line:
+            return
+        number += 1
+        if len(line) == MAX_LINE_CHARS and not line.endswith("\n"):
+            raise UserInputError(option, f"{path} line {number} is longer than {MAX_LINE_CHARS:,} characters; "
+                                         "not a results CSV or an nccl-tests log")
+        yield line
+
+
 def _csv_lines(handle, csv_path: Path, option: str) -> Iterator[tuple[int, list[str]]]:
     """(first line number, cells) of every non-blank line in ResultsWriter's dialect.
 
     Numbers count lines of the file, so a quoted newline in `flags` does not shift the line an error names.
     """
-    reader = csv.reader(handle)
+    reader = csv.reader(bounded_lines(handle, csv_path, option))
     end = 0
     try:
         for cells in reader:

@@ -168,6 +168,8 @@ EXACT = [
      "RUN: {tmp}/inf_size/results.csv line 2: size_bytes: expected a whole number, got 'inf'"),
     ("negative size in a CSV", ["report", "{tmp}/negative_size"],
      "RUN: {tmp}/negative_size/results.csv line 2: size_bytes: must be at least 0, got -1024"),
+    ("file with an endless line", ["report", "{tmp}/one_line.log"],
+     "RUN: {tmp}/one_line.log line 1 is longer than 1,048,576 characters; not a results CSV or an nccl-tests log"),
     ("repeated header line", ["report", "{tmp}/joined.csv"],
      "RUN: {tmp}/joined.csv line 3 repeats the header line (files joined?); keep one header"),
     # Text from files: a name that is not one, a control character or a formula never reaches an output.
@@ -235,6 +237,7 @@ def files(tmp_path: Path) -> Path:
     write_meta(tmp_path / "empty_run", {"status": "failed"})
     os.mkfifo(tmp_path / "fifo.toml")
     (tmp_path / "big.toml").write_text("#" * 2**21)
+    (tmp_path / "one_line.log").write_text("x" * 3 * 2**20)  # 3 MiB and no newline: read in bounded pieces
     for folder, column, value in (
         ("inf_size", "size_bytes", "inf"), ("negative_size", "size_bytes", "-1024"),
         ("html_dtype", "dtype", "<img src=x onerror=alert(1)>"), ("escape_flags", "flags", "noisy\x1b[2J"),
