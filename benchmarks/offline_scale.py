@@ -9,8 +9,8 @@ ru_maxrss, the peak of the whole process) and its wall time:
     python benchmarks/offline_scale.py --csv-rows 100000 --log-rows 170000 --junit-rows 4000
 
 The results.csv rows cycle through sizes and ops so no two rows share a key; the nccl-tests log is
-nccl_bench's own nccl-tests export of such rows, one table per 1,000 lines (a concatenation of
-runs, as a long job's log is), each line giving two rows (out-of-place and in-place).
+nccl_bench's own nccl-tests export of 1,000 such lines (two rows each, out-of-place and in-place)
+repeated, as the log of a job that runs the same test again and again.
 """
 
 from __future__ import annotations
@@ -57,19 +57,21 @@ def write_csv(path: Path, rows: int) -> None:
 
 
 def write_log(path: Path, rows: int) -> None:
-    """An nccl-tests all_reduce log of `rows` rows: rows / 2 result lines in tables of LINES_PER_TABLE."""
+    """An nccl-tests all_reduce log of `rows` rows: one table of LINES_PER_TABLE result lines (two rows
+    each, out-of-place and in-place) repeated, as the log of a job running the same test again and again."""
     from nccl_bench.render.nccltests import format_text
 
+    table = []
+    for index in range(LINES_PER_TABLE):
+        size = 8 * (index + 1)
+        for placement in (PLACEMENT_OUT, PLACEMENT_IN):
+            row = _row(index * len(OPS), placement)  # every index a multiple of len(OPS): all_reduce
+            table.append(dataclasses.replace(row, size_bytes=size, count=size // 4))
+    text = format_text(table)
     lines = rows // 2
     with open(path, "w", encoding="utf-8") as handle:
-        for start in range(0, lines, LINES_PER_TABLE):
-            table = []
-            for index in range(start, min(start + LINES_PER_TABLE, lines)):
-                size = 8 * (index + 1)
-                for placement in (PLACEMENT_OUT, PLACEMENT_IN):
-                    row = _row(index * len(OPS), placement)  # every index a multiple of len(OPS): all_reduce
-                    table.append(dataclasses.replace(row, size_bytes=size, count=size // 4))
-            handle.write(format_text(table))
+        for _ in range(lines // LINES_PER_TABLE):
+            handle.write(text)
 
 
 def measure(args: list[str], cwd: Path, repo: Path = REPO) -> tuple[float, int, int]:
@@ -102,7 +104,8 @@ def main() -> int:
     folder.mkdir(parents=True, exist_ok=True)
     cases: list[tuple[str, list[str]]] = []
     if options.csv_rows:
-        write_csv(folder / "big" / "results.csv", options.csv_rows)
+        if not (folder / "big" / "results.csv").exists():  # kept from an earlier --keep run
+            write_csv(folder / "big" / "results.csv", options.csv_rows)
         size_mib = (folder / "big" / "results.csv").stat().st_size / 2**20
         for fmt in ("csv", "json", "markdown"):
             cases.append((f"report of {options.csv_rows:,} CSV rows ({size_mib:,.0f} MiB), --format {fmt}",

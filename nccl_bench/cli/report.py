@@ -47,9 +47,9 @@ def report_command(
     measured = [path for path in paths if path not in doctors]
     loaded = loader.load_runs(measured, hints=log_hints(log_op, log_ranks)) if measured else []
     if output_path:
-        text = render_formats.render_runs(measured, loaded, fmt) if loaded else ""
         from nccl_bench.render.doctor import recorded_text
 
+        text = render_formats.render_runs(measured, loaded, fmt) if loaded else ""
         doctor_texts = [recorded_text(doctor, loader.run_label(path)) for path, doctor in doctors.items()]
         output_path.write_text(text + "".join(doctor_texts), encoding="utf-8")
         typer.echo(f"wrote {fmt} to {output_path}", err=True)

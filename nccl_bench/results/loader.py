@@ -54,7 +54,7 @@ def stream_rows(path: Path, option: str = "RUN", hints: LogHints | None = None) 
     so memory does not grow with the file; other inputs are read whole. An input without rows is refused
     here, before the caller has written anything; an error further on is raised at the row at fault."""
     path, hints = Path(path), hints or LogHints()
-    kind = _stream_kind(path)
+    kind = _input_kind(path, option)
     if kind == "csv":
         rows: Iterator[ResultRow] = iter_rows(path, option)
     elif kind == "log":
@@ -83,21 +83,20 @@ def _log_rows(path: Path, option: str, hints: LogHints) -> Iterator[ResultRow]:
         warnings.warn(message, ResultsWarning, stacklevel=2)
 
 
-def _stream_kind(path: Path) -> str:
-    """csv: a run folder or a results CSV; log: a text file that is neither a CSV nor JSON; else other
-    (JSON, or something load_rows explains)."""
+def _input_kind(path: Path, option: str) -> str:
+    """csv (a run folder or a results CSV), json or log, told from a file's first SNIFF_BYTES."""
     if path.is_dir() or not path.exists():
         return "csv"
     if not path.is_file():
-        return "other"
+        raise UserInputError(option, f"{path} is not a file or a results folder")
     try:
-        with open(path, encoding="utf-8-sig", errors="replace") as handle:
-            head = handle.read(SNIFF_BYTES)
-    except OSError:
-        return "other"
+        with open(path, "rb") as handle:
+            head = handle.read(SNIFF_BYTES).decode("utf-8", errors="replace")
+    except OSError as exc:
+        raise UserInputError(option, f"cannot read {path}: {exc.strerror or exc}") from None
     start = head.lstrip()
     if start.startswith("{"):
-        return "other"
+        return "json"
     return "csv" if "schema_version" in start.partition("\n")[0].rstrip("\r").split(",") else "log"
 
 
@@ -120,20 +119,11 @@ MAX_JSON_BYTES = 256 * 1024**2
 
 
 def _load_rows(path: Path, option: str, unrecognised_as_csv: bool, hints: LogHints) -> list[ResultRow]:
-    if path.is_dir() or not path.exists():
+    kind = _input_kind(path, option)
+    if kind == "csv":
         return read_rows(path, option)
-    if not path.is_file():
-        raise UserInputError(option, f"{path} is not a file or a results folder")
-    try:
-        with open(path, "rb") as handle:
-            head = handle.read(SNIFF_BYTES).decode("utf-8", errors="replace")
-    except OSError as exc:
-        raise UserInputError(option, f"cannot read {path}: {exc.strerror or exc}") from None
-    start = head.lstrip()
-    if start.startswith("{"):
+    if kind == "json":
         return _rows_from_json_file(path, option)
-    if "schema_version" in start.partition("\n")[0].rstrip("\r").split(","):
-        return read_rows(path, option)
     from nccl_bench.results.nccltests import scan_log
 
     with open(path, encoding="utf-8", errors="replace") as handle:
