@@ -11,10 +11,12 @@ import sys
 from typing import Iterable, NoReturn
 
 from nccl_bench.errors import RunFailedError
+from nccl_bench.render.escape import terminal_text
 
 
 def say(message: str) -> None:
-    print(f"nccl-bench: {message}", file=sys.stderr, flush=True)
+    """One stderr line; text from files in it (a log's failure line, a path) never sends a control character."""
+    print(terminal_text(f"nccl-bench: {message}"), file=sys.stderr, flush=True)
 
 
 def notes(lines: Iterable[str]) -> None:

@@ -28,3 +28,10 @@ def test_notes_and_warnings_share_the_prefix(capsys):
     messages.notes(["a", "b"])
     messages.show_warning("odd file", UserWarning, "f.py", 1)
     assert capsys.readouterr().err == "nccl-bench: note: a\nnccl-bench: note: b\nnccl-bench: warning: odd file\n"
+
+
+def test_a_control_character_from_a_file_is_shown_escaped(capsys):
+    from nccl_bench.cli import messages
+
+    messages.show_warning("run.log: the log says: \x1b[2Jfailure\x07", UserWarning, "f", 1)
+    assert capsys.readouterr().err == "nccl-bench: warning: run.log: the log says: \\x1b[2Jfailure\\x07\n"
