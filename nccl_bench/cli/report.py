@@ -40,10 +40,14 @@ def report_command(
     html_path = render_formats.check_output_file(html_file and Path(html_file), "--html", suffix=".html")
     paths = [Path(run) for run in runs]
     doctors = _doctor_runs(paths, fmt, plot_path)
-    streamed = render_formats.FORMATS[fmt].stream
-    if streamed is not None and not (plot_path or html_path or doctors):
-        _stream(paths, streamed, fmt, output_path, log_hints(log_op, log_ranks))
-        return
+    chosen = render_formats.FORMATS[fmt]
+    if not (plot_path or html_path or doctors):
+        if chosen.stream is not None:
+            _stream(paths, chosen.stream, fmt, output_path, log_hints(log_op, log_ranks))
+            return
+        if chosen.two_pass is not None:
+            _two_pass(paths, chosen.two_pass, fmt, output_path, log_hints(log_op, log_ranks))
+            return
     measured = [path for path in paths if path not in doctors]
     loaded = loader.load_runs(measured, hints=log_hints(log_op, log_ranks)) if measured else []
     if output_path:
@@ -89,14 +93,62 @@ def _stream(paths: list[Path], streamed, fmt: str, output_path: Optional[Path], 
     if output_path is None:
         live.write_stream(pieces)
         return
-    partial = output_path.with_name(f".{output_path.name}.partial")
+    _write_whole(output_path, pieces)
+    typer.echo(f"wrote {fmt} to {output_path}", err=True)
+
+
+def _write_whole(path: Path, pieces) -> None:
+    """Text written beside `path` as it is made and renamed into place when complete: never a half file."""
+    partial = path.with_name(f".{path.name}.partial")
     try:
         with open(partial, "w", encoding="utf-8") as handle:
             handle.writelines(pieces)
-        partial.replace(output_path)
+        partial.replace(path)
     finally:
         partial.unlink(missing_ok=True)
+
+
+def _two_pass(paths: list[Path], two_pass, fmt: str, output_path: Optional[Path], hints) -> None:
+    """Each input's table from two passes over its rows (widths, then lines): memory holds one row."""
+    import itertools
+
+    from nccl_bench.render import live
+    from nccl_bench.results import loader
+
+    readers = [_reader(path, hints) for path in paths]
+    labels = loader.run_labels(paths)
+
+    def lines(width):
+        runs = zip(readers, labels, strict=True)
+        return itertools.chain.from_iterable(two_pass(read, width, label) for read, label in runs)
+
+    if output_path is None:
+        live.print_lines_at_width(lines)
+        return
+    _write_whole(output_path, (line.plain + "\n" for line in lines(None)))
     typer.echo(f"wrote {fmt} to {output_path}", err=True)
+
+
+def _reader(path: Path, hints):
+    """`read()` giving the input's rows again on each call; an input without rows is refused now, before
+    any output, and the second pass repeats no warning of the first."""
+    import warnings
+
+    from nccl_bench.results import loader
+
+    loader.stream_rows(path, hints=hints)
+    passes = []
+
+    def again():
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield from loader.stream_rows(path, hints=hints)
+
+    def read():
+        passes.append(path)
+        return loader.stream_rows(path, hints=hints) if len(passes) == 1 else again()
+
+    return read
 
 
 def _doctor_runs(paths: list[Path], fmt: str, plot_path: Optional[Path]) -> dict:

@@ -163,8 +163,21 @@ def fit(
     header_mark: str = "",
 ) -> Layout:
     """The layout of `rows` (one cell per column) within `width`; None = no limit (a pipe)."""
-    columns = tuple(columns)
     widths = [natural_width(c, [row[i] for row in rows]) for i, c in enumerate(columns)]
+    return fit_widths(columns, widths, width, margin, header_mark)
+
+
+def widen(widths: list[int], cells: Sequence[Cell]) -> None:
+    """Natural widths (natural_width of no cells to start) grown in place by one more row's cells."""
+    for i, cell in enumerate(cells):
+        widths[i] = max(widths[i], _text(cell).cell_len)
+
+
+def fit_widths(
+    columns: Sequence[Column], widths: Sequence[int], width: int | None, margin: str = "", header_mark: str = "",
+) -> Layout:
+    """fit, given each column's natural width (of every row) instead of the rows."""
+    columns, widths = tuple(columns), list(widths)
     shown = choose_columns(widths, columns, width, len(margin))
     shown_widths = [widths[i] for i in shown]
     if width is not None:  # folding columns share what the others leave

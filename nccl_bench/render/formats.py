@@ -97,6 +97,12 @@ def _terminal_table(rows: Sequence[ResultRow], width: int | None, title: str | N
     return results_lines(rows, width, title=title)
 
 
+def _table_streamed(read: Callable[[], Iterable[ResultRow]], width: int | None, title: str | None) -> Iterator[Text]:
+    from nccl_bench.render.tables import results_lines_streamed
+
+    return results_lines_streamed(read, width, title)
+
+
 @dataclass(frozen=True)
 class Format:
     """One output format: `text` renders rows (title: the run's name, meta: its meta.json, each used
@@ -107,10 +113,12 @@ class Format:
     per_run: bool = False
     terminal: Callable[[Sequence[ResultRow], int | None, str | None], list[Text]] | None = None
     stream: Callable[[Iterable[ResultRow]], Iterator[str]] | None = None  # the text piece by piece, as rows come
+    # a per-run format's lines from two passes over the rows (`read()` gives them each time), at a width
+    two_pass: Callable[[Callable[[], Iterable[ResultRow]], int | None, str | None], Iterator[Text]] | None = None
 
 
 FORMATS: dict[str, Format] = {
-    "table": Format(to_table, per_run=True, terminal=_terminal_table),
+    "table": Format(to_table, per_run=True, terminal=_terminal_table, two_pass=_table_streamed),
     "markdown": Format(to_markdown, stream=stream_markdown),
     "csv": Format(to_csv, stream=stream_csv),
     "json": Format(to_json, stream=stream_json),

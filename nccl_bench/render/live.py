@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable, Sequence
+from typing import TYPE_CHECKING, Callable, Iterable, Sequence
 
 from rich.console import Console
 from rich.text import Text
@@ -60,6 +60,12 @@ def print_runs(paths: Sequence[Path], loaded: Sequence[tuple[str, list[ResultRow
     console = console or make_console()
     for label, rows in loaded:
         print_lines(console, terminal(rows, table_width(console), label))
+
+
+def print_lines_at_width(lines: Callable[[int | None], Iterable[Text | str]]) -> None:
+    """`lines(width)` printed as they come, at the terminal's width (None in a pipe)."""
+    console = make_console()
+    print_lines(console, lines(table_width(console)))
 
 
 def write_stream(pieces: Iterable[str]) -> None:

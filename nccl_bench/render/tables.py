@@ -9,13 +9,13 @@ can sit side by side: size in bytes, count in elements, time in microseconds, ba
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Callable, Iterable, Sequence
+from typing import Callable, Iterable, Iterator, Sequence
 
 from rich.text import Text
 
 from nccl_bench.ranks.collectives import REGISTRY
 from nccl_bench.render import labels
-from nccl_bench.render.fit import Cell, Column, Layout, fit
+from nccl_bench.render.fit import Cell, Column, Layout, fit, fit_widths, natural_width, widen
 from nccl_bench.render.labels import placement_text
 from nccl_bench.results.schema import STATUS_UNSUPPORTED, STATUS_WRONG, ResultRow
 from nccl_bench.units import stats
@@ -137,6 +137,24 @@ def results_lines(rows: Sequence[ResultRow], width: int | None, title: str | Non
     if layout.left_out:
         lines.append(Text(left_out_note(layout, width)))
     return lines
+
+
+def results_lines_streamed(
+    read: Callable[[], Iterable[ResultRow]], width: int | None, title: str | None = None
+) -> Iterator[Text]:
+    """results_lines in two passes over the rows, `read()` giving them each time: the widths, then the
+    lines. Memory holds one row, never the table, and the lines are the same as results_lines'."""
+    widths = [natural_width(column) for column in RESULT_COLUMNS]
+    for row in read():
+        widen(widths, result_cells(row))
+    layout = fit_widths(RESULT_COLUMNS, widths, width, MARGIN, HEADER_MARK)
+    if title:
+        yield Text(f"# run: {title}")
+    yield from layout.header_lines()
+    for row in read():
+        yield from layout.row_lines(result_cells(row))
+    if layout.left_out:
+        yield Text(left_out_note(layout, width))
 
 
 def left_out_note(layout: Layout, width: int | None) -> str:

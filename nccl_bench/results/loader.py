@@ -215,14 +215,15 @@ def load_runs(
     paths: list[Path], option: str = "RUN", hints: LogHints | None = None
 ) -> list[tuple[str, list[ResultRow]]]:
     """(label, rows) per input, labels made unique so legends can tell the runs apart."""
-    runs: list[tuple[str, list[ResultRow]]] = []
+    return [(label, load_rows(path, option, hints=hints)) for path, label in zip(paths, run_labels(paths), strict=True)]
+
+
+def run_labels(paths: list[Path]) -> list[str]:
+    """run_label per input, a repeated one numbered: `run`, `run (2)`."""
+    labels: list[str] = []
     seen: dict[str, int] = {}
     for path in paths:
         label = run_label(path)
         seen[label] = seen.get(label, 0) + 1
-        if seen[label] > 1:
-            label = f"{label} ({seen[label]})"
-        runs.append((label, load_rows(path, option, hints=hints)))
-    return runs
-
-
+        labels.append(label if seen[label] == 1 else f"{label} ({seen[label]})")
+    return labels

@@ -83,3 +83,18 @@ def test_markdown_escapes_free_text_from_files():
     assert "<img" not in line and "&lt;img src=x onerror=alert(1)&gt;" in line
     assert "\\| \\[link\\](http://x) \\`code\\`" in line
     assert line.count(" | ") == len(to_markdown([]).splitlines()[0].split(" | ")) - 1  # no extra cell
+
+
+@pytest.mark.parametrize("width", [None, 200, 80, 50])
+def test_the_two_pass_table_is_the_whole_table(width):
+    from nccl_bench.render.tables import results_lines, results_lines_streamed
+
+    rows = _rows(4) + [row(size_bytes=1 << 40, flags="noisy;below_timer_resolution", pct_of_peak=12.5, peak_gbps=8.0)]
+    reads = []
+
+    def read():
+        reads.append(1)
+        return iter(rows)
+
+    streamed = [line.plain for line in results_lines_streamed(read, width, title="run")]
+    assert streamed == [line.plain for line in results_lines(rows, width, title="run")] and len(reads) == 2
