@@ -74,8 +74,9 @@ def write_log(path: Path, rows: int) -> None:
             handle.write(text)
 
 
-def measure(args: list[str], cwd: Path, repo: Path = REPO) -> tuple[float, int, int]:
-    """(wall seconds, peak RSS in bytes, exit code) of `python -m nccl_bench ARGS` (from `repo`) in a fresh process."""
+def measure(args: list[str], cwd: Path, repo: Path = REPO) -> tuple[float, float, int, int]:
+    """(wall seconds, CPU seconds, peak RSS in bytes, exit code) of `python -m nccl_bench ARGS` (from `repo`)
+    in a fresh process. CPU seconds (user + system) are what a shared, loaded machine distorts least."""
     env = {**os.environ, "PYTHONPATH": str(repo), "COLUMNS": "200"}
     began = time.perf_counter()
     child = subprocess.Popen([sys.executable, "-m", "nccl_bench", *args], cwd=cwd, env=env,
@@ -86,7 +87,7 @@ def measure(args: list[str], cwd: Path, repo: Path = REPO) -> tuple[float, int, 
     stderr = child.stderr.read().decode(errors="replace") if child.stderr else ""
     if child.returncode not in (0, 1):
         print(f"# {' '.join(args)} exited {child.returncode}: {stderr.strip()[-500:]}", file=sys.stderr)
-    return wall_s, usage.ru_maxrss * 1024, child.returncode
+    return wall_s, usage.ru_utime + usage.ru_stime, usage.ru_maxrss * 1024, child.returncode
 
 
 def main() -> int:
@@ -125,10 +126,10 @@ def main() -> int:
                       ["compare", f"junit{rows}", f"junit{rows}", "--junit", f"junit{rows}.xml"]))
     load = " ".join(f"{x:.2f}" for x in os.getloadavg())
     print(f"# offline scale: nccl_bench of {options.repo}; {os.cpu_count()} CPU(s); load average {load}")
-    print(f"# {'wall (s)':>9} {'peak RSS (MiB)':>15}  exit  case")
+    print(f"# {'wall (s)':>9} {'CPU (s)':>8} {'peak RSS (MiB)':>15}  exit  case")
     for label, args in cases:
-        wall_s, rss, code = measure(args, folder, options.repo)
-        print(f"  {wall_s:9.1f} {rss / 2**20:15,.0f}  {code:4d}  {label}", flush=True)
+        wall_s, cpu_s, rss, code = measure(args, folder, options.repo)
+        print(f"  {wall_s:9.1f} {cpu_s:8.1f} {rss / 2**20:15,.0f}  {code:4d}  {label}", flush=True)
     if options.keep is None:
         import shutil
 
