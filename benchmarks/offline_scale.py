@@ -31,6 +31,12 @@ sys.path.insert(0, str(REPO))
 from nccl_bench.results.schema import COLUMNS, PLACEMENT_IN, PLACEMENT_OUT, ResultRow, csv_cells  # noqa: E402
 
 LINES_PER_TABLE = 1_000  # nccl-tests result lines per table of the generated log
+# Targets. A streamed report holds one row (or one log table) at a time: its peak RSS is the
+# interpreter and its imports (about 25-60 MiB here), whatever the input's size, so a bound far
+# below any input's size tells streaming from holding. compare --junit is linear when its CPU time
+# per row does not grow with the rows; 2x leaves room for the fixed start-up in the smaller case.
+MAX_STREAMED_RSS_MIB = 256
+MAX_JUNIT_PER_ROW_GROWTH = 2.0
 OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce")
 
 
@@ -103,7 +109,7 @@ def main() -> int:
     options = parser.parse_args()
     folder = options.keep or Path(tempfile.mkdtemp(prefix="nccl_bench_scale_"))
     folder.mkdir(parents=True, exist_ok=True)
-    cases: list[tuple[str, list[str]]] = []
+    cases: list[tuple[str, list[str]]] = []  # (label, arguments); every report case here is streamed
     if options.csv_rows:
         if not (folder / "big" / "results.csv").exists():  # kept from an earlier --keep run
             write_csv(folder / "big" / "results.csv", options.csv_rows)
@@ -127,14 +133,29 @@ def main() -> int:
     load = " ".join(f"{x:.2f}" for x in os.getloadavg())
     print(f"# offline scale: nccl_bench of {options.repo}; {os.cpu_count()} CPU(s); load average {load}")
     print(f"# {'wall (s)':>9} {'CPU (s)':>8} {'peak RSS (MiB)':>15}  exit  case")
+    worst_rss, junit_per_row, failed = 0, {}, False
     for label, args in cases:
         wall_s, cpu_s, rss, code = measure(args, folder, options.repo)
         print(f"  {wall_s:9.1f} {cpu_s:8.1f} {rss / 2**20:15,.0f}  {code:4d}  {label}", flush=True)
+        failed |= code not in (0, 1)
+        if args[0] == "report":
+            worst_rss = max(worst_rss, rss)
+        else:
+            junit_per_row[int(args[1].removeprefix("junit"))] = cpu_s / int(args[1].removeprefix("junit"))
+    met = not failed and worst_rss <= MAX_STREAMED_RSS_MIB * 2**20
+    print(f"# report: largest peak RSS {worst_rss / 2**20:,.0f} MiB (target <= {MAX_STREAMED_RSS_MIB} MiB)")
+    if len(junit_per_row) >= 2:
+        low, high = min(junit_per_row), max(junit_per_row)
+        growth = junit_per_row[high] / junit_per_row[low]
+        met &= growth <= MAX_JUNIT_PER_ROW_GROWTH
+        print(f"# compare --junit: CPU per row at {high:,} rows / at {low:,} rows = {growth:.2f} "
+              f"(target <= {MAX_JUNIT_PER_ROW_GROWTH})")
+    print(f"# verdict: {'met' if met else 'MISSED'}")
     if options.keep is None:
         import shutil
 
         shutil.rmtree(folder, ignore_errors=True)
-    return 0
+    return 0 if met else 1
 
 
 if __name__ == "__main__":
