@@ -132,7 +132,7 @@ def test_sigterm_to_mpirun_reaches_every_rank(mpi, tmp_path):
         got[r] = [(float(when) - sent, name) for when, name in (line.split() for line in lines)]
     for r, seen in got.items():
         assert [name for _, name in seen] == ["SIGCONT", "SIGTERM"], (r, seen)
-        assert 0.7 < seen[1][0] - seen[0][0] < 1.5, (r, seen)  # SIGTERM a second after SIGCONT
+        assert 0.5 < seen[1][0] - seen[0][0] < 2.5, (r, seen)  # SIGTERM a second after SIGCONT
     assert got[1][0][0] > got[0][1][0], got  # the second host's ranks only after the first host's
     assert proc.returncode == 1 and took < 15, (proc.returncode, took, err)
 
