@@ -86,7 +86,9 @@ def test_a_rank_exiting_nonzero_fails_the_job(mpi):
     done = mpi.mpirun(["-np", "3", "--host", "node01,node02,node03", "sh", "-c",
                        "[ $OMPI_COMM_WORLD_RANK = 2 ] && exit 3; exit 0"])
     assert done.returncode == 3, done
-    assert "Exit code:    3" in done.stderr and "Process name: [[" in done.stderr, done.stderr
+    # always this block; the one naming the rank ("Process name: [[J,1],2]", "Exit code:    3")
+    # only when mpirun is not too busy to print it
+    assert "Primary job  terminated normally, but 1 process returned" in done.stderr, done.stderr
 
 
 def test_a_host_that_cannot_be_reached_fails_the_launch(mpi):

@@ -124,7 +124,13 @@ def test_sbatch_script_writes_its_output(slurm, tmp_path):
     job = _ok(slurm.run(["sbatch", "--parsable", "--output", str(out_pattern), str(script)], host=2)).strip()
     assert job.isdigit(), job
     slurm.wait_job_gone(job, timeout=30)
-    lines = (tmp_path / f"job-{job}.out").read_text().splitlines()
+    text = (tmp_path / f"job-{job}.out").read_text()
+    # srun's own notes go to the same file: under load the second step may first be refused while the
+    # first step's resources are released ("srun: Job N step creation temporarily disabled, retrying
+    # (Requested nodes are busy)", then "srun: Step created for job N")
+    lines = [line for line in text.splitlines() if not line.startswith("srun: ")]
+    assert all("step creation temporarily disabled" in line or "Step created" in line
+               for line in text.splitlines() if line.startswith("srun: ")), text
     assert lines[0] == "batch on node01 procid=0 ntasks=6 nodes=node[01-03] step=unset"
     assert sorted(lines[1:7]) == sorted(f"{t}: {STARTED[t // 2]} {t} 0" for t in range(6))
     assert lines[7:] == ["second step 1"]
@@ -190,7 +196,7 @@ def test_scancel_sends_sigcont_sigterm_then_sigkill_after_killwait(slurm, tmp_pa
                                                  [sys.executable, str(trap), str(tmp_path), "ignore"], 2)
     for task, got in _signals(tmp_path, 2).items():
         assert [name for _, name in got] == ["SIGCONT", "SIGTERM"], (task, got)
-        assert all(when - cancelled < 2 for when, _ in got), (task, got)  # at once, not after KillWait
+        assert all(when - cancelled < slurm.kill_wait - 1 for when, _ in got), (task, got)  # at once, not after KillWait
     # SIGTERM ignored: slurmstepd's SIGKILL comes KillWait seconds later; srun reports 128 + 9
     assert slurm.kill_wait - 0.5 <= took < slurm.kill_wait + 10, took
     assert rc == 137, err
