@@ -262,3 +262,33 @@ def test_a_task_imports_torch_from_the_projects_venv(slurm):
     # one task on another host than the client's (importing torch takes seconds of these 2 cores)
     out = _ok(slurm.run(["srun", "-w", "node03", "-n", "1", "python", "-c", code], env=env, timeout=120))
     assert out.split() == ["node03", sys.prefix, importlib.metadata.version("torch"), str(REPO)]
+
+
+@pytest.fixture
+def slurm3(tmp_path_factory):
+    """A cluster of its own (node01-node03, all started) for a test that breaks a host."""
+    from conftest import start_slurm
+
+    yield from start_slurm(tmp_path_factory, 3)
+
+
+def test_a_host_lost_after_allocation(slurm3, tmp_path):
+    """Slurm never allocates a host that is down, so a host in SLURM_JOB_NODELIST that runs no task is
+    one lost after allocation: the other hosts' tasks start and run, srun fails after MessageTimeout."""
+    go = tmp_path / "go"
+    out = tmp_path / "job.out"
+    script = tmp_path / "job.sh"
+    script.write_text(f"#!/bin/sh\nwhile [ ! -e {go} ]; do sleep 0.1; done\n"
+                      "srun --label sh -c 'echo $(hostname) $SLURM_STEP_NUM_NODES $SLURM_NTASKS'\necho srun rc=$?\n"
+                      "sleep 300\n")
+    job = _ok(slurm3.run(["sbatch", "--parsable", "-N", "3", "--output", str(out), str(script)])).strip()
+    slurm3.wait_nodes(STARTED, ("alloc", "mix"), timeout=20)  # mix: one of the node's 4 CPUs in use
+    slurm3.kill_host(2)  # node03's slurmd and everything else in its namespace, at once
+    go.touch()
+    _wait_for(lambda: out.exists() and "srun rc=" in out.read_text(), 40, "the step to fail")
+    lines = out.read_text().splitlines()
+    assert sorted(line for line in lines if line[:1].isdigit()) == ["0: node01 3 3", "1: node02 3 3"]
+    assert f"srun: error: Task launch for StepId={job}.0 failed on node node03: Communication connection failure" \
+        in lines, lines
+    assert lines[-1] != "srun rc=0", lines
+    _ok(slurm3.run(["scancel", job]))
