@@ -96,12 +96,15 @@ class Hosts:
 
 
 @contextlib.contextmanager
-def simulated_hosts(count: int, tag: str, rails: int = 1) -> Iterator[Hosts]:
-    """`count` hosts named nodea, nodeb, ... with `rails` interfaces each, all on one bridge;
-    every namespace is deleted afterwards. tag (e.g. the pid) keeps parallel runs apart."""
+def simulated_hosts(count: int, tag: str, rails: int = 1,
+                    hostnames: tuple[str, ...] | None = None) -> Iterator[Hosts]:
+    """`count` hosts named nodea, nodeb, ... (or `hostnames`) with `rails` interfaces each, all on one
+    bridge; every namespace is deleted afterwards. tag (e.g. the pid) keeps parallel runs apart."""
     switch = f"nbsw{tag}"
     namespaces = tuple(f"nbh{tag}{chr(ord('a') + i)}" for i in range(count))
-    hostnames = tuple(f"node{chr(ord('a') + i)}" for i in range(count))
+    hostnames = tuple(hostnames or (f"node{chr(ord('a') + i)}" for i in range(count)))
+    if len(hostnames) != count:
+        raise SetupError(f"{count} hosts but {len(hostnames)} hostnames: {hostnames}")
     subnet = int(tag) % 250
     rail_addresses = tuple(
         tuple(SUBNET.format(FIRST_OCTET2 + rail, subnet, i + 1) for i in range(count)) for rail in range(rails)
