@@ -7,8 +7,8 @@ its `orted` on every other host through `--mca plm_rsh_agent <folder>/agent`, a 
 (PATH, HOME, USER, LOGNAME, SHELL and nothing else): as over ssh, ranks on other hosts see only
 what mpirun forwards (`-x NAME`, OMPI_* variables), while ranks on mpirun's own host are forked by
 mpirun and inherit its whole environment. No tree spawn (every orted is started from mpirun's
-host), TCP (oob and btl) only on eth0, the bridge, and session directories under the folder. Every process left in the namespaces is
-killed before they are deleted.
+host), TCP (oob and btl) only on eth0, the bridge, and session directories under the folder.
+Every process left in the namespaces is killed before they are deleted.
 """
 
 from __future__ import annotations
@@ -45,7 +45,8 @@ def why_no_mpi() -> str | None:
 
 def agent_script(hosts: Hosts, hosts_file: Path) -> str:
     """The rsh agent: `agent HOST COMMAND...` runs COMMAND as HOST, as `ssh HOST COMMAND...` would."""
-    cases = "".join(f"  {shlex.quote(h)}) ns={shlex.quote(n)} ;;\n" for h, n in zip(hosts.hostnames, hosts.namespaces))
+    pairs = zip(hosts.hostnames, hosts.namespaces, strict=True)
+    cases = "".join(f"  {shlex.quote(h)}) ns={shlex.quote(n)} ;;\n" for h, n in pairs)
     login = " ".join(f"{k}={shlex.quote(v)}" for k, v in LOGIN_ENV.items())
     enter = 'mount --bind "$1" /etc/hosts && hostname "$2" && exec sh -c "$3"'
     return f"""#!/bin/sh
@@ -54,7 +55,8 @@ host="$1"; shift
 case "$host" in
 {cases}  *) echo "simmpi agent: no simulated host named '$host'" >&2; exit 255 ;;
 esac
-exec env -i {login} ip netns exec "$ns" unshare --uts --mount sh -c '{enter}' agent {shlex.quote(str(hosts_file))} "$host" "$*"
+exec env -i {login} ip netns exec "$ns" unshare --uts --mount \\
+  sh -c '{enter}' agent {shlex.quote(str(hosts_file))} "$host" "$*"
 """
 
 
@@ -79,7 +81,7 @@ class MpiHosts:
         """A hostfile naming every host (`node01 slots=N`); slots per host, or one number for all."""
         counts = [slots] * len(self.hostnames) if isinstance(slots, int) else list(slots)
         path = self.folder / name
-        path.write_text("".join(f"{h} slots={n}\n" for h, n in zip(self.hostnames, counts) if n))
+        path.write_text("".join(f"{h} slots={n}\n" for h, n in zip(self.hostnames, counts, strict=True) if n))
         return path
 
     def env(self, extra: dict[str, str] | None = None) -> dict[str, str]:

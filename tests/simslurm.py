@@ -250,7 +250,7 @@ def slurm_conf(hosts: Hosts, folder: Path, controller: int = 0, cpus: int = 4, k
     f = folder
     gres = f" Gres=gpu:{gpus}" if gpus else ""
     nodes = "".join(f"NodeName={h} NodeAddr={a} CPUs={cpus} RealMemory=1000{gres} State=UNKNOWN\n"
-                    for h, a in zip(hosts.hostnames, hosts.addresses))
+                    for h, a in zip(hosts.hostnames, hosts.addresses, strict=True))
     return f"""\
 # Written by tests/simslurm.py for simulated hosts; every address is inside a namespace it made.
 ClusterName=nbsim
