@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
 from nccl_bench.errors import UserInputError
+from nccl_bench.units import hostlist
 
 Parser = Callable[[Any, str], Any]  # (raw value, the option as an error names it) -> the checked value
 
@@ -276,6 +277,10 @@ def _phases(values: Any, option: str) -> tuple[str, ...]:
     return tuple(p for p in PHASES if p in chosen)
 
 
+def _hostlist(value: Any, option: str) -> tuple[str, ...]:
+    return tuple(hostlist.expand(str(value), option))
+
+
 DOCTOR_OPTIONS = (
     Option("phases", ("--phase",), _phases,
            "nodes (intra-node all_reduce per host), pairs (every node pair, rail by rail) or all (default); "
@@ -297,6 +302,12 @@ DOCTOR_OPTIONS = (
            default="20%"),
     Option("expect_gbps", ("--expect",), number(),
            "Also suspect any pair below this busbw in GB/s (what the fabric should give).", metavar="GBPS"),
+    Option("expect_hosts", ("--expect-hosts",), _hostlist,
+           "Hosts that should take part, as a Slurm hostlist (node[01-08],gpu3); one that does not join is a "
+           "'missing' suspect (default under srun: SLURM_JOB_NODELIST).", metavar="LIST"),
+    Option("exclude_file", ("--exclude-file",), path,
+           "Write the hosts to keep out (node, rail and missing suspects) to PATH, one per line; empty when none.",
+           metavar="PATH"),
     BACKEND,
     OUT,
     RESULTS_ROOT,

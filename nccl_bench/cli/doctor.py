@@ -26,6 +26,8 @@ def doctor_command(
     warmup: Optional[int] = param(_OPTION["warmup"]),
     tolerance: str = param(_OPTION["tolerance"]),
     expect_gbps: Optional[float] = param(_OPTION["expect_gbps"]),
+    expect_hosts: Optional[str] = param(_OPTION["expect_hosts"]),
+    exclude_file: Optional[Path] = param(_OPTION["exclude_file"]),
     backend: Optional[str] = param(_OPTION["backend"]),
     out: Optional[Path] = param(_OPTION["out"], folder="doctor"),
     results_root: Optional[Path] = param(_OPTION["results_root"]),
@@ -45,6 +47,7 @@ def doctor_command(
     values["tolerance"] = core.compare.parse_tolerance(tolerance, _OPTION["tolerance"].name)
     config = build_config(**values)
     json_path = check_output_file(json_file and Path(json_file), "--json")
+    check_output_file(config.exclude_file, "--exclude-file")  # written by rank 0 with doctor.json
     launch = core.detect_launch()
     if launch is None:
         _with_local_workers(config, workers)

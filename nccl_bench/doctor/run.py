@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Protocol
 
-from nccl_bench.doctor import schedule, verdicts
+from nccl_bench.doctor import roster, schedule, verdicts
 from nccl_bench.doctor.config import ELEMENT_BYTES, DoctorConfig, resolve_size
 from nccl_bench.errors import RunFailedError
 from nccl_bench.ranks import devices, dist, faults, session
@@ -40,7 +40,8 @@ MAX_RETEST_PASSES = 3
 SOLO_RETESTS = 32
 DOCTOR_CSV = "doctor.csv"
 DOCTOR_JSON = "doctor.json"
-JSON_SCHEMA_VERSION = 1
+JSON_SCHEMA_VERSION = 2  # 2: `missing` suspects, expected_hosts and exclude
+CSV_SCHEMA_VERSION = 1
 
 
 
@@ -69,6 +70,9 @@ class DoctorHeader:
     expect_gbps: float | None
     run_dir: Path | None
     notes: tuple[str, ...] = ()
+    expected_hosts: tuple[str, ...] = ()  # hosts that should take part (doctor/roster.py)
+    exclude_file: Path | None = None
+    expected_from: str = ""  # --expect-hosts or SLURM_JOB_NODELIST
 
 
 @dataclass(frozen=True)
@@ -91,7 +95,7 @@ class DoctorRecord:
     busbw_factor: float
     busbw_gbps: float  # from time_us, as the sweep
     best_busbw_gbps: float  # from time_min_us: what the verdicts use
-    schema_version: int = JSON_SCHEMA_VERSION
+    schema_version: int = CSV_SCHEMA_VERSION
 
 
 RECORD_COLUMNS = tuple(f.name for f in dataclasses.fields(DoctorRecord))
@@ -147,7 +151,7 @@ def group_nodes(hostnames: list[str]) -> list[Node]:
 
 
 def report_json(report: DoctorReport) -> dict[str, Any]:
-    """doctor.json, schema_version 1 (README "Results on disk")."""
+    """doctor.json, schema_version 2 (README "Results on disk")."""
     judgement, header = report.judgement, report.header
     fleet = {
         name: (
@@ -182,6 +186,10 @@ def report_json(report: DoctorReport) -> dict[str, Any]:
         "thresholds_gbps": {"pairs": judgement.pair_threshold_gbps, "intra": judgement.intra_threshold_gbps},
         "fleet": fleet,
         "notes": list(header.notes) + report.notes + judgement.notes,
+        "expected_hosts": (
+            {"hosts": list(header.expected_hosts), "source": header.expected_from} if header.expected_hosts else None
+        ),
+        "exclude": roster.excluded_hosts(judgement.suspects),
     }
 
 
@@ -260,6 +268,9 @@ class _Doctor:
             self.writer.close()
             if self.report.judgement is not None:
                 write_report_json(self.report, self.report.run_dir / DOCTOR_JSON)
+                if self.config.exclude_file is not None:
+                    text = roster.exclude_file_text(self.report.judgement.suspects)
+                    Path(self.config.exclude_file).write_text(text, encoding="utf-8")
         return {"verdict": self.report.verdict, "wall_s": self.report.wall_s}
 
     def finished(self, status: str) -> None:
@@ -279,12 +290,14 @@ class _Doctor:
             notes.append("pairs phase skipped: one node, no pair of nodes to test")
         if len({len(n.ranks) for n in self.nodes}) > 1:
             notes.append("nodes have different rank counts: a pair uses min(ranks) rails")
+        expected, source = roster.expected_hosts(config.expect_hosts, self.launch.launcher, os.environ)
         return DoctorHeader(
             backend=self.ctx.backend, launcher=self.launch.launcher, world_size=self.ctx.world_size,
             nodes=tuple(self.nodes), versions=dict(self.run.versions), size_bytes=self.size, iters=config.iters,
             samples=config.samples, warmup=config.warmup, phases=config.phases,
             mode="quick" if config.quick else "full", rounds=len(self._first_rounds()),
             tolerance=config.tolerance, expect_gbps=config.expect_gbps, run_dir=self.report.run_dir, notes=tuple(notes),
+            expected_hosts=expected, expected_from=source, exclude_file=config.exclude_file,
         )
 
     def _first_rounds(self) -> list[schedule.Round]:
@@ -436,7 +449,10 @@ class _Doctor:
     # -- verdicts -------------------------------------------------------------------------------
     def _judge(self) -> verdicts.Judgement:
         layout = [(n.host, n.ranks) for n in self.nodes]
-        return verdicts.judge(layout, self.intra, self.pairs, self.config.tolerance, self.config.expect_gbps)
+        judgement = verdicts.judge(layout, self.intra, self.pairs, self.config.tolerance, self.config.expect_gbps)
+        judgement.suspects.extend(roster.missing_suspects(self.header.expected_hosts, [n.host for n in self.nodes],
+                                                         self.header.expected_from))
+        return judgement
 
     def _judge_with_retests(self) -> verdicts.Judgement:
         """Re-measure every low result once before it can name anyone (quick mode: cross-check too)."""
