@@ -1,7 +1,9 @@
 """The one loader that reads every input kind into ResultRows.
 
 Inputs (`load_rows`): a run folder, a results.csv, an nccl_bench JSON export, an nccl-tests
-text log or an nccl-tests `-J` JSON file, told apart by their content rather than their name.
+text log or an nccl-tests `-J` JSON file, told apart by their content rather than their name. A
+sweep's own printed output (a job's output file, with srun --label or mpirun --tag-output
+prefixes or without) stands for the run folder its `# results:` line names.
 """
 
 from __future__ import annotations
@@ -23,6 +25,9 @@ from nccl_bench.results.schema import (
 from nccl_bench.results.store import ResultsWarning, read_meta, read_rows
 
 JSON_FORMAT_NAME = "nccl_bench.results"
+# The first and the folder line of a sweep's printed header (render/tables.header_lines).
+SWEEP_LOG_MARK = "# nccl_bench: backend "
+RESULTS_LINE = "# results: "
 
 
 @dataclass(frozen=True)
@@ -73,7 +78,7 @@ def _load_rows(path: Path, option: str, unrecognised_as_csv: bool, hints: LogHin
         return _rows_from_json_text(text, path, option)
     if "schema_version" in start.partition("\n")[0].rstrip("\r").split(","):
         return read_rows(path, option)
-    from nccl_bench.results.nccltests import failure_line, parse_text
+    from nccl_bench.results.nccltests import failure_line, parse_text, unprefixed
 
     rows = parse_text(text, source=str(path), option=option, op=hints.op, ranks=hints.ranks)
     failure = failure_line(text)
@@ -85,9 +90,26 @@ def _load_rows(path: Path, option: str, unrecognised_as_csv: bool, hints: LogHin
     failure = failure_line(text, nccl_warnings=True)
     if failure is not None:  # an nccl-tests run that failed before its first result line
         raise UserInputError(option, f"{path}: no result lines; the log says: {failure}")
+    folder = _sweep_log_folder([unprefixed(raw).strip() for raw in text.splitlines()], path, option)
+    if folder is not None:
+        return read_rows(folder, option)
     if unrecognised_as_csv:
         return read_rows(path, option)  # its errors say what a results CSV lacks
     raise UserInputError(option, f"{path}: no nccl-tests result lines found")
+
+
+def _sweep_log_folder(lines: list[str], path: Path, option: str) -> Path | None:
+    """The run folder a sweep's printed output names: as written, else beside the log; None if not a sweep's."""
+    if not any(line.startswith(SWEEP_LOG_MARK) for line in lines):
+        return None
+    named = [line.removeprefix(RESULTS_LINE).strip() for line in lines if line.startswith(RESULTS_LINE)]
+    if not named:
+        raise UserInputError(option, f"{path}: an nccl_bench sweep's output that names no results folder")
+    for folder in (Path(named[-1]), path.parent / named[-1]):
+        if (folder / "results.csv").is_file():
+            return folder
+    raise UserInputError(option, f"{path}: an nccl_bench sweep's output; its results folder {named[-1]} is not "
+                                 f"there or beside the file (copy the folder, or report it directly)")
 
 
 def _rows_from_json_text(text: str, path: Path, option: str) -> list[ResultRow]:

@@ -115,9 +115,14 @@ def _looks_like_current_row(tokens: list[str]) -> bool:
     )
 
 
+def unprefixed(raw: str) -> str:
+    """A line without the prefix srun --label or mpirun --tag-output put before it."""
+    return _SRUN_LABEL.sub("", _MPI_TAG.sub("", raw))
+
+
 def failure_line(text: str, nccl_warnings: bool = False) -> str | None:
     """The first line in which nccl-tests says the run failed (or, with nccl_warnings, NCCL warned)."""
-    lines = [_SRUN_LABEL.sub("", _MPI_TAG.sub("", raw)) for raw in text.splitlines()]
+    lines = [unprefixed(raw) for raw in text.splitlines()]
     for pattern in (_FAILURE, _NCCL_WARNING) if nccl_warnings else (_FAILURE,):
         for line in lines:
             found = pattern.search(line)
@@ -161,7 +166,7 @@ class _LogReader:
         self.block = _Block(None)
 
     def feed(self, raw: str) -> None:
-        line = _SRUN_LABEL.sub("", _MPI_TAG.sub("", raw)).rstrip()
+        line = unprefixed(raw).rstrip()
         stripped = line.strip()
         if not stripped:
             return
