@@ -114,9 +114,16 @@ def write_sweep_plot(rows: list[ResultRow], run_dir: Path, peak_gbps: float | No
 
 
 def _sweep_plot(summary) -> tuple[Path | None, str | None]:
-    """busbw.png beside the CSV, or why not (said once, at the end); a plot never fails a run."""
+    """busbw.png beside the CSV, or why not (said once, at the end); a plot never fails a run.
+
+    Not after a signal: a scheduler's grace before SIGKILL (Slurm's KillWait, 30 s by default) must
+    go to the summary and a clean exit, and drawing took seconds on a loaded host; every rank's exit
+    waits for rank 0's."""
     if not any(row.busbw_gbps is not None for row in summary.rows):
         return None, None
+    if summary.status == "interrupted":
+        return None, f"{SWEEP_PLOT} not drawn after the interruption; `nccl-bench report {summary.run_dir} --plot " \
+                     f"{SWEEP_PLOT}` draws it"
     try:
         from nccl_bench.render.plots import MATPLOTLIB_MISSING, have_matplotlib
 
