@@ -92,7 +92,7 @@ def test_the_commands_are_accepted_by_the_cli_as_written(name):
             option.read(params[option.key])
 
 
-def _hosts(names: tuple[str, ...], aliases: dict[str, str]):
+def _hosts(names: tuple[str, ...]):
     from simhosts import SetupError, simulated_hosts, why_no_namespaces
 
     reason = why_no_namespaces()
@@ -141,7 +141,7 @@ def test_pytorchjob_variables_give_torchrun_the_layout(tmp_path):
     [port] = [p["containerPort"] for p in container["ports"] if p["name"] == "pytorchjob-port"]
     injected = [{"MASTER_ADDR": pods[0], "MASTER_PORT": str(port), "WORLD_SIZE": str(len(pods)), "RANK": str(i),
                  "PYTHONUNBUFFERED": "0"} for i in range(len(pods))]
-    with _hosts(pods, {}) as hosts:
+    with _hosts(pods) as hosts:
         hosts.hosts_file(tmp_path)
         done = _run_pods(hosts, tmp_path, _small(script, tmp_path / "run"),
                          [{**_container_env(container), **env} for env in injected])
@@ -157,7 +157,7 @@ def test_jobset_completion_index_gives_torchrun_the_layout(tmp_path):
     count = job["template"]["spec"]["parallelism"]
     jobset = doc["metadata"]["name"]
     pods = tuple(f"{jobset}-{job['name']}-0-{i}" for i in range(count))
-    with _hosts(pods, {}) as hosts:
+    with _hosts(pods) as hosts:
         hosts_file = hosts.hosts_file(tmp_path)  # each pod also answers as <pod>.<jobset>, JobSet's subdomain
         hosts_file.write_text("".join(f"{line} {line.split()[1]}.{jobset}\n" if line.split()[1] in pods else line + "\n"
                                       for line in hosts_file.read_text().splitlines()))
