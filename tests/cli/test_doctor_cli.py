@@ -29,6 +29,9 @@ BAD = [
     (["--workers", "0"], "--workers: must be at least 1, got 0"),
     (["--backend", "tcp"], "--backend: 'tcp' is not one of auto, nccl, gloo, mpi, ucc"),
     (["--json", "{tmp}/nowhere/v.json"], "--json: folder {tmp}/nowhere does not exist"),
+    (["--exclude-file", "{tmp}/nowhere/x.txt"], "--exclude-file: folder {tmp}/nowhere does not exist"),
+    (["--expect-hosts", "node[01-"], "--expect-hosts: '[' without ']' in hostlist 'node[01-'"),
+    (["--expect-hosts", "node[4-2]"], "--expect-hosts: range 4-2 runs backwards in hostlist 'node[4-2]'"),
     (["--out", "{tmp}/full"], "--out: {tmp}/full already exists and is not empty; a run never overwrites results"),
 ]
 
@@ -46,13 +49,15 @@ def test_bad_input_is_one_line_exit_2(tmp_path, args, message):
 
 @pytest.mark.integration
 def test_one_host_two_workers_measures_the_node_and_skips_pairs(tmp_path):
-    out, verdict_file = tmp_path / "run", tmp_path / "v.json"
-    result = _run(REPO, "doctor", "--workers", "2", "--size", "1M", "--out", str(out), "--json", str(verdict_file))
+    out, verdict_file, exclude = tmp_path / "run", tmp_path / "v.json", tmp_path / "exclude.txt"
+    result = _run(REPO, "doctor", "--workers", "2", "--size", "1M", "--out", str(out), "--json", str(verdict_file),
+                  "--exclude-file", str(exclude))
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     verdict = json.loads(verdict_file.read_text())
     assert verdict == json.loads((out / "doctor.json").read_text())
     assert set(verdict) >= {"schema_version", "verdict", "nodes", "pairs", "suspects", "wall_s"}
-    assert verdict["schema_version"] == 1 and verdict["verdict"] == "healthy"
+    assert verdict["schema_version"] == 2 and verdict["verdict"] == "healthy"
+    assert verdict["expected_hosts"] is None and verdict["exclude"] == [] and exclude.read_text() == ""
     (node,) = verdict["nodes"]
     assert node["ranks"] == [0, 1] and node["intra_busbw_gbps"] > 0 and node["pair_median_gbps"] is None
     assert verdict["pairs"] == [] and verdict["suspects"] == [] and verdict["size_bytes"] == 1024**2
@@ -66,6 +71,7 @@ def test_one_host_two_workers_measures_the_node_and_skips_pairs(tmp_path):
     meta = json.loads((out / "meta.json").read_text())
     assert meta["command"] == "doctor" and meta["status"] == "complete" and meta["world_size"] == 2
     assert "# note: pairs phase skipped" in result.stdout and "# verdict: healthy" in result.stdout
+    assert f"# exclude: none; written to {exclude}" in result.stdout
 
 
 @pytest.mark.integration
