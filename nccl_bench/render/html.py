@@ -23,7 +23,7 @@ from nccl_bench.results.schema import STATUS_UNSUPPORTED, STATUS_WRONG, ResultRo
 from nccl_bench.units.sizes import format_size
 
 DOCTOR_JSON = "doctor.json"
-DOCTOR_SCHEMA_VERSION = 1
+DOCTOR_SCHEMA_VERSIONS = (1, 2)  # 2 only added keys (missing suspects, expected_hosts, exclude)
 
 _CSS = """
 body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 1.5em; color: #1b1b1b; }
@@ -66,7 +66,7 @@ def pages_for(paths: Sequence[Path], loaded: Sequence[tuple[str, Sequence[Result
 
 
 def read_doctor(path: Path) -> dict[str, Any] | None:
-    """doctor.json of a run folder (schema_version 1), or None when there is none or it is unreadable."""
+    """doctor.json of a run folder (schema_version 1 or 2), or None when there is none or it is unreadable."""
     file = Path(path) / DOCTOR_JSON if Path(path).is_dir() else None
     if file is None or not file.is_file():
         return None
@@ -74,7 +74,7 @@ def read_doctor(path: Path) -> dict[str, Any] | None:
         data = json.loads(file.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    return data if isinstance(data, dict) and data.get("schema_version") == DOCTOR_SCHEMA_VERSION else None
+    return data if isinstance(data, dict) and data.get("schema_version") in DOCTOR_SCHEMA_VERSIONS else None
 
 
 def _e(value: Any) -> str:

@@ -71,4 +71,6 @@ def test_doctor_json_is_read_from_the_run_folder_and_drawn_as_a_matrix(tmp_path)
     assert "doctor verdict: suspect" in text and "Suspects: n3" in text
     assert "rail 0: 23.1" in text and "rail 1: 22.9" in text and '<span class="bad" title="slow">4.2</span>' in text
     (tmp_path / "doctor.json").write_text(json.dumps({**DOCTOR, "schema_version": 2}))
+    assert page.read_doctor(tmp_path)["schema_version"] == 2  # 2 only added keys
+    (tmp_path / "doctor.json").write_text(json.dumps({**DOCTOR, "schema_version": 3}))
     assert page.read_doctor(tmp_path) is None  # another schema is not guessed at
