@@ -95,6 +95,13 @@ class Hosts:
         return path
 
 
+def background(command: list[str], env: dict[str, str], cwd: Path, **kwargs) -> subprocess.Popen:
+    """A command started in the background: stdout/stderr pipes unless given, text, its own session."""
+    kwargs.setdefault("stdout", subprocess.PIPE)
+    kwargs.setdefault("stderr", subprocess.PIPE)
+    return subprocess.Popen(command, text=True, env=env, cwd=cwd, start_new_session=True, **kwargs)
+
+
 @contextlib.contextmanager
 def simulated_hosts(count: int, tag: str, rails: int = 1,
                     hostnames: tuple[str, ...] | None = None) -> Iterator[Hosts]:

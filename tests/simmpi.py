@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Sequence
 
-from simhosts import Hosts, simulated_hosts, why_no_namespaces
+from simhosts import Hosts, background, simulated_hosts, why_no_namespaces
 from simslurm import _kill_namespace
 
 INSTALL_HINT = "apt-get install -y openmpi-bin (scripts/dev.sh test does it where root and apt-get are)"
@@ -104,10 +104,7 @@ class MpiHosts:
     def popen(self, args: Sequence[str], host: int = 0, *, env: dict[str, str] | None = None,
               cwd: Path | None = None, **kwargs) -> subprocess.Popen:
         """`mpirun <options> ARGS` started in the background (stdout/stderr pipes, text, own session)."""
-        kwargs.setdefault("stdout", subprocess.PIPE)
-        kwargs.setdefault("stderr", subprocess.PIPE)
-        return subprocess.Popen(self.command(args, host), text=True, env=self.env(env), cwd=cwd or self.folder,
-                                start_new_session=True, **kwargs)
+        return background(self.command(args, host), self.env(env), cwd or self.folder, **kwargs)
 
 
 @contextlib.contextmanager

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator, Sequence
 
-from simhosts import Hosts, sh, simulated_hosts, why_no_namespaces
+from simhosts import Hosts, background, sh, simulated_hosts, why_no_namespaces
 
 DAEMONS = ("munged", "slurmctld", "slurmd", "slurmstepd")
 CLIENTS = ("srun", "sbatch", "scancel", "squeue", "sinfo", "scontrol")
@@ -111,10 +111,7 @@ class SlurmCluster:
     def popen(self, argv: Sequence[str], host: int = 0, *, env: dict[str, str] | None = None,
               cwd: Path | None = None, **kwargs) -> subprocess.Popen:
         """A client command started in the background on a host (stdout/stderr pipes, text, own session)."""
-        kwargs.setdefault("stdout", subprocess.PIPE)
-        kwargs.setdefault("stderr", subprocess.PIPE)
-        return subprocess.Popen(self.command(argv, host), text=True, env=self.env(env), cwd=cwd or self.folder,
-                                start_new_session=True, **kwargs)
+        return background(self.command(argv, host), self.env(env), cwd or self.folder, **kwargs)
 
     # --- node states -------------------------------------------------------------------------------
 
