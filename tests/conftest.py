@@ -54,6 +54,25 @@ def cli():
     return run_cli
 
 
+def child_pids(pid: int) -> list[int]:
+    """The direct children of a process (a launcher's workers)."""
+    try:
+        return [int(x) for x in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return []
+
+
+def rank_of(pid: int) -> int | None:
+    """The RANK a worker process was started with, from its environment."""
+    try:
+        for entry in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0"):
+            if entry.startswith(b"RANK="):
+                return int(entry[5:])
+    except OSError:
+        return None
+    return None
+
+
 _layouts = itertools.count(1)
 
 
@@ -63,36 +82,36 @@ def layout_tag() -> str:
     return f"{os.getpid() % 10000:04d}{next(_layouts) % 10}"
 
 
-def start_slurm(tmp_path_factory, count: int, **kwargs):
-    """Generator for a fixture: a real Slurm cluster (simslurm.slurm_cluster's keywords), or the exact
-    reason to skip; every daemon killed and every namespace deleted afterwards, failed test or not."""
+def _started(why_not, opened):
+    """Generator for a fixture: what `opened()` yields, or the exact reason to skip (the tools missing,
+    or hosts that cannot be built here); everything torn down afterwards, failed test or not."""
     from simhosts import SetupError
-    from simslurm import slurm_cluster, why_no_slurm
 
-    reason = why_no_slurm()
+    reason = why_not()
     if reason:
         pytest.skip(reason)
     try:
-        with slurm_cluster(count, tmp_path_factory.mktemp("slurm"), layout_tag(), **kwargs) as cluster:
-            yield cluster
+        with opened() as made:
+            yield made
     except SetupError as exc:
         pytest.skip(f"cannot build simulated hosts here: {exc}")
+
+
+def start_slurm(tmp_path_factory, count: int, **kwargs):
+    """A real Slurm cluster (simslurm.slurm_cluster's keywords): every daemon killed and every
+    namespace deleted afterwards."""
+    from simslurm import slurm_cluster, why_no_slurm
+
+    yield from _started(why_no_slurm, lambda: slurm_cluster(count, tmp_path_factory.mktemp("slurm"), layout_tag(),
+                                                            **kwargs))
 
 
 def start_mpi(tmp_path_factory, count: int, **kwargs):
-    """Generator for a fixture: simulated hosts ready for a real mpirun (simmpi.mpi_hosts), or the
-    exact reason to skip; every process in them killed and the namespaces deleted afterwards."""
-    from simhosts import SetupError
+    """Simulated hosts ready for a real mpirun (simmpi.mpi_hosts): every process in them killed and the
+    namespaces deleted afterwards."""
     from simmpi import mpi_hosts, why_no_mpi
 
-    reason = why_no_mpi()
-    if reason:
-        pytest.skip(reason)
-    try:
-        with mpi_hosts(count, tmp_path_factory.mktemp("mpi"), layout_tag(), **kwargs) as hosts:
-            yield hosts
-    except SetupError as exc:
-        pytest.skip(f"cannot build simulated hosts here: {exc}")
+    yield from _started(why_no_mpi, lambda: mpi_hosts(count, tmp_path_factory.mktemp("mpi"), layout_tag(), **kwargs))
 
 
 @pytest.fixture(scope="module")
