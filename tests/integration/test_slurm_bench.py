@@ -33,8 +33,8 @@ def _env() -> dict[str, str]:
     return worker_env({"NCCL_BENCH_PYTHON": sys.executable})
 
 
-def _sbatch(slurm, script: str, args: list[str], cwd, timeout: float = 150):
-    done = slurm.run(["sbatch", "--wait", "--parsable", *LAYOUT, str(REPO / "deploy" / "slurm" / script), *args],
+def _sbatch(slurm, script: str, args: list[str], cwd, layout: list[str] = LAYOUT, timeout: float = 150):
+    done = slurm.run(["sbatch", "--wait", "--parsable", *layout, str(REPO / "deploy" / "slurm" / script), *args],
                      env=_env(), cwd=cwd, timeout=timeout)
     job = done.stdout.strip().split(";")[0]
     return done.returncode, job
@@ -63,8 +63,10 @@ def test_sweep_sbatch_verbatim_labelled_output_read_by_report(slurm, tmp_path, c
 def test_doctor_sbatch_names_a_shaped_host_and_one_never_started(slurm, tmp_path):
     slurm.hosts.shape_host(2, SHAPED_RATE)  # node03: every packet it sends through one token bucket
     try:
+        # one task per node (the 3 x 2 doctor runs below): half the processes on this 2-core machine
         code, job = _sbatch(slurm, "doctor.sbatch", ["--size", "1M", "--tolerance", "70%", "--timeout", "60",
-                                                      "--expect-hosts", "node[01-04]"], tmp_path)
+                                                      "--expect-hosts", "node[01-04]"], tmp_path,
+                            layout=["-N", "3", "--ntasks-per-node", "1", "--gpus-per-node", "1"])
     finally:
         slurm.hosts.tc(2, "qdisc", "del", "dev", "eth0", "root")
     log = _output(tmp_path, f"nccl-bench-doctor-{job}.out")
