@@ -8,11 +8,12 @@ removed again. The process that started local workers speaks for the run; the wo
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 from typing import Callable, NoReturn, Optional
 
 from nccl_bench.cli import messages
-from nccl_bench.errors import RunFailedError
+from nccl_bench.errors import EXIT_INTERRUPTED, RunFailedError
 from nccl_bench.options import OUT, RESULTS_ROOT, WORKERS
 
 
@@ -72,7 +73,13 @@ def speaks_for_run(launch) -> bool:
 
 
 def end_interrupted(launch, message: str) -> NoReturn:
-    """Exit 130, saying why once: on the rank that speaks for the run."""
-    if not speaks_for_run(launch):
-        raise SystemExit(130)
-    messages.fail(message, 130)
+    """Exit 130, saying why once (on the rank that speaks for the run), then at once.
+
+    A scheduler's grace before SIGKILL is short (Slurm's KillWait; 5 s on the test cluster), and the
+    interpreter's final garbage collection of torch's objects took ~5 s on a loaded host; the life
+    cycle has already written meta.json and every row, and destroyed the process group."""
+    if speaks_for_run(launch):
+        messages.error(message)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(EXIT_INTERRUPTED)

@@ -13,20 +13,12 @@ import sys
 import time
 
 import pytest
-from conftest import REPO, start_slurm, worker_env
+from conftest import REPO, worker_env
 
 pytestmark = pytest.mark.integration
 
 LAYOUT = ["-N", "3", "--ntasks-per-node", "2", "--gpus-per-node", "2"]
 SHAPED_RATE = "200mbit"
-
-
-@pytest.fixture(scope="module")
-def slurm(tmp_path_factory):
-    """conftest's cluster (node04 never started, two pretend GPUs per node) with Slurm's default
-    KillWait of 30 s: after SIGTERM each rank spent ~5 s in interpreter finalization (torch's
-    destructors) on this loaded host, so conftest's KillWait=5 SIGKILLed them (tests/SCHEDULERS.md)."""
-    yield from start_slurm(tmp_path_factory, 4, started=(0, 1, 2), gpus=2, kill_wait=30)
 
 
 def _env() -> dict[str, str]:
