@@ -13,7 +13,7 @@ import json
 import math
 from dataclasses import dataclass
 from importlib import resources
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Iterable
 
 from nccl_bench.units.sizes import format_size
 
@@ -145,6 +145,51 @@ def describe(entry: Entry, measured_gbps: float, size_bytes: int | None = None) 
     where = "on" if entry.kind == "measured" else "for"
     return (f"{entry.op} {format_size(size)}: {round(measured_gbps, 1):g} GB/s = {percent}% of the {figure} GB/s "
             f"{what} {where} {entry.system} ({entry.source_url})")
+
+
+@dataclass(frozen=True)
+class Yardstick:
+    """One op's result at its largest measured size beside the entry it was compared with."""
+
+    op: str
+    size_bytes: int
+    busbw_gbps: float  # the best placement's busbw at that size
+    entry: Entry
+    sentence: str  # describe()'s line
+
+    def as_meta(self) -> dict[str, Any]:
+        """What meta.json records: the entry used, by id and source, and the figures compared."""
+        return {"op": self.op, "size_bytes": self.size_bytes, "busbw_gbps": self.busbw_gbps, "entry": self.entry.id,
+                "entry_busbw_gbps": self.entry.busbw_gbps, "entry_busbw_high_gbps": self.entry.busbw_high_gbps,
+                "entry_kind": self.entry.kind, "source_url": self.entry.source_url, "sentence": self.sentence}
+
+
+def yardsticks(system: System | None, measured: Iterable[tuple[str, int, float]],
+               entries: tuple[Entry, ...] | None = None) -> list[Yardstick]:
+    """Per op, in first-seen order, the best busbw at its largest measured size against match()'s first
+    entry for that size; an op no entry fits (or an unknown system) gives nothing.
+
+    measured: (op, size_bytes, busbw_gbps) of every row with a busbw.
+    """
+    if system is None:
+        return []
+    best: dict[str, tuple[int, float]] = {}
+    for op, size, busbw in measured:
+        if op not in best or (size, busbw) > best[op]:
+            best[op] = (size, busbw)
+    found = []
+    for op, (size, busbw) in best.items():
+        fitting = match(system, op, size, entries)
+        if fitting:
+            found.append(Yardstick(op, size, busbw, fitting[0], describe(fitting[0], busbw, size)))
+    return found
+
+
+def host_entries(limits: HostLimits, nodes: int | None = 1) -> list[Entry]:
+    """Every entry, of any op and size, that fits the host `limits` describes (for `limits`)."""
+    system = System.from_limits(limits, nodes)
+    ops = dict.fromkeys(e.op for e in load_entries())
+    return [entry for op in ops for entry in match(system, op)]
 
 
 def normalize_gpu_name(name: str) -> str:
