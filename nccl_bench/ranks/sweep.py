@@ -282,14 +282,14 @@ def reference_peak(config: cfg.SweepConfig, ctx: dist.DistContext, nodes: int) -
 
 def expected_system(ctx: dist.DistContext, nodes: int) -> System | None:
     """Rank 0 on GPUs: the system public figures are matched against (hardware/expected.py); None on
-    other ranks, on CPUs (no figure is for them) and when detection fails."""
-    if ctx.rank != 0 or not ctx.on_gpu:
+    other ranks, on CPUs (no figure is for them), with uneven ranks per node (no figure is for such a
+    layout) and when detection fails."""
+    if ctx.rank != 0 or not ctx.on_gpu or ctx.world_size % nodes:
         return None
     from nccl_bench.hardware.detect import detect_limits
 
-    per_node = ctx.world_size // nodes if ctx.world_size % nodes == 0 else None
     try:
-        return System.from_limits(detect_limits(measure_host=False), nodes, per_node)
+        return System.from_limits(detect_limits(measure_host=False), nodes, ctx.world_size // nodes)
     except Exception:  # a yardstick is a nicety, never a reason to abort a sweep
         return None
 

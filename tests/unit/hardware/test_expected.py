@@ -19,10 +19,12 @@ from nccl_bench.hardware.expected import (
     NicPortRate,
     System,
     describe,
+    host_entries,
     load_entries,
     match,
     normalize_gpu_name,
     parse_entries,
+    yardsticks,
 )
 from nccl_bench.units.bandwidth import OPS
 from nccl_bench.units.sizes import format_size
@@ -240,3 +242,25 @@ def test_the_share_is_rounded_down():
     entry = by_id("azure-nd-h100-v5-all_reduce-1G")
     assert describe(entry, 466.2).split(" = ")[1].startswith("99% of")  # 99.97%: short of the figure
     assert describe(entry, 466.35).split(" = ")[1].startswith("100% of")
+
+
+# --- a run's largest size against the closest figure ---------------------------------------------------
+
+def test_each_op_is_compared_at_its_largest_size_with_its_best_placement():
+    system = System(H100, 8, 1, 4, ())
+    measured = [("all_reduce", G, 300.0), ("all_reduce", 4 * G, 440.0), ("all_reduce", 4 * G, 452.5),
+                ("all_gather", 4 * G, 350.0), ("all_reduce", 2 * G, 470.0)]
+    (found,) = yardsticks(system, measured)  # no figure is for all_gather: it says nothing
+    assert (found.op, found.size_bytes, found.busbw_gbps, found.entry.id) == (
+        "all_reduce", 4 * G, 452.5, "nccl-tests-290-h100-all_reduce-4G")
+    assert found.sentence == describe(found.entry, 452.5, 4 * G)
+    assert found.as_meta()["entry"] == "nccl-tests-290-h100-all_reduce-4G"
+    assert yardsticks(None, measured) == [] and yardsticks(system, []) == []
+    assert yardsticks(system, [("all_reduce", 512 * 2**20, 400.0)]) == []  # below every figure's size
+
+
+def test_limits_matches_every_op_and_size_on_one_node_and_nothing_when_the_node_count_is_unknown(fake_smi, della_node):
+    fake_smi(della_node)
+    limits = detect_limits(use_nvml=False, sysfs_root=della_node, proc_root=della_node, measure_host=False)
+    assert set(ids(host_entries(limits))) == H100_IDS
+    assert host_entries(limits, nodes=None) == []
