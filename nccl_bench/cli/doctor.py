@@ -10,7 +10,7 @@ import typer
 
 from nccl_bench.cli import local_workers, messages
 from nccl_bench.cli.params import param, read_given, values_of
-from nccl_bench.errors import EXIT_BAD_INPUT, RunFailedError
+from nccl_bench.errors import EXIT_RUN_FAILED, RunFailedError
 from nccl_bench.options import DOCTOR_OPTION as _OPTION
 from nccl_bench.options import DOCTOR_OPTIONS, WORKERS
 
@@ -81,7 +81,8 @@ def _write_prom(path: Path, report) -> None:
     try:
         write_replacing(path, doctor_metrics(core.doctor.report_json(report), meta, time.time()))
     except OSError as exc:
-        messages.fail(f"{_OPTION['prom'].name}: cannot write {path}: {exc.strerror}", EXIT_BAD_INPUT)
+        messages.fail(f"{_OPTION['prom'].name}: cannot write {path}: {exc.strerror} (the results on disk are kept)",
+                      EXIT_RUN_FAILED)
 
 
 def _with_local_workers(config, workers: Optional[int]) -> None:

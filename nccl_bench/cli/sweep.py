@@ -12,7 +12,7 @@ import typer
 
 from nccl_bench.cli import local_workers, messages
 from nccl_bench.cli.params import param, read_given, values_of
-from nccl_bench.errors import EXIT_BAD_INPUT, EXIT_OK, UserInputError
+from nccl_bench.errors import EXIT_OK, EXIT_RUN_FAILED, UserInputError
 from nccl_bench.options import PRESET, SWEEP_OPTIONS, WORKERS
 from nccl_bench.options import SWEEP_OPTION as _OPTION
 
@@ -163,7 +163,8 @@ def _write_prom(path: Path, rows, run_dir: Path) -> None:
     try:
         write_replacing(path, sweep_metrics(rows, read_meta(run_dir) or {}, time.time()))
     except OSError as exc:
-        messages.fail(f"{_OPTION['prom'].name}: cannot write {path}: {exc.strerror}", EXIT_BAD_INPUT)
+        messages.fail(f"{_OPTION['prom'].name}: cannot write {path}: {exc.strerror} (the results on disk are kept)",
+                      EXIT_RUN_FAILED)
 
 
 def _after_sweep(run_dir: Path, sweep_config, baseline_check, speaks: bool) -> None:

@@ -14,3 +14,26 @@ def test_local_workers_do_not_get_the_baseline_options():
 def test_local_workers_do_not_get_workers_or_the_baseline_switches():
     args = ["sweep", "--workers", "3", "--allow-mismatch", "--replace-baseline", "--workers=2", "--sizes", "1K"]
     assert worker_args(args) == ["sweep", "--sizes", "1K"]
+
+
+def test_local_workers_get_the_metrics_file_and_the_floor_is_kept_too():
+    args = ["sweep", "--prom", "m.prom", "--min-busbw", "5", "--sizes", "1K"]
+    assert worker_args(args) == args  # rank 0 of the workers writes --prom; the floor is judged here
+
+
+def test_a_metrics_file_that_cannot_be_written_after_the_run_is_one_line_exit_3(tmp_path, monkeypatch, capsys):
+    import pytest
+
+    from nccl_bench.cli import sweep
+    from nccl_bench.render import live
+
+    def full(path, text):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(live, "write_replacing", full)
+    with pytest.raises(SystemExit) as ended:
+        sweep._write_prom(tmp_path / "m.prom", [], tmp_path)
+    assert ended.value.code == 3
+    assert capsys.readouterr().err.splitlines() == [
+        f"nccl-bench: error: --prom: cannot write {tmp_path / 'm.prom'}: No space left on device "
+        "(the results on disk are kept)"]
