@@ -9,21 +9,10 @@
 # steps skipped and named), which the test suite runs. See smoke_lib.sh for PYTHON, SMOKE_STEPS and
 # SMOKE_LIMIT_SCALE.
 cd "$(dirname "$0")/.."
-mode=gpu
-if [ "${1:-}" = --cpu ]; then mode=cpu; shift; fi
-out_dir="${1:-results/gpu_multi_$(date -u +%Y%m%dT%H%M%SZ)}"
-budget_s=540
+script=gpu_multi budget_s=540
 . benchmarks/smoke_lib.sh
 
-if [ "$mode" = gpu ]; then
-  gpus=$("$py" -c 'import torch; print(torch.cuda.device_count() if torch.cuda.is_available() else 0)' 2>/dev/null || echo 0)
-  if [ "$gpus" -lt 2 ]; then
-    say FAIL gpus "torch sees $gpus CUDA device(s); two ranks need two (--cpu runs the steps on gloo)"
-    finish
-    exit 1
-  fi
-  say PASS gpus "$gpus GPU(s): $("$py" -c 'import torch; print(torch.cuda.get_device_name(0), "torch", torch.__version__, "nccl", ".".join(map(str, torch.cuda.nccl.version())))')"
-fi
+need_gpus 2
 
 # 1. Every op on two ranks, every element checked.
 if want all_ops; then

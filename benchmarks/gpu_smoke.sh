@@ -11,33 +11,19 @@
 # test suite runs it, so the script's own logic is checked without a GPU. See smoke_lib.sh for
 # PYTHON, SMOKE_STEPS and SMOKE_LIMIT_SCALE.
 cd "$(dirname "$0")/.."
-mode=gpu
-if [ "${1:-}" = --cpu ]; then mode=cpu; shift; fi
-out_dir="${1:-results/gpu_smoke_$(date -u +%Y%m%dT%H%M%SZ)}"
-budget_s=540
+script=gpu_smoke budget_s=540
 . benchmarks/smoke_lib.sh
 cuda_only() { skip "$1" "needs CUDA (--cpu mode)"; }
 
 # 1. The GPU and the hardware captures (future test fixtures).
-gpus=0
-if [ "$mode" = gpu ]; then
-  gpus=$("$py" -c 'import torch; print(torch.cuda.device_count() if torch.cuda.is_available() else 0)' 2>/dev/null || echo 0)
-  if [ "$gpus" -lt 1 ]; then
-    say FAIL gpu "torch sees no CUDA device; nothing else can run (--cpu runs the steps on gloo)"
-    finish
-    exit 1
-  fi
-  say PASS gpu "$gpus GPU(s): $("$py" -c 'import torch; print(torch.cuda.get_device_name(0), "torch", torch.__version__, "nccl", ".".join(map(str, torch.cuda.nccl.version())))')"
-  if want captures; then
-    limit captures 20
-    timeout 4 nvidia-smi -L >"$out_dir/fixtures/nvidia_smi_L.txt" 2>&1
-    timeout 4 nvidia-smi -q >"$out_dir/fixtures/query.txt" 2>&1
-    timeout 4 nvidia-smi topo -m >"$out_dir/fixtures/topo_m.txt" 2>&1
-    timeout 4 nvidia-smi nvlink -s >"$out_dir/fixtures/nvlink_status.txt" 2>&1
-    timeout 4 $checks nvml-dump "$out_dir/fixtures/nvml.json" | verdict
-  fi
-else
-  say SKIP gpu "--cpu mode: gloo on CPU tensors"
+need_gpus 1
+if [ "$mode" = gpu ] && want captures; then
+  limit captures 20
+  timeout 4 nvidia-smi -L >"$out_dir/fixtures/nvidia_smi_L.txt" 2>&1
+  timeout 4 nvidia-smi -q >"$out_dir/fixtures/query.txt" 2>&1
+  timeout 4 nvidia-smi topo -m >"$out_dir/fixtures/topo_m.txt" 2>&1
+  timeout 4 nvidia-smi nvlink -s >"$out_dir/fixtures/nvlink_status.txt" 2>&1
+  timeout 4 $checks nvml-dump "$out_dir/fixtures/nvml.json" | verdict
 fi
 
 # 2. limits against the real nvidia-smi and NVML (on CPU: the host's memcpy peak).

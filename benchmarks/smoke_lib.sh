@@ -2,12 +2,16 @@
 # line per check into summary.txt, per-step time limits that must add up to less than the script's
 # budget, the three ways a step starts ranks, and the closing count and tarball.
 #
-# Caller sets before sourcing: mode (gpu | cpu), out_dir, budget_s. Environment:
+# Caller sets before sourcing: script (a name for the default folder) and budget_s; the lib reads the
+# caller's arguments, [--cpu] [OUT_DIR], into mode (gpu | cpu) and out_dir. Environment:
 #   PYTHON             interpreter (default python3)
 #   SMOKE_STEPS        space-separated step names to run (default: every step)
 #   SMOKE_LIMIT_SCALE  multiplies every step's limit and the budget (a slow or shared host: 4; a check
 #                      of the limits themselves: 0.1; default 1)
 set -u
+mode=gpu
+if [ "${1:-}" = --cpu ]; then mode=cpu; shift; fi
+out_dir="${1:-results/${script}_$(date -u +%Y%m%dT%H%M%SZ)}"
 mkdir -p "$out_dir/logs" "$out_dir/runs" "$out_dir/fixtures"
 py="${PYTHON:-python3}"
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
@@ -35,6 +39,23 @@ finished() {
     say FAIL "$1" "killed at its limit of ${limit_s}s"
     return 1
   fi
+}
+
+# need_gpus N: what torch sees (a PASS line), or, with fewer than N GPUs, a FAIL line and the end of
+# the script; in --cpu mode a SKIP line
+need_gpus() {
+  gpus=0
+  if [ "$mode" = cpu ]; then
+    skip gpu "--cpu mode: gloo on CPU tensors"
+    return
+  fi
+  gpus=$("$py" -c 'import torch; print(torch.cuda.device_count() if torch.cuda.is_available() else 0)' 2>/dev/null || echo 0)
+  if [ "$gpus" -lt "$1" ]; then
+    say FAIL gpu "torch sees $gpus CUDA device(s), $1 needed; nothing else can run (--cpu runs the steps on gloo)"
+    finish
+    exit 1
+  fi
+  say PASS gpu "$gpus GPU(s): $("$py" -c 'import torch; print(torch.cuda.get_device_name(0), "torch", torch.__version__, "nccl", ".".join(map(str, torch.cuda.nccl.version())))')"
 }
 
 free_port() { "$py" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }

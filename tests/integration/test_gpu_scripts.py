@@ -52,10 +52,11 @@ def test_a_step_past_its_limit_fails_the_script(tmp_path):
 def test_gpu_mode_without_a_gpu_fails_at_once_and_says_why(tmp_path):
     code, summary = _script("gpu_smoke.sh", tmp_path / "nogpu", steps="")
     assert code == 1
-    assert summary[0] == "FAIL gpu: torch sees no CUDA device; nothing else can run (--cpu runs the steps on gloo)"
+    assert summary[0] == ("FAIL gpu: torch sees 0 CUDA device(s), 1 needed; nothing else can run (--cpu runs the "
+                          "steps on gloo)")
 
 
 def test_multi_cpu_mode_names_the_killed_rank(tmp_path):
     code, summary = _script("gpu_multi.sh", tmp_path / "multi", "--cpu", steps="kill_rank1 graph")
     assert code == 0, summary
-    assert _verdicts(summary) == {"kill_rank1": "PASS", "graph": "SKIP", "budget": "PASS"}
+    assert _verdicts(summary) == {"gpu": "SKIP", "kill_rank1": "PASS", "graph": "SKIP", "budget": "PASS"}

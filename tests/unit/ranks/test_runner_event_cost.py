@@ -40,20 +40,6 @@ class _EventClock(CpuClock):
         return total_s, per_op if self._per_op else []
 
 
-@pytest.fixture
-def single_rank(tmp_path):
-    import torch
-    import torch.distributed as tdist
-
-    from nccl_bench.ranks.dist import DistContext
-
-    tdist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
-    try:
-        yield DistContext(0, 1, 0, "gloo", torch.device("cpu"))
-    finally:
-        tdist.destroy_process_group()
-
-
 def _op():
     _Virtual.now += OP_NS
 
