@@ -3,8 +3,9 @@
 #   bash benchmarks/gpu_multi.sh [--cpu] [OUT_DIR]        (default results/gpu_multi_<UTC time>)
 # Every op on 2 ranks; --cuda-graph on every op with a bandwidth factor, sendrecv included, with and
 # without TORCH_NCCL_BLOCKING_WAIT=1; a stalled rank 1 named by rank 0 within --timeout + a few
-# seconds; kill -9 of rank 1 mid-run; doctor --workers 2. One PASS/FAIL line per check, summary.txt
-# and runs.tar.gz in OUT_DIR, exit 1 on any FAIL; every step has a limit, together under 9 minutes.
+# seconds; kill -9 of rank 1 mid-run; doctor --workers 2, and the doctor's deadline on a stalled
+# rank 1. One PASS/FAIL line per check, summary.txt and runs.tar.gz in OUT_DIR, exit 1 on any FAIL;
+# every step has a limit, together under 9 minutes.
 # Not yet run on real GPUs: written and tested in --cpu mode only (gloo, CPU tensors, the CUDA-only
 # steps skipped and named), which the test suite runs. See smoke_lib.sh for PYTHON, SMOKE_STEPS and
 # SMOKE_LIMIT_SCALE.
@@ -94,6 +95,14 @@ if want doctor; then
   else
     say FAIL doctor "exit $rc after ${wall}s: $(grep -m1 'nccl-bench: error' "$out_dir/logs/doctor.log" || tail -n 1 "$out_dir/logs/doctor.log")"
   fi
+fi
+
+# 6. The doctor's deadline, from the same life cycle: rank 1 stalls at its second measurement; the run
+#    fails within --timeout + a few seconds, naming rank 1, meta.json "failed", exit the workers' code.
+if want doctor_stall; then
+  NCCL_BENCH_FAULT=stall:1:1 workers doctor_stall 40 2 doctor --timeout "$stall_timeout"
+  finished doctor_stall && $checks stall "$out_dir/runs/doctor_stall" "$out_dir/logs/doctor_stall.log" "$rc" \
+    --name "doctor_stall (named by rank 0)" --timeout "$stall_timeout" --rows 0 --names "rank 1" --slack 3 | verdict
 fi
 
 finish

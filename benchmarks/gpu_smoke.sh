@@ -80,7 +80,7 @@ if want dtypes; then
     dtype=${pair%:*} redop=${pair#*:}
     direct "dtype_${dtype}_$redop" 12 sweep --op all_reduce,reduce_scatter,reduce,all_gather --sizes 1K,1M \
       -d "$dtype" -o "$redop" --min-sample-ms 5
-    ok_run "dtype_${dtype}_$redop"
+    ok_run "dtype_${dtype}_$redop" --min-rows 8
   done
 fi
 
