@@ -96,7 +96,7 @@ if want large; then
 fi
 if want too_large; then
   direct too_large 15 sweep --op all_gather --sizes 4T
-  finished too_large && $checks refused "$out_dir/logs/too_large.log" "$rc" --name too_large --needle memory | verdict
+  finished too_large && $checks refused "$out_dir/logs/too_large.log" "$rc" --name too_large --needle=memory | verdict
 fi
 
 # 9. A planted stall behind GPU work (NCCL_BENCH_FAULT=stall-behind-gpu:0:1: the point's collective is
@@ -124,7 +124,7 @@ if want barrier_graph; then
   if [ "$mode" = gpu ]; then
     direct barrier_graph 15 sweep --op barrier --cuda-graph 5
     finished barrier_graph && $checks refused "$out_dir/logs/barrier_graph.log" "$rc" --name barrier_graph \
-      --needle "--cuda-graph: nothing left to capture" | verdict
+      --needle="--cuda-graph: nothing left to capture" | verdict
   else
     cuda_only barrier_graph
   fi
@@ -138,7 +138,7 @@ if want too_many_workers; then
     n=$((gpus + 1))
     workers too_many_workers 15 "$n" sweep --sizes 1K
     finished too_many_workers && $checks refused "$out_dir/logs/too_many_workers.log" "$rc" --name too_many_workers \
-      --needle "--workers: $n NCCL workers need $n GPUs" | verdict
+      --needle="--workers: $n NCCL workers need $n GPUs" | verdict
   else
     cuda_only too_many_workers
   fi

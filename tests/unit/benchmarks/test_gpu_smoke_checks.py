@@ -130,3 +130,17 @@ def test_meta_env_and_calibration_fail_on_what_is_missing(tmp_path, capsys):
 @pytest.mark.parametrize("script", ["gpu_smoke.sh", "gpu_multi.sh"])
 def test_the_scripts_have_their_run_bit(script):
     assert (REPO / "benchmarks" / script).stat().st_mode & 0o111
+
+
+@pytest.mark.parametrize("script", ["gpu_smoke.sh", "gpu_multi.sh"])
+def test_a_needle_that_starts_with_dashes_is_passed_as_one_argument(script):
+    # argparse takes `--needle "--cuda-graph: ..."` for two options: the GPU-only refusal checks
+    # would end in a usage error instead of a verdict
+    text = (REPO / "benchmarks" / script).read_text()
+    assert '--needle "--' not in text and "--needle '--" not in text
+
+
+def test_a_needle_passed_whole_is_judged(tmp_path, capsys):
+    log = tmp_path / "barrier_graph.log"
+    log.write_text("nccl-bench: error: --cuda-graph: nothing left to capture in --op barrier\n")
+    assert _check(capsys, "refused", log, 2, "--needle=--cuda-graph: nothing left to capture")[0] == 0
