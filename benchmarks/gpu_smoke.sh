@@ -109,7 +109,8 @@ stall_timeout=8
 if [ "$mode" = gpu ]; then fault=stall-behind-gpu:0:1; else fault=stall:0:1; fi
 for variant in defaults async3; do
   want "stall_$variant" || continue
-  args=(sweep --op all_gather --sizes 1K,1M --timeout "$stall_timeout" --min-sample-ms 5)
+  # out of place: one rank's in-place all_gather enqueues no NCCL kernel, its copy does
+  args=(sweep --op all_gather --no-inplace --sizes 1K,1M --timeout "$stall_timeout" --min-sample-ms 5)
   if [ "$variant" = async3 ]; then
     TORCH_NCCL_ASYNC_ERROR_HANDLING=3 NCCL_BENCH_FAULT="$fault" direct "stall_$variant" 30 "${args[@]}"
   else
