@@ -36,7 +36,7 @@ def test_smoke_cpu_mode_passes_its_refusal_stall_and_torchrun_checks(tmp_path):
     assert _verdicts(summary) == {"gpu": "SKIP", "too_large": "PASS", "stall_defaults": "PASS", "torchrun": "PASS",
                                   "blocking": "SKIP", "budget": "PASS"}
     assert "SKIP blocking: needs CUDA (--cpu mode)" in summary
-    assert summary[-1] == "3 passed, 0 failed, 2 skipped (cpu mode)"
+    assert summary[-1] == "4 passed, 0 failed, 2 skipped (cpu mode)"  # the budget counts
     with tarfile.open(out / "runs.tar.gz") as tar:
         names = tar.getnames()
     assert "runs/stall_defaults/meta.json" in names and "logs/too_large.log" in names
