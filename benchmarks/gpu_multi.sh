@@ -97,10 +97,11 @@ if want doctor; then
   fi
 fi
 
-# 6. The doctor's deadline, from the same life cycle: rank 1 stalls at its second measurement; the run
-#    fails within --timeout + a few seconds, naming rank 1, meta.json "failed", exit the workers' code.
+# 6. The doctor's deadline, from the same life cycle: rank 1 stalls at its first measurement (one node
+#    has only one: the intra-node all_reduce); the run fails within --timeout + a few seconds, naming
+#    rank 1, meta.json "failed", exit the workers' code.
 if want doctor_stall; then
-  NCCL_BENCH_FAULT=stall:1:1 workers doctor_stall 40 2 doctor --timeout "$stall_timeout"
+  NCCL_BENCH_FAULT=stall:1:0 workers doctor_stall 40 2 doctor --timeout "$stall_timeout"
   finished doctor_stall && $checks stall "$out_dir/runs/doctor_stall" "$out_dir/logs/doctor_stall.log" "$rc" \
     --name "doctor_stall (named by rank 0)" --timeout "$stall_timeout" --rows 0 --names "rank 1" --slack 3 | verdict
 fi

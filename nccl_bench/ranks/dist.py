@@ -30,6 +30,11 @@ class DistContext:
     local_rank: int
     backend: str
     device: Any  # torch.device
+    group_timeout_s: float | None = None  # the default group's timeout; subgroups get the same
+
+    def group_timeout(self):
+        """The default group's timeout as new_group takes it (None: torch's default)."""
+        return None if self.group_timeout_s is None else _dt.timedelta(seconds=self.group_timeout_s)
 
     @property
     def on_gpu(self) -> bool:
@@ -95,7 +100,7 @@ def process_group(launch: LaunchEnv, backend: str, timeout_s: float, device_inde
     except RuntimeError as exc:  # NCCL failing to start (with device_id, inside init_process_group)
         raise BackendStartError(str(exc), backend_diagnostics(held.text + "\n" + str(exc))) from exc
     try:
-        yield DistContext(launch.rank, launch.world_size, launch.local_rank, backend, device)
+        yield DistContext(launch.rank, launch.world_size, launch.local_rank, backend, device, group_timeout_s)
     finally:
         if not _aborted.done:  # after an abort, shutdown would flush and join what the abort cut short
             with contextlib.suppress(Exception):
