@@ -322,14 +322,16 @@ class _Doctor:
 
         Every rank creates every host's group, in node order: NCCL splits a group from the world
         communicator, which all ranks must enter (torch's new_group docs), so a group made by its
-        members alone would hang there. One group per host, once: N groups, not one per pair.
+        members alone would hang there. One group per host, once: N groups, not one per pair. Each
+        has the default group's timeout (new_group's own default is torch's, 30 min on gloo): gloo
+        then ends a stalled op at --timeout, as in the sweep, and NCCL's watchdog lags the deadline.
         """
         import torch.distributed as tdist
 
         mine = None
         for node in self.nodes:
             if len(node.ranks) > 1:
-                group = tdist.new_group(list(node.ranks))
+                group = tdist.new_group(list(node.ranks), timeout=self.ctx.group_timeout())
                 if node is self.my_node:
                     mine = group
         return mine
