@@ -94,7 +94,7 @@ def _result_column(key: str, priority: int, width: int = 0, align: str = "right"
 
 # The results table. Priority says what leaves first on a narrow terminal (largest number
 # first): op, size, time, busbw and flags always stay; then placement, algbw, %peak, #wrong,
-# p50, iters, count, type, redop, root. Least widths hold the widest value a sweep normally
+# p50, iters, count, type, redop, root, p95, p99. Least widths hold the widest value a sweep normally
 # prints, so a streamed row lines up with the header printed before any value was known.
 _RESULT_COLUMNS: tuple[tuple[Column, Callable[[ResultRow], Cell]], ...] = (
     (_result_column("op", 0, align="left"), lambda r: r.op),
@@ -107,6 +107,8 @@ _RESULT_COLUMNS: tuple[tuple[Column, Callable[[ResultRow], Cell]], ...] = (
     (_result_column("iters", 6, width=7), lambda r: f"{r.iters:,}" if r.iters else "-"),
     (_result_column("time_us", 0, width=9), lambda r: _time(r.time_us)),
     (_result_column("p50_us", 5, width=9), lambda r: _time(r.p50_us)),
+    (_result_column("p95_us", 11, width=9), lambda r: _time(r.p95_us)),
+    (_result_column("p99_us", 12, width=9), lambda r: _time(r.p99_us)),
     (_result_column("algbw_gbps", 2, width=7), lambda r: _num(r.algbw_gbps)),
     (_result_column("busbw_gbps", 0, width=7), lambda r: _num(r.busbw_gbps)),
     (_result_column("pct_of_peak", 3, width=6), lambda r: _num(r.pct_of_peak, 1)),
