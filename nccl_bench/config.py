@@ -50,6 +50,7 @@ class SweepConfig:
     dtype: str = "float32"
     reduce_op: str = "sum"
     root: int = 0
+    alltoallv: str = "random:0"  # all_to_allv's per-peer shares (units/alltoallv.py)
     warmup: int = 5
     iters: int | None = None  # None = auto: calibrated per size to last min_sample_ms
     min_sample_ms: float | None = None
@@ -140,6 +141,7 @@ def ignored_options(config: SweepConfig) -> list[str]:
     uses = {
         "reduce_op": (any(REGISTRY[op].has_reduction for op in config.ops), "reduces"),
         "root": (any(REGISTRY[op].has_root for op in config.ops), "has a root"),
+        "alltoallv": (any(REGISTRY[op].expected_uneven for op in config.ops), "sends uneven shares"),
         "dtype": (any(REGISTRY[op].factor is not None for op in config.ops), "sends data"),
     }
     for key, (used, what) in uses.items():

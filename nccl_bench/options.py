@@ -228,6 +228,15 @@ def _iters(value: Any, option: str) -> int | None:
     return whole(1, MAX_ITERS)(value, option)
 
 
+def _distribution(value: Any, option: str) -> str:
+    from nccl_bench.units.alltoallv import parse_distribution
+
+    try:
+        return str(parse_distribution(value))
+    except ValueError as exc:
+        raise UserInputError(option, str(exc)) from None
+
+
 SWEEP_OPTIONS = (
     Option("ops", ("--op",), _ops,
            "Collective to run; repeat or comma-separate; 'all' for every one. See `nccl-bench ops`."),
@@ -240,6 +249,9 @@ SWEEP_OPTIONS = (
            "float32 (default), float16, bfloat16, float64, int8, uint8, int32, int64."),
     Option("reduce_op", ("-o", "--reduce-op"), choice(*REDUCE_OPS), "sum (default), prod, min, max, avg."),
     Option("root", ("--root",), whole(0), "Root rank of broadcast, reduce, gather, scatter (default 0)."),
+    Option("alltoallv", ("--alltoallv",), _distribution,
+           "all_to_allv's per-peer shares: even, random[:SEED] (default random:0) or skewed[:HOT] "
+           "(HOT peers get 80% of the data).", metavar="DIST"),
     Option("warmup", ("-w", "--warmup"), whole(0, MAX_WARMUP), "Untimed ops before each point (default 5)."),
     Option("iters", ("-n", "--iters"), _iters,
            "Timed ops per sample, or 'auto' (default): calibrated to --min-sample-ms."),

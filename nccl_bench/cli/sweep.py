@@ -27,6 +27,7 @@ def sweep_command(
     dtype: Optional[str] = param(_OPTION["dtype"]),
     reduce_op: Optional[str] = param(_OPTION["reduce_op"]),
     root: Optional[int] = param(_OPTION["root"]),
+    alltoallv: Optional[str] = param(_OPTION["alltoallv"]),
     warmup: Optional[int] = param(_OPTION["warmup"]),
     iters: Optional[str] = param(_OPTION["iters"]),
     min_sample_ms: Optional[float] = param(_OPTION["min_sample_ms"]),

@@ -3,8 +3,10 @@
 Sizes follow nccl-tests' doc/PERFORMANCE.md: `size_bytes` is the larger of the send and receive
 buffer of one rank (all_gather: the gathered output; reduce_scatter: the input; all_to_all: the
 whole send buffer; gather/scatter: n x chunk). `count` is the element count nccl-tests prints
-(the per-rank chunk for split ops). Adding a collective means adding one entry to REGISTRY
-(and its bus-bandwidth factor and nccl-tests binary to units/bandwidth.OPS).
+(the per-rank chunk for split ops). all_to_allv keeps all_to_all's size and count (the per-peer
+slot) and fills a share of each slot, as nccl-tests' alltoallv does (units/alltoallv.py).
+Adding a collective means adding one entry to REGISTRY (and its bus-bandwidth factor and
+nccl-tests binary to units/bandwidth.OPS).
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
 from nccl_bench.results.schema import PLACEMENT_IN, PLACEMENT_OUT
-from nccl_bench.units import bandwidth
+from nccl_bench.units import alltoallv, bandwidth
 
 if TYPE_CHECKING:
     import torch
@@ -33,6 +35,7 @@ class OpArgs:
     world_size: int
     root: int
     reduce_op: object  # torch.distributed.ReduceOp member, or None
+    shares: alltoallv.Shares | None = None  # uneven ops: the part of each per-peer slot filled; None: all
 
 
 @dataclass(frozen=True)
@@ -100,11 +103,19 @@ class Collective:
     bind: Callable[[Buffers, OpArgs], Callable[[], None]] | None = None
     # (rank, world_size, root, output elements) -> what this rank's output must hold
     expected: Callable[[int, int, int, int], list[Segment]] = _whole
+    # uneven ops: (args, output elements) -> what this rank's output must hold under args.shares
+    expected_uneven: Callable[[OpArgs, int], list[Segment]] | None = None
 
     @property
     def factor(self) -> Callable[[int], float] | None:
         """busbw/algbw as a function of the world size, from units.bandwidth; None: barrier."""
         return bandwidth.factor_of(self.name)
+
+    def segments(self, args: OpArgs, out_elems: int) -> list[Segment]:
+        """What this rank's output must hold after one run with `args`."""
+        if self.expected_uneven is not None and args.shares is not None:
+            return self.expected_uneven(args, out_elems)
+        return self.expected(args.rank, args.world_size, args.root, out_elems)
 
     @property
     def factor_formula(self) -> str:
@@ -157,6 +168,28 @@ def _bind_all_to_all(buffers: Buffers, args: OpArgs):
     dist = _dist()
     send, recv = buffers.send, buffers.recv
     return lambda: dist.all_to_all_single(recv, send)
+
+
+def _uneven_splits(args: OpArgs, slot_elems: int) -> tuple[list[int], list[int], list[int]]:
+    """(elements sent to each peer, received from each peer, offset of this rank's data in each peer's input)."""
+    n, rank = args.world_size, args.rank
+    matrix = args.shares if args.shares is not None else alltoallv.shares(alltoallv.Distribution("even"), n)
+    counts = alltoallv.split_counts(matrix, slot_elems)
+    return list(counts[rank]), [counts[k][rank] for k in range(n)], [sum(counts[k][:rank]) for k in range(n)]
+
+
+def _bind_all_to_allv(buffers: Buffers, args: OpArgs):
+    dist = _dist()
+    sent, received, _ = _uneven_splits(args, buffers.send.numel() // args.world_size)
+    # Each peer's part is packed after the previous one, as all_to_all_single lays out split sizes.
+    send, recv = buffers.send[: sum(sent)], buffers.recv[: sum(received)]
+    return lambda: dist.all_to_all_single(recv, send, output_split_sizes=received, input_split_sizes=sent)
+
+
+def _uneven_from_each_rank(args: OpArgs, out_elems: int) -> list[Segment]:
+    _, received, offsets = _uneven_splits(args, out_elems // args.world_size)
+    starts = [sum(received[:k]) for k in range(args.world_size)]
+    return [Segment(starts[k], received[k], k, offsets[k]) for k in range(args.world_size)]
 
 
 def _bind_broadcast(buffers: Buffers, args: OpArgs):
@@ -295,6 +328,17 @@ REGISTRY: dict[str, Collective] = {
             count=_chunk,
             bind=_bind_all_to_all,
             expected=_my_chunk_from_each_rank,
+        ),
+        Collective(
+            name="all_to_allv",
+            summary="rank r sends rank k a share of its chunk k (--alltoallv: even, random, skewed)",
+            size_meaning="bytes of the whole send buffer on each rank (n x chunk), whatever part is filled",
+            split=True,
+            placements=(PLACEMENT_OUT,),
+            count=_chunk,
+            bind=_bind_all_to_allv,
+            expected=_my_chunk_from_each_rank,  # every share 1
+            expected_uneven=_uneven_from_each_rank,
         ),
         Collective(
             name="sendrecv",

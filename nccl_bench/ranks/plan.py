@@ -89,7 +89,17 @@ def plan_points(config: cfg.SweepConfig, world_size: int, on_gpu: bool,
             send, recv = buffer_elems(collective, size, element_bytes, world_size)
             for placement in placements:
                 points.append(Point(name, placement, size, send, recv))
+    if any(p.op == "all_to_allv" for p in points):
+        notes.append(alltoallv_note(config.alltoallv, world_size))
     return points, notes
+
+
+def alltoallv_note(distribution: str, world_size: int) -> str:
+    from nccl_bench.units import alltoallv
+
+    sent = alltoallv.mean_share(alltoallv.shares(alltoallv.parse_distribution(distribution), world_size))
+    return (f"all_to_allv shares {distribution}: {sent:.0%} of each size is sent; size and busbw count the whole "
+            "buffer, as nccl-tests' alltoallv does")
 
 
 def buffer_bytes(points: list[Point], element_bytes: int) -> tuple[int, int]:

@@ -22,6 +22,7 @@ from nccl_bench.ranks.rows import RowContext, measured_row, unsupported_row
 from nccl_bench.ranks.runner import PointRunner, TimingPlan
 from nccl_bench.results.schema import STATUS_UNSUPPORTED, ResultRow
 from nccl_bench.results.store import ResultsWriter
+from nccl_bench.units import alltoallv
 from nccl_bench.units.sizes import format_size
 
 NO_PEAK_ONE_RANK = "none: a world of 1 rank crosses no link (give one with --peak)"
@@ -127,6 +128,8 @@ class _Sweep:
         self.peak = {"gbps": peak_gbps, "label": peak_label}
         self.summary.peak_gbps = peak_gbps
         self.header = self._header(run, peak_label)
+        distribution = alltoallv.parse_distribution(self.config.alltoallv)
+        self.shares = alltoallv.shares(distribution, self.ctx.world_size)  # the same on every rank
         self.row_context = RowContext(self.config, self.ctx.world_size, run.nodes, self.ctx.backend, peak_gbps)
 
     def meta(self) -> dict[str, Any]:
@@ -206,14 +209,15 @@ class _Sweep:
         buffers = make_buffers(collective, point.placement, self.send_store, self.recv_store, point.send_elems,
                                point.recv_elems, ctx.rank, ctx.world_size)
         args = OpArgs(ctx.rank, ctx.world_size, config.root,
-                      _reduce_op(config.reduce_op) if collective.has_reduction else None)
+                      _reduce_op(config.reduce_op) if collective.has_reduction else None,
+                      self.shares if collective.expected_uneven else None)
         reason = self._why_unsupported(collective, buffers, args)
         if reason is not None:
             return unsupported_row(self.row_context, point, collective, reason)
         run_once = collective.bind(buffers, args)
         measurement = self.runner.measure(run_once)
         self.run.renew()
-        wrong = self._check(collective, buffers, run_once) if config.check and collective.factor else None
+        wrong = self._check(collective, buffers, args, run_once) if config.check and collective.factor else None
         return measured_row(self.row_context, point, collective, measurement, wrong)
 
     def _why_unsupported(self, collective: Collective, buffers, args) -> str | None:
@@ -231,13 +235,13 @@ class _Sweep:
             return local_error or f"not supported by {ctx.backend} on another rank"
         return None
 
-    def _check(self, collective: Collective, buffers, run_once) -> int:
+    def _check(self, collective: Collective, buffers, args: OpArgs, run_once) -> int:
         config, ctx = self.config, self.ctx
         buffers.recv.fill_(check.SENTINEL)
         check.fill_input(buffers.send, ctx.rank, config.reduce_op)
         run_once()
         dist.synchronize(ctx)
-        segments = collective.expected(ctx.rank, ctx.world_size, config.root, buffers.recv.numel())
+        segments = collective.segments(args, buffers.recv.numel())
         holder = config.root if collective.has_root else 0
         self.faults.output_checked(buffers.recv, segments[0].start if segments else None, ctx.rank, holder)
         wrong = check.count_wrong(buffers.recv, segments, ctx.world_size, config.reduce_op)
