@@ -204,6 +204,7 @@ MAX_ITERS = 1_000_000  # one timestamp per op per sample is kept for p50/p99
 MAX_WARMUP = 1_000_000
 MAX_TRIALS = 1_000
 MAX_CUDA_GRAPH_OPS = 10_000  # ops captured in one CUDA graph: each holds GPU memory while captured
+MAX_CYCLES = 1_000_000  # passes over the plan; 0 (until interrupted) is the way to ask for more
 
 
 def _ops(value: Any, option: str) -> tuple[str, ...]:
@@ -265,6 +266,9 @@ SWEEP_OPTIONS = (
     Option("inplace", ("--inplace",), switch,
            "Only in-place or only out-of-place (default: both where torch has both).", off="--no-inplace"),
     Option("check", ("--check",), switch, "Verify every output element after timing (default on).", off="--no-check"),
+    Option("cycles", ("--cycles",), whole(0, MAX_CYCLES),
+           "Run the whole sweep this many times (burn-in, as nccl-tests -N); 0: until interrupted. Rows carry "
+           "their cycle; the end gives each point's spread across cycles (default 1)."),
     BACKEND,
     OUT,
     RESULTS_ROOT,

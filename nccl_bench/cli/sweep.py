@@ -35,6 +35,7 @@ def sweep_command(
     agg: Optional[str] = param(_OPTION["agg"]),
     inplace: Optional[bool] = param(_OPTION["inplace"]),
     check: Optional[bool] = param(_OPTION["check"]),
+    cycles: Optional[int] = param(_OPTION["cycles"]),
     backend: Optional[str] = param(_OPTION["backend"]),
     out: Optional[Path] = param(_OPTION["out"], folder="<ops>"),
     results_root: Optional[Path] = param(_OPTION["results_root"]),

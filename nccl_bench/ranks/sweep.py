@@ -7,6 +7,8 @@ point starts. The plan comes from ranks/plan.py, rows from ranks/rows.py, timing
 
 from __future__ import annotations
 
+import dataclasses
+import itertools
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -49,6 +51,8 @@ class RunHeader:
     notes: tuple[str, ...] = ()
     # (op, size_bytes, count) of every planned point: the live table sizes its columns from them
     planned: tuple[tuple[str, int, int], ...] = ()
+    repeats: tuple[str, ...] = ()  # the table's repeat columns: "group" (--split), "cycle" (--cycles)
+    cycles: int = 1
 
 
 @dataclass
@@ -68,12 +72,16 @@ class SweepSummary:
 
 class SweepObserver(Protocol):
     def started(self, header: RunHeader, total_points: int) -> None: ...
+    def cycle_started(self, cycle: int, cycles: int) -> None: ...
     def row_done(self, row: ResultRow) -> None: ...
     def finished(self, summary: SweepSummary) -> None: ...
 
 
 class SilentObserver:
     def started(self, header: RunHeader, total_points: int) -> None:
+        pass
+
+    def cycle_started(self, cycle: int, cycles: int) -> None:
         pass
 
     def row_done(self, row: ResultRow) -> None:
@@ -172,6 +180,7 @@ class _Sweep:
             iterations=iterations, warmup=config.warmup, trials=config.trials, dtype=config.dtype,
             reduce_op=config.reduce_op, agg=config.agg, run_dir=run.run_dir, peak=peak_label,
             notes=tuple(self.summary.notes), planned=planned,
+            repeats=("cycle",) if config.cycles != 1 else (), cycles=config.cycles,
         )
 
     # -- measuring ------------------------------------------------------------------------------
@@ -190,13 +199,25 @@ class _Sweep:
         )
         self.runner = PointRunner(ctx, timing, progress=self.run.renew)
         unsupported: set[tuple[str, str]] = set()
+        cycles = config.cycles
+        if cycles == 1:  # a plain sweep: rows without a cycle
+            self._measure_cycle(None, unsupported)
+            return
+        for cycle in itertools.count(1) if cycles == 0 else range(1, cycles + 1):
+            self.observer.cycle_started(cycle, cycles)
+            self._measure_cycle(cycle, unsupported)
+
+    def _measure_cycle(self, cycle: int | None, unsupported: set[tuple[str, str]]) -> None:
+        """Every point once; an op a backend cannot run is skipped in later cycles."""
+        ctx = self.ctx
         for index, point in enumerate(self.plan.points):
             if (point.op, point.placement) in unsupported:
                 continue
-            self.summary.current_point = f"{point.op} at {format_size(point.size_bytes)} ({point.placement})"
+            self.summary.current_point = f"{point.op} at {format_size(point.size_bytes)} ({point.placement})" + (
+                "" if cycle is None else f" in cycle {cycle}")
             self.run.renew(self.summary.current_point)
             self.faults.point_starts(ctx.rank, index)
-            row = self._point(point)
+            row = dataclasses.replace(self._point(point), cycle=cycle)
             if row.status == STATUS_UNSUPPORTED:
                 unsupported.add((point.op, point.placement))
             self.run.disarm()
