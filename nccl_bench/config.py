@@ -58,6 +58,7 @@ class SweepConfig:
     agg: str = "max"
     inplace: bool | None = None  # None = both placements where the op has both
     check: bool = True
+    split: str | None = None  # sub-groups that measure at once (ranks/split.py); None: the whole world
     cycles: int = 1  # passes over every point; 0 = until interrupted
     backend: str = "auto"
     out: Path | None = None

@@ -238,6 +238,15 @@ def _distribution(value: Any, option: str) -> str:
         raise UserInputError(option, str(exc)) from None
 
 
+def _split(value: Any, option: str) -> str:
+    from nccl_bench.ranks.split import parse_split
+
+    try:
+        return parse_split(value)
+    except ValueError as exc:
+        raise UserInputError(option, str(exc)) from None
+
+
 SWEEP_OPTIONS = (
     Option("ops", ("--op",), _ops,
            "Collective to run; repeat or comma-separate; 'all' for every one. See `nccl-bench ops`."),
@@ -266,6 +275,10 @@ SWEEP_OPTIONS = (
     Option("inplace", ("--inplace",), switch,
            "Only in-place or only out-of-place (default: both where torch has both).", off="--no-inplace"),
     Option("check", ("--check",), switch, "Verify every output element after timing (default on).", off="--no-check"),
+    Option("split", ("--split",), _split,
+           "Measure in sub-groups, all at once, one row per group: node (one per host), rail (local rank i "
+           "of every host), mod:N (rank % N) or div:N (rank // N), as nccl-tests' NCCL_TESTS_SPLIT.",
+           metavar="HOW"),
     Option("cycles", ("--cycles",), whole(0, MAX_CYCLES),
            "Run the whole sweep this many times (burn-in, as nccl-tests -N); 0: until interrupted. Rows carry "
            "their cycle; the end gives each point's spread across cycles (default 1)."),

@@ -35,6 +35,7 @@ def sweep_command(
     agg: Optional[str] = param(_OPTION["agg"]),
     inplace: Optional[bool] = param(_OPTION["inplace"]),
     check: Optional[bool] = param(_OPTION["check"]),
+    split: Optional[str] = param(_OPTION["split"]),
     cycles: Optional[int] = param(_OPTION["cycles"]),
     backend: Optional[str] = param(_OPTION["backend"]),
     out: Optional[Path] = param(_OPTION["out"], folder="<ops>"),
@@ -96,7 +97,7 @@ def _on_this_rank(sweep_config, launch, workers: Optional[int], baseline_check) 
     from nccl_bench.cli import core
     from nccl_bench.render.live import LiveReporter
 
-    plan = core.plan.plan_run(sweep_config, launch.world_size, torch.__version__)
+    plan = core.plan.plan_run(sweep_config, launch.world_size, torch.__version__, launch.local_world_size)
     core.compare.check_plan_against_baseline(baseline_check, launch.world_size, plan.backend, plan.keys(sweep_config))
     if local_workers.speaks_for_run(launch):  # local workers: the process that started them said it
         messages.notes(plan.before_start)

@@ -36,6 +36,12 @@ class OpArgs:
     root: int
     reduce_op: object  # torch.distributed.ReduceOp member, or None
     shares: alltoallv.Shares | None = None  # uneven ops: the part of each per-peer slot filled; None: all
+    group: object = None  # the process group the op runs in; None: the whole world
+    members: tuple[int, ...] = ()  # the group's global ranks (rank and root index them); (): the world
+
+    def global_rank(self, rank: int) -> int:
+        """torch names roots and peers by their rank in the world, whatever the group."""
+        return self.members[rank] if self.members else rank
 
 
 @dataclass(frozen=True)
@@ -146,28 +152,28 @@ def _dist():
 
 def _bind_all_reduce(buffers: Buffers, args: OpArgs):
     dist = _dist()
-    tensor, op = buffers.recv, args.reduce_op
-    return lambda: dist.all_reduce(tensor, op=op)
+    tensor, op, group = buffers.recv, args.reduce_op, args.group
+    return lambda: dist.all_reduce(tensor, op=op, group=group)
 
 
 def _bind_all_gather(buffers: Buffers, args: OpArgs):
     dist = _dist()
     gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
-    send, recv = buffers.send, buffers.recv
-    return lambda: gather(recv, send)
+    send, recv, group = buffers.send, buffers.recv, args.group
+    return lambda: gather(recv, send, group=group)
 
 
 def _bind_reduce_scatter(buffers: Buffers, args: OpArgs):
     dist = _dist()
     scatter = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
-    send, recv, op = buffers.send, buffers.recv, args.reduce_op
-    return lambda: scatter(recv, send, op=op)
+    send, recv, op, group = buffers.send, buffers.recv, args.reduce_op, args.group
+    return lambda: scatter(recv, send, op=op, group=group)
 
 
 def _bind_all_to_all(buffers: Buffers, args: OpArgs):
     dist = _dist()
-    send, recv = buffers.send, buffers.recv
-    return lambda: dist.all_to_all_single(recv, send)
+    send, recv, group = buffers.send, buffers.recv, args.group
+    return lambda: dist.all_to_all_single(recv, send, group=group)
 
 
 def _uneven_splits(args: OpArgs, slot_elems: int) -> tuple[list[int], list[int], list[int]]:
@@ -182,8 +188,9 @@ def _bind_all_to_allv(buffers: Buffers, args: OpArgs):
     dist = _dist()
     sent, received, _ = _uneven_splits(args, buffers.send.numel() // args.world_size)
     # Each peer's part is packed after the previous one, as all_to_all_single lays out split sizes.
-    send, recv = buffers.send[: sum(sent)], buffers.recv[: sum(received)]
-    return lambda: dist.all_to_all_single(recv, send, output_split_sizes=received, input_split_sizes=sent)
+    send, recv, group = buffers.send[: sum(sent)], buffers.recv[: sum(received)], args.group
+    return lambda: dist.all_to_all_single(recv, send, output_split_sizes=received, input_split_sizes=sent,
+                                          group=group)
 
 
 def _uneven_from_each_rank(args: OpArgs, out_elems: int) -> list[Segment]:
@@ -194,36 +201,36 @@ def _uneven_from_each_rank(args: OpArgs, out_elems: int) -> list[Segment]:
 
 def _bind_broadcast(buffers: Buffers, args: OpArgs):
     dist = _dist()
-    tensor, root = buffers.recv, args.root
-    return lambda: dist.broadcast(tensor, src=root)
+    tensor, root, group = buffers.recv, args.global_rank(args.root), args.group
+    return lambda: dist.broadcast(tensor, src=root, group=group)
 
 
 def _bind_reduce(buffers: Buffers, args: OpArgs):
     dist = _dist()
-    tensor, root, op = buffers.recv, args.root, args.reduce_op
-    return lambda: dist.reduce(tensor, dst=root, op=op)
+    tensor, root, op, group = buffers.recv, args.global_rank(args.root), args.reduce_op, args.group
+    return lambda: dist.reduce(tensor, dst=root, op=op, group=group)
 
 
 def _bind_gather(buffers: Buffers, args: OpArgs):
     dist = _dist()
-    send, root = buffers.send, args.root
-    gather_list = list(buffers.recv.chunk(args.world_size)) if args.rank == root else None
-    return lambda: dist.gather(send, gather_list, dst=root)
+    send, root, group = buffers.send, args.global_rank(args.root), args.group
+    gather_list = list(buffers.recv.chunk(args.world_size)) if args.rank == args.root else None
+    return lambda: dist.gather(send, gather_list, dst=root, group=group)
 
 
 def _bind_scatter(buffers: Buffers, args: OpArgs):
     dist = _dist()
-    recv, root = buffers.recv, args.root
-    scatter_list = list(buffers.send.chunk(args.world_size)) if args.rank == root else None
-    return lambda: dist.scatter(recv, scatter_list, src=root)
+    recv, root, group = buffers.recv, args.global_rank(args.root), args.group
+    scatter_list = list(buffers.send.chunk(args.world_size)) if args.rank == args.root else None
+    return lambda: dist.scatter(recv, scatter_list, src=root, group=group)
 
 
 def _bind_sendrecv(buffers: Buffers, args: OpArgs):
     dist = _dist()
     n, rank = args.world_size, args.rank
     ops = [
-        dist.P2POp(dist.isend, buffers.send, (rank + 1) % n),
-        dist.P2POp(dist.irecv, buffers.recv, (rank - 1) % n),
+        dist.P2POp(dist.isend, buffers.send, args.global_rank((rank + 1) % n), group=args.group),
+        dist.P2POp(dist.irecv, buffers.recv, args.global_rank((rank - 1) % n), group=args.group),
     ]
 
     def run():
@@ -234,7 +241,8 @@ def _bind_sendrecv(buffers: Buffers, args: OpArgs):
 
 
 def _bind_barrier(buffers: Buffers, args: OpArgs):
-    return _dist().barrier
+    barrier, group = _dist().barrier, args.group
+    return lambda: barrier(group=group)
 
 
 BOTH = (PLACEMENT_OUT, PLACEMENT_IN)

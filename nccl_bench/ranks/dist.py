@@ -30,6 +30,7 @@ class DistContext:
     local_rank: int
     backend: str
     device: Any  # torch.device
+    group: Any = None  # the process group the helpers below work in; None: the whole world
 
     @property
     def on_gpu(self) -> bool:
@@ -144,6 +145,25 @@ def _stderr_kept_unless_failed() -> Iterator[None]:
                     os.write(2, text)
 
 
+def sub_group(ctx: DistContext, members: list[tuple[int, ...]]) -> DistContext:
+    """Every group of `members` made once, by every rank, in order; this rank's group as a context.
+
+    Every rank creates every group: NCCL splits a group from the world communicator, which all
+    ranks must enter (torch's new_group docs), so a group made by its members alone would hang.
+    Within the context, rank and world_size are the group's, and the helpers below stay in it.
+    """
+    import dataclasses
+
+    import torch.distributed as dist
+
+    mine = ctx
+    for ranks in members:
+        handle = dist.new_group(list(ranks))
+        if ctx.rank in ranks:
+            mine = dataclasses.replace(ctx, rank=ranks.index(ctx.rank), world_size=len(ranks), group=handle)
+    return mine
+
+
 def all_gather_floats(ctx: DistContext, values: list[float]) -> list[list[float]]:
     """Every rank's list of floats (all lists the same length), on every rank."""
     import torch
@@ -151,7 +171,7 @@ def all_gather_floats(ctx: DistContext, values: list[float]) -> list[list[float]
 
     local = torch.tensor(values, dtype=torch.float64, device=ctx.device)
     gathered = [torch.empty_like(local) for _ in range(ctx.world_size)]
-    dist.all_gather(gathered, local)
+    dist.all_gather(gathered, local, group=ctx.group)
     return [t.tolist() for t in gathered]
 
 
@@ -161,7 +181,7 @@ def max_across_ranks(ctx: DistContext, values: list[float]) -> list[float]:
     import torch.distributed as dist
 
     tensor = torch.tensor(values, dtype=torch.float64, device=ctx.device)
-    dist.all_reduce(tensor, op=dist.ReduceOp.MAX)
+    dist.all_reduce(tensor, op=dist.ReduceOp.MAX, group=ctx.group)
     return tensor.tolist()
 
 
@@ -170,7 +190,7 @@ def sum_across_ranks(ctx: DistContext, value: int) -> int:
     import torch.distributed as dist
 
     tensor = torch.tensor([value], dtype=torch.int64, device=ctx.device)
-    dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
+    dist.all_reduce(tensor, op=dist.ReduceOp.SUM, group=ctx.group)
     return int(tensor.item())
 
 
@@ -178,7 +198,7 @@ def gather_objects(ctx: DistContext, obj: Any) -> list[Any]:
     import torch.distributed as dist
 
     out: list[Any] = [None] * ctx.world_size
-    dist.all_gather_object(out, obj)
+    dist.all_gather_object(out, obj, group=ctx.group)
     return out
 
 
@@ -205,9 +225,9 @@ def barrier(ctx: DistContext) -> None:
     import torch.distributed as dist
 
     if ctx.on_gpu:
-        dist.barrier(device_ids=[ctx.device.index])
+        dist.barrier(group=ctx.group, device_ids=[ctx.device.index])
     else:
-        dist.barrier()
+        dist.barrier(group=ctx.group)
 
 
 def hostname() -> str:
