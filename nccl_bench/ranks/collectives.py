@@ -11,7 +11,7 @@ nccl-tests binary to units/bandwidth.OPS).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Callable
 
 from nccl_bench.results.schema import PLACEMENT_IN, PLACEMENT_OUT
@@ -247,6 +247,17 @@ def _bind_barrier(buffers: Buffers, args: OpArgs):
 
 BOTH = (PLACEMENT_OUT, PLACEMENT_IN)
 
+_ALL_TO_ALL = Collective(
+    name="all_to_all",
+    summary="rank r sends its chunk k to rank k",
+    size_meaning="bytes of the whole send buffer on each rank (n x chunk)",
+    split=True,
+    placements=(PLACEMENT_OUT,),
+    count=_chunk,
+    bind=_bind_all_to_all,
+    expected=_my_chunk_from_each_rank,
+)
+
 REGISTRY: dict[str, Collective] = {
     c.name: c
     for c in (
@@ -327,26 +338,14 @@ REGISTRY: dict[str, Collective] = {
             bind=_bind_scatter,
             expected=_my_chunk_of_root,
         ),
-        Collective(
-            name="all_to_all",
-            summary="rank r sends its chunk k to rank k",
-            size_meaning="bytes of the whole send buffer on each rank (n x chunk)",
-            split=True,
-            placements=(PLACEMENT_OUT,),
-            count=_chunk,
-            bind=_bind_all_to_all,
-            expected=_my_chunk_from_each_rank,
-        ),
-        Collective(
+        _ALL_TO_ALL,
+        replace(
+            _ALL_TO_ALL,
             name="all_to_allv",
             summary="rank r sends rank k a share of its chunk k (--alltoallv: even, random, skewed)",
             size_meaning="bytes of the whole send buffer on each rank (n x chunk), whatever part is filled",
-            split=True,
-            placements=(PLACEMENT_OUT,),
-            count=_chunk,
             bind=_bind_all_to_allv,
-            expected=_my_chunk_from_each_rank,  # every share 1
-            expected_uneven=_uneven_from_each_rank,
+            expected_uneven=_uneven_from_each_rank,  # `expected` stays all_to_all's: every share 1
         ),
         Collective(
             name="sendrecv",
