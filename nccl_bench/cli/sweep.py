@@ -71,6 +71,7 @@ def sweep_command(
     from nccl_bench.config import build_config
 
     sweep_config = build_config(flags, preset)
+    _refuse_repeats_with_baseline(sweep_config, baseline)
     from nccl_bench.cli import core
 
     baseline_check = core.compare.plan_baseline_check(baseline, tolerance, save_baseline, allow_mismatch,
@@ -85,6 +86,16 @@ def sweep_command(
         run_dir = _on_this_rank(sweep_config, launch, workers, baseline_check)
     if run_dir is not None:  # rank 0 only
         _after_sweep(run_dir, sweep_config.results_root, baseline_check)
+
+
+def _refuse_repeats_with_baseline(sweep_config, baseline: Optional[Path]) -> None:
+    """A comparison matches one row per point; a run of several cycles or groups has many."""
+    repeats = [option for option, given in (("--cycles", sweep_config.cycles != 1),
+                                            ("--split", sweep_config.split is not None)) if given]
+    if baseline is not None and repeats:
+        verb = "give" if len(repeats) > 1 else "gives"
+        raise UserInputError("--baseline", f"compares one row per point; {' and '.join(repeats)} {verb} several "
+                             "(read the run's rows with nccl-bench report instead)")
 
 
 def _on_this_rank(sweep_config, launch, workers: Optional[int], baseline_check) -> Optional[Path]:

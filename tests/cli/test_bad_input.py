@@ -75,6 +75,9 @@ EXACT = [
     ("unknown all_to_allv distribution", ["sweep", "--alltoallv", "zipf"],
      "--alltoallv: 'zipf' is not one of even, random[:SEED], skewed[:HOT]"),
     ("cycles below 0", ["sweep", "--cycles", "-1"], "--cycles: must be at least 0, got -1"),
+    ("baseline with cycles", ["sweep", "--cycles", "3", "--baseline", "{tmp}/none"],
+     "--baseline: compares one row per point; --cycles gives several (read the run's rows with "
+     "nccl-bench report instead)"),
     ("missing config", ["sweep", "--config", "{tmp}/none.toml"], "--config: no such file: {tmp}/none.toml"),
     ("unknown config key", ["sweep", "--config", "{tmp}/unknown.toml"],
      f"{{tmp}}/unknown.toml: unknown key 'bogus'; known keys: {', '.join(CONFIG_KEYS)}"),
