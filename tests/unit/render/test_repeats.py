@@ -39,3 +39,11 @@ def test_repeat_columns_appear_only_in_runs_that_have_them():
     assert both[2].startswith("| all_reduce | rail 1 | 3 | in |")
     assert [line.plain for line in tables.results_lines([row(cycle=1)], None)][0].split()[1:4] == [
         "op", "cycle", "placement"]
+
+
+def test_each_split_group_is_a_curve_of_its_own():
+    from nccl_bench.render.plots import curves
+
+    rows = [row(group=g, size_bytes=s) for g in ("rail 0", "rail 1") for s in (MiB, 2 * MiB)]
+    assert {key: len(points) for key, points in curves([("run", rows)]).items()} == {
+        "all_reduce [rail 0]": 2, "all_reduce [rail 1]": 2}
