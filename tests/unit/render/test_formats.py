@@ -137,3 +137,16 @@ def test_output_paths_fail_up_front(tmp_path):
     with pytest.raises(UserInputError, match="is a directory"):
         render_formats.check_output_file(tmp_path, "--json")
     assert render_formats.check_output_file(tmp_path / "ok.md", "--markdown") == tmp_path / "ok.md"
+
+
+def test_a_version_1_json_export_reads_with_the_new_columns_empty():
+    from nccl_bench.results.schema import COLUMNS_ADDED
+
+    document = json.loads(render_formats.to_json(_rows()))
+    document["schema_version"] = 1
+    document["columns"] = [c for c in document["columns"] if c not in COLUMNS_ADDED[2]]
+    for record in document["rows"]:
+        for name in COLUMNS_ADDED[2]:
+            del record[name]
+        record["schema_version"] = 1
+    assert loader.rows_from_json(document, "x.json", "RUN") == _rows()
