@@ -148,7 +148,7 @@ class _Sweep:
     def measure(self, run: session.Run) -> None:
         if run.run_dir is not None:
             self.writer = ResultsWriter(run.run_dir)
-        self.observer.started(self.header, len(self.plan.points))
+        self.observer.started(self.header, len(self.plan.points) * max(1, len(self.groups)))  # rows per cycle
         self._measure_all()
 
     def close(self, status: str) -> dict[str, Any]:
