@@ -35,6 +35,7 @@ class DistContext:
     def group_timeout(self):
         """The default group's timeout as new_group takes it (None: torch's default)."""
         return None if self.group_timeout_s is None else _dt.timedelta(seconds=self.group_timeout_s)
+    group: Any = None  # the process group the helpers below work in; None: the whole world
 
     @property
     def on_gpu(self) -> bool:
@@ -203,6 +204,25 @@ def waited_text(timeout_s: float, group_timeout_s: float) -> str:
             "that NCCL's group is given so the rank's deadline acts first)")
 
 
+def sub_group(ctx: DistContext, members: list[tuple[int, ...]]) -> DistContext:
+    """Every group of `members` made once, by every rank, in order; this rank's group as a context.
+
+    Every rank creates every group: NCCL splits a group from the world communicator, which all
+    ranks must enter (torch's new_group docs), so a group made by its members alone would hang.
+    Within the context, rank and world_size are the group's, and the helpers below stay in it.
+    """
+    import dataclasses
+
+    import torch.distributed as dist
+
+    mine = ctx
+    for ranks in members:
+        handle = dist.new_group(list(ranks), timeout=ctx.group_timeout())
+        if ctx.rank in ranks:
+            mine = dataclasses.replace(ctx, rank=ranks.index(ctx.rank), world_size=len(ranks), group=handle)
+    return mine
+
+
 def all_gather_floats(ctx: DistContext, values: list[float]) -> list[list[float]]:
     """Every rank's list of floats (all lists the same length), on every rank."""
     import torch
@@ -210,7 +230,7 @@ def all_gather_floats(ctx: DistContext, values: list[float]) -> list[list[float]
 
     local = torch.tensor(values, dtype=torch.float64, device=ctx.device)
     gathered = [torch.empty_like(local) for _ in range(ctx.world_size)]
-    dist.all_gather(gathered, local)
+    dist.all_gather(gathered, local, group=ctx.group)
     return [t.tolist() for t in gathered]
 
 
@@ -220,7 +240,7 @@ def max_across_ranks(ctx: DistContext, values: list[float]) -> list[float]:
     import torch.distributed as dist
 
     tensor = torch.tensor(values, dtype=torch.float64, device=ctx.device)
-    dist.all_reduce(tensor, op=dist.ReduceOp.MAX)
+    dist.all_reduce(tensor, op=dist.ReduceOp.MAX, group=ctx.group)
     return tensor.tolist()
 
 
@@ -229,7 +249,7 @@ def sum_across_ranks(ctx: DistContext, value: int) -> int:
     import torch.distributed as dist
 
     tensor = torch.tensor([value], dtype=torch.int64, device=ctx.device)
-    dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
+    dist.all_reduce(tensor, op=dist.ReduceOp.SUM, group=ctx.group)
     return int(tensor.item())
 
 
@@ -237,7 +257,7 @@ def gather_objects(ctx: DistContext, obj: Any) -> list[Any]:
     import torch.distributed as dist
 
     out: list[Any] = [None] * ctx.world_size
-    dist.all_gather_object(out, obj)
+    dist.all_gather_object(out, obj, group=ctx.group)
     return out
 
 
@@ -264,9 +284,9 @@ def barrier(ctx: DistContext) -> None:
     import torch.distributed as dist
 
     if ctx.on_gpu:
-        dist.barrier(device_ids=[ctx.device.index])
+        dist.barrier(group=ctx.group, device_ids=[ctx.device.index])
     else:
-        dist.barrier()
+        dist.barrier(group=ctx.group)
 
 
 def hostname() -> str:
