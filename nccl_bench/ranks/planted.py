@@ -13,6 +13,10 @@ Grammar of NCCL_BENCH_FAULT:
   first collective. With SECONDS the rank wakes up and goes on (a peer held up past --timeout).
 - `stall-gpu[:RANK[:POINT]]` (NCCL): the same, but the rank's CUDA stream spins
   (torch.cuda._sleep) and the rank waits in torch.cuda.synchronize().
+- `stall-behind-gpu[:RANK[:POINT]]` (NCCL): the rank's current stream spins (torch.cuda._sleep) and
+  the rank goes on, so the point's first collective is enqueued behind the spin (NCCL's stream waits
+  on the current one): the work sits unfinished in torch's watchdog list, as a collective whose GPU
+  stopped does, and the rank waits for it at its next synchronisation.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ FAULT_ENV = "NCCL_BENCH_FAULT"
 STALL_S = 86_400
 # torch.cuda._sleep spins this many GPU cycles (over an hour at 2 GHz): a stream that never drains.
 STALL_GPU_CYCLES = 10**13
+KINDS = ("corrupt", "stall", "stall-gpu", "stall-behind-gpu")
 
 
 class NoFaults:
@@ -68,21 +73,23 @@ def planted_fault(environ: Mapping[str, str]) -> Fault | None:
         return None
     kind, *fields = raw.split(":")
     try:
-        if kind not in ("corrupt", "stall", "stall-gpu") or len(fields) > 3:
+        if kind not in KINDS or len(fields) > 3:
             raise ValueError
         numbers = [int(f) for f in fields[:2]] + [float(f) for f in fields[2:]]
     except ValueError:
         raise ValueError(f"{FAULT_ENV}={raw!r}: expected corrupt, stall[:RANK[:POINT[:SECONDS]]] "
-                         "or stall-gpu[:RANK[:POINT]]") from None
+                         "or stall-gpu|stall-behind-gpu[:RANK[:POINT]]") from None
     return Fault(kind, *numbers)
 
 
 def stall(fault: Fault) -> None:
-    """Block this rank as the planted fault says, in native code (the GIL released, as a real stall)."""
-    if fault.kind == "stall-gpu":
+    """Block this rank (stall-behind-gpu: only its stream) as the planted fault says, in native code
+    (the GIL released, as a real stall)."""
+    if fault.kind in ("stall-gpu", "stall-behind-gpu"):
         import torch
 
         torch.cuda._sleep(STALL_GPU_CYCLES)
-        torch.cuda.synchronize()
+        if fault.kind == "stall-gpu":
+            torch.cuda.synchronize()
     else:
         time.sleep(fault.seconds)  # not a store wait: the store's client is shared with the deadline's report
