@@ -11,7 +11,7 @@ EXIT_INTERRUPTED = 130  # SIGINT/SIGTERM: stopped on request; results so far kep
 class UserInputError(Exception):
     """Bad input from the user; names the option (or file) at fault and what is wrong with it."""
 
-    exit_code = 2
+    exit_code = EXIT_BAD_INPUT
 
     def __init__(self, option: str, problem: str):
         super().__init__(f"{option}: {problem}")
@@ -22,7 +22,7 @@ class UserInputError(Exception):
 class RunFailedError(Exception):
     """A distributed run failed after it started (a rank died, a timeout); partial results are kept."""
 
-    def __init__(self, message: str, exit_code: int = 1, quiet: bool = False):
+    def __init__(self, message: str, exit_code: int = EXIT_RUN_FAILED, quiet: bool = False):
         super().__init__(message)
         self.exit_code = exit_code
         self.quiet = quiet  # another rank prints this failure; this one only exits non-zero

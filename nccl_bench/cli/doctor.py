@@ -10,7 +10,7 @@ import typer
 
 from nccl_bench.cli import local_workers, messages
 from nccl_bench.cli.params import param, read_given, values_of
-from nccl_bench.errors import RunFailedError
+from nccl_bench.errors import EXIT_VERDICT, RunFailedError
 from nccl_bench.options import DOCTOR_OPTION as _OPTION
 from nccl_bench.options import DOCTOR_OPTIONS, WORKERS
 
@@ -61,7 +61,7 @@ def doctor_command(
     if json_path is not None and launch.rank == 0:
         core.doctor.write_report_json(report, json_path)
     if report.judgement is not None and report.judgement.suspects:
-        raise SystemExit(1)  # every rank: the verdict was reached from the same gathered numbers
+        raise SystemExit(EXIT_VERDICT)  # every rank: the verdict was reached from the same gathered numbers
 
 
 def _with_local_workers(config, workers: Optional[int]) -> None:
@@ -81,4 +81,4 @@ def _with_local_workers(config, workers: Optional[int]) -> None:
         verdict_file = (config.out if config.out is not None else default_target) / core.doctor.DOCTOR_JSON
         if not verdict_file.is_file() or json.loads(verdict_file.read_text())["verdict"] != "suspects":
             raise
-        raise SystemExit(1) from None  # the workers reported their suspects; exit 1 says so
+        raise SystemExit(EXIT_VERDICT) from None  # the workers reported their suspects; exit 1 says so

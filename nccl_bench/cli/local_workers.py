@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Callable, NoReturn, Optional
 
 from nccl_bench.cli import messages
-from nccl_bench.errors import RunFailedError
+from nccl_bench.errors import EXIT_INTERRUPTED, RunFailedError
 from nccl_bench.options import OUT, RESULTS_ROOT, WORKERS
 
 
@@ -55,9 +55,9 @@ def _run(what: str, workers: int, why: Optional[str], args: list[str], out: Opti
             meta = read_meta(target)
             if meta is None:
                 remove_if_empty(made)
-                messages.fail(f"interrupted by {exc} before the {what} began; nothing was measured", 130)
+                messages.fail(f"interrupted by {exc} before the {what} began; nothing was measured", EXIT_INTERRUPTED)
             kept = f"the {meta['rows']} row(s) measured so far are" if "rows" in meta else "what was measured so far is"
-            messages.fail(f"interrupted by {exc}; {kept} kept in {target}", 130)
+            messages.fail(f"interrupted by {exc}; {kept} kept in {target}", EXIT_INTERRUPTED)
         except RunFailedError:
             remove_if_empty(made)
             raise
@@ -74,5 +74,5 @@ def speaks_for_run(launch) -> bool:
 def end_interrupted(launch, message: str) -> NoReturn:
     """Exit 130, saying why once: on the rank that speaks for the run."""
     if not speaks_for_run(launch):
-        raise SystemExit(130)
-    messages.fail(message, 130)
+        raise SystemExit(EXIT_INTERRUPTED)
+    messages.fail(message, EXIT_INTERRUPTED)

@@ -227,7 +227,7 @@ def execute(request: RunRequest, body: RunBody, on_stuck: Callable[[RunFailedErr
         remove_if_empty(made)
         reason = faults.name_timeout(dist.backend_error_text(exc), request.timeout_s)
         raise RunFailedError(f"setting up the {request.command} failed on rank {launch.rank}: {reason}") from exc
-    except RunFailedError:
+    except (RunFailedError, UserInputError):
         remove_if_empty(made)  # stopped before meta.json: the folder would only say nothing happened
         raise
     except faults.Interrupted as exc:
@@ -264,6 +264,8 @@ class _LifeCycle:
         try:
             self._describe()
             body.set_up(run)
+        except UserInputError:  # what the layout cannot do, seen alike by every rank: refused, not failed
+            raise
         except Exception as exc:  # the header exchanges: reported as any failed collective is
             raise faults.why_stopped(exc, run.ctx, run.request.timeout_s, f"setting up the {run.request.command}",
                                      None) from exc
