@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from nccl_bench.errors import EXIT_RUN_FAILED
 from nccl_bench.results.store import read_meta, read_rows
 from tests.conftest import worker_env
 
@@ -135,7 +136,7 @@ def test_a_rendezvous_nobody_answers_is_one_line_naming_address_port_and_timeout
         [sys.executable, "-m", "nccl_bench", "sweep", "--sizes", "1K", "--timeout", "3", "--out", str(out)],
         capture_output=True, text=True, timeout=120, env=worker_env(env),
     )
-    assert result.returncode == 1
+    assert result.returncode == EXIT_RUN_FAILED
     assert "Traceback" not in result.stderr and "frame #" not in result.stderr
     [line] = result.stderr.splitlines()
     assert line.startswith(
