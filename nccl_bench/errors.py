@@ -1,6 +1,8 @@
 """The one user-error type: raised anywhere, caught once at the CLI edge, printed as one line; and the
 exit codes every command shares (the README's table)."""
 
+import errno
+
 EXIT_OK = 0
 EXIT_VERDICT = 1  # the measurement's verdict is negative: a regression, a suspect, wrong data, below a floor
 EXIT_BAD_INPUT = 2  # refused before measuring: an option, a file, a layout
@@ -29,6 +31,31 @@ class RunFailedError(Exception):
         # The process group was aborted: end the process without tearing torch down (its
         # destructors would join threads that the abort left waiting).
         self.exit_at_once = False
+
+
+class WriteFailedError(RunFailedError):
+    """A file the command writes could not be written (a full disk, a read-only mount); what was
+    written before it is kept readable."""
+
+    def __init__(self, path, exc: OSError):
+        super().__init__(write_error_text(exc, path))
+        self.path = path
+
+
+def write_error_text(exc: OSError, path=None) -> str:
+    """One line for a failed write: "no space left on PATH", or the system's reason."""
+    where = path if path is not None else exc.filename
+    if exc.errno == errno.ENOSPC:
+        return f"no space left on {where}"
+    return f"cannot write {where}: {exc.strerror or exc}"
+
+
+def os_error_text(exc: OSError) -> str:
+    """One line for a failed file operation, read or write: the file, then what went wrong."""
+    if exc.errno == errno.ENOSPC:
+        return write_error_text(exc)
+    where = f"{exc.filename}: " if exc.filename is not None else ""
+    return f"{where}{exc.strerror or first_line(exc)}"
 
 
 def first_line(exc: BaseException) -> str:

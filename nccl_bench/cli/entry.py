@@ -13,7 +13,14 @@ import sys
 import typer
 
 from nccl_bench.cli import compare, doctor, limits, messages, ops, report, streams, sweep, typer_shim
-from nccl_bench.errors import EXIT_INTERRUPTED, EXIT_OK, RunFailedError, UserInputError
+from nccl_bench.errors import (
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_RUN_FAILED,
+    RunFailedError,
+    UserInputError,
+    os_error_text,
+)
 
 app = typer.Typer(
     name="nccl-bench",
@@ -88,3 +95,5 @@ def _run_app() -> None:
         messages.fail("interrupted", EXIT_INTERRUPTED)
     except typer_shim.click_usage_errors() as exc:
         typer_shim.end_usage_error(exc)
+    except OSError as exc:  # a file the command writes (a report, an export): a full disk, a read-only mount
+        messages.fail(os_error_text(exc), EXIT_RUN_FAILED)

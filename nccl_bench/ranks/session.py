@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Protocol, Sequence
 
-from nccl_bench.errors import RunFailedError, UserInputError
+from nccl_bench.errors import RunFailedError, UserInputError, WriteFailedError
 from nccl_bench.ranks import devices, dist, faults, roll_call
 from nccl_bench.ranks.deadline import Deadline, DeadlineExceeded
 from nccl_bench.ranks.layout import LaunchEnv, detect_launch, export_launch_env
@@ -258,6 +258,7 @@ class _LifeCycle:
     body: RunBody
     on_stuck: Callable[[RunFailedError], None] | None
     _meta_written: bool = field(default=False, init=False)
+    _unwritten: WriteFailedError | None = field(default=None, init=False)  # the final meta.json's failure
 
     def go(self) -> None:
         run, body = self.run, self.body
@@ -292,6 +293,8 @@ class _LifeCycle:
             faults.hold_signals()  # a signal after the last result changes nothing: the ending is written whole
             ending(run.status)
             body.finished(run.status)
+            if self._unwritten is not None:
+                self._say_unwritten()
 
     def _describe(self) -> None:
         """Hosts, devices and versions of the whole world, gathered once for every command."""
@@ -321,9 +324,20 @@ class _LifeCycle:
 
     def _write_final(self, status: str) -> None:
         self.run.status = status
-        final = self.body.close(status)
-        if self._meta_written:
-            write_meta(self.run.run_dir, {**self.run.meta(), **self.body.meta(), **final})
+        try:
+            final = self.body.close(status)
+            if self._meta_written:
+                write_meta(self.run.run_dir, {**self.run.meta(), **self.body.meta(), **final})
+        except WriteFailedError as exc:  # a full disk: the line says what meta.json was left saying
+            self._unwritten = exc
+
+    def _say_unwritten(self) -> None:
+        """The final meta.json could not be written: the run's line says so (after its own failure, if any)."""
+        said = str(self._unwritten) + (': it still says "running"' if self._meta_written else "")
+        failure = sys.exc_info()[1]
+        if isinstance(failure, RunFailedError):
+            raise RunFailedError(f"{failure}; {said}") from failure
+        raise RunFailedError(said) from failure
 
     def _abort(self, exc: DeadlineExceeded) -> None:  # on a thread of the deadline's
         faults.record_stall(exc, self.run.ctx)
