@@ -73,6 +73,8 @@ class CsvAppender:
         except OSError as exc:
             with contextlib.suppress(OSError):
                 os.ftruncate(self._fd, size)
+                if size == 0:  # not even the header: a run without rows has no results.csv
+                    self.path.unlink()
             raise WriteFailedError(self.path, exc) from None
         self._needs_header = False
 

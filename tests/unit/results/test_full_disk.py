@@ -77,3 +77,14 @@ def test_a_baseline_that_is_a_symbolic_link_is_replaced_where_it_lives(tmp_path)
     assert saved == link and link.is_symlink()
     assert [r.size_bytes for r in read_rows(kept)] == [2 * MiB]
     assert sorted(p.name for p in kept.parent.iterdir()) == ["main"]
+
+
+def test_a_first_row_that_does_not_fit_leaves_no_results_csv(tmp_path):
+    with small_disk(tmp_path / "disk", 64 * 1024) as disk:
+        write_meta(disk, {"status": "failed"})
+        writer = ResultsWriter(disk)
+        fill(disk)
+        with pytest.raises(WriteFailedError):
+            writer.append(row(flags="x" * 8192))
+        writer.close()
+        assert not (disk / "results.csv").exists() and read_rows(disk) == []
