@@ -66,8 +66,6 @@ def doctor_command(
 
 def _with_local_workers(config, workers: Optional[int]) -> None:
     """No launcher: refuse a bad backend or host memory first; the workers' verdict decides the exit."""
-    import json
-
     from nccl_bench.cli import core
     from nccl_bench.results.store import new_run_dir
 
@@ -75,10 +73,18 @@ def _with_local_workers(config, workers: Optional[int]) -> None:
         return core.doctor.preflight(config, count), []
 
     default_target = new_run_dir(config.results_root, ["doctor"])
+    verdict_file = (config.out if config.out is not None else default_target) / core.doctor.DOCTOR_JSON
     try:
         local_workers.start("doctor", workers, refuse_early, sys.argv[1:], config.out, default_target)
     except RunFailedError:
-        verdict_file = (config.out if config.out is not None else default_target) / core.doctor.DOCTOR_JSON
-        if not verdict_file.is_file() or json.loads(verdict_file.read_text())["verdict"] != "suspects":
+        if not _suspects(verdict_file):
             raise
         raise SystemExit(EXIT_VERDICT) from None  # the workers reported their suspects; exit 1 says so
+    if _suspects(verdict_file):  # complete, though a rank ended oddly after the verdict
+        raise SystemExit(EXIT_VERDICT)
+
+
+def _suspects(verdict_file: Path) -> bool:
+    import json
+
+    return verdict_file.is_file() and json.loads(verdict_file.read_text())["verdict"] == "suspects"

@@ -13,10 +13,14 @@ Grammar of NCCL_BENCH_FAULT:
   first collective. With SECONDS the rank wakes up and goes on (a peer held up past --timeout).
 - `stall-gpu[:RANK[:POINT]]` (NCCL): the same, but the rank's CUDA stream spins
   (torch.cuda._sleep) and the rank waits in torch.cuda.synchronize().
+- `killed[:RANK]`: RANK's process is killed (SIGKILL) once its run has ended (the final meta.json
+  written, the report printed), as by an OOM killer or a scheduler during the teardown.
 """
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 from dataclasses import dataclass
 from typing import Mapping
@@ -38,6 +42,9 @@ class NoFaults:
         """Called after a point's output has landed in `recv` and before it is counted; `first_index`
         is the first element the check verifies (None: nothing to verify), `holder` the rank holding it."""
 
+    def run_ended(self, rank: int) -> None:
+        """Called on every rank after its run's ending (final meta.json, report)."""
+
 
 @dataclass(frozen=True)
 class Fault(NoFaults):
@@ -56,6 +63,10 @@ class Fault(NoFaults):
         if self.kind == "corrupt" and first_index is not None and rank == holder:
             recv[first_index] += 1
 
+    def run_ended(self, rank: int) -> None:
+        if self.kind == "killed" and rank == self.rank:
+            os.kill(os.getpid(), signal.SIGKILL)
+
 
 def fault_seam(environ: Mapping[str, str]) -> NoFaults:
     """The hooks this run uses: NoFaults, or the Fault that NCCL_BENCH_FAULT plants."""
@@ -68,12 +79,12 @@ def planted_fault(environ: Mapping[str, str]) -> Fault | None:
         return None
     kind, *fields = raw.split(":")
     try:
-        if kind not in ("corrupt", "stall", "stall-gpu") or len(fields) > 3:
+        if kind not in ("corrupt", "stall", "stall-gpu", "killed") or len(fields) > 3:
             raise ValueError
         numbers = [int(f) for f in fields[:2]] + [float(f) for f in fields[2:]]
     except ValueError:
         raise ValueError(f"{FAULT_ENV}={raw!r}: expected corrupt, stall[:RANK[:POINT[:SECONDS]]] "
-                         "or stall-gpu[:RANK[:POINT]]") from None
+                         ", stall-gpu[:RANK[:POINT]] or killed[:RANK]") from None
     return Fault(kind, *numbers)
 
 

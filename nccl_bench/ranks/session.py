@@ -25,6 +25,7 @@ from nccl_bench.errors import RunFailedError, UserInputError, WriteFailedError
 from nccl_bench.ranks import devices, dist, faults, roll_call
 from nccl_bench.ranks.deadline import Deadline, DeadlineExceeded
 from nccl_bench.ranks.layout import LaunchEnv, detect_launch, export_launch_env
+from nccl_bench.ranks.planted import fault_seam
 from nccl_bench.results.store import new_run_dir, prepare_run_dir, remove_if_empty, write_meta
 
 META_SCHEMA_VERSION = 1
@@ -293,6 +294,7 @@ class _LifeCycle:
             faults.hold_signals()  # a signal after the last result changes nothing: the ending is written whole
             ending(run.status)
             body.finished(run.status)
+            fault_seam(os.environ).run_ended(run.launch.rank)
             if self._unwritten is not None:
                 self._say_unwritten()
 

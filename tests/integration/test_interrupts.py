@@ -59,21 +59,21 @@ def _errors(logs: Path) -> list[str]:
     return [line for line in text.splitlines() if line.startswith(ERROR)]
 
 
-@pytest.mark.parametrize("how", ["SIGTERM to the command", "Ctrl-C to the process group"])
+@pytest.mark.parametrize("how", ["SIGTERM to the command", "Ctrl-C to the process group", "SIGHUP to the command"])
 def test_an_interrupted_sweep_says_one_line_and_keeps_its_rows(tmp_path, how):
     out = tmp_path / "run"
     proc = _start([*SWEEP, "--out", str(out)], tmp_path)
+    name = how.split()[0] if how.startswith("SIG") else "SIGINT"
     try:
         _wait_for(lambda: _rows_on_disk(out) >= 2, proc)
-        if how.startswith("SIGTERM"):
-            os.kill(proc.pid, signal.SIGTERM)
+        if how.startswith("SIG"):
+            os.kill(proc.pid, getattr(signal, name))
         else:
             os.killpg(proc.pid, signal.SIGINT)
         code = proc.wait(timeout=60)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
-    name = "SIGTERM" if how.startswith("SIGTERM") else "SIGINT"
     rows = read_rows(out)
     assert code == 130
     assert _errors(tmp_path) == [

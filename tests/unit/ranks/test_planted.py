@@ -11,7 +11,7 @@ from nccl_bench.ranks import planted
     ("raw", "fault"),
     [("", None), ("corrupt", planted.Fault("corrupt")), ("stall", planted.Fault("stall")),
      ("stall:1:2", planted.Fault("stall", 1, 2)), ("stall:0:2:2.5", planted.Fault("stall", 0, 2, 2.5)),
-     ("stall-gpu:0:1", planted.Fault("stall-gpu", 0, 1))],
+     ("stall-gpu:0:1", planted.Fault("stall-gpu", 0, 1)), ("killed:1", planted.Fault("killed", 1))],
 )
 def test_planted_fault_grammar(raw, fault):
     assert planted.planted_fault({planted.FAULT_ENV: raw}) == fault
