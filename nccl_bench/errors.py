@@ -44,7 +44,7 @@ class WriteFailedError(RunFailedError):
 
 def write_error_text(exc: OSError, path=None) -> str:
     """One line for a failed write: "no space left on PATH", or the system's reason."""
-    where = path if path is not None else exc.filename
+    where = path if path is not None else exc.filename if exc.filename is not None else "the device"
     if exc.errno == errno.ENOSPC:
         return f"no space left on {where}"
     return f"cannot write {where}: {exc.strerror or exc}"

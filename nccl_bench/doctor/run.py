@@ -23,12 +23,12 @@ from typing import Any, Callable, Protocol
 
 from nccl_bench.doctor import schedule, verdicts
 from nccl_bench.doctor.config import ELEMENT_BYTES, DoctorConfig, resolve_size
-from nccl_bench.errors import RunFailedError, UserInputError, WriteFailedError
+from nccl_bench.errors import RunFailedError, UserInputError
 from nccl_bench.options import PHASES
 from nccl_bench.ranks import devices, dist, faults, session
 from nccl_bench.ranks.planted import NoFaults, fault_seam
 from nccl_bench.ranks.runner import PointRunner, TimingPlan
-from nccl_bench.results.store import CsvAppender
+from nccl_bench.results.store import CsvAppender, write_text_file
 from nccl_bench.units import bandwidth, stats
 from nccl_bench.units.sizes import format_size
 
@@ -189,10 +189,7 @@ def report_json(report: DoctorReport) -> dict[str, Any]:
 def write_report_json(report: DoctorReport, path: Path) -> None:
     import json
 
-    try:
-        Path(path).write_text(json.dumps(report_json(report), indent=2) + "\n", encoding="utf-8")
-    except OSError as exc:
-        raise WriteFailedError(path, exc) from None
+    write_text_file(path, json.dumps(report_json(report), indent=2) + "\n")
 
 
 def execute(config: DoctorConfig, observer_factory: Callable[[int], DoctorObserver],

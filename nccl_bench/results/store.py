@@ -15,7 +15,7 @@ import json
 import os
 import warnings
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, NoReturn
 
 from nccl_bench.errors import UserInputError, WriteFailedError
 from nccl_bench.results.schema import (
@@ -110,6 +110,23 @@ def write_meta(run_dir: Path, meta: dict[str, Any]) -> None:
         with contextlib.suppress(OSError):
             tmp.unlink()  # the meta.json before stays as it was
         raise WriteFailedError(path, exc) from None
+
+
+def write_text_file(path: Path, text: str) -> None:
+    """A file the user asked for (an export, a report): written whole, or removed again and
+    WriteFailedError naming it."""
+    try:
+        Path(path).write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise_write_failed(path, exc)
+
+
+def raise_write_failed(path: Path, exc: OSError) -> NoReturn:
+    """A file left half-written is removed (a device such as /dev/full is left alone); one line names it."""
+    with contextlib.suppress(OSError):
+        if Path(path).is_file():
+            Path(path).unlink()
+    raise WriteFailedError(path, exc) from None
 
 
 def utc_stamp(now: _dt.datetime | None = None) -> str:
