@@ -64,6 +64,8 @@ class SweepConfig:
     cuda_graph: int = 0
     blocking: bool = False
     peak_gbps: float | None = None
+    min_busbw_gbps: float | None = None  # the floor of each op's busbw at its largest measured size
+    prom: Path | None = None
     fields_from_flags: tuple[str, ...] = field(default=(), compare=False)
 
 
@@ -127,7 +129,7 @@ def validate(config: SweepConfig) -> None:
     if config.cuda_graph and config.blocking:
         raise UserInputError("--cuda-graph", "cannot be combined with --blocking")
     if all(REGISTRY[op].factor is None for op in config.ops):  # barrier alone: no message at all
-        for key in ("sizes", "min_bytes", "max_bytes", "step_bytes", "step_factor"):
+        for key in ("sizes", "min_bytes", "max_bytes", "step_bytes", "step_factor", "min_busbw_gbps"):
             if getattr(config, key) is not None:
                 option, ops = option_name(key), " and ".join(config.ops)
                 raise UserInputError(option, f"{ops} sends no message, so no size applies; drop {option}")
@@ -188,7 +190,7 @@ def describe_sizes(sizes: list[int]) -> str:
 def as_dict(config: SweepConfig) -> dict[str, Any]:
     """JSON-friendly view for meta.json."""
     values = {k: getattr(config, k) for k in CONFIG_KEYS}
-    for key in ("out", "results_root"):
+    for key in ("out", "results_root", "prom"):
         if values[key] is not None:
             values[key] = str(values[key])
     values["ops"] = list(values["ops"])

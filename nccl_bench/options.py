@@ -175,6 +175,9 @@ RESULTS_ROOT = Option("results_root", ("--results-root",), path,
                       "Parent of the default results folder (default ./results).")
 TIMEOUT = Option("timeout_s", ("--timeout",), number(),
                  "Seconds before a stalled {step} or rendezvous fails (default 300).")
+PROM = Option("prom", ("--prom",), path,
+              "Also write the results as Prometheus metrics (text format) to FILE, replaced whole by a rename "
+              "(for node_exporter's textfile collector).", metavar="FILE")
 WORKERS = Option("workers", ("--workers",), whole(1),
                  "Without a launcher: start this many local ranks (default: one per GPU, or 2 on CPU).")
 
@@ -261,6 +264,10 @@ SWEEP_OPTIONS = (
            "GPU only: capture this many ops in a CUDA graph and replay it (as nccl-tests -G)."),
     Option("blocking", ("--blocking",), switch, "GPU only: synchronize after every op (per-op latency mode)."),
     Option("peak_gbps", ("--peak",), number(), "Reference peak bus bandwidth in GB/s for %peak (default: detected)."),
+    Option("min_busbw_gbps", ("--min-busbw",), number(),
+           "After the run, exit 1 when any op's busbw at its largest measured size is below this many GB/s.",
+           metavar="GBPS"),
+    PROM,
 )
 SWEEP_OPTION = {option.key: option for option in SWEEP_OPTIONS}
 PRESET = Option("preset", ("--config",), path, "TOML preset (see configs/); flags given here win.")
@@ -301,5 +308,6 @@ DOCTOR_OPTIONS = (
     OUT,
     RESULTS_ROOT,
     TIMEOUT,
+    PROM,
 )
 DOCTOR_OPTION = {option.key: option for option in DOCTOR_OPTIONS}

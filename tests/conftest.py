@@ -50,3 +50,22 @@ def torchrun():
 @pytest.fixture
 def cli():
     return run_cli
+
+
+def child_pids(pid: int) -> list[int]:
+    """The direct children of a process (a launcher's workers)."""
+    try:
+        return [int(x) for x in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return []
+
+
+def rank_of(pid: int) -> int | None:
+    """The RANK a worker process was started with, from its environment."""
+    try:
+        for entry in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0"):
+            if entry.startswith(b"RANK="):
+                return int(entry[5:])
+    except OSError:
+        return None
+    return None

@@ -41,6 +41,7 @@ class DoctorConfig:
     out: Path | None = None
     results_root: Path = Path("results")
     timeout_s: float = 300.0
+    prom: Path | None = None
 
 
 def parse_phases(values: list[str] | None) -> tuple[str, ...]:

@@ -14,13 +14,14 @@ from typing import Any, Callable, Protocol
 
 from nccl_bench import config as cfg
 from nccl_bench.errors import RunFailedError, first_line
+from nccl_bench.hardware.expected import System, yardsticks
 from nccl_bench.ranks import check, dist, faults, session
 from nccl_bench.ranks.collectives import REGISTRY, Collective, OpArgs, make_buffers
 from nccl_bench.ranks.plan import Plan, Point, buffer_bytes, plan_run, size_option
 from nccl_bench.ranks.planted import NoFaults, fault_seam
 from nccl_bench.ranks.rows import RowContext, measured_row, unsupported_row
 from nccl_bench.ranks.runner import PointRunner, TimingPlan
-from nccl_bench.results.schema import STATUS_UNSUPPORTED, ResultRow
+from nccl_bench.results.schema import STATUS_OK, STATUS_UNSUPPORTED, ResultRow
 from nccl_bench.results.store import ResultsWriter
 from nccl_bench.units.sizes import format_size
 
@@ -59,6 +60,7 @@ class SweepSummary:
     current_point: str | None = None  # what was being measured, for a failure message
     peak_gbps: float | None = None  # the %peak reference, for the plot rank 0's reporter draws
     plot_path: Path | None = None  # set by the reporter that wrote busbw.png
+    expected: list[str] = field(default_factory=list)  # rank 0: each op's largest size against a public figure
 
     @property
     def wrong_total(self) -> int:
@@ -113,6 +115,7 @@ class _Sweep:
         self.header: RunHeader | None = None
         self.peak: dict[str, Any] | None = None
         self.faults: NoFaults = fault_seam(os.environ)
+        self.system: System | None = None
 
     @property
     def where(self) -> str:
@@ -127,6 +130,7 @@ class _Sweep:
         self.peak = {"gbps": peak_gbps, "label": peak_label}
         self.summary.peak_gbps = peak_gbps
         self.header = self._header(run, peak_label)
+        self.system = expected_system(self.ctx, run.nodes)
         self.row_context = RowContext(self.config, self.ctx.world_size, run.nodes, self.ctx.backend, peak_gbps)
 
     def meta(self) -> dict[str, Any]:
@@ -143,7 +147,12 @@ class _Sweep:
         self.summary.status = status
         if self.writer is not None:
             self.writer.close()
-        return {"rows": len(self.summary.rows), "wrong_total": self.summary.wrong_total}
+        measured = ((r.op, r.size_bytes, r.busbw_gbps) for r in self.summary.rows
+                    if r.status == STATUS_OK and r.busbw_gbps is not None)
+        found = yardsticks(self.system, measured)
+        self.summary.expected = [y.sentence for y in found]
+        ending = {"rows": len(self.summary.rows), "wrong_total": self.summary.wrong_total}
+        return {**ending, "expected": [y.as_meta() for y in found]} if found else ending
 
     def finished(self, status: str) -> None:
         self.observer.finished(self.summary)
@@ -269,6 +278,20 @@ def reference_peak(config: cfg.SweepConfig, ctx: dist.DistContext, nodes: int) -
         else:
             found = (peak.peak_gbps, f"{peak.peak_gbps:.1f} GB/s per direction, {peak.label} [{peak.source}]")
     return tuple(dist.gather_objects(ctx, found)[0])
+
+
+def expected_system(ctx: dist.DistContext, nodes: int) -> System | None:
+    """Rank 0 on GPUs: the system public figures are matched against (hardware/expected.py); None on
+    other ranks, on CPUs (no figure is for them), with uneven ranks per node (no figure is for such a
+    layout) and when detection fails."""
+    if ctx.rank != 0 or not ctx.on_gpu or ctx.world_size % nodes:
+        return None
+    from nccl_bench.hardware.detect import detect_limits
+
+    try:
+        return System.from_limits(detect_limits(measure_host=False), nodes, ctx.world_size // nodes)
+    except Exception:  # a yardstick is a nicety, never a reason to abort a sweep
+        return None
 
 
 def _reduce_op(name: str):

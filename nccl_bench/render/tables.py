@@ -210,6 +210,7 @@ def summary_lines(summary) -> list[str]:
     lines = []
     for (op, placement), value in average_busbw(summary.rows).items():
         lines.append(f"# Avg bus bandwidth ({op}, {placement_text(placement)}): {value:.3f} GB/s")
+    lines += [f"# expected: {sentence}" for sentence in summary.expected]
     noisy = [r for r in summary.rows if "noisy" in r.flags]
     short = [r for r in summary.rows if "below_timer_resolution" in r.flags]
     if noisy:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from conftest import REPO, worker_env
+from prometheus_client.parser import text_string_to_metric_families
 
 ERROR = "nccl-bench: error: "
 
@@ -29,6 +30,8 @@ BAD = [
     (["--workers", "0"], "--workers: must be at least 1, got 0"),
     (["--backend", "tcp"], "--backend: 'tcp' is not one of auto, nccl, gloo, mpi, ucc"),
     (["--json", "{tmp}/nowhere/v.json"], "--json: folder {tmp}/nowhere does not exist"),
+    (["--prom", "{tmp}/nowhere/d.prom"], "--prom: folder {tmp}/nowhere does not exist"),
+    (["--prom", "{tmp}"], "--prom: {tmp} is a directory; give a file name"),
     (["--out", "{tmp}/full"], "--out: {tmp}/full already exists and is not empty; a run never overwrites results"),
     (["--workers", "1"], "--workers: 1 rank(s) on 1 host(s) leave the doctor nothing to measure: the nodes phase "
                          "needs a host with 2 or more ranks and the pairs phase needs 2 or more hosts"),
@@ -52,10 +55,19 @@ def test_bad_input_is_one_line_exit_2(tmp_path, args, message):
 
 @pytest.mark.integration
 def test_one_host_two_workers_measures_the_node_and_skips_pairs(tmp_path):
-    out, verdict_file = tmp_path / "run", tmp_path / "v.json"
-    result = _run(REPO, "doctor", "--workers", "2", "--size", "1M", "--out", str(out), "--json", str(verdict_file))
+    out, verdict_file, prom = tmp_path / "run", tmp_path / "v.json", tmp_path / "doctor.prom"
+    result = _run(REPO, "doctor", "--workers", "2", "--size", "1M", "--out", str(out), "--json", str(verdict_file),
+                  "--prom", str(prom))
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     verdict = json.loads(verdict_file.read_text())
+    metrics = {f.name: f.samples for f in text_string_to_metric_families(prom.read_text())}
+    (intra,) = metrics["nccl_bench_doctor_node_busbw_bytes_per_second"]
+    assert intra.labels == {"host": verdict["nodes"][0]["host"]}
+    assert intra.value == verdict["nodes"][0]["intra_busbw_gbps"] * 1e9
+    assert "nccl_bench_doctor_pair_busbw_bytes_per_second" not in metrics  # one host: no pair
+    assert [(s.labels["kind"], s.value) for s in metrics["nccl_bench_doctor_suspect"]] == [
+        ("node", 0), ("link", 0), ("rail", 0)]
+    assert metrics["nccl_bench_run_info"][0].labels["command"] == "doctor"
     assert verdict == json.loads((out / "doctor.json").read_text())
     assert set(verdict) >= {"schema_version", "verdict", "nodes", "pairs", "suspects", "wall_s"}
     assert verdict["schema_version"] == 1 and verdict["verdict"] == "healthy"

@@ -25,6 +25,7 @@ import time
 
 import pytest
 from conftest import REPO, worker_env
+from prometheus_client.parser import text_string_to_metric_families
 from simhosts import SetupError, simulated_hosts, why_no_namespaces
 
 HOSTS = 4
@@ -63,7 +64,8 @@ def _launch(hosts, tmp_path, launcher: str, ranks_per_host: int = 1) -> tuple[li
     procs = []
     count = len(hosts.hostnames)
     for host, local in ((h, r) for h in range(count) for r in range(ranks_per_host)):
-        args = [*DOCTOR_ARGS, "--out", str(out), "--json", str(tmp_path / "verdict.json")]
+        args = [*DOCTOR_ARGS, "--out", str(out), "--json", str(tmp_path / "verdict.json"),
+                "--prom", str(tmp_path / "doctor.prom")]
         env = worker_env({"GLOO_SOCKET_IFNAME": f"eth{local}"})
         rank, world = host * ranks_per_host + local, count * ranks_per_host
         if launcher == "torchrun":
@@ -92,7 +94,21 @@ def _launch(hosts, tmp_path, launcher: str, ranks_per_host: int = 1) -> tuple[li
     verdict = json.loads((out / "doctor.json").read_text()) if (out / "doctor.json").is_file() else {}
     assert verdict, report[-4000:]
     assert json.loads((tmp_path / "verdict.json").read_text()) == verdict  # --json holds the same document
+    _check_prom((tmp_path / "doctor.prom").read_text(), verdict)
     return [proc.returncode for proc in procs], report, verdict
+
+
+def _check_prom(text: str, verdict: dict) -> None:
+    """--prom: doctor.json's numbers in bytes/s, and 1 for exactly the hosts and kinds it names."""
+    metrics = {f.name: f.samples for f in text_string_to_metric_families(text)}
+    pairs = {(s.labels["pair"], int(s.labels["rail"])): s.value
+             for s in metrics.get("nccl_bench_doctor_pair_busbw_bytes_per_second", [])}
+    assert pairs == {(",".join(p["hosts"]), p["rail"]): p["busbw_gbps"] * 1e9 for p in verdict["pairs"]}
+    intra = {s.labels["host"]: s.value for s in metrics.get("nccl_bench_doctor_node_busbw_bytes_per_second", [])}
+    assert intra == {n["host"]: n["intra_busbw_gbps"] * 1e9 for n in verdict["nodes"] if n["intra_busbw_gbps"]}
+    flagged = {(s.labels["host"], s.labels["kind"]) for s in metrics["nccl_bench_doctor_suspect"] if s.value == 1}
+    assert flagged == {(host, s["kind"]) for s in verdict["suspects"] for host in s["hosts"]}
+    assert len(metrics["nccl_bench_doctor_suspect"]) == 3 * len(verdict["nodes"])
 
 
 def _named(verdict: dict) -> list[tuple[str, list[str]]]:

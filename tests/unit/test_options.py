@@ -20,6 +20,7 @@ VALID = {
     "sizes": "1K,4K", "dtype": "FLOAT16", "reduce_op": "max", "root": 1, "warmup": 0, "iters": "auto",
     "min_sample_ms": 10, "trials": 3, "agg": "min", "inplace": False, "check": True, "backend": "gloo",
     "out": "run", "results_root": "results", "timeout_s": 5, "cuda_graph": 2, "blocking": True, "peak_gbps": 100,
+    "min_busbw_gbps": "12.5", "prom": "metrics.prom",
 }
 # A value breaking each key's bound or grammar, and what the error says after the option.
 INVALID = {
@@ -29,7 +30,7 @@ INVALID = {
     "warmup": (10**7, "must be at most 1,000,000, got 10,000,000"), "iters": (0, "must be at least 1, got 0"),
     "trials": (1001, "must be at most 1,000, got 1,001"), "timeout_s": (0, "must be greater than 0, got 0"),
     "cuda_graph": ("x", "expected a whole number, got 'x'"), "inplace": ("yes", "expected true or false, got 'yes'"),
-    "peak_gbps": ("fast", "expected a number, got 'fast'"),
+    "peak_gbps": ("fast", "expected a number, got 'fast'"), "min_busbw_gbps": (0, "must be greater than 0, got 0"),
 }
 
 
@@ -51,7 +52,7 @@ def test_every_config_field_has_one_declaration_in_field_order():
 
 
 def test_options_the_commands_share_are_one_declaration():
-    shared = (options.BACKEND, options.OUT, options.RESULTS_ROOT, options.TIMEOUT)
+    shared = (options.BACKEND, options.OUT, options.RESULTS_ROOT, options.TIMEOUT, options.PROM)
     for option in shared:
         assert options.SWEEP_OPTION[option.key] is option and options.DOCTOR_OPTION[option.key] is option
 
