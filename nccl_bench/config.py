@@ -50,6 +50,7 @@ class SweepConfig:
     dtype: str = "float32"
     reduce_op: str = "sum"
     root: int = 0
+    alltoallv: str = "random:0"  # all_to_allv's per-peer shares (units/alltoallv.py)
     warmup: int = 5
     iters: int | None = None  # None = auto: calibrated per size to last min_sample_ms
     min_sample_ms: float | None = None
@@ -57,6 +58,8 @@ class SweepConfig:
     agg: str = "max"
     inplace: bool | None = None  # None = both placements where the op has both
     check: bool = True
+    split: str | None = None  # sub-groups that measure at once (ranks/split.py); None: the whole world
+    cycles: int = 1  # passes over every point; 0 = until interrupted
     backend: str = "auto"
     out: Path | None = None
     results_root: Path = Path("results")
@@ -142,6 +145,7 @@ def ignored_options(config: SweepConfig) -> list[str]:
     uses = {
         "reduce_op": (any(REGISTRY[op].has_reduction for op in config.ops), "reduces"),
         "root": (any(REGISTRY[op].has_root for op in config.ops), "has a root"),
+        "alltoallv": (any(REGISTRY[op].expected_uneven for op in config.ops), "sends uneven shares"),
         "dtype": (any(REGISTRY[op].factor is not None for op in config.ops), "sends data"),
     }
     for key, (used, what) in uses.items():

@@ -28,6 +28,8 @@ class RunFailedError(Exception):
         super().__init__(message)
         self.exit_code = exit_code
         self.quiet = quiet  # another rank prints this failure; this one only exits non-zero
+        # Lines that follow the one-line answer: what the backend itself said (NCCL's warnings).
+        self.details: tuple[str, ...] = ()
         # The process group was aborted: end the process without tearing torch down (its
         # destructors would join threads that the abort left waiting).
         self.exit_at_once = False

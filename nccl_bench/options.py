@@ -207,6 +207,7 @@ MAX_ITERS = 1_000_000  # one timestamp per op per sample is kept for p50/p99
 MAX_WARMUP = 1_000_000
 MAX_TRIALS = 1_000
 MAX_CUDA_GRAPH_OPS = 10_000  # ops captured in one CUDA graph: each holds GPU memory while captured
+MAX_CYCLES = 1_000_000  # passes over the plan; 0 (until interrupted) is the way to ask for more
 
 
 def _ops(value: Any, option: str) -> tuple[str, ...]:
@@ -231,6 +232,24 @@ def _iters(value: Any, option: str) -> int | None:
     return whole(1, MAX_ITERS)(value, option)
 
 
+def _distribution(value: Any, option: str) -> str:
+    from nccl_bench.units.alltoallv import parse_distribution
+
+    try:
+        return str(parse_distribution(value))
+    except ValueError as exc:
+        raise UserInputError(option, str(exc)) from None
+
+
+def _split(value: Any, option: str) -> str:
+    from nccl_bench.ranks.split import parse_split
+
+    try:
+        return parse_split(value)
+    except ValueError as exc:
+        raise UserInputError(option, str(exc)) from None
+
+
 SWEEP_OPTIONS = (
     Option("ops", ("--op",), _ops,
            "Collective to run; repeat or comma-separate; 'all' for every one. See `nccl-bench ops`."),
@@ -243,6 +262,9 @@ SWEEP_OPTIONS = (
            "float32 (default), float16, bfloat16, float64, int8, uint8, int32, int64."),
     Option("reduce_op", ("-o", "--reduce-op"), choice(*REDUCE_OPS), "sum (default), prod, min, max, avg."),
     Option("root", ("--root",), whole(0), "Root rank of broadcast, reduce, gather, scatter (default 0)."),
+    Option("alltoallv", ("--alltoallv",), _distribution,
+           "all_to_allv's per-peer shares: even, random[:SEED] (default random:0) or skewed[:HOT] "
+           "(HOT peers get 80% of the data).", metavar="DIST"),
     Option("warmup", ("-w", "--warmup"), whole(0, MAX_WARMUP), "Untimed ops before each point (default 5)."),
     Option("iters", ("-n", "--iters"), _iters,
            "Timed ops per sample, or 'auto' (default): calibrated to --min-sample-ms."),
@@ -256,6 +278,13 @@ SWEEP_OPTIONS = (
     Option("inplace", ("--inplace",), switch,
            "Only in-place or only out-of-place (default: both where torch has both).", off="--no-inplace"),
     Option("check", ("--check",), switch, "Verify every output element after timing (default on).", off="--no-check"),
+    Option("split", ("--split",), _split,
+           "Measure in sub-groups, all at once, one row per group: node (one per host), rail (local rank i "
+           "of every host), mod:N (rank % N) or div:N (rank // N), as nccl-tests' NCCL_TESTS_SPLIT.",
+           metavar="HOW"),
+    Option("cycles", ("--cycles",), whole(0, MAX_CYCLES),
+           "Run the whole sweep this many times (burn-in, as nccl-tests -N); 0: until interrupted. Rows carry "
+           "their cycle; the end gives each point's spread across cycles (default 1)."),
     BACKEND,
     OUT,
     RESULTS_ROOT,

@@ -130,3 +130,33 @@ def simulated_hosts(count: int, tag: str, rails: int = 1) -> Iterator[Hosts]:
     finally:
         for name in reversed(made):  # deleting a namespace deletes the veth ends and the bridge in it
             sh("ip", "netns", "delete", name)
+
+
+def hosts_for_test(count: int, rails: int = 1) -> Iterator[Hosts]:
+    """Simulated hosts for a pytest fixture to yield from, or a skip naming the exact reason they
+    cannot be made here (no root, a missing tool, a namespace step refused)."""
+    import pytest
+
+    reason = why_no_namespaces(("ip", "unshare", "mount", "tc"))
+    if reason:
+        pytest.skip(reason)
+    try:
+        with simulated_hosts(count, f"{os.getpid() % 10000:04d}", rails) as made:
+            yield made
+    except SetupError as exc:
+        pytest.skip(f"cannot build simulated hosts here: {exc}")
+
+
+def run_on_hosts(hosts: Hosts, hosts_file: Path, launches: list[tuple[int, list[str], dict[str, str]]],
+                 cwd: Path, timeout_s: float = 180) -> tuple[list[int], list[str]]:
+    """Start each (host, argv, env) inside its host at once and wait for all; (exit codes, outputs)."""
+    procs = [subprocess.Popen(hosts.command(host, hosts_file, argv), stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True, env=env, cwd=cwd)
+             for host, argv, env in launches]
+    try:
+        logs = [proc.communicate(timeout=timeout_s)[0] for proc in procs]
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+    return [proc.returncode for proc in procs], logs

@@ -27,6 +27,7 @@ def sweep_command(
     dtype: Optional[str] = param(_OPTION["dtype"]),
     reduce_op: Optional[str] = param(_OPTION["reduce_op"]),
     root: Optional[int] = param(_OPTION["root"]),
+    alltoallv: Optional[str] = param(_OPTION["alltoallv"]),
     warmup: Optional[int] = param(_OPTION["warmup"]),
     iters: Optional[str] = param(_OPTION["iters"]),
     min_sample_ms: Optional[float] = param(_OPTION["min_sample_ms"]),
@@ -34,6 +35,8 @@ def sweep_command(
     agg: Optional[str] = param(_OPTION["agg"]),
     inplace: Optional[bool] = param(_OPTION["inplace"]),
     check: Optional[bool] = param(_OPTION["check"]),
+    split: Optional[str] = param(_OPTION["split"]),
+    cycles: Optional[int] = param(_OPTION["cycles"]),
     backend: Optional[str] = param(_OPTION["backend"]),
     out: Optional[Path] = param(_OPTION["out"], folder="<ops>"),
     results_root: Optional[Path] = param(_OPTION["results_root"]),
@@ -70,6 +73,7 @@ def sweep_command(
     from nccl_bench.config import build_config
 
     sweep_config = build_config(flags, preset)
+    _refuse_repeats_with_baseline(sweep_config, baseline)
     from nccl_bench.cli import core
     from nccl_bench.render.formats import check_output_file
 
@@ -90,6 +94,16 @@ def sweep_command(
         _after_sweep(run_dir, sweep_config, baseline_check, speaks)
 
 
+def _refuse_repeats_with_baseline(sweep_config, baseline: Optional[Path]) -> None:
+    """A comparison matches one row per point; a run of several cycles or groups has many."""
+    repeats = [option for option, given in (("--cycles", sweep_config.cycles != 1),
+                                            ("--split", sweep_config.split is not None)) if given]
+    if baseline is not None and repeats:
+        verb = "give" if len(repeats) > 1 else "gives"
+        raise UserInputError("--baseline", f"compares one row per point; {' and '.join(repeats)} {verb} several "
+                             "(read the run's rows with nccl-bench report instead)")
+
+
 def _on_this_rank(sweep_config, launch, workers: Optional[int], baseline_check) -> Optional[Path]:
     """Under a launcher: plan, check the plan against the baseline, measure; rank 0 returns the run folder."""
     if workers is not None:
@@ -100,7 +114,7 @@ def _on_this_rank(sweep_config, launch, workers: Optional[int], baseline_check) 
     from nccl_bench.cli import core
     from nccl_bench.render.live import LiveReporter
 
-    plan = core.plan.plan_run(sweep_config, launch.world_size, torch.__version__)
+    plan = core.plan.plan_run(sweep_config, launch.world_size, torch.__version__, launch.local_world_size)
     core.compare.check_plan_against_baseline(baseline_check, launch.world_size, plan.backend, plan.keys(sweep_config))
     if local_workers.speaks_for_run(launch):  # local workers: the process that started them said it
         messages.notes(plan.before_start)

@@ -330,21 +330,10 @@ class _Doctor:
                 self._pair_round(pairs, attempt=1)
 
     def _node_group(self):
-        """This host's ranks as a process group, made once.
-
-        Every rank creates every host's group, in node order: NCCL splits a group from the world
-        communicator, which all ranks must enter (torch's new_group docs), so a group made by its
-        members alone would hang there. One group per host, once: N groups, not one per pair.
-        """
-        import torch.distributed as tdist
-
-        mine = None
-        for node in self.nodes:
-            if len(node.ranks) > 1:
-                group = tdist.new_group(list(node.ranks))
-                if node is self.my_node:
-                    mine = group
-        return mine
+        """This host's ranks as a process group (None for a host of one rank), made once: one group
+        per host of several ranks, N groups, not one per pair (dist.sub_group makes them, each with the
+        default group's timeout, so gloo ends a stalled op at --timeout as in the sweep)."""
+        return dist.sub_group(self.ctx, [node.ranks for node in self.nodes if len(node.ranks) > 1]).group
 
     def _samples(self, call: Callable[[], None] | None) -> list[list[float]]:
         """Every rank's sample times (seconds); NaN for a rank that sat the measurement out."""

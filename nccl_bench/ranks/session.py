@@ -227,7 +227,9 @@ def execute(request: RunRequest, body: RunBody, on_stuck: Callable[[RunFailedErr
     except RuntimeError as exc:  # process-group set-up; no result was at stake yet
         remove_if_empty(made)
         reason = faults.name_timeout(dist.backend_error_text(exc), request.timeout_s)
-        raise RunFailedError(f"setting up the {request.command} failed on rank {launch.rank}: {reason}") from exc
+        failure = RunFailedError(f"setting up the {request.command} failed on rank {launch.rank}: {reason}")
+        failure.details = getattr(exc, "details", ())
+        raise failure from exc
     except (RunFailedError, UserInputError):
         remove_if_empty(made)  # stopped before meta.json: the folder would only say nothing happened
         raise

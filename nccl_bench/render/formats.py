@@ -51,15 +51,17 @@ def to_json(rows: list[ResultRow], title: str | None = None, meta: dict | None =
 
 def to_markdown(rows: list[ResultRow], title: str | None = None, meta: dict | None = None) -> str:
     """A GitHub table with the terminal table's columns, headings and cell text."""
-    from nccl_bench.render.tables import RESULT_COLUMNS, result_cells
+    from nccl_bench.render.tables import repeats_in, result_cells, result_columns
 
-    headings = [f"{c.name} {c.unit}".strip() for c in RESULT_COLUMNS]
+    repeats = repeats_in(rows)
+    columns = result_columns(repeats)
+    headings = [f"{c.name} {c.unit}".strip() for c in columns]
     lines = [
         "| " + " | ".join(headings) + " |",
-        "|" + "|".join("---:" if c.align == "right" else "---" for c in RESULT_COLUMNS) + "|",
+        "|" + "|".join("---:" if c.align == "right" else "---" for c in columns) + "|",
     ]
     for row in rows:
-        cells = [str(cell).replace("|", "\\|") for cell in result_cells(row)]
+        cells = [str(cell).replace("|", "\\|") for cell in result_cells(row, repeats)]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 

@@ -18,7 +18,14 @@ from typing import Any, Sequence
 from nccl_bench import compare as cmp
 from nccl_bench.errors import UserInputError
 from nccl_bench.render import labels
-from nccl_bench.render.tables import RESULT_COLUMNS, average_busbw, flags_text, result_cells, sample_span
+from nccl_bench.render.tables import (
+    average_busbw,
+    flags_text,
+    repeats_in,
+    result_cells,
+    result_columns,
+    sample_span,
+)
 from nccl_bench.results.schema import STATUS_UNSUPPORTED, STATUS_WRONG, ResultRow
 from nccl_bench.units.sizes import format_size
 
@@ -117,14 +124,16 @@ def _meta_items(page: RunPage) -> list[tuple[str, str]]:
 
 
 def _results_table(rows: Sequence[ResultRow]) -> str:
+    repeats = repeats_in(rows)
+    columns = result_columns(repeats)
     head = "".join(
         f'<th class="{"num" if c.align == "right" else ""}">{_e(f"{c.name} {c.unit}".strip())}</th>'
-        for c in RESULT_COLUMNS
+        for c in columns
     )
     body = []
     for row in rows:
         cells = []
-        for column, cell in zip(RESULT_COLUMNS, result_cells(row), strict=True):
+        for column, cell in zip(columns, result_cells(row, repeats), strict=True):
             text = flags_text(row) if column.name == labels.name("flags") else str(cell)
             css = "num" if column.align == "right" else ""
             if column.name == labels.name("flags") and text:

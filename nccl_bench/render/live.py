@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.text import Text
 
 from nccl_bench.errors import first_line
-from nccl_bench.render import formats, tables
+from nccl_bench.render import formats, repeats, tables
 from nccl_bench.render.fit import Layout
 from nccl_bench.results.schema import ResultRow
 
@@ -77,10 +77,12 @@ class LiveReporter:
         self._progress = None
         self._task = None
         self._layout: Layout | None = None
+        self._repeats: tuple[str, ...] = ()
 
     def started(self, header, total_points: int) -> None:
         width = table_width(self.console)
         self._layout = tables.live_layout(header, width)
+        self._repeats = header.repeats
         print_lines(self.console, tables.header_lines(header))
         if self._layout.left_out:
             print_lines(self.console, [tables.left_out_note(self._layout, width)])
@@ -88,8 +90,13 @@ class LiveReporter:
         if self.console.is_terminal:
             self._progress, self._task = _progress(self.console, "sweep", total_points)
 
+    def cycle_started(self, cycle: int, cycles: int) -> None:
+        print_lines(self.console, [repeats.cycle_line(cycle, cycles)])
+        if self._progress is not None and cycle > 1:
+            self._progress.reset(self._task)
+
     def row_done(self, row: ResultRow) -> None:
-        print_lines(self.console, self._layout.row_lines(tables.result_cells(row)))
+        print_lines(self.console, self._layout.row_lines(tables.result_cells(row, self._repeats)))
         if self._progress is not None:
             self._progress.advance(self._task)
 

@@ -79,7 +79,8 @@ def curve_label(run_label: str | None, op: str, placement: str | None) -> str:
 
 
 def curves(runs: Sequence[Run]) -> dict[str, list[ResultRow]]:
-    """One curve per run x op (x placement, when an op was run both ways), sorted by size."""
+    """One curve per run x op (x placement, when an op was run both ways; x --split group), sorted
+    by size; a --cycles run's cycles share their curve, so its spread shows at each size."""
     named: dict[str, list[ResultRow]] = {}
     several_runs = len(runs) > 1
     for run_label, rows in runs:
@@ -89,6 +90,7 @@ def curves(runs: Sequence[Run]) -> dict[str, list[ResultRow]]:
         for row in rows:
             placement = row.placement if len(placements[row.op]) > 1 else None
             key = curve_label(run_label if several_runs else None, row.op, placement)
+            key += f" [{row.group}]" if row.group else ""
             named.setdefault(key, []).append(row)
     return {key: sorted(points, key=lambda r: r.size_bytes) for key, points in named.items()}
 

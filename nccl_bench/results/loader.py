@@ -14,11 +14,11 @@ from typing import Any
 
 from nccl_bench.errors import UserInputError
 from nccl_bench.results.schema import (
-    COLUMNS,
-    SCHEMA_VERSION,
     ResultRow,
     RunRows,
     record_to_row,
+    required_columns,
+    unreadable_version,
 )
 from nccl_bench.results.store import ResultsWarning, read_meta, read_rows
 
@@ -108,19 +108,16 @@ def _rows_from_json_text(text: str, path: Path, option: str) -> list[ResultRow]:
 
 def rows_from_json(document: dict[str, Any], source: str, option: str) -> list[ResultRow]:
     version = document.get("schema_version")
-    if version != SCHEMA_VERSION:
-        newer = isinstance(version, int) and version > SCHEMA_VERSION
-        hint = "written by a newer nccl_bench; upgrade to read it" if newer else "written by an older nccl_bench"
-        raise UserInputError(
-            option,
-            f"{source} has results format version {version}; this nccl_bench reads version {SCHEMA_VERSION} ({hint})",
-        )
+    why = unreadable_version(version)
+    if why is not None:
+        raise UserInputError(option, f"{source} has {why}")
+    required = required_columns(version)
     records = document.get("rows")
     if not isinstance(records, list):
         raise UserInputError(option, f"{source} has no 'rows' list")
     rows = []
     for index, record in enumerate(records):
-        missing = [c for c in COLUMNS if c not in record] if isinstance(record, dict) else list(COLUMNS)
+        missing = [c for c in required if c not in record] if isinstance(record, dict) else list(required)
         if missing:
             raise UserInputError(option, f"{source} row {index} lacks columns: {', '.join(missing)}")
         try:

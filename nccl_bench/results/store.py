@@ -27,7 +27,9 @@ from nccl_bench.results.schema import (
     ResultRow,
     csv_cells,
     record_to_row,
+    required_columns,
     row_to_record,
+    unreadable_version,
 )
 
 RESULTS_CSV = "results.csv"
@@ -221,13 +223,13 @@ def read_rows(path: Path, option: str = "RESULTS") -> list[ResultRow]:
     csv_path = resolve_results_csv(path, option)
     header, lines = _read_results_csv(csv_path, option)
     records = _complete_records(csv_path, header, lines, option)
-    for version in {record["schema_version"] for _, record in records}:
-        if version != str(SCHEMA_VERSION):
-            raise UserInputError(
-                option,
-                f"{csv_path} has results format version {version}; this nccl_bench reads version {SCHEMA_VERSION}",
-            )
-    missing = [c for c in COLUMNS if c not in header]
+    versions = {record["schema_version"] for _, record in records}
+    for version in sorted(versions):
+        why = unreadable_version(version)
+        if why is not None:
+            raise UserInputError(option, f"{csv_path} has {why}")
+    oldest = min((int(v) for v in versions), default=SCHEMA_VERSION)
+    missing = [c for c in required_columns(oldest) if c not in header]
     if missing:
         raise UserInputError(option, f"{csv_path} lacks columns: {', '.join(missing)}")
     rows = []

@@ -28,3 +28,16 @@ def test_notes_and_warnings_share_the_prefix(capsys):
     messages.notes(["a", "b"])
     messages.show_warning("odd file", UserWarning, "f.py", 1)
     assert capsys.readouterr().err == "nccl-bench: note: a\nnccl-bench: note: b\nnccl-bench: warning: odd file\n"
+
+
+def test_what_the_backend_said_follows_the_one_line_answer(capsys):
+    failure = RunFailedError("setting up the sweep failed on rank 1: NCCL error", exit_code=3)
+    failure.details = ("node2:7:9 [0] misc/socket.cc:484 NCCL WARN socketStartConnect: Connect to 10.0.0.2 failed",)
+    with pytest.raises(SystemExit) as info:
+        messages.end_failed_run(failure)
+    assert info.value.code == 3
+    assert capsys.readouterr().err.splitlines() == [
+        "nccl-bench: error: setting up the sweep failed on rank 1: NCCL error",
+        "nccl-bench: note: the backend said: node2:7:9 [0] misc/socket.cc:484 NCCL WARN socketStartConnect: "
+        "Connect to 10.0.0.2 failed",
+    ]

@@ -144,3 +144,22 @@ def test_a_rendezvous_nobody_answers_is_one_line_naming_address_port_and_timeout
     )
     assert line.endswith("); check that address and port, and that every rank started")
     assert not out.exists()
+
+
+def test_an_endless_cycles_run_interrupted_keeps_every_finished_cycle_s_rows(tmp_path):
+    out = tmp_path / "run"
+    proc = _start(["sweep", "--workers", "2", "--op", "all_reduce", "--sizes", "1K", "--iters", "2", "--warmup", "0",
+                   "--cycles", "0", "--out", str(out)], tmp_path)
+    try:
+        _wait_for(lambda: _rows_on_disk(out) >= 3, proc)
+        os.killpg(proc.pid, signal.SIGINT)
+        code = proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    rows = read_rows(out)
+    assert code == 130 and read_meta(out)["status"] == "interrupted"
+    assert [r.cycle for r in rows] == list(range(1, len(rows) + 1)) and len(rows) >= 3
+    assert _errors(tmp_path) == [
+        f"{ERROR}interrupted by SIGINT; the {len(rows)} row(s) measured so far are kept in {out}"]
+    assert "# cycle 3 (until interrupted)" in (tmp_path / "stdout.txt").read_text()
