@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from nccl_bench.errors import EXIT_VERDICT, UserInputError
+from nccl_bench.errors import EXIT_OK, EXIT_VERDICT, UserInputError
 from nccl_bench.results.schema import (
     KEY_COLUMNS,
     STATUS_UNSUPPORTED,
@@ -52,9 +52,6 @@ VERDICT_ORDER = (
     VERDICT_REGRESSION, VERDICT_WRONG, VERDICT_NOISY, VERDICT_OK, VERDICT_FASTER,
     VERDICT_UNSUPPORTED, VERDICT_NO_DATA, VERDICT_ONLY_BASELINE, VERDICT_ONLY_CURRENT,
 )
-
-EXIT_OK = 0
-EXIT_REGRESSION = 1
 
 _TOLERANCE_PATTERN = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(%?)\s*$")
 
@@ -115,7 +112,7 @@ class Comparison:
 
     @property
     def exit_code(self) -> int:
-        return EXIT_REGRESSION if self.failures else EXIT_OK
+        return EXIT_VERDICT if self.failures else EXIT_OK
 
     def counts(self) -> dict[str, int]:
         """Rows per verdict, in VERDICT_ORDER, verdicts that occur only."""

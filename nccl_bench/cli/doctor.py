@@ -10,7 +10,7 @@ import typer
 
 from nccl_bench.cli import local_workers, messages
 from nccl_bench.cli.params import param, read_given, values_of
-from nccl_bench.errors import EXIT_RUN_FAILED, RunFailedError
+from nccl_bench.errors import EXIT_RUN_FAILED, EXIT_VERDICT, RunFailedError
 from nccl_bench.options import DOCTOR_OPTION as _OPTION
 from nccl_bench.options import DOCTOR_OPTIONS, WORKERS
 
@@ -68,7 +68,7 @@ def doctor_command(
     if config.prom is not None and launch.rank == 0 and report.judgement is not None:
         _write_prom(config.prom, report)
     if report.judgement is not None and report.judgement.suspects:
-        raise SystemExit(1)  # every rank: the verdict was reached from the same gathered numbers
+        raise SystemExit(EXIT_VERDICT)  # every rank: the verdict was reached from the same gathered numbers
 
 
 def _write_prom(path: Path, report) -> None:
@@ -90,8 +90,6 @@ def _write_prom(path: Path, report) -> None:
 
 def _with_local_workers(config, workers: Optional[int]) -> None:
     """No launcher: refuse a bad backend or host memory first; the workers' verdict decides the exit."""
-    import json
-
     from nccl_bench.cli import core
     from nccl_bench.results.store import new_run_dir
 
@@ -99,10 +97,18 @@ def _with_local_workers(config, workers: Optional[int]) -> None:
         return core.doctor.preflight(config, count), []
 
     default_target = new_run_dir(config.results_root, ["doctor"])
+    verdict_file = (config.out if config.out is not None else default_target) / core.doctor.DOCTOR_JSON
     try:
         local_workers.start("doctor", workers, refuse_early, sys.argv[1:], config.out, default_target)
     except RunFailedError:
-        verdict_file = (config.out if config.out is not None else default_target) / core.doctor.DOCTOR_JSON
-        if not verdict_file.is_file() or json.loads(verdict_file.read_text())["verdict"] != "suspects":
+        if not _suspects(verdict_file):
             raise
-        raise SystemExit(1) from None  # the workers reported their suspects; exit 1 says so
+        raise SystemExit(EXIT_VERDICT) from None  # the workers reported their suspects; exit 1 says so
+    if _suspects(verdict_file):  # complete, though a rank ended oddly after the verdict
+        raise SystemExit(EXIT_VERDICT)
+
+
+def _suspects(verdict_file: Path) -> bool:
+    import json
+
+    return verdict_file.is_file() and json.loads(verdict_file.read_text())["verdict"] == "suspects"

@@ -33,6 +33,7 @@ def report_command(
     from nccl_bench.render import formats as render_formats
     from nccl_bench.render import live
     from nccl_bench.results import loader
+    from nccl_bench.results.store import write_text_file
 
     render_formats.check_format(fmt)
     plot_path = _checked_plot_path(plot)
@@ -41,7 +42,7 @@ def report_command(
     loaded = loader.load_runs([Path(run) for run in runs], hints=log_hints(log_op, log_ranks))
     paths = [Path(run) for run in runs]
     if output_path:
-        output_path.write_text(render_formats.render_runs(paths, loaded, fmt), encoding="utf-8")
+        write_text_file(output_path, render_formats.render_runs(paths, loaded, fmt))
         typer.echo(f"wrote {fmt} to {output_path}", err=True)
     else:
         live.print_runs(paths, loaded, fmt)
@@ -54,7 +55,7 @@ def report_command(
         from nccl_bench.render import html as html_page
 
         page = html_page.html_report(html_page.pages_for([Path(run) for run in runs], loaded))
-        html_path.write_text(page, encoding="utf-8")
+        write_text_file(html_path, page)
         typer.echo(f"wrote HTML report to {html_path} ({html_path.stat().st_size / 1024:,.0f} KiB)", err=True)
 
 

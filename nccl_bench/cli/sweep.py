@@ -12,7 +12,7 @@ import typer
 
 from nccl_bench.cli import local_workers, messages
 from nccl_bench.cli.params import param, read_given, values_of
-from nccl_bench.errors import EXIT_OK, EXIT_RUN_FAILED, UserInputError
+from nccl_bench.errors import EXIT_OK, EXIT_RUN_FAILED, EXIT_VERDICT, UserInputError
 from nccl_bench.options import PRESET, SWEEP_OPTIONS, WORKERS
 from nccl_bench.options import SWEEP_OPTION as _OPTION
 
@@ -130,7 +130,7 @@ def _on_this_rank(sweep_config, launch, workers: Optional[int], baseline_check) 
     if sweep_config.prom is not None and summary.run_dir is not None:
         _write_prom(sweep_config.prom, summary.rows, summary.run_dir)
     if summary.wrong_total:
-        messages.fail(f"{summary.wrong_total} wrong element(s) in the data check", 1)
+        messages.fail(f"{summary.wrong_total} wrong element(s) in the data check", EXIT_VERDICT)
     return summary.run_dir
 
 

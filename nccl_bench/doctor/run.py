@@ -23,11 +23,12 @@ from typing import Any, Callable, Protocol
 
 from nccl_bench.doctor import roster, schedule, verdicts
 from nccl_bench.doctor.config import ELEMENT_BYTES, DoctorConfig, resolve_size
-from nccl_bench.errors import RunFailedError
+from nccl_bench.errors import RunFailedError, UserInputError
+from nccl_bench.options import PHASES
 from nccl_bench.ranks import devices, dist, faults, session
 from nccl_bench.ranks.planted import NoFaults, fault_seam
 from nccl_bench.ranks.runner import PointRunner, TimingPlan
-from nccl_bench.results.store import CsvAppender
+from nccl_bench.results.store import CsvAppender, write_text_file
 from nccl_bench.units import bandwidth, stats
 from nccl_bench.units.sizes import format_size
 
@@ -196,7 +197,7 @@ def report_json(report: DoctorReport) -> dict[str, Any]:
 def write_report_json(report: DoctorReport, path: Path) -> None:
     import json
 
-    Path(path).write_text(json.dumps(report_json(report), indent=2) + "\n", encoding="utf-8")
+    write_text_file(path, json.dumps(report_json(report), indent=2) + "\n")
 
 
 def execute(config: DoctorConfig, observer_factory: Callable[[int], DoctorObserver],
@@ -221,8 +222,16 @@ def preflight(config: DoctorConfig, local_ranks: int) -> str:
     Returns the backend the ranks will use."""
     backend = session.chosen_backend(config.backend)
     size = resolve_size(config, devices.device_kind(backend) == "cuda")
+    refused = schedule.nothing_to_measure(config.phases, [local_ranks])  # local workers share one host
+    if refused is not None:
+        raise UserInputError(_phase_or(config, "--workers"), refused)
     session.check_local_workers("doctor", backend, local_ranks, 2 * size, "--size")
     return backend
+
+
+def _phase_or(config: DoctorConfig, layout_option: str) -> str:
+    """The option to name when nothing can be measured: --phase when it narrowed the phases, else the layout's."""
+    return "--phase" if config.phases != PHASES else layout_option
 
 
 class _Doctor:
@@ -248,6 +257,9 @@ class _Doctor:
         self.report.run_dir = run.run_dir
         self.observer = self.observer_factory(self.ctx.rank)
         self.nodes = group_nodes(run.hostnames)
+        refused = schedule.nothing_to_measure(self.config.phases, [len(n.ranks) for n in self.nodes])
+        if refused is not None:
+            raise UserInputError(_phase_or(self.config, "launcher"), refused)
         self.header = self._header()
         self.report.header = self.header
 

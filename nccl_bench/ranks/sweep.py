@@ -325,9 +325,9 @@ def _ranks(ranks: tuple[int, ...]) -> str:
 def record_row(row: ResultRow, summary: SweepSummary, writer: ResultsWriter | None, observer: SweepObserver) -> None:
     """The row lands whole, in the CSV, the summary and the table, before a signal can stop the sweep."""
     with faults.signals_held():
-        summary.rows.append(row)
-        if writer is not None:
+        if writer is not None:  # first: a row that cannot be written is not counted as kept
             writer.append(row)
+        summary.rows.append(row)
         observer.row_done(row)
 
 

@@ -14,6 +14,7 @@ from nccl_bench import compare as cmp
 from nccl_bench.render import labels
 from nccl_bench.render.fit import Column, render_lines
 from nccl_bench.results.schema import row_to_record
+from nccl_bench.results.store import write_text_file
 
 if TYPE_CHECKING:
     from rich.text import Text
@@ -194,7 +195,7 @@ def write_exports(
         (json_path, lambda c: json.dumps(to_json(c), indent=2, default=str) + "\n"),
     ):
         if path is not None:
-            Path(path).write_text(render(comparison), encoding="utf-8")
+            write_text_file(path, render(comparison))
             written.append(Path(path))
     return written
 

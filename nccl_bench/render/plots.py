@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
 from nccl_bench.results.schema import ResultRow
+from nccl_bench.results.store import raise_write_failed
 from nccl_bench.units.sizes import format_size
 
 if TYPE_CHECKING:
@@ -225,7 +226,10 @@ def _draw_peak(axis, peak: float | None, data_max: float) -> None:
 
 
 def _save(figure: "Figure", target, suffix: str) -> None:
-    figure.savefig(target, format=suffix.lstrip("."), dpi=FIGURE_DPI)
+    try:
+        figure.savefig(target, format=suffix.lstrip("."), dpi=FIGURE_DPI)
+    except OSError as exc:
+        raise_write_failed(target, exc)
 
 
 def write_plot(runs: Sequence[Run], path: Path, peak_gbps: float | None = None, title: str | None = None) -> Path:

@@ -7,15 +7,17 @@ start with status "running", rewritten at the end).
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import datetime as _dt
+import io
 import json
 import os
 import warnings
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, NoReturn
 
-from nccl_bench.errors import UserInputError
+from nccl_bench.errors import UserInputError, WriteFailedError
 from nccl_bench.results.schema import (
     _FLOAT_COLUMNS,
     _INT_COLUMNS,
@@ -39,30 +41,49 @@ class ResultsWarning(UserWarning):
 
 
 META_JSON = "meta.json"
+# Free space a run folder must have before measuring starts: meta.json (~2 KB), a plot (~60 KB) and
+# about 3,000 rows of results.csv (~300 B each). A disk that fills later is still reported.
+MIN_FREE_BYTES = 2**20
 
 
 class CsvAppender:
-    """Appends lines to a CSV, flushed and fsynced per line: a crash keeps every finished line."""
+    """Appends lines to a CSV, fsynced per line: a crash keeps every finished line, and a line that
+    cannot be written whole (a full disk) is cut back off, so the file stays readable."""
 
     def __init__(self, path: Path, columns: Iterable[str]):
         self.path = Path(path)
         self._columns = list(columns)
-        self._file = open(self.path, "a", newline="", encoding="utf-8")
-        self._needs_header = self._file.tell() == 0
+        try:
+            self._fd: int | None = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+        except OSError as exc:
+            raise WriteFailedError(self.path, exc) from None
+        self._needs_header = os.fstat(self._fd).st_size == 0
 
     def append_cells(self, cells: Iterable[Any]) -> None:
         # The csv module, not pandas: importing pandas cost ~0.5 s inside every sweep.
-        writer = csv.writer(self._file, lineterminator="\n")
+        text = io.StringIO()
+        writer = csv.writer(text, lineterminator="\n")
         if self._needs_header:
             writer.writerow(self._columns)
         writer.writerow(cells)
+        data = memoryview(text.getvalue().encode("utf-8"))
+        size = os.fstat(self._fd).st_size
+        try:
+            while data:
+                data = data[os.write(self._fd, data):]
+            os.fsync(self._fd)
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                os.ftruncate(self._fd, size)
+                if size == 0:  # not even the header: a run without rows has no results.csv
+                    self.path.unlink()
+            raise WriteFailedError(self.path, exc) from None
         self._needs_header = False
-        self._file.flush()
-        os.fsync(self._file.fileno())
 
     def close(self) -> None:
-        if not self._file.closed:
-            self._file.close()
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
 
 
 class ResultsWriter(CsvAppender):
@@ -76,15 +97,38 @@ class ResultsWriter(CsvAppender):
 
 
 def write_meta(run_dir: Path, meta: dict[str, Any]) -> None:
-    """Atomic rewrite (temp file + rename) so meta.json is never half-written."""
+    """Atomic rewrite (temp file + rename) so meta.json is never half-written; WriteFailedError when
+    it cannot be written."""
     path = Path(run_dir) / META_JSON
     tmp = path.with_suffix(".json.tmp")
-    with open(tmp, "w", encoding="utf-8") as handle:
-        json.dump(meta, handle, indent=2, sort_keys=True, default=str)
-        handle.write("\n")
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w", encoding="utf-8") as handle:
+            json.dump(meta, handle, indent=2, sort_keys=True, default=str)
+            handle.write("\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            tmp.unlink()  # the meta.json before stays as it was
+        raise WriteFailedError(path, exc) from None
+
+
+def write_text_file(path: Path, text: str) -> None:
+    """A file the user asked for (an export, a report): written whole, or removed again and
+    WriteFailedError naming it."""
+    try:
+        Path(path).write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise_write_failed(path, exc)
+
+
+def raise_write_failed(path: Path, exc: OSError) -> NoReturn:
+    """A file left half-written is removed (a device such as /dev/full is left alone); one line names it."""
+    with contextlib.suppress(OSError):
+        if Path(path).is_file():
+            Path(path).unlink()
+    raise WriteFailedError(path, exc) from None
 
 
 def utc_stamp(now: _dt.datetime | None = None) -> str:
@@ -105,11 +149,16 @@ def new_run_dir(root: Path, ops: Iterable[str], now: _dt.datetime | None = None)
 
 
 def prepare_run_dir(path: Path, option: str = "--out") -> Path:
-    """Create the run folder up front so a bad path fails before any measuring."""
+    """Create the run folder up front so a bad path, or a disk without room, fails before any measuring."""
     path = Path(path)
-    if path.exists() and (not path.is_dir() or any(path.iterdir())):
-        raise UserInputError(option, f"{path} already exists and is not empty; a run never overwrites results")
+    if path.is_symlink() and not path.exists():
+        raise UserInputError(option, f"{path} is a symbolic link to {os.readlink(path)}, which does not exist")
+    if path.exists() and not path.is_dir():
+        raise UserInputError(option, f"{path} is a file, not a folder")
     try:
+        if path.exists() and any(path.iterdir()):
+            raise UserInputError(option, f"{path} already exists and is not empty; a run never overwrites results")
+        _check_room(path, option)
         path.mkdir(parents=True, exist_ok=True)
         probe = path / ".write-test"
         probe.write_text("")
@@ -117,6 +166,22 @@ def prepare_run_dir(path: Path, option: str = "--out") -> Path:
     except OSError as exc:
         raise UserInputError(option, f"cannot write to {path}: {exc.strerror or exc}") from None
     return path
+
+
+def _check_room(path: Path, option: str) -> None:
+    """The disk the run folder will be on (its nearest existing folder's) has MIN_FREE_BYTES free."""
+    existing = path
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    try:
+        stat = os.statvfs(existing)
+    except OSError:
+        return
+    free = stat.f_bavail * stat.f_frsize
+    if free < MIN_FREE_BYTES:
+        raise UserInputError(
+            option, f"no space left on {path}: {free:,} bytes free, a run needs at least {MIN_FREE_BYTES:,}"
+        )
 
 
 def remove_if_empty(path: Path | None) -> None:

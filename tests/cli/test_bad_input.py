@@ -21,6 +21,7 @@ from nccl_bench.results.schema import COLUMNS
 from nccl_bench.results.store import write_meta
 from tests.conftest import worker_env
 from tests.result_rows import row, write_run
+from tests.small_disk import small_disk
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "nccl_tests"
 
@@ -163,6 +164,15 @@ EXACT = [
      f"--op: unknown collective 'bogus'; choose from {', '.join(OP_NAMES)} or all"),
     ("--ranks hint below 1", ["compare", "{tmp}/base", "{tmp}/base", "--ranks", "0"],
      "--ranks: must be at least 1, got 0"),
+    ("results folder that is a file", ["sweep", "--sizes", "1K", "--out", "afile"],
+     "--out: afile is a file, not a folder"),
+    ("results folder that is a dangling link", ["sweep", "--sizes", "1K", "--out", "link"],
+     "--out: link is a symbolic link to {tmp}/gone, which does not exist"),
+    ("doctor with nothing to measure", ["doctor", "--workers", "1"],
+     "--workers: 1 rank(s) on 1 host(s) leave the doctor nothing to measure: the nodes phase needs a host with 2 or "
+     "more ranks and the pairs phase needs 2 or more hosts"),
+    ("doctor pairs on one host", ["doctor", "--workers", "2", "--phase", "pairs"],
+     "--phase: 2 rank(s) on 1 host(s) leave the doctor nothing to measure: the pairs phase needs 2 or more hosts"),
 ]
 
 # Under a launcher's rank layout (environment variables), still before any process group.
@@ -203,6 +213,7 @@ def files(tmp_path: Path) -> Path:
     (tmp_path / "full").mkdir()
     (tmp_path / "full" / "results.csv").write_text("precious\n")
     (tmp_path / "afile").write_text("")
+    (tmp_path / "link").symlink_to(tmp_path / "gone")
     write_run(tmp_path / "base", [row(dtype="float32")])  # all_reduce, in_place, 1 MiB float32, 2 gloo ranks
     write_run(tmp_path / "results" / "baselines" / "main", [row()])
     (tmp_path / "header_only").mkdir()
@@ -223,6 +234,14 @@ def test_exact_message(files, case, args, message):
 def test_exact_message_under_a_launcher_layout(files, case, env, args, message):
     assert _one_error_line(_run(files, *args, env=env)) == message
     assert sorted(p.name for p in files.iterdir() if p.name.startswith("results")) == ["results"]  # no run folder
+
+
+def test_a_results_disk_without_room_is_refused_before_measuring(files):
+    with small_disk(files / "disk", 256 * 1024) as disk:
+        message = _one_error_line(_run(files, "sweep", "--sizes", "1K", "--out", str(disk / "run")))
+        assert re.fullmatch(rf"--out: no space left on {re.escape(str(disk / 'run'))}: [\d,]+ bytes free, "
+                            r"a run needs at least 1,048,576", message), message
+        assert not (disk / "run").exists()
 
 
 @pytest.mark.parametrize("option", ["--cuda-graph", "--blocking"])

@@ -36,6 +36,12 @@ BAD = [
     (["--prom", "{tmp}/nowhere/d.prom"], "--prom: folder {tmp}/nowhere does not exist"),
     (["--prom", "{tmp}"], "--prom: {tmp} is a directory; give a file name"),
     (["--out", "{tmp}/full"], "--out: {tmp}/full already exists and is not empty; a run never overwrites results"),
+    (["--workers", "1"], "--workers: 1 rank(s) on 1 host(s) leave the doctor nothing to measure: the nodes phase "
+                         "needs a host with 2 or more ranks and the pairs phase needs 2 or more hosts"),
+    (["--workers", "1", "--phase", "nodes"], "--phase: 1 rank(s) on 1 host(s) leave the doctor nothing to measure: "
+                                             "the nodes phase needs a host with 2 or more ranks"),
+    (["--workers", "2", "--phase", "pairs"], "--phase: 2 rank(s) on 1 host(s) leave the doctor nothing to measure: "
+                                             "the pairs phase needs 2 or more hosts"),
 ]
 
 
@@ -87,12 +93,17 @@ def test_one_host_two_workers_measures_the_node_and_skips_pairs(tmp_path):
 
 
 @pytest.mark.integration
-def test_phase_pairs_alone_on_one_host_measures_nothing_and_says_so(tmp_path):
-    result = _run(REPO, "doctor", "--workers", "2", "--phase", "pairs", "--out", str(tmp_path / "run"))
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    verdict = json.loads((tmp_path / "run" / "doctor.json").read_text())
-    assert verdict["nodes"][0]["intra_busbw_gbps"] is None and verdict["pairs"] == []
-    assert not (tmp_path / "run" / "doctor.csv").read_text().strip().splitlines()[1:]
+def test_a_launcher_layout_that_measures_nothing_is_refused_on_every_rank(torchrun, tmp_path):
+    out = tmp_path / "run"
+    result = torchrun(1, ["doctor", "--phase", "nodes", "--out", str(out)])
+    # torchrun itself adds a summary (with its own traceback) of the worker that exited 2.
+    assert "exitcode  : 2" in result.stderr, result.stderr[-3000:]
+    assert "nccl_bench/" not in result.stderr.split("ChildFailedError")[0], result.stderr[-3000:]
+    assert [line for line in result.stderr.splitlines() if line.startswith(ERROR)] == [
+        ERROR + "--phase: 1 rank(s) on 1 host(s) leave the doctor nothing to measure: "
+        "the nodes phase needs a host with 2 or more ranks"
+    ]
+    assert "# verdict" not in result.stdout and not out.exists()
 
 
 def test_the_doctor_hands_on_stuck_to_its_run_as_the_sweep_does(monkeypatch, tmp_path):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from nccl_bench.cli import messages
-from nccl_bench.errors import RunFailedError
+from nccl_bench.errors import EXIT_RUN_FAILED, RunFailedError
 
 
 def test_fail_prints_one_error_line_and_exits_with_the_code(capsys):
@@ -17,11 +17,11 @@ def test_fail_prints_one_error_line_and_exits_with_the_code(capsys):
 
 def test_a_failed_run_is_one_line_unless_another_rank_prints_it(capsys):
     with pytest.raises(SystemExit) as info:
-        messages.end_failed_run(RunFailedError("rank 1 died", exit_code=3))
-    assert info.value.code == 3 and capsys.readouterr().err == "nccl-bench: error: rank 1 died\n"
+        messages.end_failed_run(RunFailedError("rank 1 died"))
+    assert info.value.code == EXIT_RUN_FAILED and capsys.readouterr().err == "nccl-bench: error: rank 1 died\n"
     with pytest.raises(SystemExit) as info:
         messages.end_failed_run(RunFailedError("rank 1 died", quiet=True))
-    assert info.value.code == 1 and capsys.readouterr().err == ""
+    assert info.value.code == EXIT_RUN_FAILED and capsys.readouterr().err == ""
 
 
 def test_notes_and_warnings_share_the_prefix(capsys):
