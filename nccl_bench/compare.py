@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from nccl_bench.errors import UserInputError
+from nccl_bench.errors import EXIT_OK, EXIT_VERDICT, UserInputError
 from nccl_bench.results.schema import (
     KEY_COLUMNS,
     STATUS_UNSUPPORTED,
@@ -52,9 +52,6 @@ VERDICT_ORDER = (
     VERDICT_REGRESSION, VERDICT_WRONG, VERDICT_NOISY, VERDICT_OK, VERDICT_FASTER,
     VERDICT_UNSUPPORTED, VERDICT_NO_DATA, VERDICT_ONLY_BASELINE, VERDICT_ONLY_CURRENT,
 )
-
-EXIT_OK = 0
-EXIT_REGRESSION = 1
 
 _TOLERANCE_PATTERN = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(%?)\s*$")
 
@@ -115,7 +112,7 @@ class Comparison:
 
     @property
     def exit_code(self) -> int:
-        return EXIT_REGRESSION if self.failures else EXIT_OK
+        return EXIT_VERDICT if self.failures else EXIT_OK
 
     def counts(self) -> dict[str, int]:
         """Rows per verdict, in VERDICT_ORDER, verdicts that occur only."""
@@ -399,3 +396,35 @@ def _unit(metric: str) -> str:
 
 def _fmt(value: float) -> str:
     return f"{value:.4g}"
+
+
+@dataclass(frozen=True)
+class FloorCheck:
+    """--min-busbw: each op's busbw at its largest measured size against one floor (GB/s = 1e9 B/s)."""
+
+    floor_gbps: float
+    checked: tuple[ResultRow, ...]  # every row at its op's largest measured size (both placements)
+    below: tuple[ResultRow, ...]  # those of them under the floor
+    unchecked_ops: tuple[str, ...]  # ops without one measured busbw (unsupported by the backend)
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_VERDICT if self.below else EXIT_OK
+
+
+def check_floor(rows: Sequence[ResultRow], floor_gbps: float) -> FloorCheck:
+    """The floor rule: per op, the largest size with a measured busbw; each of its rows must reach the floor."""
+    ops = list(dict.fromkeys(r.op for r in rows if r.busbw_factor is not None or r.status == STATUS_UNSUPPORTED))
+    checked: list[ResultRow] = []
+    for op in ops:
+        measured = [r for r in rows if r.op == op and r.busbw_gbps is not None]
+        if measured:
+            largest = max(r.size_bytes for r in measured)
+            checked += [r for r in measured if r.size_bytes == largest]
+    unchecked = tuple(op for op in ops if all(r.op != op for r in checked))
+    below = tuple(r for r in checked if r.busbw_gbps < floor_gbps)
+    return FloorCheck(floor_gbps, tuple(checked), below, unchecked)
+
+
+def floor_row_text(row: ResultRow) -> str:
+    return f"{row.op} {format_size(row.size_bytes)} {row.placement}: {row.busbw_gbps:.2f} GB/s"

@@ -51,6 +51,7 @@ class SweepConfig:
     dtype: str = "float32"
     reduce_op: str = "sum"
     root: int = 0
+    alltoallv: str = "random:0"  # all_to_allv's per-peer shares (units/alltoallv.py)
     warmup: int = 5
     iters: int | None = None  # None = auto: calibrated per size to last min_sample_ms
     min_sample_ms: float | None = None
@@ -58,6 +59,8 @@ class SweepConfig:
     agg: str = "max"
     inplace: bool | None = None  # None = both placements where the op has both
     check: bool = True
+    split: str | None = None  # sub-groups that measure at once (ranks/split.py); None: the whole world
+    cycles: int = 1  # passes over every point; 0 = until interrupted
     backend: str = "auto"
     out: Path | None = None
     results_root: Path = Path("results")
@@ -65,6 +68,8 @@ class SweepConfig:
     cuda_graph: int = 0
     blocking: bool = False
     peak_gbps: float | None = None
+    min_busbw_gbps: float | None = None  # the floor of each op's busbw at its largest measured size
+    prom: Path | None = None
     fields_from_flags: tuple[str, ...] = field(default=(), compare=False)
 
 
@@ -132,7 +137,7 @@ def validate(config: SweepConfig) -> None:
     if config.cuda_graph and config.blocking:
         raise UserInputError("--cuda-graph", "cannot be combined with --blocking")
     if all(REGISTRY[op].factor is None for op in config.ops):  # barrier alone: no message at all
-        for key in ("sizes", "min_bytes", "max_bytes", "step_bytes", "step_factor"):
+        for key in ("sizes", "min_bytes", "max_bytes", "step_bytes", "step_factor", "min_busbw_gbps"):
             if getattr(config, key) is not None:
                 option, ops = option_name(key), " and ".join(config.ops)
                 raise UserInputError(option, f"{ops} sends no message, so no size applies; drop {option}")
@@ -145,6 +150,7 @@ def ignored_options(config: SweepConfig) -> list[str]:
     uses = {
         "reduce_op": (any(REGISTRY[op].has_reduction for op in config.ops), "reduces"),
         "root": (any(REGISTRY[op].has_root for op in config.ops), "has a root"),
+        "alltoallv": (any(REGISTRY[op].expected_uneven for op in config.ops), "sends uneven shares"),
         "dtype": (any(REGISTRY[op].factor is not None for op in config.ops), "sends data"),
     }
     for key, (used, what) in uses.items():
@@ -193,7 +199,7 @@ def describe_sizes(sizes: list[int]) -> str:
 def as_dict(config: SweepConfig) -> dict[str, Any]:
     """JSON-friendly view for meta.json."""
     values = {k: getattr(config, k) for k in CONFIG_KEYS}
-    for key in ("out", "results_root"):
+    for key in ("out", "results_root", "prom"):
         if values[key] is not None:
             values[key] = str(values[key])
     values["ops"] = list(values["ops"])

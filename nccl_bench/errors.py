@@ -1,6 +1,8 @@
 """The one user-error type: raised anywhere, caught once at the CLI edge, printed as one line; and the
 exit codes every command shares (the README's table)."""
 
+import errno
+
 EXIT_OK = 0
 EXIT_VERDICT = 1  # the measurement's verdict is negative: a regression, a suspect, wrong data, below a floor
 EXIT_BAD_INPUT = 2  # refused before measuring: an option, a file, a layout
@@ -11,7 +13,7 @@ EXIT_INTERRUPTED = 130  # SIGINT/SIGTERM: stopped on request; results so far kep
 class UserInputError(Exception):
     """Bad input from the user; names the option (or file) at fault and what is wrong with it."""
 
-    exit_code = 2
+    exit_code = EXIT_BAD_INPUT
 
     def __init__(self, option: str, problem: str):
         super().__init__(f"{option}: {problem}")
@@ -22,13 +24,40 @@ class UserInputError(Exception):
 class RunFailedError(Exception):
     """A distributed run failed after it started (a rank died, a timeout); partial results are kept."""
 
-    def __init__(self, message: str, exit_code: int = 1, quiet: bool = False):
+    def __init__(self, message: str, exit_code: int = EXIT_RUN_FAILED, quiet: bool = False):
         super().__init__(message)
         self.exit_code = exit_code
         self.quiet = quiet  # another rank prints this failure; this one only exits non-zero
+        # Lines that follow the one-line answer: what the backend itself said (NCCL's warnings).
+        self.details: tuple[str, ...] = ()
         # The process group was aborted: end the process without tearing torch down (its
         # destructors would join threads that the abort left waiting).
         self.exit_at_once = False
+
+
+class WriteFailedError(RunFailedError):
+    """A file the command writes could not be written (a full disk, a read-only mount); what was
+    written before it is kept readable."""
+
+    def __init__(self, path, exc: OSError):
+        super().__init__(write_error_text(exc, path))
+        self.path = path
+
+
+def write_error_text(exc: OSError, path=None) -> str:
+    """One line for a failed write: "no space left on PATH", or the system's reason."""
+    where = path if path is not None else exc.filename if exc.filename is not None else "the device"
+    if exc.errno == errno.ENOSPC:
+        return f"no space left on {where}"
+    return f"cannot write {where}: {exc.strerror or exc}"
+
+
+def os_error_text(exc: OSError) -> str:
+    """One line for a failed file operation, read or write: the file, then what went wrong."""
+    if exc.errno == errno.ENOSPC:
+        return write_error_text(exc)
+    where = f"{exc.filename}: " if exc.filename is not None else ""
+    return f"{where}{exc.strerror or first_line(exc)}"
 
 
 def first_line(exc: BaseException) -> str:

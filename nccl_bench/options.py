@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
 from nccl_bench.errors import UserInputError
+from nccl_bench.units import hostlist
 
 Parser = Callable[[Any, str], Any]  # (raw value, the option as an error names it) -> the checked value
 
@@ -178,6 +179,9 @@ RESULTS_ROOT = Option("results_root", ("--results-root",), path,
                       "Parent of the default results folder (default ./results).")
 TIMEOUT = Option("timeout_s", ("--timeout",), number(),
                  "Seconds before a stalled {step} or rendezvous fails (default 300).")
+PROM = Option("prom", ("--prom",), path,
+              "Also write the results as Prometheus metrics (text format) to FILE, replaced whole by a rename "
+              "(for node_exporter's textfile collector).", metavar="FILE")
 WORKERS = Option("workers", ("--workers",), whole(1),
                  "Without a launcher: start this many local ranks (default: one per GPU, or 2 on CPU).")
 
@@ -207,6 +211,7 @@ MAX_ITERS = 1_000_000  # one timestamp per op per sample is kept for p50/p99
 MAX_WARMUP = 1_000_000
 MAX_TRIALS = 1_000
 MAX_CUDA_GRAPH_OPS = 10_000  # ops captured in one CUDA graph: each holds GPU memory while captured
+MAX_CYCLES = 1_000_000  # passes over the plan; 0 (until interrupted) is the way to ask for more
 
 
 def _ops(value: Any, option: str) -> tuple[str, ...]:
@@ -231,6 +236,24 @@ def _iters(value: Any, option: str) -> int | None:
     return whole(1, MAX_ITERS)(value, option)
 
 
+def _distribution(value: Any, option: str) -> str:
+    from nccl_bench.units.alltoallv import parse_distribution
+
+    try:
+        return str(parse_distribution(value))
+    except ValueError as exc:
+        raise UserInputError(option, str(exc)) from None
+
+
+def _split(value: Any, option: str) -> str:
+    from nccl_bench.ranks.split import parse_split
+
+    try:
+        return parse_split(value)
+    except ValueError as exc:
+        raise UserInputError(option, str(exc)) from None
+
+
 SWEEP_OPTIONS = (
     Option("ops", ("--op",), _ops,
            "Collective to run; repeat or comma-separate; 'all' for every one. See `nccl-bench ops`."),
@@ -243,6 +266,9 @@ SWEEP_OPTIONS = (
            "float32 (default), float16, bfloat16, float64, int8, uint8, int32, int64."),
     Option("reduce_op", ("-o", "--reduce-op"), choice(*REDUCE_OPS), "sum (default), prod, min, max, avg."),
     Option("root", ("--root",), whole(0), "Root rank of broadcast, reduce, gather, scatter (default 0)."),
+    Option("alltoallv", ("--alltoallv",), _distribution,
+           "all_to_allv's per-peer shares: even, random[:SEED] (default random:0) or skewed[:HOT] "
+           "(HOT peers get 80% of the data).", metavar="DIST"),
     Option("warmup", ("-w", "--warmup"), whole(0, MAX_WARMUP), "Untimed ops before each point (default 5)."),
     Option("iters", ("-n", "--iters"), _iters,
            "Timed ops per sample, or 'auto' (default): calibrated to --min-sample-ms."),
@@ -256,6 +282,13 @@ SWEEP_OPTIONS = (
     Option("inplace", ("--inplace",), switch,
            "Only in-place or only out-of-place (default: both where torch has both).", off="--no-inplace"),
     Option("check", ("--check",), switch, "Verify every output element after timing (default on).", off="--no-check"),
+    Option("split", ("--split",), _split,
+           "Measure in sub-groups, all at once, one row per group: node (one per host), rail (local rank i "
+           "of every host), mod:N (rank % N) or div:N (rank // N), as nccl-tests' NCCL_TESTS_SPLIT.",
+           metavar="HOW"),
+    Option("cycles", ("--cycles",), whole(0, MAX_CYCLES),
+           "Run the whole sweep this many times (burn-in, as nccl-tests -N); 0: until interrupted. Rows carry "
+           "their cycle; the end gives each point's spread across cycles (default 1)."),
     BACKEND,
     OUT,
     RESULTS_ROOT,
@@ -264,6 +297,10 @@ SWEEP_OPTIONS = (
            "GPU only: capture this many ops in a CUDA graph and replay it (as nccl-tests -G)."),
     Option("blocking", ("--blocking",), switch, "GPU only: synchronize after every op (per-op latency mode)."),
     Option("peak_gbps", ("--peak",), number(), "Reference peak bus bandwidth in GB/s for %peak (default: detected)."),
+    Option("min_busbw_gbps", ("--min-busbw",), number(),
+           "After the run, exit 1 when any op's busbw at its largest measured size is below this many GB/s.",
+           metavar="GBPS"),
+    PROM,
 )
 SWEEP_OPTION = {option.key: option for option in SWEEP_OPTIONS}
 PRESET = Option("preset", ("--config",), path, "TOML preset (see configs/); flags given here win.")
@@ -277,6 +314,10 @@ def _phases(values: Any, option: str) -> tuple[str, ...]:
     """Phases may repeat or hold commas; 'all' (or none given) means every phase; PHASES order."""
     chosen = expand_choices(values or ["all"], PHASES, option, "phase", normalize=str.lower)
     return tuple(p for p in PHASES if p in chosen)
+
+
+def _hostlist(value: Any, option: str) -> tuple[str, ...]:
+    return tuple(hostlist.expand(str(value), option))
 
 
 DOCTOR_OPTIONS = (
@@ -300,9 +341,16 @@ DOCTOR_OPTIONS = (
            default="20%"),
     Option("expect_gbps", ("--expect",), number(),
            "Also suspect any pair below this busbw in GB/s (what the fabric should give).", metavar="GBPS"),
+    Option("expect_hosts", ("--expect-hosts",), _hostlist,
+           "Hosts that should take part, as a Slurm hostlist (node[01-08],gpu3); one that does not join is a "
+           "'missing' suspect (default under srun: SLURM_JOB_NODELIST).", metavar="LIST"),
+    Option("exclude_file", ("--exclude-file",), path,
+           "Write the hosts to keep out (node, rail and missing suspects) to PATH, one per line; empty when none.",
+           metavar="PATH"),
     BACKEND,
     OUT,
     RESULTS_ROOT,
     TIMEOUT,
+    PROM,
 )
 DOCTOR_OPTION = {option.key: option for option in DOCTOR_OPTIONS}

@@ -1,7 +1,9 @@
-"""Shared helpers: run the real CLI under torch's own launcher (torchrun), gloo on CPU."""
+"""Shared helpers: run the real CLI under torch's own launcher (torchrun), gloo on CPU; real Slurm and
+Open MPI on simulated hosts (the `slurm` and `mpi` fixtures, tests/simslurm.py and tests/simmpi.py)."""
 
 from __future__ import annotations
 
+import itertools
 import os
 import subprocess
 import sys
@@ -50,3 +52,79 @@ def torchrun():
 @pytest.fixture
 def cli():
     return run_cli
+
+
+def child_pids(pid: int) -> list[int]:
+    """The direct children of a process (a launcher's workers)."""
+    try:
+        return [int(x) for x in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return []
+
+
+def rank_of(pid: int) -> int | None:
+    """The RANK a worker process was started with, from its environment."""
+    try:
+        for entry in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0"):
+            if entry.startswith(b"RANK="):
+                return int(entry[5:])
+    except OSError:
+        return None
+    return None
+
+
+_layouts = itertools.count(1)
+
+
+def layout_tag() -> str:
+    """A tag for simulated hosts' namespace names that no other layout alive in this machine uses:
+    the pid (as test_doctor_hosts.py uses it) plus one digit counting this process's layouts."""
+    return f"{os.getpid() % 10000:04d}{next(_layouts) % 10}"
+
+
+def _started(why_not, opened):
+    """Generator for a fixture: what `opened()` yields, or the exact reason to skip (the tools missing,
+    or hosts that cannot be built here); everything torn down afterwards, failed test or not."""
+    from simhosts import SetupError
+
+    reason = why_not()
+    if reason:
+        pytest.skip(reason)
+    try:
+        with opened() as made:
+            yield made
+    except SetupError as exc:
+        pytest.skip(f"cannot build simulated hosts here: {exc}")
+
+
+def start_slurm(tmp_path_factory, count: int, **kwargs):
+    """A real Slurm cluster (simslurm.slurm_cluster's keywords): every daemon killed and every
+    namespace deleted afterwards."""
+    from simslurm import slurm_cluster, why_no_slurm
+
+    yield from _started(why_no_slurm, lambda: slurm_cluster(count, tmp_path_factory.mktemp("slurm"), layout_tag(),
+                                                            **kwargs))
+
+
+def start_mpi(tmp_path_factory, count: int, **kwargs):
+    """Simulated hosts ready for a real mpirun (simmpi.mpi_hosts): every process in them killed and the
+    namespaces deleted afterwards."""
+    from simmpi import mpi_hosts, why_no_mpi
+
+    yield from _started(why_no_mpi, lambda: mpi_hosts(count, tmp_path_factory.mktemp("mpi"), layout_tag(), **kwargs))
+
+
+@pytest.fixture(scope="module")
+def slurm(tmp_path_factory):
+    """A real Slurm cluster (simslurm.SlurmCluster) on four simulated hosts node01..node04: slurmctld
+    and munged on node01, slurmd on node01-node03, all idle; node04 is in slurm.conf but its slurmd
+    is never started (sinfo: `unk`, then `unk*`). Two pretend GPUs per node (gres/gpu), KillWait=5.
+    Shared by a module's tests: each test should leave no job behind."""
+    yield from start_slurm(tmp_path_factory, 4, started=(0, 1, 2), gpus=2, kill_wait=5)
+
+
+@pytest.fixture(scope="module")
+def mpi(tmp_path_factory):
+    """Three simulated hosts node01..node03 for a real `mpirun` (simmpi.MpiHosts): `mpi.mpirun(ARGS)`
+    runs `mpirun <agent and TCP options> ARGS` on node01. Shared by a module's tests."""
+    yield from start_mpi(tmp_path_factory, 3)

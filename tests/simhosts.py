@@ -95,13 +95,23 @@ class Hosts:
         return path
 
 
+def background(command: list[str], env: dict[str, str], cwd: Path, **kwargs) -> subprocess.Popen:
+    """A command started in the background: stdout/stderr pipes unless given, text, its own session."""
+    kwargs.setdefault("stdout", subprocess.PIPE)
+    kwargs.setdefault("stderr", subprocess.PIPE)
+    return subprocess.Popen(command, text=True, env=env, cwd=cwd, start_new_session=True, **kwargs)
+
+
 @contextlib.contextmanager
-def simulated_hosts(count: int, tag: str, rails: int = 1) -> Iterator[Hosts]:
-    """`count` hosts named nodea, nodeb, ... with `rails` interfaces each, all on one bridge;
-    every namespace is deleted afterwards. tag (e.g. the pid) keeps parallel runs apart."""
+def simulated_hosts(count: int, tag: str, rails: int = 1,
+                    hostnames: tuple[str, ...] | None = None) -> Iterator[Hosts]:
+    """`count` hosts named nodea, nodeb, ... (or `hostnames`) with `rails` interfaces each, all on one
+    bridge; every namespace is deleted afterwards. tag (e.g. the pid) keeps parallel runs apart."""
     switch = f"nbsw{tag}"
     namespaces = tuple(f"nbh{tag}{chr(ord('a') + i)}" for i in range(count))
-    hostnames = tuple(f"node{chr(ord('a') + i)}" for i in range(count))
+    hostnames = tuple(hostnames or (f"node{chr(ord('a') + i)}" for i in range(count)))
+    if len(hostnames) != count:
+        raise SetupError(f"{count} hosts but {len(hostnames)} hostnames: {hostnames}")
     subnet = int(tag) % 250
     rail_addresses = tuple(
         tuple(SUBNET.format(FIRST_OCTET2 + rail, subnet, i + 1) for i in range(count)) for rail in range(rails)
@@ -130,3 +140,33 @@ def simulated_hosts(count: int, tag: str, rails: int = 1) -> Iterator[Hosts]:
     finally:
         for name in reversed(made):  # deleting a namespace deletes the veth ends and the bridge in it
             sh("ip", "netns", "delete", name)
+
+
+def hosts_for_test(count: int, rails: int = 1) -> Iterator[Hosts]:
+    """Simulated hosts for a pytest fixture to yield from, or a skip naming the exact reason they
+    cannot be made here (no root, a missing tool, a namespace step refused)."""
+    import pytest
+
+    reason = why_no_namespaces(("ip", "unshare", "mount", "tc"))
+    if reason:
+        pytest.skip(reason)
+    try:
+        with simulated_hosts(count, f"{os.getpid() % 10000:04d}", rails) as made:
+            yield made
+    except SetupError as exc:
+        pytest.skip(f"cannot build simulated hosts here: {exc}")
+
+
+def run_on_hosts(hosts: Hosts, hosts_file: Path, launches: list[tuple[int, list[str], dict[str, str]]],
+                 cwd: Path, timeout_s: float = 180) -> tuple[list[int], list[str]]:
+    """Start each (host, argv, env) inside its host at once and wait for all; (exit codes, outputs)."""
+    procs = [subprocess.Popen(hosts.command(host, hosts_file, argv), stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True, env=env, cwd=cwd)
+             for host, argv, env in launches]
+    try:
+        logs = [proc.communicate(timeout=timeout_s)[0] for proc in procs]
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+    return [proc.returncode for proc in procs], logs

@@ -10,7 +10,7 @@ import typer
 
 from nccl_bench.cli import local_workers, messages
 from nccl_bench.cli.params import param, read_given, values_of
-from nccl_bench.errors import RunFailedError
+from nccl_bench.errors import EXIT_RUN_FAILED, EXIT_VERDICT, RunFailedError
 from nccl_bench.options import DOCTOR_OPTION as _OPTION
 from nccl_bench.options import DOCTOR_OPTIONS, WORKERS
 
@@ -26,10 +26,13 @@ def doctor_command(
     warmup: Optional[int] = param(_OPTION["warmup"]),
     tolerance: str = param(_OPTION["tolerance"]),
     expect_gbps: Optional[float] = param(_OPTION["expect_gbps"]),
+    expect_hosts: Optional[str] = param(_OPTION["expect_hosts"]),
+    exclude_file: Optional[Path] = param(_OPTION["exclude_file"]),
     backend: Optional[str] = param(_OPTION["backend"]),
     out: Optional[Path] = param(_OPTION["out"], folder="doctor"),
     results_root: Optional[Path] = param(_OPTION["results_root"]),
     timeout_s: Optional[float] = param(_OPTION["timeout_s"], step="exchange"),
+    prom: Optional[Path] = param(_OPTION["prom"]),
     workers: Optional[int] = param(WORKERS),
     json_file: Optional[str] = typer.Option(
         None, "--json", help="Also write the verdicts (doctor.json's schema) to FILE.", metavar="FILE"
@@ -45,6 +48,8 @@ def doctor_command(
     values["tolerance"] = core.compare.parse_tolerance(tolerance, _OPTION["tolerance"].name)
     config = build_config(**values)
     json_path = check_output_file(json_file and Path(json_file), "--json")
+    check_output_file(config.exclude_file, "--exclude-file")  # written by rank 0 with doctor.json
+    check_output_file(config.prom, _OPTION["prom"].name)
     launch = core.detect_launch()
     if launch is None:
         _with_local_workers(config, workers)
@@ -60,14 +65,31 @@ def doctor_command(
         local_workers.end_interrupted(launch, f"interrupted by {exc}; measurements so far are kept")
     if json_path is not None and launch.rank == 0:
         core.doctor.write_report_json(report, json_path)
+    if config.prom is not None and launch.rank == 0 and report.judgement is not None:
+        _write_prom(config.prom, report)
     if report.judgement is not None and report.judgement.suspects:
-        raise SystemExit(1)  # every rank: the verdict was reached from the same gathered numbers
+        raise SystemExit(EXIT_VERDICT)  # every rank: the verdict was reached from the same gathered numbers
+
+
+def _write_prom(path: Path, report) -> None:
+    """--prom from doctor.json's verdicts and the run's meta.json, written by rank 0."""
+    import time
+
+    from nccl_bench.cli import core
+    from nccl_bench.render.live import write_replacing
+    from nccl_bench.render.prom import doctor_metrics
+    from nccl_bench.results.store import read_meta
+
+    meta = (read_meta(report.run_dir) if report.run_dir is not None else None) or {}
+    try:
+        write_replacing(path, doctor_metrics(core.doctor.report_json(report), meta, time.time()))
+    except OSError as exc:
+        messages.fail(f"{_OPTION['prom'].name}: cannot write {path}: {exc.strerror} (the results on disk are kept)",
+                      EXIT_RUN_FAILED)
 
 
 def _with_local_workers(config, workers: Optional[int]) -> None:
     """No launcher: refuse a bad backend or host memory first; the workers' verdict decides the exit."""
-    import json
-
     from nccl_bench.cli import core
     from nccl_bench.results.store import new_run_dir
 
@@ -75,10 +97,18 @@ def _with_local_workers(config, workers: Optional[int]) -> None:
         return core.doctor.preflight(config, count), []
 
     default_target = new_run_dir(config.results_root, ["doctor"])
+    verdict_file = (config.out if config.out is not None else default_target) / core.doctor.DOCTOR_JSON
     try:
         local_workers.start("doctor", workers, refuse_early, sys.argv[1:], config.out, default_target)
     except RunFailedError:
-        verdict_file = (config.out if config.out is not None else default_target) / core.doctor.DOCTOR_JSON
-        if not verdict_file.is_file() or json.loads(verdict_file.read_text())["verdict"] != "suspects":
+        if not _suspects(verdict_file):
             raise
-        raise SystemExit(1) from None  # the workers reported their suspects; exit 1 says so
+        raise SystemExit(EXIT_VERDICT) from None  # the workers reported their suspects; exit 1 says so
+    if _suspects(verdict_file):  # complete, though a rank ended oddly after the verdict
+        raise SystemExit(EXIT_VERDICT)
+
+
+def _suspects(verdict_file: Path) -> bool:
+    import json
+
+    return verdict_file.is_file() and json.loads(verdict_file.read_text())["verdict"] == "suspects"

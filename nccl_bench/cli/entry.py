@@ -12,8 +12,15 @@ import sys
 
 import typer
 
-from nccl_bench.cli import compare, doctor, limits, messages, ops, report, sweep, typer_shim
-from nccl_bench.errors import RunFailedError, UserInputError
+from nccl_bench.cli import compare, doctor, limits, messages, ops, report, streams, sweep, typer_shim
+from nccl_bench.errors import (
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_RUN_FAILED,
+    RunFailedError,
+    UserInputError,
+    os_error_text,
+)
 
 app = typer.Typer(
     name="nccl-bench",
@@ -33,7 +40,7 @@ def _print_version(value: bool) -> None:
         import nccl_bench
 
         typer.echo(f"nccl-bench {nccl_bench.__version__}")
-        raise typer.Exit(0)
+        raise typer.Exit(EXIT_OK)
 
 
 @app.callback()
@@ -60,7 +67,17 @@ def main() -> None:
     """Console-script entry: one line and a non-zero exit for every known failure, never a traceback."""
     import warnings
 
+    streams.guard_output()
     warnings.showwarning = messages.show_warning
+    try:
+        _run_app()
+    finally:
+        lost = streams.lost_stdout()
+        if lost is not None:
+            messages.say(f"warning: {lost}")
+
+
+def _run_app() -> None:
     try:
         command = typer.main.get_command(app)
         typer_shim.convert_without_pydantic(command)
@@ -75,6 +92,8 @@ def main() -> None:
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
     except KeyboardInterrupt:
-        messages.fail("interrupted", 130)
+        messages.fail("interrupted", EXIT_INTERRUPTED)
     except typer_shim.click_usage_errors() as exc:
         typer_shim.end_usage_error(exc)
+    except OSError as exc:  # a file the command writes (a report, an export): a full disk, a read-only mount
+        messages.fail(os_error_text(exc), EXIT_RUN_FAILED)

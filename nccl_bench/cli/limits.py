@@ -13,18 +13,20 @@ def limits_command(
 ) -> None:
     """Show what the links promise per GPU (NVLink, PCIe) and the peak busbw is compared with."""
     from nccl_bench.hardware.detect import detect_limits, peak_from_limits
+    from nccl_bench.hardware.expected import host_entries
 
     limits = detect_limits()
     device_kind = "cuda" if limits.gpus else "cpu"
     peak, peak_warnings = peak_from_limits(limits, multi_node, device_kind)
+    expected = host_entries(limits, nodes=None if multi_node else 1)  # across nodes, how many is unknown here
     if as_json:
         from nccl_bench.render.limits import limits_json
         from nccl_bench.results.store import strict_json
 
-        typer.echo(strict_json(limits_json(limits, peak, peak_warnings), indent=2))
+        typer.echo(strict_json(limits_json(limits, peak, peak_warnings, expected), indent=2))
         return
     from nccl_bench.render.limits import limits_lines
     from nccl_bench.render.live import make_console, print_lines, table_width
 
     console = make_console()
-    print_lines(console, limits_lines(limits, peak, peak_warnings, table_width(console)))
+    print_lines(console, limits_lines(limits, peak, peak_warnings, table_width(console), expected))

@@ -7,12 +7,14 @@ removed again. The process that started local workers speaks for the run; the wo
 
 from __future__ import annotations
 
+import contextlib
 import os
+import sys
 from pathlib import Path
 from typing import Callable, NoReturn, Optional
 
 from nccl_bench.cli import messages
-from nccl_bench.errors import RunFailedError
+from nccl_bench.errors import EXIT_INTERRUPTED, RunFailedError
 from nccl_bench.options import OUT, RESULTS_ROOT, WORKERS
 
 
@@ -53,15 +55,25 @@ def _run(what: str, workers: int, why: Optional[str], args: list[str], out: Opti
         except core.Interrupted as exc:
             core.hold_signals()  # a second Ctrl-C must not cut this report short
             meta = read_meta(target)
+            if _completed(meta):  # the signal came after the ending: the run is what meta.json says
+                messages.say(f"note: {exc} arrived after the {what} had completed; nothing was lost")
+                return run_dir
             if meta is None:
                 remove_if_empty(made)
-                messages.fail(f"interrupted by {exc} before the {what} began; nothing was measured", 130)
+                messages.fail(f"interrupted by {exc} before the {what} began; nothing was measured", EXIT_INTERRUPTED)
             kept = f"the {meta['rows']} row(s) measured so far are" if "rows" in meta else "what was measured so far is"
-            messages.fail(f"interrupted by {exc}; {kept} kept in {target}", 130)
-        except RunFailedError:
+            messages.fail(f"interrupted by {exc}; {kept} kept in {target}", EXIT_INTERRUPTED)
+        except RunFailedError as exc:
+            if not exc.quiet and _completed(read_meta(target)):  # no rank reported: one ended after the run
+                messages.say(f"note: {exc} after the {what} had completed; its results are whole")
+                return run_dir
             remove_if_empty(made)
             raise
     return run_dir
+
+
+def _completed(meta) -> bool:
+    return meta is not None and meta.get("status") == "complete"
 
 
 def speaks_for_run(launch) -> bool:
@@ -72,7 +84,14 @@ def speaks_for_run(launch) -> bool:
 
 
 def end_interrupted(launch, message: str) -> NoReturn:
-    """Exit 130, saying why once: on the rank that speaks for the run."""
-    if not speaks_for_run(launch):
-        raise SystemExit(130)
-    messages.fail(message, 130)
+    """Exit 130, saying why once (on the rank that speaks for the run), then at once.
+
+    A scheduler's grace before SIGKILL is short (Slurm's KillWait; 5 s on the test cluster), and the
+    interpreter's final garbage collection of torch's objects took ~5 s on a loaded host; the life
+    cycle has already written meta.json and every row, and destroyed the process group."""
+    if speaks_for_run(launch):
+        messages.error(message)
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):  # a closed pipe must not delay the exit
+            stream.flush()
+    os._exit(EXIT_INTERRUPTED)

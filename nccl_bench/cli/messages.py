@@ -45,7 +45,9 @@ def end_failed_run(exc: RunFailedError) -> NoReturn:
         end_stuck_rank(exc)
     if exc.quiet:
         raise SystemExit(exc.exit_code)
-    fail(str(exc), exc.exit_code)
+    error(str(exc))
+    notes(f"the backend said: {line}" for line in exc.details)
+    raise SystemExit(exc.exit_code)
 
 
 def end_stuck_rank(exc: RunFailedError) -> NoReturn:

@@ -33,6 +33,7 @@ def report_command(
     from nccl_bench.render import formats as render_formats
     from nccl_bench.render import live
     from nccl_bench.results import loader
+    from nccl_bench.results.store import write_text_file
 
     render_formats.check_format(fmt)
     plot_path = _checked_plot_path(plot)
@@ -43,7 +44,7 @@ def report_command(
     chosen = render_formats.FORMATS[fmt]
     if not (plot_path or html_path or doctors):
         if chosen.stream is not None:
-            _stream(paths, chosen.stream, fmt, output_path, log_hints(log_op, log_ranks))
+            _stream(paths, chosen, fmt, output_path, log_hints(log_op, log_ranks))
             return
         if chosen.two_pass is not None:
             _two_pass(paths, chosen.two_pass, fmt, output_path, log_hints(log_op, log_ranks))
@@ -55,7 +56,7 @@ def report_command(
 
         text = render_formats.render_runs(measured, loaded, fmt) if loaded else ""
         doctor_texts = [recorded_text(doctor, loader.run_label(path)) for path, doctor in doctors.items()]
-        output_path.write_text(text + "".join(doctor_texts), encoding="utf-8")
+        write_text_file(output_path, text + "".join(doctor_texts))
         typer.echo(f"wrote {fmt} to {output_path}", err=True)
     else:
         if loaded:
@@ -73,22 +74,30 @@ def report_command(
         rows_of = dict(zip(measured, loaded, strict=True))
         inputs = [rows_of.get(path) or (loader.run_label(path), []) for path in paths]
         page = html_page.html_report(html_page.pages_for(paths, inputs))
-        html_path.write_text(page, encoding="utf-8")
+        write_text_file(html_path, page)
         typer.echo(f"wrote HTML report to {html_path} ({html_path.stat().st_size / 1024:,.0f} KiB)", err=True)
 
 
-def _stream(paths: list[Path], streamed, fmt: str, output_path: Optional[Path], hints) -> None:
+def _stream(paths: list[Path], chosen, fmt: str, output_path: Optional[Path], hints) -> None:
     """One document of every input's rows, written as they are read: memory does not grow with the inputs.
 
     Each input is opened (and refused if it has no rows) before anything is written; a file given
     with --output is written beside its name and renamed into place only when complete.
     """
+    import functools
     import itertools
 
     from nccl_bench.render import live
     from nccl_bench.results import loader
 
     inputs = [loader.stream_rows(path, hints=hints) for path in paths]  # each opened, its first row read
+    streamed = chosen.stream
+    if chosen.repeat_columns:  # a first pass finds the repeat columns the rows fill
+        from nccl_bench.render.tables import repeats_streamed
+
+        repeats = repeats_streamed(itertools.chain.from_iterable(inputs))
+        inputs = [loader.stream_rows(path, hints=hints) for path in paths]
+        streamed = functools.partial(chosen.stream, repeats=repeats)
     pieces = streamed(itertools.chain.from_iterable(inputs))
     if output_path is None:
         live.write_stream(pieces)

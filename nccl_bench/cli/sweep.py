@@ -12,7 +12,7 @@ import typer
 
 from nccl_bench.cli import local_workers, messages
 from nccl_bench.cli.params import param, read_given, values_of
-from nccl_bench.errors import UserInputError
+from nccl_bench.errors import EXIT_OK, EXIT_RUN_FAILED, EXIT_VERDICT, UserInputError
 from nccl_bench.options import PRESET, SWEEP_OPTIONS, WORKERS
 from nccl_bench.options import SWEEP_OPTION as _OPTION
 
@@ -27,6 +27,7 @@ def sweep_command(
     dtype: Optional[str] = param(_OPTION["dtype"]),
     reduce_op: Optional[str] = param(_OPTION["reduce_op"]),
     root: Optional[int] = param(_OPTION["root"]),
+    alltoallv: Optional[str] = param(_OPTION["alltoallv"]),
     warmup: Optional[int] = param(_OPTION["warmup"]),
     iters: Optional[str] = param(_OPTION["iters"]),
     min_sample_ms: Optional[float] = param(_OPTION["min_sample_ms"]),
@@ -34,6 +35,8 @@ def sweep_command(
     agg: Optional[str] = param(_OPTION["agg"]),
     inplace: Optional[bool] = param(_OPTION["inplace"]),
     check: Optional[bool] = param(_OPTION["check"]),
+    split: Optional[str] = param(_OPTION["split"]),
+    cycles: Optional[int] = param(_OPTION["cycles"]),
     backend: Optional[str] = param(_OPTION["backend"]),
     out: Optional[Path] = param(_OPTION["out"], folder="<ops>"),
     results_root: Optional[Path] = param(_OPTION["results_root"]),
@@ -41,6 +44,8 @@ def sweep_command(
     cuda_graph: Optional[int] = param(_OPTION["cuda_graph"]),
     blocking: Optional[bool] = param(_OPTION["blocking"]),
     peak_gbps: Optional[float] = param(_OPTION["peak_gbps"]),
+    min_busbw_gbps: Optional[float] = param(_OPTION["min_busbw_gbps"]),
+    prom: Optional[Path] = param(_OPTION["prom"]),
     preset: Optional[Path] = param(PRESET),
     workers: Optional[int] = param(WORKERS),
     baseline: Optional[Path] = typer.Option(
@@ -68,7 +73,11 @@ def sweep_command(
     from nccl_bench.config import build_config
 
     sweep_config = build_config(flags, preset)
+    _refuse_repeats_with_baseline(sweep_config, baseline)
     from nccl_bench.cli import core
+    from nccl_bench.render.formats import check_output_file
+
+    check_output_file(sweep_config.prom, _OPTION["prom"].name)
 
     baseline_check = core.compare.plan_baseline_check(baseline, tolerance, save_baseline, allow_mismatch,
                                                       replace_baseline)
@@ -81,7 +90,18 @@ def sweep_command(
     else:
         run_dir = _on_this_rank(sweep_config, launch, workers, baseline_check)
     if run_dir is not None:  # rank 0 only
-        _after_sweep(run_dir, sweep_config.results_root, baseline_check)
+        speaks = launch is None or local_workers.speaks_for_run(launch)
+        _after_sweep(run_dir, sweep_config, baseline_check, speaks)
+
+
+def _refuse_repeats_with_baseline(sweep_config, baseline: Optional[Path]) -> None:
+    """A comparison matches one row per point; a run of several cycles or groups has many."""
+    repeats = [option for option, given in (("--cycles", sweep_config.cycles != 1),
+                                            ("--split", sweep_config.split is not None)) if given]
+    if baseline is not None and repeats:
+        verb = "give" if len(repeats) > 1 else "gives"
+        raise UserInputError("--baseline", f"compares one row per point; {' and '.join(repeats)} {verb} several "
+                             "(read the run's rows with nccl-bench report instead)")
 
 
 def _on_this_rank(sweep_config, launch, workers: Optional[int], baseline_check) -> Optional[Path]:
@@ -94,7 +114,7 @@ def _on_this_rank(sweep_config, launch, workers: Optional[int], baseline_check) 
     from nccl_bench.cli import core
     from nccl_bench.render.live import LiveReporter
 
-    plan = core.plan.plan_run(sweep_config, launch.world_size, torch.__version__)
+    plan = core.plan.plan_run(sweep_config, launch.world_size, torch.__version__, launch.local_world_size)
     core.compare.check_plan_against_baseline(baseline_check, launch.world_size, plan.backend, plan.keys(sweep_config))
     if local_workers.speaks_for_run(launch):  # local workers: the process that started them said it
         messages.notes(plan.before_start)
@@ -107,8 +127,10 @@ def _on_this_rank(sweep_config, launch, workers: Optional[int], baseline_check) 
         if not exc.began:
             local_workers.end_interrupted(launch, f"interrupted by {exc} before the sweep began; nothing was measured")
         local_workers.end_interrupted(launch, f"interrupted by {exc}; results measured so far are kept")
+    if sweep_config.prom is not None and summary.run_dir is not None:
+        _write_prom(sweep_config.prom, summary.rows, summary.run_dir)
     if summary.wrong_total:
-        messages.fail(f"{summary.wrong_total} wrong element(s) in the data check", 1)
+        messages.fail(f"{summary.wrong_total} wrong element(s) in the data check", EXIT_VERDICT)
     return summary.run_dir
 
 
@@ -144,25 +166,69 @@ def worker_args(args: list[str]) -> list[str]:
     return kept
 
 
-def _after_sweep(run_dir: Path, results_root: Path, baseline_check) -> None:
+def _write_prom(path: Path, rows, run_dir: Path) -> None:
+    """--prom from the rows results.csv holds and the final meta.json, written by rank 0."""
+    import time
+
+    from nccl_bench.render.live import write_replacing
+    from nccl_bench.render.prom import sweep_metrics
+    from nccl_bench.results.store import read_meta
+
+    try:
+        write_replacing(path, sweep_metrics(rows, read_meta(run_dir) or {}, time.time()))
+    except OSError as exc:
+        messages.fail(f"{_OPTION['prom'].name}: cannot write {path}: {exc.strerror} (the results on disk are kept)",
+                      EXIT_RUN_FAILED)
+
+
+def _after_sweep(run_dir: Path, sweep_config, baseline_check, speaks: bool) -> None:
+    """--min-busbw (said by the process that speaks for the run), then --baseline / --save-baseline:
+    compare the finished run, then store it if it passed both."""
+    from nccl_bench.cli import core
+
+    exit_code = EXIT_OK
+    if speaks and sweep_config.min_busbw_gbps is not None:
+        exit_code = _floor_verdict(core.read_run(run_dir, "run").rows, sweep_config.min_busbw_gbps)
+    if baseline_check is not None:
+        exit_code = max(exit_code, _baseline_verdict(run_dir, sweep_config.results_root, baseline_check, exit_code))
+    if exit_code:
+        raise SystemExit(exit_code)
+
+
+def _floor_verdict(rows, floor_gbps: float) -> int:
+    """Each op's busbw at its largest measured size against --min-busbw: one line, EXIT_VERDICT below it."""
+    from nccl_bench.cli import core
+
+    floor = core.compare.check_floor(rows, floor_gbps)
+    option = f"{_OPTION['min_busbw_gbps'].name} {floor_gbps:g} GB/s"
+    messages.notes(f"{op}: no size measured, so not checked against {option}" for op in floor.unchecked_ops)
+    if floor.below:
+        below = "; ".join(core.compare.floor_row_text(row) for row in floor.below)
+        messages.error(f"below {option} at the op's largest measured size: {below}")
+    elif floor.checked:
+        lowest = min(floor.checked, key=lambda row: row.busbw_gbps)
+        messages.say(f"{option} reached at each op's largest measured size (lowest: "
+                     f"{core.compare.floor_row_text(lowest)})")
+    return floor.exit_code
+
+
+def _baseline_verdict(run_dir: Path, results_root: Path, baseline_check, floor_exit: int) -> int:
     """--baseline / --save-baseline: compare the finished run, then store it if it passed."""
-    if baseline_check is None:
-        return
     from nccl_bench.cli import core
     from nccl_bench.cli.compare import report_comparison
 
-    exit_code = 0
+    exit_code = EXIT_OK
     if baseline_check.baseline is not None:
         result = core.compare.check_against_baseline(baseline_check, core.read_run(run_dir, "run"))
         report_comparison(result, {}, os.environ)
         exit_code = result.exit_code
     if baseline_check.save_name is not None:
-        if exit_code:
-            messages.say(f"not saving baseline {baseline_check.save_name!r}: the run regressed")
+        if exit_code or floor_exit:
+            why = "the run regressed" if exit_code else "the run is below --min-busbw"
+            messages.say(f"not saving baseline {baseline_check.save_name!r}: {why}")
         else:
             saved = core.baselines.save_baseline(
                 run_dir, baseline_check.save_name, results_root, baseline_check.replace_baseline
             )
             messages.say(f"saved baseline {baseline_check.save_name!r} to {saved}")
-    if exit_code:
-        raise SystemExit(exit_code)
+    return exit_code

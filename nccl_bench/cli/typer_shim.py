@@ -11,6 +11,7 @@ from typing import NoReturn
 import typer
 
 from nccl_bench.cli.messages import fail
+from nccl_bench.errors import EXIT_BAD_INPUT
 
 
 class _PlainConversion:
@@ -76,8 +77,8 @@ def end_usage_error(exc) -> NoReturn:
     """A bad command line: bare `nccl-bench` prints the help on stdout; anything else is one error line. Exit 2."""
     if type(exc).__name__ == "NoArgsIsHelpError":
         print(exc.ctx.get_help(), flush=True)
-        sys.exit(2)
+        sys.exit(EXIT_BAD_INPUT)
     message = exc.format_message() if hasattr(exc, "format_message") else str(exc)
     if not message:  # no arguments at all: the help was just printed
-        sys.exit(2)
+        sys.exit(EXIT_BAD_INPUT)
     fail(message, 2)

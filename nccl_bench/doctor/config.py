@@ -37,10 +37,13 @@ class DoctorConfig:
     seed: int = 0
     tolerance: float = DEFAULT_TOLERANCE
     expect_gbps: float | None = None
+    expect_hosts: tuple[str, ...] | None = None  # None: SLURM_JOB_NODELIST under srun, else nobody expected
+    exclude_file: Path | None = None
     backend: str = "auto"
     out: Path | None = None
     results_root: Path = Path("results")
     timeout_s: float = 300.0
+    prom: Path | None = None
 
 
 def parse_phases(values: list[str] | None) -> tuple[str, ...]:

@@ -21,13 +21,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Protocol
 
-from nccl_bench.doctor import schedule, verdicts
+from nccl_bench.doctor import roster, schedule, verdicts
 from nccl_bench.doctor.config import ELEMENT_BYTES, DoctorConfig, resolve_size
-from nccl_bench.errors import RunFailedError
+from nccl_bench.errors import RunFailedError, UserInputError
+from nccl_bench.options import PHASES
 from nccl_bench.ranks import devices, dist, faults, session
 from nccl_bench.ranks.planted import NoFaults, fault_seam
 from nccl_bench.ranks.runner import PointRunner, TimingPlan
-from nccl_bench.results.store import CsvAppender
+from nccl_bench.results.store import CsvAppender, write_text_file
 from nccl_bench.units import bandwidth, stats
 from nccl_bench.units.sizes import format_size
 
@@ -40,7 +41,8 @@ MAX_RETEST_PASSES = 3
 SOLO_RETESTS = 32
 DOCTOR_CSV = "doctor.csv"
 DOCTOR_JSON = "doctor.json"
-JSON_SCHEMA_VERSION = 1
+JSON_SCHEMA_VERSION = 2  # 2: `missing` suspects, expected_hosts and exclude
+CSV_SCHEMA_VERSION = 1
 
 
 
@@ -69,6 +71,9 @@ class DoctorHeader:
     expect_gbps: float | None
     run_dir: Path | None
     notes: tuple[str, ...] = ()
+    expected_hosts: tuple[str, ...] = ()  # hosts that should take part (doctor/roster.py)
+    exclude_file: Path | None = None
+    expected_from: str = ""  # --expect-hosts or SLURM_JOB_NODELIST
 
 
 @dataclass(frozen=True)
@@ -91,7 +96,7 @@ class DoctorRecord:
     busbw_factor: float
     busbw_gbps: float  # from time_us, as the sweep
     best_busbw_gbps: float  # from time_min_us: what the verdicts use
-    schema_version: int = JSON_SCHEMA_VERSION
+    schema_version: int = CSV_SCHEMA_VERSION
 
 
 RECORD_COLUMNS = tuple(f.name for f in dataclasses.fields(DoctorRecord))
@@ -147,7 +152,7 @@ def group_nodes(hostnames: list[str]) -> list[Node]:
 
 
 def report_json(report: DoctorReport) -> dict[str, Any]:
-    """doctor.json, schema_version 1 (README "Results on disk")."""
+    """doctor.json, schema_version 2 (README "Results on disk")."""
     judgement, header = report.judgement, report.header
     fleet = {
         name: (
@@ -182,13 +187,17 @@ def report_json(report: DoctorReport) -> dict[str, Any]:
         "thresholds_gbps": {"pairs": judgement.pair_threshold_gbps, "intra": judgement.intra_threshold_gbps},
         "fleet": fleet,
         "notes": list(header.notes) + report.notes + judgement.notes,
+        "expected_hosts": (
+            {"hosts": list(header.expected_hosts), "source": header.expected_from} if header.expected_hosts else None
+        ),
+        "exclude": roster.excluded_hosts(judgement.suspects),
     }
 
 
 def write_report_json(report: DoctorReport, path: Path) -> None:
     from nccl_bench.results.store import strict_json
 
-    Path(path).write_text(strict_json(report_json(report), indent=2) + "\n", encoding="utf-8")
+    write_text_file(path, strict_json(report_json(report), indent=2) + "\n")
 
 
 def execute(config: DoctorConfig, observer_factory: Callable[[int], DoctorObserver],
@@ -213,8 +222,16 @@ def preflight(config: DoctorConfig, local_ranks: int) -> str:
     Returns the backend the ranks will use."""
     backend = session.chosen_backend(config.backend)
     size = resolve_size(config, devices.device_kind(backend) == "cuda")
+    refused = schedule.nothing_to_measure(config.phases, [local_ranks])  # local workers share one host
+    if refused is not None:
+        raise UserInputError(_phase_or(config, "--workers"), refused)
     session.check_local_workers("doctor", backend, local_ranks, 2 * size, "--size")
     return backend
+
+
+def _phase_or(config: DoctorConfig, layout_option: str) -> str:
+    """The option to name when nothing can be measured: --phase when it narrowed the phases, else the layout's."""
+    return "--phase" if config.phases != PHASES else layout_option
 
 
 class _Doctor:
@@ -240,6 +257,9 @@ class _Doctor:
         self.report.run_dir = run.run_dir
         self.observer = self.observer_factory(self.ctx.rank)
         self.nodes = group_nodes(run.hostnames)
+        refused = schedule.nothing_to_measure(self.config.phases, [len(n.ranks) for n in self.nodes])
+        if refused is not None:
+            raise UserInputError(_phase_or(self.config, "launcher"), refused)
         self.header = self._header()
         self.report.header = self.header
 
@@ -260,6 +280,9 @@ class _Doctor:
             self.writer.close()
             if self.report.judgement is not None:
                 write_report_json(self.report, self.report.run_dir / DOCTOR_JSON)
+                if self.config.exclude_file is not None:
+                    text = roster.exclude_file_text(self.report.judgement.suspects)
+                    Path(self.config.exclude_file).write_text(text, encoding="utf-8")
         return {"verdict": self.report.verdict, "wall_s": self.report.wall_s}
 
     def finished(self, status: str) -> None:
@@ -279,12 +302,14 @@ class _Doctor:
             notes.append("pairs phase skipped: one node, no pair of nodes to test")
         if len({len(n.ranks) for n in self.nodes}) > 1:
             notes.append("nodes have different rank counts: a pair uses min(ranks) rails")
+        expected, source = roster.expected_hosts(config.expect_hosts, self.launch.launcher, os.environ)
         return DoctorHeader(
             backend=self.ctx.backend, launcher=self.launch.launcher, world_size=self.ctx.world_size,
             nodes=tuple(self.nodes), versions=dict(self.run.versions), size_bytes=self.size, iters=config.iters,
             samples=config.samples, warmup=config.warmup, phases=config.phases,
             mode="quick" if config.quick else "full", rounds=len(self._first_rounds()),
             tolerance=config.tolerance, expect_gbps=config.expect_gbps, run_dir=self.report.run_dir, notes=tuple(notes),
+            expected_hosts=expected, expected_from=source, exclude_file=config.exclude_file,
         )
 
     def _first_rounds(self) -> list[schedule.Round]:
@@ -318,21 +343,10 @@ class _Doctor:
                 self._pair_round(pairs, attempt=1)
 
     def _node_group(self):
-        """This host's ranks as a process group, made once.
-
-        Every rank creates every host's group, in node order: NCCL splits a group from the world
-        communicator, which all ranks must enter (torch's new_group docs), so a group made by its
-        members alone would hang there. One group per host, once: N groups, not one per pair.
-        """
-        import torch.distributed as tdist
-
-        mine = None
-        for node in self.nodes:
-            if len(node.ranks) > 1:
-                group = tdist.new_group(list(node.ranks))
-                if node is self.my_node:
-                    mine = group
-        return mine
+        """This host's ranks as a process group (None for a host of one rank), made once: one group
+        per host of several ranks, N groups, not one per pair (dist.sub_group makes them, each with the
+        default group's timeout, so gloo ends a stalled op at --timeout as in the sweep)."""
+        return dist.sub_group(self.ctx, [node.ranks for node in self.nodes if len(node.ranks) > 1]).group
 
     def _samples(self, call: Callable[[], None] | None) -> list[list[float]]:
         """Every rank's sample times (seconds); NaN for a rank that sat the measurement out."""
@@ -436,7 +450,10 @@ class _Doctor:
     # -- verdicts -------------------------------------------------------------------------------
     def _judge(self) -> verdicts.Judgement:
         layout = [(n.host, n.ranks) for n in self.nodes]
-        return verdicts.judge(layout, self.intra, self.pairs, self.config.tolerance, self.config.expect_gbps)
+        judgement = verdicts.judge(layout, self.intra, self.pairs, self.config.tolerance, self.config.expect_gbps)
+        judgement.suspects.extend(roster.missing_suspects(self.header.expected_hosts, [n.host for n in self.nodes],
+                                                         self.header.expected_from))
+        return judgement
 
     def _judge_with_retests(self) -> verdicts.Judgement:
         """Re-measure every low result once before it can name anyone (quick mode: cross-check too)."""

@@ -129,3 +129,19 @@ def retests(judgement: "Judgement", hosts: Sequence[str], measured: Iterable["Pa
     lonely = [node for node in sorted(in_low) if not any(node in pair and set(pair) - {node} <= set(passed)
                                                           for pair in met)]
     return plan + cross_checks(lonely, passed, met, seed)
+
+
+def nothing_to_measure(phases: Sequence[str], ranks_per_host: Sequence[int]) -> str | None:
+    """Why these phases measure nothing on hosts with these rank counts, or None when one of them
+    measures something: a gate that measured nothing must not pass as healthy."""
+    nodes = "nodes" in phases and any(count > 1 for count in ranks_per_host)
+    pairs = "pairs" in phases and len(ranks_per_host) > 1
+    if nodes or pairs:
+        return None
+    needs = []
+    if "nodes" in phases:
+        needs.append("the nodes phase needs a host with 2 or more ranks")
+    if "pairs" in phases:
+        needs.append("the pairs phase needs 2 or more hosts")
+    layout = f"{sum(ranks_per_host)} rank(s) on {len(ranks_per_host)} host(s)"
+    return f"{layout} leave the doctor nothing to measure: {' and '.join(needs)}"

@@ -78,8 +78,8 @@ class Suspect:
     kind: str  # node | link | rail
     hosts: tuple[str, ...]
     rail: int | None
-    measured_gbps: float
-    fleet_median_gbps: float
+    measured_gbps: float | None  # None for a host that never joined (doctor/roster.py)
+    fleet_median_gbps: float | None
     reason: str
 
     def line(self) -> str:

@@ -3,17 +3,19 @@
 Sizes follow nccl-tests' doc/PERFORMANCE.md: `size_bytes` is the larger of the send and receive
 buffer of one rank (all_gather: the gathered output; reduce_scatter: the input; all_to_all: the
 whole send buffer; gather/scatter: n x chunk). `count` is the element count nccl-tests prints
-(the per-rank chunk for split ops). Adding a collective means adding one entry to REGISTRY
-(and its bus-bandwidth factor and nccl-tests binary to units/bandwidth.OPS).
+(the per-rank chunk for split ops). all_to_allv keeps all_to_all's size and count (the per-peer
+slot) and fills a share of each slot, as nccl-tests' alltoallv does (units/alltoallv.py).
+Adding a collective means adding one entry to REGISTRY (and its bus-bandwidth factor and
+nccl-tests binary to units/bandwidth.OPS).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Callable
 
 from nccl_bench.results.schema import PLACEMENT_IN, PLACEMENT_OUT
-from nccl_bench.units import bandwidth
+from nccl_bench.units import alltoallv, bandwidth
 
 if TYPE_CHECKING:
     import torch
@@ -33,6 +35,13 @@ class OpArgs:
     world_size: int
     root: int
     reduce_op: object  # torch.distributed.ReduceOp member, or None
+    shares: alltoallv.Shares | None = None  # uneven ops: the part of each per-peer slot filled; None: all
+    group: object = None  # the process group the op runs in; None: the whole world
+    members: tuple[int, ...] = ()  # the group's global ranks (rank and root index them); (): the world
+
+    def global_rank(self, rank: int) -> int:
+        """torch names roots and peers by their rank in the world, whatever the group."""
+        return self.members[rank] if self.members else rank
 
 
 @dataclass(frozen=True)
@@ -100,11 +109,19 @@ class Collective:
     bind: Callable[[Buffers, OpArgs], Callable[[], None]] | None = None
     # (rank, world_size, root, output elements) -> what this rank's output must hold
     expected: Callable[[int, int, int, int], list[Segment]] = _whole
+    # uneven ops: (args, output elements) -> what this rank's output must hold under args.shares
+    expected_uneven: Callable[[OpArgs, int], list[Segment]] | None = None
 
     @property
     def factor(self) -> Callable[[int], float] | None:
         """busbw/algbw as a function of the world size, from units.bandwidth; None: barrier."""
         return bandwidth.factor_of(self.name)
+
+    def segments(self, args: OpArgs, out_elems: int) -> list[Segment]:
+        """What this rank's output must hold after one run with `args`."""
+        if self.expected_uneven is not None and args.shares is not None:
+            return self.expected_uneven(args, out_elems)
+        return self.expected(args.rank, args.world_size, args.root, out_elems)
 
     @property
     def factor_formula(self) -> str:
@@ -135,62 +152,85 @@ def _dist():
 
 def _bind_all_reduce(buffers: Buffers, args: OpArgs):
     dist = _dist()
-    tensor, op = buffers.recv, args.reduce_op
-    return lambda: dist.all_reduce(tensor, op=op)
+    tensor, op, group = buffers.recv, args.reduce_op, args.group
+    return lambda: dist.all_reduce(tensor, op=op, group=group)
 
 
 def _bind_all_gather(buffers: Buffers, args: OpArgs):
     dist = _dist()
     gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
-    send, recv = buffers.send, buffers.recv
-    return lambda: gather(recv, send)
+    send, recv, group = buffers.send, buffers.recv, args.group
+    return lambda: gather(recv, send, group=group)
 
 
 def _bind_reduce_scatter(buffers: Buffers, args: OpArgs):
     dist = _dist()
     scatter = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
-    send, recv, op = buffers.send, buffers.recv, args.reduce_op
-    return lambda: scatter(recv, send, op=op)
+    send, recv, op, group = buffers.send, buffers.recv, args.reduce_op, args.group
+    return lambda: scatter(recv, send, op=op, group=group)
 
 
 def _bind_all_to_all(buffers: Buffers, args: OpArgs):
     dist = _dist()
-    send, recv = buffers.send, buffers.recv
-    return lambda: dist.all_to_all_single(recv, send)
+    send, recv, group = buffers.send, buffers.recv, args.group
+    return lambda: dist.all_to_all_single(recv, send, group=group)
+
+
+def _uneven_splits(args: OpArgs, slot_elems: int) -> tuple[list[int], list[int], list[int]]:
+    """(elements sent to each peer, received from each peer, offset of this rank's data in each peer's input)."""
+    n, rank = args.world_size, args.rank
+    matrix = args.shares if args.shares is not None else alltoallv.shares(alltoallv.Distribution("even"), n)
+    counts = alltoallv.split_counts(matrix, slot_elems)
+    return list(counts[rank]), [counts[k][rank] for k in range(n)], [sum(counts[k][:rank]) for k in range(n)]
+
+
+def _bind_all_to_allv(buffers: Buffers, args: OpArgs):
+    dist = _dist()
+    sent, received, _ = _uneven_splits(args, buffers.send.numel() // args.world_size)
+    # Each peer's part is packed after the previous one, as all_to_all_single lays out split sizes.
+    send, recv, group = buffers.send[: sum(sent)], buffers.recv[: sum(received)], args.group
+    return lambda: dist.all_to_all_single(recv, send, output_split_sizes=received, input_split_sizes=sent,
+                                          group=group)
+
+
+def _uneven_from_each_rank(args: OpArgs, out_elems: int) -> list[Segment]:
+    _, received, offsets = _uneven_splits(args, out_elems // args.world_size)
+    starts = [sum(received[:k]) for k in range(args.world_size)]
+    return [Segment(starts[k], received[k], k, offsets[k]) for k in range(args.world_size)]
 
 
 def _bind_broadcast(buffers: Buffers, args: OpArgs):
     dist = _dist()
-    tensor, root = buffers.recv, args.root
-    return lambda: dist.broadcast(tensor, src=root)
+    tensor, root, group = buffers.recv, args.global_rank(args.root), args.group
+    return lambda: dist.broadcast(tensor, src=root, group=group)
 
 
 def _bind_reduce(buffers: Buffers, args: OpArgs):
     dist = _dist()
-    tensor, root, op = buffers.recv, args.root, args.reduce_op
-    return lambda: dist.reduce(tensor, dst=root, op=op)
+    tensor, root, op, group = buffers.recv, args.global_rank(args.root), args.reduce_op, args.group
+    return lambda: dist.reduce(tensor, dst=root, op=op, group=group)
 
 
 def _bind_gather(buffers: Buffers, args: OpArgs):
     dist = _dist()
-    send, root = buffers.send, args.root
-    gather_list = list(buffers.recv.chunk(args.world_size)) if args.rank == root else None
-    return lambda: dist.gather(send, gather_list, dst=root)
+    send, root, group = buffers.send, args.global_rank(args.root), args.group
+    gather_list = list(buffers.recv.chunk(args.world_size)) if args.rank == args.root else None
+    return lambda: dist.gather(send, gather_list, dst=root, group=group)
 
 
 def _bind_scatter(buffers: Buffers, args: OpArgs):
     dist = _dist()
-    recv, root = buffers.recv, args.root
-    scatter_list = list(buffers.send.chunk(args.world_size)) if args.rank == root else None
-    return lambda: dist.scatter(recv, scatter_list, src=root)
+    recv, root, group = buffers.recv, args.global_rank(args.root), args.group
+    scatter_list = list(buffers.send.chunk(args.world_size)) if args.rank == args.root else None
+    return lambda: dist.scatter(recv, scatter_list, src=root, group=group)
 
 
 def _bind_sendrecv(buffers: Buffers, args: OpArgs):
     dist = _dist()
     n, rank = args.world_size, args.rank
     ops = [
-        dist.P2POp(dist.isend, buffers.send, (rank + 1) % n),
-        dist.P2POp(dist.irecv, buffers.recv, (rank - 1) % n),
+        dist.P2POp(dist.isend, buffers.send, args.global_rank((rank + 1) % n), group=args.group),
+        dist.P2POp(dist.irecv, buffers.recv, args.global_rank((rank - 1) % n), group=args.group),
     ]
 
     def run():
@@ -201,10 +241,22 @@ def _bind_sendrecv(buffers: Buffers, args: OpArgs):
 
 
 def _bind_barrier(buffers: Buffers, args: OpArgs):
-    return _dist().barrier
+    barrier, group = _dist().barrier, args.group
+    return lambda: barrier(group=group)
 
 
 BOTH = (PLACEMENT_OUT, PLACEMENT_IN)
+
+_ALL_TO_ALL = Collective(
+    name="all_to_all",
+    summary="rank r sends its chunk k to rank k",
+    size_meaning="bytes of the whole send buffer on each rank (n x chunk)",
+    split=True,
+    placements=(PLACEMENT_OUT,),
+    count=_chunk,
+    bind=_bind_all_to_all,
+    expected=_my_chunk_from_each_rank,
+)
 
 REGISTRY: dict[str, Collective] = {
     c.name: c
@@ -286,15 +338,14 @@ REGISTRY: dict[str, Collective] = {
             bind=_bind_scatter,
             expected=_my_chunk_of_root,
         ),
-        Collective(
-            name="all_to_all",
-            summary="rank r sends its chunk k to rank k",
-            size_meaning="bytes of the whole send buffer on each rank (n x chunk)",
-            split=True,
-            placements=(PLACEMENT_OUT,),
-            count=_chunk,
-            bind=_bind_all_to_all,
-            expected=_my_chunk_from_each_rank,
+        _ALL_TO_ALL,
+        replace(
+            _ALL_TO_ALL,
+            name="all_to_allv",
+            summary="rank r sends rank k a share of its chunk k (--alltoallv: even, random, skewed)",
+            size_meaning="bytes of the whole send buffer on each rank (n x chunk), whatever part is filled",
+            bind=_bind_all_to_allv,
+            expected_uneven=_uneven_from_each_rank,  # `expected` stays all_to_all's: every share 1
         ),
         Collective(
             name="sendrecv",

@@ -5,8 +5,11 @@ Why torch's own timeout is not enough on NCCL (torch/csrc/distributed/c10d/Proce
   4 x TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC (15 s by default, so a minute) for the flight recorder's dump,
   and with TORCH_NCCL_ASYNC_ERROR_HANDLING=3 (the default, SkipCleanUp) takes the process down (SIGABRT)
   while the main thread still sits in torch.cuda.synchronize(): no report, meta.json left "running";
-- it never sees the replay of a captured CUDA graph (captured work is not enqueued to it), and with
-  TORCH_NCCL_BLOCKING_WAIT=1 the wait happens in the main thread.
+- it never sees the replay of a captured CUDA graph (captured work is not enqueued to it), and
+  TORCH_NCCL_BLOCKING_WAIT=1 only removes it: a synchronous collective returns no Work to Python
+  (distributed_c10d.py passes opts.asyncOp and waits only on a Work the backend returns; NCCL's is
+  None since torch 2.8), so nothing waits on the blocking-wait timeout and the rank's only wait
+  left is torch.cuda.synchronize(), which no NCCL timeout ends.
 So the rank keeps its own clock. Each step (the op tried once, warm-up, a calibration block, a timed
 sample, a cross-rank reduction, the check) must end within --timeout + MARGIN_S. Past that the process
 group is aborted through torch's API (ProcessGroup.abort -> ncclCommAbort, which makes waiting NCCL

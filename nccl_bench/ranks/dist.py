@@ -30,10 +30,24 @@ class DistContext:
     local_rank: int
     backend: str
     device: Any  # torch.device
+    group_timeout_s: float | None = None  # the default group's timeout; subgroups get the same
+
+    def group_timeout(self):
+        """The default group's timeout as new_group takes it (None: torch's default)."""
+        return None if self.group_timeout_s is None else _dt.timedelta(seconds=self.group_timeout_s)
+    group: Any = None  # the process group the helpers below work in; None: the whole world
 
     @property
     def on_gpu(self) -> bool:
         return self.device.type == "cuda"
+
+
+class BackendStartError(RuntimeError):
+    """The process group could not start; `details` holds what the backend said (backend_diagnostics)."""
+
+    def __init__(self, message: str, details: tuple[str, ...]):
+        super().__init__(message)
+        self.details = details
 
 
 class _Aborted:
@@ -65,8 +79,9 @@ def process_group(launch: LaunchEnv, backend: str, timeout_s: float, device_inde
     else:
         device = torch.device("cpu")
     _aborted.done = False
+    held = _HeldStderr()
     try:
-        with _stderr_kept_unless_failed():
+        with held:
             dist.init_process_group(
                 backend=backend,
                 init_method="env://",
@@ -77,12 +92,16 @@ def process_group(launch: LaunchEnv, backend: str, timeout_s: float, device_inde
             )
     except (dist.DistNetworkError, dist.DistStoreError) as exc:
         where = f"MASTER_ADDR={os.environ.get('MASTER_ADDR')} MASTER_PORT={os.environ.get('MASTER_PORT')}"
-        raise RunFailedError(
-            f"rendezvous at {where} failed on rank {launch.rank} within --timeout {timeout_s:g} s "
+        failure = RunFailedError(
+            f"rendezvous at {where} failed on rank {launch.rank} {waited_text(timeout_s, group_timeout_s)} "
             f"({backend_error_text(exc)}); check that address and port, and that every rank started"
-        ) from None
+        )
+        failure.details = backend_diagnostics(held.text)
+        raise failure from None
+    except RuntimeError as exc:  # NCCL failing to start (with device_id, inside init_process_group)
+        raise BackendStartError(str(exc), backend_diagnostics(held.text + "\n" + str(exc))) from exc
     try:
-        yield DistContext(launch.rank, launch.world_size, launch.local_rank, backend, device)
+        yield DistContext(launch.rank, launch.world_size, launch.local_rank, backend, device, group_timeout_s)
     finally:
         if not _aborted.done:  # after an abort, shutdown would flush and join what the abort cut short
             with contextlib.suppress(Exception):
@@ -116,32 +135,92 @@ def abort_group(group) -> None:
         legacy(group)
 
 
-@contextlib.contextmanager
-def _stderr_kept_unless_failed() -> Iterator[None]:
-    """Hold what C++ code writes to stderr meanwhile: shown on success, dropped on failure.
+class _HeldStderr:
+    """Hold what C++ code writes to stderr meanwhile: shown on success; on failure kept in `text`.
 
     torch's TCPStore prints a C++ stack for every failed connection attempt while it retries; the
-    failure itself is reported as one line, so those frames would only bury it.
+    failure itself is reported as one line, so those frames would only bury it. What NCCL said
+    (backend_diagnostics) is picked out of `text` by the caller.
     """
-    import sys
-    import tempfile
 
-    sys.stderr.flush()
-    saved = os.dup(2)
-    with tempfile.TemporaryFile() as held:
-        os.dup2(held.fileno(), 2)
-        failed = True
-        try:
-            yield
-            failed = False
-        finally:
-            os.dup2(saved, 2)
-            os.close(saved)
-            if not failed:
-                held.seek(0)
-                text = held.read()
-                if text:
-                    os.write(2, text)
+    text = ""
+
+    def __enter__(self) -> _HeldStderr:
+        import sys
+        import tempfile
+
+        sys.stderr.flush()
+        self._saved = os.dup(2)
+        self._held = tempfile.TemporaryFile()
+        os.dup2(self._held.fileno(), 2)
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        os.dup2(self._saved, 2)
+        os.close(self._saved)
+        with self._held:
+            self._held.seek(0)
+            raw = self._held.read()
+        if exc_type is None:
+            if raw:
+                os.write(2, raw)
+        else:
+            self.text = raw.decode("utf-8", "replace")
+
+
+# What NCCL and torch's NCCL group say when a communicator cannot start, kept when it fails:
+# NCCL's own "NCCL WARN" lines (NCCL_DEBUG=WARN or INFO) and torch's "Last error:" line with the
+# line after it (the error NCCL gave; ProcessGroupNCCL puts it there).
+_NCCL_WARN = re.compile(r"\bNCCL WARN\b")
+LAST_ERROR = "Last error:"
+MAX_DIAGNOSTICS = 20  # lines: the rest of a long NCCL_DEBUG=INFO log stays out of the answer
+
+
+def backend_diagnostics(text: str) -> tuple[str, ...]:
+    """NCCL's WARN lines and torch's last error from what was written during the set-up, in order,
+    each once, without control characters (they reach a terminal)."""
+    lines = [line.strip() for line in text.splitlines()]
+    kept: list[str] = []
+    for index, line in enumerate(lines):
+        if _NCCL_WARN.search(line):
+            kept.append(line)
+        elif LAST_ERROR in line:
+            after = line.split(LAST_ERROR, 1)[1].strip()
+            follow = lines[index + 1] if not after and index + 1 < len(lines) else ""
+            kept.append(f"{LAST_ERROR} {after or follow}".rstrip())
+    unique = list(dict.fromkeys(_printable(line) for line in kept if line))
+    return tuple(unique[:MAX_DIAGNOSTICS])
+
+
+def _printable(line: str) -> str:
+    return "".join(ch if ch.isprintable() else "?" for ch in line)
+
+
+def waited_text(timeout_s: float, group_timeout_s: float) -> str:
+    """How long the rendezvous waited: --timeout, or (NCCL) the longer time its group is given."""
+    if group_timeout_s == timeout_s:
+        return f"within --timeout {timeout_s:g} s"
+    return (f"within {group_timeout_s:g} s (--timeout {timeout_s:g} s + {group_timeout_s - timeout_s:g} s "
+            "that NCCL's group is given so the rank's deadline acts first)")
+
+
+def sub_group(ctx: DistContext, members: list[tuple[int, ...]]) -> DistContext:
+    """Every group of `members` made once, by every rank, in order; this rank's group as a context.
+
+    Every rank creates every group: NCCL splits a group from the world communicator, which all
+    ranks must enter (torch's new_group docs), so a group made by its members alone would hang.
+    Within the context, rank and world_size are the group's, and the helpers below stay in it.
+    """
+    import dataclasses
+
+    import torch.distributed as dist
+
+    mine = ctx
+    for ranks in members:
+        handle = dist.new_group(list(ranks), timeout=ctx.group_timeout())
+        if ctx.rank in ranks:
+            mine = dataclasses.replace(ctx, rank=ranks.index(ctx.rank), world_size=len(ranks), group=handle)
+    return mine
 
 
 def all_gather_floats(ctx: DistContext, values: list[float]) -> list[list[float]]:
@@ -151,7 +230,7 @@ def all_gather_floats(ctx: DistContext, values: list[float]) -> list[list[float]
 
     local = torch.tensor(values, dtype=torch.float64, device=ctx.device)
     gathered = [torch.empty_like(local) for _ in range(ctx.world_size)]
-    dist.all_gather(gathered, local)
+    dist.all_gather(gathered, local, group=ctx.group)
     return [t.tolist() for t in gathered]
 
 
@@ -161,7 +240,7 @@ def max_across_ranks(ctx: DistContext, values: list[float]) -> list[float]:
     import torch.distributed as dist
 
     tensor = torch.tensor(values, dtype=torch.float64, device=ctx.device)
-    dist.all_reduce(tensor, op=dist.ReduceOp.MAX)
+    dist.all_reduce(tensor, op=dist.ReduceOp.MAX, group=ctx.group)
     return tensor.tolist()
 
 
@@ -170,7 +249,7 @@ def sum_across_ranks(ctx: DistContext, value: int) -> int:
     import torch.distributed as dist
 
     tensor = torch.tensor([value], dtype=torch.int64, device=ctx.device)
-    dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
+    dist.all_reduce(tensor, op=dist.ReduceOp.SUM, group=ctx.group)
     return int(tensor.item())
 
 
@@ -178,7 +257,7 @@ def gather_objects(ctx: DistContext, obj: Any) -> list[Any]:
     import torch.distributed as dist
 
     out: list[Any] = [None] * ctx.world_size
-    dist.all_gather_object(out, obj)
+    dist.all_gather_object(out, obj, group=ctx.group)
     return out
 
 
@@ -205,9 +284,9 @@ def barrier(ctx: DistContext) -> None:
     import torch.distributed as dist
 
     if ctx.on_gpu:
-        dist.barrier(device_ids=[ctx.device.index])
+        dist.barrier(group=ctx.group, device_ids=[ctx.device.index])
     else:
-        dist.barrier()
+        dist.barrier(group=ctx.group)
 
 
 def hostname() -> str:

@@ -1,4 +1,4 @@
-"""When a sweep stops early: SIGTERM/SIGINT as an exception, and who is to blame for a failure.
+"""When a sweep stops early: SIGTERM/SIGINT/SIGHUP/SIGQUIT as an exception, and who is to blame for a failure.
 
 A signal raises Interrupted at the next bytecode, except while signals are held: a row being
 recorded, or the sweep's ending (its report and final meta.json), where it is only recorded. A
@@ -20,10 +20,14 @@ from nccl_bench.ranks.deadline import STALL_MARK
 # same failure within moments (a closed connection, or the same --timeout); a dead or frozen one never.
 FAILURE_ROLL_CALL_S = 3.0
 TIMEOUT_MARK = "(--timeout "  # every failure this tool reports as a timeout carries it
+# Signals that stop a run at its next safe point, its ending written: torch's elastic agent (torchrun,
+# --workers) handles these four and passes the one it got on to the ranks.
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT)
 
 
 class Interrupted(BaseException):
-    """SIGTERM (what torchrun sends its workers) or SIGINT: stop measuring, keep what is done.
+    """A stop signal (SIGTERM, what torchrun sends its workers; SIGINT; SIGHUP; SIGQUIT): stop measuring,
+    keep what is done.
 
     `began` is False when the signal came before the first meta.json: nothing was measured.
     """
@@ -51,10 +55,10 @@ def _on_signal(signum, frame) -> None:
 
 @contextlib.contextmanager
 def signals_raise_interrupted() -> Iterator[None]:
-    """Inside the block SIGTERM and SIGINT raise Interrupted (main thread only); then the old handlers."""
+    """Inside the block STOP_SIGNALS raise Interrupted (main thread only); then the old handlers."""
     _signals.held, _signals.pending = False, None
     previous = {}
-    for signum in (signal.SIGTERM, signal.SIGINT):
+    for signum in STOP_SIGNALS:
         try:
             previous[signum] = signal.signal(signum, _on_signal)
         except ValueError:  # not the main thread

@@ -14,7 +14,7 @@ import sys
 import threading
 import uuid
 
-from nccl_bench.errors import RunFailedError
+from nccl_bench.errors import EXIT_BAD_INPUT, EXIT_RUN_FAILED, EXIT_VERDICT, RunFailedError
 from nccl_bench.ranks.faults import Interrupted
 
 CPU_DEFAULT_WORKERS = 2  # the smallest world in which every collective really communicates
@@ -25,6 +25,9 @@ WORKER_SHUTDOWN_S = 8
 STOPPED_WATCH_POLL_S = 0.2
 # Set in the workers' environment: the process that started them reports an interrupt, once.
 LOCAL_WORKER_ENV = "NCCL_BENCH_LOCAL_WORKER"
+# Exit codes with which a worker has printed its own line (errors.py): the run's outcome, said once.
+# A worker's 130 is not among them: a local worker leaves saying an interrupt to this process.
+TOOL_EXIT_CODES = frozenset({EXIT_VERDICT, EXIT_BAD_INPUT, EXIT_RUN_FAILED})
 
 
 def default_workers() -> tuple[int, str]:
@@ -111,11 +114,12 @@ def run_local_workers(nproc: int, module_args: list[str], monitor_interval_s: fl
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
-    # The agent logs each step of a shutdown as a warning; the ranks report what happened. Each
+    # The agent logs each step of a shutdown, and each failed worker as an error; the ranks report
+    # what happened, in one line. Each
     # of its modules sets its own logger's level, so each is raised.
     for name, logger in list(logging.root.manager.loggerDict.items()):
         if name.startswith("torch.distributed.elastic") and isinstance(logger, logging.Logger):
-            logger.setLevel(logging.ERROR)
+            logger.setLevel(logging.CRITICAL)
 
     # torchrun does the same: several ranks sharing the host's cores must not each spawn a
     # thread per core, or gloo's reductions contend and the numbers lie.
@@ -138,8 +142,24 @@ def run_local_workers(nproc: int, module_args: list[str], monitor_interval_s: fl
     except SignalException as exc:  # Ctrl-C or SIGTERM here: the agent has stopped the ranks
         raise Interrupted(exc.sigval.name) from None
     except ChildFailedError as exc:
-        codes = sorted({failure.exitcode for failure in exc.failures.values()})
-        raise RunFailedError(
-            f"{len(exc.failures)} of {nproc} local worker(s) failed (exit code {', '.join(map(str, codes))})",
-            codes[0] if codes and codes[0] > 0 else 1,
-        ) from None
+        raise worker_failure([failure.exitcode for failure in exc.failures.values()], nproc) from None
+
+
+def worker_failure(exit_codes: list[int], nproc: int) -> RunFailedError:
+    """The run's failure from its failed workers' exit codes: a code of the tool's own (a worker said
+    why in its one line) is passed on without a second line; a worker killed by a signal or ended
+    some other way leaves the line to this process."""
+    own = set(exit_codes) & TOOL_EXIT_CODES
+    if own:
+        # A negative verdict of one rank is the run's, unless another rank failed outright.
+        code = EXIT_RUN_FAILED if EXIT_RUN_FAILED in own or len(own) > 1 else own.pop()
+        return RunFailedError("", code, quiet=True)
+    codes = ", ".join(_exit_name(code) for code in sorted(set(exit_codes)))
+    return RunFailedError(f"{len(exit_codes)} of {nproc} local worker(s) ended without a report ({codes})")
+
+
+def _exit_name(code: int) -> str:
+    if code < 0:
+        with contextlib.suppress(ValueError):
+            return f"killed by {signal.Signals(-code).name}"
+    return f"exit code {code}"

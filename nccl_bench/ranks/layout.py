@@ -2,7 +2,9 @@
 
 Three launchers are understood: torchrun (RANK/WORLD_SIZE/LOCAL_RANK), Slurm's srun
 (SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID) and Open MPI's mpirun (OMPI_COMM_WORLD_*). The last
-two need MASTER_ADDR (and optionally MASTER_PORT) for torch's env:// rendezvous. Pure: reads a mapping.
+two need MASTER_ADDR (and optionally MASTER_PORT) for torch's env:// rendezvous; under srun it
+defaults to the first host of the step's node list, where task 0 runs (srun sets no MASTER_ADDR).
+Pure: reads a mapping.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from dataclasses import dataclass
 from typing import Mapping
 
 from nccl_bench.errors import UserInputError
+from nccl_bench.units import hostlist
 
 DEFAULT_MASTER_PORT = "29500"
 
@@ -76,7 +79,7 @@ def _launch_from(env: Mapping[str, str]) -> LaunchEnv | None:
         return LaunchEnv(
             "slurm", _int(env, "SLURM_PROCID"), world, _int(env, "SLURM_LOCALID", 0),
             max(1, world // nodes),
-            master_addr, master_port or DEFAULT_MASTER_PORT,
+            master_addr or slurm_first_host(env), master_port or DEFAULT_MASTER_PORT,
         )
     if "OMPI_COMM_WORLD_RANK" in env and "OMPI_COMM_WORLD_SIZE" in env:
         world = _int(env, "OMPI_COMM_WORLD_SIZE")
@@ -84,6 +87,14 @@ def _launch_from(env: Mapping[str, str]) -> LaunchEnv | None:
             "mpirun", _int(env, "OMPI_COMM_WORLD_RANK"), world, _int(env, "OMPI_COMM_WORLD_LOCAL_RANK", 0),
             _int(env, "OMPI_COMM_WORLD_LOCAL_SIZE", world), master_addr, master_port or DEFAULT_MASTER_PORT,
         )
+    return None
+
+
+def slurm_first_host(environ: Mapping[str, str]) -> str | None:
+    """The step's first node: task 0's under srun's block and cyclic distributions alike."""
+    for name in ("SLURM_STEP_NODELIST", "SLURM_NODELIST", "SLURM_JOB_NODELIST"):
+        if environ.get(name):
+            return hostlist.expand(environ[name], name)[0]
     return None
 
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from nccl_bench import config as cfg
 from nccl_bench.errors import UserInputError
-from nccl_bench.ranks import check, devices, session
+from nccl_bench.ranks import check, devices, session, split
 from nccl_bench.ranks.collectives import REGISTRY, buffer_elems, round_size, store_elems
 from nccl_bench.results.schema import PLACEMENT_IN
 from nccl_bench.units import stats
@@ -89,7 +89,17 @@ def plan_points(config: cfg.SweepConfig, world_size: int, on_gpu: bool,
             send, recv = buffer_elems(collective, size, element_bytes, world_size)
             for placement in placements:
                 points.append(Point(name, placement, size, send, recv))
+    if any(p.op == "all_to_allv" for p in points):
+        notes.append(alltoallv_note(config.alltoallv, world_size))
     return points, notes
+
+
+def alltoallv_note(distribution: str, world_size: int) -> str:
+    from nccl_bench.units import alltoallv
+
+    sent = alltoallv.mean_share(alltoallv.shares(alltoallv.parse_distribution(distribution), world_size))
+    return (f"all_to_allv shares {distribution}: {sent:.0%} of each size is sent; size and busbw count the whole "
+            "buffer, as nccl-tests' alltoallv does")
 
 
 def buffer_bytes(points: list[Point], element_bytes: int) -> tuple[int, int]:
@@ -169,6 +179,7 @@ class Plan:
     points: tuple[Point, ...]
     notes: tuple[str, ...]  # for the run's header: ops or placements skipped
     before_start: tuple[str, ...]  # to say before starting: options ignored, a long expected duration
+    group_size: int = 0  # the ranks one collective spans: the world's, or each --split group's
 
     def keys(self, config: cfg.SweepConfig) -> set[tuple[str, int, str, str, str]]:
         """(op, size_bytes, dtype, redop, placement) of every point, as result rows will hold them."""
@@ -186,16 +197,29 @@ class Plan:
         return send_bytes + recv_bytes + CHECK_OVERHEAD_BYTES
 
 
-def plan_run(config: cfg.SweepConfig, world_size: int, torch_version: str | None = None) -> Plan:
+def group_size(config: cfg.SweepConfig, world_size: int, ranks_per_host: int) -> int:
+    """The ranks one collective spans: the world, or each --split group."""
+    if config.split is None:
+        return world_size
+    try:
+        return split.group_size(config.split, world_size, ranks_per_host)
+    except ValueError as exc:
+        raise UserInputError("--split", str(exc)) from None
+
+
+def plan_run(config: cfg.SweepConfig, world_size: int, torch_version: str | None = None,
+             ranks_per_host: int | None = None) -> Plan:
     """The checks that need the world size but no process group: backend, the options only a GPU
-    uses, --root, and a plan that is empty or would run for days."""
+    uses, --root, and a plan that is empty or would run for days. With --split, sizes are those of
+    one group (ranks_per_host: the launcher's local world size; None: every rank on one host)."""
+    world_size = group_size(config, world_size, ranks_per_host or world_size)
     backend = session.chosen_backend(config.backend)
     _check_gpu_only_options(config, backend)
     _check_root(config, world_size)
     on_gpu = devices.device_kind(backend) == "cuda"
     points, notes = plan_points(config, world_size, on_gpu, torch_version)  # on GPU: --cuda-graph refusals
     before_start = cfg.ignored_options(config) + _check_plan(config, points, notes, on_gpu)
-    return Plan(backend, tuple(points), tuple(notes), tuple(before_start))
+    return Plan(backend, tuple(points), tuple(notes), tuple(before_start), world_size)
 
 
 def preflight(config: cfg.SweepConfig, world_size: int, local_ranks: int) -> Plan:
@@ -203,6 +227,6 @@ def preflight(config: cfg.SweepConfig, world_size: int, local_ranks: int) -> Pla
     workers need, and host memory for the buffers and the ranks' processes."""
     import torch
 
-    plan = plan_run(config, world_size, torch.__version__)
+    plan = plan_run(config, world_size, torch.__version__, local_ranks)
     session.check_local_workers("sweep", plan.backend, local_ranks, plan.bytes_per_rank(config), size_option(config))
     return plan

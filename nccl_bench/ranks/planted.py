@@ -13,10 +13,18 @@ Grammar of NCCL_BENCH_FAULT:
   first collective. With SECONDS the rank wakes up and goes on (a peer held up past --timeout).
 - `stall-gpu[:RANK[:POINT]]` (NCCL): the same, but the rank's CUDA stream spins
   (torch.cuda._sleep) and the rank waits in torch.cuda.synchronize().
+- `stall-behind-gpu[:RANK[:POINT]]` (NCCL): the rank's current stream spins (torch.cuda._sleep) and
+  the rank goes on, so the point's first collective is enqueued behind the spin (NCCL's stream waits
+  on the current one): the work sits unfinished in torch's watchdog list, as a collective whose GPU
+  stopped does, and the rank waits for it at its next synchronisation.
+- `killed[:RANK]`: RANK's process is killed (SIGKILL) once its run has ended (the final meta.json
+  written, the report printed), as by an OOM killer or a scheduler during the teardown.
 """
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 from dataclasses import dataclass
 from typing import Mapping
@@ -26,6 +34,7 @@ FAULT_ENV = "NCCL_BENCH_FAULT"
 STALL_S = 86_400
 # torch.cuda._sleep spins this many GPU cycles (over an hour at 2 GHz): a stream that never drains.
 STALL_GPU_CYCLES = 10**13
+KINDS = ("corrupt", "stall", "stall-gpu", "stall-behind-gpu", "killed")
 
 
 class NoFaults:
@@ -38,6 +47,9 @@ class NoFaults:
         """Called after a point's output has landed in `recv` and before it is counted; `first_index`
         is the first element the check verifies (None: nothing to verify), `holder` the rank holding it."""
 
+    def run_ended(self, rank: int) -> None:
+        """Called on every rank after its run's ending (final meta.json, report)."""
+
 
 @dataclass(frozen=True)
 class Fault(NoFaults):
@@ -49,12 +61,16 @@ class Fault(NoFaults):
     seconds: float = STALL_S  # stall only: how long (a short one ends and lets the rank go on)
 
     def point_starts(self, rank: int, index: int) -> None:
-        if self.kind != "corrupt" and (self.rank, self.point) == (rank, index):
+        if self.kind.startswith("stall") and (self.rank, self.point) == (rank, index):
             stall(self)
 
     def output_checked(self, recv, first_index: int | None, rank: int, holder: int) -> None:
         if self.kind == "corrupt" and first_index is not None and rank == holder:
             recv[first_index] += 1
+
+    def run_ended(self, rank: int) -> None:
+        if self.kind == "killed" and rank == self.rank:
+            os.kill(os.getpid(), signal.SIGKILL)
 
 
 def fault_seam(environ: Mapping[str, str]) -> NoFaults:
@@ -68,21 +84,23 @@ def planted_fault(environ: Mapping[str, str]) -> Fault | None:
         return None
     kind, *fields = raw.split(":")
     try:
-        if kind not in ("corrupt", "stall", "stall-gpu") or len(fields) > 3:
+        if kind not in KINDS or len(fields) > 3:
             raise ValueError
         numbers = [int(f) for f in fields[:2]] + [float(f) for f in fields[2:]]
     except ValueError:
-        raise ValueError(f"{FAULT_ENV}={raw!r}: expected corrupt, stall[:RANK[:POINT[:SECONDS]]] "
-                         "or stall-gpu[:RANK[:POINT]]") from None
+        raise ValueError(f"{FAULT_ENV}={raw!r}: expected corrupt, stall[:RANK[:POINT[:SECONDS]]], "
+                         "stall-gpu|stall-behind-gpu[:RANK[:POINT]] or killed[:RANK]") from None
     return Fault(kind, *numbers)
 
 
 def stall(fault: Fault) -> None:
-    """Block this rank as the planted fault says, in native code (the GIL released, as a real stall)."""
-    if fault.kind == "stall-gpu":
+    """Block this rank (stall-behind-gpu: only its stream) as the planted fault says, in native code
+    (the GIL released, as a real stall)."""
+    if fault.kind in ("stall-gpu", "stall-behind-gpu"):
         import torch
 
         torch.cuda._sleep(STALL_GPU_CYCLES)
-        torch.cuda.synchronize()
+        if fault.kind == "stall-gpu":
+            torch.cuda.synchronize()
     else:
         time.sleep(fault.seconds)  # not a store wait: the store's client is shared with the deadline's report

@@ -1,7 +1,7 @@
 """Result rows of a sweep: one ResultRow per measured (or skipped) point, numbers as nccl-tests defines them.
 
 Pure given a measurement: algbw = size / time, busbw = algbw x the op's bus factor (units/bandwidth),
-p50/p99 from per-op times, %peak against the run's reference peak.
+p50/p95/p99 from per-op times, %peak against the run's reference peak.
 """
 
 from __future__ import annotations
@@ -66,6 +66,7 @@ def measured_row(run: RowContext, point: Point, collective: Collective, measurem
         time_min_us=min(measurement.sample_means_us),
         time_max_us=max(measurement.sample_means_us),
         p50_us=stats.percentile(measurement.per_op_us, 50),
+        p95_us=stats.percentile(measurement.per_op_us, 95),
         p99_us=stats.percentile(measurement.per_op_us, 99),
         algbw_gbps=algbw,
         busbw_gbps=busbw,

@@ -9,7 +9,9 @@ current stream; on CPU time.perf_counter_ns. A timestamp after every op gives pe
 (p50/p99). On CPU that costs one clock read per op (~0.1 us against >= 20 us for a gloo op), so
 every sample carries them. On GPU an event record costs microseconds of CPU per op, which
 launch-bound small messages would show as extra time per op, so the timed samples record only
-the loop's two ends (as nccl-tests does) and one extra sample records an event per op. CUDA events
+the loop's two ends (as nccl-tests does) and one extra sample records an event per op; that sample's
+excess time per op over the timed samples (the events' own cost, when ops are launch-bound) is taken
+off each of its ops (per_event_cost_s), so p50 and the mean time describe the same work. CUDA events
 come from a pool kept by the runner; a new one is recorded once as it joins the pool, before the
 sample's barrier, because torch creates the CUDA event lazily on first record (cudaEventCreate would
 otherwise run inside the timed loop and, with --blocking, inside every op's time).
@@ -166,6 +168,19 @@ class _CudaClock:
         return total_s, [events[i - 1].elapsed_time(events[i]) * 1e-3 for i in range(1, len(events))]
 
 
+def per_event_cost_s(per_op_sample_s: float, per_op_calls: int, timed_s: float, timed_calls: int) -> float:
+    """What recording an event after every call added per call: the per-op sample's time per call
+    above the timed samples' (which record only their two ends), never below zero."""
+    if per_op_calls <= 0 or timed_calls <= 0:
+        return 0.0
+    return max(0.0, per_op_sample_s / per_op_calls - timed_s / timed_calls)
+
+
+def without_event_cost(per_call_s: list[float], cost_s: float) -> list[float]:
+    """Each call's time less the cost of the event recorded after it (never below zero)."""
+    return [max(0.0, s - cost_s) for s in per_call_s]
+
+
 def next_calibration_calls(
     calls: int, elapsed_s: float, target_s: float, max_calls: int, long_call_s: float = math.inf,
     first: bool = False,
@@ -269,7 +284,7 @@ class PointRunner:
         calls = max(1, math.ceil(iters / ops_per_call))
         iters = calls * ops_per_call
         means_us, per_op_us, rank_totals = [], [], [0.0] * self.ctx.world_size
-        shortest = math.inf
+        shortest, timed_calls = math.inf, 0
         for trial in range(self.plan.trials):
             total_s, per_call_s = self._timed(call, calls)
             self._progress()
@@ -279,13 +294,15 @@ class PointRunner:
                 iters = calls * ops_per_call
             combined_s, _ = stats.combine_ranks(per_rank, self.plan.agg)
             rank_totals = [a + b for a, b in zip(rank_totals, per_rank, strict=True)]
+            timed_calls += calls
             means_us.append(combined_s / iters * 1e6)
             shortest = min(shortest, combined_s)
             if per_call_s and len(per_op_us) < MAX_KEPT_LATENCIES:
                 per_op_us.extend(self._worst_per_op_us(per_call_s, ops_per_call)[: MAX_KEPT_LATENCIES - len(per_op_us)])
         if not per_op_us:  # GPU without --blocking: one more sample, an event after every op
-            _, per_call_s = self._timed(call, calls, per_op=True)
-            per_op_us.extend(self._worst_per_op_us(per_call_s, ops_per_call))
+            total_s, per_call_s = self._timed(call, calls, per_op=True)
+            cost_s = per_event_cost_s(total_s, calls, rank_totals[self.ctx.rank], timed_calls)
+            per_op_us.extend(self._worst_per_op_us(without_event_cost(per_call_s, cost_s), ops_per_call))
         slowest = max(range(len(rank_totals)), key=lambda r: rank_totals[r])
         return Measurement(
             iters=iters,

@@ -21,10 +21,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Protocol, Sequence
 
-from nccl_bench.errors import RunFailedError, UserInputError
+from nccl_bench.errors import RunFailedError, UserInputError, WriteFailedError
 from nccl_bench.ranks import devices, dist, faults, roll_call
 from nccl_bench.ranks.deadline import Deadline, DeadlineExceeded
 from nccl_bench.ranks.layout import LaunchEnv, detect_launch, export_launch_env
+from nccl_bench.ranks.planted import fault_seam
 from nccl_bench.results.store import new_run_dir, prepare_run_dir, remove_if_empty, write_meta
 
 META_SCHEMA_VERSION = 1
@@ -226,8 +227,10 @@ def execute(request: RunRequest, body: RunBody, on_stuck: Callable[[RunFailedErr
     except RuntimeError as exc:  # process-group set-up; no result was at stake yet
         remove_if_empty(made)
         reason = faults.name_timeout(dist.backend_error_text(exc), request.timeout_s)
-        raise RunFailedError(f"setting up the {request.command} failed on rank {launch.rank}: {reason}") from exc
-    except RunFailedError:
+        failure = RunFailedError(f"setting up the {request.command} failed on rank {launch.rank}: {reason}")
+        failure.details = getattr(exc, "details", ())
+        raise failure from exc
+    except (RunFailedError, UserInputError):
         remove_if_empty(made)  # stopped before meta.json: the folder would only say nothing happened
         raise
     except faults.Interrupted as exc:
@@ -258,12 +261,15 @@ class _LifeCycle:
     body: RunBody
     on_stuck: Callable[[RunFailedError], None] | None
     _meta_written: bool = field(default=False, init=False)
+    _unwritten: WriteFailedError | None = field(default=None, init=False)  # the final meta.json's failure
 
     def go(self) -> None:
         run, body = self.run, self.body
         try:
             self._describe()
             body.set_up(run)
+        except UserInputError:  # what the layout cannot do, seen alike by every rank: refused, not failed
+            raise
         except Exception as exc:  # the header exchanges: reported as any failed collective is
             raise faults.why_stopped(exc, run.ctx, run.request.timeout_s, f"setting up the {run.request.command}",
                                      None) from exc
@@ -290,6 +296,9 @@ class _LifeCycle:
             faults.hold_signals()  # a signal after the last result changes nothing: the ending is written whole
             ending(run.status)
             body.finished(run.status)
+            fault_seam(os.environ).run_ended(run.launch.rank)
+            if self._unwritten is not None:
+                self._say_unwritten()
 
     def _describe(self) -> None:
         """Hosts, devices and versions of the whole world, gathered once for every command."""
@@ -319,9 +328,20 @@ class _LifeCycle:
 
     def _write_final(self, status: str) -> None:
         self.run.status = status
-        final = self.body.close(status)
-        if self._meta_written:
-            write_meta(self.run.run_dir, {**self.run.meta(), **self.body.meta(), **final})
+        try:
+            final = self.body.close(status)
+            if self._meta_written:
+                write_meta(self.run.run_dir, {**self.run.meta(), **self.body.meta(), **final})
+        except WriteFailedError as exc:  # a full disk: the line says what meta.json was left saying
+            self._unwritten = exc
+
+    def _say_unwritten(self) -> None:
+        """The final meta.json could not be written: the run's line says so (after its own failure, if any)."""
+        said = str(self._unwritten) + (': it still says "running"' if self._meta_written else "")
+        failure = sys.exc_info()[1]
+        if isinstance(failure, RunFailedError):
+            raise RunFailedError(f"{failure}; {said}") from failure
+        raise RunFailedError(said) from failure
 
     def _abort(self, exc: DeadlineExceeded) -> None:  # on a thread of the deadline's
         faults.record_stall(exc, self.run.ctx)

@@ -7,6 +7,8 @@ point starts. The plan comes from ranks/plan.py, rows from ranks/rows.py, timing
 
 from __future__ import annotations
 
+import dataclasses
+import itertools
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,14 +16,16 @@ from typing import Any, Callable, Protocol
 
 from nccl_bench import config as cfg
 from nccl_bench.errors import RunFailedError, first_line
-from nccl_bench.ranks import check, dist, faults, session
+from nccl_bench.hardware.expected import System, yardsticks
+from nccl_bench.ranks import check, dist, faults, session, split
 from nccl_bench.ranks.collectives import REGISTRY, Collective, OpArgs, make_buffers
 from nccl_bench.ranks.plan import Plan, Point, buffer_bytes, plan_run, size_option
 from nccl_bench.ranks.planted import NoFaults, fault_seam
 from nccl_bench.ranks.rows import RowContext, measured_row, unsupported_row
 from nccl_bench.ranks.runner import PointRunner, TimingPlan
-from nccl_bench.results.schema import STATUS_UNSUPPORTED, ResultRow
+from nccl_bench.results.schema import STATUS_OK, STATUS_UNSUPPORTED, ResultRow
 from nccl_bench.results.store import ResultsWriter
+from nccl_bench.units import alltoallv
 from nccl_bench.units.sizes import format_size
 
 NO_PEAK_ONE_RANK = "none: a world of 1 rank crosses no link (give one with --peak)"
@@ -48,6 +52,8 @@ class RunHeader:
     notes: tuple[str, ...] = ()
     # (op, size_bytes, count) of every planned point: the live table sizes its columns from them
     planned: tuple[tuple[str, int, int], ...] = ()
+    repeats: tuple[str, ...] = ()  # the table's repeat columns: "group" (--split), "cycle" (--cycles)
+    cycles: int = 1
 
 
 @dataclass
@@ -59,6 +65,7 @@ class SweepSummary:
     current_point: str | None = None  # what was being measured, for a failure message
     peak_gbps: float | None = None  # the %peak reference, for the plot rank 0's reporter draws
     plot_path: Path | None = None  # set by the reporter that wrote busbw.png
+    expected: list[str] = field(default_factory=list)  # rank 0: each op's largest size against a public figure
 
     @property
     def wrong_total(self) -> int:
@@ -67,12 +74,16 @@ class SweepSummary:
 
 class SweepObserver(Protocol):
     def started(self, header: RunHeader, total_points: int) -> None: ...
+    def cycle_started(self, cycle: int, cycles: int) -> None: ...
     def row_done(self, row: ResultRow) -> None: ...
     def finished(self, summary: SweepSummary) -> None: ...
 
 
 class SilentObserver:
     def started(self, header: RunHeader, total_points: int) -> None:
+        pass
+
+    def cycle_started(self, cycle: int, cycles: int) -> None:
         pass
 
     def row_done(self, row: ResultRow) -> None:
@@ -91,7 +102,7 @@ def execute(config: cfg.SweepConfig, observer_factory: Callable[[int], SweepObse
 
     launch = session.require_launch()
     if plan is None:
-        plan = plan_run(config, launch.world_size, torch.__version__)
+        plan = plan_run(config, launch.world_size, torch.__version__, launch.local_world_size)
     request = session.RunRequest(
         command="sweep", backend=plan.backend, timeout_s=config.timeout_s, out=config.out,
         results_root=config.results_root, folder_label=config.ops, bytes_per_rank=plan.bytes_per_rank(config),
@@ -113,6 +124,7 @@ class _Sweep:
         self.header: RunHeader | None = None
         self.peak: dict[str, Any] | None = None
         self.faults: NoFaults = fault_seam(os.environ)
+        self.system: System | None = None
 
     @property
     def where(self) -> str:
@@ -126,8 +138,13 @@ class _Sweep:
         peak_gbps, peak_label = reference_peak(self.config, self.ctx, run.nodes)
         self.peak = {"gbps": peak_gbps, "label": peak_label}
         self.summary.peak_gbps = peak_gbps
+        self.op_ctx, self.members, nodes = self._groups(run)
         self.header = self._header(run, peak_label)
-        self.row_context = RowContext(self.config, self.ctx.world_size, run.nodes, self.ctx.backend, peak_gbps)
+        # published figures describe a whole system: sub-group rows are not compared with them
+        self.system = None if self.members else expected_system(self.ctx, run.nodes)
+        distribution = alltoallv.parse_distribution(self.config.alltoallv)
+        self.shares = alltoallv.shares(distribution, self.op_ctx.world_size)  # the same on every rank
+        self.row_context = RowContext(self.config, self.op_ctx.world_size, nodes, self.ctx.backend, peak_gbps)
 
     def meta(self) -> dict[str, Any]:
         return {"sizes": self.header.sizes, "iterations": self.header.iterations, "notes": list(self.header.notes),
@@ -136,19 +153,41 @@ class _Sweep:
     def measure(self, run: session.Run) -> None:
         if run.run_dir is not None:
             self.writer = ResultsWriter(run.run_dir)
-        self.observer.started(self.header, len(self.plan.points))
+        self.observer.started(self.header, len(self.plan.points) * max(1, len(self.groups)))  # rows per cycle
         self._measure_all()
 
     def close(self, status: str) -> dict[str, Any]:
         self.summary.status = status
         if self.writer is not None:
             self.writer.close()
-        return {"rows": len(self.summary.rows), "wrong_total": self.summary.wrong_total}
+        measured = ((r.op, r.size_bytes, r.busbw_gbps) for r in self.summary.rows
+                    if r.status == STATUS_OK and r.busbw_gbps is not None)
+        found = yardsticks(self.system, measured)
+        self.summary.expected = [y.sentence for y in found]
+        ending = {"rows": len(self.summary.rows), "wrong_total": self.summary.wrong_total}
+        return {**ending, "expected": [y.as_meta() for y in found]} if found else ending
 
     def finished(self, status: str) -> None:
         self.observer.finished(self.summary)
 
     # -- set-up ---------------------------------------------------------------------------------
+    def _groups(self, run: session.Run) -> tuple[dist.DistContext, tuple[int, ...], int]:
+        """The context each op runs in (this rank's --split group, made once, or the world), the
+        group's global ranks, and how many hosts it spans."""
+        self.groups: list[split.Group] = []
+        if self.config.split is None:
+            return self.ctx, (), run.nodes
+        self.groups = split.groups(self.config.split, run.hostnames)
+        planned = self.plan.group_size
+        try:
+            split.check_sizes(self.groups, planned, self.config.split)
+        except ValueError as exc:
+            raise RunFailedError(str(exc)) from None
+        op_ctx = dist.sub_group(self.ctx, [group.ranks for group in self.groups])
+        [mine] = [group for group in self.groups if self.ctx.rank in group.ranks]
+        self.group_name = mine.name
+        return op_ctx, mine.ranks, len({run.hostnames[rank] for rank in mine.ranks})
+
     def _header(self, run: session.Run, peak_label: str | None) -> RunHeader:
         config, on_gpu = self.config, self.ctx.on_gpu
         requested = cfg.resolve_sizes(config, on_gpu)
@@ -159,8 +198,14 @@ class _Sweep:
                  "the end says how long they were)"
         )
         element_bytes = cfg.DTYPE_BYTES[config.dtype]
-        planned = tuple((p.op, p.size_bytes, REGISTRY[p.op].count(p.size_bytes // element_bytes, self.ctx.world_size))
+        planned = tuple((p.op, p.size_bytes, REGISTRY[p.op].count(p.size_bytes // element_bytes,
+                                                                  self.op_ctx.world_size))
                         for p in self.plan.points)
+        notes = tuple(self.summary.notes)
+        if self.groups:
+            listed = "; ".join(f"{group.name}: ranks {_ranks(group.ranks)}" for group in self.groups)
+            notes += (f"--split {config.split}: {len(self.groups)} groups of {self.op_ctx.world_size} ranks "
+                      f"measure at once ({listed})",)
         return RunHeader(
             backend=self.ctx.backend, launcher=run.launch.launcher, world_size=self.ctx.world_size, nodes=run.nodes,
             hostnames=tuple(sorted(set(run.hostnames))), devices=tuple(run.devices), versions=dict(run.versions),
@@ -168,14 +213,16 @@ class _Sweep:
             + ", each rounded down to whole elements (x ranks for split ops)",
             iterations=iterations, warmup=config.warmup, trials=config.trials, dtype=config.dtype,
             reduce_op=config.reduce_op, agg=config.agg, run_dir=run.run_dir, peak=peak_label,
-            notes=tuple(self.summary.notes), planned=planned,
+            notes=notes, planned=planned,
+            repeats=(("group",) if self.groups else ()) + (("cycle",) if config.cycles != 1 else ()),
+            cycles=config.cycles,
         )
 
     # -- measuring ------------------------------------------------------------------------------
     def _measure_all(self) -> None:
         import torch
 
-        config, ctx = self.config, self.ctx
+        config, ctx = self.config, self.op_ctx
         dtype = getattr(torch, config.dtype)
         element_bytes = cfg.DTYPE_BYTES[config.dtype]
         send_bytes, recv_bytes = buffer_bytes(list(self.plan.points), element_bytes)
@@ -187,38 +234,63 @@ class _Sweep:
         )
         self.runner = PointRunner(ctx, timing, progress=self.run.renew)
         unsupported: set[tuple[str, str]] = set()
+        cycles = config.cycles
+        if cycles == 1:  # a plain sweep: rows without a cycle
+            self._measure_cycle(None, unsupported)
+            return
+        for cycle in itertools.count(1) if cycles == 0 else range(1, cycles + 1):
+            self.observer.cycle_started(cycle, cycles)
+            self._measure_cycle(cycle, unsupported)
+
+    def _measure_cycle(self, cycle: int | None, unsupported: set[tuple[str, str]]) -> None:
+        """Every point once; an op a backend cannot run is skipped in later cycles."""
+        ctx = self.ctx  # faults are planted by world rank
         for index, point in enumerate(self.plan.points):
             if (point.op, point.placement) in unsupported:
                 continue
-            self.summary.current_point = f"{point.op} at {format_size(point.size_bytes)} ({point.placement})"
+            self.summary.current_point = f"{point.op} at {format_size(point.size_bytes)} ({point.placement})" + (
+                "" if cycle is None else f" in cycle {cycle}")
             self.run.renew(self.summary.current_point)
             self.faults.point_starts(ctx.rank, index)
-            row = self._point(point)
-            if row.status == STATUS_UNSUPPORTED:
+            rows = self._group_rows(dataclasses.replace(self._point(point), cycle=cycle))
+            if any(row.status == STATUS_UNSUPPORTED for row in rows):
                 unsupported.add((point.op, point.placement))
             self.run.disarm()
             self.summary.current_point = None
-            record_row(row, self.summary, self.writer, self.observer)
+            for row in rows:
+                record_row(row, self.summary, self.writer, self.observer)
+
+    def _group_rows(self, row: ResultRow) -> list[ResultRow]:
+        """Every group's row of a point, on every rank (rank 0 records them); the world's own without --split."""
+        if not self.groups:
+            return [row]
+        leader = self.op_ctx.rank == 0
+        mine = dataclasses.replace(
+            row, group=self.group_name,
+            slowest_rank=None if row.slowest_rank is None else self.members[row.slowest_rank]) if leader else None
+        gathered = dist.gather_objects(self.ctx, mine)
+        return [gathered[group.ranks[0]] for group in self.groups]
 
     def _point(self, point: Point) -> ResultRow:
-        config, ctx = self.config, self.ctx
+        config, ctx = self.config, self.op_ctx
         collective = REGISTRY[point.op]
         buffers = make_buffers(collective, point.placement, self.send_store, self.recv_store, point.send_elems,
                                point.recv_elems, ctx.rank, ctx.world_size)
         args = OpArgs(ctx.rank, ctx.world_size, config.root,
-                      _reduce_op(config.reduce_op) if collective.has_reduction else None)
+                      _reduce_op(config.reduce_op) if collective.has_reduction else None,
+                      self.shares if collective.expected_uneven else None, ctx.group, self.members)
         reason = self._why_unsupported(collective, buffers, args)
         if reason is not None:
             return unsupported_row(self.row_context, point, collective, reason)
         run_once = collective.bind(buffers, args)
         measurement = self.runner.measure(run_once)
         self.run.renew()
-        wrong = self._check(collective, buffers, run_once) if config.check and collective.factor else None
+        wrong = self._check(collective, buffers, args, run_once) if config.check and collective.factor else None
         return measured_row(self.row_context, point, collective, measurement, wrong)
 
     def _why_unsupported(self, collective: Collective, buffers, args) -> str | None:
         """Run the op once; if any rank cannot, every rank learns it and the op is skipped, not fatal."""
-        ctx = self.ctx
+        ctx = self.op_ctx
         if ctx.world_size < collective.min_world_size:
             return f"needs at least {collective.min_world_size} ranks"
         try:
@@ -231,25 +303,31 @@ class _Sweep:
             return local_error or f"not supported by {ctx.backend} on another rank"
         return None
 
-    def _check(self, collective: Collective, buffers, run_once) -> int:
-        config, ctx = self.config, self.ctx
+    def _check(self, collective: Collective, buffers, args: OpArgs, run_once) -> int:
+        config, ctx = self.config, self.op_ctx
         buffers.recv.fill_(check.SENTINEL)
         check.fill_input(buffers.send, ctx.rank, config.reduce_op)
         run_once()
         dist.synchronize(ctx)
-        segments = collective.expected(ctx.rank, ctx.world_size, config.root, buffers.recv.numel())
+        segments = collective.segments(args, buffers.recv.numel())
         holder = config.root if collective.has_root else 0
         self.faults.output_checked(buffers.recv, segments[0].start if segments else None, ctx.rank, holder)
         wrong = check.count_wrong(buffers.recv, segments, ctx.world_size, config.reduce_op)
         return dist.sum_across_ranks(ctx, wrong)
 
 
+def _ranks(ranks: tuple[int, ...]) -> str:
+    """'2-3' for a run of consecutive ranks, else '0,2'."""
+    consecutive = list(ranks) == list(range(ranks[0], ranks[0] + len(ranks)))
+    return f"{ranks[0]}-{ranks[-1]}" if consecutive and len(ranks) > 2 else ",".join(map(str, ranks))
+
+
 def record_row(row: ResultRow, summary: SweepSummary, writer: ResultsWriter | None, observer: SweepObserver) -> None:
     """The row lands whole, in the CSV, the summary and the table, before a signal can stop the sweep."""
     with faults.signals_held():
-        summary.rows.append(row)
-        if writer is not None:
+        if writer is not None:  # first: a row that cannot be written is not counted as kept
             writer.append(row)
+        summary.rows.append(row)
         observer.row_done(row)
 
 
@@ -269,6 +347,20 @@ def reference_peak(config: cfg.SweepConfig, ctx: dist.DistContext, nodes: int) -
         else:
             found = (peak.peak_gbps, f"{peak.peak_gbps:.1f} GB/s per direction, {peak.label} [{peak.source}]")
     return tuple(dist.gather_objects(ctx, found)[0])
+
+
+def expected_system(ctx: dist.DistContext, nodes: int) -> System | None:
+    """Rank 0 on GPUs: the system public figures are matched against (hardware/expected.py); None on
+    other ranks, on CPUs (no figure is for them), with uneven ranks per node (no figure is for such a
+    layout) and when detection fails."""
+    if ctx.rank != 0 or not ctx.on_gpu or ctx.world_size % nodes:
+        return None
+    from nccl_bench.hardware.detect import detect_limits
+
+    try:
+        return System.from_limits(detect_limits(measure_host=False), nodes, ctx.world_size // nodes)
+    except Exception:  # a yardstick is a nicety, never a reason to abort a sweep
+        return None
 
 
 def _reduce_op(name: str):

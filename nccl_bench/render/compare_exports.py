@@ -14,7 +14,7 @@ from nccl_bench.render import labels
 from nccl_bench.render.escape import markdown_text
 from nccl_bench.render.fit import Column, render_lines
 from nccl_bench.results.schema import row_to_record
-from nccl_bench.results.store import strict_json
+from nccl_bench.results.store import strict_json, write_text_file
 
 if TYPE_CHECKING:
     from rich.text import Text
@@ -198,7 +198,7 @@ def write_exports(
         (json_path, lambda c: strict_json(to_json(c), indent=2, default=str) + "\n"),
     ):
         if path is not None:
-            Path(path).write_text(render(comparison), encoding="utf-8")
+            write_text_file(path, render(comparison))
             written.append(Path(path))
     return written
 

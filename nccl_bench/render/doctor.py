@@ -6,15 +6,18 @@ Functions return lines, tables or figures; render/live.DoctorReporter prints the
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rich import box
 from rich.table import Table
 from rich.text import Text
 
+from nccl_bench.doctor.roster import excluded_hosts
 from nccl_bench.doctor.run import DoctorHeader, DoctorReport
 from nccl_bench.doctor.verdicts import Judgement, gbps
 from nccl_bench.render.fit import Column, render_lines
+from nccl_bench.units.hostlist import compress
 from nccl_bench.units.sizes import format_size
 
 if TYPE_CHECKING:
@@ -91,9 +94,19 @@ def summary_lines(report: DoctorReport) -> list[str]:
         count = len(judgement.suspects)
         lines.append(f"# verdict: {judgement.verdict}" + (f" ({count} suspect(s))" if count else "")
                      + f", {report.wall_s:.1f} s")
+        lines.extend(exclude_lines(judgement, report.header.exclude_file if report.header else None))
     if report.run_dir is not None:
         lines.append(f"# {report.status}: {len(report.records)} measurement(s) in {report.run_dir}")
     return lines
+
+
+def exclude_lines(judgement: Judgement, exclude_file: Path | None) -> list[str]:
+    """The hosts to keep out as a compressed Slurm hostlist, ready for `sbatch --exclude`."""
+    listed = compress(excluded_hosts(judgement.suspects))
+    written = f"; written to {exclude_file}" if exclude_file is not None else ""
+    if listed:
+        return [f"# exclude: {listed} (sbatch --exclude={listed}){written}"]
+    return [f"# exclude: none{written}"] if written else []
 
 
 def pair_matrix(judgement: Judgement) -> tuple[list[str], list[list[float]]]:

@@ -53,16 +53,18 @@ def stream_json(rows: Iterable[ResultRow]) -> Iterator[str]:
     yield "\n]}\n"
 
 
-def stream_markdown(rows: Iterable[ResultRow]) -> Iterator[str]:
-    """A GitHub table with the terminal table's columns, headings and cell text, escaped."""
+def stream_markdown(rows: Iterable[ResultRow], repeats: Sequence[str] = ()) -> Iterator[str]:
+    """A GitHub table with the terminal table's columns (the repeat columns `repeats` names), headings and
+    cell text, escaped."""
     from nccl_bench.render.escape import markdown_text
-    from nccl_bench.render.tables import RESULT_COLUMNS, result_cells
+    from nccl_bench.render.tables import result_cells, result_columns
 
-    headings = [f"{c.name} {c.unit}".strip() for c in RESULT_COLUMNS]
+    columns = result_columns(repeats)
+    headings = [f"{c.name} {c.unit}".strip() for c in columns]
     yield "| " + " | ".join(headings) + " |\n"
-    yield "|" + "|".join("---:" if c.align == "right" else "---" for c in RESULT_COLUMNS) + "|\n"
+    yield "|" + "|".join("---:" if c.align == "right" else "---" for c in columns) + "|\n"
     for row in rows:
-        yield "| " + " | ".join(markdown_text(cell) for cell in result_cells(row)) + " |\n"
+        yield "| " + " | ".join(markdown_text(cell) for cell in result_cells(row, repeats)) + " |\n"
 
 
 def to_csv(rows: list[ResultRow], title: str | None = None, meta: dict | None = None) -> str:
@@ -74,7 +76,9 @@ def to_json(rows: list[ResultRow], title: str | None = None, meta: dict | None =
 
 
 def to_markdown(rows: list[ResultRow], title: str | None = None, meta: dict | None = None) -> str:
-    return "".join(stream_markdown(rows))
+    from nccl_bench.render.tables import repeats_in
+
+    return "".join(stream_markdown(rows, repeats_in(rows)))
 
 
 def to_nccl_tests(rows: list[ResultRow], title: str | None = None, meta: dict | None = None) -> str:
@@ -115,11 +119,12 @@ class Format:
     stream: Callable[[Iterable[ResultRow]], Iterator[str]] | None = None  # the text piece by piece, as rows come
     # a per-run format's lines from two passes over the rows (`read()` gives them each time), at a width
     two_pass: Callable[[Callable[[], Iterable[ResultRow]], int | None, str | None], Iterator[Text]] | None = None
+    repeat_columns: bool = False  # `stream` takes the repeat columns (group, cycle) the rows fill: a first pass
 
 
 FORMATS: dict[str, Format] = {
     "table": Format(to_table, per_run=True, terminal=_terminal_table, two_pass=_table_streamed),
-    "markdown": Format(to_markdown, stream=stream_markdown),
+    "markdown": Format(to_markdown, stream=stream_markdown, repeat_columns=True),
     "csv": Format(to_csv, stream=stream_csv),
     "json": Format(to_json, stream=stream_json),
     "nccl-tests": Format(to_nccl_tests, per_run=True),

@@ -18,12 +18,19 @@ from typing import Any, Sequence
 from nccl_bench import compare as cmp
 from nccl_bench.errors import UserInputError
 from nccl_bench.render import labels
-from nccl_bench.render.tables import RESULT_COLUMNS, average_busbw, flags_text, result_cells, sample_span
+from nccl_bench.render.tables import (
+    average_busbw,
+    flags_text,
+    repeats_in,
+    result_cells,
+    result_columns,
+    sample_span,
+)
 from nccl_bench.results.schema import STATUS_UNSUPPORTED, STATUS_WRONG, ResultRow
 from nccl_bench.units.sizes import format_size
 
 DOCTOR_JSON = "doctor.json"
-DOCTOR_SCHEMA_VERSION = 1
+DOCTOR_SCHEMA_VERSIONS = (1, 2)  # 2 only added keys (missing suspects, expected_hosts, exclude)
 
 _CSS = """
 body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 1.5em; color: #1b1b1b; }
@@ -72,7 +79,7 @@ def doctor_only(path: Path) -> dict[str, Any] | None:
 
 
 def read_doctor(path: Path) -> dict[str, Any] | None:
-    """doctor.json of a run folder (schema_version 1), or None when there is none or it is unreadable."""
+    """doctor.json of a run folder (schema_version 1 or 2), or None when there is none or it is unreadable."""
     file = Path(path) / DOCTOR_JSON if Path(path).is_dir() else None
     if file is None or not file.is_file():
         return None
@@ -80,7 +87,7 @@ def read_doctor(path: Path) -> dict[str, Any] | None:
         data = json.loads(file.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    return data if isinstance(data, dict) and data.get("schema_version") == DOCTOR_SCHEMA_VERSION else None
+    return data if isinstance(data, dict) and data.get("schema_version") in DOCTOR_SCHEMA_VERSIONS else None
 
 
 def _e(value: Any) -> str:
@@ -123,14 +130,16 @@ def _meta_items(page: RunPage) -> list[tuple[str, str]]:
 
 
 def _results_table(rows: Sequence[ResultRow]) -> str:
+    repeats = repeats_in(rows)
+    columns = result_columns(repeats)
     head = "".join(
         f'<th class="{"num" if c.align == "right" else ""}">{_e(f"{c.name} {c.unit}".strip())}</th>'
-        for c in RESULT_COLUMNS
+        for c in columns
     )
     body = []
     for row in rows:
         cells = []
-        for column, cell in zip(RESULT_COLUMNS, result_cells(row), strict=True):
+        for column, cell in zip(columns, result_cells(row, repeats), strict=True):
             text = flags_text(row) if column.name == labels.name("flags") else str(cell)
             css = "num" if column.align == "right" else ""
             if column.name == labels.name("flags") and text:

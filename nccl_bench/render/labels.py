@@ -27,6 +27,7 @@ LABELS: dict[str, tuple[str, str]] = {
     "time_min_us": ("time min", "us"),
     "time_max_us": ("time max", "us"),
     "p50_us": ("p50", "us"),
+    "p95_us": ("p95", "us"),
     "p99_us": ("p99", "us"),
     "algbw_gbps": ("algbw", "GB/s"),
     "busbw_gbps": ("busbw", "GB/s"),
@@ -38,6 +39,8 @@ LABELS: dict[str, tuple[str, str]] = {
     "pct_of_peak": ("%peak", ""),
     "status": ("status", ""),
     "flags": ("flags", ""),
+    "cycle": ("cycle", ""),
+    "group": ("group", ""),
 }
 
 # How a placement value reads for people (the CSV keeps out_of_place / in_place).

@@ -3,21 +3,26 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, Sequence
 
 from nccl_bench.hardware.detect import HostLimits, Peak
+from nccl_bench.hardware.expected import Entry
 from nccl_bench.hardware.host import MEMCPY_METHOD
 from nccl_bench.render.fit import Column, render_lines
+from nccl_bench.units.sizes import format_size
 
 
 def _num(value: float | None, fmt: str = "{:.2f}") -> str:
     return "-" if value is None else fmt.format(value)
 
 
-def limits_json(limits: HostLimits, peak: Peak | None, peak_warnings: list[str]) -> dict[str, Any]:
-    """A plain dict: every field of the limits, the chosen peak, and all warnings."""
+def limits_json(limits: HostLimits, peak: Peak | None, peak_warnings: list[str],
+                expected: Sequence[Entry] = ()) -> dict[str, Any]:
+    """A plain dict: every field of the limits, the chosen peak, the public figures measured on such a
+    system with their sources (hardware/expected.py; none when nothing fits), and all warnings."""
     data = dataclasses.asdict(limits)
     data["peak"] = dataclasses.asdict(peak) if peak else None
+    data["expected"] = [_expected_json(entry) for entry in expected]
     data["warnings"] = list(dict.fromkeys([*limits.warnings, *peak_warnings]))
     data["units"] = "GB/s = 1e9 bytes/s, per direction"
     return data
@@ -38,8 +43,24 @@ _GPU_COLUMNS = (
 )
 
 
-def limits_lines(limits: HostLimits, peak: Peak | None, peak_warnings: list[str], width: int | None) -> list:
-    """A GPU table (or the no-GPU line), the peak line, NICs and warnings, in print order."""
+def _expected_json(entry: Entry) -> dict[str, Any]:
+    fields = ("id", "system", "op", "size_bytes", "size_basis", "busbw_gbps", "busbw_high_gbps", "kind",
+              "nccl_version", "source_url")
+    return {name: getattr(entry, name) for name in fields}
+
+
+def expected_line(entry: Entry) -> str:
+    """One public figure: op, size, busbw (a range where the source gives one), what it is, system, source."""
+    figure = f"{entry.busbw_gbps:g}" + ("" if entry.busbw_high_gbps is None else f"-{entry.busbw_high_gbps:g}")
+    what = "measured" if entry.kind == "measured" else "pass threshold"
+    size = format_size(entry.size_bytes) + (" (best up to it)" if entry.size_basis == "sweep_max" else "")
+    nccl = f", NCCL {entry.nccl_version}" if entry.nccl_version else ""
+    return f"  {entry.op} {size}: {figure} GB/s {what}, {entry.system}{nccl} ({entry.source_url})"
+
+
+def limits_lines(limits: HostLimits, peak: Peak | None, peak_warnings: list[str], width: int | None,
+                 expected: Sequence[Entry] = ()) -> list:
+    """A GPU table (or the no-GPU line), the peak line, the expected figures, NICs and warnings, in print order."""
     from rich.text import Text
 
     out: list = []
@@ -70,6 +91,9 @@ def limits_lines(limits: HostLimits, peak: Peak | None, peak_warnings: list[str]
                         style="bold"))
     else:
         out.append(Text("Peak to compare busbw with: unknown", style="bold"))
+    if expected:
+        out.append(Text("Measured on such systems (public figures, busbw; GB/s = 1e9 B/s):"))
+        out += [Text(expected_line(entry)) for entry in expected]
     for port in limits.nic_ports:
         out.append(Text(f"NIC {port.name} ({port.kind}): {port.gbps:g} GB/s per direction"))
     for warning in dict.fromkeys([*limits.warnings, *peak_warnings]):

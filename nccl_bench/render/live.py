@@ -8,6 +8,7 @@ imports this module.
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable, Sequence
@@ -16,7 +17,7 @@ from rich.console import Console
 from rich.text import Text
 
 from nccl_bench.errors import first_line
-from nccl_bench.render import formats, tables
+from nccl_bench.render import formats, repeats, tables
 from nccl_bench.render.escape import terminal_text
 from nccl_bench.render.fit import Layout
 from nccl_bench.results.schema import ResultRow
@@ -103,10 +104,12 @@ class LiveReporter:
         self._progress = None
         self._task = None
         self._layout: Layout | None = None
+        self._repeats: tuple[str, ...] = ()
 
     def started(self, header, total_points: int) -> None:
         width = table_width(self.console)
         self._layout = tables.live_layout(header, width)
+        self._repeats = header.repeats
         print_lines(self.console, tables.header_lines(header))
         if self._layout.left_out:
             print_lines(self.console, [tables.left_out_note(self._layout, width)])
@@ -114,8 +117,13 @@ class LiveReporter:
         if self.console.is_terminal:
             self._progress, self._task = _progress(self.console, "sweep", total_points)
 
+    def cycle_started(self, cycle: int, cycles: int) -> None:
+        print_lines(self.console, [repeats.cycle_line(cycle, cycles)])
+        if self._progress is not None and cycle > 1:
+            self._progress.reset(self._task)
+
     def row_done(self, row: ResultRow) -> None:
-        print_lines(self.console, self._layout.row_lines(tables.result_cells(row)))
+        print_lines(self.console, self._layout.row_lines(tables.result_cells(row, self._repeats)))
         if self._progress is not None:
             self._progress.advance(self._task)
 
@@ -141,9 +149,16 @@ def write_sweep_plot(rows: list[ResultRow], run_dir: Path, peak_gbps: float | No
 
 
 def _sweep_plot(summary) -> tuple[Path | None, str | None]:
-    """busbw.png beside the CSV, or why not (said once, at the end); a plot never fails a run."""
+    """busbw.png beside the CSV, or why not (said once, at the end); a plot never fails a run.
+
+    Not after a signal: a scheduler's grace before SIGKILL (Slurm's KillWait, 30 s by default) must
+    go to the summary and a clean exit, and drawing took seconds on a loaded host; every rank's exit
+    waits for rank 0's."""
     if not any(row.busbw_gbps is not None for row in summary.rows):
         return None, None
+    if summary.status == "interrupted":
+        return None, f"{SWEEP_PLOT} not drawn after the interruption; `nccl-bench report {summary.run_dir} --plot " \
+                     f"{SWEEP_PLOT}` draws it"
     try:
         from nccl_bench.render.plots import MATPLOTLIB_MISSING, have_matplotlib
 
@@ -152,6 +167,22 @@ def _sweep_plot(summary) -> tuple[Path | None, str | None]:
         return write_sweep_plot(summary.rows, summary.run_dir, peak_gbps=summary.peak_gbps), None
     except Exception as exc:  # a broken font cache or backend must not cost the measured rows
         return None, f"{SWEEP_PLOT} not written: {first_line(exc)}"
+
+
+def write_replacing(path: Path, text: str) -> None:
+    """path holds the old text or the new, never half of one (node_exporter's textfile way): the text goes
+    to a hidden file in the same folder, whose name does not end in .prom so the collector skips it, is
+    synced, then renamed over path."""
+    path = Path(path)
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with open(temporary, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temporary, path)
+    finally:
+        temporary.unlink(missing_ok=True)
 
 
 class DoctorReporter:

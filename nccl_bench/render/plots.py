@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
 from nccl_bench.results.schema import ResultRow
+from nccl_bench.results.store import raise_write_failed
 from nccl_bench.units.sizes import format_size
 
 if TYPE_CHECKING:
@@ -78,7 +79,8 @@ def curve_label(run_label: str | None, op: str, placement: str | None) -> str:
 
 
 def curves(runs: Sequence[Run]) -> dict[str, list[ResultRow]]:
-    """One curve per run x op (x placement, when an op was run both ways), sorted by size."""
+    """One curve per run x op (x placement, when an op was run both ways; x --split group), sorted
+    by size; a --cycles run's cycles share their curve, so its spread shows at each size."""
     named: dict[str, list[ResultRow]] = {}
     several_runs = len(runs) > 1
     for run_label, rows in runs:
@@ -88,6 +90,7 @@ def curves(runs: Sequence[Run]) -> dict[str, list[ResultRow]]:
         for row in rows:
             placement = row.placement if len(placements[row.op]) > 1 else None
             key = curve_label(run_label if several_runs else None, row.op, placement)
+            key += f" [{row.group}]" if row.group else ""
             named.setdefault(key, []).append(row)
     return {key: sorted(points, key=lambda r: r.size_bytes) for key, points in named.items()}
 
@@ -223,7 +226,10 @@ def _draw_peak(axis, peak: float | None, data_max: float) -> None:
 
 
 def _save(figure: "Figure", target, suffix: str) -> None:
-    figure.savefig(target, format=suffix.lstrip("."), dpi=FIGURE_DPI)
+    try:
+        figure.savefig(target, format=suffix.lstrip("."), dpi=FIGURE_DPI)
+    except OSError as exc:
+        raise_write_failed(target, exc)
 
 
 def write_plot(runs: Sequence[Run], path: Path, peak_gbps: float | None = None, title: str | None = None) -> Path:

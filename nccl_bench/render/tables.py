@@ -14,7 +14,7 @@ from typing import Callable, Iterable, Iterator, Sequence
 from rich.text import Text
 
 from nccl_bench.ranks.collectives import REGISTRY
-from nccl_bench.render import labels
+from nccl_bench.render import labels, repeats
 from nccl_bench.render.fit import Cell, Column, Layout, fit, fit_widths, natural_width, widen
 from nccl_bench.render.labels import placement_text
 from nccl_bench.results.schema import STATUS_UNSUPPORTED, STATUS_WRONG, ResultRow
@@ -94,7 +94,7 @@ def _result_column(key: str, priority: int, width: int = 0, align: str = "right"
 
 # The results table. Priority says what leaves first on a narrow terminal (largest number
 # first): op, size, time, busbw and flags always stay; then placement, algbw, %peak, #wrong,
-# p50, iters, count, type, redop, root. Least widths hold the widest value a sweep normally
+# p50, iters, count, type, redop, root, p95, p99. Least widths hold the widest value a sweep normally
 # prints, so a streamed row lines up with the header printed before any value was known.
 _RESULT_COLUMNS: tuple[tuple[Column, Callable[[ResultRow], Cell]], ...] = (
     (_result_column("op", 0, align="left"), lambda r: r.op),
@@ -107,6 +107,8 @@ _RESULT_COLUMNS: tuple[tuple[Column, Callable[[ResultRow], Cell]], ...] = (
     (_result_column("iters", 6, width=7), lambda r: f"{r.iters:,}" if r.iters else "-"),
     (_result_column("time_us", 0, width=9), lambda r: _time(r.time_us)),
     (_result_column("p50_us", 5, width=9), lambda r: _time(r.p50_us)),
+    (_result_column("p95_us", 11, width=9), lambda r: _time(r.p95_us)),
+    (_result_column("p99_us", 12, width=9), lambda r: _time(r.p99_us)),
     (_result_column("algbw_gbps", 2, width=7), lambda r: _num(r.algbw_gbps)),
     (_result_column("busbw_gbps", 0, width=7), lambda r: _num(r.busbw_gbps)),
     (_result_column("pct_of_peak", 3, width=6), lambda r: _num(r.pct_of_peak, 1)),
@@ -114,22 +116,56 @@ _RESULT_COLUMNS: tuple[tuple[Column, Callable[[ResultRow], Cell]], ...] = (
     (_result_column("flags", 0, align="left", wrap=True), _flags),
 )
 RESULT_COLUMNS: tuple[Column, ...] = tuple(column for column, _ in _RESULT_COLUMNS)
+# Columns of runs that measure a point more than once (--split groups, --cycles passes): shown after
+# the op, and only when a run has them, so a plain sweep's table stays nccl-tests' own.
+_REPEAT_COLUMNS: dict[str, tuple[Column, Callable[[ResultRow], Cell]]] = {
+    "group": (_result_column("group", 0, align="left"), lambda r: r.group or "-"),
+    "cycle": (_result_column("cycle", 0, width=5), lambda r: "-" if r.cycle is None else str(r.cycle)),
+}
 MARGIN = "  "  # rows are indented; header lines start with '#', so `grep -v '^#'` leaves the rows
 HEADER_MARK = "# "
 
 
-def result_cells(row: ResultRow) -> list[Cell]:
-    return [cell(row) for _, cell in _RESULT_COLUMNS]
+def repeats_in(rows: Iterable[ResultRow]) -> tuple[str, ...]:
+    """The repeat columns ('group', 'cycle') that any of the rows fills."""
+    rows = list(rows)
+    filled = {"group": any(r.group for r in rows), "cycle": any(r.cycle is not None for r in rows)}
+    return tuple(key for key in _REPEAT_COLUMNS if filled[key])
 
 
-def results_layout(rows: Sequence[ResultRow], width: int | None) -> Layout:
-    return fit(RESULT_COLUMNS, [result_cells(r) for r in rows], width, MARGIN, HEADER_MARK)
+def repeats_streamed(rows: Iterable[ResultRow]) -> tuple[str, ...]:
+    """repeats_in over a stream of rows, holding one row at a time."""
+    filled: set[str] = set()
+    for row in rows:
+        filled.update(repeats_in([row]))
+        if len(filled) == len(_REPEAT_COLUMNS):
+            break
+    return tuple(key for key in _REPEAT_COLUMNS if key in filled)
+
+
+def _pairs(repeats: Sequence[str]) -> tuple[tuple[Column, Callable[[ResultRow], Cell]], ...]:
+    extra = tuple(_REPEAT_COLUMNS[key] for key in _REPEAT_COLUMNS if key in repeats)
+    return _RESULT_COLUMNS[:1] + extra + _RESULT_COLUMNS[1:]
+
+
+def result_columns(repeats: Sequence[str] = ()) -> tuple[Column, ...]:
+    return tuple(column for column, _ in _pairs(repeats))
+
+
+def result_cells(row: ResultRow, repeats: Sequence[str] = ()) -> list[Cell]:
+    return [cell(row) for _, cell in _pairs(repeats)]
+
+
+def results_layout(rows: Sequence[ResultRow], width: int | None, repeats: Sequence[str] | None = None) -> Layout:
+    repeats = repeats_in(rows) if repeats is None else repeats
+    return fit(result_columns(repeats), [result_cells(r, repeats) for r in rows], width, MARGIN, HEADER_MARK)
 
 
 def results_lines(rows: Sequence[ResultRow], width: int | None, title: str | None = None) -> list[Text]:
     """A run's table: the same lines the live sweep printed for it when both are piped."""
-    cells = [result_cells(r) for r in rows]
-    layout = fit(RESULT_COLUMNS, cells, width, MARGIN, HEADER_MARK)
+    repeats = repeats_in(rows)
+    cells = [result_cells(r, repeats) for r in rows]
+    layout = fit(result_columns(repeats), cells, width, MARGIN, HEADER_MARK)
     lines = [Text(f"# run: {title}")] if title else []
     lines += layout.header_lines()
     for row_cells in cells:
@@ -142,17 +178,23 @@ def results_lines(rows: Sequence[ResultRow], width: int | None, title: str | Non
 def results_lines_streamed(
     read: Callable[[], Iterable[ResultRow]], width: int | None, title: str | None = None
 ) -> Iterator[Text]:
-    """results_lines in two passes over the rows, `read()` giving them each time: the widths, then the
-    lines. Memory holds one row, never the table, and the lines are the same as results_lines'."""
-    widths = [natural_width(column) for column in RESULT_COLUMNS]
+    """results_lines in two passes over the rows, `read()` giving them each time: the widths (and the
+    repeat columns any row fills), then the lines. Memory holds one row, never the table, and the lines
+    are the same as results_lines'."""
+    every = tuple(_REPEAT_COLUMNS)
+    widths = [natural_width(column) for column in result_columns(every)]
+    filled: set[str] = set()
     for row in read():
-        widen(widths, result_cells(row))
-    layout = fit_widths(RESULT_COLUMNS, widths, width, MARGIN, HEADER_MARK)
+        widen(widths, result_cells(row, every))
+        filled.update(repeats_in([row]))
+    repeats = tuple(key for key in every if key in filled)  # the columns results_lines would show
+    kept = [i for i, column in enumerate(result_columns(every)) if column in result_columns(repeats)]
+    layout = fit_widths(result_columns(repeats), [widths[i] for i in kept], width, MARGIN, HEADER_MARK)
     if title:
         yield Text(f"# run: {title}")
     yield from layout.header_lines()
     for row in read():
-        yield from layout.row_lines(result_cells(row))
+        yield from layout.row_lines(result_cells(row, repeats))
     if layout.left_out:
         yield Text(left_out_note(layout, width))
 
@@ -171,7 +213,7 @@ def live_layout(header, width: int | None) -> Layout:
                   algbw_gbps=None, busbw_gbps=None, busbw_factor=None, wrong=None, slowest_rank=None, agg=header.agg)
         for op, size, count in header.planned
     ]
-    return results_layout(known, width)
+    return results_layout(known, width, header.repeats)
 
 
 def average_busbw(rows: Iterable[ResultRow]) -> dict[tuple[str, str], float]:
@@ -228,6 +270,7 @@ def summary_lines(summary) -> list[str]:
     lines = []
     for (op, placement), value in average_busbw(summary.rows).items():
         lines.append(f"# Avg bus bandwidth ({op}, {placement_text(placement)}): {value:.3f} GB/s")
+    lines += [f"# expected: {sentence}" for sentence in summary.expected]
     noisy = [r for r in summary.rows if "noisy" in r.flags]
     short = [r for r in summary.rows if "below_timer_resolution" in r.flags]
     if noisy:
@@ -245,6 +288,7 @@ def summary_lines(summary) -> list[str]:
             f"# warning: {len(empty)} row(s) replayed an empty CUDA graph (NCCL queues no GPU work for them, "
             "as for an in-place op of one rank): their time is launch overhead, so no bandwidth is given"
         )
+    lines += repeats.slowest_group_lines(summary.rows) + repeats.cycle_spread_lines(summary.rows)
     if summary.wrong_total:
         lines.append(f"# ERROR: {summary.wrong_total} wrong element(s); the data check failed")
     span = sample_span(summary.rows)

@@ -7,7 +7,7 @@ import re
 import shutil
 from pathlib import Path
 
-from nccl_bench.errors import UserInputError
+from nccl_bench.errors import UserInputError, WriteFailedError
 from nccl_bench.results.loader import read_run
 from nccl_bench.results.schema import ResultRow
 from nccl_bench.results.store import read_rows
@@ -67,16 +67,23 @@ def save_baseline(run_dir: Path, name: str, results_root: Path, replace: bool = 
         refuse_existing_baseline(results_root, name)
     run_dir = Path(run_dir)
     read_rows(run_dir, "--save-baseline")  # refuse to store a run that has no readable results
+    named = target
+    if target.is_symlink():  # a baseline kept elsewhere and linked here: replaced where it lives
+        target = target.resolve()
     target.parent.mkdir(parents=True, exist_ok=True)
-    staging = target.with_name(f".{name}.saving")
-    old = target.with_name(f".{name}.old")
+    staging = target.with_name(f".{target.name}.saving")
+    old = target.with_name(f".{target.name}.old")
     for leftover in (staging, old):
         if leftover.exists():
             shutil.rmtree(leftover)
-    shutil.copytree(run_dir, staging)
+    try:
+        shutil.copytree(run_dir, staging)
+    except OSError as exc:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise WriteFailedError(staging, exc) from None
     if target.exists():
         target.rename(old)
     staging.rename(target)
     if old.exists():
         shutil.rmtree(old)
-    return target
+    return named

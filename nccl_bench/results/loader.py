@@ -1,7 +1,9 @@
 """The one loader that reads every input kind into ResultRows.
 
 Inputs (`load_rows`): a run folder, a results.csv, an nccl_bench JSON export, an nccl-tests
-text log or an nccl-tests `-J` JSON file, told apart by their content rather than their name.
+text log or an nccl-tests `-J` JSON file, told apart by their content rather than their name. A
+sweep's own printed output (a job's output file, with srun --label or mpirun --tag-output
+prefixes or without) stands for the run folder its `# results:` line names.
 """
 
 from __future__ import annotations
@@ -15,16 +17,19 @@ from typing import Any, Iterator
 
 from nccl_bench.errors import UserInputError
 from nccl_bench.results.schema import (
-    COLUMNS,
-    SCHEMA_VERSION,
     ResultRow,
     RunRows,
     check_row,
     record_to_row,
+    required_columns,
+    unreadable_version,
 )
 from nccl_bench.results.store import ResultsWarning, bounded_lines, iter_rows, read_meta, read_rows, read_small_file
 
 JSON_FORMAT_NAME = "nccl_bench.results"
+# The first and the folder line of a sweep's printed header (render/tables.header_lines).
+SWEEP_LOG_MARK = "# nccl_bench: backend "
+RESULTS_LINE = "# results: "
 
 
 @dataclass(frozen=True)
@@ -62,6 +67,10 @@ def stream_rows(path: Path, option: str = "RUN", hints: LogHints | None = None) 
     else:
         rows = iter(_load_rows(path, option, False, hints))
     first = next(rows, None)
+    if first is None and kind == "log":
+        folder = _sweep_log_folder(path, option)  # a sweep's printed output stands for its run folder
+        if folder is not None:
+            return stream_rows(folder, option, hints)
     if first is None:
         if kind == "log":  # the log's own words on why it has no rows, as load_rows gives them
             load_rows(path, option, hints=hints)
@@ -138,6 +147,9 @@ def _load_rows(path: Path, option: str, unrecognised_as_csv: bool, hints: LogHin
     failure = scan.failure or scan.nccl_warning
     if failure is not None:  # an nccl-tests run that failed before its first result line
         raise UserInputError(option, f"{path}: no result lines; the log says: {failure}")
+    folder = _sweep_log_folder(path, option)
+    if folder is not None:
+        return read_rows(folder, option)
     if unrecognised_as_csv:
         return read_rows(path, option)  # its errors say what a results CSV lacks
     raise UserInputError(option, f"{path}: no nccl-tests result lines found")
@@ -149,6 +161,30 @@ def _rows_from_json_file(path: Path, option: str) -> list[ResultRow]:
     except OSError as exc:
         raise UserInputError(option, f"cannot read {path} as JSON: {exc.strerror or exc}") from None
     return _rows_from_json_text(text, path, option)
+
+
+def _sweep_log_folder(path: Path, option: str) -> Path | None:
+    """The run folder a sweep's printed output names: as written, else beside the log; None if not a sweep's.
+
+    Read as a stream (scheduler prefixes taken off each line), like the log itself."""
+    from nccl_bench.results.nccltests import unprefixed
+
+    marked, named = False, []
+    with open(path, encoding="utf-8", errors="replace") as handle:
+        for raw in bounded_lines(handle, path, option):
+            line = unprefixed(raw).strip()
+            marked = marked or line.startswith(SWEEP_LOG_MARK)
+            if line.startswith(RESULTS_LINE):
+                named = [line.removeprefix(RESULTS_LINE).strip()]
+    if not marked:
+        return None
+    if not named:
+        raise UserInputError(option, f"{path}: an nccl_bench sweep's output that names no results folder")
+    for folder in (Path(named[-1]), path.parent / named[-1]):
+        if (folder / "results.csv").is_file():
+            return folder
+    raise UserInputError(option, f"{path}: an nccl_bench sweep's output; its results folder {named[-1]} is not "
+                                 f"there or beside the file (copy the folder, or report it directly)")
 
 
 def _rows_from_json_text(text: str, path: Path, option: str) -> list[ResultRow]:
@@ -179,19 +215,16 @@ def _checked(rows: list[ResultRow], path: Path, option: str, first_index: int = 
 
 def rows_from_json(document: dict[str, Any], source: str, option: str) -> list[ResultRow]:
     version = document.get("schema_version")
-    if version != SCHEMA_VERSION:
-        newer = isinstance(version, int) and version > SCHEMA_VERSION
-        hint = "written by a newer nccl_bench; upgrade to read it" if newer else "written by an older nccl_bench"
-        raise UserInputError(
-            option,
-            f"{source} has results format version {version}; this nccl_bench reads version {SCHEMA_VERSION} ({hint})",
-        )
+    why = unreadable_version(version)
+    if why is not None:
+        raise UserInputError(option, f"{source} has {why}")
+    required = required_columns(version)
     records = document.get("rows")
     if not isinstance(records, list):
         raise UserInputError(option, f"{source} has no 'rows' list")
     rows = []
     for index, record in enumerate(records):
-        missing = [c for c in COLUMNS if c not in record] if isinstance(record, dict) else list(COLUMNS)
+        missing = [c for c in required if c not in record] if isinstance(record, dict) else list(required)
         if missing:
             raise UserInputError(option, f"{source} row {index} lacks columns: {', '.join(missing)}")
         try:

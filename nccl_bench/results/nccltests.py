@@ -82,10 +82,33 @@ _TIME_NAMES = ("time", "cputime")
 _HALF_GAP = 20
 
 
-# A file name names the binary anywhere in it (e.g. run3_all_reduce_perf_2nodes.log): only known
-# stems count there, longest first so reduce_scatter is not read as scatter.
-_KNOWN_STEMS = sorted(map(re.escape, bandwidth.OP_OF_BINARY), key=len, reverse=True)
-_FILE_BINARY_PATTERN = re.compile(r"(?<![a-z])(" + "|".join(_KNOWN_STEMS) + r")_perf(?![a-z])")
+# A file name names the op anywhere in it, as people write it: the binary (run3_all_reduce_perf.log)
+# or the op with its words joined by nothing, '-' or '_' in any case (allreduce_16nodes.txt,
+# sendrecv_8xa100.log, reducescatter-dgx2.txt). Only known names count, not inside a longer word,
+# longest first so reduce_scatter is not read as scatter, nor alltoallv as alltoall.
+def _joined(name: str) -> str:
+    return name.replace("_", "")
+
+
+_NAMED_OPS: dict[str, str] = {
+    _joined(name): op for op, units in bandwidth.OPS.items() for name in (op, units.binary)
+}
+_FILE_OP_PATTERN = re.compile(
+    r"(?<![a-z])("
+    + "|".join(
+        "[-_]?".join(re.escape(part) for part in name.split("_"))
+        for name in sorted({n for op, u in bandwidth.OPS.items() for n in (op, u.binary)},
+                           key=lambda n: len(_joined(n)), reverse=True)
+    )
+    + r")(?![a-z])",
+    re.IGNORECASE,
+)
+
+
+def op_of_file_name(name: str) -> str | None:
+    """The op a log's file name names (allreduce_16nodes.txt -> all_reduce), or None."""
+    found = _FILE_OP_PATTERN.search(name)
+    return None if found is None else _NAMED_OPS[re.sub("[-_]", "", found.group(1)).lower()]
 
 
 def op_in(text: str) -> str | None:
@@ -116,9 +139,14 @@ def _looks_like_current_row(tokens: list[str]) -> bool:
     )
 
 
+def unprefixed(raw: str) -> str:
+    """A line without the prefix srun --label or mpirun --tag-output put before it."""
+    return _SRUN_LABEL.sub("", _MPI_TAG.sub("", raw))
+
+
 def failure_line(text: str, nccl_warnings: bool = False) -> str | None:
     """The first line in which nccl-tests says the run failed (or, with nccl_warnings, NCCL warned)."""
-    lines = [_SRUN_LABEL.sub("", _MPI_TAG.sub("", raw)) for raw in text.splitlines()]
+    lines = [unprefixed(raw) for raw in text.splitlines()]
     for pattern in (_FAILURE, _NCCL_WARNING) if nccl_warnings else (_FAILURE,):
         for line in lines:
             found = pattern.search(line)
@@ -164,8 +192,7 @@ def iter_log(
     all_reduce_perf.log) and the busbw/algbw ratio are asked, then the `op` and `ranks` hints
     (report/compare --op and --ranks); what stays unknown is an error naming the hint to give.
     """
-    named = _FILE_BINARY_PATTERN.search(Path(source).name)
-    fallback_op = bandwidth.op_of_binary(named.group(1)) if named else None
+    fallback_op = op_of_file_name(Path(source).name)
     reader = _LogReader()
     for raw in lines:
         reader.feed(raw)
@@ -204,7 +231,7 @@ class _LogReader:
         self.block = _Block(None)
 
     def feed(self, raw: str) -> None:
-        line = _SRUN_LABEL.sub("", _MPI_TAG.sub("", raw)).rstrip()
+        line = unprefixed(raw).rstrip()
         stripped = line.strip()
         if not stripped:
             return
@@ -448,6 +475,7 @@ def make_row(
     wrong: int | None,
     failed: bool = False,
     p50_us: float | None = None,
+    p95_us: float | None = None,
     p99_us: float | None = None,
     backend: str = NCCL_TESTS_BACKEND,
     agg: str = NCCL_TESTS_AGG,
@@ -473,6 +501,7 @@ def make_row(
         time_min_us=None,
         time_max_us=None,
         p50_us=p50_us,
+        p95_us=p95_us,
         p99_us=p99_us,
         algbw_gbps=algbw,
         busbw_gbps=busbw,

@@ -69,6 +69,7 @@ def parse_json(document: dict[str, Any], source: str = "nccl-tests JSON", option
                     busbw=_json_float(half.get("bus_bw")),
                     wrong=None if nwrong is None else int(float(nwrong)),
                     p50_us=_json_float(per_iter.get("p50_us")),
+                    p95_us=_json_float(per_iter.get("p95_us")),
                     p99_us=_json_float(per_iter.get("p99_us")),
                 )
             )

@@ -13,7 +13,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+# Columns each version added; a file of an older version lacks them and reads them as empty (None, "").
+COLUMNS_ADDED: dict[int, tuple[str, ...]] = {2: ("p95_us", "cycle", "group")}
+READABLE_VERSIONS = (1, 2)
 
 PLACEMENT_OUT = "out_of_place"
 PLACEMENT_IN = "in_place"
@@ -54,6 +57,9 @@ class ResultRow:
     pct_of_peak: float | None = None  # 100 * busbw_gbps / peak_gbps
     status: str = STATUS_OK  # ok | wrong | unsupported
     flags: str = ""  # ';'-separated warnings: noisy, below_timer_resolution, ...
+    p95_us: float | None = None  # 95th percentile single-op latency over all timed ops
+    cycle: int | None = None  # which pass of a --cycles run (1, 2, ...); None: a run of one pass
+    group: str = ""  # the --split sub-group that measured the row; "": the whole world
     schema_version: int = SCHEMA_VERSION
 
 
@@ -73,11 +79,35 @@ class RunRows:
 COLUMNS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(ResultRow))
 KEY_COLUMNS = ("op", "size_bytes", "dtype", "redop", "placement", "world_size")
 _INT_COLUMNS = {"size_bytes", "count", "root", "world_size", "nodes", "iters", "trials", "schema_version"}
-_OPTIONAL_INT_COLUMNS = {"wrong", "slowest_rank"}
+_OPTIONAL_INT_COLUMNS = {"wrong", "slowest_rank", "cycle"}
 _FLOAT_COLUMNS = {
-    "time_us", "time_min_us", "time_max_us", "p50_us", "p99_us", "algbw_gbps", "busbw_gbps",
+    "time_us", "time_min_us", "time_max_us", "p50_us", "p95_us", "p99_us", "algbw_gbps", "busbw_gbps",
     "busbw_factor", "peak_gbps", "pct_of_peak",
 }
+
+
+def required_columns(version: int) -> tuple[str, ...]:
+    """The columns a file of results format `version` must have: those added later may be absent."""
+    later = {name for added_in, names in COLUMNS_ADDED.items() if added_in > version for name in names}
+    return tuple(name for name in COLUMNS if name not in later)
+
+
+def unreadable_version(version: Any) -> str | None:
+    """Why a results format version cannot be read, or None when it can."""
+    try:
+        number = int(version)
+    except (TypeError, ValueError):
+        number = None
+    if number in READABLE_VERSIONS and str(number) == str(version).strip():
+        return None
+    if number is not None and number > SCHEMA_VERSION:
+        hint = "written by a newer nccl_bench; upgrade to read it"
+    elif number is not None and number < min(READABLE_VERSIONS):
+        hint = "written by an older nccl_bench"
+    else:
+        hint = "not a version nccl_bench wrote"
+    readable = " and ".join(str(v) for v in READABLE_VERSIONS)
+    return f"results format version {version}; this nccl_bench reads versions {readable} ({hint})"
 
 
 def row_to_record(row: ResultRow) -> dict[str, Any]:
@@ -90,11 +120,15 @@ def csv_cells(row: ResultRow) -> list[Any]:
 
 
 def record_to_row(record: dict[str, Any]) -> ResultRow:
-    """Inverse of row_to_record for values read back from CSV/JSON (strings, NaN or None), checked by check_row."""
+    """Inverse of row_to_record for values read back from CSV/JSON (strings, NaN or None), checked by check_row.
+
+    A row of an older version comes back in the current one, its missing columns empty.
+    """
     values: dict[str, Any] = {}
     for name in COLUMNS:
         raw = record.get(name)
         values[name] = _coerce(name, raw)
+    values["schema_version"] = SCHEMA_VERSION
     row = ResultRow(**values)
     check_row(row)
     return row
@@ -110,7 +144,7 @@ FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 # The smallest value each whole-number column can hold; measured values are never negative.
 _INT_MINIMUM = {
     "size_bytes": 0, "count": 0, "root": -1, "world_size": 1, "nodes": 1, "iters": 0, "trials": 0,
-    "schema_version": 0, "wrong": 0, "slowest_rank": 0,
+    "schema_version": 0, "wrong": 0, "slowest_rank": 0, "cycle": 0,
 }
 
 
@@ -120,6 +154,8 @@ def check_row(row: ResultRow) -> None:
         value = getattr(row, name)
         if value and not _NAME.fullmatch(value):
             raise ValueError(f"{name}: {value!r} is not a name (letters, digits, '_', '.', '-')")
+    if row.group and (not row.group.isprintable() or row.group.startswith(FORMULA_STARTS)):
+        raise ValueError(f"group: {row.group!r} holds a control character or begins like a spreadsheet formula")
     if not row.flags.replace("\n", "").isprintable() or row.flags.startswith(FORMULA_STARTS):
         raise ValueError(f"flags: {row.flags!r} holds a control character or begins like a spreadsheet formula")
     for name, minimum in _INT_MINIMUM.items():

@@ -7,17 +7,19 @@ start with status "running", rewritten at the end).
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import datetime as _dt
+import io
 import json
 import math
 import os
 import stat
 import warnings
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable, Iterator, NoReturn
 
-from nccl_bench.errors import UserInputError
+from nccl_bench.errors import UserInputError, WriteFailedError
 from nccl_bench.results.schema import (
     _FLOAT_COLUMNS,
     _INT_COLUMNS,
@@ -27,7 +29,9 @@ from nccl_bench.results.schema import (
     ResultRow,
     csv_cells,
     record_to_row,
+    required_columns,
     row_to_record,
+    unreadable_version,
 )
 
 RESULTS_CSV = "results.csv"
@@ -39,30 +43,49 @@ class ResultsWarning(UserWarning):
 
 
 META_JSON = "meta.json"
+# Free space a run folder must have before measuring starts: meta.json (~2 KB), a plot (~60 KB) and
+# about 3,000 rows of results.csv (~300 B each). A disk that fills later is still reported.
+MIN_FREE_BYTES = 2**20
 
 
 class CsvAppender:
-    """Appends lines to a CSV, flushed and fsynced per line: a crash keeps every finished line."""
+    """Appends lines to a CSV, fsynced per line: a crash keeps every finished line, and a line that
+    cannot be written whole (a full disk) is cut back off, so the file stays readable."""
 
     def __init__(self, path: Path, columns: Iterable[str]):
         self.path = Path(path)
         self._columns = list(columns)
-        self._file = open(self.path, "a", newline="", encoding="utf-8")
-        self._needs_header = self._file.tell() == 0
+        try:
+            self._fd: int | None = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+        except OSError as exc:
+            raise WriteFailedError(self.path, exc) from None
+        self._needs_header = os.fstat(self._fd).st_size == 0
 
     def append_cells(self, cells: Iterable[Any]) -> None:
         # The csv module, not pandas: importing pandas cost ~0.5 s inside every sweep.
-        writer = csv.writer(self._file, lineterminator="\n")
+        text = io.StringIO()
+        writer = csv.writer(text, lineterminator="\n")
         if self._needs_header:
             writer.writerow(self._columns)
         writer.writerow(cells)
+        data = memoryview(text.getvalue().encode("utf-8"))
+        size = os.fstat(self._fd).st_size
+        try:
+            while data:
+                data = data[os.write(self._fd, data):]
+            os.fsync(self._fd)
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                os.ftruncate(self._fd, size)
+                if size == 0:  # not even the header: a run without rows has no results.csv
+                    self.path.unlink()
+            raise WriteFailedError(self.path, exc) from None
         self._needs_header = False
-        self._file.flush()
-        os.fsync(self._file.fileno())
 
     def close(self) -> None:
-        if not self._file.closed:
-            self._file.close()
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
 
 
 class ResultsWriter(CsvAppender):
@@ -101,15 +124,38 @@ def _non_finite_at(value: Any, where: str = "$") -> str | None:
 
 
 def write_meta(run_dir: Path, meta: dict[str, Any]) -> None:
-    """Atomic rewrite (temp file + rename) so meta.json is never half-written; strict JSON."""
+    """Atomic rewrite (temp file + rename) so meta.json is never half-written, strict JSON; WriteFailedError when
+    it cannot be written."""
     path = Path(run_dir) / META_JSON
     tmp = path.with_suffix(".json.tmp")
     text = strict_json(meta, indent=2, sort_keys=True, default=str)
-    with open(tmp, "w", encoding="utf-8") as handle:
-        handle.write(text + "\n")
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w", encoding="utf-8") as handle:
+            handle.write(text + "\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            tmp.unlink()  # the meta.json before stays as it was
+        raise WriteFailedError(path, exc) from None
+
+
+def write_text_file(path: Path, text: str) -> None:
+    """A file the user asked for (an export, a report): written whole, or removed again and
+    WriteFailedError naming it."""
+    try:
+        Path(path).write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise_write_failed(path, exc)
+
+
+def raise_write_failed(path: Path, exc: OSError) -> NoReturn:
+    """A file left half-written is removed (a device such as /dev/full is left alone); one line names it."""
+    with contextlib.suppress(OSError):
+        if Path(path).is_file():
+            Path(path).unlink()
+    raise WriteFailedError(path, exc) from None
 
 
 def read_small_file(path: Path, max_bytes: int) -> bytes:
@@ -149,11 +195,16 @@ def new_run_dir(root: Path, ops: Iterable[str], now: _dt.datetime | None = None)
 
 
 def prepare_run_dir(path: Path, option: str = "--out") -> Path:
-    """Create the run folder up front so a bad path fails before any measuring."""
+    """Create the run folder up front so a bad path, or a disk without room, fails before any measuring."""
     path = Path(path)
-    if path.exists() and (not path.is_dir() or any(path.iterdir())):
-        raise UserInputError(option, f"{path} already exists and is not empty; a run never overwrites results")
+    if path.is_symlink() and not path.exists():
+        raise UserInputError(option, f"{path} is a symbolic link to {os.readlink(path)}, which does not exist")
+    if path.exists() and not path.is_dir():
+        raise UserInputError(option, f"{path} is a file, not a folder")
     try:
+        if path.exists() and any(path.iterdir()):
+            raise UserInputError(option, f"{path} already exists and is not empty; a run never overwrites results")
+        _check_room(path, option)
         path.mkdir(parents=True, exist_ok=True)
         probe = path / ".write-test"
         probe.write_text("")
@@ -161,6 +212,22 @@ def prepare_run_dir(path: Path, option: str = "--out") -> Path:
     except OSError as exc:
         raise UserInputError(option, f"cannot write to {path}: {exc.strerror or exc}") from None
     return path
+
+
+def _check_room(path: Path, option: str) -> None:
+    """The disk the run folder will be on (its nearest existing folder's) has MIN_FREE_BYTES free."""
+    existing = path
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    try:
+        stat = os.statvfs(existing)
+    except OSError:
+        return
+    free = stat.f_bavail * stat.f_frsize
+    if free < MIN_FREE_BYTES:
+        raise UserInputError(
+            option, f"no space left on {path}: {free:,} bytes free, a run needs at least {MIN_FREE_BYTES:,}"
+        )
 
 
 def remove_if_empty(path: Path | None) -> None:
@@ -213,7 +280,7 @@ def iter_rows(path: Path, option: str = "RESULTS") -> Iterator[ResultRow]:
     with handle:
         lines = _csv_lines(handle, csv_path, option)
         header = _results_header(next(lines, None), csv_path, option)
-        checked_columns = False
+        checked_versions: set[str] = set()
         complete = 0
         previous = next(lines, None)
         while previous is not None:
@@ -221,26 +288,25 @@ def iter_rows(path: Path, option: str = "RESULTS") -> Iterator[ResultRow]:
             record = _complete_record(csv_path, header, previous, current is None, complete, option)
             if record is None:
                 break
-            if record["schema_version"] != str(SCHEMA_VERSION):
-                raise UserInputError(
-                    option, f"{csv_path} has results format version {record['schema_version']}; "
-                            f"this nccl_bench reads version {SCHEMA_VERSION}",
-                )
-            if not checked_columns:
-                _check_columns(header, csv_path, option)
-                checked_columns = True
+            version = record["schema_version"]
+            if version not in checked_versions:
+                why = unreadable_version(version)
+                if why is not None:
+                    raise UserInputError(option, f"{csv_path} has {why}")
+                _check_columns(header, int(version), csv_path, option)
+                checked_versions.add(version)
             try:
                 yield record_to_row(record)
             except (TypeError, ValueError) as exc:
                 raise UserInputError(option, f"{csv_path} line {previous[0]}: {exc}") from None
             complete += 1
             previous = current
-        if not checked_columns:
-            _check_columns(header, csv_path, option)
+        if not checked_versions:
+            _check_columns(header, SCHEMA_VERSION, csv_path, option)
 
 
-def _check_columns(header: list[str], csv_path: Path, option: str) -> None:
-    missing = [c for c in COLUMNS if c not in header]
+def _check_columns(header: list[str], version: int, csv_path: Path, option: str) -> None:
+    missing = [c for c in required_columns(version) if c not in header]
     if missing:
         raise UserInputError(option, f"{csv_path} lacks columns: {', '.join(missing)}")
 

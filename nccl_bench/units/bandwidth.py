@@ -44,7 +44,7 @@ class BusFactor:
 
 # Reduce-scatter then all-gather: each rank sends and receives (n-1)/n twice.
 ALL_REDUCE = BusFactor("2(n-1)/n", 2.0)
-# all_gather, reduce_scatter, all_to_all, gather, scatter: (n-1)/n of the data crosses links.
+# all_gather, reduce_scatter, all_to_all(v), gather, scatter: (n-1)/n of the data crosses links.
 GATHER_LIKE = BusFactor("(n-1)/n", 1.0)
 # broadcast, reduce, send/recv: the whole buffer crosses each link once.
 WHOLE_BUFFER = BusFactor("1", None)
@@ -70,7 +70,7 @@ OPS: dict[str, OpUnits] = {
     "gather": OpUnits("gather", GATHER_LIKE),
     "scatter": OpUnits("scatter", GATHER_LIKE),
     "all_to_all": OpUnits("alltoall", GATHER_LIKE),
-    "all_to_allv": OpUnits("alltoallv", None),  # nccl-tests only: read from its logs, never measured here
+    "all_to_allv": OpUnits("alltoallv", GATHER_LIKE),  # of the whole buffer, however much is sent
     "sendrecv": OpUnits("sendrecv", WHOLE_BUFFER),
 }
 # nccl-tests binary stem -> op name.

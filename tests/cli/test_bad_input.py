@@ -23,6 +23,7 @@ from nccl_bench.results.schema import COLUMNS
 from nccl_bench.results.store import write_meta
 from tests.conftest import worker_env
 from tests.result_rows import row, write_run
+from tests.small_disk import small_disk
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "nccl_tests"
 
@@ -69,6 +70,17 @@ EXACT = [
     ("no workers", ["sweep", "--workers", "0"], "--workers: must be at least 1, got 0"),
     ("root outside the world", ["sweep", "--op", "broadcast", "--root", "5", "--workers", "2", "--sizes", "1K"],
      "--root: 5 is not a rank of a world of 2"),
+    ("split into one-rank groups", ["sweep", "--split", "rail", "--workers", "2", "--sizes", "1K"],
+     "--split: rail on 2 ranks makes groups of 1 rank, which cross no link"),
+    ("split into unequal groups", ["sweep", "--split", "mod:3", "--workers", "4", "--sizes", "1K"],
+     "--split: mod:3 on 4 ranks makes groups of different sizes"),
+    ("unknown split", ["sweep", "--split", "host"], "--split: 'host' is not one of node, rail, mod:N, div:N"),
+    ("unknown all_to_allv distribution", ["sweep", "--alltoallv", "zipf"],
+     "--alltoallv: 'zipf' is not one of even, random[:SEED], skewed[:HOT]"),
+    ("cycles below 0", ["sweep", "--cycles", "-1"], "--cycles: must be at least 0, got -1"),
+    ("baseline with cycles", ["sweep", "--cycles", "3", "--baseline", "{tmp}/none"],
+     "--baseline: compares one row per point; --cycles gives several (read the run's rows with "
+     "nccl-bench report instead)"),
     ("missing config", ["sweep", "--config", "{tmp}/none.toml"], "--config: no such file: {tmp}/none.toml"),
     ("unknown config key", ["sweep", "--config", "{tmp}/unknown.toml"],
      f"{{tmp}}/unknown.toml: unknown key 'bogus'; known keys: {', '.join(CONFIG_KEYS)}"),
@@ -78,6 +90,11 @@ EXACT = [
      "--out: {tmp}/full already exists and is not empty; a run never overwrites results"),
     ("unwritable results folder", ["sweep", "--sizes", "1K", "--out", "{tmp}/afile/run"],
      "--out: cannot write to {tmp}/afile/run: Not a directory"),
+    ("floor not positive", ["sweep", "--min-busbw", "0"], "--min-busbw: must be greater than 0, got 0.0"),
+    ("floor for barrier alone", ["sweep", "--op", "barrier", "--min-busbw", "10"],
+     "--min-busbw: barrier sends no message, so no size applies; drop --min-busbw"),
+    ("metrics file in a missing folder", ["sweep", "--sizes", "1K", "--prom", "{tmp}/nowhere/x.prom"],
+     "--prom: folder {tmp}/nowhere does not exist"),
     ("missing CSV (compare)", ["compare", "{tmp}/none.csv", "{tmp}/none.csv"],
      "BASELINE: no results found at {tmp}/none.csv"),
     ("foreign CSV (compare)", ["compare", "{tmp}/foreign.csv", "{tmp}/foreign.csv"],
@@ -185,6 +202,15 @@ EXACT = [
     ("doctor run in a format of result rows", ["report", "{tmp}/doctor_run", "--format", "csv"],
      "--format: {tmp}/doctor_run is a doctor run (doctor.json, no result rows); only the table format and --html "
      "show it"),
+    ("results folder that is a file", ["sweep", "--sizes", "1K", "--out", "afile"],
+     "--out: afile is a file, not a folder"),
+    ("results folder that is a dangling link", ["sweep", "--sizes", "1K", "--out", "link"],
+     "--out: link is a symbolic link to {tmp}/gone, which does not exist"),
+    ("doctor with nothing to measure", ["doctor", "--workers", "1"],
+     "--workers: 1 rank(s) on 1 host(s) leave the doctor nothing to measure: the nodes phase needs a host with 2 or "
+     "more ranks and the pairs phase needs 2 or more hosts"),
+    ("doctor pairs on one host", ["doctor", "--workers", "2", "--phase", "pairs"],
+     "--phase: 2 rank(s) on 1 host(s) leave the doctor nothing to measure: the pairs phase needs 2 or more hosts"),
 ]
 
 # Under a launcher's rank layout (environment variables), still before any process group.
@@ -229,6 +255,7 @@ def files(tmp_path: Path) -> Path:
     (tmp_path / "full").mkdir()
     (tmp_path / "full" / "results.csv").write_text("precious\n")
     (tmp_path / "afile").write_text("")
+    (tmp_path / "link").symlink_to(tmp_path / "gone")
     write_run(tmp_path / "base", [row(dtype="float32")])  # all_reduce, in_place, 1 MiB float32, 2 gloo ranks
     write_run(tmp_path / "results" / "baselines" / "main", [row()])
     (tmp_path / "header_only").mkdir()
@@ -281,6 +308,14 @@ def test_exact_message(files, case, args, message):
 def test_exact_message_under_a_launcher_layout(files, case, env, args, message):
     assert _one_error_line(_run(files, *args, env=env)) == message
     assert sorted(p.name for p in files.iterdir() if p.name.startswith("results")) == ["results"]  # no run folder
+
+
+def test_a_results_disk_without_room_is_refused_before_measuring(files):
+    with small_disk(files / "disk", 256 * 1024) as disk:
+        message = _one_error_line(_run(files, "sweep", "--sizes", "1K", "--out", str(disk / "run")))
+        assert re.fullmatch(rf"--out: no space left on {re.escape(str(disk / 'run'))}: [\d,]+ bytes free, "
+                            r"a run needs at least 1,048,576", message), message
+        assert not (disk / "run").exists()
 
 
 @pytest.mark.parametrize("option", ["--cuda-graph", "--blocking"])

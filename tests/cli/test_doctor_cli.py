@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from conftest import REPO, worker_env
+from prometheus_client.parser import text_string_to_metric_families
 
 ERROR = "nccl-bench: error: "
 
@@ -29,7 +30,18 @@ BAD = [
     (["--workers", "0"], "--workers: must be at least 1, got 0"),
     (["--backend", "tcp"], "--backend: 'tcp' is not one of auto, nccl, gloo, mpi, ucc"),
     (["--json", "{tmp}/nowhere/v.json"], "--json: folder {tmp}/nowhere does not exist"),
+    (["--exclude-file", "{tmp}/nowhere/x.txt"], "--exclude-file: folder {tmp}/nowhere does not exist"),
+    (["--expect-hosts", "node[01-"], "--expect-hosts: '[' without ']' in hostlist 'node[01-'"),
+    (["--expect-hosts", "node[4-2]"], "--expect-hosts: range 4-2 runs backwards in hostlist 'node[4-2]'"),
+    (["--prom", "{tmp}/nowhere/d.prom"], "--prom: folder {tmp}/nowhere does not exist"),
+    (["--prom", "{tmp}"], "--prom: {tmp} is a directory; give a file name"),
     (["--out", "{tmp}/full"], "--out: {tmp}/full already exists and is not empty; a run never overwrites results"),
+    (["--workers", "1"], "--workers: 1 rank(s) on 1 host(s) leave the doctor nothing to measure: the nodes phase "
+                         "needs a host with 2 or more ranks and the pairs phase needs 2 or more hosts"),
+    (["--workers", "1", "--phase", "nodes"], "--phase: 1 rank(s) on 1 host(s) leave the doctor nothing to measure: "
+                                             "the nodes phase needs a host with 2 or more ranks"),
+    (["--workers", "2", "--phase", "pairs"], "--phase: 2 rank(s) on 1 host(s) leave the doctor nothing to measure: "
+                                             "the pairs phase needs 2 or more hosts"),
 ]
 
 
@@ -46,13 +58,24 @@ def test_bad_input_is_one_line_exit_2(tmp_path, args, message):
 
 @pytest.mark.integration
 def test_one_host_two_workers_measures_the_node_and_skips_pairs(tmp_path):
-    out, verdict_file = tmp_path / "run", tmp_path / "v.json"
-    result = _run(REPO, "doctor", "--workers", "2", "--size", "1M", "--out", str(out), "--json", str(verdict_file))
+    out, verdict_file, prom = tmp_path / "run", tmp_path / "v.json", tmp_path / "doctor.prom"
+    exclude = tmp_path / "exclude.txt"
+    result = _run(REPO, "doctor", "--workers", "2", "--size", "1M", "--out", str(out), "--json", str(verdict_file),
+                  "--prom", str(prom), "--exclude-file", str(exclude))
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     verdict = json.loads(verdict_file.read_text())
+    metrics = {f.name: f.samples for f in text_string_to_metric_families(prom.read_text())}
+    (intra,) = metrics["nccl_bench_doctor_node_busbw_bytes_per_second"]
+    assert intra.labels == {"host": verdict["nodes"][0]["host"]}
+    assert intra.value == verdict["nodes"][0]["intra_busbw_gbps"] * 1e9
+    assert "nccl_bench_doctor_pair_busbw_bytes_per_second" not in metrics  # one host: no pair
+    assert [(s.labels["kind"], s.value) for s in metrics["nccl_bench_doctor_suspect"]] == [
+        ("node", 0), ("link", 0), ("rail", 0), ("missing", 0)]
+    assert metrics["nccl_bench_run_info"][0].labels["command"] == "doctor"
     assert verdict == json.loads((out / "doctor.json").read_text())
     assert set(verdict) >= {"schema_version", "verdict", "nodes", "pairs", "suspects", "wall_s"}
-    assert verdict["schema_version"] == 1 and verdict["verdict"] == "healthy"
+    assert verdict["schema_version"] == 2 and verdict["verdict"] == "healthy"
+    assert verdict["expected_hosts"] is None and verdict["exclude"] == [] and exclude.read_text() == ""
     (node,) = verdict["nodes"]
     assert node["ranks"] == [0, 1] and node["intra_busbw_gbps"] > 0 and node["pair_median_gbps"] is None
     assert verdict["pairs"] == [] and verdict["suspects"] == [] and verdict["size_bytes"] == 1024**2
@@ -66,15 +89,21 @@ def test_one_host_two_workers_measures_the_node_and_skips_pairs(tmp_path):
     meta = json.loads((out / "meta.json").read_text())
     assert meta["command"] == "doctor" and meta["status"] == "complete" and meta["world_size"] == 2
     assert "# note: pairs phase skipped" in result.stdout and "# verdict: healthy" in result.stdout
+    assert f"# exclude: none; written to {exclude}" in result.stdout
 
 
 @pytest.mark.integration
-def test_phase_pairs_alone_on_one_host_measures_nothing_and_says_so(tmp_path):
-    result = _run(REPO, "doctor", "--workers", "2", "--phase", "pairs", "--out", str(tmp_path / "run"))
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    verdict = json.loads((tmp_path / "run" / "doctor.json").read_text())
-    assert verdict["nodes"][0]["intra_busbw_gbps"] is None and verdict["pairs"] == []
-    assert not (tmp_path / "run" / "doctor.csv").read_text().strip().splitlines()[1:]
+def test_a_launcher_layout_that_measures_nothing_is_refused_on_every_rank(torchrun, tmp_path):
+    out = tmp_path / "run"
+    result = torchrun(1, ["doctor", "--phase", "nodes", "--out", str(out)])
+    # torchrun itself adds a summary (with its own traceback) of the worker that exited 2.
+    assert "exitcode  : 2" in result.stderr, result.stderr[-3000:]
+    assert "nccl_bench/" not in result.stderr.split("ChildFailedError")[0], result.stderr[-3000:]
+    assert [line for line in result.stderr.splitlines() if line.startswith(ERROR)] == [
+        ERROR + "--phase: 1 rank(s) on 1 host(s) leave the doctor nothing to measure: "
+        "the nodes phase needs a host with 2 or more ranks"
+    ]
+    assert "# verdict" not in result.stdout and not out.exists()
 
 
 def test_the_doctor_hands_on_stuck_to_its_run_as_the_sweep_does(monkeypatch, tmp_path):

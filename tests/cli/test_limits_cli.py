@@ -88,12 +88,14 @@ def test_all_inactive_message_falls_back_to_pcie(fake_smi, tmp_path):
     assert gpu.peak_gbps == pytest.approx(63.0154, abs=1e-4)
 
 
-def run_cli(*args, path_prefix=None, fixture=None):
+def run_cli(*args, path_prefix=None, fixture=None, columns=None):
     env = dict(os.environ)
     if path_prefix:
         env["PATH"] = f"{path_prefix}{os.pathsep}{env['PATH']}"
     if fixture:
         env["FAKE_NVIDIA_SMI_DIR"] = str(FIXTURES / fixture)
+    if columns:
+        env["COLUMNS"] = columns
     return subprocess.run([sys.executable, "-m", "nccl_bench", "limits", *args], capture_output=True, text=True,
                           env=env, timeout=120)
 
@@ -130,3 +132,44 @@ def test_h100_passed_through_to_a_vm_without_nvlink_gets_its_pcie_peak(fake_smi,
     assert gpu.source == "nvidia-smi"  # the known-GPU table's 18 links x 25 GB/s are not what the VM has
     peak = host_gpu_peak(limits.gpus)
     assert round(peak.peak_gbps, 2) == 63.02 and peak.label == "PCIe Gen5 x16, per direction (no active NVLink)"
+
+
+H100_ENTRIES = ["azure-nd-h100-v5-all_reduce-1G", "azure-nd-h100-v5-all_reduce-8G", "nccl-tests-290-h100-all_reduce-4G",
+                "nccl-tests-309-h100-all_reduce-16G", "azure-nhc-nd96isr_h100_v5-all_reduce-16G"]
+
+
+def test_an_8xh100_node_shows_the_public_figures_with_their_sources_beside_the_peak(tmp_path):
+    """One 8xH100 SXM node (the della captures: `topo -m` with 8 GPUs on NV18, `-q` naming the product)."""
+    machine = tmp_path / "della"
+    machine.mkdir()
+    (machine / "topo_m.txt").write_text((FIXTURES / "h100_sxm_topo" / "topo_m.txt").read_text())
+    (machine / "query.txt").write_text((FIXTURES / "h100_sxm_query" / "query.txt").read_text())
+    done = run_cli("--json", path_prefix=FIXTURES, fixture=machine)
+    data = json.loads(done.stdout)
+    if data["source"] == "nvml":
+        pytest.skip("real NVML present")
+    assert data["peak"]["peak_gbps"] == 450.0
+    assert sorted(e["id"] for e in data["expected"]) == sorted(H100_ENTRIES)
+    (aib_1g,) = [e for e in data["expected"] if e["id"] == "azure-nd-h100-v5-all_reduce-1G"]
+    assert (aib_1g["busbw_gbps"], aib_1g["size_bytes"], aib_1g["kind"], aib_1g["nccl_version"]) == (
+        466.35, 1024**3, "measured", "2.18.5")
+    assert aib_1g["source_url"].startswith("https://github.com/Azure/AI-benchmarking-guide/")
+    text = run_cli(path_prefix=FIXTURES, fixture=machine, columns="400").stdout
+    lines = text.splitlines()
+    heading = lines.index("Measured on such systems (public figures, busbw; GB/s = 1e9 B/s):")
+    assert lines[heading - 1].startswith("Peak to compare busbw with: 450.00 GB/s")
+    figures = lines[heading + 1:heading + 6]
+    line = f"  all_reduce 1G: 466.35 GB/s measured, 8xH100 SXM, Azure ND H100 v5, NCCL 2.18.5 ({aib_1g['source_url']})"
+    assert line in figures
+    assert sum("https://" in line for line in figures) == 5
+    assert any(line.startswith("  all_reduce 16G: 460 GB/s pass threshold") for line in figures)
+    multi = json.loads(run_cli("--json", "--multi-node", path_prefix=FIXTURES, fixture=machine).stdout)
+    assert multi["expected"] == []  # how many nodes is unknown here: no figure fits for sure
+
+
+def test_a_system_no_figure_fits_shows_none():
+    data = json.loads(run_cli("--json", path_prefix=FIXTURES, fixture="v100_sxm2_inactive").stdout)
+    if data["source"] == "nvml":
+        pytest.skip("real NVML present")
+    assert data["expected"] == []
+    assert "Measured on such systems" not in run_cli(path_prefix=FIXTURES, fixture="v100_sxm2_inactive").stdout

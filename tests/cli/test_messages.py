@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from nccl_bench.cli import messages
-from nccl_bench.errors import RunFailedError
+from nccl_bench.errors import EXIT_RUN_FAILED, RunFailedError
 
 
 def test_fail_prints_one_error_line_and_exits_with_the_code(capsys):
@@ -17,11 +17,11 @@ def test_fail_prints_one_error_line_and_exits_with_the_code(capsys):
 
 def test_a_failed_run_is_one_line_unless_another_rank_prints_it(capsys):
     with pytest.raises(SystemExit) as info:
-        messages.end_failed_run(RunFailedError("rank 1 died", exit_code=3))
-    assert info.value.code == 3 and capsys.readouterr().err == "nccl-bench: error: rank 1 died\n"
+        messages.end_failed_run(RunFailedError("rank 1 died"))
+    assert info.value.code == EXIT_RUN_FAILED and capsys.readouterr().err == "nccl-bench: error: rank 1 died\n"
     with pytest.raises(SystemExit) as info:
         messages.end_failed_run(RunFailedError("rank 1 died", quiet=True))
-    assert info.value.code == 1 and capsys.readouterr().err == ""
+    assert info.value.code == EXIT_RUN_FAILED and capsys.readouterr().err == ""
 
 
 def test_notes_and_warnings_share_the_prefix(capsys):
@@ -35,3 +35,16 @@ def test_a_control_character_from_a_file_is_shown_escaped(capsys):
 
     messages.show_warning("run.log: the log says: \x1b[2Jfailure\x07", UserWarning, "f", 1)
     assert capsys.readouterr().err == "nccl-bench: warning: run.log: the log says: \\x1b[2Jfailure\\x07\n"
+
+
+def test_what_the_backend_said_follows_the_one_line_answer(capsys):
+    failure = RunFailedError("setting up the sweep failed on rank 1: NCCL error", exit_code=3)
+    failure.details = ("node2:7:9 [0] misc/socket.cc:484 NCCL WARN socketStartConnect: Connect to 10.0.0.2 failed",)
+    with pytest.raises(SystemExit) as info:
+        messages.end_failed_run(failure)
+    assert info.value.code == 3
+    assert capsys.readouterr().err.splitlines() == [
+        "nccl-bench: error: setting up the sweep failed on rank 1: NCCL error",
+        "nccl-bench: note: the backend said: node2:7:9 [0] misc/socket.cc:484 NCCL WARN socketStartConnect: "
+        "Connect to 10.0.0.2 failed",
+    ]

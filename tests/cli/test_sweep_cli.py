@@ -1,8 +1,14 @@
-"""cli/sweep.py: what the process that starts local workers keeps to itself."""
+"""cli/sweep.py: what the process that starts local workers keeps to itself; the floor and --prom after the run."""
 
 from __future__ import annotations
 
+import pytest
+from result_rows import MiB, row, write_run
+
+from nccl_bench.cli import sweep
 from nccl_bench.cli.sweep import worker_args
+from nccl_bench.config import SweepConfig
+from nccl_bench.render import live
 
 
 def test_local_workers_do_not_get_the_baseline_options():
@@ -14,3 +20,35 @@ def test_local_workers_do_not_get_the_baseline_options():
 def test_local_workers_do_not_get_workers_or_the_baseline_switches():
     args = ["sweep", "--workers", "3", "--allow-mismatch", "--replace-baseline", "--workers=2", "--sizes", "1K"]
     assert worker_args(args) == ["sweep", "--sizes", "1K"]
+
+
+def test_local_workers_get_the_metrics_file_and_the_floor_is_kept_too():
+    args = ["sweep", "--prom", "m.prom", "--min-busbw", "5", "--sizes", "1K"]
+    assert worker_args(args) == args  # rank 0 of the workers writes --prom; the floor is judged here
+
+
+def test_a_metrics_file_that_cannot_be_written_after_the_run_is_one_line_exit_3(tmp_path, monkeypatch, capsys):
+    def full(path, text):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(live, "write_replacing", full)
+    with pytest.raises(SystemExit) as ended:
+        sweep._write_prom(tmp_path / "m.prom", [], tmp_path)
+    assert ended.value.code == 3
+    assert capsys.readouterr().err.splitlines() == [
+        f"nccl-bench: error: --prom: cannot write {tmp_path / 'm.prom'}: No space left on device "
+        "(the results on disk are kept)"]
+
+
+def test_the_floor_is_judged_from_the_csv_by_the_process_that_speaks_for_the_run(tmp_path, capsys):
+    run = write_run(tmp_path / "run", [row(size_bytes=MiB, time_us=10.0), row(size_bytes=4 * MiB, time_us=100.0)])
+    sweep._after_sweep(run, SweepConfig(min_busbw_gbps=50.0), None, speaks=False)  # a local worker: silent
+    assert capsys.readouterr().err == ""
+    with pytest.raises(SystemExit) as ended:
+        sweep._after_sweep(run, SweepConfig(min_busbw_gbps=50.0), None, speaks=True)
+    assert ended.value.code == 1
+    assert capsys.readouterr().err == ("nccl-bench: error: below --min-busbw 50 GB/s at the op's largest measured "
+                                       "size: all_reduce 4M in_place: 41.94 GB/s\n")
+    sweep._after_sweep(run, SweepConfig(min_busbw_gbps=41.9), None, speaks=True)  # returns: exit 0
+    assert capsys.readouterr().err == ("nccl-bench: --min-busbw 41.9 GB/s reached at each op's largest measured size "
+                                       "(lowest: all_reduce 4M in_place: 41.94 GB/s)\n")

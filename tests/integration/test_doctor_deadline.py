@@ -14,12 +14,11 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
 from nccl_bench.results.store import read_meta
-from tests.conftest import worker_env
+from tests.conftest import child_pids, rank_of, worker_env
 
 pytestmark = pytest.mark.integration
 
@@ -29,22 +28,6 @@ DOCTOR = ["doctor", "--workers", "2", "--phase", "nodes", "--size", "64K", "--it
           "--timeout", f"{TIMEOUT_S:g}"]
 # What the life cycle adds to --timeout: the deadline's margin, the failure roll call, the report.
 SLACK_S = 12.0
-
-
-def _rank_pid(launcher: int, rank: int) -> int | None:
-    """The worker process of `rank` among the launcher's descendants (its RANK variable)."""
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            environ = (entry / "environ").read_bytes().split(b"\0")
-            stat = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if f"RANK={rank}".encode() in environ and b"NCCL_BENCH_LOCAL_WORKER=1" in environ and int(stat[2]) != launcher:
-            if any(line.startswith(b"TORCHELASTIC_RUN_ID=") for line in environ):
-                return int(entry.name)
-    return None
 
 
 def test_a_stopped_doctor_rank_is_named_and_the_run_fails_within_the_timeout(tmp_path):
@@ -57,7 +40,7 @@ def test_a_stopped_doctor_rank_is_named_and_the_run_fails_within_the_timeout(tmp
         while time.monotonic() < limit and proc.poll() is None:
             meta = read_meta(out) if (out / "meta.json").exists() else None
             if meta and meta["status"] == "running":
-                stopped = _rank_pid(proc.pid, 1)
+                stopped = {rank_of(child): child for child in child_pids(proc.pid)}.get(1)
                 if stopped:
                     break
             time.sleep(0.1)

@@ -18,14 +18,13 @@ shaped paths are still named.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 import time
 
 import pytest
 from conftest import REPO, worker_env
-from simhosts import SetupError, simulated_hosts, why_no_namespaces
+from prometheus_client.parser import text_string_to_metric_families
+from simhosts import hosts_for_test, run_on_hosts
 
 HOSTS = 4
 SHAPED_RATE = "200mbit"
@@ -34,36 +33,26 @@ MASTER_PORT = "29582"
 DOCTOR_ARGS = ["doctor", "--size", "1M", "--tolerance", "70%", "--timeout", "60"]
 
 
-def _hosts(count: int, rails: int = 1):
-    reason = why_no_namespaces(("ip", "unshare", "mount", "tc"))
-    if reason:
-        pytest.skip(reason)
-    try:
-        with simulated_hosts(count, f"{os.getpid() % 10000:04d}", rails) as made:
-            yield made
-    except SetupError as exc:
-        pytest.skip(f"cannot build simulated hosts here: {exc}")
-
-
 @pytest.fixture
 def hosts():
-    yield from _hosts(HOSTS)
+    yield from hosts_for_test(HOSTS)
 
 
 @pytest.fixture
 def railed_hosts():
     """Three hosts with two ranks each, rank i on its own interface eth<i>: two rails."""
-    yield from _hosts(3, rails=2)
+    yield from hosts_for_test(3, rails=2)
 
 
 def _launch(hosts, tmp_path, launcher: str, ranks_per_host: int = 1) -> tuple[list[int], str, dict]:
     """Run the doctor on every host with the given launcher layout; (exit codes, rank 0's log, doctor.json)."""
     hosts_file = hosts.hosts_file(tmp_path)
     out = tmp_path / "run"
-    procs = []
+    launches = []
     count = len(hosts.hostnames)
     for host, local in ((h, r) for h in range(count) for r in range(ranks_per_host)):
-        args = [*DOCTOR_ARGS, "--out", str(out), "--json", str(tmp_path / "verdict.json")]
+        args = [*DOCTOR_ARGS, "--out", str(out), "--json", str(tmp_path / "verdict.json"),
+                "--prom", str(tmp_path / "doctor.prom")]
         env = worker_env({"GLOO_SOCKET_IFNAME": f"eth{local}"})
         rank, world = host * ranks_per_host + local, count * ranks_per_host
         if launcher == "torchrun":
@@ -80,19 +69,27 @@ def _launch(hosts, tmp_path, launcher: str, ranks_per_host: int = 1) -> tuple[li
             else:
                 env.update({"SLURM_PROCID": str(rank), "SLURM_NTASKS": str(world), "SLURM_LOCALID": str(local),
                             "SLURM_STEP_ID": "0", "SLURM_STEP_NUM_NODES": str(count)})
-        procs.append(subprocess.Popen(hosts.command(host, hosts_file, argv), stdout=subprocess.PIPE,
-                                      stderr=subprocess.STDOUT, text=True, env=env, cwd=REPO))
-    try:
-        logs = [proc.communicate(timeout=180)[0] for proc in procs]
-    finally:
-        for proc in procs:
-            if proc.poll() is None:
-                proc.kill()
+        launches.append((host, argv, env))
+    codes, logs = run_on_hosts(hosts, hosts_file, launches, REPO)
     report = next((log for log in logs if "# nccl_bench doctor" in log), "\n".join(logs))
     verdict = json.loads((out / "doctor.json").read_text()) if (out / "doctor.json").is_file() else {}
     assert verdict, report[-4000:]
     assert json.loads((tmp_path / "verdict.json").read_text()) == verdict  # --json holds the same document
-    return [proc.returncode for proc in procs], report, verdict
+    _check_prom((tmp_path / "doctor.prom").read_text(), verdict)
+    return codes, report, verdict
+
+
+def _check_prom(text: str, verdict: dict) -> None:
+    """--prom: doctor.json's numbers in bytes/s, and 1 for exactly the hosts and kinds it names."""
+    metrics = {f.name: f.samples for f in text_string_to_metric_families(text)}
+    pairs = {(s.labels["pair"], int(s.labels["rail"])): s.value
+             for s in metrics.get("nccl_bench_doctor_pair_busbw_bytes_per_second", [])}
+    assert pairs == {(",".join(p["hosts"]), p["rail"]): p["busbw_gbps"] * 1e9 for p in verdict["pairs"]}
+    intra = {s.labels["host"]: s.value for s in metrics.get("nccl_bench_doctor_node_busbw_bytes_per_second", [])}
+    assert intra == {n["host"]: n["intra_busbw_gbps"] * 1e9 for n in verdict["nodes"] if n["intra_busbw_gbps"]}
+    flagged = {(s.labels["host"], s.labels["kind"]) for s in metrics["nccl_bench_doctor_suspect"] if s.value == 1}
+    assert flagged == {(host, s["kind"]) for s in verdict["suspects"] for host in s["hosts"]}
+    assert len(metrics["nccl_bench_doctor_suspect"]) == 3 * len(verdict["nodes"])
 
 
 def _named(verdict: dict) -> list[tuple[str, list[str]]]:

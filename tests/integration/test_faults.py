@@ -21,6 +21,7 @@ from nccl_bench.ranks.dist import backend_error_text
 from nccl_bench.ranks.faults import FAILURE_ROLL_CALL_S
 from nccl_bench.ranks.roll_call import process_state
 from nccl_bench.results.store import read_meta, read_rows
+from tests.conftest import child_pids, rank_of
 
 # Enough small points that the sweep is still running when the fault lands, each one quick.
 SWEEP = ["--op", "all_reduce", "--min-bytes", "1K", "--max-bytes", "64M", "--iters", "20", "--warmup", "1"]
@@ -39,23 +40,6 @@ def _start(out: Path, nproc: int, timeout_s: float, logs: Path) -> subprocess.Po
     )
 
 
-def _children(pid: int) -> list[int]:
-    try:
-        return [int(x) for x in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
-    except OSError:
-        return []
-
-
-def _rank_of(pid: int) -> int | None:
-    try:
-        for entry in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0"):
-            if entry.startswith(b"RANK="):
-                return int(entry[5:])
-    except OSError:
-        return None
-    return None
-
-
 def _alive(pid: int) -> bool:
     return process_state(pid) not in (None, "Z")
 
@@ -72,7 +56,7 @@ def _ranks_after_rows(proc: subprocess.Popen, out: Path, nproc: int, rows: int, 
     deadline = time.monotonic() + limit_s
     while time.monotonic() < deadline and proc.poll() is None:
         if _csv_rows(out) >= rows:
-            ranks = {_rank_of(child): child for child in _children(proc.pid)}
+            ranks = {rank_of(child): child for child in child_pids(proc.pid)}
             ranks.pop(None, None)
             if len(ranks) == nproc:
                 return ranks
@@ -125,7 +109,7 @@ def test_sigkill_of_one_rank_names_it_and_keeps_every_finished_row(tmp_path):
     assert all(r.status == "ok" and r.wrong == 0 for r in rows)
     meta = read_meta(out)
     assert meta["status"] == "failed" and meta["rows"] == len(rows)
-    assert not _children(proc.pid) and not any(_alive(pid) for pid in ranks.values())
+    assert not child_pids(proc.pid) and not any(_alive(pid) for pid in ranks.values())
 
 
 @pytest.mark.integration

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from nccl_bench.errors import EXIT_RUN_FAILED
 from nccl_bench.results.store import read_meta, read_rows
 from tests.conftest import worker_env
 
@@ -58,21 +59,21 @@ def _errors(logs: Path) -> list[str]:
     return [line for line in text.splitlines() if line.startswith(ERROR)]
 
 
-@pytest.mark.parametrize("how", ["SIGTERM to the command", "Ctrl-C to the process group"])
+@pytest.mark.parametrize("how", ["SIGTERM to the command", "Ctrl-C to the process group", "SIGHUP to the command"])
 def test_an_interrupted_sweep_says_one_line_and_keeps_its_rows(tmp_path, how):
     out = tmp_path / "run"
     proc = _start([*SWEEP, "--out", str(out)], tmp_path)
+    name = how.split()[0] if how.startswith("SIG") else "SIGINT"
     try:
         _wait_for(lambda: _rows_on_disk(out) >= 2, proc)
-        if how.startswith("SIGTERM"):
-            os.kill(proc.pid, signal.SIGTERM)
+        if how.startswith("SIG"):
+            os.kill(proc.pid, getattr(signal, name))
         else:
             os.killpg(proc.pid, signal.SIGINT)
         code = proc.wait(timeout=60)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
-    name = "SIGTERM" if how.startswith("SIGTERM") else "SIGINT"
     rows = read_rows(out)
     assert code == 130
     assert _errors(tmp_path) == [
@@ -135,7 +136,7 @@ def test_a_rendezvous_nobody_answers_is_one_line_naming_address_port_and_timeout
         [sys.executable, "-m", "nccl_bench", "sweep", "--sizes", "1K", "--timeout", "3", "--out", str(out)],
         capture_output=True, text=True, timeout=120, env=worker_env(env),
     )
-    assert result.returncode == 1
+    assert result.returncode == EXIT_RUN_FAILED
     assert "Traceback" not in result.stderr and "frame #" not in result.stderr
     [line] = result.stderr.splitlines()
     assert line.startswith(
@@ -143,3 +144,22 @@ def test_a_rendezvous_nobody_answers_is_one_line_naming_address_port_and_timeout
     )
     assert line.endswith("); check that address and port, and that every rank started")
     assert not out.exists()
+
+
+def test_an_endless_cycles_run_interrupted_keeps_every_finished_cycle_s_rows(tmp_path):
+    out = tmp_path / "run"
+    proc = _start(["sweep", "--workers", "2", "--op", "all_reduce", "--sizes", "1K", "--iters", "2", "--warmup", "0",
+                   "--cycles", "0", "--out", str(out)], tmp_path)
+    try:
+        _wait_for(lambda: _rows_on_disk(out) >= 3, proc)
+        os.killpg(proc.pid, signal.SIGINT)
+        code = proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    rows = read_rows(out)
+    assert code == 130 and read_meta(out)["status"] == "interrupted"
+    assert [r.cycle for r in rows] == list(range(1, len(rows) + 1)) and len(rows) >= 3
+    assert _errors(tmp_path) == [
+        f"{ERROR}interrupted by SIGINT; the {len(rows)} row(s) measured so far are kept in {out}"]
+    assert "# cycle 3 (until interrupted)" in (tmp_path / "stdout.txt").read_text()

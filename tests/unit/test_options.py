@@ -17,9 +17,12 @@ from nccl_bench.ranks.collectives import OP_NAMES
 # A valid value for each sweep key, as a flag or a preset file would give it.
 VALID = {
     "ops": "all_reduce,broadcast", "min_bytes": "1K", "max_bytes": "1M", "step_factor": 4, "step_bytes": "1K",
-    "sizes": "1K,4K", "dtype": "FLOAT16", "reduce_op": "max", "root": 1, "warmup": 0, "iters": "auto",
-    "min_sample_ms": 10, "trials": 3, "agg": "min", "inplace": False, "check": True, "backend": "gloo",
+    "sizes": "1K,4K", "dtype": "FLOAT16", "reduce_op": "max", "root": 1, "alltoallv": "Skewed:2",
+    "warmup": 0, "iters": "auto",
+    "min_sample_ms": 10, "trials": 3, "agg": "min", "inplace": False, "check": True, "split": "MOD:2",
+    "cycles": 0, "backend": "gloo",
     "out": "run", "results_root": "results", "timeout_s": 5, "cuda_graph": 2, "blocking": True, "peak_gbps": 100,
+    "min_busbw_gbps": "12.5", "prom": "metrics.prom",
 }
 # A value breaking each key's bound or grammar, and what the error says after the option.
 INVALID = {
@@ -29,7 +32,9 @@ INVALID = {
     "warmup": (10**7, "must be at most 1,000,000, got 10,000,000"), "iters": (0, "must be at least 1, got 0"),
     "trials": (1001, "must be at most 1,000, got 1,001"), "timeout_s": (0, "must be greater than 0, got 0"),
     "cuda_graph": ("x", "expected a whole number, got 'x'"), "inplace": ("yes", "expected true or false, got 'yes'"),
-    "peak_gbps": ("fast", "expected a number, got 'fast'"),
+    "peak_gbps": ("fast", "expected a number, got 'fast'"), "min_busbw_gbps": (0, "must be greater than 0, got 0"),
+    "cycles": (-1, "must be at least 0, got -1"), "split": ("mod", "mod needs a whole number, as in mod:8"),
+    "alltoallv": ("zipf", "'zipf' is not one of even, random[:SEED], skewed[:HOT]"),
 }
 
 
@@ -51,7 +56,7 @@ def test_every_config_field_has_one_declaration_in_field_order():
 
 
 def test_options_the_commands_share_are_one_declaration():
-    shared = (options.BACKEND, options.OUT, options.RESULTS_ROOT, options.TIMEOUT)
+    shared = (options.BACKEND, options.OUT, options.RESULTS_ROOT, options.TIMEOUT, options.PROM)
     for option in shared:
         assert options.SWEEP_OPTION[option.key] is option and options.DOCTOR_OPTION[option.key] is option
 

@@ -6,7 +6,7 @@ from itertools import combinations
 
 import pytest
 
-from nccl_bench.doctor.schedule import circle_rounds, cross_checks, pack_rounds, random_rounds
+from nccl_bench.doctor.schedule import circle_rounds, cross_checks, nothing_to_measure, pack_rounds, random_rounds
 
 
 def _no_node_twice(rounds) -> bool:
@@ -73,3 +73,21 @@ def test_cross_checks_pick_fresh_passed_partners_spread_out():
     assert all(p in (2, 3, 4) for p in partners)
     assert cross_checks([0], passed=[1], measured={(0, 1)}, seed=0) == []
     assert cross_checks([0], passed=[], measured=set(), seed=0) == []
+
+
+@pytest.mark.parametrize("phases, ranks_per_host, measures", [
+    (("nodes", "pairs"), [1], False),
+    (("nodes", "pairs"), [2], True),
+    (("nodes", "pairs"), [1, 1], True),
+    (("nodes",), [1, 1, 1], False),
+    (("nodes",), [1, 2], True),
+    (("pairs",), [8], False),
+    (("pairs",), [1, 1], True),
+])
+def test_nothing_to_measure_names_a_layout_no_chosen_phase_can_use(phases, ranks_per_host, measures):
+    reason = nothing_to_measure(phases, ranks_per_host)
+    assert (reason is None) == measures
+    if reason is not None:
+        assert reason.startswith(f"{sum(ranks_per_host)} rank(s) on {len(ranks_per_host)} host(s) leave the doctor")
+        assert ("nodes phase needs" in reason) == ("nodes" in phases)
+        assert ("pairs phase needs" in reason) == ("pairs" in phases)

@@ -50,3 +50,15 @@ def test_rootless_ops_have_root_free_results_and_reductions_are_marked():
     assert {name for name, c in REGISTRY.items() if c.has_root} == {"broadcast", "reduce", "gather", "scatter"}
     assert {name for name, c in REGISTRY.items() if c.has_reduction} == {"all_reduce", "reduce_scatter", "reduce"}
     assert REGISTRY["all_reduce"].placements == (PLACEMENT_IN,)
+
+
+def test_uneven_segments_follow_the_packed_split_layout():
+    from nccl_bench.ranks.collectives import OpArgs
+
+    shares = ((1.0, 0.5, 0.0), (0.25, 1.0, 1.0), (0.5, 0.5, 0.5))  # row i: what rank i sends each peer
+    args = OpArgs(rank=1, world_size=3, root=0, reduce_op=None, shares=shares)
+    # slot of 4: rank 1 receives 2 from rank 0 (after its 4 for rank 0), 4 from itself (after 1), 2 from rank 2
+    assert [(s.start, s.length, s.source_rank, s.source_index) for s in REGISTRY["all_to_allv"].segments(args, 12)] \
+        == [(0, 2, 0, 4), (2, 4, 1, 1), (6, 2, 2, 2)]
+    even = OpArgs(rank=1, world_size=3, root=0, reduce_op=None)
+    assert REGISTRY["all_to_allv"].segments(even, 12) == REGISTRY["all_to_all"].expected(1, 3, 0, 12)

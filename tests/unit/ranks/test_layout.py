@@ -77,3 +77,12 @@ def test_a_layout_no_rendezvous_can_complete_is_refused(env, option, message):
 
 def test_a_valid_port_passes():
     assert detect_launch({"RANK": "0", "WORLD_SIZE": "1", "MASTER_PORT": "29500"}).master_port == "29500"
+
+
+def test_slurm_master_addr_defaults_to_the_steps_first_node():
+    env = {"SLURM_PROCID": "3", "SLURM_NTASKS": "6", "SLURM_LOCALID": "1", "SLURM_STEP_ID": "0",
+           "SLURM_STEP_NUM_NODES": "3", "SLURM_STEP_NODELIST": "node[02-04]", "SLURM_JOB_NODELIST": "node[01-04]"}
+    assert detect_launch(env).master_addr == "node02"  # the step's, not the job's: a step may use part of it
+    assert detect_launch({**env, "MASTER_ADDR": "10.0.0.9"}).master_addr == "10.0.0.9"
+    del env["SLURM_STEP_NODELIST"]
+    assert detect_launch(env).master_addr == "node01"

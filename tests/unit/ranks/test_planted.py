@@ -11,7 +11,8 @@ from nccl_bench.ranks import planted
     ("raw", "fault"),
     [("", None), ("corrupt", planted.Fault("corrupt")), ("stall", planted.Fault("stall")),
      ("stall:1:2", planted.Fault("stall", 1, 2)), ("stall:0:2:2.5", planted.Fault("stall", 0, 2, 2.5)),
-     ("stall-gpu:0:1", planted.Fault("stall-gpu", 0, 1))],
+     ("stall-gpu:0:1", planted.Fault("stall-gpu", 0, 1)),
+     ("stall-behind-gpu:1:0", planted.Fault("stall-behind-gpu", 1, 0)), ("killed:1", planted.Fault("killed", 1))],
 )
 def test_planted_fault_grammar(raw, fault):
     assert planted.planted_fault({planted.FAULT_ENV: raw}) == fault
@@ -48,3 +49,28 @@ def test_a_stall_waits_only_at_its_rank_and_point(monkeypatch):
         for point in range(4):
             seam.point_starts(rank, point)
     assert stalls == [planted.Fault("stall", 1, 2, 0.5)]
+
+
+@pytest.mark.parametrize(("kind", "waits"), [("stall-gpu", True), ("stall-behind-gpu", False)])
+def test_gpu_stalls_spin_the_stream_and_only_stall_gpu_waits_for_it(monkeypatch, kind, waits):
+    import torch
+
+    calls = []
+    monkeypatch.setattr(torch.cuda, "_sleep", lambda cycles: calls.append(("sleep", cycles)))
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: calls.append(("synchronize",)))
+    seam = planted.fault_seam({planted.FAULT_ENV: f"{kind}:1:0"})
+    seam.point_starts(0, 0)
+    assert calls == []
+    seam.point_starts(1, 0)
+    # stall-behind-gpu returns with the spin queued: the point's collective is enqueued behind it
+    assert calls == [("sleep", planted.STALL_GPU_CYCLES)] + ([("synchronize",)] if waits else [])
+
+
+def test_killed_plants_nothing_before_the_run_has_ended():
+    seam = planted.fault_seam({planted.FAULT_ENV: "killed:0"})
+    recv = [5, 5]
+    for index in range(3):
+        seam.point_starts(0, index)  # a stall here would hold the test
+    seam.output_checked(recv, 0, rank=0, holder=0)
+    seam.run_ended(1)  # another rank: nothing happens
+    assert recv == [5, 5]

@@ -26,3 +26,15 @@ def test_an_empty_capture_is_flagged_and_given_no_bandwidth():
     assert (row.algbw_gbps, row.busbw_gbps, row.pct_of_peak) == (None, None, None) and row.time_us == 0.3
     full = rows.measured_row(run, point, collective, _measurement(False), 0)
     assert full.algbw_gbps == pytest.approx((64 << 20) / 0.3e-6 / 1e9) and FLAG_EMPTY_GRAPH not in full.flags
+
+
+def test_p50_p95_p99_are_type_7_percentiles_of_the_per_op_times():
+    config = SweepConfig(ops=("all_reduce",), sizes=(1024,))
+    run = rows.RowContext(config, world_size=2, nodes=1, backend="gloo", peak_gbps=None)
+    point = Point("all_reduce", "in_place", 1024, 256, 256)
+    per_op = tuple(float(v) for v in range(1, 21))  # 1..20 us
+    measurement = Measurement(iters=20, sample_means_us=(10.5,), per_op_us=per_op, slowest_rank=0,
+                              shortest_sample_s=0.2, timer_resolution_s=1e-9)
+    row = rows.measured_row(run, point, REGISTRY["all_reduce"], measurement, 0)
+    # position (n-1) q / 100 in the sorted times: 9.5, 18.05 and 18.81 -> 10.5, 19.05, 19.81
+    assert (row.p50_us, row.p95_us, row.p99_us) == pytest.approx((10.5, 19.05, 19.81))

@@ -149,3 +149,28 @@ def test_recorded_environment_is_nccl_and_torch_nccl_only():
                                            "TORCH_FR_BUFFER_SIZE": "0", "TORCH_NCCL_ASYNC_ERROR_HANDLING": "2"}
 
 
+
+
+def test_a_process_group_that_cannot_start_keeps_what_the_backend_said(tmp_path, monkeypatch):
+    import contextlib
+
+    from nccl_bench.errors import RunFailedError
+    from nccl_bench.ranks import dist
+
+    said = ("h:1:2 [0] NCCL WARN socketStartConnect: Connect to 10.0.0.1<43211> failed",
+            "Last error: socketStartConnect: Connect to 10.0.0.1<43211> failed")
+
+    @contextlib.contextmanager
+    def failing_group(*args):
+        raise dist.BackendStartError("NCCL error in: NCCLUtils.cpp:77, unhandled system error\nLast error:", said)
+        yield
+
+    monkeypatch.setattr(session, "require_launch", lambda: LaunchEnv("torchrun", 0, 1, 0, 1, "127.0.0.1", "1"))
+    monkeypatch.setattr(session, "_device_index", lambda request, launch: None)
+    monkeypatch.setattr(session, "export_launch_env", lambda launch: None)
+    monkeypatch.setattr(dist, "process_group", failing_group)
+    with pytest.raises(RunFailedError) as info:
+        session.execute(_request(tmp_path / "run"), _Body())
+    assert str(info.value) == ("setting up the sweep failed on rank 0: NCCL error in: NCCLUtils.cpp:77, "
+                               "unhandled system error")
+    assert info.value.details == said and not (tmp_path / "run").exists()

@@ -43,3 +43,19 @@ def test_header_and_estimate_lines():
     assert estimate_line(63, 0.1) == (
         "# estimate: 63 round(s) x ~0.10 s = ~6.3 s for the pairs, plus re-tests of anything low"
     )
+
+
+def test_exclude_line_is_a_compressed_slurm_hostlist():
+    from nccl_bench.doctor.roster import missing_suspects
+    from nccl_bench.doctor.verdicts import Suspect
+    from nccl_bench.render.doctor import exclude_lines
+
+    judgement = three_node_judgement()
+    judgement.suspects[:] = [Suspect("node", ("node07",), None, 0.1, 1.0, "slow"),
+                             Suspect("rail", ("node03",), 0, 0.1, 1.0, "slow rail"),
+                             *missing_suspects(["node03", "node07", "node08"], ["node03", "node07"], "--expect-hosts")]
+    assert exclude_lines(judgement, Path("/x/bad.txt")) == [
+        "# exclude: node[03,07-08] (sbatch --exclude=node[03,07-08]); written to /x/bad.txt"]
+    judgement.suspects.clear()
+    assert exclude_lines(judgement, Path("/x/bad.txt")) == ["# exclude: none; written to /x/bad.txt"]
+    assert exclude_lines(judgement, None) == []

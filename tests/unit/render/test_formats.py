@@ -60,7 +60,7 @@ def test_json_of_another_version_says_which(tmp_path, version, words):
     with pytest.raises(UserInputError) as caught:
         loader.load_rows(path)
     message = str(caught.value)
-    assert f"has results format version {version}; this nccl_bench reads version {SCHEMA_VERSION}" in message
+    assert f"has results format version {version}; this nccl_bench reads versions 1 and {SCHEMA_VERSION}" in message
     assert words in message and caught.value.option == "RUN"
 
 
@@ -75,12 +75,12 @@ def test_markdown_table_has_the_terminal_tables_columns_p50_and_iters_included()
     text = render_formats.to_markdown(_rows())
     lines = text.splitlines()
     assert lines[0] == ("| op | placement | size (B) | count (elements) | type | redop | root | iters | time (us)"
-                        " | p50 (us)"
+                        " | p50 (us) | p95 (us) | p99 (us)"
                         " | algbw (GB/s) | busbw (GB/s) | %peak | #wrong | flags |")
     assert len(lines) == 4 and text.endswith("\n")
     assert lines[3] == (
         "| all_reduce | in | 1,048,576 | 256 | float32 | sum | -1 | 100 | 2,274.9"
-        " | - | 0.46 | 0.46 | 1.8 | N/A | noisy |"
+        " | - | - | - | 0.46 | 0.46 | 1.8 | N/A | noisy |"
     )
 
 
@@ -137,3 +137,16 @@ def test_output_paths_fail_up_front(tmp_path):
     with pytest.raises(UserInputError, match="is a directory"):
         render_formats.check_output_file(tmp_path, "--json")
     assert render_formats.check_output_file(tmp_path / "ok.md", "--markdown") == tmp_path / "ok.md"
+
+
+def test_a_version_1_json_export_reads_with_the_new_columns_empty():
+    from nccl_bench.results.schema import COLUMNS_ADDED
+
+    document = json.loads(render_formats.to_json(_rows()))
+    document["schema_version"] = 1
+    document["columns"] = [c for c in document["columns"] if c not in COLUMNS_ADDED[2]]
+    for record in document["rows"]:
+        for name in COLUMNS_ADDED[2]:
+            del record[name]
+        record["schema_version"] = 1
+    assert loader.rows_from_json(document, "x.json", "RUN") == _rows()

@@ -28,6 +28,16 @@ def test_a_sweep_without_matplotlib_says_once_that_no_plot_was_drawn(tmp_path, m
     assert not (tmp_path / "busbw.png").exists()
 
 
+def test_an_interrupted_sweep_draws_no_plot_and_says_how_to_draw_it(tmp_path):
+    out = io.StringIO()
+    reporter = live.LiveReporter(Console(file=out, width=300, soft_wrap=True))
+    reporter.finished(SweepSummary(run_dir=Path(tmp_path), rows=[row(size_bytes=1024)], status="interrupted"))
+    notes = [line for line in out.getvalue().splitlines() if "busbw.png" in line]
+    assert notes == [f"# note: busbw.png not drawn after the interruption; `nccl-bench report {tmp_path} --plot "
+                     "busbw.png` draws it"]
+    assert not (tmp_path / "busbw.png").exists()
+
+
 def test_write_sweep_plot(tmp_path):
     rows = [row(size_bytes=s, time_us=1000.0) for s in (1024, 1 << 20)]  # busbw = size / 1e6
     path = live.write_sweep_plot(rows, tmp_path)

@@ -42,3 +42,13 @@ def test_compare_json_names_the_paths_without_an_option_word(tmp_path):
     data = compare_exports.to_json(result)
     assert (data["baseline"], data["current"]) == (str(tmp_path / "a"), str(tmp_path / "b"))
     assert result.baseline_label == f"BASELINE {tmp_path / 'a'}"  # error messages still name the argument
+
+
+def test_the_summary_says_each_expected_figure_after_the_averages_and_nothing_without_one():
+    from nccl_bench.ranks.sweep import SweepSummary
+    from nccl_bench.render.tables import summary_lines
+
+    sentence = "all_reduce 1G: 455 GB/s = 97% of the 466.35 GB/s measured on 8xH100 SXM (https://example.org/x)"
+    lines = summary_lines(SweepSummary(run_dir=None, rows=[_row(1024, 10, 5.0)], expected=[sentence]))
+    assert lines[:2] == ["# Avg bus bandwidth (all_reduce, in): 1.000 GB/s", f"# expected: {sentence}"]
+    assert not any("expected" in line for line in summary_lines(SweepSummary(run_dir=None, rows=[_row(1024, 10, 5.0)])))

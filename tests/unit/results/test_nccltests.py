@@ -205,3 +205,30 @@ def test_the_file_name_names_the_op_anywhere_in_it():
     line = "     1048576        262144     float     sum      -1" + "    10.00  100.00  100.00      0" * 2
     rows = nccltests.parse_text(line, source="run3_reduce_scatter_perf_2nodes.log", ranks=2)
     assert {r.op for r in rows} == {"reduce_scatter"}
+
+
+@pytest.mark.parametrize("file_name, op", [
+    ("allreduce_16nodes.txt", "all_reduce"),
+    ("sendrecv_8xa100.log", "sendrecv"),
+    ("reducescatter-dgx2.txt", "reduce_scatter"),
+    ("ALL-GATHER_h100.LOG", "all_gather"),
+    ("AllToAllV-moe.txt", "all_to_allv"),
+    ("all_to_all_64.log", "all_to_all"),
+    ("alltoall.txt", "all_to_all"),
+    ("nightly-Broadcast.log", "broadcast"),
+    ("reduce_2.log", "reduce"),
+])
+def test_the_op_is_read_from_file_names_as_people_write_them(file_name, op):
+    line = "     1048576        262144     float     sum      -1" + "    10.00  100.00  100.00      0" * 2
+    assert {r.op for r in nccltests.parse_text(line, source=f"/logs/{file_name}", ranks=2)} == {op}
+
+
+@pytest.mark.parametrize("file_name", ["gathered_stats.txt", "prescatter.log", "run.log"])
+def test_an_op_name_inside_a_longer_word_names_nothing(file_name):
+    assert nccltests.op_of_file_name(file_name) is None
+
+
+def test_the_log_s_own_op_name_wins_over_the_file_name():
+    text = "# Collective test starting: all_gather_perf\n" + (
+        "     1048576        262144     float    none      -1" + "    10.00  100.00  100.00      0" * 2)
+    assert {r.op for r in nccltests.parse_text(text, source="allreduce_16nodes.txt", ranks=2)} == {"all_gather"}

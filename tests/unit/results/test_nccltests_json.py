@@ -28,3 +28,14 @@ def test_json_fixture():
 def test_json_without_results_is_a_user_error():
     with pytest.raises(UserInputError, match="no 'results' list"):
         nccltests_json.parse_json({"version": 3}, source="x.json")
+
+
+def test_per_iteration_percentiles_of_minus_i_are_read_where_present():
+    import json
+
+    document = json.loads((FIXTURES / "constructed_v3_all_reduce_perf.json").read_text())
+    document["results"][0]["out_of_place_per_iter"] = {"p50_us": 30.0, "p95_us": 41.5, "p99_us": 52.25}
+    rows = nccltests_json.parse_json(document, source="x.json")
+    timed = row_at(rows, 8192, PLACEMENT_OUT)
+    assert (timed.p50_us, timed.p95_us, timed.p99_us) == (30.0, 41.5, 52.25)
+    assert row_at(rows, 8192, PLACEMENT_IN).p95_us is None  # no per-iteration block: not measured

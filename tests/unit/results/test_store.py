@@ -73,11 +73,48 @@ def test_a_cut_line_before_the_last_is_refused(tmp_path):
 
 def test_other_schema_version_and_extra_fields_are_refused(tmp_path):
     text = _write(tmp_path, [_row()])
-    (tmp_path / "results.csv").write_text(text[: -len("1\n")] + "2\n", encoding="utf-8")
-    with pytest.raises(UserInputError, match="has results format version 2; this nccl_bench reads version 1"):
+    (tmp_path / "results.csv").write_text(text[: -len("2\n")] + "3\n", encoding="utf-8")
+    with pytest.raises(UserInputError, match=r"has results format version 3; this nccl_bench reads versions 1 and 2 "
+                                             r"\(written by a newer nccl_bench"):
         read_rows(tmp_path)
     (tmp_path / "results.csv").write_text(text[:-1] + ",extra\n", encoding="utf-8")
-    with pytest.raises(UserInputError, match="line 2 has 29 fields, the header 28"):
+    with pytest.raises(UserInputError, match=f"line 2 has {len(COLUMNS) + 1} fields, the header {len(COLUMNS)}"):
+        read_rows(tmp_path)
+
+
+def _as_version_1(text: str) -> str:
+    """A version-2 results.csv rewritten as version 1 wrote it: without the columns version 2 added."""
+    import csv
+    import io
+
+    from nccl_bench.results.schema import COLUMNS_ADDED
+
+    lines = list(csv.reader(io.StringIO(text)))
+    keep = [i for i, name in enumerate(lines[0]) if name not in COLUMNS_ADDED[2]]
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    for cells in lines:
+        kept = [cells[i] for i in keep]
+        writer.writerow(kept if cells is lines[0] else kept[:-1] + ["1"])
+    return out.getvalue()
+
+
+def test_a_version_1_file_reads_with_the_new_columns_empty(tmp_path):
+    row = _row(p95_us=3.5, cycle=2, group="node 1")
+    version_1 = _as_version_1(_write(tmp_path, [row]))
+    assert "p95_us" not in version_1 and version_1.splitlines()[1].endswith(",1")
+    (tmp_path / "results.csv").write_text(version_1, encoding="utf-8")
+    assert read_rows(tmp_path) == [_row()]  # p95_us None, cycle None, group "", as the current version
+
+
+def test_a_version_2_file_lacking_a_version_2_column_is_refused(tmp_path):
+    text = _write(tmp_path, [_row()])
+    header, line = text.splitlines()
+    names, cells = header.split(","), line.split(",")
+    at = names.index("p95_us")
+    del names[at], cells[at]
+    (tmp_path / "results.csv").write_text(",".join(names) + "\n" + ",".join(cells) + "\n", encoding="utf-8")
+    with pytest.raises(UserInputError, match="lacks columns: p95_us"):
         read_rows(tmp_path)
 
 

@@ -1,0 +1,63 @@
+"""Runs that measure each point more than once: --cycles passes and --split groups.
+
+The end of such a run says, per point, how far the cycles spread (min, median, max busbw and the
+cycle of the minimum: a link that fails once an hour shows as one low cycle) and which group was
+slowest. Lines are returned; render/live.py prints them.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Iterable
+
+from nccl_bench.render.labels import placement_text
+from nccl_bench.results.schema import ResultRow
+from nccl_bench.units import stats
+from nccl_bench.units.sizes import format_size
+
+
+def cycle_line(cycle: int, cycles: int) -> str:
+    """Where a --cycles run is: '# cycle 2 of 5', or '# cycle 7 (until interrupted)' for --cycles 0."""
+    return f"# cycle {cycle} of {cycles}" if cycles else f"# cycle {cycle} (until interrupted)"
+
+
+def _point(row: ResultRow) -> str:
+    where = f"{row.op} {placement_text(row.placement)} {format_size(row.size_bytes)}"
+    return f"{where} [{row.group}]" if row.group else where
+
+
+def cycle_spread_lines(rows: Iterable[ResultRow]) -> list[str]:
+    """Per point measured in two or more cycles: busbw min, median, max and the cycle of the minimum."""
+    by_point: dict[tuple, list[ResultRow]] = defaultdict(list)
+    for row in rows:
+        if row.cycle is not None and row.busbw_gbps is not None:
+            by_point[(row.op, row.placement, row.size_bytes, row.group)].append(row)
+    spread = [measured for measured in by_point.values() if len({r.cycle for r in measured}) > 1]
+    if not spread:
+        return []
+    lines = [f"# busbw across {max(len(m) for m in spread)} cycles (GB/s): min (its cycle) / median / max"]
+    for measured in spread:
+        low = min(measured, key=lambda r: (r.busbw_gbps, r.cycle))
+        values = [r.busbw_gbps for r in measured]
+        lines.append(f"#   {_point(low)}: {low.busbw_gbps:.3f} (cycle {low.cycle}) / "
+                     f"{stats.median(values):.3f} / {max(values):.3f}")
+    return lines
+
+
+def slowest_group_lines(rows: Iterable[ResultRow]) -> list[str]:
+    """Per point (and cycle) measured by two or more --split groups: the group with the lowest busbw."""
+    by_point: dict[tuple, list[ResultRow]] = defaultdict(list)
+    for row in rows:
+        if row.group and row.busbw_gbps is not None:
+            by_point[(row.op, row.placement, row.size_bytes, row.cycle)].append(row)
+    lines = []
+    for measured in by_point.values():
+        if len(measured) < 2:
+            continue
+        slowest = min(measured, key=lambda r: r.busbw_gbps)
+        median = stats.median([r.busbw_gbps for r in measured])
+        cycle = "" if slowest.cycle is None else f" in cycle {slowest.cycle}"
+        lines.append(f"#   {slowest.op} {placement_text(slowest.placement)} {format_size(slowest.size_bytes)}"
+                     f"{cycle}: {slowest.group} at {slowest.busbw_gbps:.3f} GB/s "
+                     f"(median of {len(measured)} groups {median:.3f})")
+    return ["# slowest group per point:"] + lines if lines else []

@@ -1,0 +1,32 @@
+"""Files the offline commands write, on a full disk: one line naming the file, EXIT_RUN_FAILED, no
+half-written file left, no traceback."""
+
+from __future__ import annotations
+
+import pytest
+
+from nccl_bench.errors import EXIT_RUN_FAILED
+from tests.conftest import run_cli
+from tests.result_rows import row, write_run
+from tests.small_disk import fill, small_disk
+
+
+def _assert_one_line(result, message: str) -> None:
+    assert result.returncode == EXIT_RUN_FAILED, result.stderr[-2000:]
+    assert result.stderr.splitlines() == [f"nccl-bench: error: {message}"]
+
+
+def test_a_report_written_to_a_full_device_is_one_line(tmp_path):
+    run = write_run(tmp_path / "run", [row()])
+    _assert_one_line(run_cli(["report", str(run), "--format", "csv", "--output", "/dev/full"]),
+                     "no space left on /dev/full")
+
+
+@pytest.mark.parametrize("flag", ["--json", "--junit", "--markdown"])
+def test_a_comparison_export_on_a_full_disk_is_one_line_and_leaves_nothing(tmp_path, flag):
+    run = write_run(tmp_path / "run", [row()])
+    with small_disk(tmp_path / "disk", 64 * 1024) as disk:
+        fill(disk)
+        result = run_cli(["compare", str(run), str(run), flag, str(disk / "out.txt")])
+        _assert_one_line(result, f"no space left on {disk / 'out.txt'}")
+        assert sorted(p.name for p in disk.iterdir()) == ["filler"]

@@ -1,0 +1,62 @@
+"""benchmarks/gpu_smoke.sh and gpu_multi.sh in their --cpu mode: the scripts' own logic (launches,
+exit codes read from the right process, per-step limits, summary and tarball) runs on every commit.
+
+A part of each script runs here (the suite's time is short); every check they call is tested on
+passing and failing inputs in tests/unit/benchmarks/test_gpu_smoke_checks.py.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+from tests.conftest import REPO, worker_env
+
+
+def _script(name: str, out: Path, *args: str, steps: str, scale: str = "4") -> tuple[int, list[str]]:
+    env = worker_env({"PYTHON": sys.executable, "SMOKE_STEPS": steps, "SMOKE_LIMIT_SCALE": scale})
+    result = subprocess.run(["bash", str(REPO / "benchmarks" / name), *args, str(out)], capture_output=True,
+                            text=True, env=env, timeout=300, cwd=REPO)
+    summary = (out / "summary.txt").read_text().splitlines()
+    assert result.stdout.splitlines()[: len(summary)] == summary, result.stderr[-2000:]
+    return result.returncode, summary
+
+
+def _verdicts(summary: list[str]) -> dict[str, str]:
+    return {line.split(":", 1)[0].split()[1]: line.split()[0] for line in summary if line.split()[0] in
+            ("PASS", "FAIL", "SKIP")}
+
+
+def test_smoke_cpu_mode_passes_its_refusal_stall_and_torchrun_checks(tmp_path):
+    out = tmp_path / "smoke"
+    code, summary = _script("gpu_smoke.sh", out, "--cpu", steps="too_large stall_defaults torchrun_exit blocking")
+    assert code == 0, summary
+    assert _verdicts(summary) == {"gpu": "SKIP", "too_large": "PASS", "stall_defaults": "PASS", "torchrun": "PASS",
+                                  "blocking": "SKIP", "budget": "PASS"}
+    assert "SKIP blocking: needs CUDA (--cpu mode)" in summary
+    assert summary[-1] == "4 passed, 0 failed, 2 skipped (cpu mode)"  # the budget counts
+    with tarfile.open(out / "runs.tar.gz") as tar:
+        names = tar.getnames()
+    assert "runs/stall_defaults/meta.json" in names and "logs/too_large.log" in names
+
+
+def test_a_step_past_its_limit_fails_the_script(tmp_path):
+    code, summary = _script("gpu_smoke.sh", tmp_path / "slow", "--cpu", steps="stall_defaults", scale="0.1")
+    assert code == 1
+    assert "FAIL stall_defaults: killed at its limit of 3s" in summary
+    assert summary[-1] == "1 passed, 1 failed, 1 skipped (cpu mode)"  # the budget still passes
+
+
+def test_gpu_mode_without_a_gpu_fails_at_once_and_says_why(tmp_path):
+    code, summary = _script("gpu_smoke.sh", tmp_path / "nogpu", steps="")
+    assert code == 1
+    assert summary[0] == ("FAIL gpu: torch sees 0 CUDA device(s), 1 needed; nothing else can run (--cpu runs the "
+                          "steps on gloo)")
+
+
+def test_multi_cpu_mode_names_the_killed_rank(tmp_path):
+    code, summary = _script("gpu_multi.sh", tmp_path / "multi", "--cpu", steps="kill_rank1 graph")
+    assert code == 0, summary
+    assert _verdicts(summary) == {"gpu": "SKIP", "kill_rank1": "PASS", "graph": "SKIP", "budget": "PASS"}

@@ -1,0 +1,47 @@
+"""nccl_bench under a real Open MPI mpirun across simulated hosts (the `mpi` fixture: node01-node03).
+
+The command lines are the README's: MASTER_ADDR and MASTER_PORT forwarded with -x (mpirun sets
+neither); PYTHONPATH too, because ranks on other hosts get only what -x forwards and this checkout
+is not installed there. `--tag-output` output is read back by `report`.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+from conftest import REPO
+
+pytestmark = pytest.mark.integration
+
+FORWARD = ["-x", "MASTER_ADDR=node01", "-x", "MASTER_PORT=29500", "-x", f"PYTHONPATH={REPO}", "-x", "OMP_NUM_THREADS=1"]
+
+
+def test_mpirun_sweep_tagged_output_read_by_report(mpi, tmp_path, cli):
+    out = tmp_path / "run"
+    done = mpi.mpirun(["--tag-output", "-np", "4", "-H", "node01:2,node02:2", *FORWARD, sys.executable, "-m",
+                       "nccl_bench", "sweep", "--op", "all_reduce", "--sizes", "1K,64K", "--iters", "5", "-w", "1",
+                       "--out", str(out)], cwd=tmp_path, timeout=150)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "[1,0]<stdout>:# nccl_bench: backend gloo via mpirun, 4 ranks on 2 node(s)" in done.stdout
+    meta = json.loads((out / "meta.json").read_text())
+    assert (meta["launcher"], meta["world_size"], meta["hostnames"]) == ("mpirun", 4, ["node01"] * 2 + ["node02"] * 2)
+    log = tmp_path / "mpirun.out"
+    log.write_text(done.stdout)
+    report = cli(["report", str(log), "--format", "csv"], cwd=tmp_path)
+    assert report.returncode == 0, report.stderr
+    assert report.stdout == (out / "results.csv").read_text()
+
+
+def test_mpirun_doctor_names_the_host_that_never_joined(mpi, tmp_path):
+    exclude = tmp_path / "exclude.txt"
+    done = mpi.mpirun(["-np", "4", "-H", "node01:2,node02:2", *FORWARD, sys.executable, "-m", "nccl_bench", "doctor",
+                       "--size", "1M", "--tolerance", "70%", "--timeout", "60", "--expect-hosts", "node[01-03]",
+                       "--exclude-file", str(exclude), "--out", str(tmp_path / "run")], cwd=tmp_path, timeout=150)
+    assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]  # mpirun passes on the ranks' 1
+    verdict = json.loads((tmp_path / "run" / "doctor.json").read_text())
+    assert [(s["kind"], s["hosts"]) for s in verdict["suspects"]] == [("missing", ["node03"])]
+    assert [n["host"] for n in verdict["nodes"]] == ["node01", "node02"]
+    assert exclude.read_text() == "node03\n"
+    assert f"# exclude: node03 (sbatch --exclude=node03); written to {exclude}" in done.stdout

@@ -1,0 +1,73 @@
+"""`sweep --split` on simulated hosts (network namespaces on a bridge, see tests/simhosts.py).
+
+Every group measures at once and gets a row of its own; the group holding a shaped path is the
+slow one and the summary names it: one host's egress shaped under --split div:2 on four one-rank
+hosts, and one host's second interface (rail 1) shaped under --split rail on three two-rank hosts.
+Open MPI's environment variables give the layout, with MASTER_ADDR=nodea.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+from conftest import REPO, worker_env
+from simhosts import hosts_for_test, run_on_hosts
+
+from nccl_bench.results.store import read_rows
+
+pytestmark = pytest.mark.integration
+
+SHAPED_RATE = "50mbit"  # ~0.006 GB/s: far below an unshaped veth pair, even on a loaded machine
+MASTER_PORT = "29591"
+SWEEP_ARGS = ["sweep", "--op", "all_reduce", "--sizes", "1M", "--iters", "3", "-w", "1", "--timeout", "60"]
+
+
+@pytest.fixture
+def hosts():
+    yield from hosts_for_test(4)
+
+
+@pytest.fixture
+def railed_hosts():
+    """Three hosts with two ranks each, local rank i on its own interface eth<i>: two rails."""
+    yield from hosts_for_test(3, rails=2)
+
+
+def _sweep(hosts, tmp_path, split: str, ranks_per_host: int) -> tuple[list, str]:
+    """The sweep on every host's ranks; (rows of results.csv, rank 0's output)."""
+    hosts_file, out = hosts.hosts_file(tmp_path), tmp_path / "run"
+    count = len(hosts.hostnames)
+    launches = []
+    for host, local in ((h, r) for h in range(count) for r in range(ranks_per_host)):
+        env = worker_env({"GLOO_SOCKET_IFNAME": f"eth{local}", "MASTER_ADDR": hosts.hostnames[0],
+                          "MASTER_PORT": MASTER_PORT, "OMPI_COMM_WORLD_RANK": str(host * ranks_per_host + local),
+                          "OMPI_COMM_WORLD_SIZE": str(count * ranks_per_host),
+                          "OMPI_COMM_WORLD_LOCAL_RANK": str(local), "OMPI_COMM_WORLD_LOCAL_SIZE": str(ranks_per_host)})
+        argv = [sys.executable, "-m", "nccl_bench", *SWEEP_ARGS, "--split", split, "--out", str(out)]
+        launches.append((host, argv, env))
+    codes, logs = run_on_hosts(hosts, hosts_file, launches, REPO)
+    assert codes == [0] * len(launches), logs[0][-4000:]
+    return read_rows(out), logs[0]
+
+
+def _slow_group(rows, log: str, fast: str, slow: str, size: int) -> None:
+    """One row per group, each of `size` ranks on as many hosts, and `slow` well below `fast` and named."""
+    by_group = {row.group: row for row in rows}
+    assert sorted(by_group) == [fast, slow], log[-3000:]
+    assert all(row.world_size == size and row.nodes == size and row.wrong == 0 for row in rows)
+    assert by_group[slow].busbw_gbps < by_group[fast].busbw_gbps / 2, log[-3000:]
+    assert f"#   all_reduce in 1M: {slow} at" in log
+
+
+def test_the_group_holding_a_shaped_host_is_the_slow_one(hosts, tmp_path):
+    hosts.shape_host(2, SHAPED_RATE)
+    rows, log = _sweep(hosts, tmp_path, "div:2", ranks_per_host=1)
+    _slow_group(rows, log, "rank/2=0", "rank/2=1", size=2)
+    assert "--split div:2: 2 groups of 2 ranks measure at once (rank/2=0: ranks 0,1; rank/2=1: ranks 2,3)" in log
+
+
+def test_a_shaped_second_interface_makes_rail_1_the_slow_group(railed_hosts, tmp_path):
+    railed_hosts.shape_host(2, SHAPED_RATE, rail=1)  # nodec's second NIC
+    rows, log = _sweep(railed_hosts, tmp_path, "rail", ranks_per_host=2)
+    _slow_group(rows, log, "rail 0", "rail 1", size=3)

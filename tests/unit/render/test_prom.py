@@ -1,0 +1,113 @@
+"""--prom text: Prometheus' own parser reads it back; names carry base units; values are the rows' and
+doctor.json's numbers in bytes/s and seconds; label values from hosts are escaped; the file is replaced whole."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+from result_rows import MiB, row
+
+from nccl_bench.render import live
+from nccl_bench.render.prom import doctor_metrics, sweep_metrics
+
+META = {"status": "complete", "backend": "gloo", "world_size": 2, "nodes": 1,
+        "versions": {"torch": "2.13.0+cpu", "python": "3.11.7"}}
+NOW_S = 1_795_000_000.5
+
+
+def families(text: str) -> dict:
+    return {family.name: family for family in text_string_to_metric_families(text)}
+
+
+def test_sweep_rows_become_gauges_in_base_units_with_the_rows_labels():
+    rows = [row(size_bytes=MiB, time_us=100.0), row(size_bytes=4 * MiB, time_us=250.0, wrong=None)]
+    found = families(sweep_metrics(rows, META, NOW_S))
+    assert set(found) == {"nccl_bench_busbw_bytes_per_second", "nccl_bench_algbw_bytes_per_second",
+                          "nccl_bench_time_seconds", "nccl_bench_wrong_elements", "nccl_bench_run_info",
+                          "nccl_bench_run_timestamp_seconds"}
+    assert all(family.type == "gauge" and family.documentation for family in found.values())
+    busbw = found["nccl_bench_busbw_bytes_per_second"].samples
+    assert [s.value for s in busbw] == [rows[0].busbw_gbps * 1e9, rows[1].busbw_gbps * 1e9]
+    assert busbw[0].labels == {"op": "all_reduce", "placement": "in_place", "size_bytes": str(MiB), "dtype": "float",
+                               "world_size": "2", "nodes": "1", "backend": "gloo"}
+    assert [s.value for s in found["nccl_bench_time_seconds"].samples] == [100.0 * 1e-6, 250.0 * 1e-6]
+    assert [s.value for s in found["nccl_bench_wrong_elements"].samples] == [0]  # the unchecked row has none
+    (info,) = found["nccl_bench_run_info"].samples
+    assert info.value == 1 and info.labels == {
+        "command": "sweep", "status": "complete", "backend": "gloo", "world_size": "2", "nodes": "1",
+        "nccl_bench_version": "0.1.0", "torch_version": "2.13.0+cpu", "python_version": "3.11.7"}
+    (stamp,) = found["nccl_bench_run_timestamp_seconds"].samples
+    assert stamp.value == NOW_S and stamp.labels == {"command": "sweep"}
+
+
+def test_a_row_without_a_bandwidth_has_no_bandwidth_sample():
+    barrier = row(op="barrier", size_bytes=0, time_us=5.0, busbw_gbps=None, algbw_gbps=None, busbw_factor=None)
+    found = families(sweep_metrics([barrier], META, NOW_S))
+    assert "nccl_bench_busbw_bytes_per_second" not in found
+    assert [s.value for s in found["nccl_bench_time_seconds"].samples] == [5.0 * 1e-6]
+
+
+VERDICTS = {
+    "nodes": [{"host": "nodea", "intra_busbw_gbps": 180.5}, {"host": 'no"de\\b', "intra_busbw_gbps": None},
+              {"host": "nodec", "intra_busbw_gbps": 12.25}],
+    "pairs": [{"hosts": ["nodea", "nodec"], "rail": 0, "busbw_gbps": 40.0},
+              {"hosts": ["nodea", "nodec"], "rail": 1, "busbw_gbps": 3.5}],
+    "suspects": [{"kind": "rail", "hosts": ["nodec"], "rail": 1}, {"kind": "link", "hosts": ["nodea", "nodec"]}],
+}
+
+
+def test_doctor_exports_hosts_pairs_and_a_suspect_gauge_per_host_and_kind():
+    found = families(doctor_metrics(VERDICTS, {**META, "nodes": 3}, NOW_S))
+    intra = found["nccl_bench_doctor_node_busbw_bytes_per_second"].samples
+    assert [(s.labels, s.value) for s in intra] == [({"host": "nodea"}, 180.5e9), ({"host": "nodec"}, 12.25e9)]
+    pairs = found["nccl_bench_doctor_pair_busbw_bytes_per_second"].samples
+    assert [(s.labels, s.value) for s in pairs] == [({"pair": "nodea,nodec", "rail": "0"}, 40.0e9),
+                                                    ({"pair": "nodea,nodec", "rail": "1"}, 3.5e9)]
+    suspect = {(s.labels["host"], s.labels["kind"]): s.value for s in found["nccl_bench_doctor_suspect"].samples}
+    assert len(suspect) == 12 and {key for key, value in suspect.items() if value == 1} == {
+        ("nodea", "link"), ("nodec", "link"), ("nodec", "rail")}
+    assert ('no"de\\b', "node") in suspect  # a host name's quote and backslash survive the round trip
+    assert found["nccl_bench_run_info"].samples[0].labels["command"] == "doctor"
+
+
+def test_a_missing_host_has_a_suspect_gauge_though_it_has_no_node_entry():
+    missing = {"kind": "missing", "hosts": ["noded"], "rail": None}
+    found = families(doctor_metrics({**VERDICTS, "suspects": [missing]}, META, NOW_S))
+    suspect = {(s.labels["host"], s.labels["kind"]): s.value for s in found["nccl_bench_doctor_suspect"].samples}
+    assert suspect[("noded", "missing")] == 1 and suspect[("noded", "node")] == 0
+    assert [key for key, value in suspect.items() if value == 1] == [("noded", "missing")]
+
+
+def test_escaping_keeps_a_hostile_host_name_on_its_own_line():
+    text = doctor_metrics({**VERDICTS, "nodes": [{"host": 'x"}\nnccl_bench_fake 1', "intra_busbw_gbps": 1.0}]},
+                          META, NOW_S)
+    assert "nccl_bench_fake" not in families(text)
+    (sample,) = families(text)["nccl_bench_doctor_node_busbw_bytes_per_second"].samples
+    assert sample.labels == {"host": 'x"}\nnccl_bench_fake 1'}
+
+
+def test_the_file_is_replaced_by_a_rename_and_no_temporary_file_is_left(tmp_path, monkeypatch):
+    path = tmp_path / "nccl_bench.prom"
+    path.write_text("old\n")
+    renames = []
+    real_replace = os.replace
+    monkeypatch.setattr(live.os, "replace", lambda src, dst: (renames.append((src, dst)), real_replace(src, dst)))
+    live.write_replacing(path, "new\n")
+    assert path.read_text() == "new\n" and list(tmp_path.iterdir()) == [path]
+    ((source, target),) = renames
+    assert target == path and source.parent == path.parent and not source.name.endswith(".prom")
+
+
+def test_a_failed_write_leaves_the_old_file_and_no_temporary(tmp_path, monkeypatch):
+    path = tmp_path / "nccl_bench.prom"
+    path.write_text("old\n")
+
+    def refuse(src, dst):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(live.os, "replace", refuse)
+    with pytest.raises(OSError):
+        live.write_replacing(path, "new\n")
+    assert path.read_text() == "old\n" and list(tmp_path.iterdir()) == [path]
