@@ -76,13 +76,12 @@ def _write_prom(path: Path, report) -> None:
     import time
 
     from nccl_bench.cli import core
-    from nccl_bench.render.live import write_replacing
     from nccl_bench.render.prom import doctor_metrics
-    from nccl_bench.results.store import read_meta
+    from nccl_bench.results.store import read_meta, replace_whole
 
     meta = (read_meta(report.run_dir) if report.run_dir is not None else None) or {}
     try:
-        write_replacing(path, doctor_metrics(core.doctor.report_json(report), meta, time.time()))
+        replace_whole(path, doctor_metrics(core.doctor.report_json(report), meta, time.time()))
     except OSError as exc:
         messages.fail(f"{_OPTION['prom'].name}: cannot write {path}: {exc.strerror} (the results on disk are kept)",
                       EXIT_RUN_FAILED)

@@ -89,6 +89,7 @@ def _stream(paths: list[Path], chosen, fmt: str, output_path: Optional[Path], hi
 
     from nccl_bench.render import live
     from nccl_bench.results import loader
+    from nccl_bench.results.store import write_text_file
 
     inputs = [loader.stream_rows(path, hints=hints) for path in paths]  # each opened, its first row read
     streamed = chosen.stream
@@ -102,19 +103,8 @@ def _stream(paths: list[Path], chosen, fmt: str, output_path: Optional[Path], hi
     if output_path is None:
         live.write_stream(pieces)
         return
-    _write_whole(output_path, pieces)
+    write_text_file(output_path, pieces)
     typer.echo(f"wrote {fmt} to {output_path}", err=True)
-
-
-def _write_whole(path: Path, pieces) -> None:
-    """Text written beside `path` as it is made and renamed into place when complete: never a half file."""
-    partial = path.with_name(f".{path.name}.partial")
-    try:
-        with open(partial, "w", encoding="utf-8") as handle:
-            handle.writelines(pieces)
-        partial.replace(path)
-    finally:
-        partial.unlink(missing_ok=True)
 
 
 def _two_pass(paths: list[Path], two_pass, fmt: str, output_path: Optional[Path], hints) -> None:
@@ -123,6 +113,7 @@ def _two_pass(paths: list[Path], two_pass, fmt: str, output_path: Optional[Path]
 
     from nccl_bench.render import live
     from nccl_bench.results import loader
+    from nccl_bench.results.store import write_text_file
 
     readers = [_reader(path, hints) for path in paths]
     labels = loader.run_labels(paths)
@@ -134,7 +125,7 @@ def _two_pass(paths: list[Path], two_pass, fmt: str, output_path: Optional[Path]
     if output_path is None:
         live.print_lines_at_width(lines)
         return
-    _write_whole(output_path, (line.plain + "\n" for line in lines(None)))
+    write_text_file(output_path, (line.plain + "\n" for line in lines(None)))
     typer.echo(f"wrote {fmt} to {output_path}", err=True)
 
 

@@ -170,12 +170,11 @@ def _write_prom(path: Path, rows, run_dir: Path) -> None:
     """--prom from the rows results.csv holds and the final meta.json, written by rank 0."""
     import time
 
-    from nccl_bench.render.live import write_replacing
     from nccl_bench.render.prom import sweep_metrics
-    from nccl_bench.results.store import read_meta
+    from nccl_bench.results.store import read_meta, replace_whole
 
     try:
-        write_replacing(path, sweep_metrics(rows, read_meta(run_dir) or {}, time.time()))
+        replace_whole(path, sweep_metrics(rows, read_meta(run_dir) or {}, time.time()))
     except OSError as exc:
         messages.fail(f"{_OPTION['prom'].name}: cannot write {path}: {exc.strerror} (the results on disk are kept)",
                       EXIT_RUN_FAILED)

@@ -8,7 +8,6 @@ imports this module.
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable, Sequence
@@ -167,22 +166,6 @@ def _sweep_plot(summary) -> tuple[Path | None, str | None]:
         return write_sweep_plot(summary.rows, summary.run_dir, peak_gbps=summary.peak_gbps), None
     except Exception as exc:  # a broken font cache or backend must not cost the measured rows
         return None, f"{SWEEP_PLOT} not written: {first_line(exc)}"
-
-
-def write_replacing(path: Path, text: str) -> None:
-    """path holds the old text or the new, never half of one (node_exporter's textfile way): the text goes
-    to a hidden file in the same folder, whose name does not end in .prom so the collector skips it, is
-    synced, then renamed over path."""
-    path = Path(path)
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        with open(temporary, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temporary, path)
-    finally:
-        temporary.unlink(missing_ok=True)
 
 
 class DoctorReporter:

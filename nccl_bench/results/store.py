@@ -123,29 +123,45 @@ def _non_finite_at(value: Any, where: str = "$") -> str | None:
     return None
 
 
-def write_meta(run_dir: Path, meta: dict[str, Any]) -> None:
-    """Atomic rewrite (temp file + rename) so meta.json is never half-written, strict JSON; WriteFailedError when
-    it cannot be written."""
-    path = Path(run_dir) / META_JSON
-    tmp = path.with_suffix(".json.tmp")
-    text = strict_json(meta, indent=2, sort_keys=True, default=str)
+def replace_whole(path: Path, pieces: str | Iterable[str]) -> None:
+    """Write `pieces` so that `path` holds the old text or the new, never half of one: into a hidden file
+    beside it (its name does not end as path's does, so a collector watching *.prom skips it), synced,
+    then renamed over path. A path that exists and is no regular file (/dev/stdout, a pipe) is written
+    directly. OSError as the system raised it; no temporary file is left."""
+    path = Path(path)
+    pieces = [pieces] if isinstance(pieces, str) else pieces
+    if path.exists() and not path.is_file():
+        with open(path, "w", encoding="utf-8") as handle:
+            handle.writelines(pieces)
+        return
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        with open(tmp, "w", encoding="utf-8") as handle:
-            handle.write(text + "\n")
+        with open(temporary, "w", encoding="utf-8") as handle:
+            handle.writelines(pieces)
             handle.flush()
             os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except OSError as exc:
+        os.replace(temporary, path)
+    finally:
         with contextlib.suppress(OSError):
-            tmp.unlink()  # the meta.json before stays as it was
+            temporary.unlink()
+
+
+def write_meta(run_dir: Path, meta: dict[str, Any]) -> None:
+    """meta.json rewritten whole (replace_whole), strict JSON; WriteFailedError when it cannot be written
+    (the meta.json before stays as it was)."""
+    path = Path(run_dir) / META_JSON
+    text = strict_json(meta, indent=2, sort_keys=True, default=str)
+    try:
+        replace_whole(path, text + "\n")
+    except OSError as exc:
         raise WriteFailedError(path, exc) from None
 
 
-def write_text_file(path: Path, text: str) -> None:
-    """A file the user asked for (an export, a report): written whole, or removed again and
-    WriteFailedError naming it."""
+def write_text_file(path: Path, pieces: str | Iterable[str]) -> None:
+    """A file the user asked for (an export, a report): written whole (replace_whole), or WriteFailedError
+    naming it."""
     try:
-        Path(path).write_text(text, encoding="utf-8")
+        replace_whole(path, pieces)
     except OSError as exc:
         raise_write_failed(path, exc)
 

@@ -201,3 +201,19 @@ def test_a_repeated_header_line_is_named_as_such(tmp_path):
     (tmp_path / "results.csv").write_text(text + text)
     with pytest.raises(UserInputError, match=r"line 3 repeats the header line \(files joined\?\); keep one header"):
         read_rows(tmp_path)
+
+
+def test_a_device_given_as_the_output_is_written_in_place_never_replaced():
+    """`--output /dev/full` (or /dev/null): the write goes to the device; a rename would put a regular
+    file where the device node was, for every process on the host."""
+    import os
+    import stat
+
+    from nccl_bench.errors import WriteFailedError
+    from nccl_bench.results.store import replace_whole, write_text_file
+
+    replace_whole(Path("/dev/null"), "x\n")
+    with pytest.raises(WriteFailedError, match="no space left on /dev/full"):
+        write_text_file(Path("/dev/full"), "x" * 100_000)
+    for device in ("/dev/null", "/dev/full"):
+        assert stat.S_ISCHR(os.stat(device).st_mode), device
