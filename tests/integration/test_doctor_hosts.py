@@ -26,6 +26,8 @@ from conftest import REPO, worker_env
 from prometheus_client.parser import text_string_to_metric_families
 from simhosts import hosts_for_test, run_on_hosts
 
+from nccl_bench.render.prom import SUSPECT_KINDS
+
 HOSTS = 4
 SHAPED_RATE = "200mbit"
 RDZV_PORT = 29581
@@ -89,7 +91,7 @@ def _check_prom(text: str, verdict: dict) -> None:
     assert intra == {n["host"]: n["intra_busbw_gbps"] * 1e9 for n in verdict["nodes"] if n["intra_busbw_gbps"]}
     flagged = {(s.labels["host"], s.labels["kind"]) for s in metrics["nccl_bench_doctor_suspect"] if s.value == 1}
     assert flagged == {(host, s["kind"]) for s in verdict["suspects"] for host in s["hosts"]}
-    assert len(metrics["nccl_bench_doctor_suspect"]) == 3 * len(verdict["nodes"])
+    assert len(metrics["nccl_bench_doctor_suspect"]) == len(SUSPECT_KINDS) * len(verdict["nodes"])
 
 
 def _named(verdict: dict) -> list[tuple[str, list[str]]]:
