@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 from nccl_bench.errors import UserInputError
+from nccl_bench.results.nccltests_names import op_in, op_of_file_name
 from nccl_bench.results.schema import (
     PLACEMENT_IN,
     PLACEMENT_OUT,
@@ -48,7 +49,6 @@ DTYPE_TO_TYPE = {dtype: name for name, dtype in TYPE_TO_DTYPE.items()}
 NCCL_TESTS_AGG = "avg"
 NCCL_TESTS_BACKEND = "nccl"
 
-_BINARY_PATTERN = re.compile(r"(?:^|[/\s:])([a-z][a-z_]*?)_perf(?:_mpi)?(?![A-Za-z0-9])")
 # nccl_bench's export leaves out the Pid (and the host when the input did not record one).
 _RANK_PATTERN = re.compile(r"#\s*Rank\s+(\d+)\s+(?:Group\s+\d+\s+)?(?:Pid\s+\d+\s+)?(?:on\s+(\S+)\s+)?device")
 _ITERS_PATTERN = re.compile(r"(?<!warmup )(?<!agg )iters:\s*(\d+)")
@@ -80,40 +80,6 @@ _PRINTED_HALF_STEP = 0.005
 _TIME_NAMES = ("time", "cputime")
 # A blank out-of-place half is 32-33 spaces wide; two columns are never more than ~14 apart.
 _HALF_GAP = 20
-
-
-# A file name names the op anywhere in it, as people write it: the binary (run3_all_reduce_perf.log)
-# or the op with its words joined by nothing, '-' or '_' in any case (allreduce_16nodes.txt,
-# sendrecv_8xa100.log, reducescatter-dgx2.txt). Only known names count, not inside a longer word,
-# longest first so reduce_scatter is not read as scatter, nor alltoallv as alltoall.
-def _joined(name: str) -> str:
-    return name.replace("_", "")
-
-
-_NAMED_OPS: dict[str, str] = {
-    _joined(name): op for op, units in bandwidth.OPS.items() for name in (op, units.binary)
-}
-_FILE_OP_PATTERN = re.compile(
-    r"(?<![a-z])("
-    + "|".join(
-        "[-_]?".join(re.escape(part) for part in name.split("_"))
-        for name in sorted({n for op, u in bandwidth.OPS.items() for n in (op, u.binary)},
-                           key=lambda n: len(_joined(n)), reverse=True)
-    )
-    + r")(?![a-z])",
-    re.IGNORECASE,
-)
-
-
-def op_of_file_name(name: str) -> str | None:
-    """The op a log's file name names (allreduce_16nodes.txt -> all_reduce), or None."""
-    found = _FILE_OP_PATTERN.search(name)
-    return None if found is None else _NAMED_OPS[re.sub("[-_]", "", found.group(1)).lower()]
-
-
-def op_in(text: str) -> str | None:
-    match = _BINARY_PATTERN.search(text)
-    return bandwidth.op_of_binary(match.group(1)) if match else None
 
 
 class _Block:

@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from nccl_bench.errors import UserInputError
-from nccl_bench.results.nccltests import infer_world_size, make_row, op_in
+from nccl_bench.results.nccltests import infer_world_size, make_row
+from nccl_bench.results.nccltests_names import op_in
 from nccl_bench.results.schema import PLACEMENT_IN, PLACEMENT_OUT, ResultRow
 
 UNKNOWN_OP = "unknown"  # neither the command line nor the file name names a binary

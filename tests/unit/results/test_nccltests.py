@@ -8,7 +8,7 @@ import pytest
 from result_rows import row_at
 
 from nccl_bench.errors import UserInputError
-from nccl_bench.results import nccltests
+from nccl_bench.results import nccltests, nccltests_names
 from nccl_bench.results.loader import LogHints, load_rows
 from nccl_bench.results.schema import PLACEMENT_IN, PLACEMENT_OUT
 from nccl_bench.results.store import ResultsWarning
@@ -225,7 +225,7 @@ def test_the_op_is_read_from_file_names_as_people_write_them(file_name, op):
 
 @pytest.mark.parametrize("file_name", ["gathered_stats.txt", "prescatter.log", "run.log"])
 def test_an_op_name_inside_a_longer_word_names_nothing(file_name):
-    assert nccltests.op_of_file_name(file_name) is None
+    assert nccltests_names.op_of_file_name(file_name) is None
 
 
 def test_the_log_s_own_op_name_wins_over_the_file_name():
