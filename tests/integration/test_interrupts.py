@@ -53,6 +53,17 @@ def _wait_for(condition, proc: subprocess.Popen, limit_s: float = 120) -> None:
     pytest.fail(f"the condition never held (exit {proc.poll()})")
 
 
+def _interrupt_after_rows(proc: subprocess.Popen, out: Path, rows: int, send) -> int:
+    """Once results.csv holds `rows` rows, send() the interrupt; the command's exit code (killed if it hangs)."""
+    try:
+        _wait_for(lambda: _rows_on_disk(out) >= rows, proc)
+        send()
+        return proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+
+
 def _errors(logs: Path) -> list[str]:
     text = (logs / "stderr.txt").read_text()
     assert "Traceback" not in text and "frame #" not in text, text[-3000:]
@@ -64,16 +75,10 @@ def test_an_interrupted_sweep_says_one_line_and_keeps_its_rows(tmp_path, how):
     out = tmp_path / "run"
     proc = _start([*SWEEP, "--out", str(out)], tmp_path)
     name = how.split()[0] if how.startswith("SIG") else "SIGINT"
-    try:
-        _wait_for(lambda: _rows_on_disk(out) >= 2, proc)
-        if how.startswith("SIG"):
-            os.kill(proc.pid, getattr(signal, name))
-        else:
-            os.killpg(proc.pid, signal.SIGINT)
-        code = proc.wait(timeout=60)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
+    if how.startswith("SIG"):
+        code = _interrupt_after_rows(proc, out, 2, lambda: os.kill(proc.pid, getattr(signal, name)))
+    else:
+        code = _interrupt_after_rows(proc, out, 2, lambda: os.killpg(proc.pid, signal.SIGINT))
     rows = read_rows(out)
     assert code == 130
     assert _errors(tmp_path) == [
@@ -150,13 +155,7 @@ def test_an_endless_cycles_run_interrupted_keeps_every_finished_cycle_s_rows(tmp
     out = tmp_path / "run"
     proc = _start(["sweep", "--workers", "2", "--op", "all_reduce", "--sizes", "1K", "--iters", "2", "--warmup", "0",
                    "--cycles", "0", "--out", str(out)], tmp_path)
-    try:
-        _wait_for(lambda: _rows_on_disk(out) >= 3, proc)
-        os.killpg(proc.pid, signal.SIGINT)
-        code = proc.wait(timeout=60)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
+    code = _interrupt_after_rows(proc, out, 3, lambda: os.killpg(proc.pid, signal.SIGINT))
     rows = read_rows(out)
     assert code == 130 and read_meta(out)["status"] == "interrupted"
     assert [r.cycle for r in rows] == list(range(1, len(rows) + 1)) and len(rows) >= 3
