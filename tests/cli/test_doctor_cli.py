@@ -8,8 +8,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO, worker_env
 from prometheus_client.parser import text_string_to_metric_families
+
+from tests.conftest import REPO, worker_env
 
 ERROR = "nccl-bench: error: "
 

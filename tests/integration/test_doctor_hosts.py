@@ -22,11 +22,11 @@ import sys
 import time
 
 import pytest
-from conftest import REPO, worker_env
 from prometheus_client.parser import text_string_to_metric_families
 from simhosts import hosts_for_test, run_on_hosts
 
 from nccl_bench.render.prom import SUSPECT_KINDS
+from tests.conftest import REPO, worker_env
 
 HOSTS = 4
 SHAPED_RATE = "200mbit"

@@ -23,10 +23,10 @@ from pathlib import Path
 
 import pytest
 import typer
-from conftest import REPO, layout_tag, worker_env
 
 from nccl_bench.cli.entry import app
 from nccl_bench.options import DOCTOR_OPTIONS, SWEEP_OPTIONS
+from tests.conftest import REPO, layout_tag, worker_env
 
 yaml = pytest.importorskip("yaml", reason="PyYAML is not installed (pip install -e '.[test]' installs it)")
 

@@ -17,7 +17,8 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import REPO
+
+from tests.conftest import REPO
 
 pytestmark = pytest.mark.integration
 

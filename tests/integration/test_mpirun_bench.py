@@ -11,7 +11,8 @@ import json
 import sys
 
 import pytest
-from conftest import REPO
+
+from tests.conftest import REPO
 
 pytestmark = pytest.mark.integration
 

@@ -17,7 +17,8 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from conftest import REPO
+
+from tests.conftest import REPO
 
 pytestmark = pytest.mark.integration
 
@@ -267,7 +268,7 @@ def test_a_task_imports_torch_from_the_projects_venv(slurm):
 @pytest.fixture
 def slurm3(tmp_path_factory):
     """A cluster of its own (node01-node03, all started) for a test that breaks a host."""
-    from conftest import start_slurm
+    from tests.conftest import start_slurm
 
     yield from start_slurm(tmp_path_factory, 3)
 

@@ -13,7 +13,8 @@ import sys
 import time
 
 import pytest
-from conftest import REPO, worker_env
+
+from tests.conftest import REPO, worker_env
 
 pytestmark = pytest.mark.integration
 

@@ -11,10 +11,10 @@ from __future__ import annotations
 import sys
 
 import pytest
-from conftest import REPO, worker_env
 from simhosts import hosts_for_test, run_on_hosts
 
 from nccl_bench.results.store import read_rows
+from tests.conftest import REPO, worker_env
 
 pytestmark = pytest.mark.integration
 
