@@ -12,7 +12,7 @@ from nccl_bench.ranks import (
     plan,  # the sweep's planning: Plan, plan_run, preflight
     sweep,  # execute, SilentObserver
 )
-from nccl_bench.ranks.faults import Interrupted, hold_signals, signals_raise_interrupted
+from nccl_bench.ranks.faults import Interrupted, hold_signals, interrupts_unwrapped, signals_raise_interrupted
 from nccl_bench.ranks.launch import LOCAL_WORKER_ENV, default_workers, run_local_workers, shared_cores_note
 from nccl_bench.ranks.layout import detect_launch
 from nccl_bench.results import baselines  # prepare_baselines, save_baseline
@@ -20,5 +20,6 @@ from nccl_bench.results.loader import read_run
 
 __all__ = [
     "LOCAL_WORKER_ENV", "Interrupted", "baselines", "compare", "default_workers", "detect_launch", "doctor",
-    "hold_signals", "plan", "read_run", "run_local_workers", "shared_cores_note", "signals_raise_interrupted", "sweep",
+    "hold_signals", "interrupts_unwrapped", "plan", "read_run", "run_local_workers", "shared_cores_note",
+    "signals_raise_interrupted", "sweep",
 ]

@@ -45,13 +45,14 @@ def _run(what: str, workers: int, why: Optional[str], args: list[str], out: Opti
     # From the folder on, a signal is an Interrupted here too (torch's agent installs its own while it runs).
     with core.signals_raise_interrupted():
         try:
-            run_dir = prepare_run_dir(target, OUT.name if out is not None else RESULTS_ROOT.name)
-            if out is None:
-                args = [*args, OUT.name, str(run_dir)]
-            if why is not None:
-                messages.say(f"no launcher found; starting {why} (use {WORKERS.name} N to choose)")
-            messages.notes(notes)
-            core.run_local_workers(workers, args)
+            with core.interrupts_unwrapped():  # this block's own handlers come before the outer unwrapping
+                run_dir = prepare_run_dir(target, OUT.name if out is not None else RESULTS_ROOT.name)
+                if out is None:
+                    args = [*args, OUT.name, str(run_dir)]
+                if why is not None:
+                    messages.say(f"no launcher found; starting {why} (use {WORKERS.name} N to choose)")
+                messages.notes(notes)
+                core.run_local_workers(workers, args)
         except core.Interrupted as exc:
             core.hold_signals()  # a second Ctrl-C must not cut this report short
             meta = read_meta(target)

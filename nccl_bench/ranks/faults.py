@@ -64,10 +64,44 @@ def signals_raise_interrupted() -> Iterator[None]:
         except ValueError:  # not the main thread
             pass
     try:
-        yield
+        with interrupts_unwrapped():
+            yield
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
+
+
+@contextlib.contextmanager
+def interrupts_unwrapped() -> Iterator[None]:
+    """An Interrupted comes out of the block as itself, even when the code it hit wrapped it.
+
+    A signal lands at any bytecode, and some code turns what it raises into another exception: Python
+    3.11 turns an error inside a class body's ``__set_name__`` into a RuntimeError whose cause is the
+    error, and importing torch's elastic agent runs such class bodies. Without this a Ctrl-C in that
+    moment would be reported as a failure with a traceback instead of an interrupt.
+    """
+    try:
+        yield
+    except BaseException as exc:
+        cause = interrupted_cause(exc)
+        if cause is None or cause is exc:
+            raise
+        raise cause from None
+
+
+def interrupted_cause(exc: BaseException) -> "Interrupted | None":
+    """The Interrupted that `exc` is or was raised from (its __cause__ chain); else None.
+
+    Only causes count: an exception raised while handling an Interrupted (its __context__), such as
+    the SystemExit that reports it, is what the handler chose to raise.
+    """
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, Interrupted):
+            return exc
+        seen.add(id(exc))
+        exc = exc.__cause__
+    return None
 
 
 @contextlib.contextmanager

@@ -80,7 +80,7 @@ def test_an_interrupted_sweep_says_one_line_and_keeps_its_rows(tmp_path, how):
     else:
         code = _interrupt_after_rows(proc, out, 2, lambda: os.killpg(proc.pid, signal.SIGINT))
     rows = read_rows(out)
-    assert code == 130
+    assert code == 130, (tmp_path / "stderr.txt").read_text()[-3000:]
     assert _errors(tmp_path) == [
         f"{ERROR}interrupted by {name}; the {len(rows)} row(s) measured so far are kept in {out}"
     ]
@@ -100,7 +100,7 @@ def test_an_interrupted_doctor_says_one_line_too(tmp_path):
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
-    assert code == 130
+    assert code == 130, (tmp_path / "stderr.txt").read_text()[-3000:]
     assert _errors(tmp_path) == [f"{ERROR}interrupted by SIGINT; what was measured so far is kept in {out}"]
     assert read_meta(out)["status"] == "interrupted"
 
@@ -115,7 +115,7 @@ def test_an_interrupt_before_the_sweep_began_leaves_no_folder(tmp_path):
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
-    assert code == 130
+    assert code == 130, (tmp_path / "stderr.txt").read_text()[-3000:]
     errors = _errors(tmp_path)
     if out.exists():  # the ranks were quicker than the signal: then the rows are kept instead
         assert errors == [
