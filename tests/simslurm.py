@@ -35,6 +35,9 @@ DAEMONS = ("munged", "slurmctld", "slurmd", "slurmstepd")
 CLIENTS = ("srun", "sbatch", "scancel", "squeue", "sinfo", "scontrol")
 INSTALL_HINT = "apt-get install -y slurm-wlm munge (scripts/dev.sh test does it where root and apt-get are)"
 PARTITION = "sim"
+# Job states after which nothing of the job runs (COMPLETING is not one: its epilog may still run).
+JOB_ENDED = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED", "BOOT_FAIL",
+             "DEADLINE")
 
 
 def why_no_slurm() -> str | None:
@@ -137,6 +140,23 @@ class SlurmCluster:
                 logs = "\n".join(f"--- {h}'s slurmd:\n{_tail(self.log(h))}" for h in late)
                 raise SlurmError(f"nodes not {'/'.join(states)} after {timeout:.0f}s: {late}\n"
                                  f"--- slurmctld:\n{_tail(self.log('slurmctld'))}\n{logs}")
+            time.sleep(0.3)
+
+    def wait_job_exit(self, job_id: str, timeout: float = 150) -> int:
+        """The job's exit code once it has ended (scontrol's ExitCode), polled every 0.3 s.
+
+        `sbatch --wait` would say the same, but it polls after 2, 8 and then 32 s (while the sleep is
+        below MinJobAge / 2), so a 10-second job holds it for 42 s."""
+        deadline = time.monotonic() + timeout
+        while True:
+            done = self.run(["scontrol", "show", "job", "--oneliner", job_id], timeout=15)
+            fields = dict(item.partition("=")[::2] for item in done.stdout.split())
+            if fields.get("JobState") in JOB_ENDED:
+                code, _, signal_number = fields["ExitCode"].partition(":")
+                return int(code) if int(signal_number) == 0 else 128 + int(signal_number)
+            if time.monotonic() > deadline:
+                raise SlurmError(f"job {job_id} not ended after {timeout:.0f}s: {done.stdout.strip()} "
+                                 f"{done.stderr.strip()}")
             time.sleep(0.3)
 
     def wait_job_gone(self, job_id: str, timeout: float = 30) -> None:

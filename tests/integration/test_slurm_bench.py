@@ -27,10 +27,11 @@ def _env() -> dict[str, str]:
 
 
 def _sbatch(slurm, script: str, args: list[str], cwd, layout: list[str] = LAYOUT, timeout: float = 150):
-    done = slurm.run(["sbatch", "--wait", "--parsable", *layout, str(REPO / "deploy" / "slurm" / script), *args],
-                     env=_env(), cwd=cwd, timeout=timeout)
+    done = slurm.run(["sbatch", "--parsable", *layout, str(REPO / "deploy" / "slurm" / script), *args],
+                     env=_env(), cwd=cwd)
+    assert done.returncode == 0, done.stderr
     job = done.stdout.strip().split(";")[0]
-    return done.returncode, job
+    return slurm.wait_job_exit(job, timeout), job
 
 
 def _output(cwd, pattern: str) -> str:
