@@ -29,17 +29,18 @@ def _verdicts(summary: list[str]) -> dict[str, str]:
             ("PASS", "FAIL", "SKIP")}
 
 
-def test_smoke_cpu_mode_passes_its_refusal_stall_and_torchrun_checks(tmp_path):
+def test_smoke_cpu_mode_passes_its_refusal_run_and_torchrun_checks(tmp_path):
+    """The stall steps wait out their --timeout; test_a_step_past_its_limit_fails_the_script starts one."""
     out = tmp_path / "smoke"
-    code, summary = _script("gpu_smoke.sh", out, "--cpu", steps="too_large stall_defaults torchrun_exit blocking")
+    code, summary = _script("gpu_smoke.sh", out, "--cpu", steps="too_large meta_env torchrun_exit blocking")
     assert code == 0, summary
-    assert _verdicts(summary) == {"gpu": "SKIP", "too_large": "PASS", "stall_defaults": "PASS", "torchrun": "PASS",
+    assert _verdicts(summary) == {"gpu": "SKIP", "too_large": "PASS", "meta_env": "PASS", "torchrun": "PASS",
                                   "blocking": "SKIP", "budget": "PASS"}
     assert "SKIP blocking: needs CUDA (--cpu mode)" in summary
     assert summary[-1] == "4 passed, 0 failed, 2 skipped (cpu mode)"  # the budget counts
     with tarfile.open(out / "runs.tar.gz") as tar:
         names = tar.getnames()
-    assert "runs/stall_defaults/meta.json" in names and "logs/too_large.log" in names
+    assert "runs/meta_env/meta.json" in names and "logs/too_large.log" in names
 
 
 def test_a_step_past_its_limit_fails_the_script(tmp_path):
