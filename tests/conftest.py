@@ -54,6 +54,21 @@ def cli():
     return run_cli
 
 
+# One real two-rank sweep that several modules only read (tables, reports, plots, exports): run once.
+SHARED_SWEEP = ["sweep", "--workers", "2", "--op", "all_reduce,all_gather", "--sizes", "1K,64K,2M", "--iters", "3",
+                "-w", "1", "--peak", "20"]
+
+
+@pytest.fixture(scope="session")
+def shared_sweep(tmp_path_factory) -> tuple[Path, str]:
+    """(run folder, what the sweep printed with its stdout piped at COLUMNS=80) of SHARED_SWEEP.
+    Tests must not change the folder: copy it first."""
+    run_dir = tmp_path_factory.mktemp("shared") / "run"
+    done = run_cli([*SHARED_SWEEP, "--out", str(run_dir)], env={"COLUMNS": "80"})
+    assert done.returncode == 0, done.stderr[-2000:]
+    return run_dir, done.stdout
+
+
 def child_pids(pid: int) -> list[int]:
     """The direct children of a process (a launcher's workers)."""
     try:

@@ -19,12 +19,11 @@ from pathlib import Path
 import pytest
 
 from nccl_bench.render.tables import RESULT_COLUMNS
-from tests.conftest import REPO, run_cli, worker_env
+from tests.conftest import REPO, SHARED_SWEEP, run_cli, worker_env
 
 pytestmark = pytest.mark.integration
 
-SWEEP = ["sweep", "--workers", "2", "--op", "all_reduce,all_gather", "--sizes", "1K,64K,1M", "--iters", "3", "-w", "1",
-         "--peak", "20"]
+SWEEP = SHARED_SWEEP  # the sweep piped_run ran
 WIDTHS = (80, 120, 200)
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
@@ -98,12 +97,10 @@ def assert_aligned(names: str, units: str, rows: list[str]) -> list[str]:
     return shown
 
 
-@pytest.fixture(scope="module")
-def piped_run(tmp_path_factory) -> tuple[Path, str]:
-    run_dir = tmp_path_factory.mktemp("widths") / "run"
-    done = run_cli([*SWEEP, "--out", str(run_dir)], env={"COLUMNS": "80"})
-    assert done.returncode == 0, done.stderr[-2000:]
-    return run_dir, done.stdout
+@pytest.fixture
+def piped_run(shared_sweep) -> tuple[Path, str]:
+    """A two-rank sweep of SWEEP's ops at three sizes, its stdout piped at COLUMNS=80 (tests/conftest.py)."""
+    return shared_sweep
 
 
 def test_piped_sweep_prints_every_column_aligned_and_its_rows_are_what_report_prints(piped_run):
@@ -157,4 +154,4 @@ def test_other_tables_fit_80_columns_without_cutting(piped_run, command):
     if command == ["ops"]:
         assert "reduce_scatter" in screen and "2(n-1)/n" in screen
     if command[0] == "compare":
-        assert "1,048,576" in screen and "verdict" in screen
+        assert "2,097,152" in screen and "verdict" in screen  # the largest size, whole

@@ -1,4 +1,4 @@
-"""report/plot over a real 2-rank gloo sweep (torchrun), and nccl-tests export of that run."""
+"""report/plot over a real 2-rank gloo sweep, and nccl-tests export of that run."""
 
 from __future__ import annotations
 
@@ -13,17 +13,15 @@ from png_files import png_size
 from nccl_bench.render import live, plots
 from nccl_bench.results.loader import load_rows
 from nccl_bench.results.store import read_rows
-from tests.conftest import run_cli, run_torchrun
+from tests.conftest import run_cli
 
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture(scope="module")
-def gloo_run(tmp_path_factory) -> Path:
-    run_dir = tmp_path_factory.mktemp("report") / "run"
-    done = run_torchrun(2, ["sweep", "--op", "all_reduce,all_gather", "--sizes", "1K,64K,2M", "--out", str(run_dir)])
-    assert done.returncode == 0, done.stderr[-2000:]
-    return run_dir
+@pytest.fixture
+def gloo_run(shared_sweep) -> Path:
+    """A two-rank all_reduce,all_gather sweep at 1K, 64K and 2M (tests/conftest.py SHARED_SWEEP); read only."""
+    return shared_sweep[0]
 
 
 def test_report_plot_of_a_real_run(gloo_run, tmp_path):

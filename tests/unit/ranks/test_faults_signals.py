@@ -59,3 +59,12 @@ def test_an_exit_chosen_while_handling_an_interrupt_stays_that_exit():
             except faults.Interrupted:
                 raise SystemExit(130)  # noqa: B904 - the context, not the cause, is what is tested
     assert caught.value.code == 130
+
+
+@pytest.mark.parametrize("signum", faults.STOP_SIGNALS, ids=lambda signum: signal.Signals(signum).name)
+def test_every_stop_signal_is_an_interrupt_named_after_it(signum):
+    with pytest.raises(faults.Interrupted, match=signal.Signals(signum).name):
+        with faults.signals_raise_interrupted():
+            os.kill(os.getpid(), signum)
+            time.sleep(5)  # the handler raises before this ends
+    assert signal.getsignal(signum) is not faults._on_signal  # the handlers before the block are back
