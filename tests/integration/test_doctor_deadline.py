@@ -22,7 +22,7 @@ from tests.conftest import child_pids, rank_of, worker_env
 
 pytestmark = pytest.mark.integration
 
-TIMEOUT_S = 10.0
+TIMEOUT_S = 5.0
 # Enough samples that the doctor is still measuring when rank 1 is stopped.
 DOCTOR = ["doctor", "--workers", "2", "--phase", "nodes", "--size", "64K", "--iters", "200", "--samples", "1000",
           "--timeout", f"{TIMEOUT_S:g}"]
