@@ -2,7 +2,9 @@
 nothing on stdout, no traceback, and no worker or process group started.
 
 Each case here is one row of the README table "Bad input and what it says". The command runs as
-`python -m nccl_bench ...` in a fresh process, exactly as a user would see it.
+`python -m nccl_bench ...` in a process of its own (exit code, stdout and stderr as a user sees
+them), forked from one that has already imported torch (tests/forked_cli.py); the --help cases and
+one refusal that imports torch start a fresh interpreter.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from nccl_bench.ranks.collectives import OP_NAMES
 from nccl_bench.results.schema import COLUMNS
 from nccl_bench.results.store import write_meta
 from tests.conftest import worker_env
+from tests.forked_cli import run_forked
 from tests.result_rows import row, write_run
 from tests.small_disk import small_disk
 
@@ -38,6 +41,13 @@ def _bounded() -> None:
 
 
 def _run(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """The command in a process of its own, forked from one that has imported torch (tests/forked_cli.py)."""
+    return run_forked(list(args), cwd=tmp_path, env=worker_env({"COLUMNS": "200", **(env or {})}),
+                      address_space=ADDRESS_SPACE_LIMIT)
+
+
+def _run_fresh(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """The command in a fresh interpreter, imports and all, exactly as a user starts it."""
     return subprocess.run(
         [sys.executable, "-m", "nccl_bench", *args], cwd=tmp_path, capture_output=True, text=True, timeout=120,
         env=worker_env({"COLUMNS": "200", **(env or {})}), preexec_fn=_bounded,
@@ -340,7 +350,8 @@ def test_nccl_backend_without_gpu(files):
 
     if torch.cuda.is_available():
         pytest.skip("this host has a CUDA GPU, so --backend nccl is valid here")
-    message = _one_error_line(_run(files, "sweep", "--backend", "nccl", "--workers", "2", "--sizes", "1K"))
+    # a fresh interpreter: one refusal that imports torch, seen exactly as a user starts it
+    message = _one_error_line(_run_fresh(files, "sweep", "--backend", "nccl", "--workers", "2", "--sizes", "1K"))
     assert message == "--backend: nccl needs CUDA GPUs, and none is available here; use gloo"
 
 

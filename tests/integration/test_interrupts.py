@@ -139,14 +139,14 @@ def test_a_rendezvous_nobody_answers_is_one_line_naming_address_port_and_timeout
            "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}
     out = tmp_path / "run"
     result = subprocess.run(
-        [sys.executable, "-m", "nccl_bench", "sweep", "--sizes", "1K", "--timeout", "3", "--out", str(out)],
+        [sys.executable, "-m", "nccl_bench", "sweep", "--sizes", "1K", "--timeout", "1", "--out", str(out)],
         capture_output=True, text=True, timeout=120, env=worker_env(env),
     )
     assert result.returncode == EXIT_RUN_FAILED
     assert "Traceback" not in result.stderr and "frame #" not in result.stderr
     [line] = result.stderr.splitlines()
     assert line.startswith(
-        f"{ERROR}rendezvous at MASTER_ADDR=127.0.0.1 MASTER_PORT={port} failed on rank {rank} within --timeout 3 s ("
+        f"{ERROR}rendezvous at MASTER_ADDR=127.0.0.1 MASTER_PORT={port} failed on rank {rank} within --timeout 1 s ("
     )
     assert line.endswith("); check that address and port, and that every rank started")
     assert not out.exists()

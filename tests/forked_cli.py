@@ -1,0 +1,124 @@
+"""`python -m nccl_bench ARGS` in a process forked from one that has already imported torch.
+
+A command that refuses bad input after looking at the host (its backend, its memory, the run folder)
+imports torch first, about 2.5 s of a 2-core host's time per case. Here one server process imports
+torch and the command line once, then forks a child per command: the child gets the case's working
+folder, environment, address-space limit and argv, its own stdout and stderr files, and runs the
+module exactly as `python -m` would, through the same entry and exit. What a fork cannot show (the
+cost of the imports, settings read at import time) is left to the cases that start a fresh process.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+_SERVER = r"""
+import json, os, resource, runpy, sys
+
+import torch, torch.distributed  # noqa: F401 - what the rank-side refusals import first
+import nccl_bench.cli.core, nccl_bench.cli.entry  # noqa: F401
+
+requests, replies = sys.stdin, os.fdopen(os.dup(1), "w")
+for line in requests:
+    case = json.loads(line)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            os.close(replies.fileno())  # the child and what it starts never hold the server's reply pipe
+            os.chdir(case["cwd"])
+            os.environ.clear()
+            os.environ.update(case["env"])
+            if case["address_space"]:
+                limit = case["address_space"]
+                resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+            for fd, path in ((1, case["stdout"]), (2, case["stderr"])):
+                os.dup2(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644), fd)
+            os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
+            sys.argv = ["-m", *case["argv"]]
+            runpy.run_module("nccl_bench", run_name="__main__", alter_sys=True)
+            code = 0
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        except BaseException:
+            import traceback
+            traceback.print_exc()
+        finally:
+            for stream in (sys.stdout, sys.stderr):
+                try:
+                    stream.flush()
+                except Exception:
+                    pass
+            os._exit(code)
+    replies.write(json.dumps({"pid": pid}) + "\n")
+    replies.flush()
+    _, status = os.waitpid(pid, 0)
+    replies.write(json.dumps({"code": os.waitstatus_to_exitcode(status)}) + "\n")
+    replies.flush()
+"""
+
+
+class _Server:
+    def __init__(self, env: dict[str, str], cwd: Path):
+        self.proc = subprocess.Popen([sys.executable, "-c", _SERVER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     text=True, env=env, cwd=cwd)
+        self.folder = Path(tempfile.mkdtemp(prefix="forked-cli-"))
+        self.count = 0
+
+    def run(self, argv: list[str], cwd: Path, env: dict[str, str], address_space: int | None,
+            timeout: float) -> subprocess.CompletedProcess:
+        self.count += 1
+        out, err = self.folder / f"{self.count}.out", self.folder / f"{self.count}.err"
+        case = {"argv": argv, "cwd": str(cwd), "env": env, "address_space": address_space, "stdout": str(out),
+                "stderr": str(err)}
+        self.proc.stdin.write(json.dumps(case) + "\n")
+        self.proc.stdin.flush()
+        pid = self._reply(60)["pid"]
+        try:
+            code = self._reply(timeout)["code"]
+        except subprocess.TimeoutExpired:
+            os.kill(pid, signal.SIGKILL)
+            self._reply(30)
+            raise
+        return subprocess.CompletedProcess(["python", "-m", "nccl_bench", *argv], code, out.read_text(),
+                                           err.read_text())
+
+    def _reply(self, timeout: float) -> dict:
+        ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
+        if not ready:
+            raise subprocess.TimeoutExpired(self.proc.args, timeout)
+        line = self.proc.stdout.readline()
+        if not line:
+            raise RuntimeError(f"the forked-cli server ended (exit {self.proc.wait()})")
+        return json.loads(line)
+
+    def close(self) -> None:
+        self.proc.stdin.close()  # the server's loop ends with its input
+        self.proc.wait(timeout=30)
+        self.proc.stdout.close()
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+_server: _Server | None = None
+
+
+def run_forked(argv: list[str], *, cwd: Path, env: dict[str, str], address_space: int | None = None,
+               timeout: float = 120) -> subprocess.CompletedProcess:
+    """`python -m nccl_bench ARGV` in `cwd` with exactly `env`, forked from the shared server (started
+    on first use with this environment, ended at exit); a CompletedProcess as subprocess.run gives."""
+    global _server
+    if _server is None or _server.proc.poll() is not None:
+        _server = _Server(env, cwd)
+        atexit.register(_server.close)
+    return _server.run(argv, cwd, env, address_space, timeout)
