@@ -6,10 +6,11 @@ from __future__ import annotations
 import itertools
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from tests.forked_cli import run_forked
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -30,18 +31,18 @@ def worker_env(extra: dict[str, str] | None = None) -> dict[str, str]:
 
 def run_torchrun(nproc: int, args: list[str], *, env: dict[str, str] | None = None, timeout: float = 180,
                  cwd: Path | None = None) -> subprocess.CompletedProcess:
-    """`torchrun --standalone --nproc_per_node N -m nccl_bench ARGS`; --standalone picks a free port."""
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(nproc),
-               "-m", "nccl_bench", *args]
-    return subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=worker_env(env),
-                          cwd=cwd or REPO)
+    """`torchrun --standalone --nproc_per_node N -m nccl_bench ARGS`; --standalone picks a free port.
+    torchrun's own process is forked from one that has imported torch (tests/forked_cli.py)."""
+    argv = ["--standalone", "--nproc_per_node", str(nproc), "-m", "nccl_bench", *args]
+    return run_forked(argv, module="torch.distributed.run", cwd=cwd or REPO, env=worker_env(env), timeout=timeout)
 
 
 def run_cli(args: list[str], *, env: dict[str, str] | None = None, timeout: float = 180,
             cwd: Path | None = None) -> subprocess.CompletedProcess:
-    """`python -m nccl_bench ARGS` as a user would type it (no launcher)."""
-    return subprocess.run([sys.executable, "-m", "nccl_bench", *args], capture_output=True, text=True,
-                          timeout=timeout, env=worker_env(env), cwd=cwd or REPO)
+    """`python -m nccl_bench ARGS` as a user would type it (no launcher), its process forked from one
+    that has imported torch (tests/forked_cli.py); tests that signal or watch the process start it
+    themselves."""
+    return run_forked(args, cwd=cwd or REPO, env=worker_env(env), timeout=timeout)
 
 
 @pytest.fixture

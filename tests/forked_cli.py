@@ -1,8 +1,8 @@
-"""`python -m nccl_bench ARGS` in a process forked from one that has already imported torch.
+"""`python -m nccl_bench ARGS` (or torchrun) in a process forked from one that has already imported torch.
 
-A command that refuses bad input after looking at the host (its backend, its memory, the run folder)
-imports torch first, about 2.5 s of a 2-core host's time per case. Here one server process imports
-torch and the command line once, then forks a child per command: the child gets the case's working
+A command that looks at the host (its backend, its memory) or starts workers imports torch first,
+about 2.5 s of a 2-core host's time per command. Here one server process imports torch and the
+command line once, then forks a child per command: the child gets the case's working
 folder, environment, address-space limit and argv, its own stdout and stderr files, and runs the
 module exactly as `python -m` would, through the same entry and exit. What a fork cannot show (the
 cost of the imports, settings read at import time) is left to the cases that start a fresh process.
@@ -24,7 +24,7 @@ from pathlib import Path
 _SERVER = r"""
 import json, os, resource, runpy, sys
 
-import torch, torch.distributed  # noqa: F401 - what the rank-side refusals import first
+import torch, torch.distributed, torch.distributed.run  # noqa: F401 - what each command imports first
 import nccl_bench.cli.core, nccl_bench.cli.entry  # noqa: F401
 
 requests, replies = sys.stdin, os.fdopen(os.dup(1), "w")
@@ -47,7 +47,7 @@ for line in requests:
                 os.dup2(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644), fd)
             os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
             sys.argv = ["-m", *case["argv"]]
-            runpy.run_module("nccl_bench", run_name="__main__", alter_sys=True)
+            runpy.run_module(case["module"], run_name="__main__", alter_sys=True)
             code = 0
         except SystemExit as exc:
             code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
@@ -76,12 +76,12 @@ class _Server:
         self.folder = Path(tempfile.mkdtemp(prefix="forked-cli-"))
         self.count = 0
 
-    def run(self, argv: list[str], cwd: Path, env: dict[str, str], address_space: int | None,
+    def run(self, module: str, argv: list[str], cwd: Path, env: dict[str, str], address_space: int | None,
             timeout: float) -> subprocess.CompletedProcess:
         self.count += 1
         out, err = self.folder / f"{self.count}.out", self.folder / f"{self.count}.err"
-        case = {"argv": argv, "cwd": str(cwd), "env": env, "address_space": address_space, "stdout": str(out),
-                "stderr": str(err)}
+        case = {"module": module, "argv": argv, "cwd": str(cwd), "env": env, "address_space": address_space,
+                "stdout": str(out), "stderr": str(err)}
         self.proc.stdin.write(json.dumps(case) + "\n")
         self.proc.stdin.flush()
         pid = self._reply(60)["pid"]
@@ -91,7 +91,7 @@ class _Server:
             os.kill(pid, signal.SIGKILL)
             self._reply(30)
             raise
-        return subprocess.CompletedProcess(["python", "-m", "nccl_bench", *argv], code, out.read_text(),
+        return subprocess.CompletedProcess([sys.executable, "-m", module, *argv], code, out.read_text(),
                                            err.read_text())
 
     def _reply(self, timeout: float) -> dict:
@@ -114,11 +114,14 @@ _server: _Server | None = None
 
 
 def run_forked(argv: list[str], *, cwd: Path, env: dict[str, str], address_space: int | None = None,
-               timeout: float = 120) -> subprocess.CompletedProcess:
-    """`python -m nccl_bench ARGV` in `cwd` with exactly `env`, forked from the shared server (started
-    on first use with this environment, ended at exit); a CompletedProcess as subprocess.run gives."""
+               timeout: float = 120, module: str = "nccl_bench") -> subprocess.CompletedProcess:
+    """`python -m MODULE ARGV` in `cwd` with exactly `env`, forked from the shared server (started on
+    first use with this environment, ended at exit); a CompletedProcess as subprocess.run gives.
+
+    MODULE is nccl_bench or torch.distributed.run (torchrun); the workers either of them starts are
+    fresh interpreters, as they are for a user."""
     global _server
     if _server is None or _server.proc.poll() is not None:
         _server = _Server(env, cwd)
         atexit.register(_server.close)
-    return _server.run(argv, cwd, env, address_space, timeout)
+    return _server.run(module, argv, cwd, env, address_space, timeout)
