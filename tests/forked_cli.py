@@ -4,8 +4,9 @@ A command that looks at the host (its backend, its memory) or starts workers imp
 about 2.5 s of a 2-core host's time per command. Here one server process imports torch and the
 command line once, then forks a child per command: the child gets the case's working
 folder, environment, address-space limit and argv, its own stdout and stderr files, and runs the
-module exactly as `python -m` would, through the same entry and exit. What a fork cannot show (the
-cost of the imports, settings read at import time) is left to the cases that start a fresh process.
+module exactly as `python -m` would, through the same entry and exit. A case whose environment differs
+in what an interpreter reads as it starts (PYTHONPATH, ...) gets a fresh interpreter instead; the cost
+of the imports is left to benchmarks/startup.py and to the cases that start their own process.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import atexit
 import json
 import os
+import resource
 import select
 import shutil
 import signal
@@ -71,6 +73,7 @@ for line in requests:
 
 class _Server:
     def __init__(self, env: dict[str, str], cwd: Path):
+        self.env = dict(env)
         self.proc = subprocess.Popen([sys.executable, "-c", _SERVER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      text=True, env=env, cwd=cwd)
         self.folder = Path(tempfile.mkdtemp(prefix="forked-cli-"))
@@ -124,4 +127,25 @@ def run_forked(argv: list[str], *, cwd: Path, env: dict[str, str], address_space
     if _server is None or _server.proc.poll() is not None:
         _server = _Server(env, cwd)
         atexit.register(_server.close)
+    if _startup(env) != _startup(_server.env):  # read when an interpreter starts: a fork would not see them
+        return _fresh(module, argv, cwd, env, address_space, timeout)
     return _server.run(module, argv, cwd, env, address_space, timeout)
+
+
+# Read as an interpreter starts or as torch loads: the interpreter's own, the loader's, c10's logging.
+_STARTUP_PREFIXES = ("PYTHON", "LD_", "TORCH_CPP_LOG_LEVEL")
+
+
+def _startup(env: dict[str, str]) -> dict[str, str]:
+    """The variables of `env` that only a fresh interpreter would see changed."""
+    return {name: value for name, value in env.items() if name.startswith(_STARTUP_PREFIXES)}
+
+
+def _fresh(module: str, argv: list[str], cwd: Path, env: dict[str, str], address_space: int | None,
+           timeout: float) -> subprocess.CompletedProcess:
+    def bounded() -> None:
+        if address_space:
+            resource.setrlimit(resource.RLIMIT_AS, (address_space, address_space))
+
+    return subprocess.run([sys.executable, "-m", module, *argv], cwd=cwd, env=env, capture_output=True, text=True,
+                          timeout=timeout, preexec_fn=bounded)
