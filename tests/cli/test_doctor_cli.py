@@ -17,13 +17,8 @@ ERROR = "nccl-bench: error: "
 
 
 def _run(cwd: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "nccl_bench", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=timeout, env=worker_env({"COLUMNS": "200"}))
-
-
-def _run_forked(cwd: Path, *args: str) -> subprocess.CompletedProcess:
-    """A refusal, forked from a process that has imported torch (tests/forked_cli.py)."""
-    return run_forked(list(args), cwd=cwd, env=worker_env({"COLUMNS": "200"}))
+    """The command in a process of its own, forked from one that has imported torch (tests/forked_cli.py)."""
+    return run_forked(list(args), cwd=cwd, env=worker_env({"COLUMNS": "200"}), timeout=timeout)
 
 
 BAD = [
@@ -56,7 +51,7 @@ BAD = [
 def test_bad_input_is_one_line_exit_2(tmp_path, args, message):
     (tmp_path / "full").mkdir()
     (tmp_path / "full" / "doctor.csv").write_text("precious\n")
-    result = _run_forked(tmp_path, "doctor", *[a.format(tmp=tmp_path) for a in args])
+    result = _run(tmp_path, "doctor", *[a.format(tmp=tmp_path) for a in args])
     assert result.returncode == 2, result.stderr[-2000:]
     assert result.stdout == "" and "Traceback" not in result.stderr
     assert result.stderr.splitlines() == [ERROR + message.format(tmp=tmp_path)]

@@ -2,13 +2,13 @@
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from nccl_bench.hardware.detect import detect_limits, host_gpu_peak
+from tests.conftest import REPO, worker_env
+from tests.forked_cli import run_forked
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "nvidia_smi"
 
@@ -89,15 +89,14 @@ def test_all_inactive_message_falls_back_to_pcie(fake_smi, tmp_path):
 
 
 def run_cli(*args, path_prefix=None, fixture=None, columns=None):
-    env = dict(os.environ)
+    env = worker_env()
     if path_prefix:
         env["PATH"] = f"{path_prefix}{os.pathsep}{env['PATH']}"
     if fixture:
         env["FAKE_NVIDIA_SMI_DIR"] = str(FIXTURES / fixture)
     if columns:
         env["COLUMNS"] = columns
-    return subprocess.run([sys.executable, "-m", "nccl_bench", "limits", *args], capture_output=True, text=True,
-                          env=env, timeout=120)
+    return run_forked(["limits", *args], cwd=REPO, env=env)
 
 
 def test_cli_without_gpu_reports_memcpy():

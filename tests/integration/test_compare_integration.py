@@ -10,15 +10,15 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import subprocess
-import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
 
 from nccl_bench.results.store import ResultsWriter, read_rows
+from tests.conftest import REPO, worker_env
+from tests.forked_cli import run_forked
 
 pytestmark = pytest.mark.integration
 
@@ -28,11 +28,8 @@ NCCL_TESTS_LOG = Path(__file__).parents[1] / "fixtures" / "nccl_tests" / "v2.20.
 
 
 def nccl_bench(*args: str, timeout: float = 240) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k != "GITHUB_STEP_SUMMARY"}
-    env["COLUMNS"] = "200"
-    return subprocess.run(
-        [sys.executable, "-m", "nccl_bench", *args], capture_output=True, text=True, env=env, timeout=timeout
-    )
+    env = {k: v for k, v in worker_env({"COLUMNS": "200"}).items() if k != "GITHUB_STEP_SUMMARY"}
+    return run_forked(list(args), cwd=REPO, env=env, timeout=timeout)
 
 
 @pytest.fixture(scope="module")

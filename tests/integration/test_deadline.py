@@ -21,6 +21,7 @@ from nccl_bench.errors import EXIT_RUN_FAILED
 from nccl_bench.ranks.deadline import GRACE_S, MARGIN_S
 from nccl_bench.results.store import read_meta, read_rows
 from tests.conftest import REPO, worker_env
+from tests.forked_cli import run_forked
 
 pytestmark = pytest.mark.integration
 
@@ -121,8 +122,8 @@ def test_a_collective_timeout_is_reported_as_a_timeout_not_as_its_consequence(tm
 def test_a_timeout_while_setting_up_names_the_option(tmp_path):
     """--timeout 0.1 is shorter than rank 0's peak measurement (~0.2-1 s) while rank 1 waits for its
     result: the set-up fails, and every rank that says so names --timeout."""
-    result = subprocess.run([*_workers(2)[:-2], "--timeout", "0.1", "--out", str(tmp_path / "run")], cwd=REPO,
-                            capture_output=True, text=True, env=worker_env(), timeout=120)
+    result = run_forked([*_workers(2)[3:-2], "--timeout", "0.1", "--out", str(tmp_path / "run")], cwd=REPO,
+                        env=worker_env())
     assert result.returncode == EXIT_RUN_FAILED, result.stderr[-3000:]
     errors = _rank_errors(result)
     # a store wait during init_process_group says "rendezvous ... within --timeout 0.1 s (...)", a

@@ -20,7 +20,7 @@ import pytest
 
 from nccl_bench.errors import EXIT_RUN_FAILED
 from nccl_bench.results.store import read_meta, read_rows
-from tests.conftest import worker_env
+from tests.conftest import run_cli, worker_env
 
 pytestmark = pytest.mark.integration
 
@@ -138,10 +138,7 @@ def test_a_rendezvous_nobody_answers_is_one_line_naming_address_port_and_timeout
     env = {"SLURM_PROCID": str(rank), "SLURM_NTASKS": "2", "SLURM_STEP_ID": "0", "SLURM_LOCALID": "0",
            "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}
     out = tmp_path / "run"
-    result = subprocess.run(
-        [sys.executable, "-m", "nccl_bench", "sweep", "--sizes", "1K", "--timeout", "1", "--out", str(out)],
-        capture_output=True, text=True, timeout=120, env=worker_env(env),
-    )
+    result = run_cli(["sweep", "--sizes", "1K", "--timeout", "1", "--out", str(out)], env=env, timeout=120)
     assert result.returncode == EXIT_RUN_FAILED
     assert "Traceback" not in result.stderr and "frame #" not in result.stderr
     [line] = result.stderr.splitlines()
