@@ -137,7 +137,21 @@ def why_stopped(
     exc: BaseException, ctx: dist.DistContext, timeout_s: float, where: str, hostnames: list[str] | None
 ) -> BaseException:
     """What ended the sweep early, as the exception to raise: Interrupted, or a RunFailedError that
-    names the rank that did not answer (the lowest live rank prints it; the others stay quiet).
+    names the rank that did not answer (the lowest live rank prints it; the others stay quiet, and
+    return once that rank has left, or after FAILURE_ROLL_CALL_S: a live rank notices the failure
+    within moments, and one blocked on this rank notices only when this rank exits and closes its
+    connections, so waiting longer would only delay it).
+    """
+    stop, reporter = _failure(exc, ctx, timeout_s, where, hostnames)
+    if isinstance(stop, RunFailedError) and stop.quiet:
+        roll_call.await_leaving(ctx, reporter, FAILURE_ROLL_CALL_S)
+    return stop
+
+
+def _failure(
+    exc: BaseException, ctx: dist.DistContext, timeout_s: float, where: str, hostnames: list[str] | None
+) -> tuple[BaseException, int]:
+    """why_stopped's answer, and the rank that reports it (the lowest live rank).
 
     Each failing rank leaves its failure line in the store. A collective timeout is the root cause
     whatever the others saw after it (the timed-out rank's exit closes their connections, and the
@@ -153,7 +167,7 @@ def why_stopped(
     if signalled is not None and own is None:
         roll_call.mark_leaving(ctx)
         if not _peer_failures(ctx) and all(what == "running" for what in roll_call.local_peer_states(ctx).values()):
-            return signalled
+            return signalled, ctx.rank
     answered = roll_call.roll_call(ctx, min(FAILURE_ROLL_CALL_S, timeout_s))
     local = roll_call.local_peer_states(ctx)
     crashed = {rank: what for rank, what in local.items() if what != "running"}
@@ -168,20 +182,21 @@ def why_stopped(
     for mark in (STALL_MARK, TIMEOUT_MARK):
         found = [line for line in peers.values() if mark in line]
         if found and (own is None or mark not in own):
-            return RunFailedError(found[0], quiet=quiet)
+            return RunFailedError(found[0], quiet=quiet), live[0]
     # torchrun stops the survivors of a dead rank with SIGTERM, often before their next collective
     # would have failed: with a dead peer on this host that is a failure, and the peer is named.
     reason = own if own is not None else f"{signalled} from the launcher"
     if not missing:
         if own is None and peers:  # SIGTERMed because a peer failed: its failure is the news
-            return RunFailedError(next(iter(peers.values())), quiet=quiet)
-        return RunFailedError(f"{where} failed on rank {ctx.rank}: {reason}", quiet=quiet)
+            return RunFailedError(next(iter(peers.values())), quiet=quiet), live[0]
+        return RunFailedError(f"{where} failed on rank {ctx.rank}: {reason}", quiet=quiet), live[0]
     names = ", ".join(
         f"rank {r}" + (f" on host {hostnames[r]}" if hostnames else "") + (f" ({crashed[r]})" if r in crashed else "")
         for r in missing
     )
     verb = "does" if len(missing) == 1 else "do"
-    return RunFailedError(f"{where} failed: {names} {verb} not answer; rank {ctx.rank} saw: {reason}", quiet=quiet)
+    return RunFailedError(f"{where} failed: {names} {verb} not answer; rank {ctx.rank} saw: {reason}",
+                          quiet=quiet), live[0]
 
 
 def _peer_failures(ctx: dist.DistContext) -> dict[int, str]:

@@ -46,6 +46,27 @@ def roll_call(ctx: DistContext, wait_s: float) -> tuple[list[int], list[int]] | 
         return None
 
 
+def await_leaving(ctx: DistContext, rank: int, limit_s: float) -> bool:
+    """Until `rank` has said in the store why it left, or (on this host) is no longer running; False
+    past limit_s or without a store.
+
+    A rank that leaves the report of a failure to a peer must not exit first: its exit makes the
+    launcher (torchrun, the local workers' agent) SIGTERM that peer, which then ends without saying
+    anything, and the run fails with no line at all."""
+    deadline = time.monotonic() + limit_s
+    try:
+        store = _store()
+        while time.monotonic() < deadline:
+            if store.check([_leaving_key(rank)]):
+                return True
+            if local_peer_states(ctx).get(rank, "running") != "running":
+                return True
+            time.sleep(ROLL_CALL_POLL_S)
+    except Exception:  # the store went with the rank that hosted it
+        return False
+    return False
+
+
 def _store():
     import torch.distributed as dist
 

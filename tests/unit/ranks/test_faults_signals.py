@@ -1,4 +1,5 @@
-"""A stop signal comes out of the guarded block as Interrupted, whatever code it landed in.
+"""A stop signal comes out of the guarded block as Interrupted, whatever code it landed in; and a rank
+that leaves the report of a failure to a peer waits for that peer before it exits.
 
 A signal's handler runs at whatever bytecode the main thread is at; code that wraps what it raises
 (Python 3.11 wraps an error in a class body's ``__set_name__`` in a RuntimeError, as importing torch's
@@ -9,7 +10,9 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 import time
+from types import SimpleNamespace
 
 import pytest
 
@@ -68,3 +71,48 @@ def test_every_stop_signal_is_an_interrupt_named_after_it(signum):
             os.kill(os.getpid(), signum)
             time.sleep(5)  # the handler raises before this ends
     assert signal.getsignal(signum) is not faults._on_signal  # the handlers before the block are back
+
+
+# --- a quiet rank waits for the rank that reports ------------------------------------------------
+
+
+def _store_with_ctx(monkeypatch):
+    import torch.distributed as dist
+
+    from nccl_bench.ranks import roll_call
+
+    store = dist.HashStore()
+    monkeypatch.setattr(roll_call, "_store", lambda: store)
+    return store, SimpleNamespace(rank=1, world_size=2)
+
+
+def test_a_quiet_rank_waits_until_the_reporter_has_left(monkeypatch):
+    from nccl_bench.ranks import roll_call
+
+    store, ctx = _store_with_ctx(monkeypatch)
+    threading.Timer(0.3, lambda: store.set("nccl_bench/leaving/0", "setting up failed on rank 0: ...")).start()
+    started = time.monotonic()
+    assert roll_call.await_leaving(ctx, 0, limit_s=10)
+    assert 0.25 < time.monotonic() - started < 5
+
+
+def test_a_reporter_that_never_leaves_is_waited_for_no_longer_than_the_limit(monkeypatch):
+    from nccl_bench.ranks import roll_call
+
+    _, ctx = _store_with_ctx(monkeypatch)
+    started = time.monotonic()
+    assert not roll_call.await_leaving(ctx, 0, limit_s=0.3)
+    assert time.monotonic() - started < 2
+
+
+@pytest.mark.parametrize("quiet", [True, False])
+def test_only_a_quiet_failure_waits_for_its_reporter(monkeypatch, quiet):
+    from nccl_bench.errors import RunFailedError
+    from nccl_bench.ranks import roll_call
+
+    waited = []
+    failure = RunFailedError("the sweep failed on rank 1: ...", quiet=quiet)
+    monkeypatch.setattr(faults, "_failure", lambda *args: (failure, 0))
+    monkeypatch.setattr(roll_call, "await_leaving", lambda ctx, rank, limit_s: waited.append((rank, limit_s)))
+    assert faults.why_stopped(RuntimeError("x"), SimpleNamespace(rank=1), 2.0, "the sweep", None) is failure
+    assert waited == ([(0, faults.FAILURE_ROLL_CALL_S)] if quiet else [])
