@@ -45,7 +45,7 @@ def _run(what: str, workers: int, why: Optional[str], args: list[str], out: Opti
     # From the folder on, a signal is an Interrupted here too (torch's agent installs its own while it runs).
     with core.signals_raise_interrupted():
         try:
-            with core.interrupts_unwrapped():  # this block's own handlers come before the outer unwrapping
+            with core.interrupts_unwrapped():  # the except clauses below must see an Interrupted as itself
                 run_dir = prepare_run_dir(target, OUT.name if out is not None else RESULTS_ROOT.name)
                 if out is None:
                     args = [*args, OUT.name, str(run_dir)]
