@@ -128,7 +128,7 @@ def run_forked(argv: list[str], *, cwd: Path, env: dict[str, str], address_space
         _server = _Server(env, cwd)
         atexit.register(_server.close)
     if _startup(env) != _startup(_server.env):  # read when an interpreter starts: a fork would not see them
-        return _fresh(module, argv, cwd, env, address_space, timeout)
+        return run_fresh(argv, cwd=cwd, env=env, address_space=address_space, timeout=timeout, module=module)
     return _server.run(module, argv, cwd, env, address_space, timeout)
 
 
@@ -141,8 +141,9 @@ def _startup(env: dict[str, str]) -> dict[str, str]:
     return {name: value for name, value in env.items() if name.startswith(_STARTUP_PREFIXES)}
 
 
-def _fresh(module: str, argv: list[str], cwd: Path, env: dict[str, str], address_space: int | None,
-           timeout: float) -> subprocess.CompletedProcess:
+def run_fresh(argv: list[str], *, cwd: Path, env: dict[str, str], address_space: int | None = None,
+              timeout: float = 120, module: str = "nccl_bench") -> subprocess.CompletedProcess:
+    """`python -m MODULE ARGV` in a fresh interpreter, imports and all, as a user starts it."""
     def bounded() -> None:
         if address_space:
             resource.setrlimit(resource.RLIMIT_AS, (address_space, address_space))

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import resource
 import subprocess
 import sys
 from pathlib import Path
@@ -24,7 +23,7 @@ from nccl_bench.ranks.collectives import OP_NAMES
 from nccl_bench.results.schema import COLUMNS
 from nccl_bench.results.store import write_meta
 from tests.conftest import worker_env
-from tests.forked_cli import run_forked
+from tests.forked_cli import run_forked, run_fresh
 from tests.result_rows import row, write_run
 from tests.small_disk import small_disk
 
@@ -36,10 +35,6 @@ ERROR = "nccl-bench: error: "
 ADDRESS_SPACE_LIMIT = 4 * 2**30
 
 
-def _bounded() -> None:
-    resource.setrlimit(resource.RLIMIT_AS, (ADDRESS_SPACE_LIMIT, ADDRESS_SPACE_LIMIT))
-
-
 def _run(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     """The command in a process of its own, forked from one that has imported torch (tests/forked_cli.py)."""
     return run_forked(list(args), cwd=tmp_path, env=worker_env({"COLUMNS": "200", **(env or {})}),
@@ -48,10 +43,8 @@ def _run(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> subpr
 
 def _run_fresh(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     """The command in a fresh interpreter, imports and all, exactly as a user starts it."""
-    return subprocess.run(
-        [sys.executable, "-m", "nccl_bench", *args], cwd=tmp_path, capture_output=True, text=True, timeout=120,
-        env=worker_env({"COLUMNS": "200", **(env or {})}), preexec_fn=_bounded,
-    )
+    return run_fresh(list(args), cwd=tmp_path, env=worker_env({"COLUMNS": "200", **(env or {})}),
+                     address_space=ADDRESS_SPACE_LIMIT)
 
 
 def _one_error_line(result: subprocess.CompletedProcess) -> str:
