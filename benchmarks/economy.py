@@ -39,7 +39,8 @@ def op_time_s(rows, warmup: int) -> tuple[float, float]:
 
 
 def one_run(config: Path, nproc: int, out: Path) -> dict:
-    from nccl_bench.results.store import read_meta, read_rows
+    from nccl_bench.results.csv_reader import read_rows
+    from nccl_bench.results.run_folder import read_meta
 
     env = dict(os.environ)
     env.setdefault("OMP_NUM_THREADS", "1")

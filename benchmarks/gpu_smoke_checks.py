@@ -44,7 +44,8 @@ def _line(name: str, ok: bool, detail: str) -> int:
 
 
 def check_run(run_dir: Path, name: str, status: str, min_rows: int, ranks: int | None = None) -> int:
-    from nccl_bench.results.store import read_meta, read_rows
+    from nccl_bench.results.csv_reader import read_rows
+    from nccl_bench.results.run_folder import read_meta
 
     meta = read_meta(run_dir)
     if meta is None:
@@ -145,7 +146,8 @@ def stall(run_dir: Path, log: Path, rc: int, name: str, timeout_s: float, rows: 
     have acted (its group timeout is --timeout + MARGIN_S + GRACE_S + NCCL_WATCHDOG_LAG_S)."""
     from nccl_bench.ranks.deadline import GRACE_S, MARGIN_S
     from nccl_bench.ranks.dist import NCCL_WATCHDOG_LAG_S
-    from nccl_bench.results.store import read_meta, read_rows
+    from nccl_bench.results.csv_reader import read_rows
+    from nccl_bench.results.run_folder import read_meta
 
     text, meta = _log(log), read_meta(run_dir) or {}
     started, ended = _seconds(meta, "started_utc"), _seconds(meta, "ended_utc")
@@ -175,7 +177,8 @@ def stall(run_dir: Path, log: Path, rc: int, name: str, timeout_s: float, rows: 
 
 def rank_lost(run_dir: Path, log: Path, rc: int, name: str, rank: int) -> int:
     """A rank killed mid-run: a non-zero exit, meta.json "failed" with rows kept, the dead rank named."""
-    from nccl_bench.results.store import read_meta, read_rows
+    from nccl_bench.results.csv_reader import read_rows
+    from nccl_bench.results.run_folder import read_meta
 
     meta = read_meta(run_dir) or {}
     kept = len(read_rows(run_dir)) if meta else 0
@@ -192,7 +195,7 @@ def rank_lost(run_dir: Path, log: Path, rc: int, name: str, rank: int) -> int:
 
 def doctor(run_dir: Path, name: str) -> int:
     """A doctor run that completed, with a verdict and the node's intra-node busbw measured."""
-    from nccl_bench.results.store import read_meta
+    from nccl_bench.results.run_folder import read_meta
 
     meta = read_meta(run_dir) or {}
     try:
@@ -208,7 +211,7 @@ def doctor(run_dir: Path, name: str) -> int:
 def meta_env(run_dir: Path, name: str, nccl: bool) -> int:
     """meta.json records NCCL_DEBUG and TORCH_FR_BUFFER_SIZE as set; on NCCL also the library's version
     and the error handling the tool set."""
-    from nccl_bench.results.store import read_meta
+    from nccl_bench.results.run_folder import read_meta
 
     meta = read_meta(run_dir) or {}
     env, version = meta.get("env") or {}, (meta.get("versions") or {}).get("nccl")
@@ -225,7 +228,7 @@ def meta_env(run_dir: Path, name: str, nccl: bool) -> int:
 
 def calibration(run_dir: Path, name: str) -> int:
     """A small out-of-place reduce_scatter must not settle at the minimum iterations."""
-    from nccl_bench.results.store import read_rows
+    from nccl_bench.results.csv_reader import read_rows
 
     rows = read_rows(run_dir) if (run_dir / "results.csv").is_file() else []
     bad = [f"{r.size_bytes}: iters {r.iters} {r.flags}" for r in rows
@@ -239,7 +242,7 @@ def d2d_vs_all_gather(run_dir: Path, name: str) -> int:
     captures its ops) and timed with CUDA events over replays, against the run's graph-replayed row."""
     import torch
 
-    from nccl_bench.results.store import read_rows
+    from nccl_bench.results.csv_reader import read_rows
 
     rows = [r for r in read_rows(run_dir) if r.op == "all_gather" and r.placement == "out_of_place"
             and r.size_bytes == COPY_BYTES and r.algbw_gbps]

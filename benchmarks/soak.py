@@ -115,7 +115,8 @@ def run(ranks: int, max_bytes: str, out: Path, extra: list[str]) -> dict:
 
 
 def judge(result: dict, out: Path) -> dict:
-    from nccl_bench.results.store import read_meta, read_rows
+    from nccl_bench.results.csv_reader import read_rows
+    from nccl_bench.results.run_folder import read_meta
 
     rows = read_rows(out) if (out / "results.csv").exists() else []
     meta = read_meta(out) or {}

@@ -16,7 +16,7 @@ from typing import Any, Mapping
 from nccl_bench.errors import UserInputError
 from nccl_bench.options import MAX_SIZES, PRESET, SWEEP_OPTION, SWEEP_OPTIONS, read_values
 from nccl_bench.ranks.collectives import REGISTRY
-from nccl_bench.results.store import read_small_file
+from nccl_bench.results.whole_file import read_small_file
 from nccl_bench.units.sizes import (
     check_range,
     count_sizes,

@@ -5,8 +5,8 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+from nccl_bench.results.csv_appender import ResultsWriter
 from nccl_bench.results.schema import ResultRow
-from nccl_bench.results.store import ResultsWriter
 
 MiB = 1024 * 1024
 

@@ -77,7 +77,8 @@ def _write_prom(path: Path, report) -> None:
 
     from nccl_bench.cli import core
     from nccl_bench.render.prom import doctor_metrics
-    from nccl_bench.results.store import read_meta, replace_whole
+    from nccl_bench.results.run_folder import read_meta
+    from nccl_bench.results.whole_file import replace_whole
 
     meta = (read_meta(report.run_dir) if report.run_dir is not None else None) or {}
     try:
@@ -90,7 +91,7 @@ def _write_prom(path: Path, report) -> None:
 def _with_local_workers(config, workers: Optional[int]) -> None:
     """No launcher: refuse a bad backend or host memory first; the workers' verdict decides the exit."""
     from nccl_bench.cli import core
-    from nccl_bench.results.store import new_run_dir
+    from nccl_bench.results.run_folder import new_run_dir
 
     def refuse_early(count: int) -> tuple[str, list[str]]:
         return core.doctor.preflight(config, count), []

@@ -21,7 +21,7 @@ def limits_command(
     expected = host_entries(limits, nodes=None if multi_node else 1)  # across nodes, how many is unknown here
     if as_json:
         from nccl_bench.render.limits import limits_json
-        from nccl_bench.results.store import strict_json
+        from nccl_bench.results.whole_file import strict_json
 
         typer.echo(strict_json(limits_json(limits, peak, peak_warnings, expected), indent=2))
         return

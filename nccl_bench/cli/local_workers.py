@@ -38,7 +38,7 @@ def start(what: str, workers: Optional[int], refuse_early: Callable[[int], tuple
 def _run(what: str, workers: int, why: Optional[str], args: list[str], out: Optional[Path], default_target: Path,
          notes: list[str]) -> Path:
     from nccl_bench.cli import core
-    from nccl_bench.results.store import prepare_run_dir, read_meta, remove_if_empty
+    from nccl_bench.results.run_folder import prepare_run_dir, read_meta, remove_if_empty
 
     target = out if out is not None else default_target
     made = None if target.exists() else target

@@ -33,7 +33,7 @@ def report_command(
     from nccl_bench.render import formats as render_formats
     from nccl_bench.render import live
     from nccl_bench.results import loader
-    from nccl_bench.results.store import write_text_file
+    from nccl_bench.results.whole_file import write_text_file
 
     render_formats.check_format(fmt)
     plot_path = _checked_plot_path(plot)
@@ -89,7 +89,7 @@ def _stream(paths: list[Path], chosen, fmt: str, output_path: Optional[Path], hi
 
     from nccl_bench.render import live
     from nccl_bench.results import loader
-    from nccl_bench.results.store import write_text_file
+    from nccl_bench.results.whole_file import write_text_file
 
     inputs = [loader.stream_rows(path, hints=hints) for path in paths]  # each opened, its first row read
     streamed = chosen.stream
@@ -113,7 +113,7 @@ def _two_pass(paths: list[Path], two_pass, fmt: str, output_path: Optional[Path]
 
     from nccl_bench.render import live
     from nccl_bench.results import loader
-    from nccl_bench.results.store import write_text_file
+    from nccl_bench.results.whole_file import write_text_file
 
     readers = [_reader(path, hints) for path in paths]
     labels = loader.run_labels(paths)

@@ -137,7 +137,7 @@ def _on_this_rank(sweep_config, launch, workers: Optional[int], baseline_check) 
 def _with_local_workers(sweep_config, workers: Optional[int], baseline_check) -> Path:
     """No launcher: refuse a bad backend, root, plan, memory or baseline before any worker starts."""
     from nccl_bench.cli import core
-    from nccl_bench.results.store import new_run_dir
+    from nccl_bench.results.run_folder import new_run_dir
 
     def refuse_early(count: int) -> tuple[str, list[str]]:
         plan = core.plan.preflight(sweep_config, count, count)
@@ -171,7 +171,8 @@ def _write_prom(path: Path, rows, run_dir: Path) -> None:
     import time
 
     from nccl_bench.render.prom import sweep_metrics
-    from nccl_bench.results.store import read_meta, replace_whole
+    from nccl_bench.results.run_folder import read_meta
+    from nccl_bench.results.whole_file import replace_whole
 
     try:
         replace_whole(path, sweep_metrics(rows, read_meta(run_dir) or {}, time.time()))

@@ -28,7 +28,8 @@ from nccl_bench.options import PHASES
 from nccl_bench.ranks import devices, dist, faults, session
 from nccl_bench.ranks.planted import NoFaults, fault_seam
 from nccl_bench.ranks.runner import PointRunner, TimingPlan
-from nccl_bench.results.store import CsvAppender, write_text_file
+from nccl_bench.results.csv_appender import CsvAppender
+from nccl_bench.results.whole_file import write_text_file
 from nccl_bench.units import bandwidth, stats
 from nccl_bench.units.sizes import format_size
 
@@ -195,7 +196,7 @@ def report_json(report: DoctorReport) -> dict[str, Any]:
 
 
 def write_report_json(report: DoctorReport, path: Path) -> None:
-    from nccl_bench.results.store import strict_json
+    from nccl_bench.results.whole_file import strict_json
 
     write_text_file(path, strict_json(report_json(report), indent=2) + "\n")
 
@@ -282,7 +283,7 @@ class _Doctor:
                 write_report_json(self.report, self.report.run_dir / DOCTOR_JSON)
                 if self.config.exclude_file is not None:
                     text = roster.exclude_file_text(self.report.judgement.suspects)
-                    Path(self.config.exclude_file).write_text(text, encoding="utf-8")
+                    write_text_file(self.config.exclude_file, text)
         return {"verdict": self.report.verdict, "wall_s": self.report.wall_s}
 
     def finished(self, status: str) -> None:

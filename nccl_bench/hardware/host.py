@@ -7,18 +7,17 @@ nvidia-smi executable are parameters so tests can point them at fixtures.
 from __future__ import annotations
 
 import functools
-import json
 import math
 import os
 import shutil
 import socket
 import subprocess
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from nccl_bench.hardware.nvidia_smi import parse_ib_rate_gbps
+from nccl_bench.results.whole_file import read_json_or_none, replace_whole, strict_json
 
 # Host memory copy: the reference peak for gloo on CPU tensors.
 # 64 MiB is far beyond any last-level cache, so the copy runs at DRAM speed.
@@ -91,20 +90,11 @@ def _boot_id() -> str | None:
     return text.strip() if text else None
 
 
-def _read_record(path: Path) -> object:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-
-
 def _write_record(path: Path, key: dict[str, object], gbps: float) -> None:
     """Atomically (ranks and concurrent runs may race); a read-only home just keeps no record."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile("w", dir=path.parent, delete=False, suffix=".tmp", encoding="utf-8") as handle:
-            json.dump({"key": key, "gbps": gbps}, handle, allow_nan=False)
-        os.replace(handle.name, path)
+        replace_whole(path, strict_json({"key": key, "gbps": gbps}))
     except (OSError, ValueError):  # ValueError: a rate JSON cannot hold is not kept either
         pass
 
@@ -136,7 +126,7 @@ def measure_memcpy(budget_s: float = MEMCPY_BUDGET_S, use_record: bool = True) -
         return MemcpyResult(run_gbps, MEMCPY_BUFFER_BYTES, repeats, run_gbps)
     key = record_key(boot_id, socket.gethostname())
     path = memcpy_record_path()
-    best = with_record(run_gbps, _read_record(path), key)
+    best = with_record(run_gbps, read_json_or_none(path), key)
     if best == run_gbps:
         _write_record(path, key, run_gbps)
     return MemcpyResult(best, MEMCPY_BUFFER_BYTES, repeats, run_gbps)

@@ -26,7 +26,7 @@ from nccl_bench.ranks import devices, dist, faults, roll_call
 from nccl_bench.ranks.deadline import Deadline, DeadlineExceeded
 from nccl_bench.ranks.layout import LaunchEnv, detect_launch, export_launch_env
 from nccl_bench.ranks.planted import fault_seam
-from nccl_bench.results.store import new_run_dir, prepare_run_dir, remove_if_empty, write_meta
+from nccl_bench.results.run_folder import new_run_dir, prepare_run_dir, remove_if_empty, write_meta
 
 META_SCHEMA_VERSION = 1
 # Share of the free memory a run may plan to use; the rest is for torch, NCCL and the OS.

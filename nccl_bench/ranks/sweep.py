@@ -23,8 +23,8 @@ from nccl_bench.ranks.plan import Plan, Point, buffer_bytes, plan_run, size_opti
 from nccl_bench.ranks.planted import NoFaults, fault_seam
 from nccl_bench.ranks.rows import RowContext, measured_row, unsupported_row
 from nccl_bench.ranks.runner import PointRunner, TimingPlan
+from nccl_bench.results.csv_appender import ResultsWriter
 from nccl_bench.results.schema import STATUS_OK, STATUS_UNSUPPORTED, ResultRow
-from nccl_bench.results.store import ResultsWriter
 from nccl_bench.units import alltoallv
 from nccl_bench.units.sizes import format_size
 

@@ -14,7 +14,7 @@ from nccl_bench.render import labels
 from nccl_bench.render.escape import markdown_text
 from nccl_bench.render.fit import Column, render_lines
 from nccl_bench.results.schema import row_to_record
-from nccl_bench.results.store import strict_json, write_text_file
+from nccl_bench.results.whole_file import strict_json, write_text_file
 
 if TYPE_CHECKING:
     from rich.text import Text

@@ -23,7 +23,7 @@ from nccl_bench.results.schema import (
     csv_cells,
     row_to_record,
 )
-from nccl_bench.results.store import strict_json
+from nccl_bench.results.whole_file import strict_json
 
 if TYPE_CHECKING:
     from rich.text import Text
@@ -153,7 +153,7 @@ def render_runs(paths: list[Path], loaded: list[tuple[str, list[ResultRow]]], fm
 
 def run_meta(path: Path) -> dict | None:
     """meta.json of a run folder, or of the folder a results.csv sits in; None for other inputs."""
-    from nccl_bench.results.store import META_JSON, RESULTS_CSV, read_meta
+    from nccl_bench.results.run_folder import META_JSON, RESULTS_CSV, read_meta
 
     path = Path(path)
     if path.is_dir():

@@ -10,7 +10,6 @@ matrix when the run folder holds a doctor.json.
 from __future__ import annotations
 
 import html
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
@@ -27,6 +26,7 @@ from nccl_bench.render.tables import (
     sample_span,
 )
 from nccl_bench.results.schema import STATUS_UNSUPPORTED, STATUS_WRONG, ResultRow
+from nccl_bench.results.whole_file import read_json_or_none
 from nccl_bench.units.sizes import format_size
 
 DOCTOR_JSON = "doctor.json"
@@ -80,13 +80,7 @@ def doctor_only(path: Path) -> dict[str, Any] | None:
 
 def read_doctor(path: Path) -> dict[str, Any] | None:
     """doctor.json of a run folder (schema_version 1 or 2), or None when there is none or it is unreadable."""
-    file = Path(path) / DOCTOR_JSON if Path(path).is_dir() else None
-    if file is None or not file.is_file():
-        return None
-    try:
-        data = json.loads(file.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
+    data = read_json_or_none(Path(path) / DOCTOR_JSON) if Path(path).is_dir() else None
     return data if isinstance(data, dict) and data.get("schema_version") in DOCTOR_SCHEMA_VERSIONS else None
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
 from nccl_bench.results.schema import ResultRow
-from nccl_bench.results.store import raise_write_failed
+from nccl_bench.results.whole_file import raise_write_failed
 from nccl_bench.units.sizes import format_size
 
 if TYPE_CHECKING:

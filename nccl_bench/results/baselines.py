@@ -8,9 +8,9 @@ import shutil
 from pathlib import Path
 
 from nccl_bench.errors import UserInputError, WriteFailedError
+from nccl_bench.results.csv_reader import read_rows
 from nccl_bench.results.loader import read_run
 from nccl_bench.results.schema import ResultRow
-from nccl_bench.results.store import read_rows
 
 BASELINES_DIR = "baselines"
 _NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")

@@ -16,6 +16,9 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from nccl_bench.errors import UserInputError
+from nccl_bench.results.csv_reader import iter_rows, read_rows
+from nccl_bench.results.input_lines import ResultsWarning, bounded_lines
+from nccl_bench.results.run_folder import read_meta
 from nccl_bench.results.schema import (
     ResultRow,
     RunRows,
@@ -24,7 +27,7 @@ from nccl_bench.results.schema import (
     required_columns,
     unreadable_version,
 )
-from nccl_bench.results.store import ResultsWarning, bounded_lines, iter_rows, read_meta, read_rows, read_small_file
+from nccl_bench.results.whole_file import read_small_file
 
 JSON_FORMAT_NAME = "nccl_bench.results"
 # The first and the folder line of a sweep's printed header (render/tables.header_lines).

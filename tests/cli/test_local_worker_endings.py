@@ -10,7 +10,7 @@ import pytest
 
 from nccl_bench.cli import core, local_workers
 from nccl_bench.errors import EXIT_INTERRUPTED, EXIT_RUN_FAILED, RunFailedError
-from nccl_bench.results.store import write_meta
+from nccl_bench.results.run_folder import write_meta
 
 KILLED = "1 of 2 local worker(s) ended without a report (killed by SIGKILL)"
 

@@ -78,7 +78,7 @@ def test_load_frame_reads_the_complete_rows_of_a_cut_file(tmp_path):
     import pytest
 
     from nccl_bench.results import load_frame
-    from nccl_bench.results.store import ResultsWarning
+    from nccl_bench.results.input_lines import ResultsWarning
 
     run = _run_with_a_cut_last_line(tmp_path)
     for named in (run, run / "results.csv"):
@@ -136,8 +136,8 @@ def test_html_path_checked_before_reading(tmp_path):
 
 def test_nccl_tests_export_writes_only_what_the_run_recorded(tmp_path):
     from nccl_bench.render.formats import to_csv
+    from nccl_bench.results.csv_reader import read_rows
     from nccl_bench.results.loader import load_rows
-    from nccl_bench.results.store import read_rows
 
     rows = load_rows(FIXTURES / "v2.20.0_all_reduce_perf_2ranks.txt")
     run = tmp_path / "run"
@@ -163,7 +163,7 @@ def _doctor_folder(tmp_path: Path) -> Path:
     import json
 
     from nccl_bench.doctor.run import DoctorReport, report_json
-    from nccl_bench.results.store import write_meta
+    from nccl_bench.results.run_folder import write_meta
     from tests.doctor_reports import three_node_header, three_node_judgement
 
     folder = tmp_path / "doctor_run"

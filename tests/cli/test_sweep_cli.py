@@ -8,7 +8,7 @@ from result_rows import MiB, row, write_run
 from nccl_bench.cli import sweep
 from nccl_bench.cli.sweep import worker_args
 from nccl_bench.config import SweepConfig
-from nccl_bench.results import store
+from nccl_bench.results import whole_file
 
 
 def test_local_workers_do_not_get_the_baseline_options():
@@ -31,7 +31,7 @@ def test_a_metrics_file_that_cannot_be_written_after_the_run_is_one_line_exit_3(
     def full(path, text):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(store, "replace_whole", full)
+    monkeypatch.setattr(whole_file, "replace_whole", full)
     with pytest.raises(SystemExit) as ended:
         sweep._write_prom(tmp_path / "m.prom", [], tmp_path)
     assert ended.value.code == 3

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from nccl_bench.results.store import read_rows
+from nccl_bench.results.csv_reader import read_rows
 from tests.conftest import run_cli
 
 pytestmark = pytest.mark.integration

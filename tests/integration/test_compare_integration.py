@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from nccl_bench.results.store import ResultsWriter, read_rows
+from nccl_bench.results.csv_appender import ResultsWriter
+from nccl_bench.results.csv_reader import read_rows
 from tests.conftest import REPO, worker_env
 from tests.forked_cli import run_forked
 

@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from nccl_bench.results.store import read_meta
+from nccl_bench.results.run_folder import read_meta
 from tests.conftest import child_pids, rank_of, worker_env
 
 pytestmark = pytest.mark.integration

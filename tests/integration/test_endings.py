@@ -8,7 +8,7 @@ import json
 import pytest
 
 from nccl_bench.errors import EXIT_OK
-from nccl_bench.results.store import read_meta
+from nccl_bench.results.run_folder import read_meta
 from tests.conftest import run_cli
 
 pytestmark = pytest.mark.integration

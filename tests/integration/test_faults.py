@@ -20,7 +20,8 @@ import pytest
 from nccl_bench.ranks.dist import backend_error_text
 from nccl_bench.ranks.faults import FAILURE_ROLL_CALL_S
 from nccl_bench.ranks.roll_call import process_state
-from nccl_bench.results.store import read_meta, read_rows
+from nccl_bench.results.csv_reader import read_rows
+from nccl_bench.results.run_folder import read_meta
 from tests.conftest import child_pids, rank_of
 
 # Enough small points that the sweep is still running when the fault lands, each one quick.

@@ -11,7 +11,8 @@ import warnings
 import pytest
 
 from nccl_bench.errors import EXIT_RUN_FAILED
-from nccl_bench.results.store import read_meta, read_rows
+from nccl_bench.results.csv_reader import read_rows
+from nccl_bench.results.run_folder import read_meta
 from tests.conftest import REPO, worker_env
 from tests.small_disk import fill, small_disk
 

@@ -11,8 +11,8 @@ import pytest
 from png_files import png_size
 
 from nccl_bench.render import live, plots
+from nccl_bench.results.csv_reader import read_rows
 from nccl_bench.results.loader import load_rows
-from nccl_bench.results.store import read_rows
 from tests.conftest import run_cli
 
 pytestmark = pytest.mark.integration

@@ -13,7 +13,7 @@ import sys
 import pytest
 from simhosts import hosts_for_test, run_on_hosts
 
-from nccl_bench.results.store import read_rows
+from nccl_bench.results.csv_reader import read_rows
 from tests.conftest import REPO, worker_env
 
 pytestmark = pytest.mark.integration

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from nccl_bench.results.store import read_rows
+from nccl_bench.results.csv_reader import read_rows
 from tests.result_rows import MiB, row, write_run
 
 pytestmark = pytest.mark.integration

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from nccl_bench.ranks.collectives import REGISTRY
-from nccl_bench.results.store import read_rows
+from nccl_bench.results.csv_reader import read_rows
 from tests.conftest import run_cli, run_torchrun, worker_env
 
 pytestmark = pytest.mark.integration

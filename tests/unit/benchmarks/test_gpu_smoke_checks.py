@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from nccl_bench.errors import RunFailedError
-from nccl_bench.results.store import write_meta
+from nccl_bench.results.run_folder import write_meta
 from tests.result_rows import row, write_run
 
 REPO = Path(__file__).resolve().parents[3]

@@ -17,7 +17,7 @@ import pytest
 from nccl_bench.errors import UserInputError
 from nccl_bench.ranks import faults, roll_call, session, sweep
 from nccl_bench.ranks.layout import LaunchEnv
-from nccl_bench.results.store import read_meta
+from nccl_bench.results.run_folder import read_meta
 
 
 def _sigterm_self(*_args) -> None:

@@ -10,7 +10,7 @@ import pytest
 
 from nccl_bench.errors import EXIT_RUN_FAILED, RunFailedError
 from nccl_bench.ranks.session import _LifeCycle
-from nccl_bench.results.store import write_meta
+from nccl_bench.results.run_folder import write_meta
 from tests.small_disk import fill, small_disk
 
 

@@ -11,13 +11,13 @@ import pytest
 from nccl_bench.errors import UserInputError
 from nccl_bench.render import formats as render_formats
 from nccl_bench.results import loader
+from nccl_bench.results.csv_reader import read_rows
 from nccl_bench.results.schema import (
     COLUMNS,
     PLACEMENT_IN,
     SCHEMA_VERSION,
     ResultRow,
 )
-from nccl_bench.results.store import read_rows
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "nccl_tests"
 

@@ -10,7 +10,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from result_rows import MiB, row
 
 from nccl_bench.render.prom import doctor_metrics, sweep_metrics
-from nccl_bench.results import store
+from nccl_bench.results import whole_file
 
 META = {"status": "complete", "backend": "gloo", "world_size": 2, "nodes": 1,
         "versions": {"torch": "2.13.0+cpu", "python": "3.11.7"}}
@@ -93,8 +93,8 @@ def test_the_file_is_replaced_by_a_rename_and_no_temporary_file_is_left(tmp_path
     path.write_text("old\n")
     renames = []
     real_replace = os.replace
-    monkeypatch.setattr(store.os, "replace", lambda src, dst: (renames.append((src, dst)), real_replace(src, dst)))
-    store.replace_whole(path, "new\n")
+    monkeypatch.setattr(whole_file.os, "replace", lambda src, dst: (renames.append((src, dst)), real_replace(src, dst)))
+    whole_file.replace_whole(path, "new\n")
     assert path.read_text() == "new\n" and list(tmp_path.iterdir()) == [path]
     ((source, target),) = renames
     assert target == path and source.parent == path.parent and not source.name.endswith(".prom")
@@ -107,7 +107,7 @@ def test_a_failed_write_leaves_the_old_file_and_no_temporary(tmp_path, monkeypat
     def refuse(src, dst):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(store.os, "replace", refuse)
+    monkeypatch.setattr(whole_file.os, "replace", refuse)
     with pytest.raises(OSError):
-        store.replace_whole(path, "new\n")
+        whole_file.replace_whole(path, "new\n")
     assert path.read_text() == "old\n" and list(tmp_path.iterdir()) == [path]

@@ -11,8 +11,8 @@ from result_rows import MiB, row, write_run
 from nccl_bench import compare as cmp
 from nccl_bench.errors import UserInputError
 from nccl_bench.results.baselines import prepare_baselines, save_baseline
+from nccl_bench.results.csv_reader import read_rows
 from nccl_bench.results.loader import load_rows, read_run
-from nccl_bench.results.store import read_rows
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "nccl_tests"
 

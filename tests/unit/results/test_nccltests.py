@@ -9,9 +9,9 @@ from result_rows import row_at
 
 from nccl_bench.errors import UserInputError
 from nccl_bench.results import nccltests, nccltests_names
+from nccl_bench.results.input_lines import ResultsWarning
 from nccl_bench.results.loader import LogHints, load_rows
 from nccl_bench.results.schema import PLACEMENT_IN, PLACEMENT_OUT
-from nccl_bench.results.store import ResultsWarning
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "nccl_tests"
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from test_store import _row, _write
+from test_results_files import _row, _write
 
 from nccl_bench.errors import UserInputError
 from nccl_bench.results.loader import load_rows

@@ -10,13 +10,17 @@ from pathlib import Path
 import pytest
 
 from nccl_bench.errors import UserInputError
+from nccl_bench.results.csv_appender import ResultsWriter
+from nccl_bench.results.csv_reader import read_rows
+from nccl_bench.results.input_lines import ResultsWarning
+from nccl_bench.results.run_folder import write_meta
 from nccl_bench.results.schema import (
     COLUMNS,
     PLACEMENT_OUT,
     STATUS_UNSUPPORTED,
     ResultRow,
 )
-from nccl_bench.results.store import ResultsWarning, ResultsWriter, read_rows, read_small_file, strict_json, write_meta
+from nccl_bench.results.whole_file import read_small_file, strict_json
 
 
 def _row(**changes) -> ResultRow:
@@ -127,8 +131,9 @@ def test_empty_file_is_one_clear_error(tmp_path):
 def test_load_frame_gives_typed_pandas_columns(tmp_path):
     import math
 
+    from nccl_bench.results.csv_appender import ResultsWriter
+    from nccl_bench.results.dataframe import load_frame
     from nccl_bench.results.schema import COLUMNS
-    from nccl_bench.results.store import ResultsWriter, load_frame
 
     writer = ResultsWriter(tmp_path)
     measured = _row(op="all_reduce", wrong=0)
@@ -210,7 +215,7 @@ def test_a_device_given_as_the_output_is_written_in_place_never_replaced():
     import stat
 
     from nccl_bench.errors import WriteFailedError
-    from nccl_bench.results.store import replace_whole, write_text_file
+    from nccl_bench.results.whole_file import replace_whole, write_text_file
 
     replace_whole(Path("/dev/null"), "x\n")
     with pytest.raises(WriteFailedError, match="no space left on /dev/full"):
