@@ -85,7 +85,7 @@ def main(argv: list[str]) -> int:
     import torch
 
     from nccl_bench import config as cfg
-    from nccl_bench.ranks import dist, session
+    from nccl_bench.ranks import dist, preflight
     from nccl_bench.ranks.devices import device_kind
     from nccl_bench.ranks.layout import detect_launch
     from nccl_bench.ranks.plan import buffer_bytes, plan_points
@@ -100,7 +100,7 @@ def main(argv: list[str]) -> int:
     ops = tuple(op.strip() for op in args.ops.split(",") if op.strip())
     sizes = tuple(parse_size(s.strip(), "--sizes") for s in args.sizes.split(",") if s.strip())
     config = cfg.SweepConfig(ops=ops, sizes=sizes, min_sample_ms=args.min_sample_ms)
-    backend = session.chosen_backend("auto")
+    backend = preflight.chosen_backend("auto")
     on_gpu = device_kind(backend) == "cuda"
     points, _notes = plan_points(config, launch.world_size, on_gpu)
     points = _one_placement_per_op(points, ops)

@@ -46,14 +46,14 @@ def worker(mode: str, sweep_args: list[str]) -> int:
     import torch.distributed as tdist
 
     from nccl_bench import cli
-    from nccl_bench.ranks import dist, session
+    from nccl_bench.ranks import dist, preflight
     from nccl_bench.ranks.layout import detect_launch
 
     folder = Path(os.environ[REPORT_ENV])
     code = 0
     if mode == "baseline":
         launch = detect_launch()
-        backend = session.chosen_backend("auto")
+        backend = preflight.chosen_backend("auto")
         with dist.process_group(launch, backend, 300) as ctx:
             tensor = torch.ones(256, device=ctx.device)
             tdist.all_reduce(tensor)

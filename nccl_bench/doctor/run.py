@@ -27,6 +27,7 @@ from nccl_bench.errors import RunFailedError, UserInputError
 from nccl_bench.options import PHASES
 from nccl_bench.ranks import devices, dist, faults, session
 from nccl_bench.ranks.planted import NoFaults, fault_seam
+from nccl_bench.ranks.preflight import check_local_workers, chosen_backend
 from nccl_bench.ranks.runner import PointRunner, TimingPlan
 from nccl_bench.results.csv_appender import CsvAppender
 from nccl_bench.results.whole_file import write_text_file
@@ -206,7 +207,7 @@ def execute(config: DoctorConfig, observer_factory: Callable[[int], DoctorObserv
     """Run the doctor on this rank through the shared life cycle (ranks/session.py).
     observer_factory(rank) gives rank 0 its reporter; on_stuck: see session.execute."""
     session.require_launch()
-    backend = session.chosen_backend(config.backend)
+    backend = chosen_backend(config.backend)
     size = resolve_size(config, devices.device_kind(backend) == "cuda")
     request = session.RunRequest(
         command="doctor", backend=backend, timeout_s=config.timeout_s, out=config.out,
@@ -221,12 +222,12 @@ def execute(config: DoctorConfig, observer_factory: Callable[[int], DoctorObserv
 def preflight(config: DoctorConfig, local_ranks: int) -> str:
     """What a launcher-less run refuses before starting workers: the backend, GPUs per worker, host memory.
     Returns the backend the ranks will use."""
-    backend = session.chosen_backend(config.backend)
+    backend = chosen_backend(config.backend)
     size = resolve_size(config, devices.device_kind(backend) == "cuda")
     refused = schedule.nothing_to_measure(config.phases, [local_ranks])  # local workers share one host
     if refused is not None:
         raise UserInputError(_phase_or(config, "--workers"), refused)
-    session.check_local_workers("doctor", backend, local_ranks, 2 * size, "--size")
+    check_local_workers("doctor", backend, local_ranks, 2 * size, "--size")
     return backend
 
 

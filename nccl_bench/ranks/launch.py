@@ -42,7 +42,7 @@ def default_workers() -> tuple[int, str]:
 
 def shared_cores_note(workers: int, backend: str) -> list[str]:
     """A note when CPU ranks outnumber the cores (times then include waiting for a core); GPUs per NCCL
-    worker are checked with the rest of the life cycle's preflight (session.check_local_workers)."""
+    worker are checked with the rest of the life cycle's preflight (preflight.check_local_workers)."""
     if backend == "nccl":
         return []
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)

@@ -9,8 +9,9 @@ from dataclasses import dataclass
 
 from nccl_bench import config as cfg
 from nccl_bench.errors import UserInputError
-from nccl_bench.ranks import check, devices, session, split
+from nccl_bench.ranks import check, devices, split
 from nccl_bench.ranks.collectives import REGISTRY, buffer_elems, round_size, store_elems
+from nccl_bench.ranks.preflight import check_local_workers, chosen_backend
 from nccl_bench.results.schema import PLACEMENT_IN
 from nccl_bench.units import stats
 
@@ -213,7 +214,7 @@ def plan_run(config: cfg.SweepConfig, world_size: int, torch_version: str | None
     uses, --root, and a plan that is empty or would run for days. With --split, sizes are those of
     one group (ranks_per_host: the launcher's local world size; None: every rank on one host)."""
     world_size = group_size(config, world_size, ranks_per_host or world_size)
-    backend = session.chosen_backend(config.backend)
+    backend = chosen_backend(config.backend)
     _check_gpu_only_options(config, backend)
     _check_root(config, world_size)
     on_gpu = devices.device_kind(backend) == "cuda"
@@ -228,5 +229,5 @@ def preflight(config: cfg.SweepConfig, world_size: int, local_ranks: int) -> Pla
     import torch
 
     plan = plan_run(config, world_size, torch.__version__, local_ranks)
-    session.check_local_workers("sweep", plan.backend, local_ranks, plan.bytes_per_rank(config), size_option(config))
+    check_local_workers("sweep", plan.backend, local_ranks, plan.bytes_per_rank(config), size_option(config))
     return plan
