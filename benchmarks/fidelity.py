@@ -88,8 +88,8 @@ def main(argv: list[str]) -> int:
     from nccl_bench.ranks import dist, preflight
     from nccl_bench.ranks.devices import device_kind
     from nccl_bench.ranks.layout import detect_launch
-    from nccl_bench.ranks.plan import buffer_bytes, plan_points
     from nccl_bench.ranks.runner import PointRunner, TimingPlan
+    from nccl_bench.sweep.plan import buffer_bytes, plan_points
     from nccl_bench.units.sizes import parse_size
 
     launch = detect_launch()
@@ -105,7 +105,7 @@ def main(argv: list[str]) -> int:
     points, _notes = plan_points(config, launch.world_size, on_gpu)
     points = _one_placement_per_op(points, ops)
     min_sample_s = cfg.min_sample_ms(config, on_gpu) / 1e3
-    # The sweep's own default plan (see ranks/sweep.py): what `nccl-bench sweep` would use.
+    # The sweep's own default plan (see sweep/sweep_body.py): what `nccl-bench sweep` would use.
     plan = TimingPlan(warmup=config.warmup, iters=config.iters, min_sample_s=min_sample_s,
                       trials=config.trials, agg=config.agg, blocking=config.blocking, cuda_graph=config.cuda_graph)
 

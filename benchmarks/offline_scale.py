@@ -65,7 +65,7 @@ def write_csv(path: Path, rows: int) -> None:
 def write_log(path: Path, rows: int) -> None:
     """An nccl-tests all_reduce log of `rows` rows: one table of LINES_PER_TABLE result lines (two rows
     each, out-of-place and in-place) repeated, as the log of a job running the same test again and again."""
-    from nccl_bench.render.nccltests import format_text
+    from nccl_bench.render.nccltests_text import format_text
 
     table = []
     for index in range(LINES_PER_TABLE):

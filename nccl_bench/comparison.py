@@ -14,7 +14,6 @@ from __future__ import annotations
 import dataclasses
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Iterable, Sequence
 
 from nccl_bench.errors import EXIT_OK, EXIT_VERDICT, UserInputError
@@ -167,7 +166,7 @@ def compare_rows(
         raise UserInputError(current_label, "has no result rows")
     notes = _check_compatible(baseline, current, allow_mismatch, baseline_label, current_label)
     # different world sizes get past the check above only with allow_mismatch
-    across_world_sizes = _world_sizes(baseline) != _world_sizes(current)
+    across_world_sizes = world_sizes(baseline) != world_sizes(current)
     base_index = _index(baseline, across_world_sizes, baseline_label)
     cur_index = _index(current, across_world_sizes, current_label)
     if not base_index.keys() & cur_index.keys():
@@ -255,94 +254,16 @@ def compare_runs(baseline: RunRows, current: RunRows, **rule) -> Comparison:
     return dataclasses.replace(comparison, baseline_path=str(baseline.path), current_path=str(current.path))
 
 
-def check_against_baseline(check: BaselineCheck, run: RunRows) -> Comparison:
-    """What `sweep --baseline` runs after a sweep: the finished run against the baseline read before it."""
-    baseline = RunRows(check.baseline, "--baseline", check.baseline_rows)
-    return compare_runs(baseline, run, tolerance=check.tolerance, allow_mismatch=check.allow_mismatch)
-
-
-@dataclass(frozen=True)
-class BaselineCheck:
-    """What `sweep --baseline/--tolerance/--save-baseline` asks for once the run is done."""
-
-    baseline: Path | None
-    tolerance: float
-    save_name: str | None
-    allow_mismatch: bool = False
-    replace_baseline: bool = False
-    baseline_rows: tuple[ResultRow, ...] = field(default=(), compare=False)  # read once, up front
-
-    def with_rows(self, rows: Iterable[ResultRow]) -> BaselineCheck:
-        """The check with the baseline's rows, as results/baselines.prepare_baselines read them."""
-        return dataclasses.replace(self, baseline_rows=tuple(rows))
-
-
-# Options only the process that owns the whole run acts on; local worker ranks never see them.
-SWEEP_BASELINE_OPTIONS = ("--baseline", "--tolerance", "--save-baseline")
-SWEEP_BASELINE_FLAGS = ("--allow-mismatch", "--replace-baseline")
-
-
-def plan_baseline_check(
-    baseline: Path | None, tolerance: str | None, save_name: str | None,
-    allow_mismatch: bool = False, replace_baseline: bool = False,
-) -> BaselineCheck | None:
-    """The sweep's baseline options checked against each other before measuring, so a typo fails at
-    once, not after the run; results/baselines.prepare_baselines then reads the files they name."""
-    if tolerance is not None and baseline is None:
-        raise UserInputError("--tolerance", "only applies with --baseline")
-    if allow_mismatch and baseline is None:
-        raise UserInputError("--allow-mismatch", "only applies with --baseline")
-    if replace_baseline and save_name is None:
-        raise UserInputError("--replace-baseline", "only applies with --save-baseline")
-    if baseline is None and save_name is None:
-        return None
-    fraction = DEFAULT_TOLERANCE if tolerance is None else parse_tolerance(tolerance)
-    return BaselineCheck(
-        None if baseline is None else Path(baseline), fraction, save_name, allow_mismatch, replace_baseline
-    )
-
-
-def check_plan_against_baseline(
-    check: BaselineCheck | None, world_size: int, backend: str, planned_keys: Iterable[tuple]
-) -> None:
-    """Before measuring: refuse a sweep that the baseline check would reject after it.
-
-    planned_keys are (op, size_bytes, dtype, redop, placement) of every planned point; world size
-    and backend are what the run will have. The same rules as compare_rows, minus the numbers.
-    """
-    if check is None or not check.baseline_rows:
-        return
-    label = f"--baseline {check.baseline}"
-    baseline = check.baseline_rows
-    for what, theirs, ours in (
-        ("world size", _world_sizes(baseline), frozenset({world_size})),
-        ("backend", _backends(baseline), frozenset({backend})),
-    ):
-        if theirs != ours and not check.allow_mismatch:
-            raise UserInputError(
-                label,
-                f"{what} differs: the baseline has {_join(theirs)}, this sweep would run with {_join(ours)}; "
-                "pass --allow-mismatch to compare anyway",
-            )
-    theirs = {(r.op, r.size_bytes, r.dtype, r.redop, r.placement) for r in baseline}
-    if not theirs & set(planned_keys):
-        raise UserInputError(
-            label,
-            "shares no (op, size, dtype, redop, placement) with this sweep's plan; "
-            "measure the baseline's ops and sizes (see `nccl-bench report` of it)",
-        )
-
-
 def _check_compatible(
     baseline: Sequence[ResultRow], current: Sequence[ResultRow], allow_mismatch: bool,
     baseline_label: str, current_label: str,
 ) -> list[str]:
     notes = []
-    for what, values in (("world size", _world_sizes), ("backend", _backends)):
+    for what, values in (("world size", world_sizes), ("backend", backends)):
         base, cur = values(baseline), values(current)
         if base == cur:
             continue
-        text = f"{what} differs: {baseline_label} has {_join(base)}, {current_label} has {_join(cur)}"
+        text = f"{what} differs: {baseline_label} has {joined(base)}, {current_label} has {joined(cur)}"
         if not allow_mismatch:
             raise UserInputError(current_label, f"{text}; pass --allow-mismatch to compare anyway")
         notes.append(text)
@@ -374,15 +295,18 @@ def _delta_pct(base: float | None, cur: float | None) -> float | None:
     return 100.0 * (cur - base) / base
 
 
-def _world_sizes(rows: Iterable[ResultRow]) -> frozenset[int]:
+def world_sizes(rows: Iterable[ResultRow]) -> frozenset[int]:
+    """The world sizes a run's rows were measured at: one, unless runs were joined."""
     return frozenset(r.world_size for r in rows)
 
 
-def _backends(rows: Iterable[ResultRow]) -> frozenset[str]:
+def backends(rows: Iterable[ResultRow]) -> frozenset[str]:
+    """The backends a run's rows were measured with."""
     return frozenset(r.backend for r in rows)
 
 
-def _join(values: Iterable[object]) -> str:
+def joined(values: Iterable[object]) -> str:
+    """world_sizes or backends as a message names them: 2/4, gloo/nccl."""
     return "/".join(str(v) for v in sorted(values))
 
 
@@ -396,35 +320,3 @@ def _unit(metric: str) -> str:
 
 def _fmt(value: float) -> str:
     return f"{value:.4g}"
-
-
-@dataclass(frozen=True)
-class FloorCheck:
-    """--min-busbw: each op's busbw at its largest measured size against one floor (GB/s = 1e9 B/s)."""
-
-    floor_gbps: float
-    checked: tuple[ResultRow, ...]  # every row at its op's largest measured size (both placements)
-    below: tuple[ResultRow, ...]  # those of them under the floor
-    unchecked_ops: tuple[str, ...]  # ops without one measured busbw (unsupported by the backend)
-
-    @property
-    def exit_code(self) -> int:
-        return EXIT_VERDICT if self.below else EXIT_OK
-
-
-def check_floor(rows: Sequence[ResultRow], floor_gbps: float) -> FloorCheck:
-    """The floor rule: per op, the largest size with a measured busbw; each of its rows must reach the floor."""
-    ops = list(dict.fromkeys(r.op for r in rows if r.busbw_factor is not None or r.status == STATUS_UNSUPPORTED))
-    checked: list[ResultRow] = []
-    for op in ops:
-        measured = [r for r in rows if r.op == op and r.busbw_gbps is not None]
-        if measured:
-            largest = max(r.size_bytes for r in measured)
-            checked += [r for r in measured if r.size_bytes == largest]
-    unchecked = tuple(op for op in ops if all(r.op != op for r in checked))
-    below = tuple(r for r in checked if r.busbw_gbps < floor_gbps)
-    return FloorCheck(floor_gbps, tuple(checked), below, unchecked)
-
-
-def floor_row_text(row: ResultRow) -> str:
-    return f"{row.op} {format_size(row.size_bytes)} {row.placement}: {row.busbw_gbps:.2f} GB/s"

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from nccl_bench.doctor.run import DoctorHeader, Node
+from nccl_bench.doctor.doctor_report import DoctorHeader, Node
 from nccl_bench.doctor.verdicts import judge
+from nccl_bench.ranks.session import RunFacts
 
 
 def three_node_judgement():
@@ -15,9 +16,10 @@ def three_node_judgement():
 
 
 def three_node_header(run_dir=None) -> DoctorHeader:
+    run = RunFacts(backend="gloo", launcher="torchrun", world_size=6, hostnames=("a", "a", "b", "b", "c", "c"),
+                   devices=("cpu",) * 6, versions={"torch": "2.x"}, run_dir=run_dir)
     return DoctorHeader(
-        backend="gloo", launcher="torchrun", world_size=6,
-        nodes=(Node("a", (0, 1)), Node("b", (2, 3)), Node("c", (4, 5))),
-        versions={"torch": "2.x"}, size_bytes=4 * 1024**2, iters=4, samples=3, warmup=1, phases=("nodes", "pairs"),
-        mode="full", rounds=3, tolerance=0.2, expect_gbps=None, run_dir=run_dir, notes=("a note",),
+        run=run, nodes=(Node("a", (0, 1)), Node("b", (2, 3)), Node("c", (4, 5))),
+        size_bytes=4 * 1024**2, iters=4, samples=3, warmup=1, phases=("nodes", "pairs"),
+        mode="full", rounds=3, tolerance=0.2, expect_gbps=None, notes=("a note",),
     )

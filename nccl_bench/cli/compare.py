@@ -35,12 +35,12 @@ def compare_command(
     log_ranks: int = param(LOG_RANKS),
 ) -> None:
     """Compare a run against a baseline per op and size; exit 0 ok, 1 regression, 2 bad input."""
-    from nccl_bench import compare
+    from nccl_bench import comparison
     from nccl_bench.render.formats import check_output_file
     from nccl_bench.results.loader import read_run
     from nccl_bench.units.sizes import parse_size
 
-    tolerance_fraction = compare.parse_tolerance(tolerance, "--tolerance")
+    tolerance_fraction = comparison.parse_tolerance(tolerance, "--tolerance")
     min_size = parse_size(min_bytes, "--min-bytes")
     outputs = {
         "markdown": check_output_file(markdown and Path(markdown), "--markdown"),
@@ -48,7 +48,7 @@ def compare_command(
         "json_path": check_output_file(json_file and Path(json_file), "--json"),
     }
     hints = log_hints(log_op, log_ranks)
-    result = compare.compare_runs(
+    result = comparison.compare_runs(
         read_run(Path(baseline), "BASELINE", hints), read_run(Path(current), "CURRENT", hints),
         tolerance=tolerance_fraction, min_bytes=min_size, allow_mismatch=allow_mismatch,
     )

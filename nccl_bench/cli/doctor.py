@@ -45,7 +45,7 @@ def doctor_command(
     from nccl_bench.doctor.config import build_config
     from nccl_bench.render.formats import check_output_file
 
-    values["tolerance"] = core.compare.parse_tolerance(tolerance, _OPTION["tolerance"].name)
+    values["tolerance"] = core.comparison.parse_tolerance(tolerance, _OPTION["tolerance"].name)
     config = build_config(**values)
     json_path = check_output_file(json_file and Path(json_file), "--json")
     check_output_file(config.exclude_file, "--exclude-file")  # written by rank 0 with doctor.json
@@ -57,14 +57,14 @@ def doctor_command(
     from nccl_bench.render.live import DoctorReporter
 
     try:
-        report = core.doctor.execute(
-            config, lambda rank: DoctorReporter() if rank == 0 else core.doctor.SilentObserver(),
+        report = core.doctor_body.execute(
+            config, lambda rank: DoctorReporter() if rank == 0 else core.doctor_report.SilentObserver(),
             on_stuck=messages.end_stuck_rank,
         )
     except core.Interrupted as exc:
         local_workers.end_interrupted(launch, f"interrupted by {exc}; measurements so far are kept")
     if json_path is not None and launch.rank == 0:
-        core.doctor.write_report_json(report, json_path)
+        core.doctor_report.write_report_json(report, json_path)
     if config.prom is not None and launch.rank == 0 and report.judgement is not None:
         _write_prom(config.prom, report)
     if report.judgement is not None and report.judgement.suspects:
@@ -82,7 +82,7 @@ def _write_prom(path: Path, report) -> None:
 
     meta = (read_meta(report.run_dir) if report.run_dir is not None else None) or {}
     try:
-        replace_whole(path, doctor_metrics(core.doctor.report_json(report), meta, time.time()))
+        replace_whole(path, doctor_metrics(core.doctor_report.report_json(report), meta, time.time()))
     except OSError as exc:
         messages.fail(f"{_OPTION['prom'].name}: cannot write {path}: {exc.strerror} (the results on disk are kept)",
                       EXIT_RUN_FAILED)
@@ -94,10 +94,10 @@ def _with_local_workers(config, workers: Optional[int]) -> None:
     from nccl_bench.results.run_folder import new_run_dir
 
     def refuse_early(count: int) -> tuple[str, list[str]]:
-        return core.doctor.preflight(config, count), []
+        return core.doctor_body.preflight(config, count), []
 
     default_target = new_run_dir(config.results_root, ["doctor"])
-    verdict_file = (config.out if config.out is not None else default_target) / core.doctor.DOCTOR_JSON
+    verdict_file = (config.out if config.out is not None else default_target) / core.doctor_report.DOCTOR_JSON
     try:
         local_workers.start("doctor", workers, refuse_early, sys.argv[1:], config.out, default_target)
     except RunFailedError:

@@ -20,12 +20,12 @@ def limits_command(
     peak, peak_warnings = peak_from_limits(limits, multi_node, device_kind)
     expected = host_entries(limits, nodes=None if multi_node else 1)  # across nodes, how many is unknown here
     if as_json:
-        from nccl_bench.render.limits import limits_json
+        from nccl_bench.render.limits_text import limits_json
         from nccl_bench.results.whole_file import strict_json
 
         typer.echo(strict_json(limits_json(limits, peak, peak_warnings, expected), indent=2))
         return
-    from nccl_bench.render.limits import limits_lines
+    from nccl_bench.render.limits_text import limits_lines
     from nccl_bench.render.live import make_console, print_lines, table_width
 
     console = make_console()

@@ -52,7 +52,7 @@ def report_command(
     measured = [path for path in paths if path not in doctors]
     loaded = loader.load_runs(measured, hints=log_hints(log_op, log_ranks)) if measured else []
     if output_path:
-        from nccl_bench.render.doctor import recorded_text
+        from nccl_bench.render.doctor_text import recorded_text
 
         text = render_formats.render_runs(measured, loaded, fmt) if loaded else ""
         doctor_texts = [recorded_text(doctor, loader.run_label(path)) for path, doctor in doctors.items()]

@@ -79,7 +79,7 @@ def sweep_command(
 
     check_output_file(sweep_config.prom, _OPTION["prom"].name)
 
-    baseline_check = core.compare.plan_baseline_check(baseline, tolerance, save_baseline, allow_mismatch,
+    baseline_check = core.baseline_check.plan_baseline_check(baseline, tolerance, save_baseline, allow_mismatch,
                                                       replace_baseline)
     if baseline_check is not None:
         baseline_check = baseline_check.with_rows(core.baselines.prepare_baselines(
@@ -115,12 +115,13 @@ def _on_this_rank(sweep_config, launch, workers: Optional[int], baseline_check) 
     from nccl_bench.render.live import LiveReporter
 
     plan = core.plan.plan_run(sweep_config, launch.world_size, torch.__version__, launch.local_world_size)
-    core.compare.check_plan_against_baseline(baseline_check, launch.world_size, plan.backend, plan.keys(sweep_config))
+    core.baseline_check.check_plan_against_baseline(baseline_check, launch.world_size, plan.backend,
+                                                    plan.keys(sweep_config))
     if local_workers.speaks_for_run(launch):  # local workers: the process that started them said it
         messages.notes(plan.before_start)
     try:
-        summary = core.sweep.execute(
-            sweep_config, lambda rank: LiveReporter() if rank == 0 else core.sweep.SilentObserver(),
+        summary = core.sweep_body.execute(
+            sweep_config, lambda rank: LiveReporter() if rank == 0 else core.sweep_report.SilentObserver(),
             on_stuck=messages.end_stuck_rank, plan=plan,
         )
     except core.Interrupted as exc:
@@ -141,7 +142,7 @@ def _with_local_workers(sweep_config, workers: Optional[int], baseline_check) ->
 
     def refuse_early(count: int) -> tuple[str, list[str]]:
         plan = core.plan.preflight(sweep_config, count, count)
-        core.compare.check_plan_against_baseline(baseline_check, count, plan.backend, plan.keys(sweep_config))
+        core.baseline_check.check_plan_against_baseline(baseline_check, count, plan.backend, plan.keys(sweep_config))
         return plan.backend, list(plan.before_start)
 
     default_target = new_run_dir(sweep_config.results_root, sweep_config.ops)
@@ -153,7 +154,7 @@ def worker_args(args: list[str]) -> list[str]:
     """The command line for local workers: without what only this process acts on (the baseline, --workers)."""
     from nccl_bench.cli import core
 
-    with_value = (*core.compare.SWEEP_BASELINE_OPTIONS, WORKERS.name)
+    with_value = (*core.baseline_check.SWEEP_BASELINE_OPTIONS, WORKERS.name)
     joined = tuple(f"{name}=" for name in with_value)
     kept, skip_value = [], False
     for arg in args:
@@ -161,7 +162,7 @@ def worker_args(args: list[str]) -> list[str]:
             skip_value = False
         elif arg in with_value:
             skip_value = True
-        elif arg not in core.compare.SWEEP_BASELINE_FLAGS and not arg.startswith(joined):
+        elif arg not in core.baseline_check.SWEEP_BASELINE_FLAGS and not arg.startswith(joined):
             kept.append(arg)
     return kept
 
@@ -199,16 +200,16 @@ def _floor_verdict(rows, floor_gbps: float) -> int:
     """Each op's busbw at its largest measured size against --min-busbw: one line, EXIT_VERDICT below it."""
     from nccl_bench.cli import core
 
-    floor = core.compare.check_floor(rows, floor_gbps)
+    floor = core.busbw_floor.check_floor(rows, floor_gbps)
     option = f"{_OPTION['min_busbw_gbps'].name} {floor_gbps:g} GB/s"
     messages.notes(f"{op}: no size measured, so not checked against {option}" for op in floor.unchecked_ops)
     if floor.below:
-        below = "; ".join(core.compare.floor_row_text(row) for row in floor.below)
+        below = "; ".join(core.busbw_floor.floor_row_text(row) for row in floor.below)
         messages.error(f"below {option} at the op's largest measured size: {below}")
     elif floor.checked:
         lowest = min(floor.checked, key=lambda row: row.busbw_gbps)
         messages.say(f"{option} reached at each op's largest measured size (lowest: "
-                     f"{core.compare.floor_row_text(lowest)})")
+                     f"{core.busbw_floor.floor_row_text(lowest)})")
     return floor.exit_code
 
 
@@ -219,7 +220,7 @@ def _baseline_verdict(run_dir: Path, results_root: Path, baseline_check, floor_e
 
     exit_code = EXIT_OK
     if baseline_check.baseline is not None:
-        result = core.compare.check_against_baseline(baseline_check, core.read_run(run_dir, "run"))
+        result = core.baseline_check.check_against_baseline(baseline_check, core.read_run(run_dir, "run"))
         report_comparison(result, {}, os.environ)
         exit_code = result.exit_code
     if baseline_check.save_name is not None:

@@ -1,4 +1,6 @@
-"""The doctor on every rank: intra-node all_reduce per host, then node pairs rail by rail, re-tests.
+"""The doctor's body on the shared run life cycle (ranks/session.py), on every rank: intra-node
+all_reduce per host, then node pairs rail by rail, re-tests. What it records and reports is in
+doctor/doctor_report.py; the sweep's counterpart is sweep/sweep_body.py.
 
 Hosts are told apart by hostname (as the sweep counts nodes); a host's ranks, in rank order, are
 its rails 0, 1, ... Rail i of one node exchanges with rail i of the other, so every NIC works.
@@ -17,12 +19,23 @@ import dataclasses
 import math
 import os
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Protocol
+from typing import Any, Callable
 
 from nccl_bench.doctor import roster, schedule, verdicts
 from nccl_bench.doctor.config import ELEMENT_BYTES, DoctorConfig, resolve_size
+from nccl_bench.doctor.doctor_report import (
+    DOCTOR_CSV,
+    DOCTOR_JSON,
+    RECORD_COLUMNS,
+    DoctorHeader,
+    DoctorObserver,
+    DoctorRecord,
+    DoctorReport,
+    Node,
+    SilentObserver,
+    write_report_json,
+)
 from nccl_bench.errors import RunFailedError, UserInputError
 from nccl_bench.options import PHASES
 from nccl_bench.ranks import devices, dist, faults, session
@@ -41,108 +54,6 @@ MAX_RETEST_PASSES = 3
 # beside it sharing switches or, on simulated hosts, CPUs) is then absent the second time. More
 # low pairs than this (a congested fabric) are re-tested packed into rounds like the first pass.
 SOLO_RETESTS = 32
-DOCTOR_CSV = "doctor.csv"
-DOCTOR_JSON = "doctor.json"
-JSON_SCHEMA_VERSION = 2  # 2: `missing` suspects, expected_hosts and exclude
-CSV_SCHEMA_VERSION = 1
-
-
-
-
-@dataclass(frozen=True)
-class Node:
-    host: str
-    ranks: tuple[int, ...]  # rank of rail 0, rail 1, ...
-
-
-@dataclass(frozen=True)
-class DoctorHeader:
-    backend: str
-    launcher: str
-    world_size: int
-    nodes: tuple[Node, ...]
-    versions: dict[str, str]
-    size_bytes: int
-    iters: int
-    samples: int
-    warmup: int
-    phases: tuple[str, ...]
-    mode: str  # full | quick
-    rounds: int  # pair rounds planned before re-tests
-    tolerance: float
-    expect_gbps: float | None
-    run_dir: Path | None
-    notes: tuple[str, ...] = ()
-    expected_hosts: tuple[str, ...] = ()  # hosts that should take part (doctor/roster.py)
-    exclude_file: Path | None = None
-    expected_from: str = ""  # --expect-hosts or SLURM_JOB_NODELIST
-
-
-@dataclass(frozen=True)
-class DoctorRecord:
-    """One measurement, one line of doctor.csv (the sweep's units: bytes, us, GB/s = 1e9 B/s)."""
-
-    phase: str  # nodes | pairs
-    attempt: int  # 1 = first, 2+ = re-test
-    round: int  # pair round (0 for the nodes phase)
-    hosts: str  # ';'-separated: one host (nodes) or two (pairs)
-    rail: int | None  # pairs: local rank index on both nodes; None for the nodes phase
-    ranks: str  # ';'-separated global ranks taking part
-    size_bytes: int
-    iters: int
-    samples: int
-    time_us: float  # median sample / iters: per all_reduce or per two-way exchange
-    time_min_us: float
-    time_max_us: float
-    algbw_gbps: float
-    busbw_factor: float
-    busbw_gbps: float  # from time_us, as the sweep
-    best_busbw_gbps: float  # from time_min_us: what the verdicts use
-    schema_version: int = CSV_SCHEMA_VERSION
-
-
-RECORD_COLUMNS = tuple(f.name for f in dataclasses.fields(DoctorRecord))
-
-
-@dataclass
-class DoctorReport:
-    run_dir: Path | None
-    header: DoctorHeader | None = None
-    judgement: verdicts.Judgement | None = None
-    records: list[DoctorRecord] = field(default_factory=list)
-    status: str = "running"
-    wall_s: float = 0.0
-    notes: list[str] = field(default_factory=list)
-    heatmap_path: Path | None = None  # set by the reporter that drew it
-
-    @property
-    def verdict(self) -> str:
-        return self.judgement.verdict if self.judgement is not None else "unknown"
-
-
-class DoctorObserver(Protocol):
-    def started(self, header: DoctorHeader) -> None: ...
-    def pairs_planned(self, rounds: int, per_round_s: float) -> None: ...
-    def rounds_added(self, rounds: int, what: list[str]) -> None: ...
-    def round_done(self) -> None: ...
-    def finished(self, report: DoctorReport) -> None: ...
-
-
-class SilentObserver:
-    def started(self, header: DoctorHeader) -> None:
-        pass
-
-    def pairs_planned(self, rounds: int, per_round_s: float) -> None:
-        pass
-
-    def rounds_added(self, rounds: int, what: list[str]) -> None:
-        pass
-
-    def round_done(self) -> None:
-        pass
-
-    def finished(self, report: DoctorReport) -> None:
-        pass
 
 
 def group_nodes(hostnames: list[str]) -> list[Node]:
@@ -151,55 +62,6 @@ def group_nodes(hostnames: list[str]) -> list[Node]:
     for rank, host in enumerate(hostnames):
         found.setdefault(host, []).append(rank)
     return [Node(host, tuple(ranks)) for host, ranks in found.items()]
-
-
-def report_json(report: DoctorReport) -> dict[str, Any]:
-    """doctor.json, schema_version 2 (README "Results on disk")."""
-    judgement, header = report.judgement, report.header
-    fleet = {
-        name: (
-            None if stat is None
-            else {"median_gbps": stat.median_gbps, "mad_gbps": stat.mad_gbps, "count": stat.count}
-        )
-        for name, stat in (("pairs", judgement.pair_fleet), ("intra", judgement.intra_fleet))
-    }
-    return {
-        "schema_version": JSON_SCHEMA_VERSION,
-        "verdict": judgement.verdict,
-        "nodes": [
-            {"host": n.host, "ranks": list(n.ranks), "intra_busbw_gbps": n.intra_busbw_gbps,
-             "pair_median_gbps": n.pair_median_gbps, "verdict": n.verdict}
-            for n in judgement.nodes
-        ],
-        "pairs": [
-            {"hosts": list(p.hosts), "rail": p.rail, "busbw_gbps": p.busbw_gbps, "verdict": p.verdict,
-             "attempts_gbps": list(p.attempts)}
-            for p in judgement.pairs
-        ],
-        "suspects": [
-            {"kind": s.kind, "hosts": list(s.hosts), "rail": s.rail, "measured_gbps": s.measured_gbps,
-             "fleet_median_gbps": s.fleet_median_gbps, "reason": s.reason}
-            for s in judgement.suspects
-        ],
-        "wall_s": report.wall_s,
-        "mode": header.mode,
-        "size_bytes": header.size_bytes,
-        "tolerance": header.tolerance,
-        "expect_gbps": header.expect_gbps,
-        "thresholds_gbps": {"pairs": judgement.pair_threshold_gbps, "intra": judgement.intra_threshold_gbps},
-        "fleet": fleet,
-        "notes": list(header.notes) + report.notes + judgement.notes,
-        "expected_hosts": (
-            {"hosts": list(header.expected_hosts), "source": header.expected_from} if header.expected_hosts else None
-        ),
-        "exclude": roster.excluded_hosts(judgement.suspects),
-    }
-
-
-def write_report_json(report: DoctorReport, path: Path) -> None:
-    from nccl_bench.results.whole_file import strict_json
-
-    write_text_file(path, strict_json(report_json(report), indent=2) + "\n")
 
 
 def execute(config: DoctorConfig, observer_factory: Callable[[int], DoctorObserver],
@@ -306,11 +168,10 @@ class _Doctor:
             notes.append("nodes have different rank counts: a pair uses min(ranks) rails")
         expected, source = roster.expected_hosts(config.expect_hosts, self.launch.launcher, os.environ)
         return DoctorHeader(
-            backend=self.ctx.backend, launcher=self.launch.launcher, world_size=self.ctx.world_size,
-            nodes=tuple(self.nodes), versions=dict(self.run.versions), size_bytes=self.size, iters=config.iters,
+            run=self.run.facts(), nodes=tuple(self.nodes), size_bytes=self.size, iters=config.iters,
             samples=config.samples, warmup=config.warmup, phases=config.phases,
             mode="quick" if config.quick else "full", rounds=len(self._first_rounds()),
-            tolerance=config.tolerance, expect_gbps=config.expect_gbps, run_dir=self.report.run_dir, notes=tuple(notes),
+            tolerance=config.tolerance, expect_gbps=config.expect_gbps, notes=tuple(notes),
             expected_hosts=expected, expected_from=source, exclude_file=config.exclude_file,
         )
 

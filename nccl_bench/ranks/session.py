@@ -51,6 +51,28 @@ class RunRequest:
     config: dict[str, Any]  # the command's options as meta.json records them
 
 
+@dataclass(frozen=True)
+class RunFacts:
+    """What every command's header says of its run, as the life cycle gathered it (Run.facts)."""
+
+    backend: str
+    launcher: str
+    world_size: int
+    hostnames: tuple[str, ...]  # per rank, in rank order
+    devices: tuple[str, ...]  # per rank, in rank order
+    versions: dict[str, str]
+    run_dir: Path | None
+
+    @property
+    def nodes(self) -> int:
+        return len(set(self.hostnames))
+
+    @property
+    def hosts(self) -> tuple[str, ...]:
+        """Every host once, sorted."""
+        return tuple(sorted(set(self.hostnames)))
+
+
 class Run:
     """What a body sees of its run: the layout, the process group, the run folder and the deadline."""
 
@@ -67,6 +89,11 @@ class Run:
     @property
     def nodes(self) -> int:
         return len(set(self.hostnames))
+
+    def facts(self) -> RunFacts:
+        """The run's facts for a header: known once the common header is gathered (before the body's set-up)."""
+        return RunFacts(self.request.backend, self.launch.launcher, self.launch.world_size, tuple(self.hostnames),
+                        tuple(self.devices), dict(self.versions), self.run_dir)
 
     def renew(self, where: str | None = None) -> None:
         """A step starts: it has --timeout from now (no-op outside the measuring phase)."""

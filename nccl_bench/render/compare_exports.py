@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
-from nccl_bench import compare as cmp
+from nccl_bench import comparison as cmp
 from nccl_bench.render import labels
 from nccl_bench.render.escape import markdown_text
 from nccl_bench.render.fit import Column, render_lines

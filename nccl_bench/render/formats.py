@@ -83,7 +83,7 @@ def to_markdown(rows: list[ResultRow], title: str | None = None, meta: dict | No
 
 def to_nccl_tests(rows: list[ResultRow], title: str | None = None, meta: dict | None = None) -> str:
     """nccl-tests' own layout, with the settings the run's meta.json recorded (it has no title line)."""
-    from nccl_bench.render.nccltests import format_text
+    from nccl_bench.render.nccltests_text import format_text
 
     return format_text(rows, meta)
 

@@ -3,7 +3,7 @@
 Everything is inline: CSS in a <style> block, plots as inline SVG (text drawn as paths, so no
 font files), no script, no link to any other address. Per run: its set-up from meta.json, the
 average busbw per op, the results table with the terminal table's headings (render/labels.py),
-%peak, the plot; with two runs a compare verdict (nccl_bench.compare); and the doctor's pair
+%peak, the plot; with two runs a compare verdict (nccl_bench.comparison); and the doctor's pair
 matrix when the run folder holds a doctor.json.
 """
 
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from nccl_bench import compare as cmp
+from nccl_bench import comparison as cmp
 from nccl_bench.errors import UserInputError
 from nccl_bench.render import labels
 from nccl_bench.render.tables import (
@@ -238,7 +238,7 @@ def _doctor(doctor: dict[str, Any]) -> str:
         tds = ['<td class="note">-</td>' if i == j else _doctor_cell(cells.get((a, b) if i < j else (b, a), []))
                for j, b in enumerate(nodes)]
         body.append(f"<tr><th>{_e(a)}</th>{''.join(tds)}</tr>")
-    from nccl_bench.render.doctor import recorded_suspect_line
+    from nccl_bench.render.doctor_text import recorded_suspect_line
 
     suspects = "".join(
         f"<li>{_e(recorded_suspect_line(s) if isinstance(s, dict) else s)}</li>" for s in doctor.get("suspects") or []

@@ -22,7 +22,7 @@ from nccl_bench.render.fit import Layout
 from nccl_bench.results.schema import ResultRow
 
 if TYPE_CHECKING:  # the doctor's modules load with its reporter only: `ops` or `report` need none of them
-    from nccl_bench.doctor.run import DoctorHeader, DoctorReport
+    from nccl_bench.doctor.doctor_report import DoctorHeader, DoctorReport
     from nccl_bench.doctor.verdicts import Judgement
 
 SWEEP_PLOT = "busbw.png"
@@ -77,7 +77,7 @@ def write_stream(pieces: Iterable[str]) -> None:
 
 def print_doctor_run(path: Path, doctor: dict, console: Console | None = None) -> None:
     """`report` of a doctor's run folder: its recorded verdict, nodes and suspects."""
-    from nccl_bench.render.doctor import recorded_lines
+    from nccl_bench.render.doctor_text import recorded_lines
     from nccl_bench.results.loader import run_label
 
     console = console or make_console()
@@ -172,7 +172,7 @@ class DoctorReporter:
     """Rank 0's observer of the doctor: header, estimate, a progress bar over rounds on a terminal, the report."""
 
     def __init__(self, console: Console | None = None):
-        from nccl_bench.render import doctor as doctor_text
+        from nccl_bench.render import doctor_text
 
         self.console = console or make_console()
         self._text = doctor_text
@@ -228,7 +228,7 @@ def write_heatmap(judgement: Judgement, run_dir: Path) -> Path | None:
         import matplotlib  # noqa: F401
     except ImportError:
         return None
-    from nccl_bench.render.doctor import heatmap_figure
+    from nccl_bench.render.doctor_text import heatmap_figure
 
     path = Path(run_dir) / HEATMAP_PNG
     figure = heatmap_figure(judgement, title=f"{Path(run_dir).name}: pair busbw (slowest rail)")

@@ -9,6 +9,7 @@ can sit side by side: size in bytes, count in elements, time in microseconds, ba
 from __future__ import annotations
 
 from collections import defaultdict
+from pathlib import Path
 from typing import Callable, Iterable, Iterator, Sequence
 
 from rich.text import Text
@@ -17,6 +18,7 @@ from nccl_bench.ranks.collectives import REGISTRY
 from nccl_bench.render import labels, repeats
 from nccl_bench.render.fit import Cell, Column, Layout, fit, fit_widths, natural_width, widen
 from nccl_bench.render.labels import placement_text
+from nccl_bench.results.loader import RESULTS_LINE
 from nccl_bench.results.schema import STATUS_UNSUPPORTED, STATUS_WRONG, ResultRow
 from nccl_bench.units import stats
 from nccl_bench.units.sizes import format_size
@@ -207,8 +209,8 @@ def live_layout(header, width: int | None) -> Layout:
     """Widths fixed before any row exists, from what the plan knows (ops, sizes, counts, type)."""
     known = [
         ResultRow(op=op, placement="out_of_place", size_bytes=size, count=count, dtype=header.dtype,
-                  redop=header.reduce_op, root=-1, world_size=header.world_size, nodes=header.nodes,
-                  backend=header.backend,
+                  redop=header.reduce_op, root=-1, world_size=header.run.world_size, nodes=header.run.nodes,
+                  backend=header.run.backend,
                   iters=0, trials=0, time_us=None, time_min_us=None, time_max_us=None, p50_us=None, p99_us=None,
                   algbw_gbps=None, busbw_gbps=None, busbw_factor=None, wrong=None, slowest_rank=None, agg=header.agg)
         for op, size, count in header.planned
@@ -227,23 +229,30 @@ def average_busbw(rows: Iterable[ResultRow]) -> dict[tuple[str, str], float]:
 
 def header_lines(header) -> list[str]:
     """The set-up, so a saved log says what was measured and how."""
-    versions = ", ".join(f"{k} {v}" for k, v in header.versions.items())
-    devices = _summarize(header.devices)
+    run = header.run
     lines = [
-        f"# nccl_bench: backend {header.backend} via {header.launcher}, {header.world_size} ranks on "
-        f"{header.nodes} node(s) ({', '.join(header.hostnames)})",
-        f"# devices: {devices}",
-        f"# versions: {versions}",
+        f"# nccl_bench: backend {run.backend} via {run.launcher}, {run.world_size} ranks on "
+        f"{run.nodes} node(s) ({', '.join(run.hosts)})",
+        f"# devices: {_summarize(run.devices)}",
+        versions_line(run.versions),
         f"# sizes: {header.sizes}; dtype {header.dtype}; redop {header.reduce_op}",
         f"# timing: warmup {header.warmup}, iterations {header.iterations}, trials {header.trials}, "
         f"ranks combined by {header.agg}; time = mean per op, p50 = median single op",
     ]
     if header.peak:
         lines.append(f"# peak: {header.peak}")
-    if header.run_dir is not None:
-        lines.append(f"# results: {header.run_dir}")
-    lines.extend(f"# note: {note}" for note in header.notes)
-    return lines
+    return lines + header_tail(run.run_dir, header.notes)
+
+
+def versions_line(versions: dict[str, str]) -> str:
+    """The versions line of every command's header."""
+    return f"# versions: {', '.join(f'{k} {v}' for k, v in versions.items())}"
+
+
+def header_tail(run_dir: Path | None, notes: Iterable[str]) -> list[str]:
+    """How every command's header ends: the run folder (the line `report` follows from a saved log), then notes."""
+    lines = [] if run_dir is None else [f"{RESULTS_LINE}{run_dir}"]
+    return lines + [f"# note: {note}" for note in notes]
 
 
 def sample_span(rows: Iterable[ResultRow]) -> tuple[float, float, ResultRow] | None:

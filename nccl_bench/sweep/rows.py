@@ -11,9 +11,9 @@ from typing import Any
 
 from nccl_bench import config as cfg
 from nccl_bench.ranks.collectives import Collective
-from nccl_bench.ranks.plan import Point
 from nccl_bench.ranks.runner import FLAG_EMPTY_GRAPH, Measurement
 from nccl_bench.results.schema import STATUS_OK, STATUS_UNSUPPORTED, STATUS_WRONG, ResultRow
+from nccl_bench.sweep.plan import Point
 from nccl_bench.units import bandwidth, stats
 
 

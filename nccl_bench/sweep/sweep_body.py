@@ -1,8 +1,9 @@
-"""The sweep's own steps on the shared run life cycle (ranks/session.py): a peak, then every point.
+"""The sweep's body on the shared run life cycle (ranks/session.py): a peak, then every point.
 
 Runs on every rank. Rank 0 alone writes results.csv and talks to the observer (the CLI's live
 reporter); the other ranks get a silent observer. Every finished row is on disk before the next
-point starts. The plan comes from ranks/plan.py, rows from ranks/rows.py, timing from ranks/runner.py.
+point starts. The plan comes from sweep/plan.py, rows from sweep/rows.py, what the observer is told
+from sweep/sweep_report.py, timing from ranks/runner.py. The doctor's counterpart is doctor/doctor_body.py.
 """
 
 from __future__ import annotations
@@ -10,87 +11,24 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import os
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Callable, Protocol
+from typing import Any, Callable
 
 from nccl_bench import config as cfg
 from nccl_bench.errors import RunFailedError, first_line
 from nccl_bench.hardware.expected import System, yardsticks
 from nccl_bench.ranks import check, dist, faults, session, split
 from nccl_bench.ranks.collectives import REGISTRY, Collective, OpArgs, make_buffers
-from nccl_bench.ranks.plan import Plan, Point, buffer_bytes, plan_run, size_option
 from nccl_bench.ranks.planted import NoFaults, fault_seam
-from nccl_bench.ranks.rows import RowContext, measured_row, unsupported_row
 from nccl_bench.ranks.runner import PointRunner, TimingPlan
 from nccl_bench.results.csv_appender import ResultsWriter
 from nccl_bench.results.schema import STATUS_OK, STATUS_UNSUPPORTED, ResultRow
+from nccl_bench.sweep.plan import Plan, Point, buffer_bytes, plan_run, size_option
+from nccl_bench.sweep.rows import RowContext, measured_row, unsupported_row
+from nccl_bench.sweep.sweep_report import SilentObserver, SweepHeader, SweepObserver, SweepSummary
 from nccl_bench.units import alltoallv
 from nccl_bench.units.sizes import format_size
 
 NO_PEAK_ONE_RANK = "none: a world of 1 rank crosses no link (give one with --peak)"
-
-
-@dataclass(frozen=True)
-class RunHeader:
-    backend: str
-    launcher: str
-    world_size: int
-    nodes: int
-    hostnames: tuple[str, ...]
-    devices: tuple[str, ...]
-    versions: dict[str, str]
-    sizes: str
-    iterations: str
-    warmup: int
-    trials: int
-    dtype: str
-    reduce_op: str
-    agg: str
-    run_dir: Path | None
-    peak: str | None = None
-    notes: tuple[str, ...] = ()
-    # (op, size_bytes, count) of every planned point: the live table sizes its columns from them
-    planned: tuple[tuple[str, int, int], ...] = ()
-    repeats: tuple[str, ...] = ()  # the table's repeat columns: "group" (--split), "cycle" (--cycles)
-    cycles: int = 1
-
-
-@dataclass
-class SweepSummary:
-    run_dir: Path | None
-    rows: list[ResultRow] = field(default_factory=list)
-    status: str = "running"
-    notes: list[str] = field(default_factory=list)
-    current_point: str | None = None  # what was being measured, for a failure message
-    peak_gbps: float | None = None  # the %peak reference, for the plot rank 0's reporter draws
-    plot_path: Path | None = None  # set by the reporter that wrote busbw.png
-    expected: list[str] = field(default_factory=list)  # rank 0: each op's largest size against a public figure
-
-    @property
-    def wrong_total(self) -> int:
-        return sum(r.wrong or 0 for r in self.rows)
-
-
-class SweepObserver(Protocol):
-    def started(self, header: RunHeader, total_points: int) -> None: ...
-    def cycle_started(self, cycle: int, cycles: int) -> None: ...
-    def row_done(self, row: ResultRow) -> None: ...
-    def finished(self, summary: SweepSummary) -> None: ...
-
-
-class SilentObserver:
-    def started(self, header: RunHeader, total_points: int) -> None:
-        pass
-
-    def cycle_started(self, cycle: int, cycles: int) -> None:
-        pass
-
-    def row_done(self, row: ResultRow) -> None:
-        pass
-
-    def finished(self, summary: SweepSummary) -> None:
-        pass
 
 
 def execute(config: cfg.SweepConfig, observer_factory: Callable[[int], SweepObserver],
@@ -121,7 +59,7 @@ class _Sweep:
         self.summary = SweepSummary(run_dir=None, notes=list(plan.notes))
         self.observer: SweepObserver = SilentObserver()
         self.writer: ResultsWriter | None = None
-        self.header: RunHeader | None = None
+        self.header: SweepHeader | None = None
         self.peak: dict[str, Any] | None = None
         self.faults: NoFaults = fault_seam(os.environ)
         self.system: System | None = None
@@ -188,7 +126,7 @@ class _Sweep:
         self.group_name = mine.name
         return op_ctx, mine.ranks, len({run.hostnames[rank] for rank in mine.ranks})
 
-    def _header(self, run: session.Run, peak_label: str | None) -> RunHeader:
+    def _header(self, run: session.Run, peak_label: str | None) -> SweepHeader:
         config, on_gpu = self.config, self.ctx.on_gpu
         requested = cfg.resolve_sizes(config, on_gpu)
         host_default = config.sizes is None and config.min_bytes is None and config.max_bytes is None
@@ -206,9 +144,8 @@ class _Sweep:
             listed = "; ".join(f"{group.name}: ranks {_ranks(group.ranks)}" for group in self.groups)
             notes += (f"--split {config.split}: {len(self.groups)} groups of {self.op_ctx.world_size} ranks "
                       f"measure at once ({listed})",)
-        return RunHeader(
-            backend=self.ctx.backend, launcher=run.launch.launcher, world_size=self.ctx.world_size, nodes=run.nodes,
-            hostnames=tuple(sorted(set(run.hostnames))), devices=tuple(run.devices), versions=dict(run.versions),
+        return SweepHeader(
+            run=run.facts(),
             sizes=cfg.describe_sizes(requested) + (" (host default)" if host_default else "")
             + ", each rounded down to whole elements (x ranks for split ops)",
             iterations=iterations, warmup=config.warmup, trials=config.trials, dtype=config.dtype,

@@ -292,7 +292,7 @@ def _poisoned_run(folder: Path, column: str, value: str) -> None:
 def _doctor_run(folder: Path) -> None:
     from doctor_reports import three_node_header, three_node_judgement
 
-    from nccl_bench.doctor.run import DoctorReport, report_json
+    from nccl_bench.doctor.doctor_report import DoctorReport, report_json
 
     folder.mkdir()
     report = DoctorReport(run_dir=folder, header=three_node_header(), judgement=three_node_judgement(), wall_s=4.0)

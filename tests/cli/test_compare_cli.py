@@ -154,7 +154,7 @@ def test_nccl_tests_log_against_its_report_conversion(tmp_path):
 
 
 def test_defaults_in_help_match_the_module_constants():
-    from nccl_bench import compare
+    from nccl_bench import comparison as compare
     from nccl_bench.units.sizes import parse_size
 
     result = subprocess.run(

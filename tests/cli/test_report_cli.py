@@ -162,7 +162,7 @@ def _doctor_folder(tmp_path: Path) -> Path:
     """A doctor's run folder as the doctor leaves it: doctor.json (its real shape), meta.json, no results.csv."""
     import json
 
-    from nccl_bench.doctor.run import DoctorReport, report_json
+    from nccl_bench.doctor.doctor_report import DoctorReport, report_json
     from nccl_bench.results.run_folder import write_meta
     from tests.doctor_reports import three_node_header, three_node_judgement
 

@@ -18,12 +18,13 @@ LAYERS = {
     "hardware": 1,
     "ranks.collectives": 2,  # the op registry: read by config, the sweep and the renderers
     "ranks.split": 2,  # --split's groups (pure): its option parses with it
+    "comparison": 2,  # the verdict engine (pure, rows in): read by the sweep's baseline check and the renderers
     "options": 3,  # every command's options, declared once: read by both configs and the CLI
     "config": 3,
     "doctor.config": 3,  # the doctor's config: options only, beside the sweep's
     "ranks": 4,
     "doctor": 5,
-    "compare": 6,
+    "sweep": 5,  # the sweep's plan, body and report, placed as the doctor's
     "render": 7,
     "cli": 8,  # the package: one module per command, local workers, messages, the typer shim
     "__main__": 8,
@@ -119,7 +120,7 @@ def test_the_run_life_cycle_exists_once(made):
 
 
 def test_every_command_on_ranks_runs_through_the_session():
-    for module in ("ranks/sweep.py", "doctor/run.py"):
+    for module in ("sweep/sweep_body.py", "doctor/doctor_body.py"):
         tree = ast.parse((PACKAGE / module).read_text())
         assert any(isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "execute"
                    and getattr(node.func.value, "id", None) == "session" for node in ast.walk(tree)), module

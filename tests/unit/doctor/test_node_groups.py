@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime
 from types import SimpleNamespace
 
-from nccl_bench.doctor.run import _Doctor
+from nccl_bench.doctor.doctor_body import _Doctor
 from nccl_bench.ranks.dist import DistContext
 
 

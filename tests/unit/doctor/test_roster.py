@@ -8,8 +8,8 @@ import json
 import pytest
 from doctor_reports import three_node_header, three_node_judgement
 
+from nccl_bench.doctor.doctor_report import DoctorReport, report_json
 from nccl_bench.doctor.roster import exclude_file_text, excluded_hosts, expected_hosts, missing_hosts, missing_suspects
-from nccl_bench.doctor.run import DoctorReport, report_json
 from nccl_bench.doctor.verdicts import Suspect
 from nccl_bench.errors import UserInputError
 

@@ -1,8 +1,9 @@
-"""The doctor's host grouping (a pure part of doctor/run.py)."""
+"""The doctor's host grouping (a pure part of doctor/doctor_body.py)."""
 
 from __future__ import annotations
 
-from nccl_bench.doctor.run import Node, group_nodes
+from nccl_bench.doctor.doctor_body import group_nodes
+from nccl_bench.doctor.doctor_report import Node
 
 
 def test_group_nodes_by_hostname_in_rank_order():

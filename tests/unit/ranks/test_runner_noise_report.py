@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from nccl_bench.ranks.sweep import SweepSummary
 from nccl_bench.render.tables import summary_lines
 from nccl_bench.results.schema import ResultRow
+from nccl_bench.sweep.sweep_report import SweepSummary
 
 
 def _row(size_bytes: int, flags: str) -> ResultRow:

@@ -15,9 +15,10 @@ from types import SimpleNamespace
 import pytest
 
 from nccl_bench.errors import UserInputError
-from nccl_bench.ranks import faults, roll_call, session, sweep
+from nccl_bench.ranks import faults, roll_call, session
 from nccl_bench.ranks.layout import LaunchEnv
 from nccl_bench.results.run_folder import read_meta
+from nccl_bench.sweep import sweep_body, sweep_report
 
 
 def _sigterm_self(*_args) -> None:
@@ -107,11 +108,11 @@ def test_a_failure_while_measuring_ends_it_as_failed_naming_the_step(tmp_path, m
 def test_a_signal_while_a_row_is_recorded_is_raised_after_the_table_shows_it():
     rows_seen = []
     observer = SimpleNamespace(row_done=rows_seen.append)
-    summary, row = sweep.SweepSummary(run_dir=None), object()
+    summary, row = sweep_report.SweepSummary(run_dir=None), object()
     writer = SimpleNamespace(append=_sigterm_self)
     with faults.signals_raise_interrupted():
         with pytest.raises(faults.Interrupted, match="SIGTERM"):
-            sweep.record_row(row, summary, writer, observer)
+            sweep_body.record_row(row, summary, writer, observer)
     assert summary.rows == [row] and rows_seen == [row]
 
 

@@ -8,7 +8,7 @@ import xml.etree.ElementTree as ET
 import pytest
 from result_rows import MiB, row
 
-from nccl_bench import compare as cmp
+from nccl_bench import comparison as cmp
 from nccl_bench.render import compare_exports as ex
 from nccl_bench.results.schema import STATUS_UNSUPPORTED
 

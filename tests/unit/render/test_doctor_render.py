@@ -8,7 +8,7 @@ from pathlib import Path
 from doctor_reports import three_node_header, three_node_judgement
 from rich.console import Console
 
-from nccl_bench.render.doctor import (
+from nccl_bench.render.doctor_text import (
     estimate_line,
     header_lines,
     node_table,
@@ -48,7 +48,7 @@ def test_header_and_estimate_lines():
 def test_exclude_line_is_a_compressed_slurm_hostlist():
     from nccl_bench.doctor.roster import missing_suspects
     from nccl_bench.doctor.verdicts import Suspect
-    from nccl_bench.render.doctor import exclude_lines
+    from nccl_bench.render.doctor_text import exclude_lines
 
     judgement = three_node_judgement()
     judgement.suspects[:] = [Suspect("node", ("node07",), None, 0.1, 1.0, "slow"),

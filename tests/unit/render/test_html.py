@@ -7,7 +7,7 @@ import re
 
 from doctor_reports import three_node_header, three_node_judgement
 
-from nccl_bench.doctor.run import DoctorReport, report_json
+from nccl_bench.doctor.doctor_report import DoctorReport, report_json
 from nccl_bench.doctor.verdicts import judge
 from nccl_bench.render import html as page
 from nccl_bench.render.formats import to_markdown
@@ -15,7 +15,7 @@ from nccl_bench.results.schema import PLACEMENT_IN, PLACEMENT_OUT, ResultRow
 
 
 def _doctor_json(judgement) -> dict:
-    """doctor.json as the doctor writes it (doctor/run.report_json), through a JSON round trip."""
+    """doctor.json as the doctor writes it (doctor/doctor_report.report_json), through a JSON round trip."""
     report = DoctorReport(run_dir=None, header=three_node_header(), judgement=judgement, status="complete", wall_s=42.0)
     return json.loads(json.dumps(report_json(report)))
 

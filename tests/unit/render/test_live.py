@@ -11,10 +11,10 @@ from png_files import png_size
 from result_rows import row
 from rich.console import Console
 
-from nccl_bench.doctor.run import DoctorReport
+from nccl_bench.doctor.doctor_report import DoctorReport
 from nccl_bench.doctor.verdicts import judge
-from nccl_bench.ranks.sweep import SweepSummary
 from nccl_bench.render import live
+from nccl_bench.sweep.sweep_report import SweepSummary
 
 
 def test_a_sweep_without_matplotlib_says_once_that_no_plot_was_drawn(tmp_path, monkeypatch):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from nccl_bench.render import nccltests as nccltests_export
+from nccl_bench.render import nccltests_text
 from nccl_bench.results import nccltests
 from nccl_bench.results.loader import load_rows
 from nccl_bench.results.schema import PLACEMENT_IN, PLACEMENT_OUT, ResultRow
@@ -14,11 +14,11 @@ FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "nccl_tests"
 
 
 def test_float_format_follows_nccl_tests_getfloatstr():
-    assert nccltests_export._float_str(35.15, 7) == "  35.15"
-    assert nccltests_export._float_str(453650.0, 7) == " 453650"
-    assert nccltests_export._float_str(10094.0, 7) == "10094.0"
-    assert nccltests_export._float_str(1234.56, 6) == "1234.6"
-    assert nccltests_export._float_str(123456789.0, 7) == "1.2e+08"
+    assert nccltests_text._float_str(35.15, 7) == "  35.15"
+    assert nccltests_text._float_str(453650.0, 7) == " 453650"
+    assert nccltests_text._float_str(10094.0, 7) == "10094.0"
+    assert nccltests_text._float_str(1234.56, 6) == "1234.6"
+    assert nccltests_text._float_str(123456789.0, 7) == "1.2e+08"
 
 
 def _row(**changes) -> ResultRow:
@@ -34,7 +34,7 @@ def _row(**changes) -> ResultRow:
 
 def test_export_layout_and_footer():
     rows = [_row(), _row(placement=PLACEMENT_IN, time_us=1704.36, algbw_gbps=0.615, busbw_gbps=0.3075, wrong=None)]
-    text = nccltests_export.format_text(rows)
+    text = nccltests_text.format_text(rows)
     lines = text.splitlines()
     assert lines[0] == "# Collective test starting: all_gather_perf"
     header = [line for line in lines if "#wrong" in line][0]
@@ -54,18 +54,18 @@ def test_export_reparses_to_the_same_printed_numbers():
     source = load_rows(FIXTURES / "all_gather_perf_bfloat16_2gpus.txt") + load_rows(
         FIXTURES / "all_reduce_perf_nccl2.18.3_wrong.txt"
     )
-    text = nccltests_export.format_text(source)
+    text = nccltests_text.format_text(source)
     again = nccltests.parse_text(text)
     keep = ("op", "placement", "size_bytes", "count", "dtype", "redop", "root", "world_size", "time_us",
             "algbw_gbps", "busbw_gbps", "wrong", "status")
     assert [tuple(getattr(r, k) for k in keep) for r in again] == [tuple(getattr(r, k) for k in keep) for r in source]
-    assert nccltests_export.format_text(again) == text
+    assert nccltests_text.format_text(again) == text
 
 
 def test_export_of_measured_rows_rounds_like_nccl_tests():
     rows = [_row(), _row(op="all_reduce", placement=PLACEMENT_IN, count=262144, redop="sum", busbw_factor=1.0,
                          time_us=2274.876, algbw_gbps=0.460937, busbw_gbps=0.460937)]
-    again = nccltests.parse_text(nccltests_export.format_text(rows))
+    again = nccltests.parse_text(nccltests_text.format_text(rows))
     assert [(r.op, r.placement, r.time_us, r.algbw_gbps, r.busbw_gbps) for r in again] == [
         ("all_gather", PLACEMENT_OUT, 2083.73, 0.50, 0.25),
         ("all_reduce", PLACEMENT_IN, 2274.88, 0.46, 0.46),
@@ -77,4 +77,4 @@ def test_export_of_measured_rows_rounds_like_nccl_tests():
 def test_export_skips_points_that_were_not_measured():
     rows = [_row(), dataclasses.replace(_row(size_bytes=2097152), time_us=None, algbw_gbps=None, busbw_gbps=None,
                                         status="unsupported")]
-    assert [r.size_bytes for r in nccltests.parse_text(nccltests_export.format_text(rows))] == [1048576]
+    assert [r.size_bytes for r in nccltests.parse_text(nccltests_text.format_text(rows))] == [1048576]

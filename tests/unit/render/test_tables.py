@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from nccl_bench import compare as cmp
+from nccl_bench import comparison as cmp
 from nccl_bench.render import compare_exports, labels
 from nccl_bench.render.tables import RESULT_COLUMNS, sample_span
 from nccl_bench.results.schema import PLACEMENT_IN, ResultRow
@@ -45,8 +45,8 @@ def test_compare_json_names_the_paths_without_an_option_word(tmp_path):
 
 
 def test_the_summary_says_each_expected_figure_after_the_averages_and_nothing_without_one():
-    from nccl_bench.ranks.sweep import SweepSummary
     from nccl_bench.render.tables import summary_lines
+    from nccl_bench.sweep.sweep_report import SweepSummary
 
     sentence = "all_reduce 1G: 455 GB/s = 97% of the 466.35 GB/s measured on 8xH100 SXM (https://example.org/x)"
     lines = summary_lines(SweepSummary(run_dir=None, rows=[_row(1024, 10, 5.0)], expected=[sentence]))

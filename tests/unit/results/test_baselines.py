@@ -8,11 +8,12 @@ from pathlib import Path
 import pytest
 from result_rows import MiB, row, write_run
 
-from nccl_bench import compare as cmp
+from nccl_bench import comparison as cmp
 from nccl_bench.errors import UserInputError
 from nccl_bench.results.baselines import prepare_baselines, save_baseline
 from nccl_bench.results.csv_reader import read_rows
 from nccl_bench.results.loader import load_rows, read_run
+from nccl_bench.sweep import baseline_check
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "nccl_tests"
 
@@ -24,7 +25,7 @@ def compare_paths(baseline: Path, current: Path, **rule) -> cmp.Comparison:
 
 def plan(baseline, tolerance, save_name, allow_mismatch=False, replace_baseline=False, results_root=None):
     """What `sweep --baseline/--save-baseline` does before measuring: the options, then the files they name."""
-    check = cmp.plan_baseline_check(baseline, tolerance, save_name, allow_mismatch, replace_baseline)
+    check = baseline_check.plan_baseline_check(baseline, tolerance, save_name, allow_mismatch, replace_baseline)
     if check is None:
         return None
     return check.with_rows(prepare_baselines(check.baseline, save_name, results_root, replace_baseline))
@@ -100,12 +101,12 @@ def test_save_baseline_refuses_a_folder_without_results(tmp_path):
 def test_baseline_check_validates_before_measuring(tmp_path):
     run = write_run(tmp_path / "run", [row()])
     assert plan(None, None, None) is None
-    assert plan(run, None, None) == cmp.BaselineCheck(run, 0.10, None)
+    assert plan(run, None, None) == baseline_check.BaselineCheck(run, 0.10, None)
     assert plan(run, None, None).baseline_rows == (row(),)
-    assert plan(run, "25%", "main") == cmp.BaselineCheck(run, 0.25, "main")
-    assert plan(None, None, "main") == cmp.BaselineCheck(None, 0.10, "main")
+    assert plan(run, "25%", "main") == baseline_check.BaselineCheck(run, 0.25, "main")
+    assert plan(None, None, "main") == baseline_check.BaselineCheck(None, 0.10, "main")
     log = FIXTURES / "v2.20.0_all_reduce_perf_2ranks.txt"  # read as `compare` reads it
-    assert plan(log, None, None) == cmp.BaselineCheck(log, 0.10, None)
+    assert plan(log, None, None) == baseline_check.BaselineCheck(log, 0.10, None)
     for args, option in (
         ((None, "10%", None), "--tolerance"),
         ((None, "10%", "main"), "--tolerance"),
@@ -134,8 +135,8 @@ def test_plan_read_from_disk_is_checked_against_the_baseline(tmp_path):
     run = write_run(tmp_path / "run", [row()])  # all_reduce in_place 1 MiB float, 2 gloo ranks
     check = plan(run, None, None)
     key = ("all_reduce", MiB, "float", "sum", "in_place")
-    cmp.check_plan_against_baseline(check, 2, "gloo", {key})
+    baseline_check.check_plan_against_baseline(check, 2, "gloo", {key})
     with pytest.raises(UserInputError, match="world size differs: the baseline has 2, this sweep would run with 3"):
-        cmp.check_plan_against_baseline(check, 3, "gloo", {key})
+        baseline_check.check_plan_against_baseline(check, 3, "gloo", {key})
     lenient = plan(run, None, None, allow_mismatch=True)
-    cmp.check_plan_against_baseline(lenient, 3, "nccl", {key})
+    baseline_check.check_plan_against_baseline(lenient, 3, "nccl", {key})

@@ -9,7 +9,7 @@ from result_rows import row, write_run
 
 from nccl_bench.errors import UserInputError
 from nccl_bench.render.formats import stream_csv, to_csv, to_json, to_markdown
-from nccl_bench.render.nccltests import format_text
+from nccl_bench.render.nccltests_text import format_text
 from nccl_bench.results import nccltests
 from nccl_bench.results.loader import load_rows, stream_rows
 from nccl_bench.results.schema import COLUMNS, PLACEMENT_IN, PLACEMENT_OUT

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from nccl_bench.config import SweepConfig
-from nccl_bench.ranks import rows
 from nccl_bench.ranks.collectives import REGISTRY
-from nccl_bench.ranks.plan import Point
 from nccl_bench.ranks.runner import FLAG_EMPTY_GRAPH, Measurement
+from nccl_bench.sweep import rows
+from nccl_bench.sweep.plan import Point
 
 
 def _measurement(empty: bool) -> Measurement:

@@ -6,13 +6,13 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from nccl_bench.config import SweepConfig
-from nccl_bench.ranks import sweep
+from nccl_bench.sweep import sweep_body, sweep_report
 
 
 def test_one_rank_has_no_detected_peak_but_a_given_one_is_kept():
     ctx = SimpleNamespace(world_size=1, rank=0)
-    assert sweep.reference_peak(SweepConfig(), ctx, 1) == (None, sweep.NO_PEAK_ONE_RANK)
-    assert sweep.reference_peak(SweepConfig(peak_gbps=450.0), ctx, 1) == (450.0, "450 GB/s (given with --peak)")
+    assert sweep_body.reference_peak(SweepConfig(), ctx, 1) == (None, sweep_body.NO_PEAK_ONE_RANK)
+    assert sweep_body.reference_peak(SweepConfig(peak_gbps=450.0), ctx, 1) == (450.0, "450 GB/s (given with --peak)")
 
 
 # --- the public figure a sweep's largest size is compared with (hardware/expected.py) ------------------
@@ -34,20 +34,20 @@ def test_the_system_is_rank_0s_on_gpus_with_the_ranks_per_node(monkeypatch):
 
     monkeypatch.setattr(detect, "detect_limits", lambda **kwargs: _gpu_limits(8))
     on_gpu = SimpleNamespace(rank=0, world_size=16, on_gpu=True)
-    assert sweep.expected_system(on_gpu, 2) == System(H100, 8, 2, 4, ())
-    assert sweep.expected_system(SimpleNamespace(rank=1, world_size=16, on_gpu=True), 2) is None
-    assert sweep.expected_system(SimpleNamespace(rank=0, world_size=2, on_gpu=False), 1) is None
-    assert sweep.expected_system(SimpleNamespace(rank=0, world_size=3, on_gpu=True), 2) is None  # uneven
+    assert sweep_body.expected_system(on_gpu, 2) == System(H100, 8, 2, 4, ())
+    assert sweep_body.expected_system(SimpleNamespace(rank=1, world_size=16, on_gpu=True), 2) is None
+    assert sweep_body.expected_system(SimpleNamespace(rank=0, world_size=2, on_gpu=False), 1) is None
+    assert sweep_body.expected_system(SimpleNamespace(rank=0, world_size=3, on_gpu=True), 2) is None  # uneven
 
     def broken(**kwargs):
         raise RuntimeError("NVML went away")
 
     monkeypatch.setattr(detect, "detect_limits", broken)
-    assert sweep.expected_system(on_gpu, 2) is None  # never a reason to stop a sweep
+    assert sweep_body.expected_system(on_gpu, 2) is None  # never a reason to stop a sweep
 
 
 def _closed(system, rows):
-    body = sweep._Sweep(SweepConfig(), SimpleNamespace(notes=[]), lambda rank: sweep.SilentObserver())
+    body = sweep_body._Sweep(SweepConfig(), SimpleNamespace(notes=[]), lambda rank: sweep_report.SilentObserver())
     body.system = system
     body.summary.rows = rows
     return body.close("complete"), body.summary

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from nccl_bench.config import SweepConfig
-from nccl_bench.ranks.plan import buffer_bytes, plan_points
+from nccl_bench.sweep.plan import buffer_bytes, plan_points
 
 MIB = 1024**2
 

@@ -1,4 +1,4 @@
-"""Verdict logic of nccl_bench.compare over synthetic rows, with exact expectations."""
+"""Verdict logic of nccl_bench.comparison over synthetic rows, with exact expectations."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from result_rows import MiB, row
 
-from nccl_bench import compare as cmp
+from nccl_bench import comparison as cmp
 from nccl_bench.errors import UserInputError
 from nccl_bench.results.schema import STATUS_UNSUPPORTED, STATUS_WRONG, RunRows
 
@@ -205,40 +205,6 @@ def test_summary_line_counts_and_states_the_rule():
     )
 
 
-def test_plan_baseline_check_checks_the_options_against_each_other():
-    run = Path("run")
-    assert cmp.plan_baseline_check(None, None, None) is None
-    assert cmp.plan_baseline_check(run, None, None) == cmp.BaselineCheck(run, 0.10, None)
-    assert cmp.plan_baseline_check(run, "25%", "main") == cmp.BaselineCheck(run, 0.25, "main")
-    assert cmp.plan_baseline_check(None, None, "main") == cmp.BaselineCheck(None, 0.10, "main")
-    for args, option in (
-        ((None, "10%", None), "--tolerance"),
-        ((None, "10%", "main"), "--tolerance"),
-        ((run, "10", None), "--tolerance"),
-        ((None, None, "main", True), "--allow-mismatch"),
-        ((run, None, None, False, True), "--replace-baseline"),
-    ):
-        with pytest.raises(UserInputError) as info:
-            cmp.plan_baseline_check(*args)
-        assert info.value.option == option
-
-
-def test_plan_is_checked_against_the_baseline_before_measuring():
-    # all_reduce in_place 1 MiB float, 2 gloo ranks
-    check = cmp.plan_baseline_check(Path("run"), None, None).with_rows([row()])
-    key = ("all_reduce", MiB, "float", "sum", "in_place")
-    cmp.check_plan_against_baseline(check, 2, "gloo", {key})
-    differs = "world size differs: the baseline has 2, this sweep would run with 3; pass --allow-mismatch"
-    with pytest.raises(UserInputError, match=differs):
-        cmp.check_plan_against_baseline(check, 3, "gloo", {key})
-    with pytest.raises(UserInputError, match="backend differs: the baseline has gloo, this sweep would run with nccl"):
-        cmp.check_plan_against_baseline(check, 2, "nccl", {key})
-    with pytest.raises(UserInputError, match="shares no"):
-        cmp.check_plan_against_baseline(check, 2, "gloo", {("all_reduce", 2 * MiB, "float", "sum", "in_place")})
-    lenient = cmp.plan_baseline_check(Path("run"), None, None, allow_mismatch=True).with_rows([row()])
-    cmp.check_plan_against_baseline(lenient, 3, "nccl", {key})
-
-
 def test_runs_are_named_by_argument_in_messages_and_by_path_in_reports():
     base = RunRows(Path("a"), "BASELINE", (row(),))
     comparison = cmp.compare_runs(base, RunRows(Path("b"), "CURRENT", (row(time_us=150.0),)))
@@ -248,35 +214,3 @@ def test_runs_are_named_by_argument_in_messages_and_by_path_in_reports():
     with pytest.raises(UserInputError) as info:
         cmp.compare_runs(base, RunRows(Path("b"), "CURRENT", ()))
     assert str(info.value).startswith("CURRENT b")
-
-
-def test_after_a_sweep_the_run_is_judged_against_the_baseline_read_before_it():
-    check = cmp.plan_baseline_check(Path("base"), "5%", None).with_rows([row()])
-    comparison = cmp.check_against_baseline(check, RunRows(Path("out"), "run", (row(time_us=110.0),)))
-    assert comparison.baseline_label == "--baseline base" and comparison.current_label == "run out"
-    assert comparison.tolerance == 0.05 and comparison.rows[0].verdict == cmp.VERDICT_REGRESSION
-
-
-# --- --min-busbw: each op's busbw at its largest measured size against one floor ---------------------------
-
-def test_the_floor_judges_each_ops_largest_measured_size_in_both_placements():
-    rows = [row(size_bytes=MiB, time_us=10.0), row(size_bytes=4 * MiB, time_us=100.0),  # 104.9, 41.9 GB/s
-            row(size_bytes=4 * MiB, time_us=50.0, placement="out_of_place"),  # 83.9 GB/s
-            row(op="broadcast", size_bytes=MiB, time_us=20.0),  # 52.4 GB/s
-            row(op="barrier", size_bytes=0, time_us=5.0, busbw_gbps=None, algbw_gbps=None, busbw_factor=None)]
-    check = cmp.check_floor(rows, 50.0)
-    assert [(r.op, r.size_bytes, r.placement) for r in check.checked] == [
-        ("all_reduce", 4 * MiB, "in_place"), ("all_reduce", 4 * MiB, "out_of_place"), ("broadcast", MiB, "in_place")]
-    assert check.below == (rows[1],) and check.exit_code == 1  # the 1M row's 104.9 GB/s does not rescue it
-    assert cmp.floor_row_text(rows[1]) == "all_reduce 4M in_place: 41.94 GB/s"
-    assert cmp.check_floor(rows, 41.9).exit_code == 0 and cmp.check_floor(rows, 41.9).below == ()
-    assert check.unchecked_ops == ()
-
-
-def test_a_size_that_measured_nothing_leaves_the_largest_measured_one_judged_and_an_op_without_any_is_named():
-    rows = [row(size_bytes=MiB, time_us=10.0),
-            row(size_bytes=4 * MiB, time_us=None, busbw_gbps=None, algbw_gbps=None, status=STATUS_UNSUPPORTED),
-            row(op="all_to_all", time_us=None, busbw_gbps=None, algbw_gbps=None, status=STATUS_UNSUPPORTED)]
-    check = cmp.check_floor(rows, 200.0)
-    assert [r.size_bytes for r in check.checked] == [MiB] and check.below == (rows[0],)
-    assert check.unchecked_ops == ("all_to_all",)

@@ -13,10 +13,11 @@ from rich import box
 from rich.table import Table
 from rich.text import Text
 
+from nccl_bench.doctor.doctor_report import DoctorHeader, DoctorReport
 from nccl_bench.doctor.roster import excluded_hosts
-from nccl_bench.doctor.run import DoctorHeader, DoctorReport
 from nccl_bench.doctor.verdicts import Judgement, gbps
 from nccl_bench.render.fit import Column, render_lines
+from nccl_bench.render.tables import header_tail, versions_line
 from nccl_bench.units.hostlist import compress
 from nccl_bench.units.sizes import format_size
 
@@ -30,10 +31,11 @@ def header_lines(header: DoctorHeader) -> list[str]:
     ranks = {len(n.ranks) for n in header.nodes}
     per_node = f"{ranks.pop()} rank(s) each" if len(ranks) == 1 else "uneven ranks per node"
     rounds = f"{header.rounds} round(s)" + (" of random pairings" if header.mode == "quick" else " (circle method)")
+    run = header.run
     lines = [
-        f"# nccl_bench doctor: backend {header.backend} via {header.launcher}, {header.world_size} ranks on "
+        f"# nccl_bench doctor: backend {run.backend} via {run.launcher}, {run.world_size} ranks on "
         f"{len(header.nodes)} node(s), {per_node} ({', '.join(n.host for n in header.nodes)})",
-        f"# versions: {', '.join(f'{k} {v}' for k, v in header.versions.items())}",
+        versions_line(run.versions),
         f"# phases: {', '.join(header.phases)}; {header.mode} mode, {rounds}",
         f"# measurement: {format_size(header.size_bytes)} per message, warmup {header.warmup}, "
         f"{header.samples} samples of {header.iters}; "
@@ -43,10 +45,7 @@ def header_lines(header: DoctorHeader) -> list[str]:
         + (f" or below --expect {gbps(header.expect_gbps)} GB/s" if header.expect_gbps is not None else "")
         + ", confirmed by a re-test",
     ]
-    if header.run_dir is not None:
-        lines.append(f"# results: {header.run_dir}")
-    lines.extend(f"# note: {note}" for note in header.notes)
-    return lines
+    return lines + header_tail(run.run_dir, header.notes)
 
 
 def estimate_line(rounds: int, per_round_s: float) -> str:

@@ -6,8 +6,8 @@ import pytest
 
 from nccl_bench.config import SweepConfig, build_config, ignored_options
 from nccl_bench.errors import UserInputError
-from nccl_bench.ranks import plan
-from nccl_bench.ranks.plan import plan_run
+from nccl_bench.sweep import plan
+from nccl_bench.sweep.plan import plan_run
 
 
 def test_a_long_sweep_is_announced_with_its_floor():

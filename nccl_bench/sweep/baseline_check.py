@@ -1,0 +1,101 @@
+"""`sweep --baseline/--tolerance/--save-baseline`: the options checked against each other before
+measuring, the plan checked against the baseline's rows before measuring, and the finished run
+compared with the baseline by the verdict engine (comparison.py). Pure: rows and options in.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable
+
+from nccl_bench.comparison import (
+    DEFAULT_TOLERANCE,
+    Comparison,
+    backends,
+    compare_runs,
+    joined,
+    parse_tolerance,
+    world_sizes,
+)
+from nccl_bench.errors import UserInputError
+from nccl_bench.results.schema import ResultRow, RunRows
+
+
+@dataclass(frozen=True)
+class BaselineCheck:
+    """What `sweep --baseline/--tolerance/--save-baseline` asks for once the run is done."""
+
+    baseline: Path | None
+    tolerance: float
+    save_name: str | None
+    allow_mismatch: bool = False
+    replace_baseline: bool = False
+    baseline_rows: tuple[ResultRow, ...] = field(default=(), compare=False)  # read once, up front
+
+    def with_rows(self, rows: Iterable[ResultRow]) -> BaselineCheck:
+        """The check with the baseline's rows, as results/baselines.prepare_baselines read them."""
+        return dataclasses.replace(self, baseline_rows=tuple(rows))
+
+
+# Options only the process that owns the whole run acts on; local worker ranks never see them.
+SWEEP_BASELINE_OPTIONS = ("--baseline", "--tolerance", "--save-baseline")
+SWEEP_BASELINE_FLAGS = ("--allow-mismatch", "--replace-baseline")
+
+
+def plan_baseline_check(
+    baseline: Path | None, tolerance: str | None, save_name: str | None,
+    allow_mismatch: bool = False, replace_baseline: bool = False,
+) -> BaselineCheck | None:
+    """The sweep's baseline options checked against each other before measuring, so a typo fails at
+    once, not after the run; results/baselines.prepare_baselines then reads the files they name."""
+    if tolerance is not None and baseline is None:
+        raise UserInputError("--tolerance", "only applies with --baseline")
+    if allow_mismatch and baseline is None:
+        raise UserInputError("--allow-mismatch", "only applies with --baseline")
+    if replace_baseline and save_name is None:
+        raise UserInputError("--replace-baseline", "only applies with --save-baseline")
+    if baseline is None and save_name is None:
+        return None
+    fraction = DEFAULT_TOLERANCE if tolerance is None else parse_tolerance(tolerance)
+    return BaselineCheck(
+        None if baseline is None else Path(baseline), fraction, save_name, allow_mismatch, replace_baseline
+    )
+
+
+def check_plan_against_baseline(
+    check: BaselineCheck | None, world_size: int, backend: str, planned_keys: Iterable[tuple]
+) -> None:
+    """Before measuring: refuse a sweep that the baseline check would reject after it.
+
+    planned_keys are (op, size_bytes, dtype, redop, placement) of every planned point; world size
+    and backend are what the run will have. The same rules as compare_rows, minus the numbers.
+    """
+    if check is None or not check.baseline_rows:
+        return
+    label = f"--baseline {check.baseline}"
+    baseline = check.baseline_rows
+    for what, theirs, ours in (
+        ("world size", world_sizes(baseline), frozenset({world_size})),
+        ("backend", backends(baseline), frozenset({backend})),
+    ):
+        if theirs != ours and not check.allow_mismatch:
+            raise UserInputError(
+                label,
+                f"{what} differs: the baseline has {joined(theirs)}, this sweep would run with {joined(ours)}; "
+                "pass --allow-mismatch to compare anyway",
+            )
+    theirs = {(r.op, r.size_bytes, r.dtype, r.redop, r.placement) for r in baseline}
+    if not theirs & set(planned_keys):
+        raise UserInputError(
+            label,
+            "shares no (op, size, dtype, redop, placement) with this sweep's plan; "
+            "measure the baseline's ops and sizes (see `nccl-bench report` of it)",
+        )
+
+
+def check_against_baseline(check: BaselineCheck, run: RunRows) -> Comparison:
+    """What `sweep --baseline` runs after a sweep: the finished run against the baseline read before it."""
+    baseline = RunRows(check.baseline, "--baseline", check.baseline_rows)
+    return compare_runs(baseline, run, tolerance=check.tolerance, allow_mismatch=check.allow_mismatch)
