@@ -112,7 +112,7 @@ class _Doctor:
         self.where = "the doctor"
         self.round_index = 0
         self.measurements = 0  # counts measurements for the planted-fault seam, as the sweep counts points
-        self.faults: NoFaults = fault_seam(os.environ)
+        self.planted: NoFaults = fault_seam(os.environ)
 
     # -- the life cycle's steps -----------------------------------------------------------------
     def set_up(self, run: session.Run) -> None:
@@ -214,7 +214,7 @@ class _Doctor:
     def _samples(self, call: Callable[[], None] | None) -> list[list[float]]:
         """Every rank's sample times (seconds); NaN for a rank that sat the measurement out."""
         self.run.renew(self.where)
-        self.faults.point_starts(self.ctx.rank, self.measurements)
+        self.planted.point_starts(self.ctx.rank, self.measurements)
         self.measurements += 1
         idle = call is None
         call = call or (lambda: None)

@@ -3,7 +3,7 @@
 Sizes follow nccl-tests' doc/PERFORMANCE.md: `size_bytes` is the larger of the send and receive
 buffer of one rank (all_gather: the gathered output; reduce_scatter: the input; all_to_all: the
 whole send buffer; gather/scatter: n x chunk). `count` is the element count nccl-tests prints
-(the per-rank chunk for split ops). all_to_allv keeps all_to_all's size and count (the per-peer
+(the per-rank chunk for ops with per-rank chunks). all_to_allv keeps all_to_all's size and count (the per-peer
 slot) and fills a share of each slot, as nccl-tests' alltoallv does (units/alltoallv.py).
 Adding a collective means adding one entry to REGISTRY (and its bus-bandwidth factor and
 nccl-tests binary to units/bandwidth.OPS).
@@ -97,7 +97,7 @@ class Collective:
     name: str
     summary: str
     size_meaning: str
-    split: bool  # the buffer is divided into world_size chunks, so size rounds to n x element size
+    per_rank_chunks: bool  # the buffer is divided into world_size chunks, so size rounds to n x element size
     placements: tuple[str, ...]
     has_reduction: bool = False
     has_root: bool = False
@@ -130,8 +130,8 @@ class Collective:
 
 
 def round_size(collective: Collective, size_bytes: int, element_bytes: int, world_size: int) -> int:
-    """Round down to whole elements (and whole chunks for split ops); 0 means too small to run."""
-    unit = element_bytes * (world_size if collective.split else 1)
+    """Round down to whole elements (and whole chunks for ops with per-rank chunks); 0 means too small to run."""
+    unit = element_bytes * (world_size if collective.per_rank_chunks else 1)
     return (size_bytes // unit) * unit
 
 
@@ -251,7 +251,7 @@ _ALL_TO_ALL = Collective(
     name="all_to_all",
     summary="rank r sends its chunk k to rank k",
     size_meaning="bytes of the whole send buffer on each rank (n x chunk)",
-    split=True,
+    per_rank_chunks=True,
     placements=(PLACEMENT_OUT,),
     count=_chunk,
     bind=_bind_all_to_all,
@@ -265,7 +265,7 @@ REGISTRY: dict[str, Collective] = {
             name="all_reduce",
             summary="every rank ends with the reduction of all ranks' buffers",
             size_meaning="bytes of the buffer on each rank",
-            split=False,
+            per_rank_chunks=False,
             placements=(PLACEMENT_IN,),  # torch's all_reduce has no separate output buffer
             has_reduction=True,
             bind=_bind_all_reduce,
@@ -274,7 +274,7 @@ REGISTRY: dict[str, Collective] = {
             name="all_gather",
             summary="every rank ends with all ranks' chunks, concatenated",
             size_meaning="bytes of the gathered output (n x chunk)",
-            split=True,
+            per_rank_chunks=True,
             placements=BOTH,
             send_elems=_chunk,
             count=_chunk,
@@ -285,7 +285,7 @@ REGISTRY: dict[str, Collective] = {
             name="reduce_scatter",
             summary="rank r ends with chunk r of the reduction",
             size_meaning="bytes of the input on each rank (n x chunk)",
-            split=True,
+            per_rank_chunks=True,
             placements=BOTH,
             has_reduction=True,
             recv_elems=_chunk,
@@ -297,7 +297,7 @@ REGISTRY: dict[str, Collective] = {
             name="broadcast",
             summary="every rank ends with the root's buffer",
             size_meaning="bytes of the buffer",
-            split=False,
+            per_rank_chunks=False,
             placements=(PLACEMENT_IN,),  # torch's broadcast writes into the one buffer it is given
             has_root=True,
             bind=_bind_broadcast,
@@ -307,7 +307,7 @@ REGISTRY: dict[str, Collective] = {
             name="reduce",
             summary="the root ends with the reduction of all ranks' buffers",
             size_meaning="bytes of the buffer on each rank",
-            split=False,
+            per_rank_chunks=False,
             placements=(PLACEMENT_IN,),  # torch's reduce reduces into the buffer it is given
             has_reduction=True,
             has_root=True,
@@ -318,7 +318,7 @@ REGISTRY: dict[str, Collective] = {
             name="gather",
             summary="the root ends with all ranks' chunks, concatenated",
             size_meaning="bytes gathered at the root (n x chunk)",
-            split=True,
+            per_rank_chunks=True,
             placements=(PLACEMENT_OUT,),
             has_root=True,
             send_elems=_chunk,
@@ -330,7 +330,7 @@ REGISTRY: dict[str, Collective] = {
             name="scatter",
             summary="rank r ends with chunk r of the root's buffer",
             size_meaning="bytes scattered by the root (n x chunk)",
-            split=True,
+            per_rank_chunks=True,
             placements=(PLACEMENT_OUT,),
             has_root=True,
             recv_elems=_chunk,
@@ -351,7 +351,7 @@ REGISTRY: dict[str, Collective] = {
             name="sendrecv",
             summary="ring: rank r sends to r+1 and receives from r-1 (batched isend/irecv)",
             size_meaning="bytes sent (and received) by each rank",
-            split=False,
+            per_rank_chunks=False,
             placements=(PLACEMENT_OUT,),
             min_world_size=2,
             bind=_bind_sendrecv,
@@ -361,7 +361,7 @@ REGISTRY: dict[str, Collective] = {
             name="barrier",
             summary="synchronisation only; reports latency, no bandwidth",
             size_meaning="none (latency only)",
-            split=False,
+            per_rank_chunks=False,
             placements=(PLACEMENT_OUT,),
             send_elems=lambda elems, n: 0,
             recv_elems=lambda elems, n: 0,

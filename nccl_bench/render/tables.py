@@ -117,7 +117,6 @@ _RESULT_COLUMNS: tuple[tuple[Column, Callable[[ResultRow], Cell]], ...] = (
     (_result_column("wrong", 4), _wrong),
     (_result_column("flags", 0, align="left", wrap=True), _flags),
 )
-RESULT_COLUMNS: tuple[Column, ...] = tuple(column for column, _ in _RESULT_COLUMNS)
 # Columns of runs that measure a point more than once (--split groups, --cycles passes): shown after
 # the op, and only when a run has them, so a plain sweep's table stays nccl-tests' own.
 _REPEAT_COLUMNS: dict[str, tuple[Column, Callable[[ResultRow], Cell]]] = {

@@ -61,7 +61,7 @@ class _Sweep:
         self.writer: ResultsWriter | None = None
         self.header: SweepHeader | None = None
         self.peak: dict[str, Any] | None = None
-        self.faults: NoFaults = fault_seam(os.environ)
+        self.planted: NoFaults = fault_seam(os.environ)
         self.system: System | None = None
 
     @property
@@ -188,7 +188,7 @@ class _Sweep:
             self.summary.current_point = f"{point.op} at {format_size(point.size_bytes)} ({point.placement})" + (
                 "" if cycle is None else f" in cycle {cycle}")
             self.run.renew(self.summary.current_point)
-            self.faults.point_starts(ctx.rank, index)
+            self.planted.point_starts(ctx.rank, index)
             rows = self._group_rows(dataclasses.replace(self._point(point), cycle=cycle))
             if any(row.status == STATUS_UNSUPPORTED for row in rows):
                 unsupported.add((point.op, point.placement))
@@ -248,7 +248,7 @@ class _Sweep:
         dist.synchronize(ctx)
         segments = collective.segments(args, buffers.recv.numel())
         holder = config.root if collective.has_root else 0
-        self.faults.output_checked(buffers.recv, segments[0].start if segments else None, ctx.rank, holder)
+        self.planted.output_checked(buffers.recv, segments[0].start if segments else None, ctx.rank, holder)
         wrong = check.count_wrong(buffers.recv, segments, ctx.world_size, config.reduce_op)
         return dist.sum_across_ranks(ctx, wrong)
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from nccl_bench.render.tables import RESULT_COLUMNS
+from nccl_bench.render.tables import result_columns
 from tests.conftest import REPO, SHARED_SWEEP, run_cli, worker_env
 
 pytestmark = pytest.mark.integration
@@ -81,7 +81,7 @@ def assert_aligned(names: str, units: str, rows: list[str]) -> list[str]:
     heads = spans(names)[1:]  # the leading '#'
     shown = [h for _, _, h in heads]
     assert shown[0] == "op" and shown[-1] == "flags"
-    align = {c.name: c.align for c in RESULT_COLUMNS}
+    align = {c.name: c.align for c in result_columns()}
     unit_ends = {end for _, end, _ in spans(units)[1:]}
     for row in rows:
         values = spans(row)[: len(heads) - 1]
@@ -107,7 +107,7 @@ def test_piped_sweep_prints_every_column_aligned_and_its_rows_are_what_report_pr
     run_dir, sweep_out = piped_run
     names, units, rows = table_parts(sweep_out)
     assert len(rows) == 9  # all_reduce in-place x 3 sizes, all_gather both placements x 3
-    assert assert_aligned(names, units, rows) == [c.name for c in RESULT_COLUMNS]  # COLUMNS=80 cut nothing
+    assert assert_aligned(names, units, rows) == [c.name for c in result_columns()]  # COLUMNS=80 cut nothing
     for width in WIDTHS:
         report = run_cli(["report", str(run_dir)], env={"COLUMNS": str(width)})
         assert report.returncode == 0, report.stderr

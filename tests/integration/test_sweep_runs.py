@@ -60,9 +60,9 @@ def test_three_ranks_every_op_correct_with_nccl_tests_factors(tmp_path):
             continue
         assert row.wrong == 0, row
         assert row.busbw_gbps / row.algbw_gbps == pytest.approx(collective.factor(3), rel=1e-9), row.op
-        unit = 4 * 3 if collective.split else 4
+        unit = 4 * 3 if collective.per_rank_chunks else 4
         assert row.size_bytes % unit == 0 and row.size_bytes in (
-            1020 if collective.split else 1024, 102396 if collective.split else 102400
+            1020 if collective.per_rank_chunks else 1024, 102396 if collective.per_rank_chunks else 102400
         )
     placements = {(r.op, r.placement) for r in rows}
     assert ("all_gather", "in_place") in placements and ("all_gather", "out_of_place") in placements

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from nccl_bench import comparison as cmp
 from nccl_bench.render import compare_exports, labels
-from nccl_bench.render.tables import RESULT_COLUMNS, sample_span
+from nccl_bench.render.tables import result_columns, sample_span
 from nccl_bench.results.schema import PLACEMENT_IN, ResultRow
 
 
@@ -23,7 +23,7 @@ def test_sample_span_is_iters_times_the_fastest_trial():
 
 
 def test_one_label_table_names_every_column_everywhere():
-    headings = {f"{c.name} {c.unit}".strip() for c in RESULT_COLUMNS}
+    headings = {f"{c.name} {c.unit}".strip() for c in result_columns()}
     assert {"time (us)", "p50 (us)", "busbw (GB/s)", "%peak", "#wrong", "flags", "placement", "size (B)"} <= headings
     assert compare_exports.comparison_headings()[1] == labels.heading("size_bytes") == "size (B)"
     assert compare_exports._metric_label(cmp.METRIC_BUSBW) == labels.heading("busbw_gbps") == "busbw (GB/s)"
