@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from nccl_bench.results.nccltests import DTYPE_TO_TYPE, EXPORT_MARK
+from nccl_bench.results.nccltests_log import EXPORT_MARK
+from nccl_bench.results.nccltests_rows import DTYPE_TO_TYPE
 from nccl_bench.results.schema import (
     PLACEMENT_IN,
     PLACEMENT_OUT,

@@ -83,7 +83,7 @@ def stream_rows(path: Path, option: str = "RUN", hints: LogHints | None = None) 
 
 def _log_rows(path: Path, option: str, hints: LogHints) -> Iterator[ResultRow]:
     """An nccl-tests log's rows one table at a time, each checked; a failure after the rows is warned of."""
-    from nccl_bench.results.nccltests import LogScan, iter_log
+    from nccl_bench.results.nccltests_log import LogScan, iter_log
 
     scan, count = LogScan(), 0
     with open(path, encoding="utf-8", errors="replace") as handle:
@@ -136,7 +136,7 @@ def _load_rows(path: Path, option: str, unrecognised_as_csv: bool, hints: LogHin
         return read_rows(path, option)
     if kind == "json":
         return _rows_from_json_file(path, option)
-    from nccl_bench.results.nccltests import scan_log
+    from nccl_bench.results.nccltests_log import scan_log
 
     with open(path, encoding="utf-8", errors="replace") as handle:
         lines = bounded_lines(handle, path, option)
@@ -170,7 +170,7 @@ def _sweep_log_folder(path: Path, option: str) -> Path | None:
     """The run folder a sweep's printed output names: as written, else beside the log; None if not a sweep's.
 
     Read as a stream (scheduler prefixes taken off each line), like the log itself."""
-    from nccl_bench.results.nccltests import unprefixed
+    from nccl_bench.results.nccltests_log import unprefixed
 
     marked, named = False, []
     with open(path, encoding="utf-8", errors="replace") as handle:

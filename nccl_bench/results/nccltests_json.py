@@ -1,6 +1,6 @@
 """nccl-tests' `-J file.json` output read into ResultRows (layout of src/util.cu, JSON_FILE_VERSION 3).
 
-The rows are built as the text reader builds them (results/nccltests.py): the same op names, type
+The rows are assembled as the text reader's are (results/nccltests_rows.py): the same op names, type
 names and rank-count inference.
 """
 
@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from nccl_bench.errors import UserInputError
-from nccl_bench.results.nccltests import infer_world_size, make_row
 from nccl_bench.results.nccltests_names import op_in
+from nccl_bench.results.nccltests_rows import Half, SizeLine, Table, infer_world_size, table_rows
 from nccl_bench.results.schema import PLACEMENT_IN, PLACEMENT_OUT, ResultRow
 
 UNKNOWN_OP = "unknown"  # neither the command line nor the file name names a binary
@@ -29,52 +29,44 @@ def parse_json(document: dict[str, Any], source: str = "nccl-tests JSON", option
     ranks = {d.get("rank") for d in devices if isinstance(d, dict) and isinstance(d.get("rank"), int)}
     hosts = {d.get("hostname") for d in devices if isinstance(d, dict) and d.get("hostname")}
     iters = config.get("iterations")
-    halves = []
-    for result in results:
-        for key in (PLACEMENT_OUT, PLACEMENT_IN):
-            half = result.get(key) if isinstance(result, dict) else None
-            if isinstance(half, dict):
-                halves.append(
-                    {"algbw_gbps": _json_float(half.get("alg_bw")), "busbw_gbps": _json_float(half.get("bus_bw"))}
-                )
-    world_size = max(ranks) + 1 if ranks else infer_world_size(op, halves)
+    pairs = [
+        (_json_float(half.get("alg_bw")), _json_float(half.get("bus_bw")))
+        for result in results if isinstance(result, dict)
+        for half in (result.get(PLACEMENT_OUT), result.get(PLACEMENT_IN)) if isinstance(half, dict)
+    ]
+    world_size = max(ranks) + 1 if ranks else infer_world_size(op, pairs)
     if world_size is None:
         raise UserInputError(option, f"{source}: cannot tell how many ranks ran {op} (no devices listed)")
-    rows = []
-    for index, result in enumerate(results):
-        try:
-            size_bytes, count = int(result["size"]), int(result["count"])
-            root = int(str(result.get("root", "-1")).strip())
-        except (KeyError, TypeError, ValueError):
-            raise UserInputError(option, f"{source}: result {index} lacks a size, count or root") from None
-        for placement in (PLACEMENT_OUT, PLACEMENT_IN):
-            half = result.get(placement)
-            if not isinstance(half, dict):
-                continue
-            per_iter = result.get(f"{placement}_per_iter") or {}
-            nwrong = half.get("nwrong")
-            rows.append(
-                make_row(
-                    op=op,
-                    placement=placement,
-                    size_bytes=size_bytes,
-                    count=count,
-                    type_name=str(result.get("type", "float")),
-                    redop=str(result.get("redop", "none")),
-                    root=root,
-                    world_size=world_size,
-                    nodes=max(1, len(hosts)),
-                    iters=iters if isinstance(iters, int) else None,
-                    time_us=_json_float(half.get("time", half.get("cpu_time"))),
-                    algbw=_json_float(half.get("alg_bw")),
-                    busbw=_json_float(half.get("bus_bw")),
-                    wrong=None if nwrong is None else int(float(nwrong)),
-                    p50_us=_json_float(per_iter.get("p50_us")),
-                    p95_us=_json_float(per_iter.get("p95_us")),
-                    p99_us=_json_float(per_iter.get("p99_us")),
-                )
-            )
-    return rows
+    lines = [_size_line(index, result, source, option) for index, result in enumerate(results)]
+    table = Table(world_size, max(1, len(hosts)), iters if isinstance(iters, int) else None)
+    return table_rows(op, lines, table)
+
+
+def _size_line(index: int, result: Any, source: str, option: str) -> SizeLine:
+    try:
+        size_bytes, count = int(result["size"]), int(result["count"])
+        root = int(str(result.get("root", "-1")).strip())
+    except (KeyError, TypeError, ValueError):
+        raise UserInputError(option, f"{source}: result {index} lacks a size, count or root") from None
+    halves = []
+    for placement in (PLACEMENT_OUT, PLACEMENT_IN):
+        half = result.get(placement)
+        if not isinstance(half, dict):
+            continue
+        per_iter = result.get(f"{placement}_per_iter") or {}
+        nwrong = half.get("nwrong")
+        halves.append(Half(
+            placement,
+            time_us=_json_float(half.get("time", half.get("cpu_time"))),
+            algbw_gbps=_json_float(half.get("alg_bw")),
+            busbw_gbps=_json_float(half.get("bus_bw")),
+            wrong=None if nwrong is None else int(float(nwrong)),
+            p50_us=_json_float(per_iter.get("p50_us")),
+            p95_us=_json_float(per_iter.get("p95_us")),
+            p99_us=_json_float(per_iter.get("p99_us")),
+        ))
+    return SizeLine(size_bytes, count, str(result.get("type", "float")), str(result.get("redop", "none")), root,
+                    tuple(halves))
 
 
 def _json_float(value: Any) -> float | None:

@@ -10,7 +10,7 @@ from result_rows import row, write_run
 from nccl_bench.errors import UserInputError
 from nccl_bench.render.formats import stream_csv, to_csv, to_json, to_markdown
 from nccl_bench.render.nccltests_text import format_text
-from nccl_bench.results import nccltests
+from nccl_bench.results import nccltests_log
 from nccl_bench.results.loader import load_rows, stream_rows
 from nccl_bench.results.schema import COLUMNS, PLACEMENT_IN, PLACEMENT_OUT
 
@@ -59,7 +59,7 @@ def test_a_log_gives_each_table_rows_before_the_next_table_is_read():
             read.append(number)
             yield line
 
-    rows = nccltests.iter_log(lines(), nccltests.LogScan(), "all_reduce_perf.log")
+    rows = nccltests_log.iter_log(lines(), nccltests_log.LogScan(), "all_reduce_perf.log")
     first = [next(rows) for _ in range(4)]
     assert [r.size_bytes for r in first] == [1024, 1024, 2048, 2048]
     assert max(read) < 2 * len(table)  # the third table not yet read

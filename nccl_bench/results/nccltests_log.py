@@ -6,48 +6,32 @@ then the in-place half, two header rows (names, then units), an `# Avg bus bandw
 is the mean busbw over every half printed. Older nccl-tests releases print fewer leading columns
 (no `root`, or no `redop`) and an `error` column instead of `#wrong`; the reader takes the column
 names from each table's own header, so all of those read the same way. Writing that layout
-lives in render/nccltests.py.
+lives in render/nccltests_text.py; the rows are assembled as the JSON reader's are
+(results/nccltests_rows.py).
 """
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Iterable, Iterator
 
 from nccl_bench.errors import UserInputError
 from nccl_bench.results.nccltests_names import op_in, op_of_file_name
-from nccl_bench.results.schema import (
-    PLACEMENT_IN,
-    PLACEMENT_OUT,
-    STATUS_OK,
-    STATUS_WRONG,
-    ResultRow,
+from nccl_bench.results.nccltests_rows import (
+    NCCL_TESTS_AGG,
+    NCCL_TESTS_BACKEND,
+    TYPE_TO_DTYPE,
+    Half,
+    SizeLine,
+    Table,
+    bandwidths,
+    ratio_span,
+    table_rows,
+    world_size_of,
 )
-from nccl_bench.units import bandwidth
-
-# nccl-tests type names (src/common.cu test_typenames) <-> torch dtype names.
-TYPE_TO_DTYPE = {
-    "int8": "int8",
-    "uint8": "uint8",
-    "int32": "int32",
-    "uint32": "uint32",
-    "int64": "int64",
-    "uint64": "uint64",
-    "half": "float16",
-    "float": "float32",
-    "double": "float64",
-    "bfloat16": "bfloat16",
-    "f8e4m3": "float8_e4m3fn",
-    "f8e5m2": "float8_e5m2",
-}
-DTYPE_TO_TYPE = {dtype: name for name, dtype in TYPE_TO_DTYPE.items()}
-
-# nccl-tests times with `-a 1` by default: the per-rank mean times are averaged across ranks.
-NCCL_TESTS_AGG = "avg"
-NCCL_TESTS_BACKEND = "nccl"
+from nccl_bench.results.schema import PLACEMENT_IN, PLACEMENT_OUT, ResultRow
 
 # nccl_bench's export leaves out the Pid (and the host when the input did not record one).
 _RANK_PATTERN = re.compile(r"#\s*Rank\s+(\d+)\s+(?:Group\s+\d+\s+)?(?:Pid\s+\d+\s+)?(?:on\s+(\S+)\s+)?device")
@@ -75,8 +59,6 @@ _NCCL_WARNING = re.compile(r"NCCL WARN\b.*")
 # (size count type redop root, then time algbw busbw #wrong per placement).
 _CURRENT_PREFIX = ["size", "count", "type", "redop", "root"]
 _CURRENT_HALF = ["time", "algbw", "busbw", "#wrong"]
-# busbw and algbw are printed with two decimals: each may be off by this much.
-_PRINTED_HALF_STEP = 0.005
 _TIME_NAMES = ("time", "cputime")
 # A blank out-of-place half is 32-33 spaces wide; two columns are never more than ~14 apart.
 _HALF_GAP = 20
@@ -94,7 +76,7 @@ class _Block:
         self.agg = NCCL_TESTS_AGG
         self.prefix: list[str] = []  # columns before the first time column
         self.half: list[str] = []  # columns of one placement half
-        self.rows: list[dict[str, Any]] = []
+        self.rows: list[SizeLine] = []
 
 
 def _looks_like_current_row(tokens: list[str]) -> bool:
@@ -108,24 +90,6 @@ def _looks_like_current_row(tokens: list[str]) -> bool:
 def unprefixed(raw: str) -> str:
     """A line without the prefix srun --label or mpirun --tag-output put before it."""
     return _SRUN_LABEL.sub("", _MPI_TAG.sub("", raw))
-
-
-def failure_line(text: str, nccl_warnings: bool = False) -> str | None:
-    """The first line in which nccl-tests says the run failed (or, with nccl_warnings, NCCL warned)."""
-    lines = [unprefixed(raw) for raw in text.splitlines()]
-    for pattern in (_FAILURE, _NCCL_WARNING) if nccl_warnings else (_FAILURE,):
-        for line in lines:
-            found = pattern.search(line)
-            if found:
-                return found.group(0).strip()
-    return None
-
-
-def parse_text(
-    text: str, source: str = "nccl-tests log", option: str = "RUN", op: str | None = None, ranks: int | None = None
-) -> list[ResultRow]:
-    """Rows of every table in an nccl-tests text log (several concatenated runs are fine); see scan_log."""
-    return scan_log(text.splitlines(), source, option, op, ranks).rows
 
 
 @dataclass
@@ -163,7 +127,7 @@ def iter_log(
     for raw in lines:
         reader.feed(raw)
         if scan.failure is None or scan.nccl_warning is None:
-            line = _SRUN_LABEL.sub("", _MPI_TAG.sub("", raw))
+            line = unprefixed(raw)
             scan.failure = scan.failure or _first(_FAILURE, line)
             scan.nccl_warning = scan.nccl_warning or _first(_NCCL_WARNING, line)
         while reader.blocks:
@@ -281,18 +245,17 @@ def _infer_op(block: _Block) -> str | None:
     reduce_scatter reduces; exactly 1 with a root: broadcast (no redop) or reduce. all_reduce on 2
     ranks (ratio 1, root -1) cannot be told from sendrecv, nor all_gather from all_to_all.
     """
-    halves = [h for r in block.rows for h in r["halves"].values()]
     first = block.rows[0]
-    span = _ratio_span(halves)
+    span = ratio_span(bandwidths(block.rows))
     if span is None:
         return None
     low, high = span
-    reduces = first["redop"] not in ("none", "")
+    reduces = first.redop not in ("none", "")
     if low > 1:
         return "all_reduce"
     if high < 1:
         return "reduce_scatter" if reduces else None
-    if first["root"] >= 0:
+    if first.root >= 0:
         return "reduce" if reduces else "broadcast"
     return None
 
@@ -312,7 +275,7 @@ def _number(token: str) -> float | None:
         return None
 
 
-def _read_data(block: _Block, line: str, tokens: list[str]) -> dict[str, Any] | None:
+def _read_data(block: _Block, line: str, tokens: list[str]) -> SizeLine | None:
     prefix = dict(zip(block.prefix, tokens, strict=False))
     spans = [m.span() for m in re.finditer(r"\S+", line)]
     rest = tokens[len(block.prefix):]
@@ -323,32 +286,22 @@ def _read_data(block: _Block, line: str, tokens: list[str]) -> dict[str, Any] | 
         # one half only: nccl-tests leaves the out-of-place half blank, so a wide gap means in-place
         gap = spans[len(block.prefix)][0] - spans[len(block.prefix) - 1][1] if block.prefix else 0
         halves = {PLACEMENT_IN if gap > _HALF_GAP else PLACEMENT_OUT: rest[:width]}
-    parsed: dict[str, dict[str, Any]] = {}
+    parsed: list[Half] = []
     for placement, values in halves.items():
         named = dict(zip(block.half, values, strict=False))
         time_us = _number(named.get("time", named.get("cputime", "")))
         if time_us is None:
             return None
-        parsed[placement] = {
-            "time_us": time_us,
-            "algbw_gbps": _number(named.get("algbw", "")),
-            "busbw_gbps": _number(named.get("busbw", "")),
-            "wrong": named.get("#wrong"),
-            "error": named.get("error"),
-        }
+        parsed.append(Half(
+            placement, time_us, _number(named.get("algbw", "")), _number(named.get("busbw", "")),
+            _wrong(named.get("#wrong")), (_number(named.get("error") or "") or 0) > 0,
+        ))
     try:
         size_bytes, count = int(prefix["size"]), int(prefix["count"])
         root = int(prefix.get("root", "-1"))
     except (KeyError, ValueError):
         return None
-    return {
-        "size_bytes": size_bytes,
-        "count": count,
-        "type": prefix.get("type", "float"),
-        "redop": prefix.get("redop", "none"),
-        "root": root,
-        "halves": parsed,
-    }
+    return SizeLine(size_bytes, count, prefix.get("type", "float"), prefix.get("redop", "none"), root, tuple(parsed))
 
 
 def _wrong(raw: str | None) -> int | None:
@@ -359,121 +312,12 @@ def _wrong(raw: str | None) -> int | None:
 
 
 def _block_rows(block: _Block, op: str, source: str, option: str, ranks: int | None = None) -> list[ResultRow]:
-    measured = [(r, h) for r in block.rows for h in r["halves"].values()]
-    world_size = max(block.ranks) + 1 if block.ranks else infer_world_size(op, [h for _, h in measured]) or ranks
+    world_size = world_size_of(op, block.ranks, block.rows) or ranks
     if world_size is None:
         raise UserInputError(
             option,
             f"{source}: cannot tell how many ranks ran {op} (no '# Rank' lines, and busbw/algbw does not say); "
             "pass --ranks",
         )
-    nodes = max(1, len(block.hosts))
-    rows = []
-    for record in block.rows:
-        for placement, half in record["halves"].items():
-            rows.append(
-                make_row(
-                    op=op,
-                    placement=placement,
-                    size_bytes=record["size_bytes"],
-                    count=record["count"],
-                    type_name=record["type"],
-                    redop=record["redop"],
-                    root=record["root"],
-                    world_size=world_size,
-                    nodes=nodes,
-                    iters=block.iters,
-                    time_us=half["time_us"],
-                    algbw=half["algbw_gbps"],
-                    busbw=half["busbw_gbps"],
-                    wrong=_wrong(half["wrong"]),
-                    # older releases' `error` column is the largest absolute error, not a count of elements
-                    failed=(_number(half["error"] or "") or 0) > 0,
-                    backend=block.backend,
-                    agg=block.agg,
-                )
-            )
-    return rows
-
-
-def infer_world_size(op: str, halves: Iterable[dict[str, Any]]) -> int | None:
-    """Invert the op's busbw factor: the one rank count every row's printed busbw/algbw allows.
-
-    Each printed value may be off by half its last digit, so each row allows an interval of
-    ratios and so of rank counts; the answer is the single whole number in all of them, or None
-    (a factor of 1 says nothing, and large worlds are too close together to tell apart).
-    """
-    factor = bandwidth.factor_of(op)
-    span = _ratio_span(halves)
-    if factor is None or span is None:
-        return None
-    return factor.world_size(*span)
-
-
-def _ratio_span(halves: Iterable[dict[str, Any]]) -> tuple[float, float] | None:
-    """The busbw/algbw range every half allows, given two printed decimals; None without data."""
-    low, high, seen = 0.0, math.inf, False
-    for half in halves:
-        algbw, busbw = half.get("algbw_gbps"), half.get("busbw_gbps")
-        if algbw is None or busbw is None or algbw < 0.1:  # too few digits to say anything
-            continue
-        seen = True
-        low = max(low, (busbw - _PRINTED_HALF_STEP) / (algbw + _PRINTED_HALF_STEP))
-        high = min(high, (busbw + _PRINTED_HALF_STEP) / (algbw - _PRINTED_HALF_STEP))
-    return (low, high) if seen and low <= high else None
-
-
-def make_row(
-    *,
-    op: str,
-    placement: str,
-    size_bytes: int,
-    count: int,
-    type_name: str,
-    redop: str,
-    root: int,
-    world_size: int,
-    nodes: int,
-    iters: int | None,
-    time_us: float | None,
-    algbw: float | None,
-    busbw: float | None,
-    wrong: int | None,
-    failed: bool = False,
-    p50_us: float | None = None,
-    p95_us: float | None = None,
-    p99_us: float | None = None,
-    backend: str = NCCL_TESTS_BACKEND,
-    agg: str = NCCL_TESTS_AGG,
-) -> ResultRow:
-    factor = bandwidth.bus_factor(op, world_size)
-    if factor is None and algbw and busbw is not None:
-        factor = busbw / algbw  # an op we do not know: keep the log's own ratio
-    status = STATUS_WRONG if (wrong or failed) else STATUS_OK
-    return ResultRow(
-        op=op,
-        placement=placement,
-        size_bytes=size_bytes,
-        count=count,
-        dtype=TYPE_TO_DTYPE.get(type_name, type_name),
-        redop=redop,
-        root=root,
-        world_size=world_size,
-        nodes=nodes,
-        backend=backend,
-        iters=iters or 0,
-        trials=1,
-        time_us=time_us,
-        time_min_us=None,
-        time_max_us=None,
-        p50_us=p50_us,
-        p95_us=p95_us,
-        p99_us=p99_us,
-        algbw_gbps=algbw,
-        busbw_gbps=busbw,
-        busbw_factor=factor,
-        wrong=wrong,
-        slowest_rank=None,
-        agg=agg,
-        status=status,
-    )
+    table = Table(world_size, max(1, len(block.hosts)), block.iters, block.backend, block.agg)
+    return table_rows(op, block.rows, table)

@@ -8,12 +8,17 @@ import pytest
 from result_rows import row_at
 
 from nccl_bench.errors import UserInputError
-from nccl_bench.results import nccltests, nccltests_names
+from nccl_bench.results import nccltests_log, nccltests_names, nccltests_rows
 from nccl_bench.results.input_lines import ResultsWarning
 from nccl_bench.results.loader import LogHints, load_rows
 from nccl_bench.results.schema import PLACEMENT_IN, PLACEMENT_OUT
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "nccl_tests"
+
+
+def _parsed(text: str, **hints) -> list:
+    """A log's rows as the loader reads them: one pass over its lines (nccltests_log.scan_log)."""
+    return nccltests_log.scan_log(text.splitlines(), **hints).rows
 
 
 def test_v2_20_all_reduce_log():
@@ -74,15 +79,15 @@ def test_bfloat16_all_gather_world_size_from_bandwidth_ratio():
 
 
 def test_infer_world_size():
-    assert nccltests.infer_world_size("all_reduce", [{"algbw_gbps": 100.0, "busbw_gbps": 175.0}]) == 8
-    assert nccltests.infer_world_size("all_gather", [{"algbw_gbps": 100.0, "busbw_gbps": 75.0}]) == 4
-    assert nccltests.infer_world_size("broadcast", [{"algbw_gbps": 100.0, "busbw_gbps": 100.0}]) is None
-    assert nccltests.infer_world_size("all_reduce", [{"algbw_gbps": 0.0, "busbw_gbps": 0.0}]) is None
+    assert nccltests_rows.infer_world_size("all_reduce", [(100.0, 175.0)]) == 8
+    assert nccltests_rows.infer_world_size("all_gather", [(100.0, 75.0)]) == 4
+    assert nccltests_rows.infer_world_size("broadcast", [(100.0, 100.0)]) is None
+    assert nccltests_rows.infer_world_size("all_reduce", [(0.0, 0.0)]) is None
 
 
 def test_binary_names_in_a_log_map_to_our_ops():
     text = "mpirun -np 2 /opt/nccl-tests/build/alltoall_perf_mpi -b 8 -e 1M\n" + _table_lines()
-    assert {r.op for r in nccltests.parse_text(text)} == {"all_to_all"}
+    assert {r.op for r in _parsed(text)} == {"all_to_all"}
 
 
 def _table_lines() -> str:
@@ -93,7 +98,7 @@ def _table_lines() -> str:
 def test_mpirun_output_tags_are_stripped():
     log = (FIXTURES / "v2.20.0_all_reduce_perf_2ranks.txt").read_text()
     tagged = "\n".join(f"[1,0]<stdout>:{line}" for line in log.splitlines())
-    rows = nccltests.parse_text(tagged)
+    rows = _parsed(tagged)
     assert len(rows) == 8 and row_at(rows, 32768, PLACEMENT_OUT).time_us == 39.56
 
 
@@ -101,7 +106,7 @@ def test_concatenated_logs_keep_each_op():
     text = (FIXTURES / "v2.17.6_all_gather_perf_2ranks.txt").read_text() + (
         FIXTURES / "v2.20.0_all_reduce_perf_2ranks.txt"
     ).read_text()
-    rows = nccltests.parse_text(text)
+    rows = _parsed(text)
     assert [r.op for r in rows].count("all_gather") == 2 and [r.op for r in rows].count("all_reduce") == 8
 
 
@@ -117,7 +122,7 @@ def test_unknown_world_size_is_a_user_error():
     text = "\n".join(line for line in log.splitlines() if "Rank" not in line)
     # broadcast's busbw factor is 1, so without Rank lines the world size cannot be recovered
     with pytest.raises(UserInputError, match="cannot tell how many ranks ran broadcast"):
-        nccltests.parse_text(text, source="b.log")
+        _parsed(text, source="b.log")
 
 
 # ---- logs as they are shared: scheduler prefixes, lost '#', fragments, failed runs ----
@@ -134,7 +139,7 @@ def test_srun_label_prefixes_are_stripped():
 def test_comment_lines_that_lost_their_hash_read_the_same():
     text = (FIXTURES / "srun_label_all_reduce_perf_16ranks_2nodes.txt").read_text()
     bare = "\n".join(line.replace(" 0: #", "", 1).strip() for line in text.splitlines())
-    assert "# " not in bare and nccltests.parse_text(bare, source="all_reduce_perf.log") == load_rows(
+    assert "# " not in bare and _parsed(bare, source="all_reduce_perf.log") == load_rows(
         FIXTURES / "srun_label_all_reduce_perf_16ranks_2nodes.txt"
     )
 
@@ -190,20 +195,20 @@ def test_op_inferred_only_where_the_columns_leave_one_choice(redop, root, algbw,
     line = f"     1048576        262144     float  {redop:>6}  {root:>6}{half}{half}"
     if expected is None:
         with pytest.raises(UserInputError, match="pass --op"):
-            nccltests.parse_text(line)
+            _parsed(line)
     else:
-        assert {r.op for r in nccltests.parse_text(line, ranks=8)} == {expected}
+        assert {r.op for r in _parsed(line, ranks=8)} == {expected}
 
 
 def test_a_large_world_is_not_guessed_from_two_decimals():
     # 367.29 / 183.83 fits every all_reduce world from ~970 to ~1020 ranks
-    assert nccltests.infer_world_size("all_reduce", [{"algbw_gbps": 183.83, "busbw_gbps": 367.29}]) is None
-    assert nccltests.infer_world_size("all_reduce", [{"algbw_gbps": 297.16, "busbw_gbps": 586.06}]) == 72
+    assert nccltests_rows.infer_world_size("all_reduce", [(183.83, 367.29)]) is None
+    assert nccltests_rows.infer_world_size("all_reduce", [(297.16, 586.06)]) == 72
 
 
 def test_the_file_name_names_the_op_anywhere_in_it():
     line = "     1048576        262144     float     sum      -1" + "    10.00  100.00  100.00      0" * 2
-    rows = nccltests.parse_text(line, source="run3_reduce_scatter_perf_2nodes.log", ranks=2)
+    rows = _parsed(line, source="run3_reduce_scatter_perf_2nodes.log", ranks=2)
     assert {r.op for r in rows} == {"reduce_scatter"}
 
 
@@ -220,7 +225,7 @@ def test_the_file_name_names_the_op_anywhere_in_it():
 ])
 def test_the_op_is_read_from_file_names_as_people_write_them(file_name, op):
     line = "     1048576        262144     float     sum      -1" + "    10.00  100.00  100.00      0" * 2
-    assert {r.op for r in nccltests.parse_text(line, source=f"/logs/{file_name}", ranks=2)} == {op}
+    assert {r.op for r in _parsed(line, source=f"/logs/{file_name}", ranks=2)} == {op}
 
 
 @pytest.mark.parametrize("file_name", ["gathered_stats.txt", "prescatter.log", "run.log"])
@@ -231,4 +236,4 @@ def test_an_op_name_inside_a_longer_word_names_nothing(file_name):
 def test_the_log_s_own_op_name_wins_over_the_file_name():
     text = "# Collective test starting: all_gather_perf\n" + (
         "     1048576        262144     float    none      -1" + "    10.00  100.00  100.00      0" * 2)
-    assert {r.op for r in nccltests.parse_text(text, source="allreduce_16nodes.txt", ranks=2)} == {"all_gather"}
+    assert {r.op for r in _parsed(text, source="allreduce_16nodes.txt", ranks=2)} == {"all_gather"}
