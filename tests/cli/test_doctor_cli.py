@@ -120,7 +120,7 @@ def test_the_doctor_hands_on_stuck_to_its_run_as_the_sweep_does(monkeypatch, tmp
         return SimpleNamespace(judgement=None)
 
     monkeypatch.setattr(core, "detect_launch", lambda: SimpleNamespace(rank=0, launcher="torchrun", world_size=2))
-    monkeypatch.setattr(core.doctor, "execute", execute)
+    monkeypatch.setattr(core.doctor_body, "execute", execute)
     monkeypatch.setattr(sys, "argv", ["nccl-bench", "doctor", "--backend", "gloo", "--out", str(tmp_path / "run")])
     main()
     assert seen["on_stuck"] is messages.end_stuck_rank and seen["config"].backend == "gloo"
