@@ -149,7 +149,7 @@ class _Sweep:
             sizes=cfg.describe_sizes(requested) + (" (host default)" if host_default else "")
             + ", each rounded down to whole elements (x ranks for split ops)",
             iterations=iterations, warmup=config.warmup, trials=config.trials, dtype=config.dtype,
-            reduce_op=config.reduce_op, agg=config.agg, run_dir=run.run_dir, peak=peak_label,
+            reduce_op=config.reduce_op, agg=config.agg, peak=peak_label,
             notes=notes, planned=planned,
             repeats=(("group",) if self.groups else ()) + (("cycle",) if config.cycles != 1 else ()),
             cycles=config.cycles,
