@@ -108,7 +108,7 @@ EXACT = [
     ("unknown command", ["frobnicate"], "No such command 'frobnicate'."),
     ("missing argument", ["compare"], "Missing argument 'BASELINE'."),
     ("option without its value", ["sweep", "--op"], "Option '--op' requires an argument."),
-    # Issue 14: nothing is built in proportion to a typed number; what cannot mean anything is refused.
+    # Nothing is built in proportion to a typed number; what cannot mean anything is refused.
     ("linear sizes beyond the cap", ["sweep", "-i", "1", "-b", "1", "-e", "1G"],
      "--step-bytes: steps of 1 from 1 to 1G make 1,073,741,824 sizes; a sweep takes at most 10,000: "
      "raise --step-bytes or narrow -b/--min-bytes .. -e/--max-bytes"),
