@@ -1,7 +1,7 @@
 """Every class of bad input: one stderr line naming the option (or file) and the problem, exit 2,
 nothing on stdout, no traceback, and no worker or process group started.
 
-Each case here is one row of the README table "Bad input and what it says". The command runs as
+Each case here is one row of the table in docs/bad-input.md. The command runs as
 `python -m nccl_bench ...` in a process of its own (exit code, stdout and stderr as a user sees
 them), forked from one that has already imported torch (tests/forked_cli.py); the --help cases and
 one refusal that imports torch start a fresh interpreter.
