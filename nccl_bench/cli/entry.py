@@ -83,7 +83,7 @@ def program() -> NoReturn:
     if "torch" not in sys.modules:
         sys.exit(code)
     if code is not None and not isinstance(code, int):  # sys.exit("text"): the text, then exit 1
-        print(code, file=sys.stderr)
+        messages.plain(str(code))
         code = 1
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(OSError, ValueError):  # a closed pipe must not delay the exit

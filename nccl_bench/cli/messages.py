@@ -1,4 +1,5 @@
-"""Every line the CLI writes to stderr starts `nccl-bench: `: a note, a warning, or the one error line.
+"""Every line the CLI writes to stderr, in one place: notes, warnings and the one error line start
+`nccl-bench: `; what a command wrote where (`wrote csv to out.csv`) is said as it is.
 
 An error ends the command with its exit code (README "Exit codes"); a rank stuck where its process
 group's abort cannot reach ends the process at once.
@@ -17,6 +18,11 @@ from nccl_bench.render.escape import terminal_text
 def say(message: str) -> None:
     """One stderr line; text from files in it (a log's failure line, a path) never sends a control character."""
     print(terminal_text(f"nccl-bench: {message}"), file=sys.stderr, flush=True)
+
+
+def plain(message: str) -> None:
+    """One stderr line without the `nccl-bench: ` prefix: where a file the user asked for was written."""
+    print(terminal_text(message), file=sys.stderr, flush=True)
 
 
 def notes(lines: Iterable[str]) -> None:

@@ -7,6 +7,7 @@ from typing import Optional
 
 import typer
 
+from nccl_bench.cli import messages
 from nccl_bench.cli.params import param, read_given
 from nccl_bench.errors import UserInputError
 from nccl_bench.options import LOG_OP, LOG_RANKS
@@ -57,7 +58,7 @@ def report_command(
         text = render_formats.render_runs(measured, loaded, fmt) if loaded else ""
         doctor_texts = [recorded_text(doctor, loader.run_label(path)) for path, doctor in doctors.items()]
         write_text_file(output_path, text + "".join(doctor_texts))
-        typer.echo(f"wrote {fmt} to {output_path}", err=True)
+        messages.plain(f"wrote {fmt} to {output_path}")
     else:
         if loaded:
             live.print_runs(measured, loaded, fmt)
@@ -67,7 +68,7 @@ def report_command(
         from nccl_bench.render import plots as plotting
 
         plotting.write_plot(loaded, plot_path)
-        typer.echo(f"wrote plot to {plot_path}", err=True)
+        messages.plain(f"wrote plot to {plot_path}")
     if html_path:
         from nccl_bench.render import html as html_page
 
@@ -75,7 +76,7 @@ def report_command(
         inputs = [rows_of.get(path) or (loader.run_label(path), []) for path in paths]
         page = html_page.html_report(html_page.pages_for(paths, inputs))
         write_text_file(html_path, page)
-        typer.echo(f"wrote HTML report to {html_path} ({html_path.stat().st_size / 1024:,.0f} KiB)", err=True)
+        messages.plain(f"wrote HTML report to {html_path} ({html_path.stat().st_size / 1024:,.0f} KiB)")
 
 
 def _stream(paths: list[Path], chosen, fmt: str, output_path: Optional[Path], hints) -> None:
@@ -104,7 +105,7 @@ def _stream(paths: list[Path], chosen, fmt: str, output_path: Optional[Path], hi
         live.write_stream(pieces)
         return
     write_text_file(output_path, pieces)
-    typer.echo(f"wrote {fmt} to {output_path}", err=True)
+    messages.plain(f"wrote {fmt} to {output_path}")
 
 
 def _two_pass(paths: list[Path], two_pass, fmt: str, output_path: Optional[Path], hints) -> None:
@@ -126,7 +127,7 @@ def _two_pass(paths: list[Path], two_pass, fmt: str, output_path: Optional[Path]
         live.print_lines_at_width(lines)
         return
     write_text_file(output_path, (line.plain + "\n" for line in lines(None)))
-    typer.echo(f"wrote {fmt} to {output_path}", err=True)
+    messages.plain(f"wrote {fmt} to {output_path}")
 
 
 def _reader(path: Path, hints):

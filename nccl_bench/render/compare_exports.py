@@ -1,7 +1,7 @@
 """Renderings of a Comparison: a rich table for the terminal, Markdown, JUnit XML and JSON.
 
-Every format is a function from a Comparison to a renderable or a string; writing files is
-separate (the CLI checks output paths with formats.check_output_file before any work).
+Every format is a function from a Comparison to a renderable or a string; the files are written by
+results' writers (the CLI checks output paths with formats.check_output_file before any work).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from nccl_bench.render import labels
 from nccl_bench.render.escape import markdown_text
 from nccl_bench.render.fit import Column, render_lines
 from nccl_bench.results.schema import row_to_record
-from nccl_bench.results.whole_file import strict_json, write_text_file
+from nccl_bench.results.whole_file import append_text, strict_json, write_text_file
 
 if TYPE_CHECKING:
     from rich.text import Text
@@ -211,8 +211,7 @@ def step_summary_path(environ: Mapping[str, str]) -> Path | None:
 
 def append_step_summary(comparison: cmp.Comparison, path: Path) -> None:
     """Append (never overwrite: other steps of the job write there too)."""
-    with open(path, "a", encoding="utf-8") as handle:
-        handle.write(to_markdown(comparison) + "\n")
+    append_text(path, to_markdown(comparison) + "\n")
 
 
 def _name(comparison: cmp.Comparison, side: str) -> str:

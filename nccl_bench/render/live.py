@@ -1,6 +1,8 @@
 """Everything render/ puts on the terminal or, during a run, into its folder: the console, printing
 lines, rank 0's live reporters for the sweep and the doctor, and the plots a run leaves behind
-(busbw.png, pairs.png). The other render modules return text, renderables and figures.
+(busbw.png, pairs.png). The other render modules return text, renderables and figures (`report --plot`
+and compare's files go from plots.py and compare_exports.py straight to results' writers); no render
+module opens a file itself.
 
 The rank code receives a reporter as an observer (through a factory the CLI hands it), so it never
 imports this module.
@@ -29,9 +31,10 @@ SWEEP_PLOT = "busbw.png"
 HEATMAP_PNG = "pairs.png"
 
 
-def make_console(stderr: bool = False) -> Console:
-    """A console that never wraps lines: tables are fitted to its width (or unlimited when piped)."""
-    return Console(stderr=stderr, soft_wrap=True)
+def make_console() -> Console:
+    """A stdout console that never wraps lines: tables are fitted to its width (or unlimited when piped).
+    stderr is cli/messages.py's."""
+    return Console(soft_wrap=True)
 
 
 def table_width(console: Console) -> int | None:
@@ -228,9 +231,11 @@ def write_heatmap(judgement: Judgement, run_dir: Path) -> Path | None:
         import matplotlib  # noqa: F401
     except ImportError:
         return None
+    from nccl_bench.render import plots
     from nccl_bench.render.doctor_text import heatmap_figure
+    from nccl_bench.results.whole_file import write_text_file
 
     path = Path(run_dir) / HEATMAP_PNG
     figure = heatmap_figure(judgement, title=f"{Path(run_dir).name}: pair busbw (slowest rail)")
-    figure.savefig(path, format="png")
+    write_text_file(path, plots.figure_bytes(figure, ".png", dpi=None))
     return path

@@ -1,8 +1,9 @@
 """Bandwidth and latency curves (matplotlib, Agg, optional extra `nccl-bench[plot]`).
 
 `busbw_figure` is pure (rows in, Figure out, no pyplot global state), so tests can inspect the
-lines; `write_plot` saves it as PNG, SVG or PDF (from the file name) for `report --plot` and the
-sweep's busbw.png (render/live.py); `figure_svg` gives the SVG text the HTML report inlines.
+lines; `figure_bytes` draws a figure in memory, and `write_plot` hands those bytes (PNG, SVG or PDF,
+from the file name) to results' whole-file writer for `report --plot` and the sweep's busbw.png
+(render/live.py); `figure_svg` gives the SVG text the HTML report inlines.
 
 Readability rules: the data sets the y scale, the peak only when it is near the data
 (otherwise it is a labelled note, so the curves are not squashed under it); latency on a log
@@ -19,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
 from nccl_bench.results.schema import ResultRow
-from nccl_bench.results.whole_file import raise_write_failed
+from nccl_bench.results.whole_file import write_text_file
 from nccl_bench.units.sizes import format_size
 
 if TYPE_CHECKING:
@@ -225,11 +226,12 @@ def _draw_peak(axis, peak: float | None, data_max: float) -> None:
     axis.set_ylim(0, top)
 
 
-def _save(figure: "Figure", target, suffix: str) -> None:
-    try:
-        figure.savefig(target, format=suffix.lstrip("."), dpi=FIGURE_DPI)
-    except OSError as exc:
-        raise_write_failed(target, exc)
+def figure_bytes(figure: "Figure", suffix: str, dpi: float | None = FIGURE_DPI) -> bytes:
+    """The figure drawn in memory as PNG, SVG or PDF (by suffix); the caller writes it where it belongs.
+    dpi None keeps the figure's own."""
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format=suffix.lstrip("."), **({} if dpi is None else {"dpi": dpi}))
+    return buffer.getvalue()
 
 
 def write_plot(runs: Sequence[Run], path: Path, peak_gbps: float | None = None, title: str | None = None) -> Path:
@@ -240,7 +242,7 @@ def write_plot(runs: Sequence[Run], path: Path, peak_gbps: float | None = None, 
         raise ValueError(f"{path}: a plot is written as {', '.join(PLOT_SUFFIXES)}")
     if title is None:
         title = " vs ".join(label for label, _ in runs)
-    _save(busbw_figure(runs, peak_gbps=peak_gbps, title=title), path, suffix)
+    write_text_file(path, figure_bytes(busbw_figure(runs, peak_gbps=peak_gbps, title=title), suffix))
     return path
 
 
@@ -248,8 +250,7 @@ def figure_svg(runs: Sequence[Run], peak_gbps: float | None = None, title: str |
     """The figure as SVG text, for a self-contained HTML page (fonts as paths: no font files needed)."""
     import matplotlib
 
-    buffer = io.StringIO()
     with matplotlib.rc_context({"svg.fonttype": "path", "svg.hashsalt": "nccl-bench"}):
-        _save(busbw_figure(runs, peak_gbps=peak_gbps, title=title), buffer, ".svg")
+        svg = figure_bytes(busbw_figure(runs, peak_gbps=peak_gbps, title=title), ".svg").decode("utf-8")
     # matplotlib's RDF <metadata> names a date and vocabulary URLs; a page to attach needs neither
-    return re.sub(r"<metadata>.*?</metadata>\s*", "", buffer.getvalue(), flags=re.S)
+    return re.sub(r"<metadata>.*?</metadata>\s*", "", svg, flags=re.S)

@@ -41,20 +41,22 @@ def _non_finite_at(value: Any, where: str = "$") -> str | None:
     return None
 
 
-def replace_whole(path: Path, pieces: str | Iterable[str]) -> None:
-    """Write `pieces` so that `path` holds the old text or the new, never half of one: into a hidden file
-    beside it (its name does not end as path's does, so a collector watching *.prom skips it), synced,
-    then renamed over path. A path that exists and is no regular file (/dev/stdout, a pipe) is written
-    directly. OSError as the system raised it; no temporary file is left."""
+def replace_whole(path: Path, pieces: str | bytes | Iterable[str]) -> None:
+    """Write `pieces` (text, or the bytes of a figure) so that `path` holds the old content or the new,
+    never half of one: into a hidden file beside it (its name does not end as path's does, so a collector
+    watching *.prom skips it), synced, then renamed over path. A path that exists and is no regular file
+    (/dev/stdout, a pipe) is written directly. OSError as the system raised it; no temporary file is left."""
     path = Path(path)
-    pieces = [pieces] if isinstance(pieces, str) else pieces
+    binary = isinstance(pieces, bytes)
+    mode, encoding = ("wb", None) if binary else ("w", "utf-8")
+    pieces = [pieces] if isinstance(pieces, (str, bytes)) else pieces
     if path.exists() and not path.is_file():
-        with open(path, "w", encoding="utf-8") as handle:
+        with open(path, mode, encoding=encoding) as handle:
             handle.writelines(pieces)
         return
     temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        with open(temporary, "w", encoding="utf-8") as handle:
+        with open(temporary, mode, encoding=encoding) as handle:
             handle.writelines(pieces)
             handle.flush()
             os.fsync(handle.fileno())
@@ -64,13 +66,20 @@ def replace_whole(path: Path, pieces: str | Iterable[str]) -> None:
             temporary.unlink()
 
 
-def write_text_file(path: Path, pieces: str | Iterable[str]) -> None:
-    """A file the user asked for (an export, a report): written whole (replace_whole), or WriteFailedError
-    naming it."""
+def write_text_file(path: Path, pieces: str | bytes | Iterable[str]) -> None:
+    """A file the user asked for (an export, a report, a plot's bytes): written whole (replace_whole), or
+    WriteFailedError naming it."""
     try:
         replace_whole(path, pieces)
     except OSError as exc:
         raise_write_failed(path, exc)
+
+
+def append_text(path: Path, text: str) -> None:
+    """Text added at the end of a file that others write too (GitHub's step summary), never replacing
+    theirs; OSError as the system raised it."""
+    with open(path, "a", encoding="utf-8") as handle:
+        handle.write(text)
 
 
 def raise_write_failed(path: Path, exc: OSError) -> NoReturn:

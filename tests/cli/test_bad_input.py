@@ -1,7 +1,7 @@
 """Every class of bad input: one stderr line naming the option (or file) and the problem, exit 2,
 nothing on stdout, no traceback, and no worker or process group started.
 
-Each case here is one row of the README table "Bad input and what it says". The command runs as
+Each case here is one row of the table in docs/bad-input.md. The command runs as
 `python -m nccl_bench ...` in a process of its own (exit code, stdout and stderr as a user sees
 them), forked from one that has already imported torch (tests/forked_cli.py); the --help cases and
 one refusal that imports torch start a fresh interpreter.
@@ -108,7 +108,7 @@ EXACT = [
     ("unknown command", ["frobnicate"], "No such command 'frobnicate'."),
     ("missing argument", ["compare"], "Missing argument 'BASELINE'."),
     ("option without its value", ["sweep", "--op"], "Option '--op' requires an argument."),
-    # Issue 14: nothing is built in proportion to a typed number; what cannot mean anything is refused.
+    # Nothing is built in proportion to a typed number; what cannot mean anything is refused.
     ("linear sizes beyond the cap", ["sweep", "-i", "1", "-b", "1", "-e", "1G"],
      "--step-bytes: steps of 1 from 1 to 1G make 1,073,741,824 sizes; a sweep takes at most 10,000: "
      "raise --step-bytes or narrow -b/--min-bytes .. -e/--max-bytes"),
