@@ -16,6 +16,7 @@ from typing import NoReturn
 import typer
 
 from nccl_bench.cli import compare, doctor, limits, messages, ops, report, streams, sweep, typer_shim
+from nccl_bench.cli.params import param
 from nccl_bench.errors import (
     EXIT_INTERRUPTED,
     EXIT_OK,
@@ -24,6 +25,7 @@ from nccl_bench.errors import (
     UserInputError,
     os_error_text,
 )
+from nccl_bench.options import VERSION
 
 app = typer.Typer(
     name="nccl-bench",
@@ -48,9 +50,7 @@ def _print_version(value: bool) -> None:
 
 @app.callback()
 def _main_options(
-    version: bool = typer.Option(
-        False, "--version", help="Print the version and exit.", callback=_print_version, is_eager=True
-    ),
+    version: bool = param(VERSION, given_default=True, callback=_print_version, is_eager=True),
 ) -> None:
     """Measure collective-communication bandwidth through torch.distributed, as nccl-tests does."""
 

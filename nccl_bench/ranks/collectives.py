@@ -5,8 +5,9 @@ buffer of one rank (all_gather: the gathered output; reduce_scatter: the input; 
 whole send buffer; gather/scatter: n x chunk). `count` is the element count nccl-tests prints
 (the per-rank chunk for split ops). all_to_allv keeps all_to_all's size and count (the per-peer
 slot) and fills a share of each slot, as nccl-tests' alltoallv does (units/alltoallv.py).
-Adding a collective means adding one entry to REGISTRY (and its bus-bandwidth factor and
-nccl-tests binary to units/bandwidth.OPS).
+Adding a collective means adding one entry to REGISTRY, its name and traits to units/op_table.OPS
+(REGISTRY keeps that table's order), and its bus-bandwidth factor and nccl-tests binary to
+units/bandwidth.OPS.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Callable
 
 from nccl_bench.results.schema import PLACEMENT_IN, PLACEMENT_OUT
-from nccl_bench.units import alltoallv, bandwidth
+from nccl_bench.units import alltoallv, bandwidth, op_table
 
 if TYPE_CHECKING:
     import torch
@@ -99,8 +100,6 @@ class Collective:
     size_meaning: str
     split: bool  # the buffer is divided into world_size chunks, so size rounds to n x element size
     placements: tuple[str, ...]
-    has_reduction: bool = False
-    has_root: bool = False
     min_world_size: int = 1
     send_elems: Callable[[int, int], int] = lambda elems, n: elems
     recv_elems: Callable[[int, int], int] = lambda elems, n: elems
@@ -111,6 +110,14 @@ class Collective:
     expected: Callable[[int, int, int, int], list[Segment]] = _whole
     # uneven ops: (args, output elements) -> what this rank's output must hold under args.shares
     expected_uneven: Callable[[OpArgs, int], list[Segment]] | None = None
+
+    @property
+    def has_reduction(self) -> bool:
+        return op_table.OPS[self.name].reduces
+
+    @property
+    def has_root(self) -> bool:
+        return op_table.OPS[self.name].rooted
 
     @property
     def factor(self) -> Callable[[int], float] | None:
@@ -267,7 +274,6 @@ REGISTRY: dict[str, Collective] = {
             size_meaning="bytes of the buffer on each rank",
             split=False,
             placements=(PLACEMENT_IN,),  # torch's all_reduce has no separate output buffer
-            has_reduction=True,
             bind=_bind_all_reduce,
         ),
         Collective(
@@ -287,7 +293,6 @@ REGISTRY: dict[str, Collective] = {
             size_meaning="bytes of the input on each rank (n x chunk)",
             split=True,
             placements=BOTH,
-            has_reduction=True,
             recv_elems=_chunk,
             count=_chunk,
             bind=_bind_reduce_scatter,
@@ -299,7 +304,6 @@ REGISTRY: dict[str, Collective] = {
             size_meaning="bytes of the buffer",
             split=False,
             placements=(PLACEMENT_IN,),  # torch's broadcast writes into the one buffer it is given
-            has_root=True,
             bind=_bind_broadcast,
             expected=_from_root,
         ),
@@ -309,8 +313,6 @@ REGISTRY: dict[str, Collective] = {
             size_meaning="bytes of the buffer on each rank",
             split=False,
             placements=(PLACEMENT_IN,),  # torch's reduce reduces into the buffer it is given
-            has_reduction=True,
-            has_root=True,
             bind=_bind_reduce,
             expected=lambda rank, n, root, out: _whole(rank, n, root, out) if rank == root else [],
         ),
@@ -320,7 +322,6 @@ REGISTRY: dict[str, Collective] = {
             size_meaning="bytes gathered at the root (n x chunk)",
             split=True,
             placements=(PLACEMENT_OUT,),
-            has_root=True,
             send_elems=_chunk,
             count=_chunk,
             bind=_bind_gather,
@@ -332,7 +333,6 @@ REGISTRY: dict[str, Collective] = {
             size_meaning="bytes scattered by the root (n x chunk)",
             split=True,
             placements=(PLACEMENT_OUT,),
-            has_root=True,
             recv_elems=_chunk,
             count=_chunk,
             bind=_bind_scatter,
@@ -371,8 +371,6 @@ REGISTRY: dict[str, Collective] = {
         ),
     )
 }
-
-OP_NAMES: tuple[str, ...] = tuple(REGISTRY)
 
 
 def store_elems(placement: str, send_elems: int, recv_elems: int) -> tuple[int, int]:

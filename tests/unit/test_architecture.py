@@ -16,8 +16,6 @@ LAYERS = {
     "units": 0,
     "results": 1,
     "hardware": 1,
-    "ranks.collectives": 2,  # the op registry: read by config, the sweep and the renderers
-    "ranks.split": 2,  # --split's groups (pure): its option parses with it
     "options": 3,  # every command's options, declared once: read by both configs and the CLI
     "config": 3,
     "doctor.config": 3,  # the doctor's config: options only, beside the sweep's
