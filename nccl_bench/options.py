@@ -15,13 +15,14 @@ from __future__ import annotations
 import math
 import re
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, NamedTuple
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, NamedTuple
 
 from nccl_bench.errors import UserInputError
 from nccl_bench.units import hostlist
-from nccl_bench.units.op_table import OP_NAMES
 from nccl_bench.units.sizes import format_size, parse_size
-from nccl_bench.units.split_spec import Split, parse_split
+
+if TYPE_CHECKING:  # read on use: `--help` needs neither the op table nor the split's grammar
+    from nccl_bench.units.split_spec import Split
 
 Parser = Callable[[Any, str], Any]  # (raw value, the option as an error names it) -> the checked value
 
@@ -250,6 +251,8 @@ def expand_choices(values, choices: tuple[str, ...], option: str, noun: str, nor
 
 def expand_ops(names, option: str = "--op") -> tuple[str, ...]:
     """Collective names that may repeat or hold commas (dashes read as underscores); 'all' means every one."""
+    from nccl_bench.units.op_table import OP_NAMES
+
     return expand_choices(names, OP_NAMES, option, "collective", normalize=lambda part: part.replace("-", "_"))
 
 
@@ -345,6 +348,8 @@ def _distribution(value: Any, option: str) -> str:
 
 
 def _split(value: Any, option: str) -> Split:
+    from nccl_bench.units.split_spec import Split, parse_split
+
     if isinstance(value, Split):
         return value
     try:
@@ -517,3 +522,4 @@ MULTI_NODE = Option("multi_node", ("--multi-node",), switch,
 
 # -- the app's ---------------------------------------------------------------------------------------
 VERSION = Option("version", ("--version",), switch, "Print the version and exit.", default=False)
+HELP_FLAGS = ("-h", "--help")  # click's own help option, under the names every command answers to

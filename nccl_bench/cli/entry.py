@@ -25,7 +25,7 @@ from nccl_bench.errors import (
     UserInputError,
     os_error_text,
 )
-from nccl_bench.options import VERSION
+from nccl_bench.options import HELP_FLAGS, VERSION
 
 app = typer.Typer(
     name="nccl-bench",
@@ -36,7 +36,7 @@ app = typer.Typer(
     # Plain click help: rendering it with rich imports typer.rich_utils (~0.12 s), which alone would
     # take `--help` past its 0.3 s budget (benchmarks/startup.py).
     rich_markup_mode=None,
-    context_settings={"help_option_names": ["-h", "--help"]},
+    context_settings={"help_option_names": list(HELP_FLAGS)},
 )
 
 

@@ -113,10 +113,12 @@ class Collective:
 
     @property
     def has_reduction(self) -> bool:
+        """Takes a reduction operator, as units/op_table says (the options check --reduce-op there)."""
         return op_table.OPS[self.name].reduces
 
     @property
     def has_root(self) -> bool:
+        """Has a root rank, as units/op_table says (the options check --root there)."""
         return op_table.OPS[self.name].rooted
 
     @property
