@@ -1,4 +1,4 @@
-"""A declared option or argument (nccl_bench.options) as a typer parameter: the one place the CLI
+"""A declared option or argument (nccl_bench/options.py) as a typer parameter: the one place the CLI
 makes typer parameters.
 
 A command's parameters are named after the config keys they set, so the values for a config are
@@ -11,7 +11,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 import typer
 
-from nccl_bench.options import Argument, Option
+from nccl_bench.option_types import Argument, Option
 
 
 def param(option: Option, *, given_default: bool = False, prefix: str = "",

@@ -16,6 +16,7 @@ LAYERS = {
     "units": 0,
     "results": 1,
     "hardware": 1,
+    "option_types": 3,  # what an option declaration is, and the parsers with their bounds
     "options": 3,  # every command's options, declared once: read by both configs and the CLI
     "config": 3,
     "doctor.config": 3,  # the doctor's config: options only, beside the sweep's

@@ -10,7 +10,7 @@ import pytest
 import typer.main
 
 from nccl_bench import config as cfg
-from nccl_bench import options
+from nccl_bench import option_types, options
 from nccl_bench.doctor.config import DoctorConfig
 from nccl_bench.errors import UserInputError
 from nccl_bench.units import op_table
@@ -114,20 +114,21 @@ def _check_stated_defaults(option):
     assert "{default}" not in option.help
 
 
-@pytest.mark.parametrize("option", _declared(options.Option), ids=lambda option: option.name)
+@pytest.mark.parametrize("option", _declared(option_types.Option), ids=lambda option: option.name)
 def test_every_default_a_help_states_is_the_declared_one(option):
     _check_stated_defaults(option)
 
 
 @pytest.mark.parametrize("help_text, default, show", [
-    ("Untimed ops (default 7).", 5, options.shown),
-    ("Ops per sample (default 4).", None, options.shown),
-    ("float16 (default), float32.", "float32", options.shown),
-    ("Size (default: 256M on GPU, 4M on CPU).", options.PerDevice(256 << 20, 1 << 20), options.shown_size),
+    ("Untimed ops (default 7).", 5, option_types.shown),
+    ("Ops per sample (default 4).", None, option_types.shown),
+    ("float16 (default), float32.", "float32", option_types.shown),
+    ("Size (default: 256M on GPU, 4M on CPU).", option_types.PerDevice(256 << 20, 1 << 20), option_types.shown_size),
 ])
 def test_a_help_that_spells_another_default_is_caught(help_text, default, show):
     with pytest.raises(AssertionError):
-        _check_stated_defaults(options.Option("key", ("--key",), options.text, help_text, default=default, show=show))
+        declared = option_types.Option("key", ("--key",), option_types.text, help_text, default=default, show=show)
+        _check_stated_defaults(declared)
 
 
 def test_the_configs_start_from_the_declared_defaults():
@@ -135,7 +136,7 @@ def test_the_configs_start_from_the_declared_defaults():
     for declared, config in ((options.SWEEP_OPTIONS, sweep), (options.DOCTOR_OPTIONS, doctor)):
         for option in declared:
             value = getattr(config, option.key)
-            if option.default is None or isinstance(option.default, options.PerDevice):
+            if option.default is None or isinstance(option.default, option_types.PerDevice):
                 assert value is None, option.key  # chosen at run time, as the help says
             elif value is not None or option.key != "step_factor":  # None: -f unless -i is given
                 assert value == option.read_default(), option.key
