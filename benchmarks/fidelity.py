@@ -84,11 +84,11 @@ def main(argv: list[str]) -> int:
     args = parse_args(argv)
     import torch
 
-    from nccl_bench import config as cfg
     from nccl_bench.ranks import dist, preflight
     from nccl_bench.ranks.devices import device_kind
     from nccl_bench.ranks.layout import detect_launch
     from nccl_bench.ranks.runner import PointRunner, TimingPlan
+    from nccl_bench.sweep import sweep_config as cfg
     from nccl_bench.sweep.plan import buffer_bytes, plan_points
     from nccl_bench.units.sizes import parse_size
 

@@ -12,11 +12,11 @@ runs must not overlap (bandwidth is size / time, so the time ranges decide for b
 from __future__ import annotations
 
 import dataclasses
-import re
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
 from nccl_bench.errors import EXIT_OK, EXIT_VERDICT, UserInputError
+from nccl_bench.option_types import percent
 from nccl_bench.results.schema import (
     KEY_COLUMNS,
     STATUS_UNSUPPORTED,
@@ -52,7 +52,6 @@ VERDICT_ORDER = (
     VERDICT_UNSUPPORTED, VERDICT_NO_DATA, VERDICT_ONLY_BASELINE, VERDICT_ONLY_CURRENT,
 )
 
-_TOLERANCE_PATTERN = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(%?)\s*$")
 
 
 @dataclass(frozen=True)
@@ -127,27 +126,8 @@ class Comparison:
         body = ", ".join(f"{n} {v}" for v, n in counts.items()) or "no rows"
         return (
             f"{head}: {len(self.rows)} rows compared ({body}); "
-            f"tolerance {format_tolerance(self.tolerance)}, latency-judged below {format_size(self.min_bytes)}"
+            f"tolerance {percent(self.tolerance)}, latency-judged below {format_size(self.min_bytes)}"
         )
-
-
-def parse_tolerance(text: str | float, option: str = "--tolerance") -> float:
-    """'10%' or '0.1' -> 0.1. A bare number must be a fraction below 1, so '10' is refused as ambiguous."""
-    match = _TOLERANCE_PATTERN.match(str(text))
-    if not match:
-        raise UserInputError(option, f"expected a percentage like 10% or a fraction like 0.1, got {text!r}")
-    number, percent = float(match.group(1)), match.group(2)
-    if percent:
-        if number >= 100:
-            raise UserInputError(option, f"must be below 100%, got {text!r}")
-        return number / 100
-    if number >= 1:
-        raise UserInputError(option, f"{text!r} is ambiguous; write {number:g}% or a fraction below 1 like 0.1")
-    return number
-
-
-def format_tolerance(tolerance: float) -> str:
-    return f"{tolerance * 100:g}%"
 
 
 def compare_rows(
@@ -218,7 +198,7 @@ def judge(
     overlap = trial_ranges_overlap(baseline, current)
     limit_pct = tolerance * 100
     what = f"{_metric_name(metric)} {_fmt(base_value)} -> {_fmt(cur_value)} {_unit(metric)} ({delta:+.1f}%)"
-    tol = format_tolerance(tolerance)
+    tol = percent(tolerance)
     if worse_pct > limit_pct and not overlap:
         verdict, why = VERDICT_REGRESSION, f"{what}: worse by more than {tol}"
         if overlap is False:

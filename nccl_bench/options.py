@@ -1,50 +1,42 @@
-"""Every option of every command, declared once: its flags, its config key (the key a preset file
-uses too), its parser with the bounds, and its help.
+"""Every option and argument of every command, declared once: its flags, its config key (the key a
+preset file uses too), its parser with the bounds, its help and its default.
 
-Validation, the error that names the option, preset keys and the command line's help are all read
-from these declarations, so no option is spelled, bounded or described twice; options that several
-commands share are one declaration. Plain code without typer (the CLI turns a declaration into a
-typer parameter) and without the configs' dataclasses: `--help` imports this module, so importing
-it must stay cheap.
+Validation, the error that names the option, preset keys, the defaults the configs start from and
+the command line's help are all read from these declarations, so no option is spelled, bounded,
+defaulted or described twice; options that several commands share with one meaning are one
+declaration. A help says its default through `{default}`, filled in from the declared default, so
+the two cannot drift (nccl_bench/option_types.py: what a declaration is, and the parsers). Plain
+code without typer (cli/params.py turns a declaration into a typer parameter) and without the
+configs' dataclasses: `--help` imports this module, so importing it must stay cheap.
 """
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 from nccl_bench.errors import UserInputError
+from nccl_bench.option_types import (
+    Argument,
+    Option,
+    PerDevice,
+    choice,
+    expand_choices,
+    number,
+    path,
+    percent,
+    shown_size,
+    size,
+    switch,
+    text,
+    tolerance,
+    whole,
+)
 from nccl_bench.units import hostlist
+from nccl_bench.units.sizes import parse_size
 
-Parser = Callable[[Any, str], Any]  # (raw value, the option as an error names it) -> the checked value
-
-
-class Option:
-    """One option. `help` may hold {fields} that the command using it fills in."""
-
-    __slots__ = ("key", "flags", "parse", "help", "default", "off", "metavar")
-
-    def __init__(self, key: str, flags: tuple[str, ...], parse: Parser, help: str, default: Any = None,
-                 off: str | None = None, metavar: str | None = None):
-        self.key = key  # the config field, and the key a preset file uses
-        self.flags = flags  # as typed on the command line; errors name the long one
-        self.parse = parse
-        self.help = help
-        self.default = default  # the command line's value when the option is absent; None: not given
-        self.off = off  # the flag that turns a switch off, e.g. --no-check
-        self.metavar = metavar
-
-    def __repr__(self) -> str:
-        return f"Option({self.key!r}, {self.flags!r})"
-
-    @property
-    def name(self) -> str:
-        return next(flag for flag in self.flags if flag.startswith("--"))
-
-    def read(self, value: Any, source: str = "") -> Any:
-        """The value checked and converted; an error names the flag, or `FILE: key` for a preset file."""
-        return self.parse(value, f"{source}: {self.key}" if source else self.name)
+if TYPE_CHECKING:  # read on use: `--help` needs neither the op table nor the split's grammar
+    from nccl_bench.units.split_spec import Split
 
 
 def read_values(options: Iterable[Option], values: Mapping[str, Any], source: str = "") -> dict[str, Any]:
@@ -58,112 +50,9 @@ def read_values(options: Iterable[Option], values: Mapping[str, Any], source: st
     return checked
 
 
-# -- parsers: each returns the value checked, or raises UserInputError naming the option ----------
-def whole(minimum: int | None = 1, maximum: int | None = None) -> Parser:
-    """A whole number within [minimum, maximum] (None: unbounded on that side)."""
-
-    def parse(value: Any, option: str) -> int:
-        try:
-            number = int(value)
-            if number != float(value):
-                raise ValueError
-        except (TypeError, ValueError, OverflowError):
-            raise UserInputError(option, f"expected a whole number, got {value!r}") from None
-        if minimum is not None and number < minimum:
-            raise UserInputError(option, f"must be at least {minimum}, got {number}")
-        if maximum is not None and number > maximum:
-            raise UserInputError(option, f"must be at most {maximum:,}, got {number:,}")
-        return number
-
-    return parse
-
-
-def number(above: float = 0.0) -> Parser:
-    """A finite number greater than `above` (and than 0); inf and nan mean no number (strict JSON has neither)."""
-
-    def parse(value: Any, option: str) -> float:
-        try:
-            checked = float(value)
-        except (TypeError, ValueError):
-            raise UserInputError(option, f"expected a number, got {value!r}") from None
-        if not math.isfinite(checked):
-            raise UserInputError(option, f"expected a finite number, got {value!r}")
-        for bound in sorted({0.0, above}):
-            if not checked > bound:
-                raise UserInputError(option, f"must be greater than {bound:g}, got {value!r}")
-        return checked
-
-    return parse
-
-
-def fraction(value: Any, option: str) -> float:
-    """A share from 0 up to (not including) 1, as a tolerance is once its text is read."""
-    try:
-        checked = float(value)
-    except (TypeError, ValueError):
-        raise UserInputError(option, f"expected a number, got {value!r}") from None
-    if not 0 <= checked < 1:
-        raise UserInputError(option, f"must be a fraction from 0 up to 1, got {value!r}")
-    return checked
-
-
-def choice(*choices: str) -> Parser:
-    """One of `choices`, in any case."""
-
-    def parse(value: Any, option: str) -> str:
-        lowered = str(value).lower()
-        if lowered not in choices:
-            raise UserInputError(option, f"{lowered!r} is not one of {', '.join(choices)}")
-        return lowered
-
-    return parse
-
-
-def switch(value: Any, option: str) -> bool:
-    if not isinstance(value, bool):
-        raise UserInputError(option, f"expected true or false, got {value!r}")
-    return value
-
-
-def path(value: Any, option: str) -> Path:
-    return Path(value)
-
-
-def size(minimum: int = 1, why: str = "") -> Parser:
-    """A byte size (8, 1K, 64M, 1G) of at least `minimum` bytes; `why` says where a minimum above 1 comes from."""
-
-    def parse(value: Any, option: str) -> int:
-        from nccl_bench.units.sizes import parse_size
-
-        checked = parse_size(value, option)
-        if checked < minimum:
-            raise UserInputError(option, f"must be at least {minimum} bytes ({why}), got {checked}")
-        return checked
-
-    return parse
-
-
-def expand_choices(values, choices: tuple[str, ...], option: str, noun: str, normalize=str.strip) -> tuple[str, ...]:
-    """Names that may repeat or hold commas, 'all' meaning every choice; first-seen order, no repeats."""
-    expanded: list[str] = []
-    for value in values:
-        for part in str(value).split(","):
-            part = normalize(part.strip())
-            if not part:
-                continue
-            for candidate in choices if part == "all" else (part,):
-                if candidate not in choices:
-                    raise UserInputError(option, f"unknown {noun} {part!r}; choose from {', '.join(choices)} or all")
-                if candidate not in expanded:
-                    expanded.append(candidate)
-    if not expanded:
-        raise UserInputError(option, f"no {noun} given")
-    return tuple(expanded)
-
-
 def expand_ops(names, option: str = "--op") -> tuple[str, ...]:
     """Collective names that may repeat or hold commas (dashes read as underscores); 'all' means every one."""
-    from nccl_bench.ranks.collectives import OP_NAMES
+    from nccl_bench.units.op_table import OP_NAMES
 
     return expand_choices(names, OP_NAMES, option, "collective", normalize=lambda part: part.replace("-", "_"))
 
@@ -172,18 +61,24 @@ def expand_ops(names, option: str = "--op") -> tuple[str, ...]:
 BACKENDS = ("auto", "nccl", "gloo", "mpi", "ucc")
 
 BACKEND = Option("backend", ("--backend",), choice(*BACKENDS),
-                 "auto (default: nccl with CUDA, else gloo), nccl, gloo, mpi, ucc.")
+                 "{default} (default: nccl with CUDA, else gloo), nccl, gloo, mpi, ucc.", default="auto")
 OUT = Option("out", ("--out",), path,
              "Results folder (default results/<UTC time>_{folder}/); must not hold results already.")
 RESULTS_ROOT = Option("results_root", ("--results-root",), path,
-                      "Parent of the default results folder (default ./results).")
+                      "Parent of the default results folder (default {default}).", default=Path("results"),
+                      show=lambda root: f"./{root}")
 TIMEOUT = Option("timeout_s", ("--timeout",), number(),
-                 "Seconds before a stalled {step} or rendezvous fails (default 300).")
+                 "Seconds before a stalled {step} or rendezvous fails (default {default}).", default=300.0)
 PROM = Option("prom", ("--prom",), path,
               "Also write the results as Prometheus metrics (text format) to FILE, replaced whole by a rename "
               "(for node_exporter's textfile collector).", metavar="FILE")
+CPU_WORKERS = 2  # the smallest world in which every collective really communicates
 WORKERS = Option("workers", ("--workers",), whole(1),
-                 "Without a launcher: start this many local ranks (default: one per GPU, or 2 on CPU).")
+                 "Without a launcher: start this many local ranks (default: {default}).",
+                 default=PerDevice("one per GPU", CPU_WORKERS), show=lambda workers: f"{workers.gpu}, or "
+                 f"{workers.cpu} on CPU")
+# A file the result is also written to, as JSON: compare's comparison, the doctor's verdicts.
+JSON_FILE = Option("json_file", ("--json",), path, "Also write {what} to FILE.", metavar="FILE")
 
 
 def _one_op(value: Any, option: str) -> str:
@@ -196,6 +91,12 @@ def _one_op(value: Any, option: str) -> str:
 # What an nccl-tests log may not say (report and compare).
 LOG_OP = Option("op", ("--op",), _one_op, "For an nccl-tests log that does not say which collective it ran.")
 LOG_RANKS = Option("ranks", ("--ranks",), whole(1), "For an nccl-tests log that does not say how many ranks ran.")
+
+# A run judged against a baseline: compare, and sweep --baseline.
+TOLERANCE = Option("tolerance", ("--tolerance",), tolerance,
+                   "Allowed loss before a row regresses, {default} (default) or 0.1.", default=0.10, show=percent)
+ALLOW_MISMATCH = Option("allow_mismatch", ("--allow-mismatch",), switch,
+                        "Compare even when the world size or backend differs.", default=False)
 
 # -- the sweep's options: SweepConfig's fields, in its order --------------------------------------
 DTYPES = ("float32", "float16", "bfloat16", "float64", "int8", "uint8", "int32", "int64")
@@ -213,14 +114,16 @@ MAX_TRIALS = 1_000
 MAX_CUDA_GRAPH_OPS = 10_000  # ops captured in one CUDA graph: each holds GPU memory while captured
 MAX_CYCLES = 1_000_000  # passes over the plan; 0 (until interrupted) is the way to ask for more
 
+# Auto iterations: a timed sample lasts at least this long, so timer resolution, launch jitter and
+# rank skew are small against it. CPU samples are longer because the host is shared and noisier.
+MIN_SAMPLE_MS = PerDevice(gpu=50.0, cpu=200.0)
+
 
 def _ops(value: Any, option: str) -> tuple[str, ...]:
     return expand_ops([value] if isinstance(value, str) else list(value), option)
 
 
 def _sizes(value: Any, option: str) -> tuple[int, ...]:
-    from nccl_bench.units.sizes import parse_size
-
     parts = value.split(",") if isinstance(value, str) else list(value)
     sizes = tuple(parse_size(p.strip() if isinstance(p, str) else p, option) for p in parts if str(p).strip())
     if not sizes:
@@ -245,9 +148,11 @@ def _distribution(value: Any, option: str) -> str:
         raise UserInputError(option, str(exc)) from None
 
 
-def _split(value: Any, option: str) -> str:
-    from nccl_bench.ranks.split import parse_split
+def _split(value: Any, option: str) -> Split:
+    from nccl_bench.units.split_spec import Split, parse_split
 
+    if isinstance(value, Split):
+        return value
     try:
         return parse_split(value)
     except ValueError as exc:
@@ -256,46 +161,54 @@ def _split(value: Any, option: str) -> str:
 
 SWEEP_OPTIONS = (
     Option("ops", ("--op",), _ops,
-           "Collective to run; repeat or comma-separate; 'all' for every one. See `nccl-bench ops`."),
+           "Collective to run; repeat or comma-separate; 'all' for every one. See `nccl-bench ops`.",
+           default="all_reduce"),
     Option("min_bytes", ("-b", "--min-bytes"), size(), "Smallest size, e.g. 8, 1K, 1M (powers of 1024)."),
     Option("max_bytes", ("-e", "--max-bytes"), size(), "Largest size, e.g. 64M, 1G."),
-    Option("step_factor", ("-f", "--step-factor"), number(above=1), "Geometric step between sizes (default 2)."),
+    Option("step_factor", ("-f", "--step-factor"), number(above=1),
+           "Geometric step between sizes (default {default}).", default=2.0),
     Option("step_bytes", ("-i", "--step-bytes"), size(), "Linear step between sizes instead of -f."),
     Option("sizes", ("--sizes",), _sizes, "Explicit sizes, e.g. 1K,1M,64M (instead of -b/-e)."),
     Option("dtype", ("-d", "--dtype"), choice(*DTYPES),
-           "float32 (default), float16, bfloat16, float64, int8, uint8, int32, int64."),
-    Option("reduce_op", ("-o", "--reduce-op"), choice(*REDUCE_OPS), "sum (default), prod, min, max, avg."),
-    Option("root", ("--root",), whole(0), "Root rank of broadcast, reduce, gather, scatter (default 0)."),
+           "{default} (default), float16, bfloat16, float64, int8, uint8, int32, int64.", default="float32"),
+    Option("reduce_op", ("-o", "--reduce-op"), choice(*REDUCE_OPS), "{default} (default), prod, min, max, avg.",
+           default="sum"),
+    Option("root", ("--root",), whole(0), "Root rank of broadcast, reduce, gather, scatter (default {default}).",
+           default=0),
     Option("alltoallv", ("--alltoallv",), _distribution,
-           "all_to_allv's per-peer shares: even, random[:SEED] (default random:0) or skewed[:HOT] "
-           "(HOT peers get 80% of the data).", metavar="DIST"),
-    Option("warmup", ("-w", "--warmup"), whole(0, MAX_WARMUP), "Untimed ops before each point (default 5)."),
+           "all_to_allv's per-peer shares: even, random[:SEED] (default {default}) or skewed[:HOT] "
+           "(HOT peers get 80% of the data).", default="random:0", metavar="DIST"),
+    Option("warmup", ("-w", "--warmup"), whole(0, MAX_WARMUP), "Untimed ops before each point (default {default}).",
+           default=5),
     Option("iters", ("-n", "--iters"), _iters,
-           "Timed ops per sample, or 'auto' (default): calibrated to --min-sample-ms."),
+           "Timed ops per sample, or '{default}' (default): calibrated to --min-sample-ms.", default="auto"),
     Option("min_sample_ms", ("--min-sample-ms",), number(),
-           "With --iters auto, the sample length each size is calibrated for (default 50 on GPU, 200 on CPU); "
-           "the run ends by saying how long samples lasted."),
+           "With --iters auto, the sample length each size is calibrated for (default {default}); "
+           "the run ends by saying how long samples lasted.", default=MIN_SAMPLE_MS),
     Option("trials", ("--trials",), whole(1, MAX_TRIALS),
-           "Samples per point; the row reports their median and range (default 1)."),
+           "Samples per point; the row reports their median and range (default {default}).", default=1),
     Option("agg", ("--agg",), choice(*AGGREGATIONS),
-           "Combine ranks' times by max (default: the slowest rank defines a collective), avg or min."),
+           "Combine ranks' times by {default} (default: the slowest rank defines a collective), avg or min.",
+           default="max"),
     Option("inplace", ("--inplace",), switch,
            "Only in-place or only out-of-place (default: both where torch has both).", off="--no-inplace"),
-    Option("check", ("--check",), switch, "Verify every output element after timing (default on).", off="--no-check"),
+    Option("check", ("--check",), switch, "Verify every output element after timing (default {default}).",
+           default=True, off="--no-check"),
     Option("split", ("--split",), _split,
            "Measure in sub-groups, all at once, one row per group: node (one per host), rail (local rank i "
            "of every host), mod:N (rank % N) or div:N (rank // N), as nccl-tests' NCCL_TESTS_SPLIT.",
            metavar="HOW"),
     Option("cycles", ("--cycles",), whole(0, MAX_CYCLES),
            "Run the whole sweep this many times (burn-in, as nccl-tests -N); 0: until interrupted. Rows carry "
-           "their cycle; the end gives each point's spread across cycles (default 1)."),
+           "their cycle; the end gives each point's spread across cycles (default {default}).", default=1),
     BACKEND,
     OUT,
     RESULTS_ROOT,
     TIMEOUT,
     Option("cuda_graph", ("--cuda-graph",), whole(0, MAX_CUDA_GRAPH_OPS),
-           "GPU only: capture this many ops in a CUDA graph and replay it (as nccl-tests -G)."),
-    Option("blocking", ("--blocking",), switch, "GPU only: synchronize after every op (per-op latency mode)."),
+           "GPU only: capture this many ops in a CUDA graph and replay it (as nccl-tests -G).", default=0),
+    Option("blocking", ("--blocking",), switch, "GPU only: synchronize after every op (per-op latency mode).",
+           default=False),
     Option("peak_gbps", ("--peak",), number(), "Reference peak bus bandwidth in GB/s for %peak (default: detected)."),
     Option("min_busbw_gbps", ("--min-busbw",), number(),
            "After the run, exit 1 when any op's busbw at its largest measured size is below this many GB/s.",
@@ -305,9 +218,25 @@ SWEEP_OPTIONS = (
 SWEEP_OPTION = {option.key: option for option in SWEEP_OPTIONS}
 PRESET = Option("preset", ("--config",), path, "TOML preset (see configs/); flags given here win.")
 
+# What only the process that owns the whole run acts on (local worker ranks never see these): the
+# comparison with a baseline after the sweep, and the baseline saved.
+BASELINE = Option("baseline", ("--baseline",), path,
+                  "After the run, compare it with this run folder, results.csv or nccl-tests log/JSON (as `compare`); "
+                  "exit 1 on a regression.", metavar="PATH")
+SAVE_BASELINE = Option("save_baseline", ("--save-baseline",), text,
+                       "Store the run as <results-root>/baselines/NAME/ (with --baseline: only if the check passes).",
+                       metavar="NAME")
+REPLACE_BASELINE = Option("replace_baseline", ("--replace-baseline",), switch,
+                          "With --save-baseline: replace a baseline of that name (refused otherwise).", default=False)
+SWEEP_BASELINE_OPTIONS = (BASELINE, TOLERANCE, SAVE_BASELINE, REPLACE_BASELINE, ALLOW_MISMATCH)
+
 # -- the doctor's options: DoctorConfig's fields --------------------------------------------------
 PHASES = ("nodes", "pairs")  # in the order they run
 DOCTOR_ELEMENT_BYTES = 4  # the doctor's buffers are float32
+# One large-ish message per measurement. GPU: where NVLink and IB reach their plateau in
+# nccl-tests. CPU/gloo: big enough that a pair exchange is bandwidth-bound (not latency-bound)
+# on a veth link, small enough that a shaped link of a few hundred Mbit/s still takes < 0.2 s.
+DOCTOR_SIZE_BYTES = PerDevice(gpu=256 * 1024**2, cpu=4 * 1024**2)
 
 
 def _phases(values: Any, option: str) -> tuple[str, ...]:
@@ -322,23 +251,33 @@ def _hostlist(value: Any, option: str) -> tuple[str, ...]:
 
 DOCTOR_OPTIONS = (
     Option("phases", ("--phase",), _phases,
-           "nodes (intra-node all_reduce per host), pairs (every node pair, rail by rail) or all (default); "
-           "repeat or comma-separate."),
+           "nodes (intra-node all_reduce per host), pairs (every node pair, rail by rail) or {default} (default); "
+           "repeat or comma-separate.", default=PHASES, show=lambda phases: "all" if phases == PHASES else
+           ",".join(phases)),
     Option("quick", ("--quick",), switch,
            "A few random pairings, then suspects re-tested against nodes that passed, instead of all pairs.",
            default=False),
-    Option("quick_rounds", ("--quick-rounds",), whole(1), "Random pairings in --quick (default 3)."),
-    Option("seed", ("--seed",), whole(None), "Seed of --quick's pairings (default 0): the same seed, the same pairs."),
+    # each node meets up to this many partners
+    Option("quick_rounds", ("--quick-rounds",), whole(1), "Random pairings in --quick (default {default}).",
+           default=3),
+    Option("seed", ("--seed",), whole(None),
+           "Seed of --quick's pairings (default {default}): the same seed, the same pairs.", default=0),
     Option("size_bytes", ("--size",), size(DOCTOR_ELEMENT_BYTES, "one float32"),
-           "Message size per measurement, e.g. 4M, 256M (default: 256M on GPU, 4M on CPU)."),
-    Option("iters", ("--iters",), whole(1), "Exchanges (or all_reduces) per sample (default 4)."),
+           "Message size per measurement, e.g. 4M, 256M (default: {default}).", default=DOCTOR_SIZE_BYTES,
+           show=shown_size),
+    Option("iters", ("--iters",), whole(1), "Exchanges (or all_reduces) per sample (default {default}).",
+           default=4),
+    # verdicts judge the fastest sample, so a disturbed one costs nothing
     Option("samples", ("--samples",), whole(1),
-           "Samples per measurement: verdicts judge the fastest, doctor.csv also has the median (default 3)."),
-    Option("warmup", ("-w", "--warmup"), whole(0), "Untimed exchanges before each measurement (default 1)."),
-    # The command line reads the text (20% or 0.2) with compare's tolerance parser; the config holds the fraction.
-    Option("tolerance", ("--tolerance",), fraction,
-           "Suspect when below the fleet median by more than this (and 3 MAD-sigmas): 20% (default) or 0.2.",
-           default="20%"),
+           "Samples per measurement: verdicts judge the fastest, doctor.csv also has the median "
+           "(default {default}).", default=3),
+    # untimed exchanges first: connection set-up and first-touch pages
+    Option("warmup", ("-w", "--warmup"), whole(0), "Untimed exchanges before each measurement (default {default}).",
+           default=1),
+    # healthy simulated hosts stayed within 15% of their run's median (docs/doctor.md)
+    Option("tolerance", ("--tolerance",), tolerance,
+           "Suspect when below the fleet median by more than this (and 3 MAD-sigmas): {default} (default) or 0.2.",
+           default=0.20, show=percent),
     Option("expect_gbps", ("--expect",), number(),
            "Also suspect any pair below this busbw in GB/s (what the fabric should give).", metavar="GBPS"),
     Option("expect_hosts", ("--expect-hosts",), _hostlist,
@@ -354,3 +293,34 @@ DOCTOR_OPTIONS = (
     PROM,
 )
 DOCTOR_OPTION = {option.key: option for option in DOCTOR_OPTIONS}
+
+# -- compare's -------------------------------------------------------------------------------------
+BASELINE_RUN = Argument("baseline", "BASELINE",
+                        "Baseline: run folder, results.csv, nccl_bench JSON, nccl-tests log or -J JSON.")
+CURRENT_RUN = Argument("current", "CURRENT", "Current run, in any of the same forms.")
+LATENCY_BELOW = Option("min_bytes", ("--min-bytes",), size(),
+                       "Sizes below this are latency-bound: judged on time, not busbw.", default=64 * 1024,
+                       show=shown_size)
+MARKDOWN = Option("markdown", ("--markdown",), path, "Also write a Markdown report to FILE.", metavar="FILE")
+JUNIT = Option("junit", ("--junit",), path, "Also write JUnit XML (one testcase per row) to FILE.", metavar="FILE")
+
+# -- report's ---------------------------------------------------------------------------------------
+RUNS = Argument("runs", "RUN...", "Run folder, results.csv, nccl_bench JSON, nccl-tests log or nccl-tests -J JSON.")
+PLOT = Option("plot", ("--plot",), path,
+              "Also draw busbw and small-message latency against size into FILE (.png, .svg or .pdf).",
+              metavar="FILE")
+# The names are render/formats.FORMATS' keys, checked there (render/ is above this module).
+FORMAT = Option("fmt", ("--format",), text, "table, markdown, csv, json or nccl-tests.", default="table")
+OUTPUT = Option("output", ("--output",), path, "Write the rendering to FILE instead of stdout.", metavar="FILE")
+HTML = Option("html_file", ("--html",), path,
+              "Also write one self-contained HTML page (tables, plots, compare verdict of two runs).",
+              metavar="FILE.html")
+
+# -- limits' ----------------------------------------------------------------------------------------
+AS_JSON = Option("as_json", ("--json",), switch, "Print JSON instead of a table.", default=False)
+MULTI_NODE = Option("multi_node", ("--multi-node",), switch,
+                    "Include the network: min(intra-node peak, NIC per rank).", default=False)
+
+# -- the app's ---------------------------------------------------------------------------------------
+VERSION = Option("version", ("--version",), switch, "Print the version and exit.", default=False)
+HELP_FLAGS = ("-h", "--help")  # click's own help option, under the names every command answers to

@@ -9,28 +9,31 @@ from pathlib import Path
 import typer
 
 from nccl_bench.cli import messages
-from nccl_bench.cli.params import param
+from nccl_bench.cli.params import argument, param, read_given, read_or_default
 from nccl_bench.cli.report import log_hints
-from nccl_bench.options import LOG_OP, LOG_RANKS
+from nccl_bench.options import (
+    ALLOW_MISMATCH,
+    BASELINE_RUN,
+    CURRENT_RUN,
+    JSON_FILE,
+    JUNIT,
+    LATENCY_BELOW,
+    LOG_OP,
+    LOG_RANKS,
+    MARKDOWN,
+    TOLERANCE,
+)
 
 
 def compare_command(
-    baseline: str = typer.Argument(
-        ..., help="Baseline: run folder, results.csv, nccl_bench JSON, nccl-tests log or -J JSON.", metavar="BASELINE"
-    ),
-    current: str = typer.Argument(..., help="Current run, in any of the same forms.", metavar="CURRENT"),
-    tolerance: str = typer.Option("10%", "--tolerance", help="Allowed loss before a row regresses: 10% or 0.1."),
-    min_bytes: str = typer.Option(
-        "64K", "--min-bytes", help="Sizes below this are latency-bound: judged on time, not busbw."
-    ),
-    allow_mismatch: bool = typer.Option(
-        False, "--allow-mismatch", help="Compare runs with a different world size or backend."
-    ),
-    markdown: str = typer.Option(None, "--markdown", help="Also write a Markdown report to FILE.", metavar="FILE"),
-    junit: str = typer.Option(
-        None, "--junit", help="Also write JUnit XML (one testcase per row) to FILE.", metavar="FILE"
-    ),
-    json_file: str = typer.Option(None, "--json", help="Also write the comparison as JSON to FILE.", metavar="FILE"),
+    baseline: str = argument(BASELINE_RUN),
+    current: str = argument(CURRENT_RUN),
+    tolerance: str = param(TOLERANCE, given_default=True),
+    min_bytes: str = param(LATENCY_BELOW, given_default=True),
+    allow_mismatch: bool = param(ALLOW_MISMATCH, given_default=True),
+    markdown: str = param(MARKDOWN),
+    junit: str = param(JUNIT),
+    json_file: str = param(JSON_FILE, what="the comparison as JSON"),
     log_op: str = param(LOG_OP),
     log_ranks: int = param(LOG_RANKS),
 ) -> None:
@@ -38,18 +41,17 @@ def compare_command(
     from nccl_bench import comparison
     from nccl_bench.render.formats import check_output_file
     from nccl_bench.results.loader import read_run
-    from nccl_bench.units.sizes import parse_size
 
-    tolerance_fraction = comparison.parse_tolerance(tolerance, "--tolerance")
-    min_size = parse_size(min_bytes, "--min-bytes")
+    tolerance_fraction = read_or_default(TOLERANCE, tolerance)
+    min_size = read_or_default(LATENCY_BELOW, min_bytes)
     outputs = {
-        "markdown": check_output_file(markdown and Path(markdown), "--markdown"),
-        "junit": check_output_file(junit and Path(junit), "--junit"),
-        "json_path": check_output_file(json_file and Path(json_file), "--json"),
+        key: check_output_file(read_given(option, value), option.name)
+        for key, option, value in (("markdown", MARKDOWN, markdown), ("junit", JUNIT, junit),
+                                   ("json_path", JSON_FILE, json_file))
     }
     hints = log_hints(log_op, log_ranks)
     result = comparison.compare_runs(
-        read_run(Path(baseline), "BASELINE", hints), read_run(Path(current), "CURRENT", hints),
+        read_run(Path(baseline), BASELINE_RUN.name, hints), read_run(Path(current), CURRENT_RUN.name, hints),
         tolerance=tolerance_fraction, min_bytes=min_size, allow_mismatch=allow_mismatch,
     )
     report_comparison(result, outputs, os.environ)

@@ -6,25 +6,23 @@ import sys
 from pathlib import Path
 from typing import Optional
 
-import typer
-
 from nccl_bench.cli import local_workers, messages
 from nccl_bench.cli.params import param, read_given, values_of
-from nccl_bench.errors import EXIT_RUN_FAILED, EXIT_VERDICT, RunFailedError
+from nccl_bench.errors import EXIT_VERDICT, RunFailedError
 from nccl_bench.options import DOCTOR_OPTION as _OPTION
-from nccl_bench.options import DOCTOR_OPTIONS, WORKERS
+from nccl_bench.options import DOCTOR_OPTIONS, JSON_FILE, WORKERS
 
 
 def doctor_command(
     phases: Optional[list[str]] = param(_OPTION["phases"]),
-    quick: bool = param(_OPTION["quick"]),
+    quick: bool = param(_OPTION["quick"], given_default=True),
     quick_rounds: Optional[int] = param(_OPTION["quick_rounds"]),
     seed: Optional[int] = param(_OPTION["seed"]),
     size_bytes: Optional[str] = param(_OPTION["size_bytes"]),
     iters: Optional[int] = param(_OPTION["iters"]),
     samples: Optional[int] = param(_OPTION["samples"]),
     warmup: Optional[int] = param(_OPTION["warmup"]),
-    tolerance: str = param(_OPTION["tolerance"]),
+    tolerance: str = param(_OPTION["tolerance"], given_default=True),
     expect_gbps: Optional[float] = param(_OPTION["expect_gbps"]),
     expect_hosts: Optional[str] = param(_OPTION["expect_hosts"]),
     exclude_file: Optional[Path] = param(_OPTION["exclude_file"]),
@@ -34,70 +32,53 @@ def doctor_command(
     timeout_s: Optional[float] = param(_OPTION["timeout_s"], step="exchange"),
     prom: Optional[Path] = param(_OPTION["prom"]),
     workers: Optional[int] = param(WORKERS),
-    json_file: Optional[str] = typer.Option(
-        None, "--json", help="Also write the verdicts (doctor.json's schema) to FILE.", metavar="FILE"
-    ),
+    json_file: Optional[str] = param(JSON_FILE, what="the verdicts (doctor.json's schema)"),
 ) -> None:
     """Find the slow node, rail or link: every node's all_reduce and every node pair in one launch; exit 1 on a suspect."""  # noqa: E501
     values = values_of(DOCTOR_OPTIONS, locals())  # the parameters are named after DoctorConfig's fields
     read_given(WORKERS, workers)
-    from nccl_bench.cli import core
-    from nccl_bench.doctor.config import build_config
+    from nccl_bench.cli import rank_side
+    from nccl_bench.doctor.doctor_config import build_config
     from nccl_bench.render.formats import check_output_file
 
-    values["tolerance"] = core.comparison.parse_tolerance(tolerance, _OPTION["tolerance"].name)
     config = build_config(**values)
-    json_path = check_output_file(json_file and Path(json_file), "--json")
-    check_output_file(config.exclude_file, "--exclude-file")  # written by rank 0 with doctor.json
+    json_path = check_output_file(read_given(JSON_FILE, json_file), JSON_FILE.name)
+    check_output_file(config.exclude_file, _OPTION["exclude_file"].name)  # written by rank 0 with doctor.json
     check_output_file(config.prom, _OPTION["prom"].name)
-    launch = core.detect_launch()
+    launch = rank_side.detect_launch()
     if launch is None:
         _with_local_workers(config, workers)
         return
-    from nccl_bench.render.live import DoctorReporter
+    from nccl_bench.render import live
 
     try:
-        report = core.doctor_body.execute(
-            config, lambda rank: DoctorReporter() if rank == 0 else core.doctor_report.SilentObserver(),
+        report = rank_side.doctor_body.execute(
+            config, lambda rank: live.DoctorReporter() if rank == 0 else rank_side.doctor_report.SilentObserver(),
             on_stuck=messages.end_stuck_rank,
         )
-    except core.Interrupted as exc:
+    except rank_side.Interrupted as exc:
         local_workers.end_interrupted(launch, f"interrupted by {exc}; measurements so far are kept")
     if json_path is not None and launch.rank == 0:
-        core.doctor_report.write_report_json(report, json_path)
+        rank_side.doctor_report.write_report_json(report, json_path)
     if config.prom is not None and launch.rank == 0 and report.judgement is not None:
-        _write_prom(config.prom, report)
+        from nccl_bench.render.prom import doctor_metrics
+
+        verdicts = rank_side.doctor_report.report_json(report)
+        live.write_prom(config.prom, report.run_dir, lambda meta, now: doctor_metrics(verdicts, meta, now))
     if report.judgement is not None and report.judgement.suspects:
         raise SystemExit(EXIT_VERDICT)  # every rank: the verdict was reached from the same gathered numbers
 
 
-def _write_prom(path: Path, report) -> None:
-    """--prom from doctor.json's verdicts and the run's meta.json, written by rank 0."""
-    import time
-
-    from nccl_bench.cli import core
-    from nccl_bench.render.prom import doctor_metrics
-    from nccl_bench.results.run_folder import read_meta
-    from nccl_bench.results.whole_file import replace_whole
-
-    meta = (read_meta(report.run_dir) if report.run_dir is not None else None) or {}
-    try:
-        replace_whole(path, doctor_metrics(core.doctor_report.report_json(report), meta, time.time()))
-    except OSError as exc:
-        messages.fail(f"{_OPTION['prom'].name}: cannot write {path}: {exc.strerror} (the results on disk are kept)",
-                      EXIT_RUN_FAILED)
-
-
 def _with_local_workers(config, workers: Optional[int]) -> None:
     """No launcher: refuse a bad backend or host memory first; the workers' verdict decides the exit."""
-    from nccl_bench.cli import core
+    from nccl_bench.cli import rank_side
     from nccl_bench.results.run_folder import new_run_dir
 
     def refuse_early(count: int) -> tuple[str, list[str]]:
-        return core.doctor_body.preflight(config, count), []
+        return rank_side.doctor_body.preflight(config, count), []
 
     default_target = new_run_dir(config.results_root, ["doctor"])
-    verdict_file = (config.out if config.out is not None else default_target) / core.doctor_report.DOCTOR_JSON
+    verdict_file = (config.out if config.out is not None else default_target) / rank_side.doctor_report.DOCTOR_JSON
     try:
         local_workers.start("doctor", workers, refuse_early, sys.argv[1:], config.out, default_target)
     except RunFailedError:

@@ -16,6 +16,7 @@ from typing import NoReturn
 import typer
 
 from nccl_bench.cli import compare, doctor, limits, messages, ops, report, streams, sweep, typer_shim
+from nccl_bench.cli.params import param
 from nccl_bench.errors import (
     EXIT_INTERRUPTED,
     EXIT_OK,
@@ -24,6 +25,7 @@ from nccl_bench.errors import (
     UserInputError,
     os_error_text,
 )
+from nccl_bench.options import HELP_FLAGS, VERSION
 
 app = typer.Typer(
     name="nccl-bench",
@@ -34,7 +36,7 @@ app = typer.Typer(
     # Plain click help: rendering it with rich imports typer.rich_utils (~0.12 s), which alone would
     # take `--help` past its 0.3 s budget (benchmarks/startup.py).
     rich_markup_mode=None,
-    context_settings={"help_option_names": ["-h", "--help"]},
+    context_settings={"help_option_names": list(HELP_FLAGS)},
 )
 
 
@@ -48,9 +50,7 @@ def _print_version(value: bool) -> None:
 
 @app.callback()
 def _main_options(
-    version: bool = typer.Option(
-        False, "--version", help="Print the version and exit.", callback=_print_version, is_eager=True
-    ),
+    version: bool = param(VERSION, given_default=True, callback=_print_version, is_eager=True),
 ) -> None:
     """Measure collective-communication bandwidth through torch.distributed, as nccl-tests does."""
 

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import typer
 
+from nccl_bench.cli.params import param
+from nccl_bench.options import AS_JSON, MULTI_NODE
+
 
 def limits_command(
-    as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
-    multi_node: bool = typer.Option(
-        False, "--multi-node", help="Include the network: min(intra-node peak, NIC per rank)."
-    ),
+    as_json: bool = param(AS_JSON, given_default=True),
+    multi_node: bool = param(MULTI_NODE, given_default=True),
 ) -> None:
     """Show what the links promise per GPU (NVLink, PCIe) and the peak busbw is compared with."""
     from nccl_bench.hardware.detect import detect_limits, peak_from_limits

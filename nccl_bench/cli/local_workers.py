@@ -25,36 +25,36 @@ def start(what: str, workers: Optional[int], refuse_early: Callable[[int], tuple
     refuse_early(workers) raises what the ranks would refuse, before any starts, and returns the backend
     the ranks will use and notes to say.
     """
-    from nccl_bench.cli import core
+    from nccl_bench.cli import rank_side
 
     why = None
     if workers is None:
-        workers, why = core.default_workers()
+        workers, why = rank_side.default_workers()
     backend, notes = refuse_early(workers)
-    notes = [*notes, *core.shared_cores_note(workers, backend)]
+    notes = [*notes, *rank_side.shared_cores_note(workers, backend)]
     return _run(what, workers, why, args, out, default_target, notes)
 
 
 def _run(what: str, workers: int, why: Optional[str], args: list[str], out: Optional[Path], default_target: Path,
          notes: list[str]) -> Path:
-    from nccl_bench.cli import core
+    from nccl_bench.cli import rank_side
     from nccl_bench.results.run_folder import prepare_run_dir, read_meta, remove_if_empty
 
     target = out if out is not None else default_target
     made = None if target.exists() else target
     # From the folder on, a signal is an Interrupted here too (torch's agent installs its own while it runs).
-    with core.signals_raise_interrupted():
+    with rank_side.signals_raise_interrupted():
         try:
-            with core.interrupts_unwrapped():  # the except clauses below must see an Interrupted as itself
+            with rank_side.interrupts_unwrapped():  # the except clauses below must see an Interrupted as itself
                 run_dir = prepare_run_dir(target, OUT.name if out is not None else RESULTS_ROOT.name)
                 if out is None:
                     args = [*args, OUT.name, str(run_dir)]
                 if why is not None:
                     messages.say(f"no launcher found; starting {why} (use {WORKERS.name} N to choose)")
                 messages.notes(notes)
-                core.run_local_workers(workers, args)
-        except core.Interrupted as exc:
-            core.hold_signals()  # a second Ctrl-C must not cut this report short
+                rank_side.run_local_workers(workers, args)
+        except rank_side.Interrupted as exc:
+            rank_side.hold_signals()  # a second Ctrl-C must not cut this report short
             meta = read_meta(target)
             if _completed(meta):  # the signal came after the ending: the run is what meta.json says
                 messages.say(f"note: {exc} arrived after the {what} had completed; nothing was lost")
@@ -79,9 +79,9 @@ def _completed(meta) -> bool:
 
 def speaks_for_run(launch) -> bool:
     """Rank 0 of a launcher's ranks says what happened to the run, unless this process is a local worker."""
-    from nccl_bench.cli import core
+    from nccl_bench.cli import rank_side
 
-    return launch.rank == 0 and not os.environ.get(core.LOCAL_WORKER_ENV)
+    return launch.rank == 0 and not os.environ.get(rank_side.LOCAL_WORKER_ENV)
 
 
 def end_interrupted(launch, message: str) -> NoReturn:

@@ -5,30 +5,20 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Optional
 
-import typer
-
 from nccl_bench.cli import messages
-from nccl_bench.cli.params import param, read_given
+from nccl_bench.cli.params import argument, param, read_given
 from nccl_bench.errors import UserInputError
-from nccl_bench.options import LOG_OP, LOG_RANKS
+from nccl_bench.options import FORMAT, HTML, LOG_OP, LOG_RANKS, OUTPUT, PLOT, RUNS
 
 
 def report_command(
-    runs: list[str] = typer.Argument(
-        ..., help="Run folder, results.csv, nccl_bench JSON, nccl-tests log or nccl-tests -J JSON.", metavar="RUN..."
-    ),
-    plot: str = typer.Option(
-        None, "--plot", metavar="FILE",
-        help="Also draw busbw and small-message latency against size into FILE (.png, .svg or .pdf).",
-    ),
-    fmt: str = typer.Option("table", "--format", help="table, markdown, csv, json or nccl-tests."),
-    output: str = typer.Option(None, "--output", help="Write the rendering to FILE instead of stdout.", metavar="FILE"),
+    runs: list[str] = argument(RUNS),
+    plot: str = param(PLOT),
+    fmt: str = param(FORMAT, given_default=True),
+    output: str = param(OUTPUT),
     log_op: str = param(LOG_OP),
     log_ranks: int = param(LOG_RANKS),
-    html_file: str = typer.Option(
-        None, "--html", help="Also write one self-contained HTML page (tables, plots, compare verdict of two runs).",
-        metavar="FILE.html",
-    ),
+    html_file: str = param(HTML),
 ) -> None:
     """Re-render runs (ours or nccl-tests') as a table or another format, and plot them."""
     from nccl_bench.render import formats as render_formats
@@ -36,10 +26,10 @@ def report_command(
     from nccl_bench.results import loader
     from nccl_bench.results.whole_file import write_text_file
 
-    render_formats.check_format(fmt)
+    render_formats.check_format(fmt, FORMAT.name)
     plot_path = _checked_plot_path(plot)
-    output_path = render_formats.check_output_file(output and Path(output), "--output")
-    html_path = render_formats.check_output_file(html_file and Path(html_file), "--html", suffix=".html")
+    output_path = render_formats.check_output_file(read_given(OUTPUT, output), OUTPUT.name)
+    html_path = render_formats.check_output_file(read_given(HTML, html_file), HTML.name, suffix=".html")
     paths = [Path(run) for run in runs]
     doctors = _doctor_runs(paths, fmt, plot_path)
     chosen = render_formats.FORMATS[fmt]
@@ -162,31 +152,31 @@ def _doctor_runs(paths: list[Path], fmt: str, plot_path: Optional[Path]) -> dict
 
     doctors = {path: doctor for path in paths if (doctor := doctor_only(path)) is not None}
     for path in doctors:
-        if fmt != "table":
-            raise UserInputError("--format", f"{path} is a doctor run (doctor.json, no result rows); "
-                                 "only the table format and --html show it")
+        if fmt != "table":  # FORMAT's default, the one format that shows a doctor run
+            raise UserInputError(FORMAT.name, f"{path} is a doctor run (doctor.json, no result rows); "
+                                 f"only the table format and {HTML.name} show it")
         if plot_path is not None:
-            raise UserInputError("--plot", f"{path} is a doctor run (doctor.json, no result rows); nothing to plot")
+            raise UserInputError(PLOT.name, f"{path} is a doctor run (doctor.json, no result rows); nothing to plot")
     return doctors
 
 
 def _checked_plot_path(plot: Optional[str]) -> Optional[Path]:
-    """--plot: a writable .png/.svg/.pdf, and matplotlib present, before any work."""
+    """The plot's file: a writable .png/.svg/.pdf, and matplotlib present, before any work."""
     if not plot:
         return None
     from nccl_bench.render import plots as plotting
     from nccl_bench.render.formats import check_output_file
 
-    path = check_output_file(Path(plot), "--plot")
+    path = check_output_file(PLOT.read(plot), PLOT.name)
     if path.suffix.lower() not in plotting.PLOT_SUFFIXES:
-        raise UserInputError("--plot", f"{path} should end in {', '.join(plotting.PLOT_SUFFIXES)}")
+        raise UserInputError(PLOT.name, f"{path} should end in {', '.join(plotting.PLOT_SUFFIXES)}")
     if not plotting.have_matplotlib():
-        raise UserInputError("--plot", plotting.MATPLOTLIB_MISSING)
+        raise UserInputError(PLOT.name, plotting.MATPLOTLIB_MISSING)
     return path
 
 
 def log_hints(op: Optional[str], ranks: Optional[int]):
-    """--op/--ranks of report and compare, checked: one known collective, at least 1 rank."""
+    """The log hints of report and compare (--op, --ranks), checked: one known collective, at least 1 rank."""
     from nccl_bench.results.loader import LogHints
 
     return LogHints(read_given(LOG_OP, op), read_given(LOG_RANKS, ranks))

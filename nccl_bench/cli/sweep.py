@@ -8,12 +8,20 @@ import sys
 from pathlib import Path
 from typing import Optional
 
-import typer
-
 from nccl_bench.cli import local_workers, messages
 from nccl_bench.cli.params import param, read_given, values_of
-from nccl_bench.errors import EXIT_OK, EXIT_RUN_FAILED, EXIT_VERDICT, UserInputError
-from nccl_bench.options import PRESET, SWEEP_OPTIONS, WORKERS
+from nccl_bench.errors import EXIT_OK, EXIT_VERDICT, UserInputError
+from nccl_bench.options import (
+    ALLOW_MISMATCH,
+    BASELINE,
+    PRESET,
+    REPLACE_BASELINE,
+    SAVE_BASELINE,
+    SWEEP_BASELINE_OPTIONS,
+    SWEEP_OPTIONS,
+    TOLERANCE,
+    WORKERS,
+)
 from nccl_bench.options import SWEEP_OPTION as _OPTION
 
 
@@ -48,43 +56,30 @@ def sweep_command(
     prom: Optional[Path] = param(_OPTION["prom"]),
     preset: Optional[Path] = param(PRESET),
     workers: Optional[int] = param(WORKERS),
-    baseline: Optional[Path] = typer.Option(
-        None, "--baseline", metavar="PATH",
-        help="After the run, compare it with this run folder, results.csv or nccl-tests log/JSON (as `compare`); "
-        "exit 1 on a regression.",
-    ),
-    tolerance: Optional[str] = typer.Option(
-        None, "--tolerance", help="With --baseline: allowed loss before a row regresses, 10% (default) or 0.1."
-    ),
-    save_baseline: Optional[str] = typer.Option(
-        None, "--save-baseline", metavar="NAME",
-        help="Store the run as <results-root>/baselines/NAME/ (with --baseline: only if the check passes).",
-    ),
-    replace_baseline: bool = typer.Option(
-        False, "--replace-baseline", help="With --save-baseline: replace a baseline of that name (refused otherwise)."
-    ),
-    allow_mismatch: bool = typer.Option(
-        False, "--allow-mismatch", help="With --baseline: compare even when the world size or backend differs."
-    ),
+    baseline: Optional[Path] = param(BASELINE),
+    tolerance: Optional[str] = param(TOLERANCE, prefix=f"With {BASELINE.name}"),
+    save_baseline: Optional[str] = param(SAVE_BASELINE),
+    replace_baseline: bool = param(REPLACE_BASELINE, given_default=True),
+    allow_mismatch: bool = param(ALLOW_MISMATCH, given_default=True, prefix=f"With {BASELINE.name}"),
 ) -> None:
     """Sweep message sizes for one or more collectives; print an nccl-tests-style table, write CSV + meta.json."""
     flags = values_of(SWEEP_OPTIONS, locals())  # the parameters are named after SweepConfig's fields
     read_given(WORKERS, workers)
-    from nccl_bench.config import build_config
+    from nccl_bench.sweep.sweep_config import build_config
 
     sweep_config = build_config(flags, preset)
     _refuse_repeats_with_baseline(sweep_config, baseline)
-    from nccl_bench.cli import core
+    from nccl_bench.cli import rank_side
     from nccl_bench.render.formats import check_output_file
 
     check_output_file(sweep_config.prom, _OPTION["prom"].name)
 
-    baseline_check = core.baseline_check.plan_baseline_check(baseline, tolerance, save_baseline, allow_mismatch,
-                                                      replace_baseline)
+    baseline_check = rank_side.baseline_check.plan_baseline_check(baseline, tolerance, save_baseline, allow_mismatch,
+                                                                   replace_baseline)
     if baseline_check is not None:
-        baseline_check = baseline_check.with_rows(core.baselines.prepare_baselines(
+        baseline_check = baseline_check.with_rows(rank_side.baselines.prepare_baselines(
             baseline_check.baseline, save_baseline, sweep_config.results_root, replace_baseline))
-    launch = core.detect_launch()
+    launch = rank_side.detect_launch()
     if launch is None:
         run_dir = _with_local_workers(sweep_config, workers, baseline_check)
     else:
@@ -96,11 +91,11 @@ def sweep_command(
 
 def _refuse_repeats_with_baseline(sweep_config, baseline: Optional[Path]) -> None:
     """A comparison matches one row per point; a run of several cycles or groups has many."""
-    repeats = [option for option, given in (("--cycles", sweep_config.cycles != 1),
-                                            ("--split", sweep_config.split is not None)) if given]
+    repeats = [option.name for option, given in ((_OPTION["cycles"], sweep_config.cycles != 1),
+                                                 (_OPTION["split"], sweep_config.split is not None)) if given]
     if baseline is not None and repeats:
         verb = "give" if len(repeats) > 1 else "gives"
-        raise UserInputError("--baseline", f"compares one row per point; {' and '.join(repeats)} {verb} several "
+        raise UserInputError(BASELINE.name, f"compares one row per point; {' and '.join(repeats)} {verb} several "
                              "(read the run's rows with nccl-bench report instead)")
 
 
@@ -111,25 +106,27 @@ def _on_this_rank(sweep_config, launch, workers: Optional[int], baseline_check) 
         raise UserInputError(WORKERS.name, f"only applies without a launcher; {started}")
     import torch
 
-    from nccl_bench.cli import core
-    from nccl_bench.render.live import LiveReporter
+    from nccl_bench.cli import rank_side
+    from nccl_bench.render import live
 
-    plan = core.plan.plan_run(sweep_config, launch.world_size, torch.__version__, launch.local_world_size)
-    core.baseline_check.check_plan_against_baseline(baseline_check, launch.world_size, plan.backend,
-                                                    plan.keys(sweep_config))
+    plan = rank_side.plan.plan_run(sweep_config, launch.world_size, torch.__version__, launch.local_world_size)
+    rank_side.baseline_check.check_plan_against_baseline(baseline_check, launch.world_size, plan.backend,
+                                                  plan.keys(sweep_config))
     if local_workers.speaks_for_run(launch):  # local workers: the process that started them said it
         messages.notes(plan.before_start)
     try:
-        summary = core.sweep_body.execute(
-            sweep_config, lambda rank: LiveReporter() if rank == 0 else core.sweep_report.SilentObserver(),
+        summary = rank_side.sweep_body.execute(
+            sweep_config, lambda rank: live.LiveReporter() if rank == 0 else rank_side.sweep_report.SilentObserver(),
             on_stuck=messages.end_stuck_rank, plan=plan,
         )
-    except core.Interrupted as exc:
+    except rank_side.Interrupted as exc:
         if not exc.began:
             local_workers.end_interrupted(launch, f"interrupted by {exc} before the sweep began; nothing was measured")
         local_workers.end_interrupted(launch, f"interrupted by {exc}; results measured so far are kept")
     if sweep_config.prom is not None and summary.run_dir is not None:
-        _write_prom(sweep_config.prom, summary.rows, summary.run_dir)
+        from nccl_bench.render.prom import sweep_metrics
+
+        live.write_prom(sweep_config.prom, summary.run_dir, lambda meta, now: sweep_metrics(summary.rows, meta, now))
     if summary.wrong_total:
         messages.fail(f"{summary.wrong_total} wrong element(s) in the data check", EXIT_VERDICT)
     return summary.run_dir
@@ -137,12 +134,13 @@ def _on_this_rank(sweep_config, launch, workers: Optional[int], baseline_check) 
 
 def _with_local_workers(sweep_config, workers: Optional[int], baseline_check) -> Path:
     """No launcher: refuse a bad backend, root, plan, memory or baseline before any worker starts."""
-    from nccl_bench.cli import core
+    from nccl_bench.cli import rank_side
     from nccl_bench.results.run_folder import new_run_dir
 
     def refuse_early(count: int) -> tuple[str, list[str]]:
-        plan = core.plan.preflight(sweep_config, count, count)
-        core.baseline_check.check_plan_against_baseline(baseline_check, count, plan.backend, plan.keys(sweep_config))
+        plan = rank_side.plan.preflight(sweep_config, count, count)
+        rank_side.baseline_check.check_plan_against_baseline(baseline_check, count, plan.backend,
+                                                             plan.keys(sweep_config))
         return plan.backend, list(plan.before_start)
 
     default_target = new_run_dir(sweep_config.results_root, sweep_config.ops)
@@ -152,9 +150,9 @@ def _with_local_workers(sweep_config, workers: Optional[int], baseline_check) ->
 
 def worker_args(args: list[str]) -> list[str]:
     """The command line for local workers: without what only this process acts on (the baseline, --workers)."""
-    from nccl_bench.cli import core
-
-    with_value = (*core.baseline_check.SWEEP_BASELINE_OPTIONS, WORKERS.name)
+    kept_away = (*SWEEP_BASELINE_OPTIONS, WORKERS)
+    with_value = tuple(option.name for option in kept_away if option.takes_value)
+    switches = tuple(option.name for option in kept_away if not option.takes_value)
     joined = tuple(f"{name}=" for name in with_value)
     kept, skip_value = [], False
     for arg in args:
@@ -162,34 +160,19 @@ def worker_args(args: list[str]) -> list[str]:
             skip_value = False
         elif arg in with_value:
             skip_value = True
-        elif arg not in core.baseline_check.SWEEP_BASELINE_FLAGS and not arg.startswith(joined):
+        elif arg not in switches and not arg.startswith(joined):
             kept.append(arg)
     return kept
 
 
-def _write_prom(path: Path, rows, run_dir: Path) -> None:
-    """--prom from the rows results.csv holds and the final meta.json, written by rank 0."""
-    import time
-
-    from nccl_bench.render.prom import sweep_metrics
-    from nccl_bench.results.run_folder import read_meta
-    from nccl_bench.results.whole_file import replace_whole
-
-    try:
-        replace_whole(path, sweep_metrics(rows, read_meta(run_dir) or {}, time.time()))
-    except OSError as exc:
-        messages.fail(f"{_OPTION['prom'].name}: cannot write {path}: {exc.strerror} (the results on disk are kept)",
-                      EXIT_RUN_FAILED)
-
-
 def _after_sweep(run_dir: Path, sweep_config, baseline_check, speaks: bool) -> None:
-    """--min-busbw (said by the process that speaks for the run), then --baseline / --save-baseline:
-    compare the finished run, then store it if it passed both."""
-    from nccl_bench.cli import core
+    """The floor of --min-busbw (said by the process that speaks for the run), then --baseline /
+    --save-baseline: compare the finished run, then store it if it passed both."""
+    from nccl_bench.cli import rank_side
 
     exit_code = EXIT_OK
     if speaks and sweep_config.min_busbw_gbps is not None:
-        exit_code = _floor_verdict(core.read_run(run_dir, "run").rows, sweep_config.min_busbw_gbps)
+        exit_code = _floor_verdict(rank_side.read_run(run_dir, "run").rows, sweep_config.min_busbw_gbps)
     if baseline_check is not None:
         exit_code = max(exit_code, _baseline_verdict(run_dir, sweep_config.results_root, baseline_check, exit_code))
     if exit_code:
@@ -198,37 +181,38 @@ def _after_sweep(run_dir: Path, sweep_config, baseline_check, speaks: bool) -> N
 
 def _floor_verdict(rows, floor_gbps: float) -> int:
     """Each op's busbw at its largest measured size against --min-busbw: one line, EXIT_VERDICT below it."""
-    from nccl_bench.cli import core
+    from nccl_bench.cli import rank_side
 
-    floor = core.busbw_floor.check_floor(rows, floor_gbps)
+    floor = rank_side.busbw_floor.check_floor(rows, floor_gbps)
     option = f"{_OPTION['min_busbw_gbps'].name} {floor_gbps:g} GB/s"
     messages.notes(f"{op}: no size measured, so not checked against {option}" for op in floor.unchecked_ops)
     if floor.below:
-        below = "; ".join(core.busbw_floor.floor_row_text(row) for row in floor.below)
+        below = "; ".join(rank_side.busbw_floor.floor_row_text(row) for row in floor.below)
         messages.error(f"below {option} at the op's largest measured size: {below}")
     elif floor.checked:
         lowest = min(floor.checked, key=lambda row: row.busbw_gbps)
         messages.say(f"{option} reached at each op's largest measured size (lowest: "
-                     f"{core.busbw_floor.floor_row_text(lowest)})")
+                     f"{rank_side.busbw_floor.floor_row_text(lowest)})")
     return floor.exit_code
 
 
 def _baseline_verdict(run_dir: Path, results_root: Path, baseline_check, floor_exit: int) -> int:
-    """--baseline / --save-baseline: compare the finished run, then store it if it passed."""
-    from nccl_bench.cli import core
+    """The baseline options: compare the finished run with --baseline, then store it with
+    --save-baseline if it passed."""
+    from nccl_bench.cli import rank_side
     from nccl_bench.cli.compare import report_comparison
 
     exit_code = EXIT_OK
     if baseline_check.baseline is not None:
-        result = core.baseline_check.check_against_baseline(baseline_check, core.read_run(run_dir, "run"))
+        result = rank_side.baseline_check.check_against_baseline(baseline_check, rank_side.read_run(run_dir, "run"))
         report_comparison(result, {}, os.environ)
         exit_code = result.exit_code
     if baseline_check.save_name is not None:
         if exit_code or floor_exit:
-            why = "the run regressed" if exit_code else "the run is below --min-busbw"
+            why = "the run regressed" if exit_code else f"the run is below {_OPTION['min_busbw_gbps'].name}"
             messages.say(f"not saving baseline {baseline_check.save_name!r}: {why}")
         else:
-            saved = core.baselines.save_baseline(
+            saved = rank_side.baselines.save_baseline(
                 run_dir, baseline_check.save_name, results_root, baseline_check.replace_baseline
             )
             messages.say(f"saved baseline {baseline_check.save_name!r} to {saved}")

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from nccl_bench.doctor import roster, schedule, verdicts
-from nccl_bench.doctor.config import ELEMENT_BYTES, DoctorConfig, resolve_size
+from nccl_bench.doctor.doctor_config import ELEMENT_BYTES, DoctorConfig, resolve_size
 from nccl_bench.doctor.doctor_report import (
     DOCTOR_CSV,
     DOCTOR_JSON,

@@ -5,8 +5,9 @@ buffer of one rank (all_gather: the gathered output; reduce_scatter: the input; 
 whole send buffer; gather/scatter: n x chunk). `count` is the element count nccl-tests prints
 (the per-rank chunk for ops with per-rank chunks). all_to_allv keeps all_to_all's size and count (the per-peer
 slot) and fills a share of each slot, as nccl-tests' alltoallv does (units/alltoallv.py).
-Adding a collective means adding one entry to REGISTRY (and its bus-bandwidth factor and
-nccl-tests binary to units/bandwidth.OPS).
+Adding a collective means adding one entry to REGISTRY, its name and traits to units/op_table.OPS
+(REGISTRY keeps that table's order), and its bus-bandwidth factor and nccl-tests binary to
+units/bandwidth.OPS.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Callable
 
 from nccl_bench.results.schema import PLACEMENT_IN, PLACEMENT_OUT
-from nccl_bench.units import alltoallv, bandwidth
+from nccl_bench.units import alltoallv, bandwidth, op_table
 
 if TYPE_CHECKING:
     import torch
@@ -99,8 +100,6 @@ class Collective:
     size_meaning: str
     per_rank_chunks: bool  # the buffer is divided into world_size chunks, so size rounds to n x element size
     placements: tuple[str, ...]
-    has_reduction: bool = False
-    has_root: bool = False
     min_world_size: int = 1
     send_elems: Callable[[int, int], int] = lambda elems, n: elems
     recv_elems: Callable[[int, int], int] = lambda elems, n: elems
@@ -111,6 +110,16 @@ class Collective:
     expected: Callable[[int, int, int, int], list[Segment]] = _whole
     # uneven ops: (args, output elements) -> what this rank's output must hold under args.shares
     expected_uneven: Callable[[OpArgs, int], list[Segment]] | None = None
+
+    @property
+    def has_reduction(self) -> bool:
+        """Takes a reduction operator, as units/op_table says (the options check --reduce-op there)."""
+        return op_table.OPS[self.name].reduces
+
+    @property
+    def has_root(self) -> bool:
+        """Has a root rank, as units/op_table says (the options check --root there)."""
+        return op_table.OPS[self.name].rooted
 
     @property
     def factor(self) -> Callable[[int], float] | None:
@@ -267,7 +276,6 @@ REGISTRY: dict[str, Collective] = {
             size_meaning="bytes of the buffer on each rank",
             per_rank_chunks=False,
             placements=(PLACEMENT_IN,),  # torch's all_reduce has no separate output buffer
-            has_reduction=True,
             bind=_bind_all_reduce,
         ),
         Collective(
@@ -287,7 +295,6 @@ REGISTRY: dict[str, Collective] = {
             size_meaning="bytes of the input on each rank (n x chunk)",
             per_rank_chunks=True,
             placements=BOTH,
-            has_reduction=True,
             recv_elems=_chunk,
             count=_chunk,
             bind=_bind_reduce_scatter,
@@ -299,7 +306,6 @@ REGISTRY: dict[str, Collective] = {
             size_meaning="bytes of the buffer",
             per_rank_chunks=False,
             placements=(PLACEMENT_IN,),  # torch's broadcast writes into the one buffer it is given
-            has_root=True,
             bind=_bind_broadcast,
             expected=_from_root,
         ),
@@ -309,8 +315,6 @@ REGISTRY: dict[str, Collective] = {
             size_meaning="bytes of the buffer on each rank",
             per_rank_chunks=False,
             placements=(PLACEMENT_IN,),  # torch's reduce reduces into the buffer it is given
-            has_reduction=True,
-            has_root=True,
             bind=_bind_reduce,
             expected=lambda rank, n, root, out: _whole(rank, n, root, out) if rank == root else [],
         ),
@@ -320,7 +324,6 @@ REGISTRY: dict[str, Collective] = {
             size_meaning="bytes gathered at the root (n x chunk)",
             per_rank_chunks=True,
             placements=(PLACEMENT_OUT,),
-            has_root=True,
             send_elems=_chunk,
             count=_chunk,
             bind=_bind_gather,
@@ -332,7 +335,6 @@ REGISTRY: dict[str, Collective] = {
             size_meaning="bytes scattered by the root (n x chunk)",
             per_rank_chunks=True,
             placements=(PLACEMENT_OUT,),
-            has_root=True,
             recv_elems=_chunk,
             count=_chunk,
             bind=_bind_scatter,
@@ -371,8 +373,6 @@ REGISTRY: dict[str, Collective] = {
         ),
     )
 }
-
-OP_NAMES: tuple[str, ...] = tuple(REGISTRY)
 
 
 def store_elems(placement: str, send_elems: int, recv_elems: int) -> tuple[int, int]:

@@ -1,10 +1,6 @@
-"""--split: the world cut into sub-groups that all measure at once, as nccl-tests' NCCL_TESTS_SPLIT.
-
-  node   one group per host (its ranks in rank order)
-  rail   the i-th rank of every host: group i (one NIC per local rank, so one group per rail)
-  mod:N  rank % N: ranks with the same remainder, as NCCL_TESTS_SPLIT="MOD N"
-  div:N  rank // N: runs of N consecutive ranks, as NCCL_TESTS_SPLIT="DIV N"
-On 2 hosts x 8 ranks, node = div:8 (ranks 0-7 and 8-15) and rail = mod:8 (ranks {0, 8}, {1, 9}, ...).
+"""The sweep's sub-groups: the world cut as a Split says (units/split_spec.py), as nccl-tests'
+NCCL_TESTS_SPLIT. On 2 hosts x 8 ranks, node = div:8 (ranks 0-7 and 8-15) and rail = mod:8
+(ranks {0, 8}, {1, 9}, ...).
 
 Pure: the groups follow from the split and every rank's host name, the same on every rank. Every
 group must have the same size (the sizes of split ops are rounded to it before the run) and at
@@ -15,7 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-KINDS = ("node", "rail", "mod", "div")
+from nccl_bench.options import SWEEP_OPTION
+from nccl_bench.units.split_spec import Split
 
 
 @dataclass(frozen=True)
@@ -24,33 +21,15 @@ class Group:
     ranks: tuple[int, ...]  # global ranks in rank order; a rank's index here is its rank in the group
 
 
-def parse_split(text: str) -> str:
-    """'node', 'rail', 'mod:N' or 'div:N' (N >= 1), lower-cased; ValueError says what is wrong."""
-    kind, _, number = str(text).strip().lower().partition(":")
-    if kind not in KINDS:
-        raise ValueError(f"{kind!r} is not one of node, rail, mod:N, div:N")
-    if kind in ("node", "rail"):
-        if number:
-            raise ValueError(f"{kind} takes no number")
-        return kind
-    try:
-        value = int(number)
-    except ValueError:
-        raise ValueError(f"{kind} needs a whole number, as in {kind}:8") from None
-    if value < 1:
-        raise ValueError(f"{kind}:N needs N of at least 1, got {value}")
-    return f"{kind}:{value}"
-
-
-def _colours(split: str, hostnames: list[str]) -> list[tuple[str, int]]:
+def _colours(split: Split, hostnames: list[str]) -> list[tuple[str, int]]:
     """Each rank's group name and its order among groups."""
-    kind, _, number = split.partition(":")
-    if kind == "mod":
-        return [(f"rank%{number}={rank % int(number)}", rank % int(number)) for rank in range(len(hostnames))]
-    if kind == "div":
-        return [(f"rank/{number}={rank // int(number)}", rank // int(number)) for rank in range(len(hostnames))]
+    number = split.number
+    if split.kind == "mod":
+        return [(f"rank%{number}={rank % number}", rank % number) for rank in range(len(hostnames))]
+    if split.kind == "div":
+        return [(f"rank/{number}={rank // number}", rank // number) for rank in range(len(hostnames))]
     hosts = list(dict.fromkeys(hostnames))  # in order of first rank
-    if kind == "node":
+    if split.kind == "node":
         return [(f"node {host}", hosts.index(host)) for host in hostnames]
     seen: dict[str, int] = {}
     colours = []
@@ -60,7 +39,7 @@ def _colours(split: str, hostnames: list[str]) -> list[tuple[str, int]]:
     return colours
 
 
-def groups(split: str, hostnames: list[str]) -> list[Group]:
+def groups(split: Split, hostnames: list[str]) -> list[Group]:
     """The groups of `split` over ranks whose hosts are `hostnames` (index = rank), in group order."""
     found: dict[tuple[int, str], list[int]] = {}
     for rank, (name, order) in enumerate(_colours(split, hostnames)):
@@ -68,24 +47,24 @@ def groups(split: str, hostnames: list[str]) -> list[Group]:
     return [Group(name, tuple(ranks)) for (_, name), ranks in sorted(found.items())]
 
 
-def group_size(split: str, world_size: int, ranks_per_host: int) -> int:
+def group_size(split: Split, world_size: int, ranks_per_host: int) -> int:
     """The size every group has, known before the run; ValueError when sizes would differ or be 1."""
-    kind, _, number = split.partition(":")
-    step = int(number) if number else ranks_per_host  # mod/div: N; node/rail: ranks per host
+    step = split.number if split.number is not None else ranks_per_host  # mod/div: N; node/rail: ranks per host
     if world_size % step:
-        if not number:
+        if split.number is None:
             raise ValueError(f"{world_size} ranks at {ranks_per_host} per host leave hosts of different sizes")
         raise ValueError(f"{split} on {world_size} ranks makes groups of different sizes")
-    size = world_size // step if kind in ("mod", "rail") else step
+    size = world_size // step if split.kind in ("mod", "rail") else step
     if size < 2:
         raise ValueError(f"{split} on {world_size} ranks makes groups of 1 rank, which cross no link")
     return size
 
 
-def check_sizes(found: list[Group], size: int, split: str) -> None:
+def check_sizes(found: list[Group], size: int, split: Split) -> None:
     """The groups the hosts gave have the size the plan was made for; ValueError names the sizes."""
     sizes = sorted({len(group.ranks) for group in found})
     if sizes != [size]:
         listed = ", ".join(f"{group.name}: {len(group.ranks)}" for group in found)
-        raise ValueError(f"--split {split} gives groups of {' and '.join(map(str, sizes))} ranks ({listed}); "
-                         f"the sizes were planned for groups of {size}: every host must run as many ranks")
+        raise ValueError(f"{SWEEP_OPTION['split'].name} {split} gives groups of {' and '.join(map(str, sizes))} "
+                         f"ranks ({listed}); the sizes were planned for groups of {size}: every host must run "
+                         "as many ranks")

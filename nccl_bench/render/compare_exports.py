@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
 from nccl_bench import comparison as cmp
+from nccl_bench.option_types import percent
 from nccl_bench.render import labels
 from nccl_bench.render.escape import markdown_text
 from nccl_bench.render.fit import Column, render_lines
@@ -133,7 +134,7 @@ def to_junit_xml(comparison: cmp.Comparison) -> str:
     properties = ET.SubElement(suite, "properties")
     for name, value in (
         ("baseline", _name(comparison, "baseline")), ("current", _name(comparison, "current")),
-        ("tolerance", cmp.format_tolerance(comparison.tolerance)), ("min_bytes", str(comparison.min_bytes)),
+        ("tolerance", percent(comparison.tolerance)), ("min_bytes", str(comparison.min_bytes)),
     ):
         ET.SubElement(properties, "property", {"name": name, "value": value})
     for row in comparison.rows:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Sequence
 
 from nccl_bench.errors import UserInputError
+from nccl_bench.options import FORMAT
 from nccl_bench.results.loader import JSON_FORMAT_NAME
 from nccl_bench.results.schema import (
     COLUMNS,
@@ -131,7 +132,7 @@ FORMATS: dict[str, Format] = {
 }
 
 
-def check_format(fmt: str, option: str = "--format") -> str:
+def check_format(fmt: str, option: str = FORMAT.name) -> str:
     if fmt not in FORMATS:
         raise UserInputError(option, f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
     return fmt

@@ -1,8 +1,8 @@
 """Everything render/ puts on the terminal or, during a run, into its folder: the console, printing
-lines, rank 0's live reporters for the sweep and the doctor, and the plots a run leaves behind
-(busbw.png, pairs.png). The other render modules return text, renderables and figures (`report --plot`
-and compare's files go from plots.py and compare_exports.py straight to results' writers); no render
-module opens a file itself.
+lines, rank 0's live reporters for the sweep and the doctor, the plots a run leaves behind
+(busbw.png, pairs.png), and the metrics file of --prom. The other render modules return text,
+renderables and figures (`report --plot` and compare's files go from plots.py and compare_exports.py
+straight to results' writers); no render module opens a file itself.
 
 The rank code receives a reporter as an observer (through a factory the CLI hands it), so it never
 imports this module.
@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Callable, Iterable, Sequence
 from rich.console import Console
 from rich.text import Text
 
-from nccl_bench.errors import first_line
+from nccl_bench.errors import RunFailedError, first_line
+from nccl_bench.options import PLOT, PROM
 from nccl_bench.render import formats, repeats, tables
 from nccl_bench.render.escape import terminal_text
 from nccl_bench.render.fit import Layout
@@ -29,6 +30,23 @@ if TYPE_CHECKING:  # the doctor's modules load with its reporter only: `ops` or 
 
 SWEEP_PLOT = "busbw.png"
 HEATMAP_PNG = "pairs.png"
+
+
+def write_prom(path: Path, run_dir: Path | None, metrics: Callable[[dict, float], str]) -> None:
+    """The metrics file of a finished run, written by rank 0 and replaced whole by a rename: `metrics`
+    renders it from the run's final meta.json and the time now. A file that cannot be written fails
+    the command (exit 3), and says that the results on disk are kept."""
+    import time
+
+    from nccl_bench.results.run_folder import read_meta
+    from nccl_bench.results.whole_file import replace_whole
+
+    meta = (read_meta(run_dir) if run_dir is not None else None) or {}
+    try:
+        replace_whole(path, metrics(meta, time.time()))
+    except OSError as exc:
+        problem = f"cannot write {path}: {exc.strerror} (the results on disk are kept)"
+        raise RunFailedError(f"{PROM.name}: {problem}") from None
 
 
 def make_console() -> Console:
@@ -159,8 +177,8 @@ def _sweep_plot(summary) -> tuple[Path | None, str | None]:
     if not any(row.busbw_gbps is not None for row in summary.rows):
         return None, None
     if summary.status == "interrupted":
-        return None, f"{SWEEP_PLOT} not drawn after the interruption; `nccl-bench report {summary.run_dir} --plot " \
-                     f"{SWEEP_PLOT}` draws it"
+        return None, (f"{SWEEP_PLOT} not drawn after the interruption; `nccl-bench report {summary.run_dir} "
+                      f"{PLOT.name} {SWEEP_PLOT}` draws it")
     try:
         from nccl_bench.render.plots import MATPLOTLIB_MISSING, have_matplotlib
 

@@ -1,4 +1,5 @@
-"""--prom: a sweep's rows and a doctor's verdicts in Prometheus' text exposition format (version 0.0.4).
+"""The metrics file of --prom: a sweep's rows and a doctor's verdicts in Prometheus' text exposition
+format (version 0.0.4).
 
 Names follow Prometheus' naming guide: one prefix, base units in the name (`_bytes_per_second`,
 `_seconds`, never GB/s), gauges only. Labels are few and of low cardinality: what a row is (op,

@@ -14,6 +14,7 @@ from typing import Callable, Iterable, Iterator, Sequence
 
 from rich.text import Text
 
+from nccl_bench.options import SWEEP_OPTION
 from nccl_bench.ranks.collectives import REGISTRY
 from nccl_bench.render import labels, repeats
 from nccl_bench.render.fit import Cell, Column, Layout, fit, fit_widths, natural_width, widen
@@ -283,12 +284,13 @@ def summary_lines(summary) -> list[str]:
     short = [r for r in summary.rows if "below_timer_resolution" in r.flags]
     if noisy:
         lines.append(
-            f"# warning: {len(noisy)} row(s) vary more than 10% between trials; "
-            "rerun with more --trials or a longer --min-sample-ms, on a quieter machine"
+            f"# warning: {len(noisy)} row(s) vary more than 10% between trials; rerun with more "
+            f"{SWEEP_OPTION['trials'].name} or a longer {SWEEP_OPTION['min_sample_ms'].name}, on a quieter machine"
         )
     if short:
+        iters = SWEEP_OPTION["iters"].name
         lines.append(
-            f"# warning: {len(short)} row(s) have samples too short for the timer; use --iters auto or more --iters"
+            f"# warning: {len(short)} row(s) have samples too short for the timer; use {iters} auto or more {iters}"
         )
     empty = [r for r in summary.rows if "empty_cuda_graph" in r.flags]
     if empty:

@@ -16,10 +16,10 @@ from nccl_bench.comparison import (
     backends,
     compare_runs,
     joined,
-    parse_tolerance,
     world_sizes,
 )
 from nccl_bench.errors import UserInputError
+from nccl_bench.options import ALLOW_MISMATCH, BASELINE, REPLACE_BASELINE, SAVE_BASELINE, TOLERANCE
 from nccl_bench.results.schema import ResultRow, RunRows
 
 
@@ -39,26 +39,21 @@ class BaselineCheck:
         return dataclasses.replace(self, baseline_rows=tuple(rows))
 
 
-# Options only the process that owns the whole run acts on; local worker ranks never see them.
-SWEEP_BASELINE_OPTIONS = ("--baseline", "--tolerance", "--save-baseline")
-SWEEP_BASELINE_FLAGS = ("--allow-mismatch", "--replace-baseline")
-
-
 def plan_baseline_check(
     baseline: Path | None, tolerance: str | None, save_name: str | None,
     allow_mismatch: bool = False, replace_baseline: bool = False,
 ) -> BaselineCheck | None:
     """The sweep's baseline options checked against each other before measuring, so a typo fails at
     once, not after the run; results/baselines.prepare_baselines then reads the files they name."""
-    if tolerance is not None and baseline is None:
-        raise UserInputError("--tolerance", "only applies with --baseline")
-    if allow_mismatch and baseline is None:
-        raise UserInputError("--allow-mismatch", "only applies with --baseline")
-    if replace_baseline and save_name is None:
-        raise UserInputError("--replace-baseline", "only applies with --save-baseline")
+    needs = ((tolerance is not None, TOLERANCE, BASELINE, baseline),
+             (allow_mismatch, ALLOW_MISMATCH, BASELINE, baseline),
+             (replace_baseline, REPLACE_BASELINE, SAVE_BASELINE, save_name))
+    for given, option, needed, needed_value in needs:
+        if given and needed_value is None:
+            raise UserInputError(option.name, f"only applies with {needed.name}")
     if baseline is None and save_name is None:
         return None
-    fraction = DEFAULT_TOLERANCE if tolerance is None else parse_tolerance(tolerance)
+    fraction = DEFAULT_TOLERANCE if tolerance is None else TOLERANCE.read(tolerance)
     return BaselineCheck(
         None if baseline is None else Path(baseline), fraction, save_name, allow_mismatch, replace_baseline
     )
@@ -74,7 +69,7 @@ def check_plan_against_baseline(
     """
     if check is None or not check.baseline_rows:
         return
-    label = f"--baseline {check.baseline}"
+    label = f"{BASELINE.name} {check.baseline}"
     baseline = check.baseline_rows
     for what, theirs, ours in (
         ("world size", world_sizes(baseline), frozenset({world_size})),
@@ -97,5 +92,5 @@ def check_plan_against_baseline(
 
 def check_against_baseline(check: BaselineCheck, run: RunRows) -> Comparison:
     """What `sweep --baseline` runs after a sweep: the finished run against the baseline read before it."""
-    baseline = RunRows(check.baseline, "--baseline", check.baseline_rows)
+    baseline = RunRows(check.baseline, BASELINE.name, check.baseline_rows)
     return compare_runs(baseline, run, tolerance=check.tolerance, allow_mismatch=check.allow_mismatch)

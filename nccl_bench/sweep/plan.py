@@ -7,12 +7,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from nccl_bench import config as cfg
 from nccl_bench.errors import UserInputError
 from nccl_bench.ranks import check, devices, split
 from nccl_bench.ranks.collectives import REGISTRY, buffer_elems, round_size, store_elems
 from nccl_bench.ranks.preflight import check_local_workers, chosen_backend
 from nccl_bench.results.schema import PLACEMENT_IN
+from nccl_bench.sweep import sweep_config as cfg
 from nccl_bench.units import stats
 
 # Extra memory per rank besides the buffers: the check's chunked expected values and indices.

@@ -9,10 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from nccl_bench import config as cfg
 from nccl_bench.ranks.collectives import Collective
 from nccl_bench.ranks.runner import FLAG_EMPTY_GRAPH, Measurement
 from nccl_bench.results.schema import STATUS_OK, STATUS_UNSUPPORTED, STATUS_WRONG, ResultRow
+from nccl_bench.sweep import sweep_config as cfg
 from nccl_bench.sweep.plan import Point
 from nccl_bench.units import bandwidth, stats
 

@@ -13,7 +13,6 @@ import itertools
 import os
 from typing import Any, Callable
 
-from nccl_bench import config as cfg
 from nccl_bench.errors import RunFailedError, first_line
 from nccl_bench.hardware.expected import System, yardsticks
 from nccl_bench.ranks import check, dist, faults, session, split
@@ -22,6 +21,7 @@ from nccl_bench.ranks.planted import NoFaults, fault_seam
 from nccl_bench.ranks.runner import PointRunner, TimingPlan
 from nccl_bench.results.csv_appender import ResultsWriter
 from nccl_bench.results.schema import STATUS_OK, STATUS_UNSUPPORTED, ResultRow
+from nccl_bench.sweep import sweep_config as cfg
 from nccl_bench.sweep.plan import Plan, Point, buffer_bytes, plan_run, size_option
 from nccl_bench.sweep.rows import RowContext, measured_row, unsupported_row
 from nccl_bench.sweep.sweep_report import SilentObserver, SweepHeader, SweepObserver, SweepSummary

@@ -58,8 +58,9 @@ class OpUnits:
     factor: BusFactor | None  # None: not known here, so each log's own busbw/algbw is kept
 
 
-# Op name -> its units. Adding a collective: one entry here and one in ranks/collectives.REGISTRY;
-# the registry, the nccl-tests reader and writer, and the rank-count inference read this table.
+# Op name -> its units. Adding a collective: one entry here, one in units/op_table.OPS (every op's
+# name, in order) and one in ranks/collectives.REGISTRY; the registry, the nccl-tests reader and
+# writer, and the rank-count inference read this table.
 # barrier moves no data and has no nccl-tests binary, so it has no entry.
 OPS: dict[str, OpUnits] = {
     "all_reduce": OpUnits("all_reduce", ALL_REDUCE),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 import math
 import re
-from typing import Iterator
+from typing import Iterator, NamedTuple
 
 from nccl_bench.errors import UserInputError
 
@@ -42,20 +42,33 @@ def format_size(size_bytes: int) -> str:
     return str(size_bytes)
 
 
-def geometric_sizes(min_bytes: int, max_bytes: int, factor: float) -> list[int]:
+class RangeNames(NamedTuple):
+    """How an error names a size range's ends and steps: the options that set them, as the caller
+    (which knows the options) passes them; these defaults are plain words."""
+
+    low: str = "smallest size"
+    high: str = "largest size"
+    factor: str = "step factor"
+    step: str = "step"
+
+
+PLAIN = RangeNames()
+
+
+def geometric_sizes(min_bytes: int, max_bytes: int, factor: float, names: RangeNames = PLAIN) -> list[int]:
     """min, min*f, min*f^2, ... up to max inclusive (nccl-tests -b/-e/-f)."""
-    return list(_geometric(min_bytes, max_bytes, factor))
+    return list(_geometric(min_bytes, max_bytes, factor, names))
 
 
-def _geometric(min_bytes: int, max_bytes: int, factor: float) -> Iterator[int]:
+def _geometric(min_bytes: int, max_bytes: int, factor: float, names: RangeNames) -> Iterator[int]:
     """The distinct sizes of a geometric sequence, one loop turn per size.
 
     A factor barely above 1 repeats the same whole byte count for many steps; the loop jumps
     straight to the step where the size grows, so its work is bounded by the sizes it yields.
     """
     if factor <= 1:
-        raise UserInputError("--step-factor", f"must be greater than 1, got {factor:g}")
-    check_range(min_bytes, max_bytes)
+        raise UserInputError(names.factor, f"must be greater than 1, got {factor:g}")
+    check_range(min_bytes, max_bytes, names)
     step, last = 0, None
     while True:
         size = int(math.floor(min_bytes * factor**step + 1e-9))
@@ -68,16 +81,16 @@ def _geometric(min_bytes: int, max_bytes: int, factor: float) -> Iterator[int]:
         step = max(step + 1, jump)
 
 
-def linear_sizes(min_bytes: int, max_bytes: int, step_bytes: int) -> list[int]:
+def linear_sizes(min_bytes: int, max_bytes: int, step_bytes: int, names: RangeNames = PLAIN) -> list[int]:
     """min, min+i, min+2i, ... up to max inclusive (nccl-tests -i)."""
     if step_bytes <= 0:
-        raise UserInputError("--step-bytes", f"must be at least 1 byte, got {step_bytes}")
-    check_range(min_bytes, max_bytes)
+        raise UserInputError(names.step, f"must be at least 1 byte, got {step_bytes}")
+    check_range(min_bytes, max_bytes, names)
     return list(range(min_bytes, max_bytes + 1, step_bytes))
 
 
 def count_sizes(min_bytes: int, max_bytes: int, factor: float | None = None, step_bytes: int | None = None,
-                at_most: int | None = None) -> int:
+                at_most: int | None = None, names: RangeNames = PLAIN) -> int:
     """How many sizes -b/-e with -f (geometric) or -i (linear) make, without building them.
 
     Linear counts are arithmetic; geometric ones walk the distinct sizes, stopping one past
@@ -85,17 +98,14 @@ def count_sizes(min_bytes: int, max_bytes: int, factor: float | None = None, ste
     """
     if step_bytes is not None:
         if step_bytes <= 0:
-            raise UserInputError("--step-bytes", f"must be at least 1 byte, got {step_bytes}")
-        check_range(min_bytes, max_bytes)
+            raise UserInputError(names.step, f"must be at least 1 byte, got {step_bytes}")
+        check_range(min_bytes, max_bytes, names)
         return (max_bytes - min_bytes) // step_bytes + 1
-    sizes = _geometric(min_bytes, max_bytes, 2.0 if factor is None else factor)
+    sizes = _geometric(min_bytes, max_bytes, 2.0 if factor is None else factor, names)
     return sum(1 for _ in itertools.islice(sizes, None if at_most is None else at_most + 1))
 
 
-def check_range(min_bytes: int, max_bytes: int) -> None:
+def check_range(min_bytes: int, max_bytes: int, names: RangeNames = PLAIN) -> None:
     """Refuse a size range whose low end is above its high end."""
     if min_bytes > max_bytes:
-        raise UserInputError(
-            "--min-bytes",
-            f"{format_size(min_bytes)} is above --max-bytes {format_size(max_bytes)}",
-        )
+        raise UserInputError(names.low, f"{format_size(min_bytes)} is above {names.high} {format_size(max_bytes)}")

@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from nccl_bench.config import CONFIG_KEYS
-from nccl_bench.ranks.collectives import OP_NAMES
 from nccl_bench.results.run_folder import write_meta
 from nccl_bench.results.schema import COLUMNS
+from nccl_bench.sweep.sweep_config import CONFIG_KEYS
+from nccl_bench.units.op_table import OP_NAMES
 from tests.conftest import worker_env
 from tests.forked_cli import run_forked, run_fresh
 from tests.result_rows import row, write_run

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from nccl_bench import options
 from nccl_bench.results.schema import ResultRow
 from tests.result_rows import write_run
 
@@ -162,7 +163,7 @@ def test_defaults_in_help_match_the_module_constants():
         env={"COLUMNS": "200", "PATH": ""}, timeout=60,
     )
     assert "[default: 10%]" in result.stdout and "[default: 64K]" in result.stdout
-    assert compare.parse_tolerance("10%") == compare.DEFAULT_TOLERANCE
+    assert options.TOLERANCE.read("10%") == compare.DEFAULT_TOLERANCE
     assert parse_size("64K") == compare.DEFAULT_MIN_BYTES
 
 

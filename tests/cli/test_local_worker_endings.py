@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from nccl_bench.cli import core, local_workers
+from nccl_bench.cli import local_workers, rank_side
 from nccl_bench.errors import EXIT_INTERRUPTED, EXIT_RUN_FAILED, RunFailedError
 from nccl_bench.results.run_folder import write_meta
 
@@ -22,7 +22,7 @@ def _ending(monkeypatch, status: str | None, raised: BaseException) -> None:
             write_meta(out, {"status": status, "rows": 2})
         raise raised
 
-    monkeypatch.setattr(core, "run_local_workers", run_local_workers)
+    monkeypatch.setattr(rank_side, "run_local_workers", run_local_workers)
 
 
 def _run(tmp_path):
@@ -31,7 +31,7 @@ def _run(tmp_path):
 
 
 def test_a_signal_after_the_run_completed_leaves_it_complete(monkeypatch, tmp_path, capsys):
-    _ending(monkeypatch, "complete", core.Interrupted("SIGTERM"))
+    _ending(monkeypatch, "complete", rank_side.Interrupted("SIGTERM"))
     assert _run(tmp_path) == tmp_path / "run"
     assert capsys.readouterr().err == (
         "nccl-bench: note: SIGTERM arrived after the sweep had completed; nothing was lost\n")
@@ -45,7 +45,7 @@ def test_a_worker_killed_after_the_run_completed_is_a_note(monkeypatch, tmp_path
 
 
 @pytest.mark.parametrize("status, raised, code", [
-    ("interrupted", core.Interrupted("SIGTERM"), EXIT_INTERRUPTED),
+    ("interrupted", rank_side.Interrupted("SIGTERM"), EXIT_INTERRUPTED),
     ("running", RunFailedError(KILLED), EXIT_RUN_FAILED),
     ("complete", RunFailedError("", 1, quiet=True), 1),  # a rank's negative verdict, said by the rank
 ])

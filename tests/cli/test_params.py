@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import ast
+from pathlib import Path
+
 import typer.main
 
+import nccl_bench
 from nccl_bench.cli import app
 from nccl_bench.options import DOCTOR_OPTIONS, SWEEP_OPTIONS, WORKERS
 
@@ -28,3 +32,23 @@ def test_shared_help_is_filled_per_command():
     assert "results/<UTC time>_doctor/" in _params("doctor")["out"].help
     assert "stalled collective" in _params("sweep")["timeout_s"].help
     assert "stalled exchange" in _params("doctor")["timeout_s"].help
+
+
+def _makes_a_typer_parameter(node: ast.AST) -> bool:
+    if isinstance(node, ast.Attribute):  # typer.Option(...), typer.Argument(...)
+        return node.attr in ("Option", "Argument") and getattr(node.value, "id", None) == "typer"
+    if isinstance(node, ast.ImportFrom):  # from typer import Option
+        return node.module == "typer" and bool({alias.name for alias in node.names} & {"Option", "Argument"})
+    return False
+
+
+def test_typer_parameters_are_made_only_in_params():
+    """Every option and argument is a declaration in options.py, made a typer parameter by cli/params.py."""
+    package = Path(nccl_bench.__file__).parent
+    made_elsewhere = [
+        f"{path.relative_to(package)}:{node.lineno}"
+        for path in sorted(package.rglob("*.py")) if path != package / "cli" / "params.py"
+        for node in ast.walk(ast.parse(path.read_text())) if _makes_a_typer_parameter(node)
+    ]
+    assert made_elsewhere == []
+

@@ -7,8 +7,10 @@ from result_rows import MiB, row, write_run
 
 from nccl_bench.cli import sweep
 from nccl_bench.cli.sweep import worker_args
-from nccl_bench.config import SweepConfig
+from nccl_bench.errors import EXIT_RUN_FAILED, RunFailedError
+from nccl_bench.render import live
 from nccl_bench.results import whole_file
+from nccl_bench.sweep.sweep_config import SweepConfig
 
 
 def test_local_workers_do_not_get_the_baseline_options():
@@ -27,17 +29,17 @@ def test_local_workers_get_the_metrics_file_and_the_floor_is_kept_too():
     assert worker_args(args) == args  # rank 0 of the workers writes --prom; the floor is judged here
 
 
-def test_a_metrics_file_that_cannot_be_written_after_the_run_is_one_line_exit_3(tmp_path, monkeypatch, capsys):
+def test_a_metrics_file_that_cannot_be_written_after_the_run_is_one_line_exit_3(tmp_path, monkeypatch):
+    """The one --prom writer of sweep and doctor; the CLI's edge prints the failure as its one line."""
     def full(path, text):
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(whole_file, "replace_whole", full)
-    with pytest.raises(SystemExit) as ended:
-        sweep._write_prom(tmp_path / "m.prom", [], tmp_path)
-    assert ended.value.code == 3
-    assert capsys.readouterr().err.splitlines() == [
-        f"nccl-bench: error: --prom: cannot write {tmp_path / 'm.prom'}: No space left on device "
-        "(the results on disk are kept)"]
+    with pytest.raises(RunFailedError) as ended:
+        live.write_prom(tmp_path / "m.prom", tmp_path, lambda meta, now: "")
+    assert ended.value.exit_code == EXIT_RUN_FAILED == 3 and not ended.value.quiet
+    assert str(ended.value) == (f"--prom: cannot write {tmp_path / 'm.prom'}: No space left on device "
+                                "(the results on disk are kept)")
 
 
 def test_the_floor_is_judged_from_the_csv_by_the_process_that_speaks_for_the_run(tmp_path, capsys):

@@ -16,12 +16,11 @@ LAYERS = {
     "units": 0,
     "results": 1,
     "hardware": 1,
-    "ranks.collectives": 2,  # the op registry: read by config, the sweep and the renderers
-    "ranks.split": 2,  # --split's groups (pure): its option parses with it
+    "option_types": 1,  # what an option declaration is, and the parsers with their bounds (pure)
     "comparison": 2,  # the verdict engine (pure, rows in): read by the sweep's baseline check and the renderers
     "options": 3,  # every command's options, declared once: read by both configs and the CLI
-    "config": 3,
-    "doctor.config": 3,  # the doctor's config: options only, beside the sweep's
+    "sweep.sweep_config": 3,  # the sweep's config: options only, read by the rank side
+    "doctor.doctor_config": 3,  # the doctor's config: options only, beside the sweep's
     "ranks": 4,
     "doctor": 5,
     "sweep": 5,  # the sweep's plan, body and report, placed as the doctor's

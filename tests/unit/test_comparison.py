@@ -10,6 +10,7 @@ from result_rows import MiB, row
 
 from nccl_bench import comparison as cmp
 from nccl_bench.errors import UserInputError
+from nccl_bench.options import TOLERANCE
 from nccl_bench.results.schema import STATUS_UNSUPPORTED, STATUS_WRONG, RunRows
 
 
@@ -22,14 +23,14 @@ def only(comparison: cmp.Comparison) -> cmp.RowComparison:
     "text, expected",
     [("10%", 0.10), ("0.1", 0.1), (" 5 % ", 0.05), ("0", 0.0), ("2.5%", 0.025), (".25", 0.25), ("0%", 0.0)],
 )
-def test_parse_tolerance_accepts_percent_and_fraction(text, expected):
-    assert cmp.parse_tolerance(text) == pytest.approx(expected, abs=1e-15)
+def test_a_tolerance_accepts_percent_and_fraction(text, expected):
+    assert TOLERANCE.read(text) == pytest.approx(expected, abs=1e-15)
 
 
 @pytest.mark.parametrize("text", ["10", "1", "100%", "-5%", "ten", "", "10%%", "0.1.2"])
-def test_parse_tolerance_rejects_ambiguous_or_bad_values_naming_the_option(text):
+def test_a_tolerance_rejects_ambiguous_or_bad_values_naming_the_option(text):
     with pytest.raises(UserInputError) as info:
-        cmp.parse_tolerance(text)
+        TOLERANCE.read(text)
     assert info.value.option == "--tolerance"
 
 

@@ -13,9 +13,6 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[2] / "nccl_bench"
 # Past this a module holds more than one job: split it by job before adding to it.
 MAX_LINES = 450
-# Names still held twice, each to be renamed by the work that owns it: config.py (the sweep's config)
-# beside doctor/config.py.
-SHARED_NAMES_TO_RENAME: set[str] = {"config.py"}
 
 
 def _modules() -> list[Path]:
@@ -33,7 +30,4 @@ def test_no_two_modules_share_a_file_name():
     for path in _modules():
         where[path.name].append(str(path.relative_to(PACKAGE)))
     shared = {name: paths for name, paths in where.items() if len(paths) > 1}
-    assert {name: paths for name, paths in shared.items() if name not in SHARED_NAMES_TO_RENAME} == {}, (
-        "give each module a name that says what it holds"
-    )
-    assert SHARED_NAMES_TO_RENAME <= shared.keys(), "a name renamed since: take it off SHARED_NAMES_TO_RENAME"
+    assert shared == {}, "give each module a name that says what it holds"

@@ -7,12 +7,15 @@ import dataclasses
 import re
 
 import pytest
+import typer.main
 
-from nccl_bench import config as cfg
-from nccl_bench import options
-from nccl_bench.doctor.config import DoctorConfig
+from nccl_bench import option_types, options
+from nccl_bench.doctor.doctor_config import DoctorConfig
 from nccl_bench.errors import UserInputError
-from nccl_bench.ranks.collectives import OP_NAMES
+from nccl_bench.sweep import sweep_config as cfg
+from nccl_bench.units import op_table
+from nccl_bench.units.op_table import OP_NAMES
+from nccl_bench.units.split_spec import Split
 
 # A valid value for each sweep key, as a flag or a preset file would give it.
 VALID = {
@@ -89,3 +92,94 @@ def test_the_doctors_help_states_its_configs_default(option):
     stated = re.search(r"\(default (\d+)\)", option.help)
     if stated:
         assert int(stated.group(1)) == getattr(DoctorConfig(), option.key)
+
+
+def _declared(kind):
+    return sorted({id(value): value for value in vars(options).values() if isinstance(value, kind)}.values(),
+                  key=lambda value: (value.key, getattr(value, "flags", ())))
+
+
+def _check_stated_defaults(option):
+    """Each "(default ...)" of a help against the declaration: a value it spells is the declared default
+    as shown; an option without one may only describe the choice made at run time, in words."""
+    for before, colon, inside in re.findall(r"(\S+) \(default(?:(:)? ([^)]*))?\)", option.help):
+        if option.default is None:
+            assert inside and not re.search(r"\d", inside), f"{option.name}: a default the declaration lacks"
+        elif not inside:  # "float32 (default)"
+            assert before.strip("'") == option.shown, f"{option.name}'s help says the default is {before!r}"
+        elif not colon:  # "(default 5)"
+            assert inside == option.shown, f"{option.name}'s help says the default is {inside!r}"
+        else:  # "(default: 256M on GPU, 4M on CPU)", "auto (default: nccl with CUDA, else gloo)"
+            assert option.shown in (inside, before.strip("'")), f"{option.name}'s help says the default is {inside!r}"
+    assert "{default}" not in option.help
+
+
+@pytest.mark.parametrize("option", _declared(option_types.Option), ids=lambda option: option.name)
+def test_every_default_a_help_states_is_the_declared_one(option):
+    _check_stated_defaults(option)
+
+
+@pytest.mark.parametrize("help_text, default, show", [
+    ("Untimed ops (default 7).", 5, option_types.shown),
+    ("Ops per sample (default 4).", None, option_types.shown),
+    ("float16 (default), float32.", "float32", option_types.shown),
+    ("Size (default: 256M on GPU, 4M on CPU).", option_types.PerDevice(256 << 20, 1 << 20), option_types.shown_size),
+])
+def test_a_help_that_spells_another_default_is_caught(help_text, default, show):
+    with pytest.raises(AssertionError):
+        declared = option_types.Option("key", ("--key",), option_types.text, help_text, default=default, show=show)
+        _check_stated_defaults(declared)
+
+
+def test_the_configs_start_from_the_declared_defaults():
+    sweep, doctor = cfg.SweepConfig(), DoctorConfig()
+    for declared, config in ((options.SWEEP_OPTIONS, sweep), (options.DOCTOR_OPTIONS, doctor)):
+        for option in declared:
+            value = getattr(config, option.key)
+            if option.default is None or isinstance(option.default, option_types.PerDevice):
+                assert value is None, option.key  # chosen at run time, as the help says
+            elif value is not None or option.key != "step_factor":  # None: -f unless -i is given
+                assert value == option.read_default(), option.key
+    assert cfg.min_sample_ms(sweep, on_gpu=True) == 50.0 and cfg.min_sample_ms(sweep, on_gpu=False) == 200.0
+
+
+def test_compares_defaults_are_the_declared_ones():
+    """comparison.py keeps its rule's defaults for callers without a command line; they are the options'."""
+    from nccl_bench import comparison
+
+    assert (comparison.DEFAULT_TOLERANCE, comparison.DEFAULT_MIN_BYTES) == (
+        options.TOLERANCE.read_default(), options.LATENCY_BELOW.read_default())
+
+
+def test_options_several_commands_share_are_one_declaration_each():
+    """compare's and sweep's --tolerance and --allow-mismatch, compare's and the doctor's --json FILE."""
+    from nccl_bench.cli import app
+
+    group = typer.main.get_command(app)
+
+    def declared_help(command, flag):
+        return next(param.help for param in group.commands[command].params if flag in param.opts)
+
+    assert declared_help("compare", "--tolerance").startswith(options.TOLERANCE.help.split(",")[0])
+    assert declared_help("sweep", "--tolerance").endswith(options.TOLERANCE.help.split(",", 1)[1])
+    assert declared_help("sweep", "--allow-mismatch").lower().endswith(options.ALLOW_MISMATCH.help.lower())
+    assert declared_help("compare", "--allow-mismatch") == options.ALLOW_MISMATCH.help
+    assert options.DOCTOR_OPTION["tolerance"] is not options.TOLERANCE  # another default, another meaning
+    assert declared_help("doctor", "--json").startswith("Also write") and declared_help("compare", "--json").endswith(
+        "to FILE.")
+
+
+def test_the_op_names_are_the_registrys():
+    from nccl_bench.ranks.collectives import REGISTRY
+
+    assert tuple(REGISTRY) == OP_NAMES
+    assert {name for name, op in REGISTRY.items() if op.expected_uneven} == {
+        name for name, traits in op_table.OPS.items() if traits.uneven}
+    assert {name for name, op in REGISTRY.items() if op.factor is not None} == {
+        name for name in OP_NAMES if op_table.moves_data(name)}
+
+
+def test_the_split_is_read_once_into_its_value_and_written_as_text():
+    config = cfg.build_config({"split": "MOD:2"})
+    assert config.split == Split("mod", 2) and cfg.as_dict(config)["split"] == "mod:2"
+    assert cfg.as_dict(cfg.build_config({}))["split"] is None

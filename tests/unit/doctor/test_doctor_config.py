@@ -1,19 +1,20 @@
-"""The doctor's configuration (doctor/config.py): phases, validation by the declared options, the message size."""
+"""The doctor's configuration (doctor/doctor_config.py): phases, validation by the declared options,
+the message size."""
 
 from __future__ import annotations
 
 import pytest
 
-from nccl_bench.doctor.config import build_config, parse_phases, resolve_size
+from nccl_bench.doctor.doctor_config import build_config, resolve_size
 from nccl_bench.errors import UserInputError
 
 
-def test_parse_phases():
-    assert parse_phases(None) == ("nodes", "pairs")
-    assert parse_phases(["pairs,nodes"]) == ("nodes", "pairs")
-    assert parse_phases(["pairs", "pairs"]) == ("pairs",)
+def test_phases():
+    assert build_config(phases=None).phases == ("nodes", "pairs")
+    assert build_config(phases=["pairs,nodes"]).phases == ("nodes", "pairs")
+    assert build_config(phases=["pairs", "pairs"]).phases == ("pairs",)
     with pytest.raises(UserInputError, match="--phase: unknown phase 'links'"):
-        parse_phases(["links"])
+        build_config(phases=["links"])
 
 
 def test_build_config_and_size():

@@ -1,10 +1,11 @@
-"""--split's groups: nccl-tests' MOD/DIV meanings, hosts and rails, and the sizes refused before a run."""
+"""The split's groups: nccl-tests' MOD/DIV meanings, hosts and rails, and the sizes refused before a run."""
 
 from __future__ import annotations
 
 import pytest
 
 from nccl_bench.ranks import split
+from nccl_bench.units.split_spec import parse_split
 
 TWO_BY_EIGHT = ["a"] * 8 + ["b"] * 8  # 2 hosts x 8 ranks
 
@@ -13,40 +14,30 @@ def _ranks(found):
     return {group.name: group.ranks for group in found}
 
 
+def _groups(text, hostnames):
+    return split.groups(parse_split(text), hostnames)
+
+
 def test_on_2x8_ranks_node_is_div_8_and_rail_is_mod_8():
-    assert _ranks(split.groups("node", TWO_BY_EIGHT)) == {"node a": tuple(range(8)), "node b": tuple(range(8, 16))}
-    assert list(_ranks(split.groups("div:8", TWO_BY_EIGHT)).values()) == [tuple(range(8)), tuple(range(8, 16))]
-    rails = split.groups("rail", TWO_BY_EIGHT)
-    assert [g.ranks for g in rails] == [(i, i + 8) for i in range(8)] == [g.ranks for g in split.groups("mod:8",
-                                                                                                           TWO_BY_EIGHT)]
+    assert _ranks(_groups("node", TWO_BY_EIGHT)) == {"node a": tuple(range(8)), "node b": tuple(range(8, 16))}
+    assert list(_ranks(_groups("div:8", TWO_BY_EIGHT)).values()) == [tuple(range(8)), tuple(range(8, 16))]
+    rails = _groups("rail", TWO_BY_EIGHT)
+    assert [g.ranks for g in rails] == [(i, i + 8) for i in range(8)] == [g.ranks for g in _groups("mod:8",
+                                                                                                   TWO_BY_EIGHT)]
     assert [g.name for g in rails][:2] == ["rail 0", "rail 1"]
-    assert [g.name for g in split.groups("mod:8", TWO_BY_EIGHT)][:2] == ["rank%8=0", "rank%8=1"]
+    assert [g.name for g in _groups("mod:8", TWO_BY_EIGHT)][:2] == ["rank%8=0", "rank%8=1"]
 
 
 def test_rails_follow_each_host_s_rank_order_even_when_hosts_interleave():
-    assert _ranks(split.groups("rail", ["a", "b", "a", "b"])) == {"rail 0": (0, 1), "rail 1": (2, 3)}
-    assert _ranks(split.groups("node", ["a", "b", "a", "b"])) == {"node a": (0, 2), "node b": (1, 3)}
-
-
-@pytest.mark.parametrize("text, parsed", [("NODE", "node"), ("rail", "rail"), ("Mod:8", "mod:8"), ("div:2", "div:2")])
-def test_the_grammar(text, parsed):
-    assert split.parse_split(text) == parsed
-
-
-@pytest.mark.parametrize("text, problem", [
-    ("host", "'host' is not one of node, rail, mod:N, div:N"), ("mod", "mod needs a whole number, as in mod:8"),
-    ("div:0", "N of at least 1, got 0"), ("node:2", "node takes no number"),
-])
-def test_bad_splits_say_why(text, problem):
-    with pytest.raises(ValueError, match=problem.replace("(", r"\(")):
-        split.parse_split(text)
+    assert _ranks(_groups("rail", ["a", "b", "a", "b"])) == {"rail 0": (0, 1), "rail 1": (2, 3)}
+    assert _ranks(_groups("node", ["a", "b", "a", "b"])) == {"node a": (0, 2), "node b": (1, 3)}
 
 
 @pytest.mark.parametrize("how, world, per_host, size", [
     ("node", 16, 8, 8), ("rail", 16, 8, 2), ("mod:8", 16, 8, 2), ("div:8", 16, 8, 8), ("div:2", 4, 1, 2),
 ])
 def test_group_sizes_known_before_the_run(how, world, per_host, size):
-    assert split.group_size(how, world, per_host) == size
+    assert split.group_size(parse_split(how), world, per_host) == size
 
 
 @pytest.mark.parametrize("how, world, per_host, problem", [
@@ -57,9 +48,10 @@ def test_group_sizes_known_before_the_run(how, world, per_host, size):
 ])
 def test_unequal_or_single_rank_groups_are_refused(how, world, per_host, problem):
     with pytest.raises(ValueError, match=problem):
-        split.group_size(how, world, per_host)
+        split.group_size(parse_split(how), world, per_host)
 
 
 def test_hosts_that_differ_from_the_plan_are_named():
     with pytest.raises(ValueError, match=r"groups of 1 and 2 ranks \(node a: 2, node b: 1\)"):
-        split.check_sizes(split.groups("node", ["a", "a", "b"]), 2, "node")
+        split.check_sizes(_groups("node", ["a", "a", "b"]), 2, parse_split("node"))
+

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from nccl_bench.config import SweepConfig, build_config, ignored_options
 from nccl_bench.errors import UserInputError
 from nccl_bench.sweep import plan
 from nccl_bench.sweep.plan import plan_run
+from nccl_bench.sweep.sweep_config import SweepConfig, build_config, ignored_options
 
 
 def test_a_long_sweep_is_announced_with_its_floor():

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from nccl_bench.config import SweepConfig
 from nccl_bench.sweep.plan import buffer_bytes, plan_points
+from nccl_bench.sweep.sweep_config import SweepConfig
 
 MIB = 1024**2
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from nccl_bench.config import SweepConfig
 from nccl_bench.ranks.collectives import REGISTRY
 from nccl_bench.ranks.runner import FLAG_EMPTY_GRAPH, Measurement
 from nccl_bench.sweep import rows
 from nccl_bench.sweep.plan import Point
+from nccl_bench.sweep.sweep_config import SweepConfig
 
 
 def _measurement(empty: bool) -> Measurement:

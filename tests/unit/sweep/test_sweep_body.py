@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from nccl_bench.config import SweepConfig
 from nccl_bench.sweep import sweep_body, sweep_report
+from nccl_bench.sweep.sweep_config import SweepConfig
 
 
 def test_one_rank_has_no_detected_peak_but_a_given_one_is_kept():

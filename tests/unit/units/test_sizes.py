@@ -2,6 +2,7 @@ import pytest
 
 from nccl_bench.errors import UserInputError
 from nccl_bench.units.sizes import (
+    RangeNames,
     count_sizes,
     format_size,
     geometric_sizes,
@@ -35,13 +36,14 @@ def test_geometric_sizes_match_nccl_tests_b_e_f():
     assert geometric_sizes(1024, 1024 * 100, 4) == [1024, 4096, 16384, 65536]
 
 
-def test_geometric_sizes_reject_bad_factor_and_range():
+def test_geometric_sizes_reject_bad_factor_and_range_naming_the_callers_options():
+    names = RangeNames("--min-bytes", "--max-bytes", "--step-factor", "--step-bytes")
     with pytest.raises(UserInputError) as info:
-        geometric_sizes(8, 64, 1)
+        geometric_sizes(8, 64, 1, names)
     assert info.value.option == "--step-factor"
     with pytest.raises(UserInputError) as info:
-        geometric_sizes(128, 64, 2)
-    assert info.value.option == "--min-bytes"
+        geometric_sizes(128, 64, 2, names)
+    assert info.value.option == "--min-bytes" and info.value.problem == "128 is above --max-bytes 64"
 
 
 def test_linear_sizes_step_in_bytes():

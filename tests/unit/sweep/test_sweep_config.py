@@ -2,10 +2,10 @@ from pathlib import Path
 
 import pytest
 
-from nccl_bench import config as cfg
 from nccl_bench.errors import UserInputError
+from nccl_bench.sweep import sweep_config as cfg
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def test_flags_win_over_preset_and_preset_over_defaults(tmp_path):

@@ -14,16 +14,18 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from nccl_bench.errors import UserInputError
-from nccl_bench.options import MAX_SIZES, PRESET, SWEEP_OPTION, SWEEP_OPTIONS, read_values
-from nccl_bench.ranks.collectives import REGISTRY
+from nccl_bench.options import MAX_SIZES, MIN_SAMPLE_MS, PRESET, SWEEP_OPTION, SWEEP_OPTIONS, read_values
 from nccl_bench.results.whole_file import read_small_file
+from nccl_bench.units import op_table
 from nccl_bench.units.sizes import (
+    RangeNames,
     check_range,
     count_sizes,
     format_size,
     geometric_sizes,
     linear_sizes,
 )
+from nccl_bench.units.split_spec import Split
 
 DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8, "int8": 1, "uint8": 1, "int32": 4, "int64": 8}
 FLOAT_DTYPES = ("float32", "float16", "bfloat16", "float64")
@@ -32,41 +34,42 @@ FLOAT_DTYPES = ("float32", "float16", "bfloat16", "float64")
 # CPU/gloo: 1 KiB..64 MiB, which finishes `sweep --op all_reduce` on 2 ranks in well under a minute.
 GPU_SIZE_RANGE = (8, 1024**3)
 CPU_SIZE_RANGE = (1024, 64 * 1024**2)
-# Auto iterations: a timed sample lasts at least this long, so timer resolution, launch jitter and
-# rank skew are small against it. CPU samples are longer because the host is shared and noisier.
-GPU_MIN_SAMPLE_MS = 50.0
-CPU_MIN_SAMPLE_MS = 200.0
+
+
+def _default(key: str) -> Any:
+    """A field's default: its option's declared default, read as a given value would be."""
+    return SWEEP_OPTION[key].read_default()
 
 
 @dataclass(frozen=True)
 class SweepConfig:
     """Every sweep option. None means "choose for this host" (see resolve_sizes and min_sample)."""
 
-    ops: tuple[str, ...] = ("all_reduce",)
+    ops: tuple[str, ...] = _default("ops")
     min_bytes: int | None = None
     max_bytes: int | None = None
-    step_factor: float | None = None
+    step_factor: float | None = None  # None: the option's default, unless step_bytes is given
     step_bytes: int | None = None
     sizes: tuple[int, ...] | None = None
-    dtype: str = "float32"
-    reduce_op: str = "sum"
-    root: int = 0
-    alltoallv: str = "random:0"  # all_to_allv's per-peer shares (units/alltoallv.py)
-    warmup: int = 5
-    iters: int | None = None  # None = auto: calibrated per size to last min_sample_ms
-    min_sample_ms: float | None = None
-    trials: int = 1
-    agg: str = "max"
+    dtype: str = _default("dtype")
+    reduce_op: str = _default("reduce_op")
+    root: int = _default("root")
+    alltoallv: str = _default("alltoallv")  # all_to_allv's per-peer shares (units/alltoallv.py)
+    warmup: int = _default("warmup")
+    iters: int | None = _default("iters")  # None = auto: calibrated per size to last min_sample_ms
+    min_sample_ms: float | None = None  # None: the option's default for the device
+    trials: int = _default("trials")
+    agg: str = _default("agg")
     inplace: bool | None = None  # None = both placements where the op has both
-    check: bool = True
-    split: str | None = None  # sub-groups that measure at once (ranks/split.py); None: the whole world
-    cycles: int = 1  # passes over every point; 0 = until interrupted
-    backend: str = "auto"
+    check: bool = _default("check")
+    split: Split | None = None  # sub-groups that measure at once (ranks/split.py); None: the whole world
+    cycles: int = _default("cycles")  # passes over every point; 0 = until interrupted
+    backend: str = _default("backend")
     out: Path | None = None
-    results_root: Path = Path("results")
-    timeout_s: float = 300.0
-    cuda_graph: int = 0
-    blocking: bool = False
+    results_root: Path = _default("results_root")
+    timeout_s: float = _default("timeout_s")
+    cuda_graph: int = _default("cuda_graph")
+    blocking: bool = _default("blocking")
     peak_gbps: float | None = None
     min_busbw_gbps: float | None = None  # the floor of each op's busbw at its largest measured size
     prom: Path | None = None
@@ -79,6 +82,9 @@ CONFIG_KEYS = tuple(f.name for f in dataclasses.fields(SweepConfig) if f.name !=
 def option_name(key: str) -> str:
     """The sweep option that sets a SweepConfig field, for error messages."""
     return SWEEP_OPTION[key].name
+
+
+SIZE_RANGE = RangeNames(*(option_name(key) for key in ("min_bytes", "max_bytes", "step_factor", "step_bytes")))
 
 
 def normalize(values: Mapping[str, Any], source: str = "") -> dict[str, Any]:
@@ -123,20 +129,25 @@ def build_config(flags: Mapping[str, Any], preset: Path | None = None) -> SweepC
     return config
 
 
+def _any_op(config: SweepConfig, trait: str) -> bool:
+    return any(getattr(op_table.OPS[op], trait) for op in config.ops)
+
+
 def validate(config: SweepConfig) -> None:
     """Checks that need several fields at once; run before any process group exists."""
+    sizes, (low, high, factor, step) = option_name("sizes"), SIZE_RANGE
     if config.sizes is not None and (config.min_bytes or config.max_bytes or config.step_bytes):
-        raise UserInputError("--sizes", "give either --sizes or --min-bytes/--max-bytes, not both")
+        raise UserInputError(sizes, f"give either {sizes} or {low}/{high}, not both")
     if config.step_bytes is not None and config.step_factor is not None:
-        raise UserInputError("--step-bytes", "give either --step-bytes (linear) or --step-factor (geometric), not both")
+        raise UserInputError(step, f"give either {step} (linear) or {factor} (geometric), not both")
     if config.min_bytes is not None and config.max_bytes is not None:
-        check_range(config.min_bytes, config.max_bytes)
-    reduces = any(REGISTRY[op].has_reduction for op in config.ops)
-    if reduces and config.reduce_op == "avg" and config.dtype not in FLOAT_DTYPES:
-        raise UserInputError("--reduce-op", f"avg needs a floating-point --dtype, got {config.dtype}")
+        check_range(config.min_bytes, config.max_bytes, SIZE_RANGE)
+    if _any_op(config, "reduces") and config.reduce_op == "avg" and config.dtype not in FLOAT_DTYPES:
+        raise UserInputError(option_name("reduce_op"),
+                             f"avg needs a floating-point {option_name('dtype')}, got {config.dtype}")
     if config.cuda_graph and config.blocking:
-        raise UserInputError("--cuda-graph", "cannot be combined with --blocking")
-    if all(REGISTRY[op].factor is None for op in config.ops):  # barrier alone: no message at all
+        raise UserInputError(option_name("cuda_graph"), f"cannot be combined with {option_name('blocking')}")
+    if not any(op_table.moves_data(op) for op in config.ops):  # barrier alone: no message at all
         for key in ("sizes", "min_bytes", "max_bytes", "step_bytes", "step_factor", "min_busbw_gbps"):
             if getattr(config, key) is not None:
                 option, ops = option_name(key), " and ".join(config.ops)
@@ -148,10 +159,10 @@ def ignored_options(config: SweepConfig) -> list[str]:
     notes = []
     ops = ", ".join(config.ops)
     uses = {
-        "reduce_op": (any(REGISTRY[op].has_reduction for op in config.ops), "reduces"),
-        "root": (any(REGISTRY[op].has_root for op in config.ops), "has a root"),
-        "alltoallv": (any(REGISTRY[op].expected_uneven for op in config.ops), "sends uneven shares"),
-        "dtype": (any(REGISTRY[op].factor is not None for op in config.ops), "sends data"),
+        "reduce_op": (_any_op(config, "reduces"), "reduces"),
+        "root": (_any_op(config, "rooted"), "has a root"),
+        "alltoallv": (_any_op(config, "uneven"), "sends uneven shares"),
+        "dtype": (any(op_table.moves_data(op) for op in config.ops), "sends data"),
     }
     for key, (used, what) in uses.items():
         if key in config.fields_from_flags and not used:
@@ -162,7 +173,7 @@ def ignored_options(config: SweepConfig) -> list[str]:
 def min_sample_ms(config: SweepConfig, on_gpu: bool) -> float:
     if config.min_sample_ms is not None:
         return config.min_sample_ms
-    return GPU_MIN_SAMPLE_MS if on_gpu else CPU_MIN_SAMPLE_MS
+    return MIN_SAMPLE_MS.gpu if on_gpu else MIN_SAMPLE_MS.cpu
 
 
 def resolve_sizes(config: SweepConfig, on_gpu: bool) -> list[int]:
@@ -172,20 +183,22 @@ def resolve_sizes(config: SweepConfig, on_gpu: bool) -> list[int]:
     default_min, default_max = GPU_SIZE_RANGE if on_gpu else CPU_SIZE_RANGE
     high = config.max_bytes if config.max_bytes is not None else max(default_max, config.min_bytes or 0)
     low = config.min_bytes if config.min_bytes is not None else min(default_min, high)
-    count = count_sizes(low, high, config.step_factor, config.step_bytes, at_most=MAX_SIZES)
+    factor = config.step_factor or SWEEP_OPTION["step_factor"].default
+    count = count_sizes(low, high, factor, config.step_bytes, at_most=MAX_SIZES, names=SIZE_RANGE)
     if count > MAX_SIZES:  # refused before a single size is built
         if config.step_bytes is not None:
-            option, how, many = "--step-bytes", f"steps of {format_size(config.step_bytes)}", f"{count:,}"
+            option, how, many = SIZE_RANGE.step, f"steps of {format_size(config.step_bytes)}", f"{count:,}"
         else:
-            option, how, many = "--step-factor", f"a factor of {config.step_factor or 2.0}", f"more than {MAX_SIZES:,}"
+            option, how, many = SIZE_RANGE.factor, f"a factor of {factor}", f"more than {MAX_SIZES:,}"
+        low_flags, high_flags = ("/".join(SWEEP_OPTION[key].flags) for key in ("min_bytes", "max_bytes"))
         raise UserInputError(
             option,
             f"{how} from {format_size(low)} to {format_size(high)} make {many} sizes; a sweep takes at most "
-            f"{MAX_SIZES:,}: raise {option} or narrow -b/--min-bytes .. -e/--max-bytes",
+            f"{MAX_SIZES:,}: raise {option} or narrow {low_flags} .. {high_flags}",
         )
     if config.step_bytes is not None:
-        return linear_sizes(low, high, config.step_bytes)
-    return geometric_sizes(low, high, config.step_factor or 2.0)
+        return linear_sizes(low, high, config.step_bytes, SIZE_RANGE)
+    return geometric_sizes(low, high, factor, SIZE_RANGE)
 
 
 def describe_sizes(sizes: list[int]) -> str:
@@ -199,7 +212,7 @@ def describe_sizes(sizes: list[int]) -> str:
 def as_dict(config: SweepConfig) -> dict[str, Any]:
     """JSON-friendly view for meta.json."""
     values = {k: getattr(config, k) for k in CONFIG_KEYS}
-    for key in ("out", "results_root", "prom"):
+    for key in ("out", "results_root", "prom", "split"):
         if values[key] is not None:
             values[key] = str(values[key])
     values["ops"] = list(values["ops"])

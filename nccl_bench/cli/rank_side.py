@@ -1,7 +1,9 @@
-"""The layers below that the rank commands (sweep, doctor) call, imported in this one place.
+"""The rank side as the CLI sees it: the layers below that the rank commands (sweep, doctor) call,
+imported in this one place.
 
-Imported on use, never at start-up: these modules bring the rank side, which `--help` and argument
-errors must not pay for. The compare command reads compare's own API where it runs.
+Imported on use (`from nccl_bench.cli import rank_side`), never at start-up: these modules bring
+the rank side, which `--help` and argument errors must not pay for. The compare command reads
+compare's own API where it runs.
 """
 
 from __future__ import annotations
