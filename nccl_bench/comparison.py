@@ -1,5 +1,5 @@
 """Verdicts for a current run against a baseline: per op and size, noise-aware, pure (rows in,
-verdicts out; reading runs and storing baselines live in results/loader.py and results/baselines.py).
+verdicts out; reading runs and storing baselines live in results/loader.py and sweep/saved_baselines.py).
 
 Rows match on `results.KEY_COLUMNS` (op, size_bytes, dtype, redop, placement, world_size). Each
 matched row is judged on one metric: bus bandwidth for sizes >= min_bytes (a drop is worse), the

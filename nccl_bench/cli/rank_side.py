@@ -16,18 +16,19 @@ from nccl_bench.doctor import (
 from nccl_bench.ranks.faults import Interrupted, hold_signals, interrupts_unwrapped, signals_raise_interrupted
 from nccl_bench.ranks.launch import LOCAL_WORKER_ENV, default_workers, run_local_workers, shared_cores_note
 from nccl_bench.ranks.layout import detect_launch
-from nccl_bench.results import baselines  # prepare_baselines, save_baseline
 from nccl_bench.results.loader import read_run
 from nccl_bench.sweep import (
     baseline_check,  # plan_baseline_check, check_plan_against_baseline, check_against_baseline, SWEEP_BASELINE_*
     busbw_floor,  # check_floor, floor_row_text
     plan,  # the sweep's planning: Plan, plan_run, preflight
+    saved_baselines,  # prepare_baselines, save_baseline
     sweep_body,  # execute
     sweep_report,  # SilentObserver
 )
 
 __all__ = [
-    "LOCAL_WORKER_ENV", "Interrupted", "baseline_check", "baselines", "busbw_floor", "comparison", "default_workers",
+    "LOCAL_WORKER_ENV", "Interrupted", "baseline_check", "busbw_floor", "comparison", "default_workers",
     "detect_launch", "doctor_body", "doctor_report", "hold_signals", "interrupts_unwrapped", "plan", "read_run",
-    "run_local_workers", "shared_cores_note", "signals_raise_interrupted", "sweep_body", "sweep_report",
+    "run_local_workers", "saved_baselines", "shared_cores_note", "signals_raise_interrupted", "sweep_body",
+    "sweep_report",
 ]

@@ -77,7 +77,7 @@ def sweep_command(
     baseline_check = rank_side.baseline_check.plan_baseline_check(baseline, tolerance, save_baseline, allow_mismatch,
                                                                    replace_baseline)
     if baseline_check is not None:
-        baseline_check = baseline_check.with_rows(rank_side.baselines.prepare_baselines(
+        baseline_check = baseline_check.with_rows(rank_side.saved_baselines.prepare_baselines(
             baseline_check.baseline, save_baseline, sweep_config.results_root, replace_baseline))
     launch = rank_side.detect_launch()
     if launch is None:
@@ -212,7 +212,7 @@ def _baseline_verdict(run_dir: Path, results_root: Path, baseline_check, floor_e
             why = "the run regressed" if exit_code else f"the run is below {_OPTION['min_busbw_gbps'].name}"
             messages.say(f"not saving baseline {baseline_check.save_name!r}: {why}")
         else:
-            saved = rank_side.baselines.save_baseline(
+            saved = rank_side.saved_baselines.save_baseline(
                 run_dir, baseline_check.save_name, results_root, baseline_check.replace_baseline
             )
             messages.say(f"saved baseline {baseline_check.save_name!r} to {saved}")

@@ -37,7 +37,7 @@ from nccl_bench.doctor.doctor_report import (
     write_report_json,
 )
 from nccl_bench.errors import RunFailedError, UserInputError
-from nccl_bench.options import PHASES
+from nccl_bench.options import DOCTOR_OPTION, PHASES, WORKERS
 from nccl_bench.ranks import devices, dist, faults, session
 from nccl_bench.ranks.planted import NoFaults, fault_seam
 from nccl_bench.ranks.preflight import check_local_workers, chosen_backend
@@ -73,7 +73,8 @@ def execute(config: DoctorConfig, observer_factory: Callable[[int], DoctorObserv
     size = resolve_size(config, devices.device_kind(backend) == "cuda")
     request = session.RunRequest(
         command="doctor", backend=backend, timeout_s=config.timeout_s, out=config.out,
-        results_root=config.results_root, folder_label=("doctor",), bytes_per_rank=2 * size, size_option="--size",
+        results_root=config.results_root, folder_label=("doctor",), bytes_per_rank=2 * size,
+        size_option=DOCTOR_OPTION["size_bytes"].name,
         config={k: (str(v) if isinstance(v, Path) else v) for k, v in dataclasses.asdict(config).items()},
     )
     body = _Doctor(config, size, observer_factory)
@@ -88,14 +89,14 @@ def preflight(config: DoctorConfig, local_ranks: int) -> str:
     size = resolve_size(config, devices.device_kind(backend) == "cuda")
     refused = schedule.nothing_to_measure(config.phases, [local_ranks])  # local workers share one host
     if refused is not None:
-        raise UserInputError(_phase_or(config, "--workers"), refused)
-    check_local_workers("doctor", backend, local_ranks, 2 * size, "--size")
+        raise UserInputError(_phase_or(config, WORKERS.name), refused)
+    check_local_workers("doctor", backend, local_ranks, 2 * size, DOCTOR_OPTION["size_bytes"].name)
     return backend
 
 
 def _phase_or(config: DoctorConfig, layout_option: str) -> str:
     """The option to name when nothing can be measured: --phase when it narrowed the phases, else the layout's."""
-    return "--phase" if config.phases != PHASES else layout_option
+    return DOCTOR_OPTION["phases"].name if config.phases != PHASES else layout_option
 
 
 class _Doctor:

@@ -6,6 +6,7 @@ cycle on each rank (ranks/session.py) and the launcher-less path before any work
 from __future__ import annotations
 
 from nccl_bench.errors import UserInputError
+from nccl_bench.options import WORKERS
 from nccl_bench.ranks import devices
 
 # Share of the free memory a run may plan to use; the rest is for torch, NCCL and the OS.
@@ -59,5 +60,5 @@ def check_local_workers(command: str, backend: str, workers: int, bytes_per_rank
     if on_gpu:
         devices.check_workers_fit(workers, torch.cuda.device_count())
     buffers = 0 if on_gpu else bytes_per_rank  # GPU memory: each worker checks its own
-    option = size_option if buffers > RANK_PROCESS_BYTES else "--workers"
+    option = size_option if buffers > RANK_PROCESS_BYTES else WORKERS.name
     check_memory(buffers + RANK_PROCESS_BYTES, workers, host_available_bytes(), "host", option, command)

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Callable, Protocol, Sequence
 
 from nccl_bench.errors import RunFailedError, UserInputError, WriteFailedError
+from nccl_bench.options import OUT, RESULTS_ROOT
 from nccl_bench.ranks import devices, dist, faults, roll_call
 from nccl_bench.ranks.deadline import Deadline, DeadlineExceeded
 from nccl_bench.ranks.layout import LaunchEnv, detect_launch, export_launch_env
@@ -191,7 +192,7 @@ def execute(request: RunRequest, body: RunBody, on_stuck: Callable[[RunFailedErr
     if launch.rank == 0:
         target = request.out if request.out is not None else new_run_dir(request.results_root, request.folder_label)
         made = None if target.exists() else target  # only a folder this run made is removed again
-        run_dir = prepare_run_dir(target, "--out" if request.out is not None else "--results-root")
+        run_dir = prepare_run_dir(target, (OUT if request.out is not None else RESULTS_ROOT).name)
     run = Run(request, launch, run_dir)
     try:
         with faults.signals_raise_interrupted(), \

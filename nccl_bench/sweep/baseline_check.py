@@ -35,7 +35,7 @@ class BaselineCheck:
     baseline_rows: tuple[ResultRow, ...] = field(default=(), compare=False)  # read once, up front
 
     def with_rows(self, rows: Iterable[ResultRow]) -> BaselineCheck:
-        """The check with the baseline's rows, as results/baselines.prepare_baselines read them."""
+        """The check with the baseline's rows, as sweep/saved_baselines.prepare_baselines read them."""
         return dataclasses.replace(self, baseline_rows=tuple(rows))
 
 
@@ -44,7 +44,7 @@ def plan_baseline_check(
     allow_mismatch: bool = False, replace_baseline: bool = False,
 ) -> BaselineCheck | None:
     """The sweep's baseline options checked against each other before measuring, so a typo fails at
-    once, not after the run; results/baselines.prepare_baselines then reads the files they name."""
+    once, not after the run; sweep/saved_baselines.prepare_baselines then reads the files they name."""
     needs = ((tolerance is not None, TOLERANCE, BASELINE, baseline),
              (allow_mismatch, ALLOW_MISMATCH, BASELINE, baseline),
              (replace_baseline, REPLACE_BASELINE, SAVE_BASELINE, save_name))

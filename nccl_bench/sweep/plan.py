@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from nccl_bench.errors import UserInputError
+from nccl_bench.options import SWEEP_OPTION
 from nccl_bench.ranks import check, devices, split
 from nccl_bench.ranks.collectives import REGISTRY, buffer_elems, round_size, store_elems
 from nccl_bench.ranks.preflight import check_local_workers, chosen_backend
@@ -39,6 +40,8 @@ class Point:
     recv_elems: int
 
 
+_FLAG = {key: option.name for key, option in SWEEP_OPTION.items()}  # messages name flags through it
+
 # torch captures point-to-point NCCL ops in a CUDA graph only from 2.7 on (pytorch #148462; on 2.4
 # the capture fails, pytorch #133984).
 GRAPH_P2P_SINCE = (2, 7)
@@ -49,13 +52,14 @@ def graph_exclusions(config: cfg.SweepConfig, on_gpu: bool, torch_version: str |
     if not (config.cuda_graph and on_gpu):
         return {}
     excluded = {}
+    graph = _FLAG["cuda_graph"]
     for name in config.ops:
         if REGISTRY[name].factor is None:  # barrier: ProcessGroupNCCL's ends in a CPU-side stream sync
-            excluded[name] = "--cuda-graph captures only ops with a bandwidth factor (a barrier synchronizes the CPU)"
+            excluded[name] = f"{graph} captures only ops with a bandwidth factor (a barrier synchronizes the CPU)"
         elif name == "sendrecv" and torch_version and devices.version_tuple(torch_version) < GRAPH_P2P_SINCE:
-            excluded[name] = f"--cuda-graph cannot capture point-to-point ops on torch {torch_version} (needs >= 2.7)"
+            excluded[name] = f"{graph} cannot capture point-to-point ops on torch {torch_version} (needs >= 2.7)"
     if excluded and len(excluded) == len(config.ops):
-        raise UserInputError("--cuda-graph", f"nothing left to capture in --op {','.join(config.ops)}: "
+        raise UserInputError(graph, f"nothing left to capture in {_FLAG['ops']} {','.join(config.ops)}: "
                              + "; ".join(f"{op}: {why}" for op, why in excluded.items()))
     return excluded
 
@@ -117,19 +121,19 @@ def buffer_bytes(points: list[Point], element_bytes: int) -> tuple[int, int]:
 
 def size_option(config: cfg.SweepConfig) -> str:
     """The option that makes the buffers large, named when memory is short."""
-    return "--sizes" if config.sizes is not None else "--max-bytes"
+    return _FLAG["sizes"] if config.sizes is not None else _FLAG["max_bytes"]
 
 
 def _check_root(config: cfg.SweepConfig, world_size: int) -> None:
     if config.root >= world_size and any(REGISTRY[op].has_root for op in config.ops):
-        raise UserInputError("--root", f"{config.root} is not a rank of a world of {world_size}")
+        raise UserInputError(_FLAG["root"], f"{config.root} is not a rank of a world of {world_size}")
 
 
 def _check_gpu_only_options(config: cfg.SweepConfig, backend: str) -> None:
     """--cuda-graph and --blocking change how CUDA work is timed; on CPU they would only be recorded."""
     if devices.device_kind(backend) == "cuda":
         return
-    for option, given in (("--cuda-graph", config.cuda_graph), ("--blocking", config.blocking)):
+    for option, given in ((_FLAG["cuda_graph"], config.cuda_graph), (_FLAG["blocking"], config.blocking)):
         if given:
             raise UserInputError(option, f"only applies on GPUs (NCCL); this run uses {backend} on CPU")
 
@@ -137,7 +141,8 @@ def _check_gpu_only_options(config: cfg.SweepConfig, backend: str) -> None:
 def _check_plan(config: cfg.SweepConfig, points: list[Point], notes: list[str], on_gpu: bool) -> list[str]:
     """Refuse a plan with nothing to measure or one that would run for days; say when it runs long."""
     if not points:
-        option = "--no-inplace" if config.inplace is False else "--inplace" if config.inplace else "--op"
+        inplace = SWEEP_OPTION["inplace"]
+        option = inplace.off if config.inplace is False else inplace.name if config.inplace else _FLAG["ops"]
         raise UserInputError(option, "nothing to measure: " + "; ".join(notes))
     floor_s = stats.sweep_seconds_at_least(
         len(points), config.warmup, config.iters, config.trials,
@@ -152,11 +157,12 @@ def _check_plan(config: cfg.SweepConfig, points: list[Point], notes: list[str], 
     if floor_s > MAX_SWEEP_S:
         warm_s = len(points) * config.warmup * OP_FLOOR_S["cuda" if on_gpu else "cpu"]
         if warm_s > floor_s / 2:
-            option = "--warmup"
+            option = _FLAG["warmup"]
         elif config.iters is not None:
-            option = "--iters" if config.iters > config.trials else "--trials"
+            option = _FLAG["iters"] if config.iters > config.trials else _FLAG["trials"]
         else:  # calibrated samples: their length or their number
-            option = "--min-sample-ms" if config.min_sample_ms is not None and config.trials == 1 else "--trials"
+            by_length = config.min_sample_ms is not None and config.trials == 1
+            option = _FLAG["min_sample_ms"] if by_length else _FLAG["trials"]
         raise UserInputError(
             option,
             f"the sweep would take at least {_duration(floor_s)} ({what}); at most {_duration(MAX_SWEEP_S)}: "
@@ -205,7 +211,7 @@ def group_size(config: cfg.SweepConfig, world_size: int, ranks_per_host: int) ->
     try:
         return split.group_size(config.split, world_size, ranks_per_host)
     except ValueError as exc:
-        raise UserInputError("--split", str(exc)) from None
+        raise UserInputError(_FLAG["split"], str(exc)) from None
 
 
 def plan_run(config: cfg.SweepConfig, world_size: int, torch_version: str | None = None,

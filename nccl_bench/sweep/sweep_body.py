@@ -15,6 +15,7 @@ from typing import Any, Callable
 
 from nccl_bench.errors import RunFailedError, first_line
 from nccl_bench.hardware.expected import System, yardsticks
+from nccl_bench.options import SWEEP_OPTION
 from nccl_bench.ranks import check, dist, faults, session, split
 from nccl_bench.ranks.collectives import REGISTRY, Collective, OpArgs, make_buffers
 from nccl_bench.ranks.planted import NoFaults, fault_seam
@@ -142,8 +143,8 @@ class _Sweep:
         notes = tuple(self.summary.notes)
         if self.groups:
             listed = "; ".join(f"{group.name}: ranks {_ranks(group.ranks)}" for group in self.groups)
-            notes += (f"--split {config.split}: {len(self.groups)} groups of {self.op_ctx.world_size} ranks "
-                      f"measure at once ({listed})",)
+            notes += (f"{SWEEP_OPTION['split'].name} {config.split}: {len(self.groups)} groups of "
+                      f"{self.op_ctx.world_size} ranks measure at once ({listed})",)
         return SweepHeader(
             run=run.facts(),
             sizes=cfg.describe_sizes(requested) + (" (host default)" if host_default else "")

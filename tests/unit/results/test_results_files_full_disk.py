@@ -9,10 +9,10 @@ import warnings
 import pytest
 
 from nccl_bench.errors import UserInputError, WriteFailedError
-from nccl_bench.results.baselines import save_baseline
 from nccl_bench.results.csv_appender import ResultsWriter
 from nccl_bench.results.csv_reader import read_rows
 from nccl_bench.results.run_folder import MIN_FREE_BYTES, prepare_run_dir, write_meta
+from nccl_bench.sweep.saved_baselines import save_baseline
 from tests.result_rows import MiB, row, write_run
 from tests.small_disk import fill, small_disk
 

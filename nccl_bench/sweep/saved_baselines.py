@@ -8,6 +8,7 @@ import shutil
 from pathlib import Path
 
 from nccl_bench.errors import UserInputError, WriteFailedError
+from nccl_bench.options import BASELINE, REPLACE_BASELINE, SAVE_BASELINE
 from nccl_bench.results.csv_reader import read_rows
 from nccl_bench.results.loader import read_run
 from nccl_bench.results.schema import ResultRow
@@ -18,7 +19,7 @@ _NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 MAX_NAME_CHARS = 200
 
 
-def validate_baseline_name(name: str, option: str = "--save-baseline") -> str:
+def validate_baseline_name(name: str, option: str = SAVE_BASELINE.name) -> str:
     """A name is one folder: letters, digits, '.', '_' or '-', never a path, short enough to save."""
     if not _NAME_PATTERN.fullmatch(name) or name in (".", ".."):
         raise UserInputError(option, f"{name!r} is not a baseline name; use letters, digits, '.', '_' or '-'")
@@ -32,12 +33,11 @@ def baseline_dir(results_root: Path, name: str) -> Path:
 
 
 def refuse_existing_baseline(results_root: Path, name: str) -> None:
-    """A saved baseline is the known-good reference: replacing it takes --replace-baseline."""
+    """A saved baseline is the known-good reference: replacing it takes its own option."""
     target = baseline_dir(results_root, name)
     if target.exists():
-        raise UserInputError(
-            "--save-baseline", f"baseline {name!r} already exists at {target}; pass --replace-baseline to replace it"
-        )
+        raise UserInputError(SAVE_BASELINE.name, f"baseline {name!r} already exists at {target}; "
+                             f"pass {REPLACE_BASELINE.name} to replace it")
 
 
 def prepare_baselines(
@@ -47,7 +47,7 @@ def prepare_baselines(
     and the name it will be saved under valid and, unless replacing, free."""
     rows: tuple[ResultRow, ...] = ()
     if baseline is not None:
-        rows = read_run(baseline, "--baseline").rows
+        rows = read_run(baseline, BASELINE.name).rows
     if save_name is not None:
         validate_baseline_name(save_name)
         if results_root is not None and not replace:
@@ -66,7 +66,7 @@ def save_baseline(run_dir: Path, name: str, results_root: Path, replace: bool = 
     if not replace:
         refuse_existing_baseline(results_root, name)
     run_dir = Path(run_dir)
-    read_rows(run_dir, "--save-baseline")  # refuse to store a run that has no readable results
+    read_rows(run_dir, SAVE_BASELINE.name)  # refuse to store a run that has no readable results
     named = target
     if target.is_symlink():  # a baseline kept elsewhere and linked here: replaced where it lives
         target = target.resolve()
