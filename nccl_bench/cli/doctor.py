@@ -72,13 +72,13 @@ def doctor_command(
 def _with_local_workers(config, workers: Optional[int]) -> None:
     """No launcher: refuse a bad backend or host memory first; the workers' verdict decides the exit."""
     from nccl_bench.cli import rank_side
-    from nccl_bench.results.run_folder import new_run_dir
+    from nccl_bench.results.run_folder import DOCTOR_JSON, new_run_dir
 
     def refuse_early(count: int) -> tuple[str, list[str]]:
         return rank_side.doctor_body.preflight(config, count), []
 
     default_target = new_run_dir(config.results_root, ["doctor"])
-    verdict_file = (config.out if config.out is not None else default_target) / rank_side.doctor_report.DOCTOR_JSON
+    verdict_file = (config.out if config.out is not None else default_target) / DOCTOR_JSON
     try:
         local_workers.start("doctor", workers, refuse_early, sys.argv[1:], config.out, default_target)
     except RunFailedError:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from nccl_bench import comparison  # parse_tolerance
 from nccl_bench.doctor import (
     doctor_body,  # execute, preflight
-    doctor_report,  # DOCTOR_JSON, report_json, write_report_json, SilentObserver
+    doctor_report,  # report_json, write_report_json, SilentObserver
 )
 from nccl_bench.ranks.faults import Interrupted, hold_signals, interrupts_unwrapped, signals_raise_interrupted
 from nccl_bench.ranks.launch import LOCAL_WORKER_ENV, default_workers, run_local_workers, shared_cores_note

@@ -26,7 +26,6 @@ from nccl_bench.doctor import roster, schedule, verdicts
 from nccl_bench.doctor.doctor_config import ELEMENT_BYTES, DoctorConfig, resolve_size
 from nccl_bench.doctor.doctor_report import (
     DOCTOR_CSV,
-    DOCTOR_JSON,
     RECORD_COLUMNS,
     DoctorHeader,
     DoctorObserver,
@@ -43,6 +42,7 @@ from nccl_bench.ranks.planted import NoFaults, fault_seam
 from nccl_bench.ranks.preflight import check_local_workers, chosen_backend
 from nccl_bench.ranks.runner import PointRunner, TimingPlan
 from nccl_bench.results.csv_appender import CsvAppender
+from nccl_bench.results.run_folder import DOCTOR_JSON
 from nccl_bench.results.whole_file import write_text_file
 from nccl_bench.units import bandwidth, stats
 from nccl_bench.units.sizes import format_size

@@ -14,7 +14,6 @@ from nccl_bench.ranks.session import RunFacts
 from nccl_bench.results.whole_file import strict_json, write_text_file
 
 DOCTOR_CSV = "doctor.csv"
-DOCTOR_JSON = "doctor.json"
 JSON_SCHEMA_VERSION = 2  # 2: `missing` suspects, expected_hosts and exclude
 CSV_SCHEMA_VERSION = 1
 
@@ -116,7 +115,7 @@ class SilentObserver:
 
 
 def report_json(report: DoctorReport) -> dict[str, Any]:
-    """doctor.json, schema_version 2 (README "Results on disk")."""
+    """doctor.json, schema_version 2 (docs/results.md)."""
     judgement, header = report.judgement, report.header
     fleet = {
         name: (

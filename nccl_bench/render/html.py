@@ -25,11 +25,11 @@ from nccl_bench.render.tables import (
     result_columns,
     sample_span,
 )
+from nccl_bench.results.run_folder import DOCTOR_JSON
 from nccl_bench.results.schema import STATUS_UNSUPPORTED, STATUS_WRONG, ResultRow
 from nccl_bench.results.whole_file import read_json_or_none
 from nccl_bench.units.sizes import format_size
 
-DOCTOR_JSON = "doctor.json"
 DOCTOR_SCHEMA_VERSIONS = (1, 2)  # 2 only added keys (missing suspects, expected_hosts, exclude)
 
 _CSS = """

@@ -16,6 +16,7 @@ from nccl_bench.results.whole_file import read_json_or_none, replace_whole, stri
 
 RESULTS_CSV = "results.csv"
 META_JSON = "meta.json"
+DOCTOR_JSON = "doctor.json"  # a doctor run's verdicts, written by doctor/doctor_report.py, read by render/html.py
 # Free space a run folder must have before measuring starts: meta.json (~2 KB), a plot (~60 KB) and
 # about 3,000 rows of results.csv (~300 B each). A disk that fills later is still reported.
 MIN_FREE_BYTES = 2**20
