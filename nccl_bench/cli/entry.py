@@ -150,5 +150,18 @@ def _run_app() -> None:
         messages.fail("interrupted", EXIT_INTERRUPTED)
     except typer_shim.click_usage_errors() as exc:
         typer_shim.end_usage_error(exc)
-    except OSError as exc:  # a file the command writes (a report, an export): a full disk, a read-only mount
-        messages.fail(os_error_text(exc), EXIT_RUN_FAILED)
+    except (OSError, MemoryError, RuntimeError) as exc:
+        _end_with_os_failure(exc)
+
+
+def _end_with_os_failure(exc: BaseException) -> NoReturn:
+    """A limit that ran out (open files, processes, memory: torch's store says EMFILE in a RuntimeError),
+    or a file the command writes (a full disk, a read-only mount): one line, exit 3. Anything else is a bug."""
+    from nccl_bench.cli import rank_side
+
+    exhausted = rank_side.exhausted_resource_text(exc)
+    if exhausted is not None:
+        messages.fail(exhausted, EXIT_RUN_FAILED)
+    if not isinstance(exc, OSError):
+        raise exc
+    messages.fail(os_error_text(exc), EXIT_RUN_FAILED)

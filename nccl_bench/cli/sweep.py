@@ -65,6 +65,9 @@ def sweep_command(
     """Sweep message sizes for one or more collectives; print an nccl-tests-style table, write CSV + meta.json."""
     flags = values_of(SWEEP_OPTIONS, locals())  # the parameters are named after SweepConfig's fields
     streams.stdout_is_a_view()  # its files (results.csv, meta.json) are the product
+    from nccl_bench.cli import rank_side
+
+    rank_side.check_process_limits()  # before torch loads: too few files or too little memory to start
     read_given(WORKERS, workers)
     from nccl_bench.sweep.sweep_config import build_config
 

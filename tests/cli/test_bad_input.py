@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import resource
 import subprocess
 import sys
 from pathlib import Path
@@ -375,6 +376,27 @@ def test_a_deleted_working_folder_is_one_line_before_torch_loads(tmp_path):
                             env=worker_env({"PYTHONPATH": str(REPO)}))  # no empty entry: it would name the cwd
     assert _one_error_line(result) == ("the working folder cannot be read (No such file or directory: deleted or "
                                        "unmounted?); cd to an existing folder and run again")
+
+
+@pytest.mark.parametrize("command", [["sweep", "--workers", "2", "--sizes", "1K"], ["doctor", "--workers", "2"]])
+def test_too_few_open_files_is_one_line_before_anything_starts(tmp_path, command):
+    """With ulimit -n 20 the launcher's store failed with EMFILE in a 77-line traceback."""
+    def few_files() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (20, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+
+    result = subprocess.run([sys.executable, "-m", "nccl_bench", *command], cwd=tmp_path, env=worker_env(),
+                            capture_output=True, text=True, timeout=60, preexec_fn=few_files)
+    assert _one_error_line(result) == ("ulimit -n: 20 open files per process is below the 32 a run needs to start; "
+                                       "raise it (ulimit -n 4096)")
+    assert list(tmp_path.iterdir()) == []  # no run folder made
+
+
+def test_too_little_address_space_is_one_line_before_torch_loads(tmp_path):
+    """Below ~700 MiB OpenBLAS gives up inside `import torch`, saying only that an allocation failed."""
+    result = run_fresh(["sweep", "--workers", "2", "--sizes", "1K"], cwd=tmp_path, env=worker_env(),
+                       address_space=500 * 2**20)
+    assert _one_error_line(result) == ("ulimit -v: an address space of 500 MiB is below the 900 MiB torch needs to "
+                                       "load; raise it (ulimit -v unlimited)")
 
 
 def test_no_arguments_prints_help_and_exits_2(tmp_path):
