@@ -165,7 +165,7 @@ EXACT = [
     ("nccl-tests log that does not say its ranks",
      ["report", "{fixtures}/tag_output_p5_fragment_no_ranks.txt", "--op", "all_reduce"],
      "RUN: {fixtures}/tag_output_p5_fragment_no_ranks.txt: cannot tell how many ranks ran all_reduce "
-     "(no '# Rank' lines, and busbw/algbw does not say); pass --ranks"),
+     "(no '# Rank' lines, and neither size/count nor busbw/algbw says); pass --ranks"),
     ("unknown --op hint", ["report", "{tmp}/base", "--op", "bogus"],
      f"--op: unknown collective 'bogus'; choose from {', '.join(OP_NAMES)} or all"),
     ("--ranks hint below 1", ["compare", "{tmp}/base", "{tmp}/base", "--ranks", "0"],
