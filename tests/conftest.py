@@ -94,8 +94,15 @@ _layouts = itertools.count(1)
 
 def layout_tag() -> str:
     """A tag for simulated hosts' namespace names that no other layout alive in this machine uses:
-    the pid (as test_doctor_hosts.py uses it) plus one digit counting this process's layouts."""
-    return f"{os.getpid() % 10000:04d}{next(_layouts) % 10}"
+    the pid (as test_doctor_hosts.py uses it) plus one digit counting this process's layouts, past any
+    whose namespace exists. The count alone is not enough: this file is imported twice in one process
+    (as pytest's `conftest` and as `tests.conftest`), each copy counting from 1, so a module's cluster and
+    a test's own cluster once both took the same names ("ip netns add ...: File exists")."""
+    for _ in range(10):
+        tag = f"{os.getpid() % 10000:04d}{next(_layouts) % 10}"
+        if not Path(f"/run/netns/nbsw{tag}").exists():  # simhosts' switch namespace
+            break
+    return tag
 
 
 def _started(why_not, opened):

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import typer
 
-from nccl_bench.cli import messages
+from nccl_bench.cli import messages, streams
 from nccl_bench.cli.params import argument, param, read_given, read_or_default
 from nccl_bench.cli.report import log_hints
 from nccl_bench.options import (
@@ -49,6 +49,8 @@ def compare_command(
         for key, option, value in (("markdown", MARKDOWN, markdown), ("junit", JUNIT, junit),
                                    ("json_path", JSON_FILE, json_file))
     }
+    if any(outputs.values()):
+        streams.stdout_is_a_view()  # the exports are the product; the table only shows them
     hints = log_hints(log_op, log_ranks)
     result = comparison.compare_runs(
         read_run(Path(baseline), BASELINE_RUN.name, hints), read_run(Path(current), CURRENT_RUN.name, hints),

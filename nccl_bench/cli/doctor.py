@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 from typing import Optional
 
-from nccl_bench.cli import local_workers, messages
+from nccl_bench.cli import local_workers, messages, streams
 from nccl_bench.cli.params import param, read_given, values_of
 from nccl_bench.errors import EXIT_VERDICT, RunFailedError
 from nccl_bench.options import DOCTOR_OPTION as _OPTION
@@ -36,6 +36,10 @@ def doctor_command(
 ) -> None:
     """Find the slow node, rail or link: every node's all_reduce and every node pair in one launch; exit 1 on a suspect."""  # noqa: E501
     values = values_of(DOCTOR_OPTIONS, locals())  # the parameters are named after DoctorConfig's fields
+    streams.stdout_is_a_view()  # its files (doctor.csv, doctor.json) are the product
+    from nccl_bench.cli import rank_side
+
+    rank_side.check_process_limits()  # before torch loads: too few files or too little memory to start
     read_given(WORKERS, workers)
     from nccl_bench.cli import rank_side
     from nccl_bench.doctor.doctor_config import build_config

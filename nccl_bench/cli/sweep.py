@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Optional
 
-from nccl_bench.cli import local_workers, messages
+from nccl_bench.cli import local_workers, messages, streams
 from nccl_bench.cli.params import param, read_given, values_of
 from nccl_bench.errors import EXIT_OK, EXIT_VERDICT, UserInputError
 from nccl_bench.options import (
@@ -64,6 +64,10 @@ def sweep_command(
 ) -> None:
     """Sweep message sizes for one or more collectives; print an nccl-tests-style table, write CSV + meta.json."""
     flags = values_of(SWEEP_OPTIONS, locals())  # the parameters are named after SweepConfig's fields
+    streams.stdout_is_a_view()  # its files (results.csv, meta.json) are the product
+    from nccl_bench.cli import rank_side
+
+    rank_side.check_process_limits()  # before torch loads: too few files or too little memory to start
     read_given(WORKERS, workers)
     from nccl_bench.sweep.sweep_config import build_config
 

@@ -291,3 +291,52 @@ def barrier(ctx: DistContext) -> None:
 
 def hostname() -> str:
     return socket.gethostname()
+
+
+@dataclass(frozen=True)
+class Machine:
+    """Where a rank runs, beyond its hostname, which cloned images and containers given one `--hostname`
+    share: the kernel's boot id and the network namespace tell machines (and containers) apart; the
+    address the rank reaches MASTER_ADDR from names it for people."""
+
+    identity: str
+    address: str
+
+
+def this_machine(environ) -> Machine:
+    try:
+        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as handle:
+            boot = handle.read().strip()
+        namespace = os.stat("/proc/self/ns/net").st_ino
+    except OSError:  # not Linux, or /proc not mounted: the hostname is all there is to go by
+        return Machine("", "?")
+    return Machine(f"{boot}/{namespace}", _outgoing_address(environ.get("MASTER_ADDR", ""),
+                                                             environ.get("MASTER_PORT", "29500")))
+
+
+def _outgoing_address(host: str, port: str) -> str:
+    """The local address a packet to host would leave from (a UDP connect sends nothing), or '?'."""
+    try:
+        family, kind, proto, _, where = socket.getaddrinfo(host or "127.0.0.1", int(port), type=socket.SOCK_DGRAM)[0]
+        with socket.socket(family, kind, proto) as probe:
+            probe.connect(where)
+            return str(probe.getsockname()[0])
+    except (OSError, ValueError):
+        return "?"
+
+
+def shared_hostname(hostnames: list[str], machines: list[Machine]) -> str | None:
+    """The first hostname that ranks on different machines share, said with each machine's ranks and
+    address; None when every name is one machine. Ranks are grouped by hostname into nodes (intra-node
+    phases, --split node, the node count), so such a run would measure the network as a node's links."""
+    for name in dict.fromkeys(hostnames):
+        ranks_of: dict[str, list[int]] = {}
+        for rank, (host, machine) in enumerate(zip(hostnames, machines, strict=True)):
+            if host == name and machine.identity:
+                ranks_of.setdefault(machine.identity, []).append(rank)
+        if len(ranks_of) > 1:
+            places = "; ".join(f"rank(s) {','.join(map(str, ranks))} at {machines[ranks[0]].address}"
+                               for ranks in ranks_of.values())
+            return (f"{name} names {len(ranks_of)} different machines ({places}): cloned images or containers "
+                    "given one hostname? Ranks are told apart by hostname; give each machine its own")
+    return None

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import signal
+import time
 from typing import Iterator
 
 from nccl_bench.errors import RunFailedError
@@ -20,6 +21,10 @@ from nccl_bench.ranks.deadline import STALL_MARK
 # same failure within moments (a closed connection, or the same --timeout); a dead or frozen one never.
 FAILURE_ROLL_CALL_S = 3.0
 TIMEOUT_MARK = "(--timeout "  # every failure this tool reports as a timeout carries it
+# How long a rank whose collective failed, with the store gone, waits for a stop signal of its own:
+# scancel signals every task at once, but a rank blocked in a collective sees the peer that left
+# first (rank 0, whose exit takes the env:// store with it) as an error before its handler runs.
+SIGNAL_GRACE_S = 1.0
 # Signals that stop a run at its next safe point, its ending written: torch's elastic agent (torchrun,
 # --workers) handles these four and passes the one it got on to the ranks.
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT)
@@ -183,6 +188,10 @@ def _failure(
         found = [line for line in peers.values() if mark in line]
         if found and (own is None or mark not in own):
             return RunFailedError(found[0], quiet=quiet), live[0]
+    if own is not None and not missing:
+        interrupted = _interrupted_meanwhile(ctx, answered is None)
+        if interrupted is not None:  # the error was the run being stopped: one "interrupted" line, rank 0's
+            return interrupted, live[0]
     # torchrun stops the survivors of a dead rank with SIGTERM, often before their next collective
     # would have failed: with a dead peer on this host that is a failure, and the peer is named.
     reason = own if own is not None else f"{signalled} from the launcher"
@@ -197,6 +206,23 @@ def _failure(
     verb = "does" if len(missing) == 1 else "do"
     return RunFailedError(f"{where} failed: {names} {verb} not answer; rank {ctx.rank} saw: {reason}",
                           quiet=quiet), live[0]
+
+
+def _interrupted_meanwhile(ctx: dist.DistContext, store_gone: bool) -> Interrupted | None:
+    """A stop signal of this rank's own that came with (or just after) its error, while the whole run
+    was being stopped: a peer left on a signal, or the store went (with rank 0, on its signal). Then
+    the error is the signal's consequence, not a failure each rank would print (three lines after one
+    scancel). A peer that failed on its own (torchrun then SIGTERMs the rest) left its line instead."""
+    left_on_signal = roll_call.LEFT_ON_SIGNAL in roll_call.leaving_reasons(ctx).values()
+    if not (left_on_signal or store_gone):
+        return None
+    deadline = time.monotonic() + (SIGNAL_GRACE_S if store_gone else 0.0)
+    while _signals.pending is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if _signals.pending is None:
+        return None
+    roll_call.mark_leaving(ctx, replace=True)  # peers must not report this rank's error as the news
+    return Interrupted(_signals.pending)
 
 
 def _peer_failures(ctx: dist.DistContext) -> dict[int, str]:

@@ -79,14 +79,15 @@ def publish_process(rank: int) -> None:
         _store().set(_process_key(rank), f"{hostname()} {os.getpid()}")
 
 
-def mark_leaving(ctx: DistContext, why: str = LEFT_ON_SIGNAL) -> None:
+def mark_leaving(ctx: DistContext, why: str = LEFT_ON_SIGNAL, replace: bool = False) -> None:
     """This rank stops on purpose: peers must not take it for a crash, and may read why (a signal, or
-    the one-line failure it saw, which a peer that only saw the consequence reports instead)."""
+    the one-line failure it saw, which a peer that only saw the consequence reports instead). replace:
+    a failure line recorded first was the signal's consequence after all."""
     with contextlib.suppress(Exception):
         store = _store()
         store.set_timeout(_dt.timedelta(seconds=5))  # a store that went away must not hold us for --timeout
         key = _leaving_key(ctx.rank)
-        if why == LEFT_ON_SIGNAL and store.check([key]):
+        if why == LEFT_ON_SIGNAL and not replace and store.check([key]):
             return  # a failure recorded first stays: the signal that followed it is its consequence
         store.set(key, why)
 

@@ -282,9 +282,12 @@ class _LifeCycle:
 
         run, ctx = self.run, self.run.ctx
         device_name = torch.cuda.get_device_name(ctx.device) if ctx.on_gpu else _cpu_name()
-        per_rank = dist.gather_objects(ctx, (dist.hostname(), device_name))
-        run.hostnames = [h for h, _ in per_rank]
-        run.devices = [d for _, d in per_rank]
+        per_rank = dist.gather_objects(ctx, (dist.hostname(), device_name, dist.this_machine(os.environ)))
+        run.hostnames = [h for h, _, _ in per_rank]
+        run.devices = [d for _, d, _ in per_rank]
+        shared = dist.shared_hostname(run.hostnames, [m for _, _, m in per_rank])
+        if shared is not None:  # seen alike by every rank, before anything is measured
+            raise UserInputError("hostname", shared)
         run.versions = {"torch": torch.__version__, "python": platform.python_version()}
         if ctx.on_gpu:
             run.versions["cuda"] = str(torch.version.cuda)
