@@ -69,7 +69,7 @@ def doctor_command(
 
         verdicts = rank_side.doctor_report.report_json(report)
         live.write_prom(config.prom, report.run_dir, lambda meta, now: doctor_metrics(verdicts, meta, now))
-    if local_workers.speaks_for_run(launch):
+    if report.judgement is not None and local_workers.speaks_for_run(launch):  # a verdict to keep
         results_store.record_run(report.run_dir, store)
     if report.judgement is not None and report.judgement.suspects:
         raise SystemExit(EXIT_VERDICT)  # every rank: the verdict was reached from the same gathered numbers

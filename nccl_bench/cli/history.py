@@ -114,10 +114,9 @@ def show_command(
     """Per series: runs, latest, median, min and max busbw, and the latest's change against the window."""
     from nccl_bench.history import series, views
 
-    chosen = read_given(HISTORY_OP, op)
+    chosen, runs, share = read_given(HISTORY_OP, op), read_or_default(WINDOW, window), read_or_default(FLOOR, floor)
     with _open(history, results_root) as store:
-        found = series.in_order(series.summaries(store, chosen, read_or_default(WINDOW, window),
-                                                 read_or_default(FLOOR, floor)))
+        found = series.in_order(series.summaries(store, chosen, runs, share))
         total = store.run_count()
     _print(views.show_json(total, found) if as_json else None, lambda width: views.show_lines(found, width))
 
@@ -138,11 +137,11 @@ def check_command(
     from nccl_bench.render.formats import check_output_file
     from nccl_bench.results.whole_file import write_text_file
 
+    chosen, runs, share = read_given(HISTORY_OP, op), read_or_default(WINDOW, window), read_or_default(FLOOR, floor)
     markdown_path = check_output_file(read_given(MARKDOWN, markdown), MARKDOWN.name)
     junit_path = check_output_file(read_given(JUNIT, junit), JUNIT.name)
     with _open(history, results_root) as store:
-        found = series.in_order(series.summaries(store, read_given(HISTORY_OP, op), read_or_default(WINDOW, window),
-                                      read_or_default(FLOOR, floor)))
+        found = series.in_order(series.summaries(store, chosen, runs, share))
     failed = [summary for summary in found if summary.verdict.status == REGRESSION]
     for summary in failed:
         messages.error(f"regression: {series.describe(summary)}")
@@ -183,10 +182,10 @@ def html_command(
     from nccl_bench.render.formats import check_output_file
     from nccl_bench.results.whole_file import write_text_file
 
+    runs, share = read_or_default(WINDOW, window), read_or_default(FLOOR, floor)
     path = check_output_file(Path(page), PAGE.name)
     with _open(history, results_root) as store:
-        found = series.in_order(series.summaries(store, None, read_or_default(WINDOW, window),
-                                                 read_or_default(FLOOR, floor)))
+        found = series.in_order(series.summaries(store, None, runs, share))
         hosts = views.host_records(store)
         total = store.run_count()
     write_text_file(path, dashboard.page(found, hosts, total))
