@@ -25,7 +25,9 @@ from nccl_bench.units.stats import median
 
 K_SIGMAS = 3.0
 MAD_TO_SIGMA = 1.4826  # MAD x this estimates a normal sample's standard deviation
-MIN_PRIOR_RUNS = 2  # one previous run has no spread: too little to call anything a regression
+# The MAD of two runs is half their difference: no spread to trust. Three sweeps of a new series are
+# recorded, the fourth is the first judged.
+MIN_PRIOR_RUNS = 3
 
 OK, REGRESSION, TOO_FEW = "ok", "regression", "too_few"
 

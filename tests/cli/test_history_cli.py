@@ -74,6 +74,13 @@ def test_an_unreachable_store_loses_no_run(tmp_path, capsys):
     assert (run / "results.csv").is_file()
 
 
+def test_no_history_records_nothing_and_a_bad_url_fails_first(tmp_path):
+    assert history_cli.recording_target("sqlite:/bad", True, tmp_path) is None
+    assert history_cli.recording_target(None, False, tmp_path).target.endswith("history.sqlite")
+    history_cli.record_run(sweep_run(tmp_path / "r1", 1), None)
+    assert not (tmp_path / "history.sqlite").exists()
+
+
 def test_the_page_is_one_file_with_no_external_reference(tmp_path):
     store = str(tmp_path / "h.sqlite")
     runs = [sweep_run(tmp_path / f"r{day}", day, scale) for day, scale in ((1, 1.0), (2, 1.0), (3, 1.0), (4, 0.5))]

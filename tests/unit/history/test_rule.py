@@ -61,7 +61,7 @@ def test_the_window_forgets_older_runs():
     assert (verdict.status, verdict.step_start.run_id, verdict.step_runs) == (rule.REGRESSION, "run5", 4)
 
 
-@pytest.mark.parametrize("values", [(10,), (10, 1)])
+@pytest.mark.parametrize("values", [(10,), (10, 1), (10, 10, 1)])
 def test_too_few_previous_runs_judge_nothing(values):
     assert rule.judge(_points(*values), window=20, floor=0.3).status == rule.TOO_FEW
 

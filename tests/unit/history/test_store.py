@@ -47,14 +47,14 @@ def test_half_the_bandwidth_regresses_and_names_the_series(store_url, tmp_path):
 
 def test_runs_of_another_system_or_failed_runs_never_join_a_series(store_url, tmp_path):
     with open_store(parse_address(store_url)) as store:
-        for day in (1, 2, 3):
+        for day in (1, 2, 3, 4):
             _add(store, sweep_run(tmp_path / f"r{day}", day))
-        _add(store, sweep_run(tmp_path / "other", 4, 0.5, hosts=("big", "big")))
-        _add(store, sweep_run(tmp_path / "failed", 5, 0.1, status="failed"))
+        _add(store, sweep_run(tmp_path / "other", 5, 0.5, hosts=("big", "big")))
+        _add(store, sweep_run(tmp_path / "failed", 6, 0.1, status="failed"))
         found = _summaries(store)
-        assert store.run_count() == 5
+        assert store.run_count() == 6
     assert {(s.key["system"], s.runs, s.verdict.status) for s in found} == {
-        ("cpu@vm", 3, rule.OK), ("cpu@big", 1, rule.TOO_FEW)}
+        ("cpu@vm", 4, rule.OK), ("cpu@big", 1, rule.TOO_FEW)}
 
 
 def test_a_store_of_a_newer_schema_is_refused(store_url):
