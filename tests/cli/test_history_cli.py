@@ -124,3 +124,28 @@ def test_a_newer_store_is_refused_in_one_line(tmp_path):
     assert done.stderr == (f"nccl-bench: error: --history: {store} was written by a newer nccl-bench (store schema 7; "
                            "this one reads up to 1): upgrade nccl-bench\n")
 
+
+
+def test_a_host_flagged_in_two_doctor_runs_is_the_one_to_drain(store_url, tmp_path):
+    """Two doctor runs whose verdicts (the doctor's own judge, tests/doctor_reports.py) name host c."""
+    from doctor_reports import three_node_header, three_node_judgement
+
+    from nccl_bench.doctor.doctor_report import DoctorReport, report_json
+    from nccl_bench.results.run_folder import write_meta
+    from tests.history_runs import sweep_meta
+
+    folders = []
+    for day in (1, 2):
+        folder = tmp_path / f"doctor{day}"
+        folder.mkdir()
+        report = DoctorReport(run_dir=folder, header=three_node_header(), judgement=three_node_judgement(), wall_s=4.0)
+        (folder / "doctor.json").write_text(json.dumps(report_json(report)))
+        write_meta(folder, {**sweep_meta(f"2026-02-0{day}T00:00:00+00:00", hosts=("a", "a", "b", "b", "c", "c")),
+                            "command": "doctor"})
+        folders.append(str(folder))
+    assert _history(tmp_path, store_url, "add", *folders).returncode == 0
+    hosts = {h["host"]: h for h in json.loads(_history(tmp_path, store_url, "nodes", "--json").stdout)["hosts"]}
+    assert {name: (h["runs"], h["flagged"]) for name, h in hosts.items()} == {"a": (2, 0), "b": (2, 0), "c": (2, 2)}
+    assert hosts["c"]["last_flagged_utc"] == "2026-02-02T00:00:00+00:00" and set(hosts["c"]["kinds"]) == {"node"}
+    table = _history(tmp_path, store_url, "nodes").stdout
+    assert "node x2" in table
