@@ -57,6 +57,10 @@ def fill(url: str, runs: int) -> int:
                     busbw = 10.0 * (1 + 0.05 * ((run * 7 + size) % 5 - 2) / 2)
                     batch.append((run_id, series_id(key), *key, started, usable, busbw, size / busbw / 1e3))
             cursor.executemany(insert, batch)
+            if run == 0:
+                cursor.executemany(store._sql(f"INSERT INTO series (series, {columns}) VALUES "
+                                              f"({', '.join('?' * (len(SERIES_COLUMNS) + 1))})"),
+                                   [row[1:2 + len(SERIES_COLUMNS)] for row in batch])
             rows += len(batch)
     return rows
 

@@ -160,6 +160,9 @@ class Store:
             (run.run_id, value.series, *value.key, run.started_utc, int(run.usable), value.busbw_gbps, value.time_us)
             for value in run.values
         ])
+        self.connection.cursor().executemany(self._sql(
+            f"INSERT INTO series (series, {columns}) VALUES ({', '.join('?' * (len(SERIES_COLUMNS) + 1))}) "
+            "ON CONFLICT (series) DO NOTHING"), [(value.series, *value.key) for value in run.values])
 
     def _add_hosts(self, run: RunRecord) -> None:
         for host in run.hosts:
@@ -176,9 +179,11 @@ class Store:
     def series_aggregates(self, op: str | None) -> Iterator[tuple]:
         """Per usable series: its columns, then runs, min and max busbw; in series order."""
         where, params = _op_filter(op)
+        columns = ", ".join(f"s.{column}" for column in SERIES_COLUMNS)
         return self.rows(
-            f"SELECT series, {', '.join(SERIES_COLUMNS)}, COUNT(*), MIN(busbw_gbps), MAX(busbw_gbps) FROM results "
-            f"WHERE usable = 1{where} GROUP BY series, {', '.join(SERIES_COLUMNS)} ORDER BY series", params)
+            f"SELECT a.series, {columns}, a.runs, a.low, a.high FROM (SELECT series, COUNT(*) AS runs, "
+            f"MIN(busbw_gbps) AS low, MAX(busbw_gbps) AS high FROM results WHERE usable = 1{where} GROUP BY series) "
+            "AS a JOIN series AS s ON s.series = a.series ORDER BY a.series", params)
 
     def series_windows(self, op: str | None, newest: int) -> Iterator[tuple]:
         """(series, run_id, started_utc, busbw) of each series' `newest` usable runs, oldest first per series."""

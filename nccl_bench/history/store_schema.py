@@ -1,8 +1,9 @@
 """The store's tables, one list of statements per schema version (the migrations), and the series key.
 
 The same statements run on SQLite and PostgreSQL: plain types both accept, no autoincrement, and
-`?` placeholders (the PostgreSQL side turns them into `%s`). A result row carries its series key and
-its run's start time, so every query of a series reads one table through one index, without a join.
+`?` placeholders (the PostgreSQL side turns them into `%s`). A result row carries its series id and
+its run's start time, so a series' window and aggregates are read from one covering index; the
+series table holds each series' columns once.
 """
 
 from __future__ import annotations
@@ -25,7 +26,12 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
             size_bytes BIGINT NOT NULL, dtype TEXT NOT NULL, world_size INTEGER NOT NULL, nodes INTEGER NOT NULL,
             backend TEXT NOT NULL, system TEXT NOT NULL, started_utc TEXT NOT NULL, usable INTEGER NOT NULL,
             busbw_gbps DOUBLE PRECISION NOT NULL, time_us DOUBLE PRECISION, PRIMARY KEY (run_id, series))""",
-        "CREATE INDEX IF NOT EXISTS results_by_series ON results (series, started_utc, run_id)",
+        # covering: a series' window and its aggregates are read from the index alone
+        "CREATE INDEX IF NOT EXISTS results_by_series ON results (series, started_utc, run_id, usable, busbw_gbps)",
+        """CREATE TABLE IF NOT EXISTS series (
+            series TEXT PRIMARY KEY, op TEXT NOT NULL, placement TEXT NOT NULL, size_bytes BIGINT NOT NULL,
+            dtype TEXT NOT NULL, world_size INTEGER NOT NULL, nodes INTEGER NOT NULL, backend TEXT NOT NULL,
+            system TEXT NOT NULL)""",
         "CREATE INDEX IF NOT EXISTS results_by_op ON results (op)",
         """CREATE TABLE IF NOT EXISTS doctor_hosts (
             run_id TEXT NOT NULL, host TEXT NOT NULL, started_utc TEXT NOT NULL, flagged INTEGER NOT NULL,
