@@ -64,7 +64,7 @@ def record_run(run_dir: Optional[Path], address) -> None:
         messages.say(f"warning: the run was not recorded in the results store ({why}); it is whole in {run_dir}: "
                      f"add it later with `nccl-bench history add {run_dir} {HISTORY.name} URL`")
         return
-    messages.say(f"note: recorded in the results store {address.shown}")
+    messages.plain(f"recorded in the results store {address.shown}")  # where the command wrote, as `wrote csv to`
 
 
 def _now() -> str:

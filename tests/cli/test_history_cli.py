@@ -149,3 +149,41 @@ def test_a_host_flagged_in_two_doctor_runs_is_the_one_to_drain(store_url, tmp_pa
     assert hosts["c"]["last_flagged_utc"] == "2026-02-02T00:00:00+00:00" and set(hosts["c"]["kinds"]) == {"node"}
     table = _history(tmp_path, store_url, "nodes").stdout
     assert "node x2" in table
+
+
+def _doctor_verdict_in(folder: Path) -> None:
+    doctor_run(folder, 3, suspects=[("node", ["c"])])
+
+
+def test_the_doctor_records_its_run_once_its_workers_are_done(monkeypatch, tmp_path):
+    """Without a launcher the process that started the workers records the run, suspects and all (exit 1)."""
+    from nccl_bench.cli import doctor, main
+
+    store, out = tmp_path / "h.sqlite", tmp_path / "run"
+    monkeypatch.setattr(doctor.local_workers, "start", lambda *args: _doctor_verdict_in(out))
+    monkeypatch.setattr(sys, "argv", ["nccl-bench", "doctor", "--backend", "gloo", "--workers", "2", "--out", str(out),
+                                      "--history", str(store)])
+    with pytest.raises(SystemExit) as ended:
+        main()
+    assert ended.value.code == 1
+    nodes = json.loads(_history(tmp_path, str(store), "nodes", "--json").stdout)["hosts"]
+    assert [(h["host"], h["flagged"]) for h in nodes] == [("a", 0), ("b", 0), ("c", 1)]
+
+
+def test_rank_0_under_a_launcher_records_the_doctor_run(monkeypatch, tmp_path):
+    from types import SimpleNamespace
+
+    from nccl_bench.cli import main, rank_side
+
+    store, out = tmp_path / "h.sqlite", tmp_path / "run"
+
+    def execute(config, observer_factory, on_stuck=None):
+        _doctor_verdict_in(out)
+        return SimpleNamespace(judgement=SimpleNamespace(suspects=[]), run_dir=out)
+
+    monkeypatch.setattr(rank_side, "detect_launch", lambda: SimpleNamespace(rank=0, launcher="torchrun", world_size=2))
+    monkeypatch.setattr(rank_side.doctor_body, "execute", execute)
+    monkeypatch.setattr(sys, "argv", ["nccl-bench", "doctor", "--backend", "gloo", "--out", str(out),
+                                      "--history", str(store)])
+    main()
+    assert json.loads(_history(tmp_path, str(store), "nodes", "--json").stdout)["hosts"][2]["flagged"] == 1
