@@ -10,10 +10,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from nccl_bench.options import HISTORY_ENV
+
 SQLITE = "sqlite"
 POSTGRESQL = "postgresql"
 STORE_FILE = "history.sqlite"  # the default store: <results-root>/history.sqlite
-ENV_VAR = "NCCL_BENCH_HISTORY"
+ENV_VAR = HISTORY_ENV
 _POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 _SQLITE_SCHEME = "sqlite://"
 
