@@ -97,3 +97,15 @@ def test_an_edited_copy_is_a_run_of_its_own(tmp_path):
     same = read_record(sweep_run(tmp_path / "b", 1), "RUN", "")
     edited = read_record(sweep_run(tmp_path / "c", 1, 0.5), "RUN", "")
     assert first.run_id == same.run_id != edited.run_id
+
+
+def test_a_lasting_drop_is_named_with_the_run_it_started_with(tmp_path):
+    with open_store(parse_address(str(tmp_path / "h.sqlite"))) as store:
+        for day, scale in ((1, 1.0), (2, 1.0), (3, 1.0), (4, 1.0), (5, 0.5), (6, 0.5)):
+            _add(store, sweep_run(tmp_path / f"r{day}", day, scale))
+        big = _summaries(store)[1]
+    step = big.verdict.step_start
+    assert (big.verdict.status, step.started_utc, big.verdict.step_runs) == (rule.REGRESSION,
+                                                                             "2026-01-05T00:00:00+00:00", 2)
+    assert series.describe(big).endswith(f"; a lasting change over 2 runs, starting with run {step.run_id[:12]} "
+                                         "(2026-01-05T00:00:00+00:00)")
