@@ -14,7 +14,7 @@ from typing import Sequence
 
 from nccl_bench.history.rule import REGRESSION
 from nccl_bench.history.series import SeriesSummary, describe
-from nccl_bench.history.views import HostRecord
+from nccl_bench.history.views import HostSummary
 from nccl_bench.units.sizes import format_size
 
 WIDTH, HEIGHT, PAD = 560, 200, 36
@@ -28,7 +28,7 @@ def _e(value: object) -> str:
     return html.escape(str(value), quote=True)
 
 
-def page(found: Sequence[SeriesSummary], hosts: Sequence[HostRecord], total_runs: int) -> str:
+def page(found: Sequence[SeriesSummary], hosts: Sequence[HostSummary], total_runs: int) -> str:
     failed = [s for s in found if s.verdict.status == REGRESSION]
     parts = ["<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">",
              "<title>nccl-bench history</title>", f"<style>{STYLE}</style></head><body>",
@@ -81,7 +81,7 @@ def _figure(title: str, group: list[SeriesSummary]) -> str:
             + "<br>".join(legend) + "</figure>")
 
 
-def _hosts_table(hosts: Sequence[HostRecord]) -> str:
+def _hosts_table(hosts: Sequence[HostSummary]) -> str:
     if not hosts:
         return "<h2>Hosts</h2><p>No doctor runs stored.</p>"
     rows = "".join(

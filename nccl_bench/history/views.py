@@ -15,7 +15,7 @@ from nccl_bench.units.sizes import format_size
 
 
 @dataclass(frozen=True)
-class HostRecord:
+class HostSummary:
     host: str
     runs: int
     flagged: int
@@ -23,12 +23,12 @@ class HostRecord:
     last_flagged_utc: str | None
 
 
-def host_records(store) -> list[HostRecord]:
+def host_records(store) -> list[HostSummary]:
     """Every host of the doctor's runs: a handful of rows per host, however many runs."""
     kinds: dict[str, dict[str, int]] = {}
     for host, kind, times in store.host_kinds():
         kinds.setdefault(host, {})[kind] = int(times)
-    return [HostRecord(host, int(runs), int(flagged or 0), kinds.get(host, {}), last)
+    return [HostSummary(host, int(runs), int(flagged or 0), kinds.get(host, {}), last)
             for host, runs, flagged, last in store.host_records()]
 
 
@@ -105,7 +105,7 @@ NODES_COLUMNS = (Column("host", align="left"), Column("runs"), Column("flagged")
                  Column("last flagged (UTC)", align="left", priority=1))
 
 
-def nodes_lines(hosts: Sequence[HostRecord], width: int | None) -> list:
+def nodes_lines(hosts: Sequence[HostSummary], width: int | None) -> list:
     if not hosts:
         return ["no doctor runs in the store yet"]
     rows = [[h.host, str(h.runs), str(h.flagged), ", ".join(f"{k} x{n}" for k, n in h.kinds.items()) or "-",
@@ -113,10 +113,10 @@ def nodes_lines(hosts: Sequence[HostRecord], width: int | None) -> list:
     return render_lines(NODES_COLUMNS, rows, width)
 
 
-def nodes_json(hosts: Sequence[HostRecord]) -> str:
+def nodes_json(hosts: Sequence[HostSummary]) -> str:
     return json.dumps({"hosts": [_host_json(h) for h in hosts]}, indent=2)
 
 
-def _host_json(host: HostRecord) -> dict[str, Any]:
+def _host_json(host: HostSummary) -> dict[str, Any]:
     return {"host": host.host, "runs": host.runs, "flagged": host.flagged, "kinds": host.kinds,
             "last_flagged_utc": host.last_flagged_utc}
