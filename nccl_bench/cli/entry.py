@@ -15,7 +15,7 @@ from typing import NoReturn
 
 import typer
 
-from nccl_bench.cli import compare, doctor, limits, messages, ops, report, streams, sweep, typer_shim
+from nccl_bench.cli import compare, doctor, history, limits, messages, ops, report, streams, sweep, typer_shim
 from nccl_bench.cli.params import param
 from nccl_bench.errors import (
     EXIT_BAD_INPUT,
@@ -65,6 +65,7 @@ for _name, _command in (
     ("doctor", doctor.doctor_command),
 ):
     app.command(_name)(_command)
+app.add_typer(history.app, name="history")
 
 
 def program() -> NoReturn:

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Callable, Protocol, Sequence
 
 from nccl_bench.errors import RunFailedError, UserInputError, WriteFailedError
-from nccl_bench.options import OUT, RESULTS_ROOT
+from nccl_bench.options import HISTORY_ENV, OUT, RESULTS_ROOT
 from nccl_bench.ranks import devices, dist, faults, roll_call
 from nccl_bench.ranks.deadline import Deadline, DeadlineExceeded
 from nccl_bench.ranks.layout import LaunchEnv, detect_launch, export_launch_env
@@ -160,7 +160,8 @@ def require_launch() -> LaunchEnv:
 
 
 def recorded_env(environ) -> dict[str, str]:
-    return {k: v for k, v in sorted(environ.items()) if k.startswith(RECORDED_ENV_PREFIXES)}
+    """NCCL's and torch's settings; not the results store's URL, which is no NCCL setting and may hold a password."""
+    return {k: v for k, v in sorted(environ.items()) if k.startswith(RECORDED_ENV_PREFIXES) and k != HISTORY_ENV}
 
 
 def _device_index(request: RunRequest, launch: LaunchEnv) -> int | None:

@@ -221,6 +221,16 @@ EXACT = [
      "more ranks and the pairs phase needs 2 or more hosts"),
     ("doctor pairs on one host", ["doctor", "--workers", "2", "--phase", "pairs"],
      "--phase: 2 rank(s) on 1 host(s) leave the doctor nothing to measure: the pairs phase needs 2 or more hosts"),
+    ("results store of an unknown kind", ["history", "show", "--history", "mysql://db/x"],
+     "--history: 'mysql://db/x': unknown scheme; give a file path, sqlite:///PATH or postgresql://..."),
+    ("results store URL on a sweep", ["sweep", "--sizes", "1K", "--history", "sqlite:/x"],
+     "--history: 'sqlite:/x': write sqlite:///relative/path or sqlite:////absolute/path"),
+    ("results store that does not exist", ["history", "check", "--history", "{tmp}/none.sqlite"],
+     "--history: {tmp}/none.sqlite does not exist; record a run first"),
+    ("results store of a newer nccl-bench", ["history", "show", "--history", "{tmp}/newer.sqlite"],
+     "--history: {tmp}/newer.sqlite was written by a newer nccl-bench (store schema 99; this one reads up to 1): "
+     "upgrade nccl-bench"),
+    ("history window below 2", ["history", "check", "--window", "1"], "--window: must be at least 2, got 1"),
 ]
 
 # Under a launcher's rank layout (environment variables), still before any process group.
@@ -289,7 +299,17 @@ def files(tmp_path: Path) -> Path:
     (tmp_path / "twice" / "results.csv").write_text(f"{header},busbw_gbps\n{line},999\n")
     (tmp_path / "twice.json").write_text('{"format": "nccl_bench.results", "schema_version": 2, "rows": '
                                          '[{"busbw_gbps": 1, "busbw_gbps": 999}]}')
+    _newer_store(tmp_path / "newer.sqlite")
     return tmp_path
+
+
+def _newer_store(path: Path) -> None:
+    import sqlite3
+
+    with sqlite3.connect(path) as connection:
+        connection.execute("CREATE TABLE store_info (name TEXT PRIMARY KEY, value TEXT NOT NULL)")
+        connection.execute("INSERT INTO store_info VALUES ('schema_version', '99')")
+    connection.close()
 
 
 def _poisoned_run(folder: Path, column: str, value: str) -> None:

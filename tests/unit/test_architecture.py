@@ -24,6 +24,9 @@ LAYERS = {
     "ranks": 4,
     "doctor": 5,
     "sweep": 5,  # the sweep's plan, body and report, placed as the doctor's
+    "history": 6,  # the results store, series and the regression rule: reads run folders, above the commands
+    "history.views": 7,  # the store's answers as text and the dashboard page: they use render's tables and escaping
+    "history.page": 7,
     "render": 7,
     "cli": 8,  # the package: one module per command, local workers, messages, the typer shim
     "__main__": 8,
