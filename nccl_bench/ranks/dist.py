@@ -36,6 +36,9 @@ class DistContext:
         """The default group's timeout as new_group takes it (None: torch's default)."""
         return None if self.group_timeout_s is None else _dt.timedelta(seconds=self.group_timeout_s)
     group: Any = None  # the process group the helpers below work in; None: the whole world
+    # The launcher's store, held from the start: aborting every group (abort_all_groups) forgets the
+    # default group, and with it the lookup of its store, which the roll call after a stall needs.
+    store: Any = None
 
     @property
     def on_gpu(self) -> bool:
@@ -64,7 +67,7 @@ def process_group(launch: LaunchEnv, backend: str, timeout_s: float, device_inde
     import torch
     import torch.distributed as dist
 
-    from nccl_bench.ranks import deadline
+    from nccl_bench.ranks import deadline, planted
 
     export_launch_env(launch)
     extra = {}
@@ -78,6 +81,9 @@ def process_group(launch: LaunchEnv, backend: str, timeout_s: float, device_inde
         group_timeout_s = timeout_s + deadline.MARGIN_S + deadline.GRACE_S + NCCL_WATCHDOG_LAG_S
     else:
         device = torch.device("cpu")
+        late = planted.late_backend_s(os.environ)
+        if late is not None:  # a test puts gloo's timeout after the deadline, as NCCL's is
+            group_timeout_s = timeout_s + deadline.MARGIN_S + late
     _aborted.done = False
     held = _HeldStderr()
     try:
@@ -101,38 +107,39 @@ def process_group(launch: LaunchEnv, backend: str, timeout_s: float, device_inde
     except RuntimeError as exc:  # NCCL failing to start (with device_id, inside init_process_group)
         raise BackendStartError(str(exc), backend_diagnostics(held.text + "\n" + str(exc))) from exc
     try:
-        yield DistContext(launch.rank, launch.world_size, launch.local_rank, backend, device, group_timeout_s)
+        yield DistContext(launch.rank, launch.world_size, launch.local_rank, backend, device, group_timeout_s,
+                          store=dist.distributed_c10d._get_default_store())
     finally:
         if not _aborted.done:  # after an abort, shutdown would flush and join what the abort cut short
             with contextlib.suppress(Exception):
                 dist.destroy_process_group()
 
 
-def default_group():
-    """The default process group object (None without one)."""
-    import torch.distributed as dist
+def abort_all_groups() -> None:
+    """Abort every process group of this rank (the world and each --split or doctor sub-group), from
+    any thread.
 
-    return dist.distributed_c10d._get_default_group() if dist.is_initialized() else None
-
-
-def abort_group(group) -> None:
-    """Abort a process group through torch's API, callable from any thread.
-
-    ProcessGroup.abort (torch 2.11: on ProcessGroup, ProcessGroupNCCL and the backend) aborts every
-    backend (ncclCommAbort: waiting NCCL kernels return; gloo's Backend.abort does nothing). Older
-    torch has only distributed_c10d._abort_process_group (it also forgets the group).
+    A sub-group has communicators of its own: ProcessGroupNCCL::abort aborts only its group's
+    (abortComms in torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp), so aborting the default group
+    alone leaves a rank waiting in a stalled sub-group where it is. distributed_c10d._abort_process_group
+    with no group (the installed torch 2.13 has it, experimental) aborts every group, newest first,
+    inside one NCCL group call so that the aborts do not wait on each other, and then forgets them all.
+    Where it is missing, each group is aborted in turn (ProcessGroup.abort). gloo's abort does nothing;
+    its own timeout ends its ops.
     """
     import torch.distributed as dist
 
-    if group is None:
+    if not dist.is_initialized():
         return
     _aborted.done = True
-    if callable(getattr(group, "abort", None)):
-        group.abort()
+    c10d = dist.distributed_c10d
+    whole = getattr(c10d, "_abort_process_group", None)
+    if whole is not None:
+        whole()
         return
-    legacy = getattr(dist.distributed_c10d, "_abort_process_group", None)
-    if legacy is not None:
-        legacy(group)
+    for group in sorted(c10d._world.pg_names, key=lambda g: c10d._world.pg_names[g], reverse=True):
+        if callable(getattr(group, "abort", None)):
+            group.abort()
 
 
 class _HeldStderr:
