@@ -15,9 +15,10 @@ sample, a cross-rank reduction, the check) must end within --timeout + MARGIN_S.
 process group of the rank is aborted through torch's API (dist.abort_all_groups -> ncclCommAbort, which
 makes waiting NCCL kernels return), and the main thread, back from its wait, raises DeadlineExceeded
 (came_back) at its next step, so the sweep's usual failure path reports it; the rank whose main thread
-never comes back is the one the failure names (ranks/faults.py). gloo has no abort (its Backend.abort is a no-op) but ends its
-own stalled ops at --timeout. A rank stuck where no abort reaches (a kernel that never ends, a wait
-outside any collective) is handed after GRACE_S to `on_stuck`, which ends the process with the report.
+never comes back is the one the failure names (ranks/faults.py). gloo has no abort (its Backend.abort
+is a no-op) but ends its own stalled ops at --timeout. A rank stuck where no abort reaches (a kernel
+that never ends, a wait outside any collective) is handed after GRACE_S to `on_stuck`, which ends the
+process with the report.
 """
 
 from __future__ import annotations

@@ -85,7 +85,7 @@ def process_group(launch: LaunchEnv, backend: str, timeout_s: float, device_inde
         if late is not None:  # a test puts gloo's timeout after the deadline, as NCCL's is
             group_timeout_s = timeout_s + deadline.MARGIN_S + late
     _aborted.done = False
-    held = _HeldStderr()
+    held = _HeldOutput()
     try:
         with held:
             dist.init_process_group(
@@ -142,37 +142,46 @@ def abort_all_groups() -> None:
             group.abort()
 
 
-class _HeldStderr:
-    """Hold what C++ code writes to stderr meanwhile: shown on success; on failure kept in `text`.
+class _HeldOutput:
+    """Hold what native code writes to stdout and stderr meanwhile: passed on, each to its own stream,
+    on success; on failure kept in `text` (stdout's, then stderr's).
 
     torch's TCPStore prints a C++ stack for every failed connection attempt while it retries; the
-    failure itself is reported as one line, so those frames would only bury it. What NCCL said
-    (backend_diagnostics) is picked out of `text` by the caller.
+    failure itself is reported as one line, so those frames would only bury it. NCCL writes its WARN
+    and INFO lines to stdout (src/debug.cc: ncclDebugFile is stdout unless NCCL_DEBUG_FILE names a
+    file), so both descriptors are held. What NCCL said (backend_diagnostics) is picked out of `text`
+    by the caller.
     """
 
+    FDS = (1, 2)
     text = ""
 
-    def __enter__(self) -> _HeldStderr:
+    def __enter__(self) -> _HeldOutput:
         import sys
         import tempfile
 
+        sys.stdout.flush()
         sys.stderr.flush()
-        self._saved = os.dup(2)
-        self._held = tempfile.TemporaryFile()
-        os.dup2(self._held.fileno(), 2)
+        self._saved = {fd: os.dup(fd) for fd in self.FDS}
+        self._held = {fd: tempfile.TemporaryFile() for fd in self.FDS}
+        for fd, held in self._held.items():
+            os.dup2(held.fileno(), fd)
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
-        os.dup2(self._saved, 2)
-        os.close(self._saved)
-        with self._held:
-            self._held.seek(0)
-            raw = self._held.read()
+        written = {}
+        for fd in self.FDS:
+            os.dup2(self._saved[fd], fd)
+            os.close(self._saved[fd])
+            with self._held[fd] as held:
+                held.seek(0)
+                written[fd] = held.read()
         if exc_type is None:
-            if raw:
-                os.write(2, raw)
+            for fd, raw in written.items():
+                if raw:
+                    os.write(fd, raw)
         else:
-            self.text = raw.decode("utf-8", "replace")
+            self.text = "\n".join(raw.decode("utf-8", "replace") for raw in written.values())
 
 
 # What NCCL and torch's NCCL group say when a communicator cannot start, kept when it fails:
