@@ -177,9 +177,10 @@ class _HeldOutput:
                 held.seek(0)
                 written[fd] = held.read()
         if exc_type is None:
-            for fd, raw in written.items():
-                if raw:
-                    os.write(fd, raw)
+            if written[1]:
+                os.write(1, written[1])
+            if written[2]:
+                os.write(2, written[2])
         else:
             self.text = "\n".join(raw.decode("utf-8", "replace") for raw in written.values())
 
