@@ -49,7 +49,7 @@ fi
 
 # 3. Every op, world size 1 (sendrecv is reported unsupported on one rank).
 if want all_ops; then
-  trun all_ops "45 18" 1 sweep --op all -b 1K -e "$top" --min-sample-ms 20
+  trun all_ops "45 20" 1 sweep --op all -b 1K -e "$top" --min-sample-ms 20
   ok_run all_ops --min-rows 10 --proves "$one_rank"
 fi
 
