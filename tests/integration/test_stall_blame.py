@@ -49,6 +49,7 @@ def test_the_rank_that_never_came_back_is_named_whichever_timeout_fires_first(tm
     errors = [line for line in result.stderr.splitlines() if line.startswith("nccl-bench: error:")]
     assert errors == [f"nccl-bench: error: {where} failed on rank 1: no progress for more than 2 s (--timeout 2 s)"], \
         result.stderr[-3000:]
+    assert not any(word in result.stderr for word in ("Traceback", "terminate called", "core dumped"))
     # torchrun's own exit for a failed worker is 1; the local workers' is the run's
     assert result.returncode == (1 if case == "sweep" else EXIT_RUN_FAILED)
     meta = read_meta(out)
