@@ -49,7 +49,9 @@ def test_the_rank_that_never_came_back_is_named_whichever_timeout_fires_first(tm
     errors = [line for line in result.stderr.splitlines() if line.startswith("nccl-bench: error:")]
     assert errors == [f"nccl-bench: error: {where} failed on rank 1: no progress for more than 2 s (--timeout 2 s)"], \
         result.stderr[-3000:]
-    assert not any(word in result.stderr for word in ("Traceback", "terminate called", "core dumped"))
+    # torchrun prints its own traceback for a failed worker; the ranks never do
+    assert not any(word in result.stderr for word in ("terminate called", "core dumped"))
+    assert case == "sweep" or "Traceback" not in result.stderr
     # torchrun's own exit for a failed worker is 1; the local workers' is the run's
     assert result.returncode == (1 if case == "sweep" else EXIT_RUN_FAILED)
     meta = read_meta(out)
