@@ -322,8 +322,8 @@ class _LifeCycle:
 
     def _abort(self, exc: DeadlineExceeded) -> None:  # on a thread of the deadline's
         faults.record_stall(exc, self.run.ctx)
-        # Looked up now, not held: a reference kept past destroy_process_group would let the
-        # group's destructor run at interpreter exit ("terminate called without an active exception").
+        # Every group, looked up now, not held: a reference kept past destroy_process_group would let
+        # a group's destructor run at interpreter exit ("terminate called without an active exception").
         dist.abort_all_groups()
 
     def _stuck(self, ending: _Ending) -> Callable[[DeadlineExceeded], None]:
