@@ -122,10 +122,10 @@ def abort_all_groups() -> None:
     A sub-group has communicators of its own: ProcessGroupNCCL::abort aborts only its group's
     (abortComms in torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp), so aborting the default group
     alone leaves a rank waiting in a stalled sub-group where it is. distributed_c10d._abort_process_group
-    with no group (the installed torch 2.13 has it, experimental) aborts every group, newest first,
-    inside one NCCL group call so that the aborts do not wait on each other, and then forgets them all.
-    Where it is missing, each group is aborted in turn (ProcessGroup.abort). gloo's abort does nothing;
-    its own timeout ends its ops.
+    with no group (experimental; older than ProcessGroup.abort, read here in torch 2.13) aborts every
+    group, newest first, inside one NCCL group call so that the aborts do not wait on each other, and
+    then forgets them all. Where it is missing or fails, each group left is aborted in turn
+    (ProcessGroup.abort). gloo's abort does nothing; its own timeout ends its ops.
     """
     import torch.distributed as dist
 
@@ -135,8 +135,11 @@ def abort_all_groups() -> None:
     c10d = dist.distributed_c10d
     whole = getattr(c10d, "_abort_process_group", None)
     if whole is not None:
-        whole()
-        return
+        try:
+            whole()
+            return
+        except Exception:  # an abort that fails on one backend must not spare the other groups
+            pass
     for group in sorted(c10d._world.pg_names, key=lambda g: c10d._world.pg_names[g], reverse=True):
         if callable(getattr(group, "abort", None)):
             group.abort()

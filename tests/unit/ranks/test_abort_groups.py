@@ -50,3 +50,16 @@ def test_nothing_to_abort_without_a_process_group(monkeypatch):
     monkeypatch.setattr(rank_dist._aborted, "done", False)
     rank_dist.abort_all_groups()
     assert not rank_dist._aborted.done
+
+
+def test_when_torchs_abort_fails_each_group_left_is_aborted(monkeypatch, c10d):
+    aborted: list[str] = []
+    world = _Group("world", aborted)
+
+    def fails(group=None):
+        raise RuntimeError("only works with the NCCL backend")
+
+    monkeypatch.setattr(c10d, "_abort_process_group", fails, raising=False)
+    monkeypatch.setattr(c10d, "_world", SimpleNamespace(pg_names={world: "0"}))
+    rank_dist.abort_all_groups()
+    assert aborted == ["world"]
