@@ -19,6 +19,13 @@ Grammar of NCCL_BENCH_FAULT:
   stopped does, and the rank waits for it at its next synchronisation.
 - `killed[:RANK]`: RANK's process is killed (SIGKILL) once its run has ended (the final meta.json
   written, the report printed), as by an OOM killer or a scheduler during the teardown.
+
+NCCL_BENCH_FAULT_LATE_BACKEND=SECONDS (gloo) gives the process group its own timeout SECONDS after the
+rank's deadline (--timeout + deadline.MARGIN_S + SECONDS) instead of at --timeout: NCCL's order, where
+every rank's deadline runs out first (NCCL's group has --timeout + 14 s, ranks/dist.py). gloo cannot be
+aborted (its Backend.abort does nothing), so its late timeout stands in for the abort releasing the
+ranks that wait on a stalled peer: SECONDS must be shorter than deadline.GRACE_S, or they would count
+as stuck too.
 """
 
 from __future__ import annotations
@@ -30,6 +37,7 @@ from dataclasses import dataclass
 from typing import Mapping
 
 FAULT_ENV = "NCCL_BENCH_FAULT"
+LATE_BACKEND_ENV = "NCCL_BENCH_FAULT_LATE_BACKEND"
 # A planted stall waits this long (a day): far past any --timeout, so only the deadline ends it.
 STALL_S = 86_400
 # torch.cuda._sleep spins this many GPU cycles (over an hour at 2 GHz): a stream that never drains.
@@ -91,6 +99,17 @@ def planted_fault(environ: Mapping[str, str]) -> Fault | None:
         raise ValueError(f"{FAULT_ENV}={raw!r}: expected corrupt, stall[:RANK[:POINT[:SECONDS]]], "
                          "stall-gpu|stall-behind-gpu[:RANK[:POINT]] or killed[:RANK]") from None
     return Fault(kind, *numbers)
+
+
+def late_backend_s(environ: Mapping[str, str]) -> float | None:
+    """How long after the rank's deadline the (gloo) group's own timeout comes; None: at --timeout."""
+    raw = environ.get(LATE_BACKEND_ENV, "").strip()
+    if not raw:
+        return None
+    try:
+        return float(raw)
+    except ValueError:
+        raise ValueError(f"{LATE_BACKEND_ENV}={raw!r}: expected seconds") from None
 
 
 def stall(fault: Fault) -> None:

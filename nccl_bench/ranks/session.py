@@ -299,7 +299,8 @@ class _LifeCycle:
         """What ended the run early, as the exception to raise; sets the status it ended with."""
         run = self.run
         if deadline.expired is not None and not isinstance(exc, faults.Interrupted):
-            exc = DeadlineExceeded(deadline.expired, run.request.timeout_s)  # what the abort made the op raise
+            # what the abort made the op raise; this thread is back, so the stall was not this rank's
+            exc = DeadlineExceeded(deadline.expired, run.request.timeout_s, came_back=True)
         stop = faults.why_stopped(exc, run.ctx, run.request.timeout_s, self.body.where, run.hostnames)
         run.status = "interrupted" if isinstance(stop, faults.Interrupted) else "failed"
         if isinstance(stop, RunFailedError):
@@ -325,9 +326,9 @@ class _LifeCycle:
 
     def _abort(self, exc: DeadlineExceeded) -> None:  # on a thread of the deadline's
         faults.record_stall(exc, self.run.ctx)
-        # Looked up now, not held: a reference kept past destroy_process_group would let the
-        # group's destructor run at interpreter exit ("terminate called without an active exception").
-        dist.abort_group(dist.default_group())
+        # Every group, looked up now, not held: a reference kept past destroy_process_group would let
+        # a group's destructor run at interpreter exit ("terminate called without an active exception").
+        dist.abort_all_groups()
 
     def _stuck(self, ending: _Ending) -> Callable[[DeadlineExceeded], None]:
         def stuck(exc: DeadlineExceeded) -> None:  # on the deadline's thread

@@ -74,3 +74,10 @@ def test_killed_plants_nothing_before_the_run_has_ended():
     seam.output_checked(recv, 0, rank=0, holder=0)
     seam.run_ended(1)  # another rank: nothing happens
     assert recv == [5, 5]
+
+
+def test_the_backends_late_timeout_is_read_in_seconds_and_absent_by_default():
+    assert planted.late_backend_s({}) is None
+    assert planted.late_backend_s({planted.LATE_BACKEND_ENV: "1.5"}) == 1.5
+    with pytest.raises(ValueError, match=planted.LATE_BACKEND_ENV):
+        planted.late_backend_s({planted.LATE_BACKEND_ENV: "soon"})
