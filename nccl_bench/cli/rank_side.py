@@ -16,6 +16,7 @@ from nccl_bench.doctor import (
 from nccl_bench.ranks.faults import Interrupted, hold_signals, interrupts_unwrapped, signals_raise_interrupted
 from nccl_bench.ranks.launch import LOCAL_WORKER_ENV, default_workers, run_local_workers, shared_cores_note
 from nccl_bench.ranks.layout import detect_launch
+from nccl_bench.ranks.run_owner import new_claimant
 from nccl_bench.results.loader import read_run
 from nccl_bench.sweep import (
     baseline_check,  # plan_baseline_check, check_plan_against_baseline, check_against_baseline, SWEEP_BASELINE_*
@@ -28,7 +29,8 @@ from nccl_bench.sweep import (
 
 __all__ = [
     "LOCAL_WORKER_ENV", "Interrupted", "baseline_check", "busbw_floor", "comparison", "default_workers",
-    "detect_launch", "doctor_body", "doctor_report", "hold_signals", "interrupts_unwrapped", "plan", "read_run",
+    "detect_launch", "doctor_body", "doctor_report", "hold_signals", "interrupts_unwrapped", "new_claimant", "plan",
+    "read_run",
     "run_local_workers", "saved_baselines", "shared_cores_note", "signals_raise_interrupted", "sweep_body",
     "sweep_report",
 ]
