@@ -51,6 +51,20 @@ def attempt(environ: Mapping[str, str]) -> int:
     return 0
 
 
+def rendezvous(environ: Mapping[str, str], world_size: int, timeout) -> dict:
+    """init_process_group's rendezvous arguments: env://, except in a restarted attempt on the store of
+    torch's agent (torchrun's default), which keeps every key of the attempts before: gloo's ranks would
+    read the addresses of the dead attempt's peers ("Connection refused"). There the attempt gets keys
+    of its own (a prefix naming it) on the same store."""
+    if attempt(environ) == 0 or environ.get("TORCHELASTIC_USE_AGENT_STORE") != "True":
+        return {"init_method": "env://"}
+    import torch.distributed as dist
+
+    agent_store = dist.TCPStore(environ["MASTER_ADDR"], int(environ["MASTER_PORT"]), world_size, is_master=False,
+                                timeout=timeout)
+    return {"store": dist.PrefixStore(f"nccl-bench/attempt_{attempt(environ)}", agent_store)}
+
+
 class ParentWatch:
     """While open, SIGTERM this process once its parent is gone: the life cycle takes it as any stop
     signal (the rows kept, meta.json "interrupted"), and the agent's peers get the same from theirs.

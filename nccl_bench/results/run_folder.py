@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as _dt
 import itertools
 import os
+import socket
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -166,3 +167,32 @@ def write_meta(run_dir: Path, meta: dict[str, Any]) -> None:
 
 def read_meta(run_dir: Path) -> dict[str, Any] | None:
     return read_json_or_none(Path(run_dir) / META_JSON)
+
+
+def never_finished(path: Path) -> str | None:
+    """What to say of a run folder whose meta.json says "running" though the process that wrote it is
+    gone (rank 0 killed: SIGKILL, the OOM killer, a lost node); None for any other folder or file.
+
+    Told by meta.json's pid and host, on this host only (another host's processes cannot be seen from
+    here), and only of a process that is this tool (a pid is reused).
+    """
+    path = Path(path)
+    folder = path if path.is_dir() else path.parent
+    meta = read_meta(folder)
+    if not meta or meta.get("status") != "running":
+        return None
+    pid, host = meta.get("pid"), meta.get("host")
+    if not isinstance(pid, int) or host != socket.gethostname() or _is_ours(pid):
+        return None
+    return (f"{folder} never finished: its meta.json says running, but its process (pid {pid} on {host}) is gone; "
+            "its rows are those recorded before it ended")
+
+
+def _is_ours(pid: int) -> bool:
+    try:
+        command_line = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except FileNotFoundError:
+        return False
+    except OSError:  # there, but not ours to look at: taken as alive
+        return True
+    return b"nccl_bench" in command_line or b"nccl-bench" in command_line

@@ -2,7 +2,7 @@
 
 Of runs started at once on one --out exactly one writes it (the others are refused in one line); a
 default folder is never shared; a rank whose parent is SIGKILLed ends within seconds, keeping what it
-wrote; torch's agent leaves nothing in TMPDIR."""
+wrote; torch's agent leaves nothing in TMPDIR; a torchrun restart goes on where its first attempt stopped."""
 
 from __future__ import annotations
 
@@ -14,7 +14,9 @@ import sys
 import time
 from pathlib import Path
 
-from tests.conftest import child_pids, worker_env
+from nccl_bench.ranks.planted import FAULT_ENV
+from tests.conftest import REPO, child_pids, worker_env
+from tests.forked_cli import run_forked
 
 SWEEP = ["sweep", "--workers", "2", "--op", "all_reduce", "--sizes", "1K", "--iters", "2", "--warmup", "0"]
 ORPHAN_LIMIT_S = 15  # the ranks poll their parent every 0.5 s; the rest is their ending on a loaded host
@@ -94,3 +96,20 @@ def _alive(pid: int) -> bool:
     except OSError:
         return False
 
+
+
+def test_a_torchrun_restart_goes_on_in_its_folder_with_one_row_per_point(tmp_path):
+    """Rank 1 is killed at its second point in the first attempt only; torchrun --max-restarts 1 starts
+    the job again: the restarted attempt takes its own --out, keeps the rows before, measures the rest."""
+    out = tmp_path / "run"
+    argv = ["--standalone", "--nproc_per_node", "2", "--max-restarts", "1", "-m", "nccl_bench",
+            "sweep", "--op", "all_reduce", "--sizes", "1K,2K,4K", "--iters", "2", "--warmup", "0", "--out", str(out)]
+    done = run_forked(argv, module="torch.distributed.run", cwd=REPO, env=worker_env({FAULT_ENV: "crash:1:1"}),
+                      timeout=240)
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = (out / "results.csv").read_text().splitlines()
+    sizes = [line.split(",")[lines[0].split(",").index("size_bytes")] for line in lines[1:]]
+    assert sizes == ["1024", "2048", "4096"] and "busbw_gbps" in lines[0]  # one header, no row twice or lost
+    meta = json.loads((out / "meta.json").read_text())
+    assert (meta["status"], meta["attempt"], meta["rows"]) == ("complete", 1, 3)
+    assert "already exists" not in done.stderr
