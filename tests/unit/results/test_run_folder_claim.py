@@ -123,3 +123,15 @@ def test_a_restarted_attempt_finds_the_folder_its_run_claimed(tmp_path):
     assert find_claimed(root, "job 7") == mine
     assert find_claimed(root, "job 8") is None
     assert find_claimed(tmp_path / "nowhere", "job 7") is None
+
+
+def test_a_csv_started_afresh_drops_an_earlier_attempts_lines_and_an_appended_one_keeps_them(tmp_path):
+    from nccl_bench.results.csv_appender import CsvAppender
+
+    path = tmp_path / "doctor.csv"
+    for start_afresh, expected in ((False, ["a,b", "1,2"]), (False, ["a,b", "1,2", "1,2"]),
+                                   (True, ["a,b", "1,2"])):
+        writer = CsvAppender(path, ["a", "b"], start_afresh=start_afresh)
+        writer.append_cells([1, 2])
+        writer.close()
+        assert path.read_text().splitlines() == expected
