@@ -23,9 +23,9 @@ class CsvAppender:
         """start_afresh: lines already in the file are dropped (a run that measures them all again)."""
         self.path = Path(path)
         self._columns = list(columns)
-        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | (os.O_TRUNC if start_afresh else 0)
         try:
-            self._fd: int | None = os.open(self.path, flags, 0o666)
+            self._fd: int | None = os.open(
+                self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | (os.O_TRUNC if start_afresh else 0), 0o666)
         except OSError as exc:
             raise WriteFailedError(self.path, exc) from None
         self._needs_header = os.fstat(self._fd).st_size == 0
