@@ -73,7 +73,10 @@ class ParentWatch:
     forked us ends, and the agent is free to start workers from any thread.
     """
 
-    def __init__(self, environ: Mapping[str, str], poll_s: float = PARENT_POLL_S):
+    def __init__(self, environ: Mapping[str, str], launcher: str = "torchrun", poll_s: float = PARENT_POLL_S):
+        # A launcher's process is the parent (torch's agent, srun's step daemon, Open MPI's daemon); RANK
+        # and WORLD_SIZE set by hand name none, and a shell that started the rank under nohup may go.
+        self.enabled = launcher != "torchrun" or "TORCHELASTIC_RUN_ID" in environ or PARENT_PID_ENV in environ
         expected = environ.get(PARENT_PID_ENV, "")
         self.parent = int(expected) if expected.isdigit() else os.getppid()
         self._poll_s = poll_s
@@ -82,16 +85,22 @@ class ParentWatch:
         self._thread = threading.Thread(target=self._watch, name="nccl-bench-parent-watch", daemon=True)
 
     def __enter__(self) -> "ParentWatch":
-        self._thread.start()
+        if self.enabled:
+            self._thread.start()
         return self
 
     def __exit__(self, *exc) -> None:
         self._stop.set()
 
+    def gone(self) -> bool:
+        """The parent is gone (asked at once: a peer that saw it first may have ended this rank's collective)."""
+        if self.enabled and os.getppid() != self.parent:
+            self.why = f"the process that started this rank (pid {self.parent}) died"
+        return self.why is not None
+
     def _watch(self) -> None:
         while True:
-            if os.getppid() != self.parent:
-                self.why = f"the process that started this rank (pid {self.parent}) died"
+            if self.gone():
                 os.kill(os.getpid(), signal.SIGTERM)
                 return
             if self._stop.wait(self._poll_s):

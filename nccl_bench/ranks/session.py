@@ -192,7 +192,7 @@ def execute(request: RunRequest, body: RunBody, on_stuck: Callable[[RunFailedErr
     process. Without it a rank stuck outside any collective stays stuck.
     """
     launch = require_launch()
-    with run_owner.ParentWatch(os.environ) as watch:
+    with run_owner.ParentWatch(os.environ, launch.launcher) as watch:
         return _execute(request, body, on_stuck, launch, watch)
 
 
@@ -317,6 +317,9 @@ class _LifeCycle:
     def _stop(self, exc: BaseException, deadline: Deadline) -> BaseException:
         """What ended the run early, as the exception to raise; sets the status it ended with."""
         run = self.run
+        if run.watch is not None and run.watch.gone():  # the peers lost the same parent: no one is at fault
+            run.status = "interrupted"
+            return exc if isinstance(exc, faults.Interrupted) else faults.Interrupted("SIGTERM")
         if deadline.expired is not None and not isinstance(exc, faults.Interrupted):
             exc = DeadlineExceeded(deadline.expired, run.request.timeout_s)  # what the abort made the op raise
         stop = faults.why_stopped(exc, run.ctx, run.request.timeout_s, self.body.where, run.hostnames)

@@ -49,8 +49,10 @@ def test_runs_started_at_once_never_share_a_folder_and_leave_no_litter(tmp_path)
     assert sorted([codes["a"], codes["b"]]) == [0, 2]
     refused = "a" if codes["a"] == 2 else "b"
     line = (tmp_path / f"{refused}.err").read_text()
-    assert line.startswith(f"nccl-bench: error: --out: {shared} is taken by another run (pid ")
-    assert line.endswith("; give each run its own folder\n") and line.count("\n") == 1
+    # Taken while the other run measures; or, on a host loaded enough that the other run wrote first, not empty.
+    assert line.startswith(f"nccl-bench: error: --out: {shared} is taken by another run (pid ") or line == (
+        f"nccl-bench: error: --out: {shared} already exists and is not empty; a run never overwrites results\n")
+    assert line.count("\n") == 1
     [own] = list(root.iterdir())
     for folder in (shared, own):
         lines = (folder / "results.csv").read_text().splitlines()

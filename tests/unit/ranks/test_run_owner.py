@@ -33,7 +33,7 @@ def test_the_attempt_is_torchs_restart_count():
 _ORPHAN = """
 import sys, time
 from nccl_bench.ranks.run_owner import ParentWatch
-watch = ParentWatch({"NCCL_BENCH_PARENT_PID": sys.argv[1]}, poll_s=0.05).__enter__()
+watch = ParentWatch({"NCCL_BENCH_PARENT_PID": sys.argv[1]}, "torchrun", poll_s=0.05).__enter__()
 print("watching", flush=True)
 time.sleep(60)
 """
@@ -49,3 +49,12 @@ def test_a_rank_whose_parent_lives_is_left_alone():
     child = subprocess.run([sys.executable, "-c", _ORPHAN.replace("time.sleep(60)", "time.sleep(0.5)"),
                             str(os.getpid())], capture_output=True, text=True, timeout=30)
     assert child.returncode == 0
+
+
+def test_only_a_rank_a_launcher_started_watches_its_parent():
+    def enabled(launcher, env):
+        return run_owner.ParentWatch(env, launcher).enabled
+
+    assert enabled("torchrun", {"TORCHELASTIC_RUN_ID": "x"}) and enabled("slurm", {}) and enabled("mpirun", {})
+    assert enabled("torchrun", {run_owner.PARENT_PID_ENV: "12"})
+    assert not enabled("torchrun", {})  # RANK and WORLD_SIZE set by hand: a shell is no launcher
