@@ -218,7 +218,7 @@ def _gone_pid() -> int:
     return child.pid
 
 
-def test_report_of_a_run_whose_writer_is_gone_says_it_never_finished(tmp_path):
+def test_report_and_compare_of_a_run_whose_writer_is_gone_say_it_never_finished(tmp_path):
     import json
     import socket
 
@@ -233,6 +233,11 @@ def test_report_of_a_run_whose_writer_is_gone_says_it_never_finished(tmp_path):
         f"nccl-bench: note: {run} never finished: its meta.json says running, but its process (pid {pid} on "
         f"{socket.gethostname()}) is gone; its rows are those recorded before it ended"]
     assert len(done.stdout.splitlines()) == 2
+    done = run_cli(["compare", str(run), str(run / "results.csv")])  # compare says it too, once per run
+    assert done.returncode == 0, done.stderr
+    assert [line for line in done.stderr.splitlines() if "never finished" in line] == [
+        f"nccl-bench: note: {run} never finished: its meta.json says running, but its process (pid {pid} on "
+        f"{socket.gethostname()}) is gone; its rows are those recorded before it ended"] * 2
 
 
 def test_report_of_a_run_still_running_or_on_another_host_says_nothing_of_it(tmp_path):
