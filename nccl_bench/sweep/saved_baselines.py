@@ -13,6 +13,7 @@ from nccl_bench.errors import UserInputError, WriteFailedError
 from nccl_bench.options import BASELINE, REPLACE_BASELINE, SAVE_BASELINE
 from nccl_bench.results.csv_reader import read_rows
 from nccl_bench.results.loader import read_run
+from nccl_bench.results.run_folder import CLAIM_FILE
 from nccl_bench.results.schema import ResultRow
 
 BASELINES_DIR = "baselines"
@@ -77,7 +78,7 @@ def save_baseline(run_dir: Path, name: str, results_root: Path, replace: bool = 
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = _own_name(target, "saving")
     try:
-        shutil.copytree(run_dir, staging)
+        shutil.copytree(run_dir, staging, ignore=shutil.ignore_patterns(CLAIM_FILE))  # the run's, not the baseline's
     except OSError as exc:
         shutil.rmtree(staging, ignore_errors=True)
         raise WriteFailedError(staging, exc) from None

@@ -181,3 +181,13 @@ def test_of_saves_of_one_new_name_at_once_one_is_kept_and_the_others_refused(tmp
 def test_saves_replacing_one_name_at_once_leave_one_whole_baseline(tmp_path, monkeypatch):
     outcomes = _save_at_once(tmp_path, monkeypatch, replace=True)
     assert not any(isinstance(o, UserInputError) and "kept being replaced" not in o.problem for o in outcomes)
+
+
+def test_a_saved_baseline_holds_the_runs_files_but_not_its_claim(tmp_path):
+    from nccl_bench.results.run_folder import CLAIM_FILE, claim_run_dir
+
+    run = claim_run_dir(tmp_path / "run", "--out", "me")
+    write_run(run, [row()])
+    saved = save_baseline(run, "main", tmp_path / "results")
+    assert sorted(p.name for p in saved.iterdir()) == ["results.csv"]
+    assert (run / CLAIM_FILE).exists()
