@@ -163,10 +163,12 @@ def private_temp_dir() -> Iterator[str]:
     private = tempfile.mkdtemp(prefix="nccl-bench-agent-")
     saved_env, saved_cached = os.environ.get("TMPDIR"), tempfile.tempdir
     os.environ["TMPDIR"], tempfile.tempdir = private, private
+    os.environ[run_owner.AGENT_TMPDIR_ENV] = private
     try:
         yield private
     finally:
         tempfile.tempdir = saved_cached
+        os.environ.pop(run_owner.AGENT_TMPDIR_ENV, None)
         if saved_env is None:
             os.environ.pop("TMPDIR", None)
         else:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import socket
 import threading
@@ -24,6 +25,9 @@ RUN_CLAIM_ENV = "NCCL_BENCH_RUN_CLAIM"
 # Set by the launcher-less CLI: its pid, the parent its workers must have (one that died before a worker
 # looked would leave the worker adopted, with a parent that never changes).
 PARENT_PID_ENV = "NCCL_BENCH_PARENT_PID"
+# Set by the launcher-less CLI: the temporary folder of its own it gives torch's agent (ranks/launch.py),
+# which the CLI removes at every end but its own SIGKILL; then the ranks it orphaned remove it.
+AGENT_TMPDIR_ENV = "NCCL_BENCH_AGENT_TMPDIR"
 ATTEMPT_ENV = "TORCHELASTIC_RESTART_COUNT"  # torch's elastic agent: 0, then 1, 2, ... after each restart
 # How often a rank looks at its parent: an orphan ends within about this plus its own ending (a few s).
 PARENT_POLL_S = 0.5
@@ -81,6 +85,7 @@ class ParentWatch:
         self.parent = int(expected) if expected.isdigit() else os.getppid()
         self._poll_s = poll_s
         self.why: str | None = None  # set once the parent is gone: what meta.json says stopped the run
+        self._agent_tmpdir = environ.get(AGENT_TMPDIR_ENV)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._watch, name="nccl-bench-parent-watch", daemon=True)
 
@@ -91,6 +96,8 @@ class ParentWatch:
 
     def __exit__(self, *exc) -> None:
         self._stop.set()
+        if self.why is not None and self._agent_tmpdir:
+            shutil.rmtree(self._agent_tmpdir, ignore_errors=True)
 
     def gone(self) -> bool:
         """The parent is gone (asked at once: a peer that saw it first may have ended this rank's collective)."""

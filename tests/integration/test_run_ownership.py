@@ -63,9 +63,10 @@ def test_runs_started_at_once_never_share_a_folder_and_leave_no_litter(tmp_path)
 
 
 def test_ranks_whose_parent_is_sigkilled_end_keeping_their_rows(tmp_path):
-    out = tmp_path / "run"
+    out, temp = tmp_path / "run", tmp_path / "tmp"
+    temp.mkdir()
     ranks: list[int] = []
-    proc = _start([*SWEEP, "--cycles", "0", "--out", str(out)], tmp_path, "cli", {})  # cycles for ever
+    proc = _start([*SWEEP, "--cycles", "0", "--out", str(out)], tmp_path, "cli", {"TMPDIR": str(temp)})  # for ever
     try:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and proc.poll() is None:
@@ -89,6 +90,7 @@ def test_ranks_whose_parent_is_sigkilled_end_keeping_their_rows(tmp_path):
     assert meta["status"] == "interrupted"
     assert meta["stopped_because"].startswith("the process that started this rank (pid ")
     assert meta["rows"] >= 2 and len((out / "results.csv").read_text().splitlines()) == meta["rows"] + 1
+    assert list(temp.iterdir()) == []  # the agent's temporary folder went with the ranks it orphaned
 
 
 def _alive(pid: int) -> bool:
