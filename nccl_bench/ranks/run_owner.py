@@ -4,9 +4,10 @@ the parent whose death ends it.
 A run folder is claimed once (results/run_folder.claim_run_dir) with a token that every process of the
 run can name: the launcher-less CLI makes one and hands it to its workers (RUN_CLAIM_ENV); under torchrun
 every attempt of one job has the same agent (this rank's parent) and run id, so a restarted attempt
-takes the folder its first attempt claimed. A rank whose parent (the agent that started it: torchrun,
-or the CLI of --workers, which runs torch's agent in-process) dies would otherwise go on measuring,
-holding the GPUs and the fabric from the next job; ParentWatch stops it as a SIGTERM would.
+takes the folder its first attempt claimed (and rendezvouses under keys of its own: rendezvous). A
+rank whose parent (the agent that started it: torchrun, or the CLI of --workers, which runs torch's
+agent in-process) dies would otherwise go on measuring, holding the GPUs and the fabric from the next
+job; ParentWatch stops it as a SIGTERM would.
 """
 
 from __future__ import annotations

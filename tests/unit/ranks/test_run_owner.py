@@ -41,7 +41,10 @@ time.sleep(60)
 
 def test_a_rank_whose_parent_is_gone_gets_a_sigterm():
     """A parent pid that is not ours stands for a parent that died before the rank looked."""
-    child = subprocess.run([sys.executable, "-c", _ORPHAN, "1"], capture_output=True, text=True, timeout=30)
+    ended = subprocess.Popen(["true"])
+    ended.wait()  # a pid that is no process's now: never this child's parent
+    child = subprocess.run([sys.executable, "-c", _ORPHAN, str(ended.pid)], capture_output=True, text=True,
+                           timeout=30)
     assert child.returncode == -signal.SIGTERM
 
 
