@@ -88,16 +88,16 @@ def _with_local_workers(config, workers: Optional[int], store) -> None:
         return rank_side.doctor_body.preflight(config, count), []
 
     default_target = new_run_dir(config.results_root, ["doctor"])
-    verdict_file = (config.out if config.out is not None else default_target) / DOCTOR_JSON
     try:
-        local_workers.start("doctor", workers, refuse_early, sys.argv[1:], config.out, default_target)
-    except RunFailedError:
-        if not _suspects(verdict_file):
+        run_dir = local_workers.start("doctor", workers, refuse_early, sys.argv[1:], config.out, default_target)
+    except RunFailedError as exc:
+        run_dir = getattr(exc, "run_dir", None)  # the folder it claimed, if it got that far
+        if run_dir is None or not _suspects(run_dir / DOCTOR_JSON):
             raise
-        results_store.record_run(verdict_file.parent, store)
+        results_store.record_run(run_dir, store)
         raise SystemExit(EXIT_VERDICT) from None  # the workers reported their suspects; exit 1 says so
-    results_store.record_run(verdict_file.parent, store)
-    if _suspects(verdict_file):  # complete, though a rank ended oddly after the verdict
+    results_store.record_run(run_dir, store)
+    if _suspects(run_dir / DOCTOR_JSON):  # complete, though a rank ended oddly after the verdict
         raise SystemExit(EXIT_VERDICT)
 
 

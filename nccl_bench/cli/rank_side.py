@@ -17,6 +17,7 @@ from nccl_bench.ranks.faults import Interrupted, hold_signals, interrupts_unwrap
 from nccl_bench.ranks.launch import LOCAL_WORKER_ENV, default_workers, run_local_workers, shared_cores_note
 from nccl_bench.ranks.layout import detect_launch
 from nccl_bench.ranks.preflight import check_process_limits, exhausted_resource_text
+from nccl_bench.ranks.run_owner import new_claimant
 from nccl_bench.results.loader import read_run
 from nccl_bench.sweep import (
     baseline_check,  # plan_baseline_check, check_plan_against_baseline, check_against_baseline, SWEEP_BASELINE_*
@@ -30,7 +31,7 @@ from nccl_bench.sweep import (
 __all__ = [
     "LOCAL_WORKER_ENV", "Interrupted", "baseline_check", "busbw_floor", "check_process_limits", "comparison",
     "default_workers", "detect_launch", "doctor_body", "doctor_report", "exhausted_resource_text", "hold_signals",
-    "interrupts_unwrapped", "plan", "read_run", "run_local_workers",
+    "interrupts_unwrapped", "new_claimant", "plan", "read_run", "run_local_workers",
     "saved_baselines", "shared_cores_note", "signals_raise_interrupted", "sweep_body",
     "sweep_report",
 ]

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Iterator
 
 from nccl_bench.errors import RunFailedError, first_line
+from nccl_bench.ranks import run_owner
 from nccl_bench.ranks.devices import device_kind, nccl_env_to_set, passes_device_id
 from nccl_bench.ranks.layout import LaunchEnv, export_launch_env
 
@@ -90,10 +91,10 @@ def process_group(launch: LaunchEnv, backend: str, timeout_s: float, device_inde
         with held:
             dist.init_process_group(
                 backend=backend,
-                init_method="env://",
                 rank=launch.rank,
                 world_size=launch.world_size,
                 timeout=_dt.timedelta(seconds=group_timeout_s),
+                **run_owner.rendezvous(os.environ, launch.world_size, _dt.timedelta(seconds=group_timeout_s)),
                 **extra,
             )
     except (dist.DistNetworkError, dist.DistStoreError) as exc:

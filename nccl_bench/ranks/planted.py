@@ -17,6 +17,9 @@ Grammar of NCCL_BENCH_FAULT:
   the rank goes on, so the point's first collective is enqueued behind the spin (NCCL's stream waits
   on the current one): the work sits unfinished in torch's watchdog list, as a collective whose GPU
   stopped does, and the rank waits for it at its next synchronisation.
+- `crash[:RANK[:POINT]]`: RANK's process is killed (SIGKILL) at the start of its POINT-th point, in
+  the first attempt of an elastic job only (TORCHELASTIC_RESTART_COUNT 0), as a worker lost once:
+  torchrun --max-restarts starts the job again, and the restarted attempt goes on.
 - `killed[:RANK]`: RANK's process is killed (SIGKILL) once its run has ended (the final meta.json
   written, the report printed), as by an OOM killer or a scheduler during the teardown.
 
@@ -36,13 +39,15 @@ import time
 from dataclasses import dataclass
 from typing import Mapping
 
+from nccl_bench.ranks.run_owner import attempt
+
 FAULT_ENV = "NCCL_BENCH_FAULT"
 LATE_BACKEND_ENV = "NCCL_BENCH_FAULT_LATE_BACKEND"
 # A planted stall waits this long (a day): far past any --timeout, so only the deadline ends it.
 STALL_S = 86_400
 # torch.cuda._sleep spins this many GPU cycles (over an hour at 2 GHz): a stream that never drains.
 STALL_GPU_CYCLES = 10**13
-KINDS = ("corrupt", "stall", "stall-gpu", "stall-behind-gpu", "killed")
+KINDS = ("corrupt", "stall", "stall-gpu", "stall-behind-gpu", "killed", "crash")
 
 
 class NoFaults:
@@ -71,6 +76,8 @@ class Fault(NoFaults):
     def point_starts(self, rank: int, index: int) -> None:
         if self.kind.startswith("stall") and (self.rank, self.point) == (rank, index):
             stall(self)
+        if self.kind == "crash" and (self.rank, self.point) == (rank, index) and attempt(os.environ) == 0:
+            os.kill(os.getpid(), signal.SIGKILL)
 
     def output_checked(self, recv, first_index: int | None, rank: int, holder: int) -> None:
         if self.kind == "corrupt" and first_index is not None and rank == holder:
@@ -97,7 +104,7 @@ def planted_fault(environ: Mapping[str, str]) -> Fault | None:
         numbers = [int(f) for f in fields[:2]] + [float(f) for f in fields[2:]]
     except ValueError:
         raise ValueError(f"{FAULT_ENV}={raw!r}: expected corrupt, stall[:RANK[:POINT[:SECONDS]]], "
-                         "stall-gpu|stall-behind-gpu[:RANK[:POINT]] or killed[:RANK]") from None
+                         "stall-gpu|stall-behind-gpu[:RANK[:POINT]], crash[:RANK[:POINT]] or killed[:RANK]") from None
     return Fault(kind, *numbers)
 
 

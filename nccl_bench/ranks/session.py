@@ -23,12 +23,12 @@ from typing import Any, Callable, Protocol, Sequence
 
 from nccl_bench.errors import RunFailedError, UserInputError, WriteFailedError
 from nccl_bench.options import HISTORY_ENV, OUT, RESULTS_ROOT
-from nccl_bench.ranks import devices, dist, faults, roll_call
+from nccl_bench.ranks import devices, dist, faults, roll_call, run_owner
 from nccl_bench.ranks.deadline import Deadline, DeadlineExceeded
 from nccl_bench.ranks.layout import LaunchEnv, detect_launch, export_launch_env
 from nccl_bench.ranks.planted import fault_seam
 from nccl_bench.ranks.preflight import check_memory, host_available_bytes
-from nccl_bench.results.run_folder import new_run_dir, prepare_run_dir, remove_if_empty, write_meta
+from nccl_bench.results.run_folder import claim_run_dir, find_claimed, new_run_dir, release_run_dir, write_meta
 
 META_SCHEMA_VERSION = 1
 # Variables that steer NCCL and torch's NCCL process group (watchdog, error handling, flight
@@ -86,6 +86,7 @@ class Run:
         self.status = "running"
         self.started_utc = ""
         self._deadline: Deadline | None = None
+        self.watch: run_owner.ParentWatch | None = None
 
     @property
     def nodes(self) -> int:
@@ -128,6 +129,11 @@ class Run:
             # built for; versions["nccl"] is the library torch loaded).
             "env": recorded_env(os.environ),
             "config": self.request.config,
+            # Who writes the run (report checks that a "running" one still is) and which elastic attempt.
+            "pid": os.getpid(),
+            "host": dist.hostname(),
+            "attempt": run_owner.attempt(os.environ),
+            **({"stopped_because": self.watch.why} if self.watch is not None and self.watch.why else {}),
         }
 
 
@@ -187,14 +193,17 @@ def execute(request: RunRequest, body: RunBody, on_stuck: Callable[[RunFailedErr
     process. Without it a rank stuck outside any collective stays stuck.
     """
     launch = require_launch()
+    with run_owner.ParentWatch(os.environ, launch.launcher) as watch:
+        return _execute(request, body, on_stuck, launch, watch)
+
+
+def _execute(request: RunRequest, body: RunBody, on_stuck: Callable[[RunFailedError], None] | None,
+             launch: LaunchEnv, watch: run_owner.ParentWatch) -> str:
     device_index = _device_index(request, launch)
     export_launch_env(launch)  # a missing MASTER_ADDR is named before any folder is made
-    run_dir = made = None
-    if launch.rank == 0:
-        target = request.out if request.out is not None else new_run_dir(request.results_root, request.folder_label)
-        made = None if target.exists() else target  # only a folder this run made is removed again
-        run_dir = prepare_run_dir(target, (OUT if request.out is not None else RESULTS_ROOT).name)
+    run_dir, made = _run_folder(request) if launch.rank == 0 else (None, False)
     run = Run(request, launch, run_dir)
+    run.watch = watch
     try:
         with faults.signals_raise_interrupted(), \
                 dist.process_group(launch, request.backend, request.timeout_s, device_index) as ctx:
@@ -202,20 +211,34 @@ def execute(request: RunRequest, body: RunBody, on_stuck: Callable[[RunFailedErr
             roll_call.publish_process(ctx.rank)
             _LifeCycle(run, body, on_stuck).go()
     except RuntimeError as exc:  # process-group set-up; no result was at stake yet
-        remove_if_empty(made)
+        release_run_dir(run_dir, made)
         reason = faults.name_timeout(dist.backend_error_text(exc), request.timeout_s)
         failure = RunFailedError(f"setting up the {request.command} failed on rank {launch.rank}: {reason}")
         failure.details = getattr(exc, "details", ())
         raise failure from exc
     except (RunFailedError, UserInputError):
-        remove_if_empty(made)  # stopped before meta.json: the folder would only say nothing happened
+        release_run_dir(run_dir, made)  # stopped before meta.json: the folder would only say nothing happened
         raise
     except faults.Interrupted as exc:
         if run.status != "running":  # the final meta.json says how the run ended
             raise
-        remove_if_empty(made)
+        release_run_dir(run_dir, made)
         raise faults.Interrupted(str(exc), began=False) from None
     return run.status
+
+
+def _run_folder(request: RunRequest) -> tuple[Path, bool]:
+    """Rank 0 claims the run folder (--out, or a new default one; a restarted attempt's is its first
+    attempt's); and whether this run made it (a folder made for nothing is removed again)."""
+    claimant = run_owner.claimant(os.environ)
+    target = request.out
+    if target is None and run_owner.attempt(os.environ) > 0:
+        target = find_claimed(request.results_root, claimant)
+    if target is not None:
+        made = not target.exists()
+        return claim_run_dir(target, (OUT if request.out is not None else RESULTS_ROOT).name, claimant), made
+    default = new_run_dir(request.results_root, request.folder_label)
+    return claim_run_dir(default, RESULTS_ROOT.name, claimant, numbered=True), True
 
 
 class _Ending:
@@ -298,6 +321,9 @@ class _LifeCycle:
     def _stop(self, exc: BaseException, deadline: Deadline) -> BaseException:
         """What ended the run early, as the exception to raise; sets the status it ended with."""
         run = self.run
+        if run.watch is not None and run.watch.gone():  # the peers lost the same parent: no one is at fault
+            run.status = "interrupted"
+            return exc if isinstance(exc, faults.Interrupted) else faults.Interrupted("SIGTERM")
         if deadline.expired is not None and not isinstance(exc, faults.Interrupted):
             # what the abort made the op raise; this thread is back, so the stall was not this rank's
             exc = DeadlineExceeded(deadline.expired, run.request.timeout_s, came_back=True)

@@ -92,6 +92,8 @@ EXACT = [
      "{tmp}/badvalue.toml: warmup: expected a whole number, got 'x'"),
     ("results folder not empty", ["sweep", "--sizes", "1K", "--out", "{tmp}/full"],
      "--out: {tmp}/full already exists and is not empty; a run never overwrites results"),
+    ("results folder another run holds", ["sweep", "--sizes", "1K", "--out", "{tmp}/taken"],
+     "--out: {tmp}/taken is taken by another run (pid 1 on nodea, 0123abcd); give each run its own folder"),
     ("unwritable results folder", ["sweep", "--sizes", "1K", "--out", "{tmp}/afile/run"],
      "--out: cannot write to {tmp}/afile/run: Not a directory"),
     ("floor not positive", ["sweep", "--min-busbw", "0"], "--min-busbw: must be greater than 0, got 0.0"),
@@ -274,6 +276,8 @@ def files(tmp_path: Path) -> Path:
     (tmp_path / "foreign.csv").write_text("a,b\n1,2\n")
     (tmp_path / "full").mkdir()
     (tmp_path / "full" / "results.csv").write_text("precious\n")
+    (tmp_path / "taken").mkdir()
+    (tmp_path / "taken" / ".claim").write_text("pid 1 on nodea, 0123abcd")  # another run's, started at once
     (tmp_path / "afile").write_text("")
     (tmp_path / "link").symlink_to(tmp_path / "gone")
     write_run(tmp_path / "base", [row(dtype="float32")])  # all_reduce, in_place, 1 MiB float32, 2 gloo ranks

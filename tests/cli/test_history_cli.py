@@ -150,8 +150,11 @@ def test_a_host_flagged_in_two_doctor_runs_is_the_one_to_drain(store_url, tmp_pa
     assert "node x2" in table
 
 
-def _doctor_verdict_in(folder: Path) -> None:
+def _doctor_verdict_in(folder: Path) -> Path:
+    """A doctor run's folder with one suspect, as the workers leave it; the folder, as local_workers.start
+    returns the one it claimed."""
     doctor_run(folder, 3, suspects=[("node", ["c"])])
+    return folder
 
 
 def test_the_doctor_records_its_run_once_its_workers_are_done(monkeypatch, tmp_path):

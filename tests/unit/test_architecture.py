@@ -111,12 +111,12 @@ def _calls(path: Path) -> set[str]:
     return names
 
 
-@pytest.mark.parametrize("made", ["process_group", "write_meta", "init_process_group", "prepare_run_dir"])
+@pytest.mark.parametrize("made", ["process_group", "write_meta", "init_process_group", "claim_run_dir"])
 def test_the_run_life_cycle_exists_once(made):
     """A process group, a run folder and meta.json are made only by ranks/session.py (the CLI's launcher-less
     path makes the folder before any worker starts), so every command on ranks shares one life cycle."""
     allowed = {"process_group": {"ranks.session"}, "write_meta": {"ranks.session"},
-               "init_process_group": {"ranks.dist"}, "prepare_run_dir": {"ranks.session", "cli.local_workers"}}
+               "init_process_group": {"ranks.dist"}, "claim_run_dir": {"ranks.session", "cli.local_workers"}}
     callers = {module for module, path in _modules() if made in _calls(path)}
     assert callers == allowed[made]
 

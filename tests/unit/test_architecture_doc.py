@@ -34,7 +34,7 @@ FILE_WRITERS = {
     "results.whole_file": "the whole-file writer (reports, exports, plots, meta.json, --prom, --exclude-file), "
                           "GitHub's step summary appended",
     "results.csv_appender": "results.csv and doctor.csv appended row by row",
-    "results.run_folder": "the run folder made, and its write probe",
+    "results.run_folder": "the run folder made and claimed (its .claim file, made with O_EXCL)",
     "sweep.saved_baselines": "a baseline folder copied beside its name and renamed into place",
     "ranks.dist": "an unnamed temporary file that holds stderr during the rendezvous",
     "cli.streams": "/dev/null opened in place of a closed stdout",
