@@ -11,7 +11,7 @@ import contextlib
 import os
 import sys
 from pathlib import Path
-from typing import Callable, NoReturn, Optional
+from typing import Callable, NoReturn, Optional, Sequence
 
 from nccl_bench.cli import messages
 from nccl_bench.errors import EXIT_INTERRUPTED, RunFailedError
@@ -19,11 +19,12 @@ from nccl_bench.options import OUT, RESULTS_ROOT, WORKERS
 
 
 def start(what: str, workers: Optional[int], refuse_early: Callable[[int], tuple[str, list[str]]], args: list[str],
-          out: Optional[Path], default_target: Path) -> Path:
+          out: Optional[Path], default_target: Path, variants: Sequence[dict[str, str]] = ({},)) -> Path:
     """Run `nccl-bench ARGS` in `workers` local ranks (None: one per GPU, or 2 on CPU); the run folder.
 
     refuse_early(workers) raises what the ranks would refuse, before any starts, and returns the backend
-    the ranks will use and notes to say.
+    the ranks will use and notes to say. variants: the environment of each set of ranks, started one
+    after the other into the one run folder (--nccl-env: NCCL reads its variables once per process).
     """
     from nccl_bench.cli import rank_side
 
@@ -32,11 +33,11 @@ def start(what: str, workers: Optional[int], refuse_early: Callable[[int], tuple
         workers, why = rank_side.default_workers()
     backend, notes = refuse_early(workers)
     notes = [*notes, *rank_side.shared_cores_note(workers, backend)]
-    return _run(what, workers, why, args, out, default_target, notes)
+    return _run(what, workers, why, args, out, default_target, notes, variants)
 
 
 def _run(what: str, workers: int, why: Optional[str], args: list[str], out: Optional[Path], default_target: Path,
-         notes: list[str]) -> Path:
+         notes: list[str], variants: Sequence[dict[str, str]] = ({},)) -> Path:
     from nccl_bench.cli import rank_side
     from nccl_bench.results.run_folder import prepare_run_dir, read_meta, remove_if_empty
 
@@ -52,7 +53,9 @@ def _run(what: str, workers: int, why: Optional[str], args: list[str], out: Opti
                 if why is not None:
                     messages.say(f"no launcher found; starting {why} (use {WORKERS.name} N to choose)")
                 messages.notes(notes)
-                rank_side.run_local_workers(workers, args)
+                for number, env in enumerate(variants, 1):
+                    order = {rank_side.VARIANT_ENV: f"{number}/{len(variants)}"} if env else {}
+                    rank_side.run_local_workers(workers, args, env={**env, **order})
         except rank_side.Interrupted as exc:
             rank_side.hold_signals()  # a second Ctrl-C must not cut this report short
             meta = read_meta(target)

@@ -17,6 +17,7 @@ import os
 import platform
 import sys
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Protocol, Sequence
@@ -50,6 +51,7 @@ class RunRequest:
     bytes_per_rank: int  # buffers this rank allocates, for the memory check
     size_option: str  # the option that makes the buffers large (named when memory is short)
     config: dict[str, Any]  # the command's options as meta.json records them
+    continues: bool = False  # a later --nccl-env variant: the run folder is the first variant's, kept as it is
 
 
 @dataclass(frozen=True)
@@ -63,6 +65,8 @@ class RunFacts:
     devices: tuple[str, ...]  # per rank, in rank order
     versions: dict[str, str]
     run_dir: Path | None
+    # Set-up costs, the slowest rank's, in seconds: init_s, first_op_s, and split_s where a body adds it.
+    timings: dict[str, float] = field(default_factory=dict)
 
     @property
     def nodes(self) -> int:
@@ -86,6 +90,15 @@ class Run:
         self.status = "running"
         self.started_utc = ""
         self._deadline: Deadline | None = None
+        # Set-up costs, the slowest rank's, in seconds (meta.json's "timings", the header's set-up line):
+        # init_s (the process group made), first_op_s (the first collective, where NCCL 2.22+ connects),
+        # and what a body adds (split_s: --split's groups).
+        self.timings: dict[str, float] = {}
+        self._init_s = 0.0  # this rank's own, until the common header agrees on the slowest
+
+    def time_set_up(self, key: str, seconds: float) -> None:
+        """Record a set-up cost as the slowest rank's (a collective: every rank calls it, in the same order)."""
+        self.timings[key] = dist.max_across_ranks(self.ctx, [seconds])[0]
 
     @property
     def nodes(self) -> int:
@@ -94,7 +107,7 @@ class Run:
     def facts(self) -> RunFacts:
         """The run's facts for a header: known once the common header is gathered (before the body's set-up)."""
         return RunFacts(self.request.backend, self.launch.launcher, self.launch.world_size, tuple(self.hostnames),
-                        tuple(self.devices), dict(self.versions), self.run_dir)
+                        tuple(self.devices), dict(self.versions), self.run_dir, dict(self.timings))
 
     def renew(self, where: str | None = None) -> None:
         """A step starts: it has --timeout from now (no-op outside the measuring phase)."""
@@ -128,6 +141,7 @@ class Run:
             # built for; versions["nccl"] is the library torch loaded).
             "env": recorded_env(os.environ),
             "config": self.request.config,
+            "timings": dict(self.timings),
         }
 
 
@@ -192,14 +206,16 @@ def execute(request: RunRequest, body: RunBody, on_stuck: Callable[[RunFailedErr
     if launch.rank == 0:
         target = request.out if request.out is not None else new_run_dir(request.results_root, request.folder_label)
         made = None if target.exists() else target  # only a folder this run made is removed again
-        run_dir = prepare_run_dir(target, (OUT if request.out is not None else RESULTS_ROOT).name)
+        run_dir = target if request.continues else prepare_run_dir(
+            target, (OUT if request.out is not None else RESULTS_ROOT).name)
     run = Run(request, launch, run_dir)
     try:
-        with faults.signals_raise_interrupted(), \
-                dist.process_group(launch, request.backend, request.timeout_s, device_index) as ctx:
-            run.ctx = ctx
-            roll_call.publish_process(ctx.rank)
-            _LifeCycle(run, body, on_stuck).go()
+        with faults.signals_raise_interrupted():
+            started = time.perf_counter()
+            with dist.process_group(launch, request.backend, request.timeout_s, device_index) as ctx:
+                run.ctx, run._init_s = ctx, time.perf_counter() - started
+                roll_call.publish_process(ctx.rank)
+                _LifeCycle(run, body, on_stuck).go()
     except RuntimeError as exc:  # process-group set-up; no result was at stake yet
         remove_if_empty(made)
         reason = faults.name_timeout(dist.backend_error_text(exc), request.timeout_s)
@@ -282,7 +298,11 @@ class _LifeCycle:
 
         run, ctx = self.run, self.run.ctx
         device_name = torch.cuda.get_device_name(ctx.device) if ctx.on_gpu else _cpu_name()
+        started = time.perf_counter()  # the first collective: NCCL 2.22+ opens its connections here
         per_rank = dist.gather_objects(ctx, (dist.hostname(), device_name))
+        first_op_s = time.perf_counter() - started
+        init_s, first_op_s = dist.max_across_ranks(ctx, [run._init_s, first_op_s])
+        run.timings.update(init_s=init_s, first_op_s=first_op_s)
         run.hostnames = [h for h, _ in per_rank]
         run.devices = [d for _, d in per_rank]
         run.versions = {"torch": torch.__version__, "python": platform.python_version()}

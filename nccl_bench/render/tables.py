@@ -123,6 +123,7 @@ _RESULT_COLUMNS: tuple[tuple[Column, Callable[[ResultRow], Cell]], ...] = (
 _REPEAT_COLUMNS: dict[str, tuple[Column, Callable[[ResultRow], Cell]]] = {
     "group": (_result_column("group", 0, align="left"), lambda r: r.group or "-"),
     "cycle": (_result_column("cycle", 0, width=5), lambda r: "-" if r.cycle is None else str(r.cycle)),
+    "variant": (_result_column("variant", 0, align="left"), lambda r: r.variant or "-"),
 }
 MARGIN = "  "  # rows are indented; header lines start with '#', so `grep -v '^#'` leaves the rows
 HEADER_MARK = "# "
@@ -131,7 +132,8 @@ HEADER_MARK = "# "
 def repeats_in(rows: Iterable[ResultRow]) -> tuple[str, ...]:
     """The repeat columns ('group', 'cycle') that any of the rows fills."""
     rows = list(rows)
-    filled = {"group": any(r.group for r in rows), "cycle": any(r.cycle is not None for r in rows)}
+    filled = {"group": any(r.group for r in rows), "cycle": any(r.cycle is not None for r in rows),
+              "variant": any(r.variant for r in rows)}
     return tuple(key for key in _REPEAT_COLUMNS if filled[key])
 
 
@@ -212,7 +214,8 @@ def live_layout(header, width: int | None) -> Layout:
                   redop=header.reduce_op, root=-1, world_size=header.run.world_size, nodes=header.run.nodes,
                   backend=header.run.backend,
                   iters=0, trials=0, time_us=None, time_min_us=None, time_max_us=None, p50_us=None, p99_us=None,
-                  algbw_gbps=None, busbw_gbps=None, busbw_factor=None, wrong=None, slowest_rank=None, agg=header.agg)
+                  algbw_gbps=None, busbw_gbps=None, busbw_factor=None, wrong=None, slowest_rank=None, agg=header.agg,
+                  variant=header.variant)
         for op, size, count in header.planned
     ]
     return results_layout(known, width, header.repeats)
@@ -235,6 +238,7 @@ def header_lines(header) -> list[str]:
         f"{run.nodes} node(s) ({', '.join(run.hosts)})",
         f"# devices: {_summarize(run.devices)}",
         versions_line(run.versions),
+        *setup_lines(run.timings),
         f"# sizes: {header.sizes}; dtype {header.dtype}; redop {header.reduce_op}",
         f"# timing: warmup {header.warmup}, iterations {header.iterations}, trials {header.trials}, "
         f"ranks combined by {header.agg}; time = mean per op, p50 = median single op",
@@ -247,6 +251,19 @@ def header_lines(header) -> list[str]:
 def versions_line(versions: dict[str, str]) -> str:
     """The versions line of every command's header."""
     return f"# versions: {', '.join(f'{k} {v}' for k, v in versions.items())}"
+
+
+SETUP_NAMES = (("init_s", "process group"), ("first_op_s", "first collective"), ("split_s", "split groups"))
+
+
+def setup_lines(timings: dict[str, float]) -> list[str]:
+    """The set-up costs of every command's header: what NCCL spends before the first measured op."""
+    parts = [f"{name} {_seconds(timings[key])}" for key, name in SETUP_NAMES if key in timings]
+    return [f"# set-up (slowest rank): {', '.join(parts)}"] if parts else []
+
+
+def _seconds(value: float) -> str:
+    return f"{value * 1e3:.1f} ms" if value < 1 else f"{value:.2f} s"
 
 
 def header_tail(run_dir: Path | None, notes: Iterable[str]) -> list[str]:

@@ -26,6 +26,7 @@ class RowContext:
     nodes: int
     backend: str
     peak_gbps: float | None
+    variant: str = ""  # --nccl-env's settings these ranks run with (units/nccl_env.label)
 
 
 def _common(run: RowContext, point: Point, collective: Collective) -> dict[str, Any]:
@@ -45,6 +46,7 @@ def _common(run: RowContext, point: Point, collective: Collective) -> dict[str, 
         agg=config.agg,
         peak_gbps=run.peak_gbps,
         busbw_factor=collective.factor(run.world_size) if collective.factor else None,
+        variant=run.variant,
     )
 
 
