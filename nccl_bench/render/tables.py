@@ -14,6 +14,7 @@ from typing import Callable, Iterable, Iterator, Sequence
 
 from rich.text import Text
 
+from nccl_bench.hardware.nvls import NVLS_FLAG, nvls_sentence
 from nccl_bench.options import SWEEP_OPTION
 from nccl_bench.ranks.collectives import REGISTRY
 from nccl_bench.render import labels, repeats
@@ -292,11 +293,21 @@ def _summarize(devices: Iterable[str]) -> str:
     return ", ".join(f"{n} x {name}" for name, n in counts.items())
 
 
+def nvls_lines(rows: Iterable[ResultRow]) -> list[str]:
+    """Per op whose busbw passed the links' peak on an NVSwitch system: NVLS named, not a bare %peak over 100."""
+    top: dict[str, float] = {}
+    for row in rows:
+        if NVLS_FLAG in row.flags.split(";") and row.pct_of_peak is not None:
+            top[row.op] = max(top.get(row.op, 0.0), row.pct_of_peak)
+    return [f"# note: {nvls_sentence(op, pct)}" for op, pct in top.items()]
+
+
 def summary_lines(summary) -> list[str]:
     lines = []
     for (op, placement), value in average_busbw(summary.rows).items():
         lines.append(f"# Avg bus bandwidth ({op}, {placement_text(placement)}): {value:.3f} GB/s")
     lines += [f"# expected: {sentence}" for sentence in summary.expected]
+    lines += nvls_lines(summary.rows)
     noisy = [r for r in summary.rows if "noisy" in r.flags]
     short = [r for r in summary.rows if "below_timer_resolution" in r.flags]
     if noisy:

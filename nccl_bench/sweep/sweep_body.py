@@ -91,7 +91,7 @@ class _Sweep:
         distribution = alltoallv.parse_distribution(self.config.alltoallv)
         self.shares = alltoallv.shares(distribution, self.op_ctx.world_size)  # the same on every rank
         self.row_context = RowContext(self.config, self.op_ctx.world_size, nodes, self.ctx.backend, peak_gbps,
-                                      self.variant)
+                                      self.variant, self._nvswitch())
         if run.run_dir is not None and run.request.continues:
             self.earlier_variants = list((read_meta(run.run_dir) or {}).get("variants", []))
 
@@ -148,6 +148,15 @@ class _Sweep:
         [mine] = [group for group in self.groups if self.ctx.rank in group.ranks]
         self.group_name = mine.name
         return op_ctx, mine.ranks, len({run.hostnames[rank] for rank in mine.ranks})
+
+    def _nvswitch(self) -> bool | None:
+        """Rank 0 on GPUs, the whole world: whether the GPUs sit behind an NVSwitch (a busbw above the
+        links' peak is then NVLS's, hardware/nvls.py); None elsewhere (only rank 0's rows are recorded)."""
+        if self.ctx.rank != 0 or not self.ctx.on_gpu or self.members:
+            return None
+        from nccl_bench.hardware.nvls import probe_nvswitch
+
+        return probe_nvswitch()
 
     def _header(self, run: session.Run, peak_label: str | None) -> SweepHeader:
         config, on_gpu = self.config, self.ctx.on_gpu
