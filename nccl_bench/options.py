@@ -218,6 +218,10 @@ SWEEP_OPTIONS = (
            "NAME=V1[,V2...], e.g. NCCL_ALGO=Ring,Tree; repeat for every combination. Rows carry their variant; "
            "the end names the fastest. Not under a launcher (loop in the shell there).", default=(),
            metavar="NAME=VALUES"),
+    Option("nccl_trace", ("--nccl-trace",), switch,
+           "NCCL only: read back which algorithm and protocol NCCL chose at each point (its tuning log, "
+           "NCCL_DEBUG=INFO into a file per rank) into the algo and proto columns; the log line costs the "
+           "logging rank a little time per op.", default=False),
     BACKEND,
     OUT,
     RESULTS_ROOT,

@@ -46,6 +46,7 @@ def sweep_command(
     split: Optional[str] = param(_OPTION["split"]),
     cycles: Optional[int] = param(_OPTION["cycles"]),
     nccl_env: Optional[list[str]] = param(_OPTION["nccl_env"]),
+    nccl_trace: Optional[bool] = param(_OPTION["nccl_trace"]),
     backend: Optional[str] = param(_OPTION["backend"]),
     out: Optional[Path] = param(_OPTION["out"], folder="<ops>"),
     results_root: Optional[Path] = param(_OPTION["results_root"]),

@@ -42,6 +42,8 @@ LABELS: dict[str, tuple[str, str]] = {
     "cycle": ("cycle", ""),
     "group": ("group", ""),
     "variant": ("variant", ""),
+    "algo": ("algo", ""),
+    "proto": ("proto", ""),
 }
 
 # How a placement value reads for people (the CSV keeps out_of_place / in_place).

@@ -125,6 +125,8 @@ _REPEAT_COLUMNS: dict[str, tuple[Column, Callable[[ResultRow], Cell]]] = {
     "group": (_result_column("group", 0, align="left"), lambda r: r.group or "-"),
     "cycle": (_result_column("cycle", 0, width=5), lambda r: "-" if r.cycle is None else str(r.cycle)),
     "variant": (_result_column("variant", 0, align="left"), lambda r: r.variant or "-"),
+    "algo": (_result_column("algo", 1, align="left"), lambda r: r.algo or "-"),
+    "proto": (_result_column("proto", 1, align="left"), lambda r: r.proto or "-"),
 }
 MARGIN = "  "  # rows are indented; header lines start with '#', so `grep -v '^#'` leaves the rows
 HEADER_MARK = "# "
@@ -134,7 +136,8 @@ def repeats_in(rows: Iterable[ResultRow]) -> tuple[str, ...]:
     """The repeat columns ('group', 'cycle') that any of the rows fills."""
     rows = list(rows)
     filled = {"group": any(r.group for r in rows), "cycle": any(r.cycle is not None for r in rows),
-              "variant": any(r.variant for r in rows)}
+              "variant": any(r.variant for r in rows), "algo": any(r.algo for r in rows),
+              "proto": any(r.proto for r in rows)}
     return tuple(key for key in _REPEAT_COLUMNS if filled[key])
 
 

@@ -15,7 +15,7 @@ from typing import Any
 
 SCHEMA_VERSION = 3
 # Columns each version added; a file of an older version lacks them and reads them as empty (None, "").
-COLUMNS_ADDED: dict[int, tuple[str, ...]] = {2: ("p95_us", "cycle", "group"), 3: ("variant",)}
+COLUMNS_ADDED: dict[int, tuple[str, ...]] = {2: ("p95_us", "cycle", "group"), 3: ("variant", "algo", "proto")}
 READABLE_VERSIONS = (1, 2, 3)
 
 PLACEMENT_OUT = "out_of_place"
@@ -61,6 +61,8 @@ class ResultRow:
     cycle: int | None = None  # which pass of a --cycles run (1, 2, ...); None: a run of one pass
     group: str = ""  # the --split sub-group that measured the row; "": the whole world
     variant: str = ""  # the --nccl-env settings its ranks ran with ("NCCL_ALGO=Ring NCCL_PROTO=LL"); "": none
+    algo: str = ""  # --nccl-trace: the algorithm NCCL chose (RING, TREE, NVLS, ...); "": not traced or not said
+    proto: str = ""  # --nccl-trace: the protocol NCCL chose (LL, LL128, SIMPLE)
     schema_version: int = SCHEMA_VERSION
 
 
@@ -139,7 +141,7 @@ def record_to_row(record: dict[str, Any]) -> ResultRow:
 # included): nothing Markdown, HTML, a terminal or a spreadsheet would read as markup, an escape
 # sequence or a formula. `flags` is free text (an unsupported row's reason, which may span lines) kept to
 # printable characters and newlines, not beginning as a spreadsheet formula does.
-NAME_COLUMNS = ("op", "placement", "dtype", "redop", "backend", "agg", "status")
+NAME_COLUMNS = ("op", "placement", "dtype", "redop", "backend", "agg", "status", "algo", "proto")
 _NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
 _VARIANT = re.compile(r"NCCL_[A-Z0-9_]+=[A-Za-z0-9_.:^-]+( NCCL_[A-Z0-9_]+=[A-Za-z0-9_.:^-]+)*")
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")

@@ -20,9 +20,11 @@ from nccl_bench.options import SWEEP_OPTION
 from nccl_bench.ranks import check, dist, faults, session, split
 from nccl_bench.ranks.collectives import REGISTRY, Collective, OpArgs, make_buffers
 from nccl_bench.ranks.launch import worker_variant
+from nccl_bench.ranks.nccl_trace import TuningTrace
 from nccl_bench.ranks.planted import NoFaults, fault_seam
 from nccl_bench.ranks.runner import PointRunner, TimingPlan
 from nccl_bench.results.csv_appender import ResultsWriter
+from nccl_bench.results.nccl_tuning import chosen
 from nccl_bench.results.run_folder import read_meta
 from nccl_bench.results.schema import STATUS_OK, STATUS_UNSUPPORTED, ResultRow
 from nccl_bench.sweep import sweep_config as cfg
@@ -52,7 +54,13 @@ def execute(config: cfg.SweepConfig, observer_factory: Callable[[int], SweepObse
         continues=(worker_variant(os.environ) or (1, 1))[0] > 1,
     )
     body = _Sweep(config, plan, observer_factory)
-    session.execute(request, body, on_stuck)
+    if config.nccl_trace and plan.backend == "nccl":  # before the process group: NCCL reads these once
+        body.trace = TuningTrace.start(launch.rank)
+    try:
+        session.execute(request, body, on_stuck)
+    finally:
+        if body.trace is not None:
+            body.trace.close()
     return body.summary
 
 
@@ -71,6 +79,7 @@ class _Sweep:
         # --nccl-env: the settings these ranks were started with (each variant is a fresh set of ranks)
         self.variant = nccl_env.label(tuple((name, os.environ.get(name, "")) for name, _ in config.nccl_env))
         self.earlier_variants: list[dict[str, Any]] = []  # what meta.json said of the variants before this one
+        self.trace: TuningTrace | None = None  # --nccl-trace on NCCL: this rank's tuning log
 
     @property
     def where(self) -> str:
@@ -188,7 +197,7 @@ class _Sweep:
             reduce_op=config.reduce_op, agg=config.agg, peak=peak_label,
             notes=notes, planned=planned,
             repeats=(("group",) if self.groups else ()) + (("cycle",) if config.cycles != 1 else ())
-            + (("variant",) if self.variant else ()),
+            + (("variant",) if self.variant else ()) + (("algo", "proto") if self.trace is not None else ()),
             cycles=config.cycles, variant=self.variant,
         )
 
@@ -257,10 +266,15 @@ class _Sweep:
         if reason is not None:
             return unsupported_row(self.row_context, point, collective, reason)
         run_once = collective.bind(buffers, args)
+        if self.trace is not None:
+            self.trace.mark()
         measurement = self.runner.measure(run_once)
         self.run.renew()
+        # what NCCL logged while timing, read before the check's own op
+        algo, proto = (chosen(self.trace.lines_since_mark(), point.op) if self.trace else None) or ("", "")
         wrong = self._check(collective, buffers, args, run_once) if config.check and collective.factor else None
-        return measured_row(self.row_context, point, collective, measurement, wrong)
+        row = measured_row(self.row_context, point, collective, measurement, wrong)
+        return dataclasses.replace(row, algo=algo, proto=proto) if algo else row
 
     def _why_unsupported(self, collective: Collective, buffers, args) -> str | None:
         """Run the op once; if any rank cannot, every rank learns it and the op is skipped, not fatal."""

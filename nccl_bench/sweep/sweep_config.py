@@ -66,6 +66,7 @@ class SweepConfig:
     split: Split | None = None  # sub-groups that measure at once (ranks/split.py); None: the whole world
     cycles: int = _default("cycles")  # passes over every point; 0 = until interrupted
     nccl_env: tuple[Assignment, ...] = _default("nccl_env")  # NCCL variables and values: a variant per combination
+    nccl_trace: bool = _default("nccl_trace")  # algo/proto columns from NCCL's tuning log (ranks/nccl_trace.py)
     backend: str = _default("backend")
     out: Path | None = None
     results_root: Path = _default("results_root")

@@ -1,5 +1,6 @@
 """--nccl-env on gloo: each variant in fresh local ranks, all into one run folder, and the end names
-the fastest variant per point (on gloo NCCL's variables change nothing; they are recorded)."""
+the fastest variant per point (on gloo NCCL's variables change nothing; they are recorded, and
+--nccl-trace leaves the algo and proto columns empty)."""
 
 from __future__ import annotations
 
@@ -15,11 +16,12 @@ pytestmark = pytest.mark.integration
 def test_every_variant_measures_every_size_into_one_folder_and_the_fastest_is_named(tmp_path):
     out = tmp_path / "run"
     result = run_cli(["sweep", "--workers", "2", "--sizes", "1K,64K", "--iters", "2", "--warmup", "0",
-                      "--nccl-env", "NCCL_ALGO=Ring,Tree", "--out", str(out)])
+                      "--nccl-env", "NCCL_ALGO=Ring,Tree", "--nccl-trace", "--out", str(out)])
     assert result.returncode == 0, result.stderr[-3000:]
     rows = read_rows(out)
     assert sorted((r.variant, r.size_bytes) for r in rows) == [
         ("NCCL_ALGO=Ring", 1024), ("NCCL_ALGO=Ring", 65536), ("NCCL_ALGO=Tree", 1024), ("NCCL_ALGO=Tree", 65536)]
+    assert all(r.algo == r.proto == "" for r in rows)  # --nccl-trace on gloo: NCCL chose nothing
     meta = read_meta(out)
     assert meta["status"] == "complete" and meta["rows"] == 4
     assert [(v["variant"], v["env"]["NCCL_ALGO"], v["status"]) for v in meta["variants"]] == [
