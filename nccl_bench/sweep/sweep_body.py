@@ -15,7 +15,8 @@ import time
 from typing import Any, Callable
 
 from nccl_bench.errors import RunFailedError, first_line
-from nccl_bench.hardware.expected import System, yardsticks
+from nccl_bench.hardware.expected import System, run_algorithm, yardsticks
+from nccl_bench.hardware.nvls import NVLS_OPS
 from nccl_bench.options import SWEEP_OPTION
 from nccl_bench.ranks import check, dist, faults, session, split
 from nccl_bench.ranks.collectives import REGISTRY, Collective, OpArgs, make_buffers
@@ -127,7 +128,9 @@ class _Sweep:
             self.writer.close()
         measured = ((r.op, r.size_bytes, r.busbw_gbps) for r in self.summary.rows
                     if r.status == STATUS_OK and r.busbw_gbps is not None)
-        found = yardsticks(self.system, measured)
+        # NVLS and ring figures do not mix: rings when the trace or the environment says so
+        algorithm = run_algorithm(os.environ, (r.algo for r in self.summary.rows if r.op in NVLS_OPS))
+        found = yardsticks(self.system, measured, algorithm=algorithm)
         self.summary.expected = [y.sentence for y in found]
         ending = {"rows": len(self.summary.rows), "wrong_total": self.summary.wrong_total}
         if self.config.nccl_env:
