@@ -92,9 +92,13 @@ def sweep_command(
 
 
 def _refuse_repeats_with_baseline(sweep_config, baseline: Optional[Path]) -> None:
-    """A comparison matches one row per point; a run of several cycles or groups has many."""
+    """A comparison matches one row per point; a run of several cycles, groups or variants has many."""
+    from nccl_bench.units.nccl_env import variants
+
     repeats = [option.name for option, given in ((_OPTION["cycles"], sweep_config.cycles != 1),
-                                                 (_OPTION["split"], sweep_config.split is not None)) if given]
+                                                 (_OPTION["split"], sweep_config.split is not None),
+                                                 (_OPTION["nccl_env"], len(variants(sweep_config.nccl_env)) > 1))
+               if given]
     if baseline is not None and repeats:
         verb = "give" if len(repeats) > 1 else "gives"
         raise UserInputError(BASELINE.name, f"compares one row per point; {' and '.join(repeats)} {verb} several "

@@ -90,6 +90,9 @@ EXACT = [
     ("baseline with cycles", ["sweep", "--cycles", "3", "--baseline", "{tmp}/none"],
      "--baseline: compares one row per point; --cycles gives several (read the run's rows with "
      "nccl-bench report instead)"),
+    ("baseline with variants", ["sweep", "--nccl-env", "NCCL_ALGO=Ring,Tree", "--baseline", "{tmp}/none"],
+     "--baseline: compares one row per point; --nccl-env gives several (read the run's rows with "
+     "nccl-bench report instead)"),
     ("missing config", ["sweep", "--config", "{tmp}/none.toml"], "--config: no such file: {tmp}/none.toml"),
     ("unknown config key", ["sweep", "--config", "{tmp}/unknown.toml"],
      f"{{tmp}}/unknown.toml: unknown key 'bogus'; known keys: {', '.join(CONFIG_KEYS)}"),
