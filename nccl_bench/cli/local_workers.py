@@ -43,6 +43,9 @@ def _run(what: str, workers: int, why: Optional[str], args: list[str], out: Opti
 
     target = out if out is not None else default_target
     made = None if target.exists() else target
+    # With --nccl-env, meta.json says how the last variant to start ended: the run's ending only once
+    # the last variant has started (its label, as the ranks record it, is meta.json's "variant").
+    final = {"variant": " ".join(f"{name}={value}" for name, value in variants[-1].items()), "started": False}
     # From the folder on, a signal is an Interrupted here too (torch's agent installs its own while it runs).
     with rank_side.signals_raise_interrupted():
         try:
@@ -55,11 +58,12 @@ def _run(what: str, workers: int, why: Optional[str], args: list[str], out: Opti
                 messages.notes(notes)
                 for number, env in enumerate(variants, 1):
                     order = {rank_side.VARIANT_ENV: f"{number}/{len(variants)}"} if env else {}
+                    final["started"] = number == len(variants)
                     rank_side.run_local_workers(workers, args, env={**env, **order})
         except rank_side.Interrupted as exc:
             rank_side.hold_signals()  # a second Ctrl-C must not cut this report short
             meta = read_meta(target)
-            if _completed(meta):  # the signal came after the ending: the run is what meta.json says
+            if _completed(meta, final):  # the signal came after the ending: the run is what meta.json says
                 messages.say(f"note: {exc} arrived after the {what} had completed; nothing was lost")
                 return run_dir
             if meta is None:
@@ -68,7 +72,7 @@ def _run(what: str, workers: int, why: Optional[str], args: list[str], out: Opti
             kept = f"the {meta['rows']} row(s) measured so far are" if "rows" in meta else "what was measured so far is"
             messages.fail(f"interrupted by {exc}; {kept} kept in {target}", EXIT_INTERRUPTED)
         except RunFailedError as exc:
-            if not exc.quiet and _completed(read_meta(target)):  # no rank reported: one ended after the run
+            if not exc.quiet and _completed(read_meta(target), final):  # no rank reported: one ended after the run
                 messages.say(f"note: {exc} after the {what} had completed; its results are whole")
                 return run_dir
             remove_if_empty(made)
@@ -76,8 +80,10 @@ def _run(what: str, workers: int, why: Optional[str], args: list[str], out: Opti
     return run_dir
 
 
-def _completed(meta) -> bool:
-    return meta is not None and meta.get("status") == "complete"
+def _completed(meta, final: dict) -> bool:
+    """meta.json says the whole run completed: the last variant (the only one without --nccl-env) did."""
+    return (meta is not None and meta.get("status") == "complete" and final["started"]
+            and meta.get("variant", "") == final["variant"])
 
 
 def speaks_for_run(launch) -> bool:
