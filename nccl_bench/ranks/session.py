@@ -52,6 +52,7 @@ class RunRequest:
     size_option: str  # the option that makes the buffers large (named when memory is short)
     config: dict[str, Any]  # the command's options as meta.json records them
     continues: bool = False  # a later --nccl-env variant: the run folder is the first variant's, kept as it is
+    control: bool = False  # the helpers' exchanges on a gloo side group (dist.DistContext.control)
 
 
 @dataclass(frozen=True)
@@ -212,7 +213,8 @@ def execute(request: RunRequest, body: RunBody, on_stuck: Callable[[RunFailedErr
     try:
         with faults.signals_raise_interrupted():
             started = time.perf_counter()
-            with dist.process_group(launch, request.backend, request.timeout_s, device_index) as ctx:
+            with dist.process_group(launch, request.backend, request.timeout_s, device_index,
+                                    request.control) as ctx:
                 run.ctx, run._init_s = ctx, time.perf_counter() - started
                 roll_call.publish_process(ctx.rank)
                 _LifeCycle(run, body, on_stuck).go()
@@ -300,9 +302,9 @@ class _LifeCycle:
         device_name = torch.cuda.get_device_name(ctx.device) if ctx.on_gpu else _cpu_name()
         started = time.perf_counter()  # the first collective: NCCL 2.22+ opens its connections here
         per_rank = dist.gather_objects(ctx, (dist.hostname(), device_name))
-        first_op_s = time.perf_counter() - started
+        first_op_s = time.perf_counter() - started if ctx.control is None else _first_op_s(ctx)
         init_s, first_op_s = dist.max_across_ranks(ctx, [run._init_s, first_op_s])
-        run.timings.update(init_s=init_s, first_op_s=first_op_s)
+        run.timings.update(init_s=init_s, **({} if first_op_s < 0 else {"first_op_s": first_op_s}))
         run.hostnames = [h for h, _ in per_rank]
         run.devices = [d for _, d in per_rank]
         run.versions = {"torch": torch.__version__, "python": platform.python_version()}
@@ -352,6 +354,21 @@ class _LifeCycle:
             self.on_stuck(failure)
 
         return stuck
+
+
+def _first_op_s(ctx: dist.DistContext) -> float:
+    """With the helpers on a gloo side group, the backend's own first collective: one all_reduce of one
+    element, timed to its end; -1 when the backend refuses it (an NCCL_ALGO that leaves all_reduce no
+    algorithm: every all_reduce point will say so as an unsupported row)."""
+    import torch
+
+    started = time.perf_counter()
+    try:
+        torch.distributed.all_reduce(torch.ones(1, device=ctx.device), group=ctx.group)
+        dist.synchronize(ctx)
+    except RuntimeError:
+        return -1.0
+    return time.perf_counter() - started
 
 
 def _cpu_name() -> str:

@@ -52,7 +52,7 @@ def execute(config: cfg.SweepConfig, observer_factory: Callable[[int], SweepObse
         command="sweep", backend=plan.backend, timeout_s=config.timeout_s, out=config.out,
         results_root=config.results_root, folder_label=config.ops, bytes_per_rank=plan.bytes_per_rank(config),
         size_option=size_option(config), config=cfg.as_dict(config),
-        continues=(worker_variant(os.environ) or (1, 1))[0] > 1,
+        continues=(worker_variant(os.environ) or (1, 1))[0] > 1, control=bool(config.nccl_env),
     )
     body = _Sweep(config, plan, observer_factory)
     if config.nccl_trace and plan.backend == "nccl":  # before the process group: NCCL reads these once
