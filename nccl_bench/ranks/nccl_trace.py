@@ -17,8 +17,9 @@ from pathlib import Path
 from typing import MutableMapping
 
 TRACE_ENV = {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "TUNING"}
-# A point's lines are read whole; a point of many small ops logs one short line per op.
-MAX_READ_BYTES = 64 * 2**20
+# A point of many small ops logs one short line per op (~100 B; a GPU sweep's small sizes run 10^5 ops
+# per sample): the last MiB of a point's lines, thousands of its timed ops, is what is read.
+MAX_READ_BYTES = 2**20
 
 
 class TuningTrace:
@@ -42,14 +43,19 @@ class TuningTrace:
         self._offset = self._size()
 
     def lines_since_mark(self) -> list[str]:
+        """The lines logged since the mark (the last MAX_READ_BYTES of them, whole lines only)."""
+        end = self._size()
+        start = max(self._offset, end - MAX_READ_BYTES)
         try:
             with open(self.path, "rb") as handle:
-                handle.seek(self._offset)
-                data = handle.read(MAX_READ_BYTES)
+                handle.seek(start)
+                data = handle.read(end - start)
         except OSError:
             return []
-        self._offset += len(data)
-        return data.decode("utf-8", errors="replace").splitlines()
+        skipped = start > self._offset  # began inside a line: it is left out
+        self._offset = end
+        lines = data.decode("utf-8", errors="replace").splitlines()
+        return lines[1:] if skipped else lines
 
     def close(self) -> None:
         with contextlib.suppress(OSError):

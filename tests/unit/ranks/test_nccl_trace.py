@@ -23,3 +23,17 @@ def test_the_trace_points_nccl_at_its_own_file_and_reads_each_points_lines(tmp_p
     finally:
         trace.close()
     assert not trace.path.parent.exists()
+
+
+def test_a_long_point_is_read_from_its_last_whole_lines(monkeypatch):
+    from nccl_bench.ranks import nccl_trace
+
+    monkeypatch.setattr(nccl_trace, "MAX_READ_BYTES", 100)
+    trace = TuningTrace.start(0, {})
+    try:
+        trace.mark()
+        trace.path.write_text("".join(f"line {i:03d} of the point's ops\n" for i in range(20)))  # 30 B a line
+        lines = trace.lines_since_mark()
+        assert lines == ["line 017 of the point's ops", "line 018 of the point's ops", "line 019 of the point's ops"]
+    finally:
+        trace.close()
