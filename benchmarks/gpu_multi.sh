@@ -18,7 +18,7 @@ need_gpus 2
 # 1. Every op on two ranks, every element checked.
 if want all_ops; then
   trun all_ops 60 2 sweep --op all -b 1K -e "$top" --min-sample-ms 20
-  ok_run all_ops --ranks 2 --min-rows 10
+  ok_run all_ops --ranks 2 --min-rows 10 --proves "$many_ranks: every op, every element checked"
 fi
 
 # 2. --cuda-graph on two ranks, sendrecv included (point-to-point capture needs torch >= 2.7), once
@@ -36,7 +36,7 @@ for variant in graph graph_blocking_wait; do
   else
     trun "$variant" 45 2 "${args[@]}"
   fi
-  ok_run "$variant" --ranks 2 --min-rows 9
+  ok_run "$variant" --ranks 2 --min-rows 9 --proves "$many_ranks, captured in CUDA graphs"
 done
 
 # 3. Rank 1 stalls at its second point (outside any collective); rank 0 waits in the collective, its
@@ -46,9 +46,9 @@ stall_timeout=8
 if want stall_rank1; then
   NCCL_BENCH_FAULT=stall:1:1 trun stall_rank1 40 2 sweep --op all_gather --sizes 1K,1M --timeout "$stall_timeout" \
     --min-sample-ms 5
-  finished stall_rank1 && $checks stall "$out_dir/runs/stall_rank1" "$out_dir/logs/stall_rank1.log" "$rc" \
+  finished stall_rank1 && check stall "$out_dir/runs/stall_rank1" "$out_dir/logs/stall_rank1.log" "$rc" \
     --name "stall_rank1 (named by rank 0)" --timeout "$stall_timeout" --rows 1 --expect-rc 1 --names "rank 1" \
-    --slack 3 | verdict
+    --slack 6 --proves "the stalled rank is named, not the rank its abort released"
 fi
 
 descendants() { local child; for child in $(pgrep -P "$1"); do echo "$child"; descendants "$child"; done; }
@@ -79,11 +79,12 @@ if want kill_rank1; then
   done
   wait "$launcher"
   rc=$? wall=$((SECONDS - started))
+  timed
   if [ -z "$victim" ]; then
     say FAIL kill_rank1 "rank 1's process was never found to kill (exit $rc after ${wall}s)"
   else
-    finished kill_rank1 && $checks rank-lost "$out_dir/runs/kill_rank1" "$out_dir/logs/kill_rank1.log" "$rc" \
-      --name "kill_rank1 (process $victim, ${wall}s)" --rank 1 | verdict
+    finished kill_rank1 && check rank-lost "$out_dir/runs/kill_rank1" "$out_dir/logs/kill_rank1.log" "$rc" \
+      --name "kill_rank1 (process $victim, ${wall}s)" --rank 1 --proves "a rank killed mid-run is named, rows kept"
   fi
 fi
 
@@ -91,7 +92,7 @@ fi
 if want doctor; then
   workers doctor 60 2 doctor
   finished doctor && if [ "$rc" = 0 ]; then
-    $checks doctor "$out_dir/runs/doctor" | verdict
+    check doctor "$out_dir/runs/doctor" --proves "$many_ranks: the doctor's verdict on this node"
   else
     say FAIL doctor "exit $rc after ${wall}s: $(grep -m1 'nccl-bench: error' "$out_dir/logs/doctor.log" || tail -n 1 "$out_dir/logs/doctor.log")"
   fi
@@ -102,8 +103,9 @@ fi
 #    rank 1, meta.json "failed", exit the workers' code.
 if want doctor_stall; then
   NCCL_BENCH_FAULT=stall:1:0 workers doctor_stall 40 2 doctor --timeout "$stall_timeout"
-  finished doctor_stall && $checks stall "$out_dir/runs/doctor_stall" "$out_dir/logs/doctor_stall.log" "$rc" \
-    --name "doctor_stall (named by rank 0)" --timeout "$stall_timeout" --rows 0 --names "rank 1" --slack 3 | verdict
+  finished doctor_stall && check stall "$out_dir/runs/doctor_stall" "$out_dir/logs/doctor_stall.log" "$rc" \
+    --name "doctor_stall (named by rank 0)" --timeout "$stall_timeout" --rows 0 --names "rank 1" --slack 6 \
+    --proves "a stall in the doctor's per-host group is named, the group released"
 fi
 
 finish

@@ -13,6 +13,10 @@ figure it judged, exits 0 on PASS and 1 on FAIL, and fails when that figure is m
     python benchmarks/gpu_smoke_checks.py d2d-vs-all-gather RUN_DIR
     python benchmarks/gpu_smoke_checks.py nvml-dump FILE.json
 
+Every command also takes --proves TEXT: what a PASS of this step shows, appended to its line
+("; proves: TEXT"), so that a summary says what was proved and what was not (a one-rank step proves
+copies, not NCCL kernels: smoke_lib.sh counts them apart).
+
 Kept apart from the shell scripts so the conditions are readable Python, not awk; it reads run
 folders with nccl_bench's own reader, so it checks the files a user gets.
 """
@@ -38,12 +42,18 @@ REPLAYS = 10  # graph replays per timed sample: 100 copies, as before the copies
 STALL_SLACK_S = 6.0
 
 
+class _Said:
+    proves = ""  # the step's --proves text, appended to its line
+
+
 def _line(name: str, ok: bool, detail: str) -> int:
-    print(f"{'PASS' if ok else 'FAIL'} {name}: {detail}", flush=True)
+    proves = f"; proves: {_Said.proves}" if _Said.proves else ""
+    print(f"{'PASS' if ok else 'FAIL'} {name}: {detail}{proves}", flush=True)
     return 0 if ok else 1
 
 
 def check_run(run_dir: Path, name: str, status: str, min_rows: int, ranks: int | None = None) -> int:
+    from nccl_bench.ranks.runner import FLAG_EMPTY_GRAPH
     from nccl_bench.results.csv_reader import read_rows
     from nccl_bench.results.run_folder import read_meta
 
@@ -53,7 +63,9 @@ def check_run(run_dir: Path, name: str, status: str, min_rows: int, ranks: int |
     rows = read_rows(run_dir)
     wrong = sum(r.wrong or 0 for r in rows)
     unchecked = [f"{r.op}@{r.size_bytes}" for r in rows if r.wrong is None and r.status == "ok" and r.op != "barrier"]
-    measured = [r for r in rows if r.status == "ok"]
+    # A capture that held no GPU work timed nothing: such a row measured nothing, whatever its figures.
+    empty = [r for r in rows if r.status == "ok" and FLAG_EMPTY_GRAPH in r.flags.split(";")]
+    measured = [r for r in rows if r.status == "ok" and r not in empty]
     missing_meta = [key for key in ("versions", "config", "hostnames", "devices", "ended_utc") if not meta.get(key)]
     problems = []
     if meta.get("status") != status:
@@ -69,9 +81,10 @@ def check_run(run_dir: Path, name: str, status: str, min_rows: int, ranks: int |
     if missing_meta:
         problems.append(f"meta.json lacks {', '.join(missing_meta)}")
     ops = sorted({r.op for r in measured})
-    detail = "; ".join(problems) if problems else (
-        f"{len(measured)} measured of {len(rows)} rows, 0 wrong, status {status}, world {meta.get('world_size')}, "
-        f"ops {','.join(ops)}")
+    not_counted = f" ({len(empty)} more captured nothing: {FLAG_EMPTY_GRAPH}, not counted)" if empty else ""
+    detail = "; ".join(problems) + not_counted if problems else (
+        f"{len(measured)} measured of {len(rows)} rows{not_counted}, 0 wrong, status {status}, "
+        f"world {meta.get('world_size')}, ops {','.join(ops)}")
     return _line(name, not problems, detail)
 
 
@@ -324,6 +337,7 @@ def _sub(sub, command: str, default_name: str, *positional: tuple[str, type]) ->
     for name, kind in positional:
         parser.add_argument(name, type=kind)
     parser.add_argument("--name", default=default_name)
+    parser.add_argument("--proves", default="", help="what a PASS of this step shows (appended to its line)")
     return parser
 
 
@@ -355,6 +369,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str]) -> int:
     a = _parser().parse_args(argv)
+    _Said.proves = a.proves
     commands = {
         "run": lambda: check_run(a.run_dir, a.name, a.status, a.min_rows, a.ranks),
         "limits": lambda: limits(a.path, a.name, a.gpu),

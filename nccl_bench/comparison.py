@@ -278,7 +278,7 @@ def _delta_pct(base: float | None, cur: float | None) -> float | None:
     return 100.0 * (cur - base) / base
 
 
-def world_sizes(rows: Iterable[ResultRow]) -> frozenset[int]:
+def world_sizes(rows: Iterable[ResultRow]) -> frozenset[int | None]:
     """The world sizes a run's rows were measured at: one, unless runs were joined."""
     return frozenset(r.world_size for r in rows)
 
@@ -290,7 +290,8 @@ def backends(rows: Iterable[ResultRow]) -> frozenset[str]:
 
 def joined(values: Iterable[object]) -> str:
     """world_sizes or backends as a message names them: 2/4, gloo/nccl."""
-    return "/".join(str(v) for v in sorted(values))
+    known = sorted(v for v in values if v is not None)
+    return "/".join([str(v) for v in known] + (["unknown"] if None in values else []))
 
 
 def _metric_name(metric: str) -> str:

@@ -342,6 +342,26 @@ AS_JSON = Option("as_json", ("--json",), switch, "Print JSON instead of a table.
 MULTI_NODE = Option("multi_node", ("--multi-node",), switch,
                     "Include the network: min(intra-node peak, NIC per rank).", default=False)
 
+# -- the results store's (sweep, doctor and every history command) -------------------------------------
+HISTORY_ENV = "NCCL_BENCH_HISTORY"  # the store when --history is not given (never recorded in meta.json's env)
+HISTORY = Option("history", ("--history",), text,
+                 "Results store: a file, sqlite:///PATH or postgresql://user@host:port/db (default: "
+                 "$NCCL_BENCH_HISTORY, else <results-root>/history.sqlite).", metavar="URL")
+NO_HISTORY = Option("no_history", ("--no-history",), switch, "Do not record this run in the results store.",
+                    default=False)
+HISTORY_PATHS = Argument("paths", "PATH...",
+                         "Run folders, results.csv files, nccl-tests logs or -J JSON files to add to the store.")
+HISTORY_OP = Option("op", ("--op",), _one_op, "Only this collective's series.")
+# Twenty nightly runs: long enough for a robust median and spread, short enough that a change
+# accepted as the new normal (more than half the window) stops failing within two weeks.
+WINDOW = Option("window", ("--window",), whole(2, 10_000),
+                "Judge each series' latest run against this many runs before it (default {default}).", default=20)
+# Back-to-back CPU sweeps on shared 2-core hosts moved by up to ~25%; a lasting drop of a third is news.
+FLOOR = Option("floor", ("--floor",), tolerance,
+               "Never flag a drop smaller than this share of the median, however quiet the history: "
+               "{default} (default) or 0.2.", default=0.30, show=percent)
+PAGE = Argument("page", "FILE", "The page to write: one self-contained HTML file.")
+
 # -- the app's ---------------------------------------------------------------------------------------
 VERSION = Option("version", ("--version",), switch, "Print the version and exit.", default=False)
 HELP_FLAGS = ("-h", "--help")  # click's own help option, under the names every command answers to

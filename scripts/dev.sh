@@ -60,6 +60,10 @@ case "$job" in
     if ! { has slurmd && has slurmctld && has munged && has mpirun; } && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
       (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq -o DPkg::Lock::Timeout=120 slurm-wlm munge openmpi-bin) >/dev/null 2>&1 || echo "dev.sh: could not install slurm-wlm, munge and openmpi-bin; the Slurm and mpirun tests will skip" >&2
     fi
+    # The results store's tests start a real PostgreSQL server (Debian's postgresql package: initdb, pg_ctl).
+    if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+      (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq -o DPkg::Lock::Timeout=120 postgresql) >/dev/null 2>&1 || echo "dev.sh: could not install postgresql; the PostgreSQL store tests will skip" >&2
+    fi
     "$venv/bin/ruff" check nccl_bench tests benchmarks  # a lint error fails the command before any test runs
     exec "$py" -m pytest "$@" ;;
   *) echo "usage: bash scripts/dev.sh sweep|test [options]" >&2; exit 2 ;;

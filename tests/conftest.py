@@ -45,6 +45,39 @@ def run_cli(args: list[str], *, env: dict[str, str] | None = None, timeout: floa
     return run_forked(args, cwd=cwd or REPO, env=worker_env(env), timeout=timeout)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _session_history_store(tmp_path_factory):
+    """Every run a test starts records itself into a store of the session's, never into the checkout's results/."""
+    os.environ["NCCL_BENCH_HISTORY"] = str(tmp_path_factory.mktemp("history") / "history.sqlite")
+
+
+@pytest.fixture(scope="session")
+def postgres_server():
+    """A real PostgreSQL server of the session's (tests/history_stores.py), or the reason it cannot run here.
+    Its folder is a fresh one under /tmp: pytest's own are closed to the `postgres` user."""
+    import shutil
+    import tempfile
+
+    from tests.history_stores import PostgresServer, why_no_postgres
+
+    why = why_no_postgres()
+    if why is not None:
+        pytest.skip(why)
+    folder = Path(tempfile.mkdtemp(prefix="nccl-bench-pg-"))
+    server = PostgresServer(folder)
+    yield server
+    server.stop()
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store_url(request, tmp_path) -> str:
+    """A new, empty results store of each kind: an SQLite file, a fresh database on the PostgreSQL server."""
+    if request.param == "sqlite":
+        return str(tmp_path / "history.sqlite")
+    return request.getfixturevalue("postgres_server").new_database()
+
+
 @pytest.fixture
 def torchrun():
     return run_torchrun
@@ -94,8 +127,15 @@ _layouts = itertools.count(1)
 
 def layout_tag() -> str:
     """A tag for simulated hosts' namespace names that no other layout alive in this machine uses:
-    the pid (as test_doctor_hosts.py uses it) plus one digit counting this process's layouts."""
-    return f"{os.getpid() % 10000:04d}{next(_layouts) % 10}"
+    the pid (as test_doctor_hosts.py uses it) plus one digit counting this process's layouts, past any
+    whose namespace exists. The count alone is not enough: this file is imported twice in one process
+    (as pytest's `conftest` and as `tests.conftest`), each copy counting from 1, so a module's cluster and
+    a test's own cluster once both took the same names ("ip netns add ...: File exists")."""
+    for _ in range(10):
+        tag = f"{os.getpid() % 10000:04d}{next(_layouts) % 10}"
+        if not Path(f"/run/netns/nbsw{tag}").exists():  # simhosts' switch namespace
+            break
+    return tag
 
 
 def _started(why_not, opened):

@@ -142,7 +142,7 @@ def simulated_hosts(count: int, tag: str, rails: int = 1,
             sh("ip", "netns", "delete", name)
 
 
-def hosts_for_test(count: int, rails: int = 1) -> Iterator[Hosts]:
+def hosts_for_test(count: int, rails: int = 1, hostnames: tuple[str, ...] | None = None) -> Iterator[Hosts]:
     """Simulated hosts for a pytest fixture to yield from, or a skip naming the exact reason they
     cannot be made here (no root, a missing tool, a namespace step refused)."""
     import pytest
@@ -151,7 +151,7 @@ def hosts_for_test(count: int, rails: int = 1) -> Iterator[Hosts]:
     if reason:
         pytest.skip(reason)
     try:
-        with simulated_hosts(count, f"{os.getpid() % 10000:04d}", rails) as made:
+        with simulated_hosts(count, f"{os.getpid() % 10000:04d}", rails, hostnames) as made:
             yield made
     except SetupError as exc:
         pytest.skip(f"cannot build simulated hosts here: {exc}")

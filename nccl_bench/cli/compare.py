@@ -8,7 +8,7 @@ from pathlib import Path
 
 import typer
 
-from nccl_bench.cli import messages
+from nccl_bench.cli import messages, streams
 from nccl_bench.cli.params import argument, param, read_given, read_or_default
 from nccl_bench.cli.report import log_hints
 from nccl_bench.options import (
@@ -41,6 +41,7 @@ def compare_command(
     from nccl_bench import comparison
     from nccl_bench.render.formats import check_output_file
     from nccl_bench.results.loader import read_run
+    from nccl_bench.results.run_folder import never_finished
 
     tolerance_fraction = read_or_default(TOLERANCE, tolerance)
     min_size = read_or_default(LATENCY_BELOW, min_bytes)
@@ -49,7 +50,10 @@ def compare_command(
         for key, option, value in (("markdown", MARKDOWN, markdown), ("junit", JUNIT, junit),
                                    ("json_path", JSON_FILE, json_file))
     }
+    if any(outputs.values()):
+        streams.stdout_is_a_view()  # the exports are the product; the table only shows them
     hints = log_hints(log_op, log_ranks)
+    messages.notes(filter(None, map(never_finished, dict.fromkeys((Path(baseline), Path(current))))))
     result = comparison.compare_runs(
         read_run(Path(baseline), BASELINE_RUN.name, hints), read_run(Path(current), CURRENT_RUN.name, hints),
         tolerance=tolerance_fraction, min_bytes=min_size, allow_mismatch=allow_mismatch,

@@ -15,9 +15,10 @@ from typing import NoReturn
 
 import typer
 
-from nccl_bench.cli import compare, doctor, limits, messages, ops, report, streams, sweep, typer_shim
+from nccl_bench.cli import compare, doctor, history, limits, messages, ops, report, streams, sweep, typer_shim
 from nccl_bench.cli.params import param
 from nccl_bench.errors import (
+    EXIT_BAD_INPUT,
     EXIT_INTERRUPTED,
     EXIT_OK,
     EXIT_RUN_FAILED,
@@ -64,6 +65,7 @@ for _name, _command in (
     ("doctor", doctor.doctor_command),
 ):
     app.command(_name)(_command)
+app.add_typer(history.app, name="history")
 
 
 def program() -> NoReturn:
@@ -97,12 +99,38 @@ def main() -> None:
 
     streams.guard_output()
     warnings.showwarning = messages.show_warning
+    _refuse_a_deleted_working_folder()
+    code: object = EXIT_OK
     try:
         _run_app()
+    except SystemExit as exc:
+        code = exc.code
+        raise
     finally:
-        lost = streams.lost_stdout()
-        if lost is not None:
-            messages.say(f"warning: {lost}")
+        _say_lost_stdout(code)
+
+
+def _refuse_a_deleted_working_folder() -> None:
+    """torch cannot load from a working folder that is gone (oneMKL ends the process saying only that it
+    cannot load libtorch_cpu.so), and relative paths would name nothing: say so before anything is imported."""
+    try:
+        os.getcwd()
+    except OSError as exc:
+        messages.fail(f"the working folder cannot be read ({exc.strerror or exc}: deleted or unmounted?); "
+                      "cd to an existing folder and run again", EXIT_BAD_INPUT)
+
+
+def _say_lost_stdout(code: object) -> None:
+    """A full stdout: a warning where it only showed the run, a failed command where it was the product."""
+    lost = streams.lost_stdout()
+    if lost is None:
+        return
+    if not streams.stdout_is_product():
+        messages.say(f"warning: {lost}")
+    elif code in (None, EXIT_OK):
+        messages.fail(lost, EXIT_RUN_FAILED)
+    else:
+        messages.error(lost)  # the command's own failure (its verdict, bad input) keeps its code
 
 
 def _run_app() -> None:
@@ -123,5 +151,18 @@ def _run_app() -> None:
         messages.fail("interrupted", EXIT_INTERRUPTED)
     except typer_shim.click_usage_errors() as exc:
         typer_shim.end_usage_error(exc)
-    except OSError as exc:  # a file the command writes (a report, an export): a full disk, a read-only mount
-        messages.fail(os_error_text(exc), EXIT_RUN_FAILED)
+    except (OSError, MemoryError, RuntimeError) as exc:
+        _end_with_os_failure(exc)
+
+
+def _end_with_os_failure(exc: BaseException) -> NoReturn:
+    """A limit that ran out (open files, processes, memory: torch's store says EMFILE in a RuntimeError),
+    or a file the command writes (a full disk, a read-only mount): one line, exit 3. Anything else is a bug."""
+    from nccl_bench.cli import rank_side
+
+    exhausted = rank_side.exhausted_resource_text(exc)
+    if exhausted is not None:
+        messages.fail(exhausted, EXIT_RUN_FAILED)
+    if not isinstance(exc, OSError):
+        raise exc
+    messages.fail(os_error_text(exc), EXIT_RUN_FAILED)

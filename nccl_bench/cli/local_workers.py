@@ -39,10 +39,12 @@ def start(what: str, workers: Optional[int], refuse_early: Callable[[int], tuple
 def _run(what: str, workers: int, why: Optional[str], args: list[str], out: Optional[Path], default_target: Path,
          notes: list[str], variants: Sequence[dict[str, str]] = ({},)) -> Path:
     from nccl_bench.cli import rank_side
-    from nccl_bench.results.run_folder import prepare_run_dir, read_meta, remove_if_empty
+    from nccl_bench.results.run_folder import claim_run_dir, read_meta, release_run_dir
 
     target = out if out is not None else default_target
-    made = None if target.exists() else target
+    made = out is None or not target.exists()
+    claimant = rank_side.new_claimant()  # the workers' rank 0 takes the folder with it; another run is refused
+    run_dir = None
     # With --nccl-env, meta.json says how the last variant to start ended: the run's ending only once
     # the last variant has started (its label, as the ranks record it, is meta.json's "variant").
     final = {"variant": " ".join(f"{name}={value}" for name, value in variants[-1].items()), "started": False}
@@ -50,32 +52,36 @@ def _run(what: str, workers: int, why: Optional[str], args: list[str], out: Opti
     with rank_side.signals_raise_interrupted():
         try:
             with rank_side.interrupts_unwrapped():  # the except clauses below must see an Interrupted as itself
-                run_dir = prepare_run_dir(target, OUT.name if out is not None else RESULTS_ROOT.name)
                 if out is None:
+                    run_dir = claim_run_dir(target, RESULTS_ROOT.name, claimant, numbered=True)
                     args = [*args, OUT.name, str(run_dir)]
+                else:
+                    run_dir = claim_run_dir(target, OUT.name, claimant)
                 if why is not None:
                     messages.say(f"no launcher found; starting {why} (use {WORKERS.name} N to choose)")
                 messages.notes(notes)
                 for number, env in enumerate(variants, 1):
                     order = {rank_side.VARIANT_ENV: f"{number}/{len(variants)}"} if env else {}
                     final["started"] = number == len(variants)
-                    rank_side.run_local_workers(workers, args, env={**env, **order})
+                    rank_side.run_local_workers(workers, args, claimant, env={**env, **order})
         except rank_side.Interrupted as exc:
             rank_side.hold_signals()  # a second Ctrl-C must not cut this report short
-            meta = read_meta(target)
+            meta = None if run_dir is None else read_meta(run_dir)
             if _completed(meta, final):  # the signal came after the ending: the run is what meta.json says
                 messages.say(f"note: {exc} arrived after the {what} had completed; nothing was lost")
                 return run_dir
             if meta is None:
-                remove_if_empty(made)
+                release_run_dir(run_dir, made)
                 messages.fail(f"interrupted by {exc} before the {what} began; nothing was measured", EXIT_INTERRUPTED)
             kept = f"the {meta['rows']} row(s) measured so far are" if "rows" in meta else "what was measured so far is"
-            messages.fail(f"interrupted by {exc}; {kept} kept in {target}", EXIT_INTERRUPTED)
+            messages.fail(f"interrupted by {exc}; {kept} kept in {run_dir}", EXIT_INTERRUPTED)
         except RunFailedError as exc:
-            if not exc.quiet and _completed(read_meta(target), final):  # no rank reported: one ended after the run
+            if not exc.quiet and run_dir is not None and _completed(read_meta(run_dir), final):
+                # no rank reported: one ended after the run
                 messages.say(f"note: {exc} after the {what} had completed; its results are whole")
                 return run_dir
-            remove_if_empty(made)
+            release_run_dir(run_dir, made)
+            exc.run_dir = run_dir
             raise
     return run_dir
 

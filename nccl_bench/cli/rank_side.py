@@ -22,6 +22,8 @@ from nccl_bench.ranks.launch import (
     shared_cores_note,
 )
 from nccl_bench.ranks.layout import detect_launch
+from nccl_bench.ranks.preflight import check_process_limits, exhausted_resource_text
+from nccl_bench.ranks.run_owner import new_claimant
 from nccl_bench.results.loader import read_run
 from nccl_bench.sweep import (
     baseline_check,  # plan_baseline_check, check_plan_against_baseline, check_against_baseline, SWEEP_BASELINE_*
@@ -33,8 +35,9 @@ from nccl_bench.sweep import (
 )
 
 __all__ = [
-    "LOCAL_WORKER_ENV", "VARIANT_ENV", "Interrupted", "baseline_check", "busbw_floor", "comparison", "default_workers",
-    "detect_launch", "doctor_body", "doctor_report", "hold_signals", "interrupts_unwrapped", "plan", "read_run",
-    "run_local_workers", "saved_baselines", "shared_cores_note", "signals_raise_interrupted", "sweep_body",
+    "LOCAL_WORKER_ENV", "VARIANT_ENV", "Interrupted", "baseline_check", "busbw_floor", "check_process_limits",
+    "comparison", "default_workers", "detect_launch", "doctor_body", "doctor_report", "exhausted_resource_text",
+    "hold_signals", "interrupts_unwrapped", "new_claimant", "plan", "read_run", "run_local_workers",
+    "saved_baselines", "shared_cores_note", "signals_raise_interrupted", "sweep_body",
     "sweep_report",
 ]

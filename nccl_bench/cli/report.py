@@ -24,6 +24,7 @@ def report_command(
     from nccl_bench.render import formats as render_formats
     from nccl_bench.render import live
     from nccl_bench.results import loader
+    from nccl_bench.results.run_folder import never_finished
     from nccl_bench.results.whole_file import write_text_file
 
     render_formats.check_format(fmt, FORMAT.name)
@@ -31,6 +32,7 @@ def report_command(
     output_path = render_formats.check_output_file(read_given(OUTPUT, output), OUTPUT.name)
     html_path = render_formats.check_output_file(read_given(HTML, html_file), HTML.name, suffix=".html")
     paths = [Path(run) for run in runs]
+    messages.notes(filter(None, map(never_finished, paths)))
     doctors = _doctor_runs(paths, fmt, plot_path)
     chosen = render_formats.FORMATS[fmt]
     if not (plot_path or html_path or doctors):

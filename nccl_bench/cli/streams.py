@@ -5,6 +5,10 @@ The first write that fails points the stream's descriptor at /dev/null, so nothi
 console, the interpreter's flush at exit) fails again; the run goes on, writes its files, and ends
 with the exit code of what it measured. A closed pipe was the reader's choice and is not mentioned;
 any other failure of stdout (no space left, an I/O error) is said in one line on stderr at the end.
+
+That holds where stdout is a view of a run whose files are the product (sweep, doctor, compare with an
+export). Where stdout is itself the product (ops, limits, report, help, a comparison with no export), a
+lost stdout is a failed command, as for `cat`: one line and EXIT_RUN_FAILED.
 """
 
 from __future__ import annotations
@@ -13,6 +17,18 @@ import errno
 import os
 import sys
 from typing import Any, TextIO
+
+_stdout_is_product = True
+
+
+def stdout_is_a_view() -> None:
+    """Say that this command's stdout only shows what its files hold: losing it does not fail the command."""
+    global _stdout_is_product
+    _stdout_is_product = False
+
+
+def stdout_is_product() -> bool:
+    return _stdout_is_product
 
 
 class GuardedStream:
@@ -62,7 +78,13 @@ def guard_output() -> None:
 def lost_stdout() -> str | None:
     """Why the output on stdout was cut short, when it was not a reader closing a pipe."""
     stream = sys.stdout
+    try:
+        stream.flush()  # what is still buffered is output too: a small table fails only here
+    except (OSError, ValueError):
+        pass
     lost = getattr(stream, "lost", None) if isinstance(stream, GuardedStream) else None
     if lost is None or lost.errno == errno.EPIPE:
         return None
+    if _stdout_is_product:
+        return f"stdout: {lost.strerror or lost}; the output was not written"
     return f"stdout: {lost.strerror or lost}; the output from there on was dropped (files are written as usual)"

@@ -8,12 +8,15 @@ import sys
 from pathlib import Path
 from typing import Optional
 
-from nccl_bench.cli import local_workers, messages
+from nccl_bench.cli import history as results_store
+from nccl_bench.cli import local_workers, messages, streams
 from nccl_bench.cli.params import param, read_given, values_of
 from nccl_bench.errors import EXIT_OK, EXIT_VERDICT, UserInputError
 from nccl_bench.options import (
     ALLOW_MISMATCH,
     BASELINE,
+    HISTORY,
+    NO_HISTORY,
     PRESET,
     REPLACE_BASELINE,
     SAVE_BASELINE,
@@ -63,14 +66,21 @@ def sweep_command(
     save_baseline: Optional[str] = param(SAVE_BASELINE),
     replace_baseline: bool = param(REPLACE_BASELINE, given_default=True),
     allow_mismatch: bool = param(ALLOW_MISMATCH, given_default=True, prefix=f"With {BASELINE.name}"),
+    history: Optional[str] = param(HISTORY),
+    no_history: bool = param(NO_HISTORY, given_default=True),
 ) -> None:
     """Sweep message sizes for one or more collectives; print an nccl-tests-style table, write CSV + meta.json."""
     flags = values_of(SWEEP_OPTIONS, locals())  # the parameters are named after SweepConfig's fields
+    streams.stdout_is_a_view()  # its files (results.csv, meta.json) are the product
+    from nccl_bench.cli import rank_side
+
+    rank_side.check_process_limits()  # before torch loads: too few files or too little memory to start
     read_given(WORKERS, workers)
     from nccl_bench.sweep.sweep_config import build_config
 
     sweep_config = build_config(flags, preset)
     _refuse_repeats_with_baseline(sweep_config, baseline)
+    store = results_store.recording_target(history, no_history, sweep_config.results_root)
     from nccl_bench.cli import rank_side
     from nccl_bench.render.formats import check_output_file
 
@@ -88,6 +98,8 @@ def sweep_command(
         run_dir = _on_this_rank(sweep_config, launch, workers, baseline_check)
     if run_dir is not None:  # rank 0 only
         speaks = launch is None or local_workers.speaks_for_run(launch)
+        if speaks:
+            results_store.record_run(run_dir, store)
         _after_sweep(run_dir, sweep_config, baseline_check, speaks)
 
 

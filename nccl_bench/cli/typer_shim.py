@@ -47,11 +47,19 @@ def _bool(value) -> bool:
 _PLAIN_CONVERSIONS = {str: str, int: int, float: float, bool: _bool, Path: Path, list[str]: str}
 
 
+def _commands(group) -> list:
+    """The group, its commands, and those of its sub-groups (`history show`)."""
+    found = [group]
+    for command in getattr(group, "commands", {}).values():
+        found += _commands(command)
+    return found
+
+
 def convert_without_pydantic(group) -> None:
     """Give each parameter a plain converter where typer would build a pydantic one (typer >= 0.29;
     older typer converts through click's types and has no such slot, so nothing changes there)."""
     app_settings = dict(group.context_settings or {})
-    for command in (group, *getattr(group, "commands", {}).values()):
+    for command in _commands(group):
         # the help option is made once and cached: made here, it must carry the app's names (-h)
         settings = {**app_settings, **(command.context_settings or {})}
         help_option = command.get_help_option(command.context_class(command, **settings))

@@ -37,7 +37,7 @@ from nccl_bench.doctor.doctor_report import (
 )
 from nccl_bench.errors import RunFailedError, UserInputError
 from nccl_bench.options import DOCTOR_OPTION, PHASES, WORKERS
-from nccl_bench.ranks import devices, dist, faults, session
+from nccl_bench.ranks import devices, dist, faults, run_owner, session
 from nccl_bench.ranks.planted import NoFaults, fault_seam
 from nccl_bench.ranks.preflight import check_local_workers, chosen_backend
 from nccl_bench.ranks.runner import PointRunner, TimingPlan
@@ -133,7 +133,10 @@ class _Doctor:
 
     def measure(self, run: session.Run) -> None:
         if run.run_dir is not None:
-            self.writer = CsvAppender(run.run_dir / DOCTOR_CSV, RECORD_COLUMNS)
+            # A restarted elastic attempt measures everything again (its verdict compares the measurements
+            # of one attempt): doctor.csv holds that attempt's records, never the first attempt's twice.
+            self.writer = CsvAppender(run.run_dir / DOCTOR_CSV, RECORD_COLUMNS,
+                                      start_afresh=run_owner.attempt(os.environ) > 0)
         self.observer.started(self.header)
         self._measure()
         self.report.judgement = self._judge_with_retests()

@@ -242,11 +242,39 @@ def _bind_sendrecv(buffers: Buffers, args: OpArgs):
         dist.P2POp(dist.irecv, buffers.recv, args.global_rank((rank - 1) % n), group=args.group),
     ]
 
+    capturing = _capture_check(buffers.send)
+
     def run():
         for work in dist.batch_isend_irecv(ops):
-            work.wait()
+            finish_work(work, capturing())
 
     return run
+
+
+def _capture_check(tensor) -> Callable[[], bool]:
+    """Whether a CUDA graph is being captured on the current stream, asked at each call (the same op
+    runs once before its capture and then inside it); never on CPU, where torch has no such check."""
+    if not tensor.is_cuda:
+        return lambda: False
+    import torch
+
+    return torch.cuda.is_current_stream_capturing
+
+
+def finish_work(work, capturing: bool) -> None:
+    """Make the current stream wait for `work`; the CPU thread also waits, except inside a capture.
+
+    WorkNCCL::wait (torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp) joins the streams and then, with
+    TORCH_NCCL_BLOCKING_WAIT=1, polls isCompleted(): a query of an event recorded in the capturing
+    stream, which invalidates the capture. Inside a capture only the stream join is made:
+    Work.block_current_stream (recent torch), else Work.synchronize (the same join in WorkNCCL).
+    """
+    if not capturing:
+        work.wait()
+    elif callable(getattr(work, "block_current_stream", None)):
+        work.block_current_stream()
+    else:
+        work.synchronize()
 
 
 def _bind_barrier(buffers: Buffers, args: OpArgs):

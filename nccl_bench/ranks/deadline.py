@@ -11,12 +11,14 @@ Why torch's own timeout is not enough on NCCL (torch/csrc/distributed/c10d/Proce
   None since torch 2.8), so nothing waits on the blocking-wait timeout and the rank's only wait
   left is torch.cuda.synchronize(), which no NCCL timeout ends.
 So the rank keeps its own clock. Each step (the op tried once, warm-up, a calibration block, a timed
-sample, a cross-rank reduction, the check) must end within --timeout + MARGIN_S. Past that the process
-group is aborted through torch's API (ProcessGroup.abort -> ncclCommAbort, which makes waiting NCCL
-kernels return), and the main thread, back from its wait, raises DeadlineExceeded at its next step, so
-the sweep's usual failure path reports it. gloo has no abort (its Backend.abort is a no-op) but ends its
-own stalled ops at --timeout. A rank stuck where no abort reaches (a kernel that never ends, a wait
-outside any collective) is handed after GRACE_S to `on_stuck`, which ends the process with the report.
+sample, a cross-rank reduction, the check) must end within --timeout + MARGIN_S. Past that every
+process group of the rank is aborted through torch's API (dist.abort_all_groups -> ncclCommAbort, which
+makes waiting NCCL kernels return), and the main thread, back from its wait, raises DeadlineExceeded
+(came_back) at its next step, so the sweep's usual failure path reports it; the rank whose main thread
+never comes back is the one the failure names (ranks/faults.py). gloo has no abort (its Backend.abort
+is a no-op) but ends its own stalled ops at --timeout. A rank stuck where no abort reaches (a kernel
+that never ends, a wait outside any collective) is handed after GRACE_S to `on_stuck`, which ends the
+process with the report.
 """
 
 from __future__ import annotations
@@ -33,12 +35,18 @@ STALL_MARK = "no progress for more than"  # in every DeadlineExceeded message, s
 
 
 class DeadlineExceeded(RuntimeError):
-    """A step of a point made no progress for --timeout (+ MARGIN_S); the process group was aborted."""
+    """A step of a point made no progress for --timeout (+ MARGIN_S); the process group was aborted.
 
-    def __init__(self, where: str, timeout_s: float):
+    came_back: the rank's main thread returned from the aborted step. Every rank's deadline runs out
+    in a stall (NCCL's own timeout comes 14 s later, ranks/dist.py), and the abort releases the ranks
+    that only waited on a peer; the rank whose main thread never comes back is the one that stalled.
+    """
+
+    def __init__(self, where: str, timeout_s: float, came_back: bool = False):
         super().__init__(f"{STALL_MARK} {timeout_s:g} s (--timeout {timeout_s:g} s)")
         self.where = where
         self.timeout_s = timeout_s
+        self.came_back = came_back
 
 
 class Deadline:
@@ -81,7 +89,7 @@ class Deadline:
             with self._cond:
                 self._came_back = True
                 self._cond.notify_all()
-            raise DeadlineExceeded(self.expired, self.timeout_s)
+            raise DeadlineExceeded(self.expired, self.timeout_s, came_back=True)
 
     def renew(self, where: str | None = None) -> None:
         """A step starts: it has --timeout (+ margin) from now. Raises if an earlier step ran out."""

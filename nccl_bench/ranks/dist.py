@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Iterator
 
 from nccl_bench.errors import RunFailedError, first_line
+from nccl_bench.ranks import run_owner
 from nccl_bench.ranks.devices import device_kind, nccl_env_to_set, passes_device_id
 from nccl_bench.ranks.layout import LaunchEnv, export_launch_env
 
@@ -40,6 +41,9 @@ class DistContext:
     # --nccl-env a variant may leave NCCL no algorithm for them (since 2.24 NCCL_ALGO=Tree fails every
     # all_gather), and the run's bookkeeping must not be what fails.
     control: Any = None
+    # The launcher's store, held from the start: aborting every group (abort_all_groups) forgets the
+    # default group, and with it the lookup of its store, which the roll call after a stall needs.
+    store: Any = None
 
     @property
     def on_gpu(self) -> bool:
@@ -70,7 +74,7 @@ def process_group(launch: LaunchEnv, backend: str, timeout_s: float, device_inde
     import torch
     import torch.distributed as dist
 
-    from nccl_bench.ranks import deadline
+    from nccl_bench.ranks import deadline, planted
 
     export_launch_env(launch)
     extra = {}
@@ -84,16 +88,19 @@ def process_group(launch: LaunchEnv, backend: str, timeout_s: float, device_inde
         group_timeout_s = timeout_s + deadline.MARGIN_S + deadline.GRACE_S + NCCL_WATCHDOG_LAG_S
     else:
         device = torch.device("cpu")
+        late = planted.late_backend_s(os.environ)
+        if late is not None:  # a test puts gloo's timeout after the deadline, as NCCL's is
+            group_timeout_s = timeout_s + deadline.MARGIN_S + late
     _aborted.done = False
-    held = _HeldStderr()
+    held = _HeldOutput()
     try:
         with held:
             dist.init_process_group(
                 backend=backend,
-                init_method="env://",
                 rank=launch.rank,
                 world_size=launch.world_size,
                 timeout=_dt.timedelta(seconds=group_timeout_s),
+                **run_owner.rendezvous(os.environ, launch.world_size, _dt.timedelta(seconds=group_timeout_s)),
                 **extra,
             )
     except (dist.DistNetworkError, dist.DistStoreError) as exc:
@@ -110,71 +117,84 @@ def process_group(launch: LaunchEnv, backend: str, timeout_s: float, device_inde
         # made on gloo too, so that the path every --nccl-env run takes is the one the CPU tests run
         side = dist.new_group(backend="gloo", timeout=_dt.timedelta(seconds=group_timeout_s)) if control else None
         yield DistContext(launch.rank, launch.world_size, launch.local_rank, backend, device, group_timeout_s,
-                          control=side)
+                          control=side, store=dist.distributed_c10d._get_default_store())
     finally:
         if not _aborted.done:  # after an abort, shutdown would flush and join what the abort cut short
             with contextlib.suppress(Exception):
                 dist.destroy_process_group()
 
 
-def default_group():
-    """The default process group object (None without one)."""
-    import torch.distributed as dist
+def abort_all_groups() -> None:
+    """Abort every process group of this rank (the world and each --split or doctor sub-group), from
+    any thread.
 
-    return dist.distributed_c10d._get_default_group() if dist.is_initialized() else None
-
-
-def abort_group(group) -> None:
-    """Abort a process group through torch's API, callable from any thread.
-
-    ProcessGroup.abort (torch 2.11: on ProcessGroup, ProcessGroupNCCL and the backend) aborts every
-    backend (ncclCommAbort: waiting NCCL kernels return; gloo's Backend.abort does nothing). Older
-    torch has only distributed_c10d._abort_process_group (it also forgets the group).
+    A sub-group has communicators of its own: ProcessGroupNCCL::abort aborts only its group's
+    (abortComms in torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp), so aborting the default group
+    alone leaves a rank waiting in a stalled sub-group where it is. distributed_c10d._abort_process_group
+    with no group (experimental; older than ProcessGroup.abort, read here in torch 2.13) aborts every
+    group, newest first, inside one NCCL group call so that the aborts do not wait on each other, and
+    then forgets them all. Where it is missing or fails, each group left is aborted in turn
+    (ProcessGroup.abort). gloo's abort does nothing; its own timeout ends its ops.
     """
     import torch.distributed as dist
 
-    if group is None:
+    if not dist.is_initialized():
         return
     _aborted.done = True
-    if callable(getattr(group, "abort", None)):
-        group.abort()
-        return
-    legacy = getattr(dist.distributed_c10d, "_abort_process_group", None)
-    if legacy is not None:
-        legacy(group)
+    c10d = dist.distributed_c10d
+    whole = getattr(c10d, "_abort_process_group", None)
+    if whole is not None:
+        try:
+            whole()
+            return
+        except Exception:  # an abort that fails on one backend must not spare the other groups
+            pass
+    for group in sorted(c10d._world.pg_names, key=lambda g: c10d._world.pg_names[g], reverse=True):
+        if callable(getattr(group, "abort", None)):
+            group.abort()
 
 
-class _HeldStderr:
-    """Hold what C++ code writes to stderr meanwhile: shown on success; on failure kept in `text`.
+class _HeldOutput:
+    """Hold what native code writes to stdout and stderr meanwhile: passed on, each to its own stream,
+    on success; on failure kept in `text` (stdout's, then stderr's).
 
     torch's TCPStore prints a C++ stack for every failed connection attempt while it retries; the
-    failure itself is reported as one line, so those frames would only bury it. What NCCL said
-    (backend_diagnostics) is picked out of `text` by the caller.
+    failure itself is reported as one line, so those frames would only bury it. NCCL writes its WARN
+    and INFO lines to stdout (src/debug.cc: ncclDebugFile is stdout unless NCCL_DEBUG_FILE names a
+    file), so both descriptors are held. What NCCL said (backend_diagnostics) is picked out of `text`
+    by the caller.
     """
 
+    FDS = (1, 2)
     text = ""
 
-    def __enter__(self) -> _HeldStderr:
+    def __enter__(self) -> _HeldOutput:
         import sys
         import tempfile
 
+        sys.stdout.flush()
         sys.stderr.flush()
-        self._saved = os.dup(2)
-        self._held = tempfile.TemporaryFile()
-        os.dup2(self._held.fileno(), 2)
+        self._saved = {fd: os.dup(fd) for fd in self.FDS}
+        self._held = {fd: tempfile.TemporaryFile() for fd in self.FDS}
+        for fd, held in self._held.items():
+            os.dup2(held.fileno(), fd)
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
-        os.dup2(self._saved, 2)
-        os.close(self._saved)
-        with self._held:
-            self._held.seek(0)
-            raw = self._held.read()
+        written = {}
+        for fd in self.FDS:
+            os.dup2(self._saved[fd], fd)
+            os.close(self._saved[fd])
+            with self._held[fd] as held:
+                held.seek(0)
+                written[fd] = held.read()
         if exc_type is None:
-            if raw:
-                os.write(2, raw)
+            if written[1]:
+                os.write(1, written[1])
+            if written[2]:
+                os.write(2, written[2])
         else:
-            self.text = raw.decode("utf-8", "replace")
+            self.text = "\n".join(raw.decode("utf-8", "replace") for raw in written.values())
 
 
 # What NCCL and torch's NCCL group say when a communicator cannot start, kept when it fails:
@@ -313,3 +333,52 @@ def barrier(ctx: DistContext) -> None:
 
 def hostname() -> str:
     return socket.gethostname()
+
+
+@dataclass(frozen=True)
+class Machine:
+    """Where a rank runs, beyond its hostname, which cloned images and containers given one `--hostname`
+    share: the kernel's boot id and the network namespace tell machines (and containers) apart; the
+    address the rank reaches MASTER_ADDR from names it for people."""
+
+    identity: str
+    address: str
+
+
+def this_machine(environ) -> Machine:
+    try:
+        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as handle:
+            boot = handle.read().strip()
+        namespace = os.stat("/proc/self/ns/net").st_ino
+    except OSError:  # not Linux, or /proc not mounted: the hostname is all there is to go by
+        return Machine("", "?")
+    return Machine(f"{boot}/{namespace}", _outgoing_address(environ.get("MASTER_ADDR", ""),
+                                                             environ.get("MASTER_PORT", "29500")))
+
+
+def _outgoing_address(host: str, port: str) -> str:
+    """The local address a packet to host would leave from (a UDP connect sends nothing), or '?'."""
+    try:
+        family, kind, proto, _, where = socket.getaddrinfo(host or "127.0.0.1", int(port), type=socket.SOCK_DGRAM)[0]
+        with socket.socket(family, kind, proto) as probe:
+            probe.connect(where)
+            return str(probe.getsockname()[0])
+    except (OSError, ValueError):
+        return "?"
+
+
+def shared_hostname(hostnames: list[str], machines: list[Machine]) -> str | None:
+    """The first hostname that ranks on different machines share, said with each machine's ranks and
+    address; None when every name is one machine. Ranks are grouped by hostname into nodes (intra-node
+    phases, --split node, the node count), so such a run would measure the network as a node's links."""
+    for name in dict.fromkeys(hostnames):
+        ranks_of: dict[str, list[int]] = {}
+        for rank, (host, machine) in enumerate(zip(hostnames, machines, strict=True)):
+            if host == name and machine.identity:
+                ranks_of.setdefault(machine.identity, []).append(rank)
+        if len(ranks_of) > 1:
+            places = "; ".join(f"rank(s) {','.join(map(str, ranks))} at {machines[ranks[0]].address}"
+                               for ranks in ranks_of.values())
+            return (f"{name} names {len(ranks_of)} different machines ({places}): cloned images or containers "
+                    "given one hostname? Ranks are told apart by hostname; give each machine its own")
+    return None

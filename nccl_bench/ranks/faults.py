@@ -10,16 +10,21 @@ from __future__ import annotations
 
 import contextlib
 import signal
+import time
 from typing import Iterator
 
 from nccl_bench.errors import RunFailedError
 from nccl_bench.ranks import dist, roll_call
-from nccl_bench.ranks.deadline import STALL_MARK
+from nccl_bench.ranks.deadline import GRACE_S, STALL_MARK, DeadlineExceeded
 
 # After a collective fails, how long a rank waits for the others to check in: live ranks notice the
 # same failure within moments (a closed connection, or the same --timeout); a dead or frozen one never.
 FAILURE_ROLL_CALL_S = 3.0
 TIMEOUT_MARK = "(--timeout "  # every failure this tool reports as a timeout carries it
+# How long a rank whose collective failed, with the store gone, waits for a stop signal of its own:
+# scancel signals every task at once, but a rank blocked in a collective sees the peer that left
+# first (rank 0, whose exit takes the env:// store with it) as an error before its handler runs.
+SIGNAL_GRACE_S = 1.0
 # Signals that stop a run at its next safe point, its ending written: torch's elastic agent (torchrun,
 # --workers) handles these four and passes the one it got on to the ranks.
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT)
@@ -164,6 +169,8 @@ def _failure(
         signalled = Interrupted(_signals.pending) if _signals.pending else None
         own = name_timeout(dist.backend_error_text(exc), timeout_s)
         roll_call.mark_leaving(ctx, f"{where} failed on rank {ctx.rank}: {own}")
+        if isinstance(exc, DeadlineExceeded):
+            roll_call.mark_after_abort(ctx, roll_call.CAME_BACK if exc.came_back else roll_call.STUCK)
     if signalled is not None and own is None:
         roll_call.mark_leaving(ctx)
         if not _peer_failures(ctx) and all(what == "running" for what in roll_call.local_peer_states(ctx).values()):
@@ -176,18 +183,27 @@ def _failure(
     missing = [r for r in silent if local.get(r) != "running"]
     live = sorted(set(present) | {r for r, what in local.items() if what == "running"} | {ctx.rank})
     quiet = live[0] != ctx.rank
-    peers = _peer_failures(ctx)
-    # The rank whose own deadline ran out is the one that stalled; a backend's timeout (gloo's, here)
-    # only says that someone did; anything else (a closed connection, a SIGTERM) is a consequence.
+    peers = _causes(ctx)
+    if isinstance(exc, DeadlineExceeded) and exc.came_back:
+        own_cause = None  # released by its abort: this rank waited on a peer (the stall, if any, is theirs)
+    else:
+        own_cause = own
+    # The rank whose deadline ran out and that never came back is the one that stalled; a backend's
+    # timeout (gloo's) only says that someone did; anything else (a closed connection, a SIGTERM, a
+    # rank released by its abort) is a consequence.
     for mark in (STALL_MARK, TIMEOUT_MARK):
         found = [line for line in peers.values() if mark in line]
-        if found and (own is None or mark not in own):
+        if found and (own_cause is None or mark not in own_cause):
             return RunFailedError(found[0], quiet=quiet), live[0]
+    if own is not None and not missing:
+        interrupted = _interrupted_meanwhile(ctx, answered is None)
+        if interrupted is not None:  # the error was the run being stopped: one "interrupted" line, rank 0's
+            return interrupted, live[0]
     # torchrun stops the survivors of a dead rank with SIGTERM, often before their next collective
     # would have failed: with a dead peer on this host that is a failure, and the peer is named.
     reason = own if own is not None else f"{signalled} from the launcher"
     if not missing:
-        if own is None and peers:  # SIGTERMed because a peer failed: its failure is the news
+        if own_cause is None and peers:  # SIGTERMed (or released) because a peer failed: its failure is the news
             return RunFailedError(next(iter(peers.values())), quiet=quiet), live[0]
         return RunFailedError(f"{where} failed on rank {ctx.rank}: {reason}", quiet=quiet), live[0]
     names = ", ".join(
@@ -197,6 +213,38 @@ def _failure(
     verb = "does" if len(missing) == 1 else "do"
     return RunFailedError(f"{where} failed: {names} {verb} not answer; rank {ctx.rank} saw: {reason}",
                           quiet=quiet), live[0]
+
+
+def _interrupted_meanwhile(ctx: dist.DistContext, store_gone: bool) -> Interrupted | None:
+    """A stop signal of this rank's own that came with (or just after) its error, while the whole run
+    was being stopped: a peer left on a signal, or the store went (with rank 0, on its signal). Then
+    the error is the signal's consequence, not a failure each rank would print (three lines after one
+    scancel). A peer that failed on its own (torchrun then SIGTERMs the rest) left its line instead."""
+    left_on_signal = roll_call.LEFT_ON_SIGNAL in roll_call.leaving_reasons(ctx).values()
+    if not (left_on_signal or store_gone):
+        return None
+    deadline = time.monotonic() + (SIGNAL_GRACE_S if store_gone else 0.0)
+    while _signals.pending is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if _signals.pending is None:
+        return None
+    roll_call.mark_leaving(ctx, replace=True)  # peers must not report this rank's error as the news
+    return Interrupted(_signals.pending)
+
+
+def _causes(ctx: dist.DistContext) -> dict[int, str]:
+    """Failure lines of peers that may be the cause: every peer's but those whose deadline ran out
+    and who came back from the abort (they were released from a wait on someone else).
+
+    Whichever timeout fires first, the answer is the same: on NCCL every rank's deadline runs out
+    before the group's own timeout (--timeout + 14 s, ranks/dist.py) and ncclCommAbort releases the
+    ranks that were waiting; on gloo the waiting ranks' own timeout comes first. Waits for stalled
+    peers to say whether they came back: up to their grace period and a roll call.
+    """
+    peers = _peer_failures(ctx)
+    stalled = [rank for rank, line in peers.items() if STALL_MARK in line]
+    states = roll_call.after_abort(ctx, stalled, GRACE_S + FAILURE_ROLL_CALL_S) if stalled else {}
+    return {rank: line for rank, line in peers.items() if states.get(rank) != roll_call.CAME_BACK}
 
 
 def _peer_failures(ctx: dist.DistContext) -> dict[int, str]:

@@ -9,13 +9,17 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import sys
+import tempfile
 import threading
 import uuid
+from typing import Iterator
 
 from nccl_bench.errors import EXIT_BAD_INPUT, EXIT_RUN_FAILED, EXIT_VERDICT, RunFailedError
 from nccl_bench.options import WORKERS
+from nccl_bench.ranks import run_owner
 from nccl_bench.ranks.faults import Interrupted
 
 CPU_DEFAULT_WORKERS = WORKERS.default.cpu  # the option's declared default without CUDA
@@ -117,14 +121,16 @@ def _child_states(parent: int) -> dict[int, str]:
     return found
 
 
-def run_local_workers(nproc: int, module_args: list[str], monitor_interval_s: float = 0.1,
+def run_local_workers(nproc: int, module_args: list[str], claimant: str, monitor_interval_s: float = 0.1,
                       env: dict[str, str] | None = None) -> None:
     """Run `python -m nccl_bench <module_args>` in nproc ranks, with `env` added to their environment;
-    raise RunFailedError if any fails."""
+    raise RunFailedError if any fails.
+
+    claimant: the token the run folder was claimed with, which the workers' rank 0 names to take it."""
     saved = {name: os.environ.get(name) for name in env or {}}
     os.environ.update(env or {})
     try:
-        _launch(nproc, module_args, monitor_interval_s)
+        _launch(nproc, module_args, claimant, monitor_interval_s)
     finally:
         for name, value in saved.items():
             if value is None:
@@ -133,7 +139,7 @@ def run_local_workers(nproc: int, module_args: list[str], monitor_interval_s: fl
                 os.environ[name] = value
 
 
-def _launch(nproc: int, module_args: list[str], monitor_interval_s: float) -> None:
+def _launch(nproc: int, module_args: list[str], claimant: str, monitor_interval_s: float) -> None:
     import logging
 
     from torch.distributed.elastic.multiprocessing.api import SignalException
@@ -151,24 +157,48 @@ def _launch(nproc: int, module_args: list[str], monitor_interval_s: float) -> No
     # thread per core, or gloo's reductions contend and the numbers lie.
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     os.environ[LOCAL_WORKER_ENV] = "1"
-    config = LaunchConfig(
-        min_nodes=1,
-        max_nodes=1,
-        nproc_per_node=nproc,
-        run_id=f"nccl-bench-{uuid.uuid4().hex[:8]}",
-        rdzv_backend="c10d",
-        rdzv_endpoint="localhost:0",
-        max_restarts=0,
-        monitor_interval=monitor_interval_s,
-        **_shutdown_timeout(LaunchConfig),
-    )
+    os.environ[run_owner.RUN_CLAIM_ENV] = claimant
+    os.environ[run_owner.PARENT_PID_ENV] = str(os.getpid())
     try:
-        with _StoppedWorkerReaper():
+        with private_temp_dir(), _StoppedWorkerReaper():  # the config's logs spec makes its folder at once
+            config = LaunchConfig(
+                min_nodes=1,
+                max_nodes=1,
+                nproc_per_node=nproc,
+                run_id=f"nccl-bench-{uuid.uuid4().hex[:8]}",
+                rdzv_backend="c10d",
+                rdzv_endpoint="localhost:0",
+                max_restarts=0,
+                monitor_interval=monitor_interval_s,
+                **_shutdown_timeout(LaunchConfig),
+            )
             elastic_launch(config, sys.executable)("-u", "-m", "nccl_bench", *module_args)
     except SignalException as exc:  # Ctrl-C or SIGTERM here: the agent has stopped the ranks
         raise Interrupted(exc.sigval.name) from None
     except ChildFailedError as exc:
         raise worker_failure([failure.exitcode for failure in exc.failures.values()], nproc) from None
+
+
+@contextlib.contextmanager
+def private_temp_dir() -> Iterator[str]:
+    """TMPDIR (and tempfile's cached answer) point at a folder of this run's own, removed at every end.
+
+    Torch's agent makes a torchelastic_* log folder in the temporary folder for every launch and never
+    removes it: dozens after an afternoon of runs. The workers inherit TMPDIR, so what they make goes too."""
+    private = tempfile.mkdtemp(prefix="nccl-bench-agent-")
+    saved_env, saved_cached = os.environ.get("TMPDIR"), tempfile.tempdir
+    os.environ["TMPDIR"], tempfile.tempdir = private, private
+    os.environ[run_owner.AGENT_TMPDIR_ENV] = private
+    try:
+        yield private
+    finally:
+        tempfile.tempdir = saved_cached
+        os.environ.pop(run_owner.AGENT_TMPDIR_ENV, None)
+        if saved_env is None:
+            os.environ.pop("TMPDIR", None)
+        else:
+            os.environ["TMPDIR"] = saved_env
+        shutil.rmtree(private, ignore_errors=True)
 
 
 def worker_failure(exit_codes: list[int], nproc: int) -> RunFailedError:

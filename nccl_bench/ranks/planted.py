@@ -17,8 +17,18 @@ Grammar of NCCL_BENCH_FAULT:
   the rank goes on, so the point's first collective is enqueued behind the spin (NCCL's stream waits
   on the current one): the work sits unfinished in torch's watchdog list, as a collective whose GPU
   stopped does, and the rank waits for it at its next synchronisation.
+- `crash[:RANK[:POINT]]`: RANK's process is killed (SIGKILL) at the start of its POINT-th point, in
+  the first attempt of an elastic job only (TORCHELASTIC_RESTART_COUNT 0), as a worker lost once:
+  torchrun --max-restarts starts the job again, and the restarted attempt goes on.
 - `killed[:RANK]`: RANK's process is killed (SIGKILL) once its run has ended (the final meta.json
   written, the report printed), as by an OOM killer or a scheduler during the teardown.
+
+NCCL_BENCH_FAULT_LATE_BACKEND=SECONDS (gloo) gives the process group its own timeout SECONDS after the
+rank's deadline (--timeout + deadline.MARGIN_S + SECONDS) instead of at --timeout: NCCL's order, where
+every rank's deadline runs out first (NCCL's group has --timeout + 14 s, ranks/dist.py). gloo cannot be
+aborted (its Backend.abort does nothing), so its late timeout stands in for the abort releasing the
+ranks that wait on a stalled peer: SECONDS must be shorter than deadline.GRACE_S, or they would count
+as stuck too.
 """
 
 from __future__ import annotations
@@ -29,12 +39,15 @@ import time
 from dataclasses import dataclass
 from typing import Mapping
 
+from nccl_bench.ranks.run_owner import attempt
+
 FAULT_ENV = "NCCL_BENCH_FAULT"
+LATE_BACKEND_ENV = "NCCL_BENCH_FAULT_LATE_BACKEND"
 # A planted stall waits this long (a day): far past any --timeout, so only the deadline ends it.
 STALL_S = 86_400
 # torch.cuda._sleep spins this many GPU cycles (over an hour at 2 GHz): a stream that never drains.
 STALL_GPU_CYCLES = 10**13
-KINDS = ("corrupt", "stall", "stall-gpu", "stall-behind-gpu", "killed")
+KINDS = ("corrupt", "stall", "stall-gpu", "stall-behind-gpu", "killed", "crash")
 
 
 class NoFaults:
@@ -63,6 +76,8 @@ class Fault(NoFaults):
     def point_starts(self, rank: int, index: int) -> None:
         if self.kind.startswith("stall") and (self.rank, self.point) == (rank, index):
             stall(self)
+        if self.kind == "crash" and (self.rank, self.point) == (rank, index) and attempt(os.environ) == 0:
+            os.kill(os.getpid(), signal.SIGKILL)
 
     def output_checked(self, recv, first_index: int | None, rank: int, holder: int) -> None:
         if self.kind == "corrupt" and first_index is not None and rank == holder:
@@ -89,8 +104,19 @@ def planted_fault(environ: Mapping[str, str]) -> Fault | None:
         numbers = [int(f) for f in fields[:2]] + [float(f) for f in fields[2:]]
     except ValueError:
         raise ValueError(f"{FAULT_ENV}={raw!r}: expected corrupt, stall[:RANK[:POINT[:SECONDS]]], "
-                         "stall-gpu|stall-behind-gpu[:RANK[:POINT]] or killed[:RANK]") from None
+                         "stall-gpu|stall-behind-gpu[:RANK[:POINT]], crash[:RANK[:POINT]] or killed[:RANK]") from None
     return Fault(kind, *numbers)
+
+
+def late_backend_s(environ: Mapping[str, str]) -> float | None:
+    """How long after the rank's deadline the (gloo) group's own timeout comes; None: at --timeout."""
+    raw = environ.get(LATE_BACKEND_ENV, "").strip()
+    if not raw:
+        return None
+    try:
+        return float(raw)
+    except ValueError:
+        raise ValueError(f"{LATE_BACKEND_ENV}={raw!r}: expected seconds") from None
 
 
 def stall(fault: Fault) -> None:

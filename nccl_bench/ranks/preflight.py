@@ -1,5 +1,6 @@
 """What a run on ranks refuses before it starts: a backend this host or build cannot run, buffers that
-do not fit in memory, more NCCL workers than GPUs. Every command on ranks checks through here: the life
+do not fit in memory, more NCCL workers than GPUs, process limits (open files, address space) too low
+to start; and the one line for a limit that runs out later. Every command on ranks checks through here: the life
 cycle on each rank (ranks/session.py) and the launcher-less path before any worker starts.
 """
 
@@ -62,3 +63,68 @@ def check_local_workers(command: str, backend: str, workers: int, bytes_per_rank
     buffers = 0 if on_gpu else bytes_per_rank  # GPU memory: each worker checks its own
     option = size_option if buffers > RANK_PROCESS_BYTES else WORKERS.name
     check_memory(buffers + RANK_PROCESS_BYTES, workers, host_available_bytes(), "host", option, command)
+
+
+# The soft limit on open files below which a run does not start: on CPU (gloo, torch 2.13), runs of 2
+# and 4 local ranks ended with EMFILE from the launcher's store at 24 and ran at 32. NCCL on GPUs opens
+# more (devices, sockets, shared memory); a failure there is still one line (exhausted_resource_text).
+MIN_OPEN_FILES = 32
+# The address space below which torch cannot load (OpenBLAS gives up inside `import torch` with one line
+# of its own): measured on torch 2.13 CPU, 683 MiB fails and 977 MiB runs.
+MIN_ADDRESS_SPACE = 900 * 2**20
+# What to suggest raising the open-file limit to: a common distribution default for the soft limit.
+SUGGESTED_OPEN_FILES = 4096
+
+
+def check_process_limits() -> None:
+    """Limits of this process too low for a run to start: one line naming the ulimit to raise, before
+    torch loads or any worker starts (workers inherit them)."""
+    import resource
+
+    files, files_hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if files != resource.RLIM_INFINITY and files < MIN_OPEN_FILES:
+        raise UserInputError("ulimit -n", f"{files} open files per process is below the {MIN_OPEN_FILES} a run needs "
+                                          f"to start; {_raise_files(files_hard)}")
+    space = resource.getrlimit(resource.RLIMIT_AS)[0]
+    if space != resource.RLIM_INFINITY and space < MIN_ADDRESS_SPACE:
+        raise UserInputError("ulimit -v", f"an address space of {space // 2**20:,} MiB is below the "
+                                          f"{MIN_ADDRESS_SPACE // 2**20:,} MiB torch needs to load; raise it "
+                                          "(ulimit -v unlimited)")
+
+
+def exhausted_resource_text(exc: BaseException) -> str | None:
+    """One line for a failure that is a limit of the process or the host running out (open files,
+    processes or threads, memory), naming what to raise; None for any other failure.
+
+    torch's store reports EMFILE in the text of its own error types, so the text is read as well."""
+    import errno
+    import resource
+
+    code = exc.errno if isinstance(exc, OSError) else None
+    text = str(exc)
+    if code == errno.EMFILE or "EMFILE" in text or "Too many open files" in text:
+        files, files_hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        return f"too many open files: each process may open {files} (ulimit -n); {_raise_files(files_hard)}"
+    if code == errno.ENFILE:
+        return "the system's table of open files is full (fs.file-max): close programs or raise it"
+    if code == errno.EAGAIN or "can't start new thread" in text:
+        processes = resource.getrlimit(resource.RLIMIT_NPROC)[0]
+        limit = "unlimited" if processes == resource.RLIM_INFINITY else str(processes)
+        return (f"cannot start another process or thread: {exc.strerror if code else text} (the limit on processes "
+                f"is {limit}, ulimit -u); raise it, or end other processes of this user")
+    if code == errno.ENOMEM or isinstance(exc, MemoryError):
+        space = resource.getrlimit(resource.RLIMIT_AS)[0]
+        bound = "" if space == resource.RLIM_INFINITY else f" within the address-space limit of {space // 2**20:,} MiB"
+        return f"out of memory{bound}; raise it (ulimit -v) or free memory" if bound else "out of memory; free memory"
+    return None
+
+
+def _raise_files(hard: int) -> str:
+    """What to type: the suggested limit, or the hard limit where that is lower (a soft limit cannot pass it)."""
+    import resource
+
+    if hard == resource.RLIM_INFINITY or hard >= SUGGESTED_OPEN_FILES:
+        return f"raise it (ulimit -n {SUGGESTED_OPEN_FILES})"
+    if hard >= MIN_OPEN_FILES:
+        return f"raise it (ulimit -n {hard}, the hard limit)"
+    return f"raise it: the hard limit is {hard} too (as root, or in /etc/security/limits.conf)"

@@ -23,13 +23,13 @@ from pathlib import Path
 from typing import Any, Callable, Protocol, Sequence
 
 from nccl_bench.errors import RunFailedError, UserInputError, WriteFailedError
-from nccl_bench.options import OUT, RESULTS_ROOT
-from nccl_bench.ranks import devices, dist, faults, roll_call
+from nccl_bench.options import HISTORY_ENV, OUT, RESULTS_ROOT
+from nccl_bench.ranks import devices, dist, faults, roll_call, run_owner
 from nccl_bench.ranks.deadline import Deadline, DeadlineExceeded
 from nccl_bench.ranks.layout import LaunchEnv, detect_launch, export_launch_env
 from nccl_bench.ranks.planted import fault_seam
 from nccl_bench.ranks.preflight import check_memory, host_available_bytes
-from nccl_bench.results.run_folder import new_run_dir, prepare_run_dir, remove_if_empty, write_meta
+from nccl_bench.results.run_folder import claim_run_dir, find_claimed, new_run_dir, release_run_dir, write_meta
 
 META_SCHEMA_VERSION = 1
 # Variables that steer NCCL and torch's NCCL process group (watchdog, error handling, flight
@@ -100,6 +100,7 @@ class Run:
     def time_set_up(self, key: str, seconds: float) -> None:
         """Record a set-up cost as the slowest rank's (a collective: every rank calls it, in the same order)."""
         self.timings[key] = dist.max_across_ranks(self.ctx, [seconds])[0]
+        self.watch: run_owner.ParentWatch | None = None
 
     @property
     def nodes(self) -> int:
@@ -143,6 +144,11 @@ class Run:
             "env": recorded_env(os.environ),
             "config": self.request.config,
             "timings": dict(self.timings),
+            # Who writes the run (report checks that a "running" one still is) and which elastic attempt.
+            "pid": os.getpid(),
+            "host": dist.hostname(),
+            "attempt": run_owner.attempt(os.environ),
+            **({"stopped_because": self.watch.why} if self.watch is not None and self.watch.why else {}),
         }
 
 
@@ -175,7 +181,8 @@ def require_launch() -> LaunchEnv:
 
 
 def recorded_env(environ) -> dict[str, str]:
-    return {k: v for k, v in sorted(environ.items()) if k.startswith(RECORDED_ENV_PREFIXES)}
+    """NCCL's and torch's settings; not the results store's URL, which is no NCCL setting and may hold a password."""
+    return {k: v for k, v in sorted(environ.items()) if k.startswith(RECORDED_ENV_PREFIXES) and k != HISTORY_ENV}
 
 
 def _device_index(request: RunRequest, launch: LaunchEnv) -> int | None:
@@ -201,15 +208,17 @@ def execute(request: RunRequest, body: RunBody, on_stuck: Callable[[RunFailedErr
     process. Without it a rank stuck outside any collective stays stuck.
     """
     launch = require_launch()
+    with run_owner.ParentWatch(os.environ, launch.launcher) as watch:
+        return _execute(request, body, on_stuck, launch, watch)
+
+
+def _execute(request: RunRequest, body: RunBody, on_stuck: Callable[[RunFailedError], None] | None,
+             launch: LaunchEnv, watch: run_owner.ParentWatch) -> str:
     device_index = _device_index(request, launch)
     export_launch_env(launch)  # a missing MASTER_ADDR is named before any folder is made
-    run_dir = made = None
-    if launch.rank == 0:
-        target = request.out if request.out is not None else new_run_dir(request.results_root, request.folder_label)
-        made = None if target.exists() else target  # only a folder this run made is removed again
-        run_dir = target if request.continues else prepare_run_dir(
-            target, (OUT if request.out is not None else RESULTS_ROOT).name)
+    run_dir, made = _run_folder(request) if launch.rank == 0 else (None, False)
     run = Run(request, launch, run_dir)
+    run.watch = watch
     try:
         with faults.signals_raise_interrupted():
             started = time.perf_counter()
@@ -219,20 +228,34 @@ def execute(request: RunRequest, body: RunBody, on_stuck: Callable[[RunFailedErr
                 roll_call.publish_process(ctx.rank)
                 _LifeCycle(run, body, on_stuck).go()
     except RuntimeError as exc:  # process-group set-up; no result was at stake yet
-        remove_if_empty(made)
+        release_run_dir(run_dir, made)
         reason = faults.name_timeout(dist.backend_error_text(exc), request.timeout_s)
         failure = RunFailedError(f"setting up the {request.command} failed on rank {launch.rank}: {reason}")
         failure.details = getattr(exc, "details", ())
         raise failure from exc
     except (RunFailedError, UserInputError):
-        remove_if_empty(made)  # stopped before meta.json: the folder would only say nothing happened
+        release_run_dir(run_dir, made)  # stopped before meta.json: the folder would only say nothing happened
         raise
     except faults.Interrupted as exc:
         if run.status != "running":  # the final meta.json says how the run ended
             raise
-        remove_if_empty(made)
+        release_run_dir(run_dir, made)
         raise faults.Interrupted(str(exc), began=False) from None
     return run.status
+
+
+def _run_folder(request: RunRequest) -> tuple[Path, bool]:
+    """Rank 0 claims the run folder (--out, or a new default one; a restarted attempt's is its first
+    attempt's); and whether this run made it (a folder made for nothing is removed again)."""
+    claimant = run_owner.claimant(os.environ)
+    target = request.out
+    if target is None and run_owner.attempt(os.environ) > 0:
+        target = find_claimed(request.results_root, claimant)
+    if target is not None:
+        made = not target.exists()
+        return claim_run_dir(target, (OUT if request.out is not None else RESULTS_ROOT).name, claimant), made
+    default = new_run_dir(request.results_root, request.folder_label)
+    return claim_run_dir(default, RESULTS_ROOT.name, claimant, numbered=True), True
 
 
 class _Ending:
@@ -301,12 +324,15 @@ class _LifeCycle:
         run, ctx = self.run, self.run.ctx
         device_name = torch.cuda.get_device_name(ctx.device) if ctx.on_gpu else _cpu_name()
         started = time.perf_counter()  # the first collective: NCCL 2.22+ opens its connections here
-        per_rank = dist.gather_objects(ctx, (dist.hostname(), device_name))
+        per_rank = dist.gather_objects(ctx, (dist.hostname(), device_name, dist.this_machine(os.environ)))
         first_op_s = time.perf_counter() - started if ctx.control is None else _first_op_s(ctx)
         init_s, first_op_s = dist.max_across_ranks(ctx, [run._init_s, first_op_s])
         run.timings.update(init_s=init_s, **({} if first_op_s < 0 else {"first_op_s": first_op_s}))
-        run.hostnames = [h for h, _ in per_rank]
-        run.devices = [d for _, d in per_rank]
+        run.hostnames = [h for h, _, _ in per_rank]
+        run.devices = [d for _, d, _ in per_rank]
+        shared = dist.shared_hostname(run.hostnames, [m for _, _, m in per_rank])
+        if shared is not None:  # seen alike by every rank, before anything is measured
+            raise UserInputError("hostname", shared)
         run.versions = {"torch": torch.__version__, "python": platform.python_version()}
         if ctx.on_gpu:
             run.versions["cuda"] = str(torch.version.cuda)
@@ -316,8 +342,12 @@ class _LifeCycle:
     def _stop(self, exc: BaseException, deadline: Deadline) -> BaseException:
         """What ended the run early, as the exception to raise; sets the status it ended with."""
         run = self.run
+        if run.watch is not None and run.watch.gone():  # the peers lost the same parent: no one is at fault
+            run.status = "interrupted"
+            return exc if isinstance(exc, faults.Interrupted) else faults.Interrupted("SIGTERM")
         if deadline.expired is not None and not isinstance(exc, faults.Interrupted):
-            exc = DeadlineExceeded(deadline.expired, run.request.timeout_s)  # what the abort made the op raise
+            # what the abort made the op raise; this thread is back, so the stall was not this rank's
+            exc = DeadlineExceeded(deadline.expired, run.request.timeout_s, came_back=True)
         stop = faults.why_stopped(exc, run.ctx, run.request.timeout_s, self.body.where, run.hostnames)
         run.status = "interrupted" if isinstance(stop, faults.Interrupted) else "failed"
         if isinstance(stop, RunFailedError):
@@ -343,9 +373,9 @@ class _LifeCycle:
 
     def _abort(self, exc: DeadlineExceeded) -> None:  # on a thread of the deadline's
         faults.record_stall(exc, self.run.ctx)
-        # Looked up now, not held: a reference kept past destroy_process_group would let the
-        # group's destructor run at interpreter exit ("terminate called without an active exception").
-        dist.abort_group(dist.default_group())
+        # Every group, looked up now, not held: a reference kept past destroy_process_group would let
+        # a group's destructor run at interpreter exit ("terminate called without an active exception").
+        dist.abort_all_groups()
 
     def _stuck(self, ending: _Ending) -> Callable[[DeadlineExceeded], None]:
         def stuck(exc: DeadlineExceeded) -> None:  # on the deadline's thread

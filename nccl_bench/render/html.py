@@ -108,7 +108,7 @@ def _meta_items(page: RunPage) -> list[tuple[str, str]]:
         ]
     elif rows:
         first = rows[0]
-        items += [("backend", first.backend), ("ranks", f"{first.world_size} on {first.nodes} node(s)")]
+        items += [("backend", first.backend), ("ranks", f"{first.world_size or 'unknown'} on {first.nodes} node(s)")]
     span = sample_span(rows)
     if span is not None:
         items.append(("samples lasted", f"{span[0]:,.0f} to {span[1]:,.0f} ms"))

@@ -66,7 +66,7 @@ def _header(op: str, rows: list[ResultRow], meta: dict[str, Any] | None) -> list
     lines += ["#", "# Using devices"]
     hostnames = (meta or {}).get("hostnames") or []
     devices = (meta or {}).get("devices") or []
-    for rank in range(first.world_size):
+    for rank in range(first.world_size or 0):  # None: the input did not say
         host = f" on {hostnames[rank]}" if rank < len(hostnames) else ""
         device = f" [{devices[rank]}]" if rank < len(devices) else ""
         lines.append(f"#  Rank {rank:2d}{host} device{device} nccl_bench {first.backend}")

@@ -75,7 +75,7 @@ def doctor_metrics(verdicts: Mapping[str, Any], meta: Mapping[str, Any], now_s: 
 
 def _row_labels(row: ResultRow) -> dict[str, Any]:
     return {"op": row.op, "placement": row.placement, "size_bytes": row.size_bytes, "dtype": row.dtype,
-            "world_size": row.world_size, "nodes": row.nodes, "backend": row.backend}
+            "world_size": "" if row.world_size is None else row.world_size, "nodes": row.nodes, "backend": row.backend}
 
 
 def _run_lines(command: str, meta: Mapping[str, Any], now_s: float) -> list[str]:

@@ -19,11 +19,13 @@ class CsvAppender:
     """Appends lines to a CSV, fsynced per line: a crash keeps every finished line, and a line that
     cannot be written whole (a full disk) is cut back off, so the file stays readable."""
 
-    def __init__(self, path: Path, columns: Iterable[str]):
+    def __init__(self, path: Path, columns: Iterable[str], start_afresh: bool = False):
+        """start_afresh: lines already in the file are dropped (a run that measures them all again)."""
         self.path = Path(path)
         self._columns = list(columns)
         try:
-            self._fd: int | None = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+            self._fd: int | None = os.open(
+                self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | (os.O_TRUNC if start_afresh else 0), 0o666)
         except OSError as exc:
             raise WriteFailedError(self.path, exc) from None
         self._needs_header = os.fstat(self._fd).st_size == 0

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Iterator
 
 from nccl_bench.errors import UserInputError
-from nccl_bench.results.input_lines import ResultsWarning, bounded_lines
+from nccl_bench.results.input_lines import ResultsWarning, bounded_lines, open_text
 from nccl_bench.results.run_folder import META_JSON, RESULTS_CSV
 from nccl_bench.results.schema import (
     SCHEMA_VERSION,
@@ -54,7 +54,7 @@ def iter_rows(path: Path, option: str = "RESULTS") -> Iterator[ResultRow]:
         return
     csv_path = resolve_results_csv(path, option)
     try:
-        handle = open(csv_path, newline="", encoding="utf-8-sig")  # -sig: a CSV saved by a spreadsheet
+        handle = open_text(csv_path, newline="", encoding="utf-8-sig")  # -sig: a CSV saved by a spreadsheet
     except OSError as exc:
         raise UserInputError(option, f"cannot parse {csv_path}: {exc.strerror or exc}") from None
     with handle:
@@ -98,6 +98,10 @@ def _results_header(first: tuple[int, list[str]] | None, csv_path: Path, option:
     header = first[1]
     if "schema_version" not in header:
         raise UserInputError(option, f"{csv_path} is not an nccl_bench results CSV (no schema_version column)")
+    twice = sorted({name for name in header if header.count(name) > 1})
+    if twice:  # read as a dict, the last copy would win without a word
+        raise UserInputError(option, f"{csv_path} has the column {', '.join(twice)} more than once; "
+                                     "which copy holds the values cannot be told")
     return header
 
 

@@ -17,7 +17,15 @@ from typing import Any, Iterator
 
 from nccl_bench.errors import UserInputError
 from nccl_bench.results.csv_reader import iter_rows, read_rows
-from nccl_bench.results.input_lines import ResultsWarning, bounded_lines
+from nccl_bench.results.input_lines import (
+    GZIP_ERRORS,
+    ResultsWarning,
+    bounded_lines,
+    damaged_gzip,
+    decompressed,
+    open_bytes,
+    open_text,
+)
 from nccl_bench.results.run_folder import read_meta
 from nccl_bench.results.schema import (
     ResultRow,
@@ -86,7 +94,7 @@ def _log_rows(path: Path, option: str, hints: LogHints) -> Iterator[ResultRow]:
     from nccl_bench.results.nccltests_log import LogScan, iter_log
 
     scan, count = LogScan(), 0
-    with open(path, encoding="utf-8", errors="replace") as handle:
+    with open_text(path, encoding="utf-8", errors="replace") as handle:
         for row in iter_log(bounded_lines(handle, path, option), scan, str(path), option, hints.op, hints.ranks):
             count += 1
             yield _checked([row], path, option, count - 1)[0]
@@ -102,8 +110,10 @@ def _input_kind(path: Path, option: str) -> str:
     if not path.is_file():
         raise UserInputError(option, f"{path} is not a file or a results folder")
     try:
-        with open(path, "rb") as handle:
+        with open_bytes(path) as handle:
             head = handle.read(SNIFF_BYTES).decode("utf-8", errors="replace")
+    except GZIP_ERRORS as exc:
+        raise damaged_gzip(path, option, exc) from None
     except OSError as exc:
         raise UserInputError(option, f"cannot read {path}: {exc.strerror or exc}") from None
     start = head.lstrip()
@@ -138,7 +148,7 @@ def _load_rows(path: Path, option: str, unrecognised_as_csv: bool, hints: LogHin
         return _rows_from_json_file(path, option)
     from nccl_bench.results.nccltests_log import scan_log
 
-    with open(path, encoding="utf-8", errors="replace") as handle:
+    with open_text(path, encoding="utf-8", errors="replace") as handle:
         lines = bounded_lines(handle, path, option)
         scan = scan_log(lines, source=str(path), option=option, op=hints.op, ranks=hints.ranks)
     rows = _checked(scan.rows, path, option)
@@ -160,7 +170,7 @@ def _load_rows(path: Path, option: str, unrecognised_as_csv: bool, hints: LogHin
 
 def _rows_from_json_file(path: Path, option: str) -> list[ResultRow]:
     try:
-        text = read_small_file(path, MAX_JSON_BYTES).decode("utf-8", errors="replace")
+        text = decompressed(read_small_file(path, MAX_JSON_BYTES), MAX_JSON_BYTES).decode("utf-8", errors="replace")
     except OSError as exc:
         raise UserInputError(option, f"cannot read {path} as JSON: {exc.strerror or exc}") from None
     return _rows_from_json_text(text, path, option)
@@ -173,7 +183,7 @@ def _sweep_log_folder(path: Path, option: str) -> Path | None:
     from nccl_bench.results.nccltests_log import unprefixed
 
     marked, named = False, []
-    with open(path, encoding="utf-8", errors="replace") as handle:
+    with open_text(path, encoding="utf-8", errors="replace") as handle:
         for raw in bounded_lines(handle, path, option):
             line = unprefixed(raw).strip()
             marked = marked or line.startswith(SWEEP_LOG_MARK)
@@ -192,7 +202,9 @@ def _sweep_log_folder(path: Path, option: str) -> Path | None:
 
 def _rows_from_json_text(text: str, path: Path, option: str) -> list[ResultRow]:
     try:
-        document = json.loads(text)
+        document = json.loads(text, object_pairs_hook=_unique_keys)
+    except _KeyTwice as exc:
+        raise UserInputError(option, f"{path}: {exc}") from None
     except ValueError as exc:
         raise UserInputError(option, f"{path} is not valid JSON: {exc}") from None
     if not isinstance(document, dict):
@@ -204,6 +216,20 @@ def _rows_from_json_text(text: str, path: Path, option: str) -> list[ResultRow]:
 
         return _checked(parse_json(document, source=str(path), option=option), path, option)
     raise UserInputError(option, f"{path} is neither an nccl_bench JSON export nor nccl-tests -J output")
+
+
+class _KeyTwice(ValueError):
+    pass
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object whose keys are unique: json.loads alone keeps the last copy of a key without a word."""
+    document = dict(pairs)
+    if len(document) < len(pairs):
+        twice = sorted({key for key, _ in pairs if sum(k == key for k, _ in pairs) > 1})
+        raise _KeyTwice(f"the key {', '.join(map(repr, twice))} appears more than once in one object; "
+                        "which copy holds the value cannot be told")
+    return document
 
 
 def _checked(rows: list[ResultRow], path: Path, option: str, first_index: int = 0) -> list[ResultRow]:

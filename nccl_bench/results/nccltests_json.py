@@ -11,8 +11,9 @@ from typing import Any
 
 from nccl_bench.errors import UserInputError
 from nccl_bench.results.nccltests_names import op_in
-from nccl_bench.results.nccltests_rows import Half, SizeLine, Table, infer_world_size, table_rows
+from nccl_bench.results.nccltests_rows import Half, SizeLine, Table, table_rows, world_size_of
 from nccl_bench.results.schema import PLACEMENT_IN, PLACEMENT_OUT, ResultRow
+from nccl_bench.units.bandwidth import rank_count_matters
 
 UNKNOWN_OP = "unknown"  # neither the command line nor the file name names a binary
 
@@ -29,15 +30,10 @@ def parse_json(document: dict[str, Any], source: str = "nccl-tests JSON", option
     ranks = {d.get("rank") for d in devices if isinstance(d, dict) and isinstance(d.get("rank"), int)}
     hosts = {d.get("hostname") for d in devices if isinstance(d, dict) and d.get("hostname")}
     iters = config.get("iterations")
-    pairs = [
-        (_json_float(half.get("alg_bw")), _json_float(half.get("bus_bw")))
-        for result in results if isinstance(result, dict)
-        for half in (result.get(PLACEMENT_OUT), result.get(PLACEMENT_IN)) if isinstance(half, dict)
-    ]
-    world_size = max(ranks) + 1 if ranks else infer_world_size(op, pairs)
-    if world_size is None:
-        raise UserInputError(option, f"{source}: cannot tell how many ranks ran {op} (no devices listed)")
     lines = [_size_line(index, result, source, option) for index, result in enumerate(results)]
+    world_size = world_size_of(op, ranks, lines)
+    if world_size is None and rank_count_matters(op):
+        raise UserInputError(option, f"{source}: cannot tell how many ranks ran {op} (no devices listed)")
     table = Table(world_size, max(1, len(hosts)), iters if isinstance(iters, int) else None)
     return table_rows(op, lines, table)
 

@@ -31,6 +31,9 @@ TYPE_TO_DTYPE = {
     "f8e5m2": "float8_e5m2",
 }
 DTYPE_TO_TYPE = {dtype: name for name, dtype in TYPE_TO_DTYPE.items()}
+# Bytes per element of each nccl-tests type (src/common.cu wordSize).
+TYPE_BYTES = {"int8": 1, "uint8": 1, "int32": 4, "uint32": 4, "int64": 8, "uint64": 8, "half": 2, "float": 4,
+              "double": 8, "bfloat16": 2, "f8e4m3": 1, "f8e5m2": 1}
 
 # nccl-tests times with `-a 1` by default: the per-rank mean times are averaged across ranks.
 NCCL_TESTS_AGG = "avg"
@@ -70,7 +73,7 @@ class SizeLine:
 class Table:
     """What the rows of one table share besides their op: where it ran, how it was timed."""
 
-    world_size: int
+    world_size: int | None  # None: the input does not say, and no number depends on it
     nodes: int
     iters: int | None
     backend: str = NCCL_TESTS_BACKEND
@@ -82,10 +85,30 @@ def bandwidths(lines: Iterable[SizeLine]) -> list[tuple[float | None, float | No
     return [(half.algbw_gbps, half.busbw_gbps) for line in lines for half in line.halves]
 
 
-def world_size_of(op: str, ranks: Iterable[int], lines: Iterable[SizeLine]) -> int | None:
-    """The ranks the input lists (the highest rank + 1), else what the printed bandwidths allow."""
+def world_size_of(op: str, ranks: Iterable[int], lines: Sequence[SizeLine]) -> int | None:
+    """The ranks the input lists (the highest rank + 1), else what size and count say, else what the
+    printed bandwidths allow."""
     ranks = set(ranks)
-    return max(ranks) + 1 if ranks else infer_world_size(op, bandwidths(lines))
+    if ranks:
+        return max(ranks) + 1
+    return counted_world_size(op, lines) or infer_world_size(op, bandwidths(lines))
+
+
+def counted_world_size(op: str, lines: Iterable[SizeLine]) -> int | None:
+    """size / (count x type size) where nccl-tests prints a per-rank count: the one whole number every
+    line gives, or None (another op, an unknown type, lines that disagree)."""
+    if not bandwidth.count_is_per_rank(op):
+        return None
+    found = set()
+    for line in lines:
+        chunk = line.count * TYPE_BYTES.get(line.type_name, 0)
+        if chunk <= 0:
+            continue
+        ranks, rest = divmod(line.size_bytes, chunk)
+        if rest or ranks < 1:
+            return None
+        found.add(ranks)
+    return found.pop() if len(found) == 1 else None
 
 
 def infer_world_size(op: str, pairs: Iterable[tuple[float | None, float | None]]) -> int | None:
@@ -116,7 +139,8 @@ def ratio_span(pairs: Iterable[tuple[float | None, float | None]]) -> tuple[floa
 
 def table_rows(op: str, lines: Sequence[SizeLine], table: Table) -> list[ResultRow]:
     """One ResultRow per half of every size line, in the order they were printed."""
-    factor = bandwidth.bus_factor(op, table.world_size)
+    # an unknown world size is only ever left where the factor does not depend on it
+    factor = bandwidth.bus_factor(op, table.world_size or 1)
     return [_row(op, line, half, table, factor) for line in lines for half in line.halves]
 
 

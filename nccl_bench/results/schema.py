@@ -37,7 +37,7 @@ class ResultRow:
     dtype: str
     redop: str  # "none" for ops without a reduction, as nccl-tests prints
     root: int  # -1 for rootless ops, as nccl-tests prints
-    world_size: int
+    world_size: int | None  # None: an nccl-tests log that does not say, where no number depends on it
     nodes: int
     backend: str
     iters: int  # timed operations per trial
@@ -81,8 +81,8 @@ class RunRows:
 
 COLUMNS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(ResultRow))
 KEY_COLUMNS = ("op", "size_bytes", "dtype", "redop", "placement", "world_size", "variant")
-_INT_COLUMNS = {"size_bytes", "count", "root", "world_size", "nodes", "iters", "trials", "schema_version"}
-_OPTIONAL_INT_COLUMNS = {"wrong", "slowest_rank", "cycle"}
+_INT_COLUMNS = {"size_bytes", "count", "root", "nodes", "iters", "trials", "schema_version"}
+_OPTIONAL_INT_COLUMNS = {"wrong", "slowest_rank", "cycle", "world_size"}
 _FLOAT_COLUMNS = {
     "time_us", "time_min_us", "time_max_us", "p50_us", "p95_us", "p99_us", "algbw_gbps", "busbw_gbps",
     "busbw_factor", "peak_gbps", "pct_of_peak",

@@ -3,20 +3,25 @@ reference `sweep --baseline` and `compare` read back."""
 
 from __future__ import annotations
 
+import errno
 import re
 import shutil
+import uuid
 from pathlib import Path
 
 from nccl_bench.errors import UserInputError, WriteFailedError
 from nccl_bench.options import BASELINE, REPLACE_BASELINE, SAVE_BASELINE
 from nccl_bench.results.csv_reader import read_rows
 from nccl_bench.results.loader import read_run
+from nccl_bench.results.run_folder import CLAIM_FILE
 from nccl_bench.results.schema import ResultRow
 
 BASELINES_DIR = "baselines"
 _NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
-# A folder name is at most 255 bytes (NAME_MAX) and saving uses `.NAME.saving` beside the target.
+# A folder name is at most 255 bytes (NAME_MAX) and saving uses `.NAME.XXXXXXXX.saving` beside the target.
 MAX_NAME_CHARS = 200
+# Replacing a baseline that other saves replace at the same moment: tries before giving up.
+SAVE_TRIES = 3
 
 
 def validate_baseline_name(name: str, option: str = SAVE_BASELINE.name) -> str:
@@ -71,19 +76,44 @@ def save_baseline(run_dir: Path, name: str, results_root: Path, replace: bool = 
     if target.is_symlink():  # a baseline kept elsewhere and linked here: replaced where it lives
         target = target.resolve()
     target.parent.mkdir(parents=True, exist_ok=True)
-    staging = target.with_name(f".{target.name}.saving")
-    old = target.with_name(f".{target.name}.old")
-    for leftover in (staging, old):
-        if leftover.exists():
-            shutil.rmtree(leftover)
+    staging = _own_name(target, "saving")
     try:
-        shutil.copytree(run_dir, staging)
+        shutil.copytree(run_dir, staging, ignore=shutil.ignore_patterns(CLAIM_FILE))  # the run's, not the baseline's
     except OSError as exc:
         shutil.rmtree(staging, ignore_errors=True)
         raise WriteFailedError(staging, exc) from None
-    if target.exists():
+    for _ in range(SAVE_TRIES):
+        old = _moved_aside(target) if replace else None
+        try:
+            staging.rename(target)  # atomic; fails on a baseline another save put there meanwhile
+        except OSError as exc:
+            if exc.errno not in (errno.ENOTEMPTY, errno.EEXIST):
+                shutil.rmtree(staging, ignore_errors=True)
+                raise WriteFailedError(target, exc) from None
+            if not replace:
+                shutil.rmtree(staging, ignore_errors=True)
+                raise UserInputError(SAVE_BASELINE.name, f"baseline {name!r} was saved at {target} by another run "
+                                     f"while this one measured; pass {REPLACE_BASELINE.name} to replace it") from None
+            continue
+        finally:
+            if old is not None:
+                shutil.rmtree(old, ignore_errors=True)
+        return named
+    shutil.rmtree(staging, ignore_errors=True)
+    raise UserInputError(SAVE_BASELINE.name, f"baseline {name!r} at {target} kept being replaced by other runs")
+
+
+def _moved_aside(target: Path) -> Path | None:
+    """The baseline at `target` renamed to a name of this save's own (None if there is none now)."""
+    old = _own_name(target, "old")
+    try:
         target.rename(old)
-    staging.rename(target)
-    if old.exists():
-        shutil.rmtree(old)
-    return named
+    except FileNotFoundError:
+        return None
+    return old
+
+
+def _own_name(target: Path, kind: str) -> Path:
+    """A name beside the baseline that no other save uses: saves of one name started at once never
+    share a staging folder."""
+    return target.with_name(f".{target.name}.{uuid.uuid4().hex[:8]}.{kind}")

@@ -17,14 +17,15 @@ from typing import Any, Callable
 from nccl_bench.errors import RunFailedError, first_line
 from nccl_bench.hardware.expected import System, run_algorithm, yardsticks
 from nccl_bench.hardware.nvls import NVLS_OPS
-from nccl_bench.options import SWEEP_OPTION
-from nccl_bench.ranks import check, dist, faults, session, split
+from nccl_bench.options import OUT, SWEEP_OPTION
+from nccl_bench.ranks import check, dist, faults, run_owner, session, split
 from nccl_bench.ranks.collectives import REGISTRY, Collective, OpArgs, make_buffers
 from nccl_bench.ranks.launch import worker_variant
 from nccl_bench.ranks.nccl_trace import TuningTrace
 from nccl_bench.ranks.planted import NoFaults, fault_seam
 from nccl_bench.ranks.runner import PointRunner, TimingPlan
 from nccl_bench.results.csv_appender import ResultsWriter
+from nccl_bench.results.csv_reader import iter_rows
 from nccl_bench.results.nccl_tuning import chosen
 from nccl_bench.results.run_folder import read_meta
 from nccl_bench.results.schema import STATUS_OK, STATUS_UNSUPPORTED, ResultRow
@@ -120,6 +121,7 @@ class _Sweep:
         if run.run_dir is not None:
             self.writer = ResultsWriter(run.run_dir)
         self.observer.started(self.header, len(self.plan.points) * max(1, len(self.groups)))  # rows per cycle
+        self._resume()
         self._measure_all()
 
     def close(self, status: str) -> dict[str, Any]:
@@ -205,6 +207,23 @@ class _Sweep:
         )
 
     # -- measuring ------------------------------------------------------------------------------
+    def _resume(self) -> None:
+        """A restarted attempt of an elastic job (torchrun --max-restarts) goes on after the points its
+        earlier attempts recorded: their rows are kept as they are (counted, shown, never measured again),
+        so results.csv ends with one row per point. The plan is the same in every attempt (the same
+        command line and world); rank 0 reads the rows, every rank learns which points they cover."""
+        self.done: set[tuple] = set()
+        if run_owner.attempt(os.environ) == 0:
+            return
+        self.run.renew("reading the rows of the earlier attempt")
+        kept = list(iter_rows(self.run.run_dir, OUT.name)) if self.run.run_dir is not None else None
+        kept = dist.gather_objects(self.ctx, kept)[0]
+        self.run.disarm()
+        for row in kept:
+            self.done.add(_point_key(row.cycle, row.op, row.size_bytes, row.placement))
+            self.summary.rows.append(row)
+            self.observer.row_done(row)
+
     def _measure_all(self) -> None:
         import torch
 
@@ -233,6 +252,11 @@ class _Sweep:
         ctx = self.ctx  # faults are planted by world rank
         for index, point in enumerate(self.plan.points):
             if (point.op, point.placement) in unsupported:
+                continue
+            if _point_key(cycle, point.op, point.size_bytes, point.placement) in self.done:
+                if any(row.status == STATUS_UNSUPPORTED and (row.op, row.placement) == (point.op, point.placement)
+                       for row in self.summary.rows):
+                    unsupported.add((point.op, point.placement))
                 continue
             self.summary.current_point = f"{point.op} at {format_size(point.size_bytes)} ({point.placement})" + (
                 "" if cycle is None else f" in cycle {cycle}")
@@ -305,6 +329,11 @@ class _Sweep:
         self.planted.output_checked(buffers.recv, segments[0].start if segments else None, ctx.rank, holder)
         wrong = check.count_wrong(buffers.recv, segments, ctx.world_size, config.reduce_op)
         return dist.sum_across_ranks(ctx, wrong)
+
+
+def _point_key(cycle: int | None, op: str, size_bytes: int, placement: str) -> tuple:
+    """A point of the plan in one cycle, as its rows in results.csv name it (--split: one per group)."""
+    return cycle, op, size_bytes, placement
 
 
 def _ranks(ranks: tuple[int, ...]) -> str:

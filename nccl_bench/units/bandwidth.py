@@ -56,6 +56,9 @@ class OpUnits:
 
     binary: str  # the binary's stem: nccl-tests builds <binary>_perf
     factor: BusFactor | None  # None: not known here, so each log's own busbw/algbw is kept
+    # nccl-tests prints one rank's chunk as `count` and the whole buffer as `size` (its *GetCollByteCount:
+    # paramcount is count/nranks), so size = count x type size x n ranks.
+    count_per_rank: bool = False
 
 
 # Op name -> its units. Adding a collective: one entry here, one in units/op_table.OPS (every op's
@@ -64,13 +67,13 @@ class OpUnits:
 # barrier moves no data and has no nccl-tests binary, so it has no entry.
 OPS: dict[str, OpUnits] = {
     "all_reduce": OpUnits("all_reduce", ALL_REDUCE),
-    "all_gather": OpUnits("all_gather", GATHER_LIKE),
-    "reduce_scatter": OpUnits("reduce_scatter", GATHER_LIKE),
+    "all_gather": OpUnits("all_gather", GATHER_LIKE, count_per_rank=True),
+    "reduce_scatter": OpUnits("reduce_scatter", GATHER_LIKE, count_per_rank=True),
     "broadcast": OpUnits("broadcast", WHOLE_BUFFER),
     "reduce": OpUnits("reduce", WHOLE_BUFFER),
-    "gather": OpUnits("gather", GATHER_LIKE),
-    "scatter": OpUnits("scatter", GATHER_LIKE),
-    "all_to_all": OpUnits("alltoall", GATHER_LIKE),
+    "gather": OpUnits("gather", GATHER_LIKE, count_per_rank=True),
+    "scatter": OpUnits("scatter", GATHER_LIKE, count_per_rank=True),
+    "all_to_all": OpUnits("alltoall", GATHER_LIKE, count_per_rank=True),
     "all_to_allv": OpUnits("alltoallv", GATHER_LIKE),  # of the whole buffer, however much is sent
     "sendrecv": OpUnits("sendrecv", WHOLE_BUFFER),
 }
@@ -80,6 +83,19 @@ def factor_of(op: str) -> BusFactor | None:
     """The op's bus-bandwidth factor; None for an op without one (barrier, unknown)."""
     units = OPS.get(op)
     return None if units is None else units.factor
+
+
+def count_is_per_rank(op: str) -> bool:
+    """nccl-tests prints `count` of one rank's chunk for this op (size = count x type size x ranks)."""
+    units = OPS.get(op)
+    return units is not None and units.count_per_rank
+
+
+def rank_count_matters(op: str) -> bool:
+    """busbw depends on the rank count for this op (a factor such as (n-1)/n); not for broadcast, reduce,
+    sendrecv (factor 1) or an op whose own busbw/algbw is kept."""
+    factor = factor_of(op)
+    return factor is not None and factor.scale is not None
 
 
 def bus_factor(op: str, world_size: int) -> float | None:

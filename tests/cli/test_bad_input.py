@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import resource
 import subprocess
 import sys
 from pathlib import Path
@@ -22,7 +23,7 @@ from nccl_bench.results.run_folder import write_meta
 from nccl_bench.results.schema import COLUMNS
 from nccl_bench.sweep.sweep_config import CONFIG_KEYS
 from nccl_bench.units.op_table import OP_NAMES
-from tests.conftest import worker_env
+from tests.conftest import REPO, worker_env
 from tests.forked_cli import run_forked, run_fresh
 from tests.result_rows import row, write_run
 from tests.small_disk import small_disk
@@ -100,6 +101,8 @@ EXACT = [
      "{tmp}/badvalue.toml: warmup: expected a whole number, got 'x'"),
     ("results folder not empty", ["sweep", "--sizes", "1K", "--out", "{tmp}/full"],
      "--out: {tmp}/full already exists and is not empty; a run never overwrites results"),
+    ("results folder another run holds", ["sweep", "--sizes", "1K", "--out", "{tmp}/taken"],
+     "--out: {tmp}/taken is taken by another run (pid 1 on nodea, 0123abcd); give each run its own folder"),
     ("unwritable results folder", ["sweep", "--sizes", "1K", "--out", "{tmp}/afile/run"],
      "--out: cannot write to {tmp}/afile/run: Not a directory"),
     ("floor not positive", ["sweep", "--min-busbw", "0"], "--min-busbw: must be greater than 0, got 0.0"),
@@ -173,7 +176,7 @@ EXACT = [
     ("nccl-tests log that does not say its ranks",
      ["report", "{fixtures}/tag_output_p5_fragment_no_ranks.txt", "--op", "all_reduce"],
      "RUN: {fixtures}/tag_output_p5_fragment_no_ranks.txt: cannot tell how many ranks ran all_reduce "
-     "(no '# Rank' lines, and busbw/algbw does not say); pass --ranks"),
+     "(no '# Rank' lines, and neither size/count nor busbw/algbw says); pass --ranks"),
     ("unknown --op hint", ["report", "{tmp}/base", "--op", "bogus"],
      f"--op: unknown collective 'bogus'; choose from {', '.join(OP_NAMES)} or all"),
     ("--ranks hint below 1", ["compare", "{tmp}/base", "{tmp}/base", "--ranks", "0"],
@@ -218,11 +221,27 @@ EXACT = [
      "--out: afile is a file, not a folder"),
     ("results folder that is a dangling link", ["sweep", "--sizes", "1K", "--out", "link"],
      "--out: link is a symbolic link to {tmp}/gone, which does not exist"),
+    ("column given twice in a CSV", ["report", "{tmp}/twice"],
+     "RUN: {tmp}/twice/results.csv has the column busbw_gbps more than once; which copy holds the values cannot "
+     "be told"),
+    ("key given twice in a JSON object", ["report", "{tmp}/twice.json"],
+     "RUN: {tmp}/twice.json: the key 'busbw_gbps' appears more than once in one object; which copy holds the "
+     "value cannot be told"),
     ("doctor with nothing to measure", ["doctor", "--workers", "1"],
      "--workers: 1 rank(s) on 1 host(s) leave the doctor nothing to measure: the nodes phase needs a host with 2 or "
      "more ranks and the pairs phase needs 2 or more hosts"),
     ("doctor pairs on one host", ["doctor", "--workers", "2", "--phase", "pairs"],
      "--phase: 2 rank(s) on 1 host(s) leave the doctor nothing to measure: the pairs phase needs 2 or more hosts"),
+    ("results store of an unknown kind", ["history", "show", "--history", "mysql://db/x"],
+     "--history: 'mysql://db/x': unknown scheme; give a file path, sqlite:///PATH or postgresql://..."),
+    ("results store URL on a sweep", ["sweep", "--sizes", "1K", "--history", "sqlite:/x"],
+     "--history: 'sqlite:/x': write sqlite:///relative/path or sqlite:////absolute/path"),
+    ("results store that does not exist", ["history", "check", "--history", "{tmp}/none.sqlite"],
+     "--history: {tmp}/none.sqlite does not exist; record a run first"),
+    ("results store of a newer nccl-bench", ["history", "show", "--history", "{tmp}/newer.sqlite"],
+     "--history: {tmp}/newer.sqlite was written by a newer nccl-bench (store schema 99; this one reads up to 1): "
+     "upgrade nccl-bench"),
+    ("history window below 2", ["history", "check", "--window", "1"], "--window: must be at least 2, got 1"),
 ]
 
 # Under a launcher's rank layout (environment variables), still before any process group.
@@ -270,6 +289,8 @@ def files(tmp_path: Path) -> Path:
     (tmp_path / "foreign.csv").write_text("a,b\n1,2\n")
     (tmp_path / "full").mkdir()
     (tmp_path / "full" / "results.csv").write_text("precious\n")
+    (tmp_path / "taken").mkdir()
+    (tmp_path / "taken" / ".claim").write_text("pid 1 on nodea, 0123abcd")  # another run's, started at once
     (tmp_path / "afile").write_text("")
     (tmp_path / "link").symlink_to(tmp_path / "gone")
     write_run(tmp_path / "base", [row(dtype="float32")])  # all_reduce, in_place, 1 MiB float32, 2 gloo ranks
@@ -290,7 +311,22 @@ def files(tmp_path: Path) -> Path:
     text = (tmp_path / "base" / "results.csv").read_text()
     (tmp_path / "joined.csv").write_text(text + text)
     _doctor_run(tmp_path / "doctor_run")
+    write_run(tmp_path / "twice", [row()])
+    header, line = (tmp_path / "twice" / "results.csv").read_text().splitlines()
+    (tmp_path / "twice" / "results.csv").write_text(f"{header},busbw_gbps\n{line},999\n")
+    (tmp_path / "twice.json").write_text('{"format": "nccl_bench.results", "schema_version": 2, "rows": '
+                                         '[{"busbw_gbps": 1, "busbw_gbps": 999}]}')
+    _newer_store(tmp_path / "newer.sqlite")
     return tmp_path
+
+
+def _newer_store(path: Path) -> None:
+    import sqlite3
+
+    with sqlite3.connect(path) as connection:
+        connection.execute("CREATE TABLE store_info (name TEXT PRIMARY KEY, value TEXT NOT NULL)")
+        connection.execute("INSERT INTO store_info VALUES ('schema_version', '99')")
+    connection.close()
 
 
 def _poisoned_run(folder: Path, column: str, value: str) -> None:
@@ -365,6 +401,39 @@ def test_existing_results_are_left_untouched(files):
     _one_error_line(_run(files, "sweep", "--sizes", "1K", "--out", str(files / "full")))
     assert (files / "full" / "results.csv").read_text() == "precious\n"
     assert sorted(p.name for p in (files / "full").iterdir()) == ["results.csv"]
+
+
+def test_a_deleted_working_folder_is_one_line_before_torch_loads(tmp_path):
+    """torch, loaded from a working folder that is gone, would end the process with oneMKL's "Cannot load"."""
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    result = subprocess.run(["sh", "-c", f'cd "{gone}" && rmdir "{gone}" && exec "$0" -m nccl_bench "$@"',
+                             sys.executable, "sweep", "--workers", "2", "--sizes", "1K"],
+                            capture_output=True, text=True, timeout=60,
+                            env=worker_env({"PYTHONPATH": str(REPO)}))  # no empty entry: it would name the cwd
+    assert _one_error_line(result) == ("the working folder cannot be read (No such file or directory: deleted or "
+                                       "unmounted?); cd to an existing folder and run again")
+
+
+@pytest.mark.parametrize("command", [["sweep", "--workers", "2", "--sizes", "1K"], ["doctor", "--workers", "2"]])
+def test_too_few_open_files_is_one_line_before_anything_starts(tmp_path, command):
+    """With ulimit -n 20 the launcher's store failed with EMFILE in a 77-line traceback."""
+    def few_files() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (20, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+
+    result = subprocess.run([sys.executable, "-m", "nccl_bench", *command], cwd=tmp_path, env=worker_env(),
+                            capture_output=True, text=True, timeout=60, preexec_fn=few_files)
+    assert _one_error_line(result) == ("ulimit -n: 20 open files per process is below the 32 a run needs to start; "
+                                       "raise it (ulimit -n 4096)")
+    assert list(tmp_path.iterdir()) == []  # no run folder made
+
+
+def test_too_little_address_space_is_one_line_before_torch_loads(tmp_path):
+    """Below ~700 MiB OpenBLAS gives up inside `import torch`, saying only that an allocation failed."""
+    result = run_fresh(["sweep", "--workers", "2", "--sizes", "1K"], cwd=tmp_path, env=worker_env(),
+                       address_space=500 * 2**20)
+    assert _one_error_line(result) == ("ulimit -v: an address space of 500 MiB is below the 900 MiB torch needs to "
+                                       "load; raise it (ulimit -v unlimited)")
 
 
 def test_no_arguments_prints_help_and_exits_2(tmp_path):

@@ -16,7 +16,7 @@ KILLED = "1 of 2 local worker(s) ended without a report (killed by SIGKILL)"
 
 
 def _ending(monkeypatch, status: str | None, raised: BaseException) -> None:
-    def run_local_workers(workers, args, env=None):
+    def run_local_workers(workers, args, claimant, env=None):
         out = args[args.index("--out") + 1]
         if status is not None:
             write_meta(out, {"status": status, "rows": 2})

@@ -207,3 +207,56 @@ def test_a_streamed_export_is_written_whole_or_not_at_all(tmp_path):
     line = _error(run_cli(["report", str(tmp_path / "run"), "--format", "csv", "--output", str(tmp_path / "b.csv")]))
     assert line == f"nccl-bench: error: RUN: {csv_path} line 3: size_bytes: must be at least 0, got -2048"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out.csv", "run"]  # no b.csv, no partial file
+
+
+def _gone_pid() -> int:
+    """The pid of a process that has ended (and been reaped)."""
+    import subprocess
+
+    child = subprocess.Popen(["true"])
+    child.wait()
+    return child.pid
+
+
+def test_report_and_compare_of_a_run_whose_writer_is_gone_say_it_never_finished(tmp_path):
+    import json
+    import socket
+
+    from tests.result_rows import MiB, row, write_run
+
+    run = write_run(tmp_path / "run", [row(dtype="float32", size_bytes=MiB)])
+    pid = _gone_pid()
+    (run / "meta.json").write_text(json.dumps({"status": "running", "pid": pid, "host": socket.gethostname()}))
+    done = run_cli(["report", str(run), "--format", "csv"])
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.splitlines() == [
+        f"nccl-bench: note: {run} never finished: its meta.json says running, but its process (pid {pid} on "
+        f"{socket.gethostname()}) is gone; its rows are those recorded before it ended"]
+    assert len(done.stdout.splitlines()) == 2
+    done = run_cli(["compare", str(run), str(run / "results.csv")])  # compare says it too, once per run
+    assert done.returncode == 0, done.stderr
+    assert [line for line in done.stderr.splitlines() if "never finished" in line] == [
+        f"nccl-bench: note: {run} never finished: its meta.json says running, but its process (pid {pid} on "
+        f"{socket.gethostname()}) is gone; its rows are those recorded before it ended"] * 2
+
+
+def test_report_of_a_run_still_running_or_on_another_host_says_nothing_of_it(tmp_path):
+    import json
+    import socket
+    import subprocess
+    import sys
+
+    from tests.result_rows import MiB, row, write_run
+
+    run = write_run(tmp_path / "run", [row(dtype="float32", size_bytes=MiB)])
+    writer = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)", "nccl_bench", "sweep"])
+    try:
+        for meta in ({"status": "running", "pid": writer.pid, "host": socket.gethostname()},
+                     {"status": "running", "pid": _gone_pid(), "host": "elsewhere"},  # cannot be seen from here
+                     {"status": "running"}):  # written before meta.json said who writes it
+            (run / "meta.json").write_text(json.dumps(meta))
+            done = run_cli(["report", str(run / "results.csv"), "--format", "csv"])
+            assert (done.returncode, done.stderr) == (0, ""), meta
+    finally:
+        writer.kill()
+        writer.wait()

@@ -61,3 +61,24 @@ def test_multi_cpu_mode_names_the_killed_rank(tmp_path):
     code, summary = _script("gpu_multi.sh", tmp_path / "multi", "--cpu", steps="kill_rank1 graph")
     assert code == 0, summary
     assert _verdicts(summary) == {"gpu": "SKIP", "kill_rank1": "PASS", "graph": "SKIP", "budget": "PASS"}
+
+
+def test_on_one_gpu_every_limit_adds_up_under_the_budget(tmp_path):
+    """GPU mode with a stand-in interpreter that says one GPU is there and runs nothing: every step
+    and checker of a one-GPU run is started, so the budget line adds up all their limits."""
+    fake = tmp_path / "python"
+    fake.write_text('#!/bin/bash\ncase "$*" in\n  *device_count*) echo "1 FakeGPU torch 2.11 nccl 2.28.9";;\n'
+                    '  *socket*) echo 29999;;\nesac\nexit 0\n')
+    fake.chmod(0o755)
+    env = worker_env({"PYTHON": str(fake)})
+    env.pop("SMOKE_STEPS", None)
+    out = tmp_path / "gpu"
+    subprocess.run(["bash", str(REPO / "benchmarks" / "gpu_smoke.sh"), str(out)], capture_output=True, text=True,
+                   env=env, timeout=120, cwd=REPO)
+    summary = (out / "summary.txt").read_text().splitlines()
+    [budget] = [line for line in summary if " budget: " in line]
+    planned = int(budget.split("add up to ", 1)[1].split("s,", 1)[0])
+    assert budget.startswith("PASS budget:") and 450 < planned < 540, budget
+    timed = (out / "timings.txt").read_text().splitlines()
+    assert sum(line.startswith("check ") for line in timed) >= 20  # the checkers count too
+    assert "SKIP two_ranks: one GPU cannot hold two NCCL ranks (gpu_multi.sh needs two)" in summary

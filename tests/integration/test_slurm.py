@@ -211,7 +211,10 @@ def test_scancel_of_a_task_that_exits_on_sigterm(slurm, tmp_path):
     trap = _trap_script(tmp_path)
     rc, err, took, _ = _start_and_cancel(slurm, tmp_path, "nbexit", [sys.executable, str(trap), str(tmp_path), "exit"],
                                          2)
-    assert [sorted(name for _, name in got) for got in _signals(tmp_path, 2).values()] == [["SIGCONT", "SIGTERM"]] * 2
+    for task, got in _signals(tmp_path, 2).items():
+        # Slurm sends SIGCONT and SIGTERM at once; Python runs pending handlers in signal-number order, so
+        # SIGTERM's (15) may exit before SIGCONT's (18) runs: only SIGTERM is sure to be logged.
+        assert sorted(name for _, name in got) in (["SIGTERM"], ["SIGCONT", "SIGTERM"]), (task, got)
     assert rc == 0, err
     assert took < slurm.kill_wait, took
     assert "CANCELLED AT" in err, err

@@ -3,7 +3,8 @@
 Every group measures at once and gets a row of its own; the group holding a shaped path is the
 slow one and the summary names it: one host's egress shaped under --split div:2 on four one-rank
 hosts, and one host's second interface (rail 1) shaped under --split rail on three two-rank hosts.
-Open MPI's environment variables give the layout, with MASTER_ADDR=nodea.
+Open MPI's environment variables give the layout, with MASTER_ADDR=nodea. And hosts are told apart by
+hostname, so two machines that share one are named before anything is measured.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import sys
 import pytest
 from simhosts import hosts_for_test, run_on_hosts
 
+from nccl_bench.errors import EXIT_BAD_INPUT
 from nccl_bench.results.csv_reader import read_rows
 from nccl_bench.results.run_folder import read_meta
 from tests.conftest import REPO, worker_env
@@ -75,3 +77,27 @@ def test_a_shaped_second_interface_makes_rail_1_the_slow_group(railed_hosts, tmp
     railed_hosts.shape_host(2, SHAPED_RATE, rail=1)  # nodec's second NIC
     rows, log = _sweep(railed_hosts, tmp_path, "rail", ranks_per_host=2)
     _slow_group(rows, log, "rail 0", "rail 1", size=3)
+
+
+@pytest.fixture
+def cloned_hosts():
+    """Three hosts, the third also called nodea (a cloned image, containers given one --hostname)."""
+    yield from hosts_for_test(3, hostnames=("nodea", "nodeb", "nodea"))
+
+
+def test_two_machines_with_one_hostname_are_named_before_measuring(cloned_hosts, tmp_path):
+    """Grouped by hostname, nodea's ranks would be one node: its "intra-node" phases would cross the network."""
+    hosts, out = cloned_hosts, tmp_path / "run"
+    launches = []
+    for rank in range(3):
+        env = worker_env({"MASTER_ADDR": hosts.addresses[0], "MASTER_PORT": MASTER_PORT,
+                          "OMPI_COMM_WORLD_RANK": str(rank), "OMPI_COMM_WORLD_SIZE": "3",
+                          "OMPI_COMM_WORLD_LOCAL_RANK": "0", "OMPI_COMM_WORLD_LOCAL_SIZE": "1"})
+        launches.append((rank, [sys.executable, "-m", "nccl_bench", *SWEEP_ARGS, "--out", str(out)], env))
+    codes, logs = run_on_hosts(hosts, hosts.hosts_file(tmp_path), launches, REPO)
+    line = (f"nccl-bench: error: hostname: nodea names 2 different machines (rank(s) 0 at {hosts.addresses[0]}; "
+            f"rank(s) 2 at {hosts.addresses[2]}): cloned images or containers given one hostname? Ranks are told "
+            "apart by hostname; give each machine its own")
+    assert codes == [EXIT_BAD_INPUT] * 3, logs
+    assert [[text for text in log.splitlines() if text.startswith("nccl-bench")] for log in logs] == [[line]] * 3, logs
+    assert not (out / "results.csv").exists()

@@ -40,6 +40,18 @@ def test_two_ranks_all_reduce_writes_csv_meta_and_table(tmp_path):
     assert all(k.startswith(("NCCL_", "TORCH_NCCL_", "TORCH_FR_")) for k in meta["env"]), meta["env"]
     assert steering.items() <= meta["env"].items() and "MY_TOKEN" not in meta["env"]
     assert "busbw" in result.stdout and "# Avg bus bandwidth (all_reduce, in)" in result.stdout
+    _recorded_once(out)
+
+
+def _recorded_once(run_dir) -> None:
+    """Rank 0 recorded the run in the session's results store (tests/conftest.py), and no other rank did."""
+    import os
+    import sqlite3
+
+    with sqlite3.connect(os.environ["NCCL_BENCH_HISTORY"]) as connection:
+        found = connection.execute("SELECT COUNT(*) FROM runs WHERE source = ?", (str(run_dir),)).fetchone()[0]
+    connection.close()
+    assert found == 1
 
 
 def test_three_ranks_every_op_correct_with_nccl_tests_factors(tmp_path):

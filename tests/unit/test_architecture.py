@@ -24,6 +24,9 @@ LAYERS = {
     "ranks": 4,
     "doctor": 5,
     "sweep": 5,  # the sweep's plan, body and report, placed as the doctor's
+    "history": 6,  # the results store, series and the regression rule: reads run folders, above the commands
+    "history.views": 7,  # the store's answers as text and the dashboard page: they use render's tables and escaping
+    "history.page": 7,
     "render": 7,
     "cli": 8,  # the package: one module per command, local workers, messages, the typer shim
     "__main__": 8,
@@ -108,12 +111,12 @@ def _calls(path: Path) -> set[str]:
     return names
 
 
-@pytest.mark.parametrize("made", ["process_group", "write_meta", "init_process_group", "prepare_run_dir"])
+@pytest.mark.parametrize("made", ["process_group", "write_meta", "init_process_group", "claim_run_dir"])
 def test_the_run_life_cycle_exists_once(made):
     """A process group, a run folder and meta.json are made only by ranks/session.py (the CLI's launcher-less
     path makes the folder before any worker starts), so every command on ranks shares one life cycle."""
     allowed = {"process_group": {"ranks.session"}, "write_meta": {"ranks.session"},
-               "init_process_group": {"ranks.dist"}, "prepare_run_dir": {"ranks.session", "cli.local_workers"}}
+               "init_process_group": {"ranks.dist"}, "claim_run_dir": {"ranks.session", "cli.local_workers"}}
     callers = {module for module, path in _modules() if made in _calls(path)}
     assert callers == allowed[made]
 

@@ -26,14 +26,15 @@ PRINTS = ("cli.", "render.live")
 STDERR = {"cli.messages"}
 # Writes to the process's stdout/stderr file descriptors underneath Python's streams.
 RAW_OUTPUT = {
-    "ranks.dist": "gives back what torch's C++ code wrote to stderr while the rendezvous held it",
+    "ranks.dist": "gives back what torch's and NCCL's C++ code wrote to stdout and stderr while the rendezvous "
+                  "held them",
 }
 # Modules that open, create, replace or rename files, and why.
 FILE_WRITERS = {
     "results.whole_file": "the whole-file writer (reports, exports, plots, meta.json, --prom, --exclude-file), "
                           "GitHub's step summary appended",
     "results.csv_appender": "results.csv and doctor.csv appended row by row",
-    "results.run_folder": "the run folder made, and its write probe",
+    "results.run_folder": "the run folder made and claimed (its .claim file, made with O_EXCL)",
     "sweep.saved_baselines": "a baseline folder copied beside its name and renamed into place",
     "ranks.dist": "an unnamed temporary file that holds stderr during the rendezvous",
     "cli.streams": "/dev/null opened in place of a closed stdout",
@@ -257,7 +258,7 @@ def test_results_imports_only_the_standard_library_at_module_level():
 
 # Modules that take values and return values: no file, no terminal.
 PURE = ("units.", "comparison", "sweep.baseline_check", "sweep.busbw_floor", "sweep.variants", "doctor.schedule",
-        "doctor.verdicts", "doctor.roster")
+        "doctor.verdicts", "doctor.roster", "history.rule", "history.address")
 # The one door from cli/ to the rank side, imported on use.
 RANK_SIDE_DOOR = "cli.rank_side"
 RANK_SIDE = ("nccl_bench.ranks", "nccl_bench.sweep.sweep_body", "nccl_bench.sweep.plan",

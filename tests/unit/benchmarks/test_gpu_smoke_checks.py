@@ -144,3 +144,19 @@ def test_a_needle_passed_whole_is_judged(tmp_path, capsys):
     log = tmp_path / "barrier_graph.log"
     log.write_text("nccl-bench: error: --cuda-graph: nothing left to capture in --op barrier\n")
     assert _check(capsys, "refused", log, 2, "--needle=--cuda-graph: nothing left to capture")[0] == 0
+
+
+def test_rows_whose_capture_held_nothing_are_not_counted_as_measured(tmp_path, capsys):
+    empty = [row(world_size=1, flags="empty_cuda_graph"),
+             row(world_size=1, size_bytes=2048, flags="noisy;empty_cuda_graph")]
+    folder = _run(tmp_path, [row(world_size=1), *empty])
+    code, line = _check(capsys, "run", folder, "--min-rows", "2")
+    assert code == 1 and "1 measured rows, expected >= 2 (2 more captured nothing: empty_cuda_graph" in line
+    code, line = _check(capsys, "run", folder)
+    assert code == 0 and "1 measured of 3 rows (2 more captured nothing: empty_cuda_graph, not counted)" in line
+
+
+def test_a_line_says_what_its_step_proves(tmp_path, capsys):
+    folder = _run(tmp_path, [row(world_size=1)])
+    code, line = _check(capsys, "run", folder, "--proves", "copies only (one rank)")
+    assert code == 0 and line.endswith("; proves: copies only (one rank)")

@@ -1,5 +1,5 @@
-"""What NCCL says when its communicator cannot start is kept: the held stderr, filtered, and the
-rendezvous's wait named as long as it really was."""
+"""What NCCL says when its communicator cannot start is kept: the held stdout and stderr, filtered,
+and the rendezvous's wait named as long as it really was."""
 
 from __future__ import annotations
 
@@ -87,3 +87,48 @@ def test_a_failed_rendezvous_carries_nccls_lines_too(capfd, monkeypatch):
             pass
     assert "within --timeout 5 s (Timed out after 6 seconds waiting for clients)" in str(info.value)
     assert len(info.value.details) == 2 and capfd.readouterr().err == ""
+
+
+# As NCCL writes them (src/debug.cc: ncclDebugFile is stdout): WARN and INFO lines on fd 1; torch's
+# c10d retries on fd 2.
+NCCL_STDOUT = """\
+node2:3141:3160 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.2<0>
+node2:3141:3160 [0] init.cc:1746 NCCL WARN ncclCommInitRankConfig: invalid device ordinal
+"""
+C10D_STDERR = "[W1123 10:00:01.000000000 socket.cpp:752] [c10d] The client socket has failed to connect\n"
+
+
+def _init_writing_as_nccl(monkeypatch, error=None):
+    import torch.distributed as tdist
+
+    def init_process_group(**kwargs):
+        os.write(1, NCCL_STDOUT.encode())  # fd 1 itself, as C stdio writes it, not through sys.stdout
+        os.write(2, C10D_STDERR.encode())
+        if error is not None:
+            raise error
+
+    monkeypatch.setattr(tdist, "init_process_group", init_process_group)
+    monkeypatch.setattr(dist, "export_launch_env", lambda launch: None)
+
+
+def test_nccls_warnings_on_stdout_are_kept_when_its_communicator_fails(capfd, monkeypatch):
+    import torch.distributed as tdist
+
+    _init_writing_as_nccl(monkeypatch, tdist.DistBackendError("NCCL error: invalid usage"))
+    with pytest.raises(dist.BackendStartError) as info:
+        with dist.process_group(_launch(), "gloo", 5.0):
+            pass
+    assert info.value.details == (
+        "node2:3141:3160 [0] init.cc:1746 NCCL WARN ncclCommInitRankConfig: invalid device ordinal",)
+    assert capfd.readouterr() == ("", "")  # held, not printed: the one-line answer carries it
+
+
+def test_what_was_written_while_starting_is_passed_on_to_its_own_stream_when_it_starts(capfd, monkeypatch):
+    import torch.distributed as tdist
+
+    _init_writing_as_nccl(monkeypatch)
+    monkeypatch.setattr(tdist.distributed_c10d, "_get_default_store", lambda: None)
+    monkeypatch.setattr(tdist, "destroy_process_group", lambda: None)
+    with dist.process_group(_launch(), "gloo", 5.0):
+        pass
+    assert capfd.readouterr() == (NCCL_STDOUT, C10D_STDERR)

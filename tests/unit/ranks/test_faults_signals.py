@@ -82,7 +82,7 @@ def _store_with_ctx(monkeypatch):
     from nccl_bench.ranks import roll_call
 
     store = dist.HashStore()
-    monkeypatch.setattr(roll_call, "_store", lambda: store)
+    monkeypatch.setattr(roll_call, "_store", lambda ctx=None: store)
     return store, SimpleNamespace(rank=1, world_size=2)
 
 

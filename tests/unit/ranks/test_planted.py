@@ -12,7 +12,8 @@ from nccl_bench.ranks import planted
     [("", None), ("corrupt", planted.Fault("corrupt")), ("stall", planted.Fault("stall")),
      ("stall:1:2", planted.Fault("stall", 1, 2)), ("stall:0:2:2.5", planted.Fault("stall", 0, 2, 2.5)),
      ("stall-gpu:0:1", planted.Fault("stall-gpu", 0, 1)),
-     ("stall-behind-gpu:1:0", planted.Fault("stall-behind-gpu", 1, 0)), ("killed:1", planted.Fault("killed", 1))],
+     ("stall-behind-gpu:1:0", planted.Fault("stall-behind-gpu", 1, 0)), ("killed:1", planted.Fault("killed", 1)),
+     ("crash:1:2", planted.Fault("crash", 1, 2))],
 )
 def test_planted_fault_grammar(raw, fault):
     assert planted.planted_fault({planted.FAULT_ENV: raw}) == fault
@@ -74,3 +75,22 @@ def test_killed_plants_nothing_before_the_run_has_ended():
     seam.output_checked(recv, 0, rank=0, holder=0)
     seam.run_ended(1)  # another rank: nothing happens
     assert recv == [5, 5]
+
+
+def test_the_backends_late_timeout_is_read_in_seconds_and_absent_by_default():
+    assert planted.late_backend_s({}) is None
+    assert planted.late_backend_s({planted.LATE_BACKEND_ENV: "1.5"}) == 1.5
+    with pytest.raises(ValueError, match=planted.LATE_BACKEND_ENV):
+        planted.late_backend_s({planted.LATE_BACKEND_ENV: "soon"})
+
+
+def test_crash_kills_only_in_the_first_attempt(monkeypatch):
+    killed = []
+    monkeypatch.setattr(planted.os, "kill", lambda pid, sig: killed.append(sig))
+    seam = planted.fault_seam({planted.FAULT_ENV: "crash:1:2"})
+    for attempt, expected in (("1", []), ("0", [planted.signal.SIGKILL])):
+        monkeypatch.setenv("TORCHELASTIC_RESTART_COUNT", attempt)
+        seam.point_starts(0, 2)  # another rank
+        seam.point_starts(1, 1)  # another point
+        seam.point_starts(1, 2)
+        assert killed == expected

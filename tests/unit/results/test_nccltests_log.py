@@ -117,12 +117,48 @@ def test_text_without_results_is_a_user_error(tmp_path):
         load_rows(path)
 
 
-def test_unknown_world_size_is_a_user_error():
-    log = (FIXTURES / "nccl2.9.6_broadcast_perf_2ranks_c0.txt").read_text()
-    text = "\n".join(line for line in log.splitlines() if "Rank" not in line)
-    # broadcast's busbw factor is 1, so without Rank lines the world size cannot be recovered
-    with pytest.raises(UserInputError, match="cannot tell how many ranks ran broadcast"):
-        _parsed(text, source="b.log")
+def _without_rank_lines(name: str) -> str:
+    return "\n".join(line for line in (FIXTURES / name).read_text().splitlines() if "Rank" not in line)
+
+
+def test_a_world_size_no_number_depends_on_is_left_unknown():
+    """broadcast and sendrecv: busbw = algbw whatever the rank count, so a log without Rank lines is read
+    as it is, its world size unknown, rather than asking for --ranks."""
+    rows = _parsed(_without_rank_lines("nccl2.9.6_broadcast_perf_2ranks_c0.txt"), source="b.log")
+    with_ranks = load_rows(FIXTURES / "nccl2.9.6_broadcast_perf_2ranks_c0.txt")
+    assert {r.world_size for r in rows} == {None} and {r.world_size for r in with_ranks} == {2}
+    assert [(r.busbw_gbps, r.busbw_factor) for r in rows] == [(r.busbw_gbps, r.busbw_factor) for r in with_ranks]
+    sendrecv = load_rows(FIXTURES / "sendrecv_perf_8gpus_no_ranks.txt")
+    assert len(sendrecv) == 8 and {(r.op, r.world_size, r.busbw_factor) for r in sendrecv} == {("sendrecv", None, 1.0)}
+    assert row_at(sendrecv, 1073741824, PLACEMENT_IN).busbw_gbps == 195.56
+    assert {r.world_size for r in load_rows(FIXTURES / "sendrecv_perf_8gpus_no_ranks.txt", hints=LogHints(ranks=8))} \
+        == {8}
+
+
+@pytest.mark.parametrize("name, ranks", [("v2.17.6_all_gather_perf_2ranks.txt", 2),
+                                         ("all_gather_perf_bfloat16_2gpus.txt", 2)])
+def test_all_gather_without_rank_lines_counts_its_ranks_from_size_and_count(name, ranks):
+    """nccl-tests prints all_gather's per-rank count and the gathered size: size = count x type size x n."""
+    rows = _parsed(_without_rank_lines(name), source=name)
+    assert {r.world_size for r in rows} == {ranks}
+    assert [r.busbw_gbps for r in rows] == [r.busbw_gbps for r in load_rows(FIXTURES / name)]
+
+
+def test_counted_world_size_needs_every_line_to_agree():
+    line = nccltests_rows.SizeLine(4096, 256, "float", "none", -1, ())
+    assert nccltests_rows.counted_world_size("all_gather", [line]) == 4
+    assert nccltests_rows.counted_world_size("reduce_scatter", [line]) == 4
+    assert nccltests_rows.counted_world_size("all_reduce", [line]) is None  # its count is the whole buffer
+    other = nccltests_rows.SizeLine(8192, 256, "float", "none", -1, ())
+    assert nccltests_rows.counted_world_size("all_gather", [line, other]) is None
+    odd = nccltests_rows.SizeLine(4096, 300, "float", "none", -1, ())
+    assert nccltests_rows.counted_world_size("all_gather", [odd]) is None
+
+
+def test_a_world_size_that_changes_busbw_and_cannot_be_known_is_asked_for():
+    """all_reduce's factor is 2(n-1)/n: without Rank lines and with busbw/algbw too coarse, --ranks is asked."""
+    with pytest.raises(UserInputError, match="cannot tell how many ranks ran all_reduce .*; pass --ranks$"):
+        load_rows(FIXTURES / "tag_output_p5_fragment_no_ranks.txt", hints=LogHints(op="all_reduce"))
 
 
 # ---- logs as they are shared: scheduler prefixes, lost '#', fragments, failed runs ----

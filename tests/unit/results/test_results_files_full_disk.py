@@ -11,7 +11,7 @@ import pytest
 from nccl_bench.errors import UserInputError, WriteFailedError
 from nccl_bench.results.csv_appender import ResultsWriter
 from nccl_bench.results.csv_reader import read_rows
-from nccl_bench.results.run_folder import MIN_FREE_BYTES, prepare_run_dir, write_meta
+from nccl_bench.results.run_folder import MIN_FREE_BYTES, claim_run_dir, write_meta
 from nccl_bench.sweep.saved_baselines import save_baseline
 from tests.result_rows import MiB, row, write_run
 from tests.small_disk import fill, small_disk
@@ -48,7 +48,7 @@ def test_meta_json_that_does_not_fit_keeps_the_one_before_and_no_temporary_file(
 def test_a_run_folder_without_room_is_refused_before_measuring(tmp_path):
     with small_disk(tmp_path / "disk", 256 * 1024) as disk:
         with pytest.raises(UserInputError) as info:
-            prepare_run_dir(disk / "run", "--out")
+            claim_run_dir(disk / "run", "--out", "me")
         assert info.value.option == "--out"
         assert info.value.problem.startswith(f"no space left on {disk / 'run'}: ")
         assert info.value.problem.endswith(f"bytes free, a run needs at least {MIN_FREE_BYTES:,}")
@@ -64,7 +64,7 @@ def test_odd_out_paths_are_refused_for_what_they_are(tmp_path):
     }
     for name, problem in cases.items():
         with pytest.raises(UserInputError) as info:
-            prepare_run_dir(tmp_path / name, "--out")
+            claim_run_dir(tmp_path / name, "--out", "me")
         assert (info.value.option, info.value.problem) == ("--out", problem)
     assert not (tmp_path / "nowhere").exists()
 

@@ -140,3 +140,54 @@ def test_plan_read_from_disk_is_checked_against_the_baseline(tmp_path):
         baseline_check.check_plan_against_baseline(check, 3, "gloo", {key})
     lenient = plan(run, None, None, allow_mismatch=True)
     baseline_check.check_plan_against_baseline(lenient, 3, "nccl", {key})
+
+
+def _save_at_once(tmp_path, monkeypatch, replace: bool) -> list:
+    """Six runs save one name at the same moment, each having found it free (or replacing it)."""
+    import threading
+
+    from nccl_bench.sweep import saved_baselines
+
+    racers = 6
+    runs = [write_run(tmp_path / f"run{i}", [row(size_bytes=(i + 1) * MiB)]) for i in range(racers)]
+    barrier = threading.Barrier(racers)
+    monkeypatch.setattr(saved_baselines, "refuse_existing_baseline", lambda root, name: barrier.wait())
+    outcomes = [None] * racers
+
+    def one(i):
+        try:
+            outcomes[i] = save_baseline(runs[i], "main", tmp_path / "results", replace=replace)
+        except UserInputError as exc:
+            outcomes[i] = exc
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(racers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    saved = read_rows(tmp_path / "results" / "baselines" / "main")
+    assert len(saved) == 1 and saved[0].size_bytes in {(i + 1) * MiB for i in range(racers)}  # one run, whole
+    assert [p.name for p in (tmp_path / "results" / "baselines").iterdir()] == ["main"]  # nothing left beside it
+    return outcomes
+
+
+def test_of_saves_of_one_new_name_at_once_one_is_kept_and_the_others_refused(tmp_path, monkeypatch):
+    outcomes = _save_at_once(tmp_path, monkeypatch, replace=False)
+    refused = [o for o in outcomes if isinstance(o, UserInputError)]
+    assert len(refused) == len(outcomes) - 1
+    assert {exc.option for exc in refused} == {"--save-baseline"}
+    assert all("was saved at" in exc.problem and "--replace-baseline" in exc.problem for exc in refused)
+
+
+def test_saves_replacing_one_name_at_once_leave_one_whole_baseline(tmp_path, monkeypatch):
+    outcomes = _save_at_once(tmp_path, monkeypatch, replace=True)
+    assert not any(isinstance(o, UserInputError) and "kept being replaced" not in o.problem for o in outcomes)
+
+
+def test_a_saved_baseline_holds_the_runs_files_but_not_its_claim(tmp_path):
+    from nccl_bench.results.run_folder import CLAIM_FILE, claim_run_dir
+
+    run = claim_run_dir(tmp_path / "run", "--out", "me")
+    write_run(run, [row()])
+    saved = save_baseline(run, "main", tmp_path / "results")
+    assert sorted(p.name for p in saved.iterdir()) == ["results.csv"]
+    assert (run / CLAIM_FILE).exists()

@@ -1,0 +1,151 @@
+"""A run as the store keeps it: read from a run folder, a results.csv or an nccl-tests log/JSON.
+
+One value per series per run: the median busbw of the run's usable rows of that series (several
+when the run had --cycles or --split groups), so a long run weighs no more than a short one.
+A run's id is a hash of its meta.json and its rows, so adding the same run twice stores it once,
+while a copy with edited rows is a run of its own.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from nccl_bench.errors import UserInputError
+from nccl_bench.history.store_schema import series_id
+from nccl_bench.results.run_folder import DOCTOR_JSON, META_JSON, RESULTS_CSV, read_meta
+from nccl_bench.results.schema import STATUS_OK, ResultRow, row_to_record
+from nccl_bench.results.whole_file import read_json_or_none
+from nccl_bench.units import hostlist
+from nccl_bench.units.stats import median
+
+UNKNOWN = "unknown"
+COMPLETE = "complete"
+SWEEP, DOCTOR, IMPORTED = "sweep", "doctor", "import"
+
+
+@dataclass(frozen=True)
+class SeriesValue:
+    key: tuple  # SERIES_COLUMNS' values
+    busbw_gbps: float
+    time_us: float | None
+
+    @property
+    def series(self) -> str:
+        return series_id(self.key)
+
+
+@dataclass(frozen=True)
+class HostRecord:
+    """A host of a doctor run, and the kinds of suspect it was (none: it passed)."""
+
+    host: str
+    kinds: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    run_id: str
+    kind: str  # SWEEP, DOCTOR or IMPORTED (no meta.json: a bare CSV, an nccl-tests log)
+    status: str  # meta.json's status; only complete runs are judged
+    started_utc: str
+    source: str  # the path it was read from
+    system: str
+    backend: str
+    world_size: int | None
+    nodes: int | None
+    verdict: str  # the doctor's verdict, or "" for a sweep
+    meta: dict[str, Any]
+    values: tuple[SeriesValue, ...]
+    hosts: tuple[HostRecord, ...]
+
+    @property
+    def usable(self) -> bool:
+        return self.status == COMPLETE
+
+
+def system_of(meta: dict[str, Any] | None) -> str:
+    """GPU model x count per node, or the CPU's host(s) for a run on CPUs; runs of two systems never mix."""
+    if not meta:
+        return UNKNOWN
+    devices = [str(d) for d in meta.get("devices") or []]
+    hosts = sorted(set(str(h) for h in meta.get("hostnames") or []))
+    if not devices:
+        return UNKNOWN
+    if all(d.startswith("cpu") for d in devices):
+        return f"cpu@{hostlist.compress(hosts)}" if hosts else devices[0]
+    model = max(set(devices), key=devices.count)
+    per_node = len(devices) // max(1, int(meta.get("nodes") or len(hosts) or 1))
+    return f"{model} x{per_node}"
+
+
+def read_record(path: Path, option: str, started_fallback: str) -> RunRecord:
+    """The run at `path` (a run folder, or any file load_rows reads); refused in one line naming `option`."""
+    path = Path(path)
+    if path.is_file() and path.name == RESULTS_CSV and (path.parent / META_JSON).is_file():
+        path = path.parent  # a run folder's own CSV is its run
+    meta = read_meta(path) if path.is_dir() else None
+    doctor = read_json_or_none(path / DOCTOR_JSON) if path.is_dir() else None
+    if isinstance(doctor, dict):
+        return _doctor_record(path, meta or {}, doctor, started_fallback)
+    from nccl_bench.results.loader import load_rows
+
+    rows = load_rows(path, option)
+    return _sweep_record(path, meta, rows, started_fallback)
+
+
+def _sweep_record(path: Path, meta: dict[str, Any] | None, rows: list[ResultRow], started: str) -> RunRecord:
+    system = system_of(meta)
+    first = rows[0]
+    return RunRecord(
+        run_id=_run_id(meta, [row_to_record(row) for row in rows]), kind=SWEEP if meta else IMPORTED,
+        status=str(meta.get("status", UNKNOWN)) if meta else COMPLETE,
+        started_utc=str(meta.get("started_utc") or started) if meta else started, source=str(path),
+        system=system, backend=first.backend, world_size=first.world_size, nodes=first.nodes, verdict="",
+        meta=meta or {}, values=tuple(series_values(rows, system)), hosts=(),
+    )
+
+
+def series_values(rows: list[ResultRow], system: str) -> list[SeriesValue]:
+    """One value per series: the median over the run's ok rows with a busbw. A row whose rank count its
+    nccl-tests log does not say joins no series (it cannot be told comparable with any)."""
+    grouped: dict[tuple, list[ResultRow]] = defaultdict(list)
+    for row in rows:
+        if row.status == STATUS_OK and row.busbw_gbps is not None and row.world_size is not None:
+            key = (row.op, row.placement, row.size_bytes, row.dtype, row.world_size, row.nodes, row.backend, system,
+                   row.variant)
+            grouped[key].append(row)
+    values = []
+    for key, group in grouped.items():
+        times = [row.time_us for row in group if row.time_us is not None]
+        values.append(SeriesValue(key, median([row.busbw_gbps for row in group]), median(times) if times else None))
+    return values
+
+
+def _doctor_record(path: Path, meta: dict[str, Any], doctor: dict[str, Any], started: str) -> RunRecord:
+    kinds: dict[str, set[str]] = defaultdict(set)
+    for node in doctor.get("nodes") or []:
+        kinds[str(node.get("host"))]
+    for suspect in doctor.get("suspects") or []:
+        for host in suspect.get("hosts") or []:
+            kinds[str(host)].add(str(suspect.get("kind")))
+    if not kinds:
+        raise UserInputError(str(path), "its doctor.json names no host")
+    return RunRecord(
+        run_id=_run_id(meta, doctor), kind=DOCTOR, status=str(meta.get("status", UNKNOWN)),
+        started_utc=str(meta.get("started_utc") or started), source=str(path), system=system_of(meta),
+        backend=str(meta.get("backend", UNKNOWN)), world_size=meta.get("world_size"), nodes=meta.get("nodes"),
+        verdict=str(doctor.get("verdict", "")), meta=meta, values=(),
+        hosts=tuple(HostRecord(host, tuple(sorted(k))) for host, k in sorted(kinds.items())),
+    )
+
+
+def _run_id(meta: dict[str, Any] | None, content: Any) -> str:
+    """The same meta.json and the same results: the same run, wherever the folder was copied."""
+    text = json.dumps([meta or {}, content], sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+

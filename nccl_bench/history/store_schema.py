@@ -1,0 +1,50 @@
+"""The store's tables, one list of statements per schema version (the migrations), and the series key.
+
+The same statements run on SQLite and PostgreSQL: plain types both accept, no autoincrement, and
+`?` placeholders (the PostgreSQL side turns them into `%s`). A result row carries its series id and
+its run's start time, so a series' window and aggregates are read from one covering index; the
+series table holds each series' columns once.
+"""
+
+from __future__ import annotations
+
+SCHEMA_VERSION = 1
+
+# (op, placement, size, dtype, world size, nodes, backend, system, --nccl-env variant): what makes two
+# numbers comparable.
+SERIES_COLUMNS = ("op", "placement", "size_bytes", "dtype", "world_size", "nodes", "backend", "system", "variant")
+
+# MIGRATIONS[v]: the statements that take a store from version v - 1 to v.
+MIGRATIONS: dict[int, tuple[str, ...]] = {
+    1: (
+        "CREATE TABLE IF NOT EXISTS store_info (name TEXT PRIMARY KEY, value TEXT NOT NULL)",
+        """CREATE TABLE IF NOT EXISTS runs (
+            run_id TEXT PRIMARY KEY, kind TEXT NOT NULL, status TEXT NOT NULL, started_utc TEXT NOT NULL,
+            recorded_utc TEXT NOT NULL, source TEXT NOT NULL, system TEXT NOT NULL, backend TEXT NOT NULL,
+            world_size INTEGER, nodes INTEGER, verdict TEXT NOT NULL, meta TEXT NOT NULL)""",
+        """CREATE TABLE IF NOT EXISTS results (
+            run_id TEXT NOT NULL, series TEXT NOT NULL, op TEXT NOT NULL, placement TEXT NOT NULL,
+            size_bytes BIGINT NOT NULL, dtype TEXT NOT NULL, world_size INTEGER NOT NULL, nodes INTEGER NOT NULL,
+            backend TEXT NOT NULL, system TEXT NOT NULL, variant TEXT NOT NULL, started_utc TEXT NOT NULL,
+            usable INTEGER NOT NULL,
+            busbw_gbps DOUBLE PRECISION NOT NULL, time_us DOUBLE PRECISION, PRIMARY KEY (run_id, series))""",
+        # covering: a series' window and its aggregates are read from the index alone
+        "CREATE INDEX IF NOT EXISTS results_by_series ON results (series, started_utc, run_id, usable, busbw_gbps)",
+        """CREATE TABLE IF NOT EXISTS series (
+            series TEXT PRIMARY KEY, op TEXT NOT NULL, placement TEXT NOT NULL, size_bytes BIGINT NOT NULL,
+            dtype TEXT NOT NULL, world_size INTEGER NOT NULL, nodes INTEGER NOT NULL, backend TEXT NOT NULL,
+            system TEXT NOT NULL, variant TEXT NOT NULL)""",
+        "CREATE INDEX IF NOT EXISTS results_by_op ON results (op)",
+        """CREATE TABLE IF NOT EXISTS doctor_hosts (
+            run_id TEXT NOT NULL, host TEXT NOT NULL, started_utc TEXT NOT NULL, flagged INTEGER NOT NULL,
+            PRIMARY KEY (run_id, host))""",
+        "CREATE INDEX IF NOT EXISTS doctor_hosts_by_host ON doctor_hosts (host)",
+        """CREATE TABLE IF NOT EXISTS doctor_flags (
+            run_id TEXT NOT NULL, host TEXT NOT NULL, kind TEXT NOT NULL, PRIMARY KEY (run_id, host, kind))""",
+    ),
+}
+
+
+def series_id(values: tuple) -> str:
+    """The one text key of a series: its columns joined (a series index on one column, not eight)."""
+    return "|".join(str(value) for value in values)

@@ -1,0 +1,191 @@
+"""`nccl-bench history` as a user runs it: exit codes, the lines it prints, the files it writes, on SQLite
+and on a real PostgreSQL server; concurrent writers; a store that cannot be reached."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from nccl_bench.cli import history as history_cli
+from nccl_bench.history.address import parse_address
+from tests.conftest import worker_env
+from tests.forked_cli import run_forked
+from tests.history_runs import doctor_run, sweep_run
+
+SERIES_KEYS = {"op", "placement", "size_bytes", "dtype", "world_size", "nodes", "backend", "system", "runs",
+               "latest_busbw_gbps", "median_busbw_gbps", "min_busbw_gbps", "max_busbw_gbps", "change_pct"}
+
+
+def _history(tmp_path: Path, store: str, *args: str) -> subprocess.CompletedProcess:
+    return run_forked(["history", *args, "--history", store], cwd=tmp_path,
+                      env=worker_env({"COLUMNS": "200"}), timeout=120)
+
+
+def test_three_steady_runs_pass_and_half_the_bandwidth_added_twice_fails(store_url, tmp_path):
+    runs = [sweep_run(tmp_path / f"r{day}", day, scale) for day, scale in ((1, 1.0), (2, 0.9), (3, 1.1))]
+    added = _history(tmp_path, store_url, "add", *map(str, runs))
+    assert added.returncode == 0, added.stderr
+    assert _history(tmp_path, store_url, "check").returncode == 0
+    half = sweep_run(tmp_path / "half", 4, 0.5)
+    for _ in range(2):
+        assert _history(tmp_path, store_url, "add", str(half)).returncode == 0
+    shown = json.loads(_history(tmp_path, store_url, "show", "--json").stdout)
+    assert shown["runs"] == 4
+    assert all(SERIES_KEYS <= set(series) and series["runs"] == 4 for series in shown["series"])
+    checked = _history(tmp_path, store_url, "check", "--markdown", "check.md", "--junit", "check.xml")
+    assert checked.returncode == 1, checked.stderr
+    assert "nccl-bench: error: regression: all_reduce in_place 1M float on cpu@vm" in checked.stderr
+    assert "2 regression(s) in 2 series" in checked.stderr
+    assert "| all_reduce | 1M | cpu@vm |" in (tmp_path / "check.md").read_text()
+    assert 'failures="2"' in (tmp_path / "check.xml").read_text()
+
+
+def test_show_and_nodes_print_tables(tmp_path):
+    store = str(tmp_path / "h.sqlite")
+    _history(tmp_path, store, "add", str(sweep_run(tmp_path / "r1", 1)), str(doctor_run(tmp_path / "d", 1)))
+    shown = _history(tmp_path, store, "show", "--op", "all_reduce")
+    assert shown.returncode == 0 and "too few runs" in shown.stdout and "cpu@vm" in shown.stdout
+    nodes = json.loads(_history(tmp_path, store, "nodes", "--json").stdout)
+    assert nodes == {"hosts": [{"host": h, "runs": 1, "flagged": 0, "kinds": {}, "last_flagged_utc": None}
+                               for h in "abc"]}
+
+
+def test_seven_concurrent_adds_into_a_new_store_keep_all_seven(store_url, tmp_path):
+    runs = [sweep_run(tmp_path / f"r{day}", day, 1 + day / 100) for day in range(1, 8)]
+    argv = [sys.executable, "-m", "nccl_bench", "history", "add", "--history", store_url]
+    adds = [subprocess.Popen([*argv, str(run)], cwd=tmp_path, env=worker_env(), stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True) for run in runs]
+    results = [(add.wait(timeout=300), add.stderr.read()) for add in adds]
+    assert [code for code, _ in results] == [0] * 7, results
+    assert json.loads(_history(tmp_path, store_url, "show", "--json").stdout)["runs"] == 7
+
+
+def test_an_unreachable_store_loses_no_run(tmp_path, capsys):
+    run = sweep_run(tmp_path / "r1", 1)
+    history_cli.record_run(run, parse_address("postgresql://nobody@/x?host=/nonexistent-socket-dir"))
+    err = capsys.readouterr().err
+    assert err.startswith("nccl-bench: warning: the run was not recorded in the results store (postgresql://")
+    assert f"add it later with `nccl-bench history add {run} --history URL`" in err
+    assert (run / "results.csv").is_file()
+
+
+def test_no_history_records_nothing_and_a_bad_url_fails_first(tmp_path):
+    assert history_cli.recording_target("sqlite:/bad", True, tmp_path) is None
+    assert history_cli.recording_target(None, False, tmp_path).target.endswith("history.sqlite")
+    history_cli.record_run(sweep_run(tmp_path / "r1", 1), None)
+    assert not (tmp_path / "history.sqlite").exists()
+
+
+def test_the_page_is_one_file_with_no_external_reference(tmp_path):
+    store = str(tmp_path / "h.sqlite")
+    runs = [sweep_run(tmp_path / f"r{day}", day, scale) for day, scale in ((1, 1.0), (2, 1.0), (3, 1.0), (4, 0.5))]
+    hostile = doctor_run(tmp_path / "d", 1, hosts=("<script>x</script>", "b"), suspects=[("node", ["b"])])
+    assert _history(tmp_path, store, "add", *map(str, runs), str(hostile)).returncode == 0
+    made = _history(tmp_path, store, "html", "page.html")
+    assert made.returncode == 0, made.stderr
+    page = (tmp_path / "page.html").read_text()
+    assert page.count("<svg") == 2 and page.count('class="regression"') == 2
+    assert "<script>" not in page and "&lt;script&gt;" in page
+    for reference in ("http:", "https:", "src=", "href=", "url(", "@import", "<link", "<script"):
+        assert reference not in page
+
+
+@pytest.mark.parametrize("args,message", [
+    (["show", "--history", "mysql://db/x"], "--history: 'mysql://db/x': unknown scheme"),
+    (["check", "--history", "missing.sqlite"], "--history: missing.sqlite does not exist; record a run first"),
+    (["check", "--window", "1", "--history", "h.sqlite"], "--window:"),
+])
+def test_bad_input_is_one_line_and_exit_2(tmp_path, args, message):
+    done = run_forked(["history", *args], cwd=tmp_path, env=worker_env(), timeout=120)
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr.startswith(f"nccl-bench: error: {message}") and done.stderr.count("\n") == 1
+
+
+def test_nccl_bench_history_names_the_store(tmp_path):
+    env = worker_env({"NCCL_BENCH_HISTORY": "sqlite://bad"})
+    done = run_forked(["history", "show"], cwd=tmp_path, env=env, timeout=120)
+    assert done.returncode == 2 and done.stderr.startswith("nccl-bench: error: NCCL_BENCH_HISTORY: ")
+
+
+def test_a_newer_store_is_refused_in_one_line(tmp_path):
+    store = str(tmp_path / "h.sqlite")
+    _history(tmp_path, store, "add", str(sweep_run(tmp_path / "r1", 1)))
+    import sqlite3
+
+    with sqlite3.connect(store) as connection:
+        connection.execute("UPDATE store_info SET value = '7' WHERE name = 'schema_version'")
+    done = _history(tmp_path, store, "show")
+    assert done.returncode == 2
+    assert done.stderr == (f"nccl-bench: error: --history: {store} was written by a newer nccl-bench (store schema 7; "
+                           "this one reads up to 1): upgrade nccl-bench\n")
+
+
+
+def test_a_host_flagged_in_two_doctor_runs_is_the_one_to_drain(store_url, tmp_path):
+    """Two doctor runs whose verdicts (the doctor's own judge, tests/doctor_reports.py) name host c."""
+    from doctor_reports import three_node_header, three_node_judgement
+
+    from nccl_bench.doctor.doctor_report import DoctorReport, report_json
+    from nccl_bench.results.run_folder import write_meta
+    from tests.history_runs import sweep_meta
+
+    folders = []
+    for day in (1, 2):
+        folder = tmp_path / f"doctor{day}"
+        folder.mkdir()
+        report = DoctorReport(run_dir=folder, header=three_node_header(), judgement=three_node_judgement(), wall_s=4.0)
+        (folder / "doctor.json").write_text(json.dumps(report_json(report)))
+        write_meta(folder, {**sweep_meta(f"2026-02-0{day}T00:00:00+00:00", hosts=("a", "a", "b", "b", "c", "c")),
+                            "command": "doctor"})
+        folders.append(str(folder))
+    assert _history(tmp_path, store_url, "add", *folders).returncode == 0
+    hosts = {h["host"]: h for h in json.loads(_history(tmp_path, store_url, "nodes", "--json").stdout)["hosts"]}
+    assert {name: (h["runs"], h["flagged"]) for name, h in hosts.items()} == {"a": (2, 0), "b": (2, 0), "c": (2, 2)}
+    assert hosts["c"]["last_flagged_utc"] == "2026-02-02T00:00:00+00:00" and set(hosts["c"]["kinds"]) == {"node"}
+    table = _history(tmp_path, store_url, "nodes").stdout
+    assert "node x2" in table
+
+
+def _doctor_verdict_in(folder: Path) -> Path:
+    """A doctor run's folder with one suspect, as the workers leave it; the folder, as local_workers.start
+    returns the one it claimed."""
+    doctor_run(folder, 3, suspects=[("node", ["c"])])
+    return folder
+
+
+def test_the_doctor_records_its_run_once_its_workers_are_done(monkeypatch, tmp_path):
+    """Without a launcher the process that started the workers records the run, suspects and all (exit 1)."""
+    from nccl_bench.cli import doctor, main
+
+    store, out = tmp_path / "h.sqlite", tmp_path / "run"
+    monkeypatch.setattr(doctor.local_workers, "start", lambda *args: _doctor_verdict_in(out))
+    monkeypatch.setattr(sys, "argv", ["nccl-bench", "doctor", "--backend", "gloo", "--workers", "2", "--out", str(out),
+                                      "--history", str(store)])
+    with pytest.raises(SystemExit) as ended:
+        main()
+    assert ended.value.code == 1
+    nodes = json.loads(_history(tmp_path, str(store), "nodes", "--json").stdout)["hosts"]
+    assert [(h["host"], h["flagged"]) for h in nodes] == [("a", 0), ("b", 0), ("c", 1)]
+
+
+def test_rank_0_under_a_launcher_records_the_doctor_run(monkeypatch, tmp_path):
+    from types import SimpleNamespace
+
+    from nccl_bench.cli import main, rank_side
+
+    store, out = tmp_path / "h.sqlite", tmp_path / "run"
+
+    def execute(config, observer_factory, on_stuck=None):
+        _doctor_verdict_in(out)
+        return SimpleNamespace(judgement=SimpleNamespace(suspects=[]), run_dir=out)
+
+    monkeypatch.setattr(rank_side, "detect_launch", lambda: SimpleNamespace(rank=0, launcher="torchrun", world_size=2))
+    monkeypatch.setattr(rank_side.doctor_body, "execute", execute)
+    monkeypatch.setattr(sys, "argv", ["nccl-bench", "doctor", "--backend", "gloo", "--out", str(out),
+                                      "--history", str(store)])
+    main()
+    assert json.loads(_history(tmp_path, str(store), "nodes", "--json").stdout)["hosts"][2]["flagged"] == 1

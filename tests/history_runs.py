@@ -1,0 +1,38 @@
+"""Run folders for the history tests: a sweep's rows and meta.json, or a doctor's doctor.json, written as
+the commands write them, with the numbers and start times a test chooses."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from nccl_bench.results.run_folder import DOCTOR_JSON, write_meta
+from tests.result_rows import MiB, row, write_run
+
+SIZES = (64 * 1024, MiB)
+
+
+def sweep_meta(started: str, hosts=("vm", "vm"), status: str = "complete") -> dict:
+    return {"tool": "nccl_bench", "command": "sweep", "status": status, "started_utc": started, "backend": "gloo",
+            "devices": ["cpu: AMD EPYC"] * len(hosts), "hostnames": list(hosts), "nodes": len(set(hosts)),
+            "world_size": len(hosts)}
+
+
+def sweep_run(folder: Path, day: int, busbw_scale: float = 1.0, **meta) -> Path:
+    """A two-rank all_reduce run at 64K and 1M whose busbw is `busbw_scale` x 1 GB/s and 10 GB/s."""
+    rows = [row(size_bytes=size, time_us=size / (busbw * busbw_scale) / 1e3)
+            for size, busbw in zip(SIZES, (1.0, 10.0), strict=True)]
+    write_run(folder, rows)
+    write_meta(folder, sweep_meta(f"2026-01-{day:02d}T00:00:00+00:00", **meta))
+    return folder
+
+
+def doctor_run(folder: Path, day: int, hosts=("a", "b", "c"), suspects=()) -> Path:
+    """A doctor run folder of these hosts; suspects: (kind, hosts) pairs."""
+    folder.mkdir(parents=True, exist_ok=True)
+    doctor = {"schema_version": 2, "verdict": "suspects" if suspects else "healthy",
+              "nodes": [{"host": h, "ranks": [i], "verdict": "ok"} for i, h in enumerate(hosts)],
+              "suspects": [{"kind": kind, "hosts": list(names), "rail": None} for kind, names in suspects]}
+    (folder / DOCTOR_JSON).write_text(json.dumps(doctor))
+    write_meta(folder, {**sweep_meta(f"2026-02-{day:02d}T00:00:00+00:00", hosts=hosts), "command": "doctor"})
+    return folder

@@ -1,0 +1,71 @@
+"""Results stores for the tests: an SQLite file, or a fresh database on a real PostgreSQL server that the
+session starts itself (Debian's postgresql package: initdb in a temporary folder, a Unix socket only,
+run as the `postgres` user), stopped when the session ends."""
+
+from __future__ import annotations
+
+import glob
+import itertools
+import os
+import pwd
+import shutil
+import subprocess
+from pathlib import Path
+
+SERVER_USER = "postgres"
+_names = itertools.count()
+
+
+def postgres_bin() -> Path | None:
+    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))
+    return Path(found[-1]).parent if found else None
+
+
+def why_no_postgres() -> str | None:
+    """The missing capability, in words, or None when a server can be started here."""
+    if postgres_bin() is None:
+        return "PostgreSQL's server is not installed (Debian's postgresql package; scripts/dev.sh test installs it)"
+    try:
+        pwd.getpwnam(SERVER_USER)
+    except KeyError:
+        return f"no {SERVER_USER} user to run the PostgreSQL server as"
+    if os.geteuid() != 0:
+        return f"starting PostgreSQL as the {SERVER_USER} user needs root"
+    try:
+        import psycopg  # noqa: F401
+    except ImportError:
+        return "psycopg is not installed (pip install 'nccl-bench[postgres]')"
+    return None
+
+
+class PostgresServer:
+    """initdb + pg_ctl start in `folder`, listening on a Unix socket in it, and nowhere else."""
+
+    def __init__(self, folder: Path):
+        self.folder = folder
+        self.data = folder / "data"
+        self.bin = postgres_bin()
+        shutil.chown(folder, SERVER_USER)
+        self._as_server("initdb", "-D", str(self.data), "-A", "trust", "-U", SERVER_USER, "--no-sync", "-E", "UTF8")
+        # fsync off: a test server's data need not survive a power cut, and syncs on a loaded disk cost seconds
+        self._as_server("pg_ctl", "-D", str(self.data), "-l", str(folder / "server.log"), "-w", "-t", "120", "-o",
+                        f"-k {folder} -c listen_addresses='' -c fsync=off -c max_connections=60", "start")
+
+    def _as_server(self, tool: str, *args: str) -> None:
+        subprocess.run(["runuser", "-u", SERVER_USER, "--", str(self.bin / tool), *args], check=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=self.folder, timeout=180)
+
+    def url(self, database: str = "postgres") -> str:
+        return f"postgresql://{SERVER_USER}@/{database}?host={self.folder}"
+
+    def new_database(self) -> str:
+        """A URL of a database no test has used yet."""
+        import psycopg
+
+        name = f"history_{os.getpid()}_{next(_names)}"
+        with psycopg.connect(self.url(), autocommit=True) as connection:
+            connection.execute(f"CREATE DATABASE {name}")
+        return self.url(name)
+
+    def stop(self) -> None:
+        self._as_server("pg_ctl", "-D", str(self.data), "-m", "fast", "-w", "stop")

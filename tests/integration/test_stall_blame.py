@@ -1,0 +1,64 @@
+"""NCCL's order of timeouts, reproduced on gloo: the stalled rank is named, not the rank that waited on it.
+
+On NCCL the process group's own timeout is --timeout + 14 s (ranks/dist.py), so every rank's deadline
+runs out first, and the abort releases the ranks that only waited. NCCL_BENCH_FAULT_LATE_BACKEND
+(ranks/planted.py) gives gloo's group a timeout 1 s past the deadline, standing in for that release
+(gloo's abort does nothing). Rank 1 stalls for good outside any collective; it is the rank that never
+comes back from its abort, and the one every case must name: the plain sweep, a stall inside a
+--split sub-group (mod and div, 4 ranks), and the doctor's per-host group.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+
+import pytest
+
+from nccl_bench.errors import EXIT_RUN_FAILED
+from nccl_bench.ranks.planted import FAULT_ENV, LATE_BACKEND_ENV
+from nccl_bench.results.csv_reader import read_rows
+from nccl_bench.results.run_folder import read_meta
+from tests.conftest import run_cli, run_torchrun
+
+pytestmark = pytest.mark.integration
+
+TIMEOUT_S = 2.0
+SWEEP = ["sweep", "--op", "all_reduce", "--sizes", "1K,2K", "--iters", "5", "--warmup", "1",
+         "--timeout", f"{TIMEOUT_S:g}"]
+DOCTOR = ["doctor", "--workers", "2", "--phase", "nodes", "--size", "4K", "--iters", "2", "--samples", "2",
+          "--timeout", f"{TIMEOUT_S:g}"]
+# From the first meta.json to the final one: a stalled run, sub-group or not, ends within this.
+ENDS_WITHIN_S = TIMEOUT_S + 25
+CASES = {  # id: (how it is run, the fault, the point it stalls in, rows finished before it)
+    "sweep": (lambda args, env: run_torchrun(2, [*SWEEP, *args], env=env), "stall:1:1",
+              "all_reduce at 2K (in_place)", 1),
+    "split-mod2": (lambda args, env: run_cli([*SWEEP, "--workers", "4", "--split", "mod:2", *args], env=env),
+                   "stall:1:1", "all_reduce at 2K (in_place)", 2),
+    "split-div2": (lambda args, env: run_cli([*SWEEP, "--workers", "4", "--split", "div:2", *args], env=env),
+                   "stall:1:1", "all_reduce at 2K (in_place)", 2),
+    "doctor": (lambda args, env: run_cli([*DOCTOR, *args], env=env), "stall:1:0", "the intra-node all_reduce at 4K",
+               None),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_the_rank_that_never_came_back_is_named_whichever_timeout_fires_first(tmp_path, case):
+    run, fault, where, rows = CASES[case]
+    out = tmp_path / "run"
+    result = run(["--out", str(out)], {FAULT_ENV: fault, LATE_BACKEND_ENV: "1"})
+    errors = [line for line in result.stderr.splitlines() if line.startswith("nccl-bench: error:")]
+    assert errors == [f"nccl-bench: error: {where} failed on rank 1: no progress for more than 2 s (--timeout 2 s)"], \
+        result.stderr[-3000:]
+    # torchrun prints its own traceback for a failed worker; the ranks never do
+    assert not any(word in result.stderr for word in ("terminate called", "core dumped"))
+    assert case == "sweep" or "Traceback" not in result.stderr
+    # torchrun's own exit for a failed worker is 1; the local workers' is the run's
+    assert result.returncode == (1 if case == "sweep" else EXIT_RUN_FAILED)
+    meta = read_meta(out)
+    assert meta["status"] == "failed"
+    took = _dt.datetime.fromisoformat(meta["ended_utc"]) - _dt.datetime.fromisoformat(meta["started_utc"])
+    assert took.total_seconds() < ENDS_WITHIN_S
+    if rows is not None:
+        kept = read_rows(out)
+        assert meta["rows"] == len(kept) == rows and all(row.status == "ok" for row in kept)
+        assert {row.size_bytes for row in kept} == {1024}

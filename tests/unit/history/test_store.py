@@ -1,0 +1,111 @@
+"""The store behind its one interface, the same tests on SQLite and on a real PostgreSQL server."""
+
+from __future__ import annotations
+
+import pytest
+
+from nccl_bench.history import rule, series
+from nccl_bench.history.address import parse_address
+from nccl_bench.history.records import read_record, system_of
+from nccl_bench.history.store import StoreError, open_store
+from nccl_bench.history.views import host_records
+from tests.history_runs import doctor_run, sweep_run
+
+
+def _add(store, folder):
+    return store.add_run(read_record(folder, "RUN", "2026-03-01T00:00:00+00:00"))
+
+
+def _summaries(store, window=20, floor=0.3):
+    return series.in_order(series.summaries(store, None, window, floor))
+
+
+def test_a_run_added_twice_is_stored_once(store_url, tmp_path):
+    run = sweep_run(tmp_path / "r1", 1)
+    with open_store(parse_address(store_url)) as store:
+        assert _add(store, run) is True
+        assert _add(store, run) is False
+        assert _add(store, run / "results.csv") is False  # its CSV is the same run
+        assert store.run_count() == 1
+        assert [s.runs for s in _summaries(store)] == [1, 1]
+
+
+def test_half_the_bandwidth_regresses_and_names_the_series(store_url, tmp_path):
+    with open_store(parse_address(store_url)) as store:
+        for day, scale in ((1, 1.0), (2, 1.05), (3, 0.95), (4, 0.5)):
+            _add(store, sweep_run(tmp_path / f"r{day}", day, scale))
+        found = _summaries(store)
+    assert [(s.key["size_bytes"], s.verdict.status) for s in found] == [(65536, rule.REGRESSION),
+                                                                        (1048576, rule.REGRESSION)]
+    big = found[1]
+    assert (big.runs, big.latest.busbw_gbps, big.min_gbps, big.max_gbps) == (4, pytest.approx(5.0),
+                                                                             pytest.approx(5.0), pytest.approx(10.5))
+    assert big.verdict.median_gbps == pytest.approx(10.0)
+    assert "all_reduce in_place 1M float32" not in series.describe(big)  # the rows' dtype is "float"
+    assert series.describe(big).startswith("all_reduce in_place 1M float on cpu@vm (2 ranks, 1 node(s), gloo)")
+
+
+def test_runs_of_another_system_or_failed_runs_never_join_a_series(store_url, tmp_path):
+    with open_store(parse_address(store_url)) as store:
+        for day in (1, 2, 3, 4):
+            _add(store, sweep_run(tmp_path / f"r{day}", day))
+        _add(store, sweep_run(tmp_path / "other", 5, 0.5, hosts=("big", "big")))
+        _add(store, sweep_run(tmp_path / "failed", 6, 0.1, status="failed"))
+        found = _summaries(store)
+        assert store.run_count() == 6
+    assert {(s.key["system"], s.runs, s.verdict.status) for s in found} == {
+        ("cpu@vm", 4, rule.OK), ("cpu@big", 1, rule.TOO_FEW)}
+
+
+def test_a_store_of_a_newer_schema_is_refused(store_url):
+    address = parse_address(store_url)
+    with open_store(address) as store:
+        store.execute("UPDATE store_info SET value = '99' WHERE name = 'schema_version'")
+    with pytest.raises(StoreError, match=r"written by a newer nccl-bench \(store schema 99; this one reads up to 1\)"):
+        open_store(address)
+
+
+def test_doctor_runs_give_each_host_its_record(store_url, tmp_path):
+    with open_store(parse_address(store_url)) as store:
+        _add(store, doctor_run(tmp_path / "d1", 1, suspects=[("node", ["c"])]))
+        _add(store, doctor_run(tmp_path / "d2", 2, suspects=[("node", ["c"]), ("link", ["b", "c"])]))
+        _add(store, doctor_run(tmp_path / "d3", 3))
+        hosts = {h.host: h for h in host_records(store)}
+    assert {name: (h.runs, h.flagged) for name, h in hosts.items()} == {"a": (3, 0), "b": (3, 1), "c": (3, 2)}
+    assert hosts["c"].kinds == {"link": 1, "node": 2}
+    assert hosts["c"].last_flagged_utc == "2026-02-02T00:00:00+00:00"
+    assert hosts["a"].last_flagged_utc is None
+
+
+def test_an_unreachable_store_is_one_line():
+    with pytest.raises(StoreError, match=r"^postgresql://nobody@/x\?host=/nonexistent-socket-dir: "):
+        open_store(parse_address("postgresql://nobody@/x?host=/nonexistent-socket-dir"))
+
+
+@pytest.mark.parametrize("meta,expected", [
+    (None, "unknown"),
+    ({"devices": ["cpu: X", "cpu: X"], "hostnames": ["n2", "n1"]}, "cpu@n[1-2]"),
+    ({"devices": ["NVIDIA H100 80GB HBM3"] * 16, "hostnames": ["a"] * 8 + ["b"] * 8, "nodes": 2},
+     "NVIDIA H100 80GB HBM3 x8"),
+])
+def test_the_system_of_a_run(meta, expected):
+    assert system_of(meta) == expected
+
+
+def test_an_edited_copy_is_a_run_of_its_own(tmp_path):
+    first = read_record(sweep_run(tmp_path / "a", 1), "RUN", "")
+    same = read_record(sweep_run(tmp_path / "b", 1), "RUN", "")
+    edited = read_record(sweep_run(tmp_path / "c", 1, 0.5), "RUN", "")
+    assert first.run_id == same.run_id != edited.run_id
+
+
+def test_a_lasting_drop_is_named_with_the_run_it_started_with(tmp_path):
+    with open_store(parse_address(str(tmp_path / "h.sqlite"))) as store:
+        for day, scale in ((1, 1.0), (2, 1.0), (3, 1.0), (4, 1.0), (5, 0.5), (6, 0.5)):
+            _add(store, sweep_run(tmp_path / f"r{day}", day, scale))
+        big = _summaries(store)[1]
+    step = big.verdict.step_start
+    assert (big.verdict.status, step.started_utc, big.verdict.step_runs) == (rule.REGRESSION,
+                                                                             "2026-01-05T00:00:00+00:00", 2)
+    assert series.describe(big).endswith(f"; a lasting change over 2 runs, starting with run {step.run_id[:12]} "
+                                         "(2026-01-05T00:00:00+00:00)")

@@ -1,0 +1,74 @@
+"""Who a stall is blamed on: the rank that never came back from its deadline's abort, whichever
+timeout fired first (NCCL's group timeout comes after every rank's deadline; gloo's before).
+
+The store is a HashStore standing in for the launcher's; rank 0 is the one asking.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from nccl_bench.errors import RunFailedError
+from nccl_bench.ranks import faults, roll_call
+from nccl_bench.ranks.deadline import DeadlineExceeded
+
+WHERE = "all_reduce at 4K (in_place)"
+STALL_LINE = f"{WHERE} failed on rank 1: no progress for more than 2 s (--timeout 2 s)"
+
+
+@pytest.fixture()
+def store(monkeypatch):
+    import torch.distributed as dist
+
+    held = dist.HashStore()
+    monkeypatch.setattr(roll_call, "_store", lambda ctx=None: held)
+    monkeypatch.setattr(faults, "GRACE_S", 0.0)  # a peer that has not said by the roll call never will
+    monkeypatch.setattr(faults, "FAILURE_ROLL_CALL_S", 0.5)
+    return held
+
+
+def _ctx(rank: int = 0, world_size: int = 2):
+    return SimpleNamespace(rank=rank, world_size=world_size)
+
+
+def _blame(exc: BaseException, rank: int = 0) -> RunFailedError:
+    stop = faults._failure(exc, _ctx(rank), 2.0, WHERE, None)[0]
+    assert isinstance(stop, RunFailedError)
+    return stop
+
+
+def test_a_rank_released_by_its_abort_names_the_peer_that_never_came_back(store):
+    """NCCL's order: both deadlines ran out; rank 0's abort released it, rank 1 is stuck."""
+    store.set("nccl_bench/leaving/1", STALL_LINE)
+    store.set("nccl_bench/after_abort/1", roll_call.STUCK)
+    assert str(_blame(DeadlineExceeded(WHERE, 2.0, came_back=True))) == STALL_LINE
+
+
+def test_a_peer_that_never_says_it_came_back_is_taken_for_stuck(store):
+    store.set("nccl_bench/leaving/1", STALL_LINE)
+    assert str(_blame(DeadlineExceeded(WHERE, 2.0, came_back=True))) == STALL_LINE
+    assert store.get("nccl_bench/after_abort/0").decode() == roll_call.CAME_BACK
+
+
+def test_the_stuck_rank_names_itself_and_not_the_peer_that_came_back(store):
+    store.set("nccl_bench/leaving/0", f"{WHERE} failed on rank 0: no progress for more than 2 s (--timeout 2 s)")
+    store.set("nccl_bench/after_abort/0", roll_call.CAME_BACK)
+    stop = _blame(DeadlineExceeded(WHERE, 2.0), rank=1)
+    assert str(stop) == STALL_LINE and stop.quiet  # rank 0, the lowest live rank, prints it
+    assert store.get("nccl_bench/after_abort/1").decode() == roll_call.STUCK
+
+
+def test_gloos_order_a_backend_timeout_first_still_names_the_stalled_peer(store):
+    store.set("nccl_bench/leaving/1", STALL_LINE)
+    store.set("nccl_bench/after_abort/1", roll_call.STUCK)
+    assert str(_blame(RuntimeError("Timed out waiting 2000ms for recv operation to complete"))) == STALL_LINE
+
+
+def test_when_every_rank_came_back_the_rank_names_its_own_timeout(store):
+    """A step slow on every rank (no one stuck): no peer to blame."""
+    store.set("nccl_bench/leaving/1", STALL_LINE)
+    store.set("nccl_bench/after_abort/1", roll_call.CAME_BACK)
+    assert str(_blame(DeadlineExceeded(WHERE, 2.0, came_back=True))) == (
+        f"{WHERE} failed on rank 0: no progress for more than 2 s (--timeout 2 s)")
