@@ -62,7 +62,8 @@ def show_lines(found: Sequence[SeriesSummary], width: int | None) -> list:
         return ["no series in the store yet (nccl-bench history add RUN, or a sweep records itself)"]
     rows = [[s.key["op"], s.key["placement"], format_size(s.key["size_bytes"]), s.key["dtype"],
              str(s.key["world_size"]), str(s.key["nodes"]), system_label(s.key), str(s.runs),
-             _gbps(s.latest.busbw_gbps), _gbps(s.median_gbps), _gbps(s.min_gbps), _gbps(s.max_gbps), _change(s), _state(s)] for s in found]
+             _gbps(s.latest.busbw_gbps), _gbps(s.median_gbps), _gbps(s.min_gbps), _gbps(s.max_gbps), _change(s),
+             _state(s)] for s in found]
     return render_lines(SHOW_COLUMNS, rows, width)
 
 
