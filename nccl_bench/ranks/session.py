@@ -96,11 +96,11 @@ class Run:
         # and what a body adds (split_s: --split's groups).
         self.timings: dict[str, float] = {}
         self._init_s = 0.0  # this rank's own, until the common header agrees on the slowest
+        self.watch: run_owner.ParentWatch | None = None
 
     def time_set_up(self, key: str, seconds: float) -> None:
         """Record a set-up cost as the slowest rank's (a collective: every rank calls it, in the same order)."""
         self.timings[key] = dist.max_across_ranks(self.ctx, [seconds])[0]
-        self.watch: run_owner.ParentWatch | None = None
 
     @property
     def nodes(self) -> int:
