@@ -59,7 +59,7 @@ def test_an_ending_before_completion_keeps_its_code(monkeypatch, tmp_path, statu
 def test_a_complete_earlier_variant_does_not_make_a_killed_later_one_complete(monkeypatch, tmp_path, capsys):
     started = []
 
-    def run_local_workers(workers, args, env=None):
+    def run_local_workers(workers, args, claimant, env=None):
         started.append(env)
         out = args[args.index("--out") + 1]
         if len(started) == 1:  # the first variant ends whole, as its ranks record it
