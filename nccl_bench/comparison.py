@@ -1,7 +1,7 @@
 """Verdicts for a current run against a baseline: per op and size, noise-aware, pure (rows in,
 verdicts out; reading runs and storing baselines live in results/loader.py and sweep/saved_baselines.py).
 
-Rows match on `results.KEY_COLUMNS` (op, size_bytes, dtype, redop, placement, world_size). Each
+Rows match on `results.KEY_COLUMNS` (op, size_bytes, dtype, redop, placement, world_size, variant). Each
 matched row is judged on one metric: bus bandwidth for sizes >= min_bytes (a drop is worse), the
 per-op time for smaller, latency-bound sizes or ops without a bandwidth (a rise is worse). A row
 regresses when that metric is worse by more than the tolerance; when both runs measured several
@@ -62,6 +62,7 @@ class RowKey:
     redop: str
     placement: str
     world_size: int | None  # None when --allow-mismatch matched across world sizes
+    variant: str = ""  # --nccl-env's settings: each variant is a point of its own
 
     def label(self) -> str:
         parts = [self.op, format_size(self.size_bytes), self.dtype]
@@ -70,6 +71,8 @@ class RowKey:
         parts.append(self.placement)
         if self.world_size is not None:
             parts.append(f"n={self.world_size}")
+        if self.variant:
+            parts.append(f"[{self.variant}]")
         return " ".join(parts)
 
 
@@ -152,7 +155,7 @@ def compare_rows(
     if not base_index.keys() & cur_index.keys():
         raise UserInputError(
             current_label,
-            f"shares no (op, size, dtype, redop, placement, world size) row with {baseline_label}; "
+            f"shares no (op, size, dtype, redop, placement, world size, variant) row with {baseline_label}; "
             "were they measured with the same ops and sizes?",
         )
     rows = [
@@ -255,7 +258,7 @@ def _index(rows: Iterable[ResultRow], across_world_sizes: bool, label: str) -> d
     for row in rows:
         key = RowKey(
             row.op, row.size_bytes, row.dtype, row.redop, row.placement,
-            None if across_world_sizes else row.world_size,
+            None if across_world_sizes else row.world_size, row.variant,
         )
         if key in index:
             raise UserInputError(label, f"has two rows for {key.label()}; compare needs one row per {KEY_COLUMNS}")

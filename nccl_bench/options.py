@@ -159,6 +159,18 @@ def _split(value: Any, option: str) -> Split:
         raise UserInputError(option, str(exc)) from None
 
 
+def _nccl_env(value: Any, option: str) -> tuple:
+    from nccl_bench.units.nccl_env import parse_assignments
+
+    texts = [value] if isinstance(value, str) else list(value)
+    if texts and isinstance(texts[0], tuple):  # already read (a config's own value)
+        return tuple(texts)
+    try:
+        return parse_assignments(texts)
+    except ValueError as exc:
+        raise UserInputError(option, str(exc)) from None
+
+
 SWEEP_OPTIONS = (
     Option("ops", ("--op",), _ops,
            "Collective to run; repeat or comma-separate; 'all' for every one. See `nccl-bench ops`.",
@@ -201,6 +213,15 @@ SWEEP_OPTIONS = (
     Option("cycles", ("--cycles",), whole(0, MAX_CYCLES),
            "Run the whole sweep this many times (burn-in, as nccl-tests -N); 0: until interrupted. Rows carry "
            "their cycle; the end gives each point's spread across cycles (default {default}).", default=1),
+    Option("nccl_env", ("--nccl-env",), _nccl_env,
+           "Run the sweep once per setting of an NCCL variable, each in fresh ranks (NCCL reads them once): "
+           "NAME=V1[,V2...], e.g. NCCL_ALGO=Ring,Tree; repeat for every combination. Rows carry their variant; "
+           "the end names the fastest. Not under a launcher (loop in the shell there).", default=(),
+           metavar="NAME=VALUES"),
+    Option("nccl_trace", ("--nccl-trace",), switch,
+           "NCCL only: read back which algorithm and protocol NCCL chose at each point (its tuning log, "
+           "NCCL_DEBUG=INFO into a file per rank) into the algo and proto columns; the log line costs the "
+           "logging rank a little time per op.", default=False),
     BACKEND,
     OUT,
     RESULTS_ROOT,

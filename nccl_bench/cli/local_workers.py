@@ -11,7 +11,7 @@ import contextlib
 import os
 import sys
 from pathlib import Path
-from typing import Callable, NoReturn, Optional
+from typing import Callable, NoReturn, Optional, Sequence
 
 from nccl_bench.cli import messages
 from nccl_bench.errors import EXIT_INTERRUPTED, RunFailedError
@@ -19,11 +19,12 @@ from nccl_bench.options import OUT, RESULTS_ROOT, WORKERS
 
 
 def start(what: str, workers: Optional[int], refuse_early: Callable[[int], tuple[str, list[str]]], args: list[str],
-          out: Optional[Path], default_target: Path) -> Path:
+          out: Optional[Path], default_target: Path, variants: Sequence[dict[str, str]] = ({},)) -> Path:
     """Run `nccl-bench ARGS` in `workers` local ranks (None: one per GPU, or 2 on CPU); the run folder.
 
     refuse_early(workers) raises what the ranks would refuse, before any starts, and returns the backend
-    the ranks will use and notes to say.
+    the ranks will use and notes to say. variants: the environment of each set of ranks, started one
+    after the other into the one run folder (--nccl-env: NCCL reads its variables once per process).
     """
     from nccl_bench.cli import rank_side
 
@@ -32,11 +33,11 @@ def start(what: str, workers: Optional[int], refuse_early: Callable[[int], tuple
         workers, why = rank_side.default_workers()
     backend, notes = refuse_early(workers)
     notes = [*notes, *rank_side.shared_cores_note(workers, backend)]
-    return _run(what, workers, why, args, out, default_target, notes)
+    return _run(what, workers, why, args, out, default_target, notes, variants)
 
 
 def _run(what: str, workers: int, why: Optional[str], args: list[str], out: Optional[Path], default_target: Path,
-         notes: list[str]) -> Path:
+         notes: list[str], variants: Sequence[dict[str, str]] = ({},)) -> Path:
     from nccl_bench.cli import rank_side
     from nccl_bench.results.run_folder import claim_run_dir, read_meta, release_run_dir
 
@@ -44,6 +45,9 @@ def _run(what: str, workers: int, why: Optional[str], args: list[str], out: Opti
     made = out is None or not target.exists()
     claimant = rank_side.new_claimant()  # the workers' rank 0 takes the folder with it; another run is refused
     run_dir = None
+    # With --nccl-env, meta.json says how the last variant to start ended: the run's ending only once
+    # the last variant has started (its label, as the ranks record it, is meta.json's "variant").
+    final = {"variant": " ".join(f"{name}={value}" for name, value in variants[-1].items()), "started": False}
     # From the folder on, a signal is an Interrupted here too (torch's agent installs its own while it runs).
     with rank_side.signals_raise_interrupted():
         try:
@@ -56,11 +60,14 @@ def _run(what: str, workers: int, why: Optional[str], args: list[str], out: Opti
                 if why is not None:
                     messages.say(f"no launcher found; starting {why} (use {WORKERS.name} N to choose)")
                 messages.notes(notes)
-                rank_side.run_local_workers(workers, args, claimant)
+                for number, env in enumerate(variants, 1):
+                    order = {rank_side.VARIANT_ENV: f"{number}/{len(variants)}"} if env else {}
+                    final["started"] = number == len(variants)
+                    rank_side.run_local_workers(workers, args, claimant, env={**env, **order})
         except rank_side.Interrupted as exc:
             rank_side.hold_signals()  # a second Ctrl-C must not cut this report short
             meta = None if run_dir is None else read_meta(run_dir)
-            if _completed(meta):  # the signal came after the ending: the run is what meta.json says
+            if _completed(meta, final):  # the signal came after the ending: the run is what meta.json says
                 messages.say(f"note: {exc} arrived after the {what} had completed; nothing was lost")
                 return run_dir
             if meta is None:
@@ -69,7 +76,7 @@ def _run(what: str, workers: int, why: Optional[str], args: list[str], out: Opti
             kept = f"the {meta['rows']} row(s) measured so far are" if "rows" in meta else "what was measured so far is"
             messages.fail(f"interrupted by {exc}; {kept} kept in {run_dir}", EXIT_INTERRUPTED)
         except RunFailedError as exc:
-            if not exc.quiet and run_dir is not None and _completed(read_meta(run_dir)):
+            if not exc.quiet and run_dir is not None and _completed(read_meta(run_dir), final):
                 # no rank reported: one ended after the run
                 messages.say(f"note: {exc} after the {what} had completed; its results are whole")
                 return run_dir
@@ -79,8 +86,10 @@ def _run(what: str, workers: int, why: Optional[str], args: list[str], out: Opti
     return run_dir
 
 
-def _completed(meta) -> bool:
-    return meta is not None and meta.get("status") == "complete"
+def _completed(meta, final: dict) -> bool:
+    """meta.json says the whole run completed: the last variant (the only one without --nccl-env) did."""
+    return (meta is not None and meta.get("status") == "complete" and final["started"]
+            and meta.get("variant", "") == final["variant"])
 
 
 def speaks_for_run(launch) -> bool:

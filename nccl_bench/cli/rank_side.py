@@ -14,7 +14,13 @@ from nccl_bench.doctor import (
     doctor_report,  # report_json, write_report_json, SilentObserver
 )
 from nccl_bench.ranks.faults import Interrupted, hold_signals, interrupts_unwrapped, signals_raise_interrupted
-from nccl_bench.ranks.launch import LOCAL_WORKER_ENV, default_workers, run_local_workers, shared_cores_note
+from nccl_bench.ranks.launch import (
+    LOCAL_WORKER_ENV,
+    VARIANT_ENV,
+    default_workers,
+    run_local_workers,
+    shared_cores_note,
+)
 from nccl_bench.ranks.layout import detect_launch
 from nccl_bench.ranks.preflight import check_process_limits, exhausted_resource_text
 from nccl_bench.ranks.run_owner import new_claimant
@@ -29,9 +35,9 @@ from nccl_bench.sweep import (
 )
 
 __all__ = [
-    "LOCAL_WORKER_ENV", "Interrupted", "baseline_check", "busbw_floor", "check_process_limits", "comparison",
-    "default_workers", "detect_launch", "doctor_body", "doctor_report", "exhausted_resource_text", "hold_signals",
-    "interrupts_unwrapped", "new_claimant", "plan", "read_run", "run_local_workers",
+    "LOCAL_WORKER_ENV", "VARIANT_ENV", "Interrupted", "baseline_check", "busbw_floor", "check_process_limits",
+    "comparison", "default_workers", "detect_launch", "doctor_body", "doctor_report", "exhausted_resource_text",
+    "hold_signals", "interrupts_unwrapped", "new_claimant", "plan", "read_run", "run_local_workers",
     "saved_baselines", "shared_cores_note", "signals_raise_interrupted", "sweep_body",
     "sweep_report",
 ]

@@ -48,6 +48,8 @@ def sweep_command(
     check: Optional[bool] = param(_OPTION["check"]),
     split: Optional[str] = param(_OPTION["split"]),
     cycles: Optional[int] = param(_OPTION["cycles"]),
+    nccl_env: Optional[list[str]] = param(_OPTION["nccl_env"]),
+    nccl_trace: Optional[bool] = param(_OPTION["nccl_trace"]),
     backend: Optional[str] = param(_OPTION["backend"]),
     out: Optional[Path] = param(_OPTION["out"], folder="<ops>"),
     results_root: Optional[Path] = param(_OPTION["results_root"]),
@@ -102,9 +104,13 @@ def sweep_command(
 
 
 def _refuse_repeats_with_baseline(sweep_config, baseline: Optional[Path]) -> None:
-    """A comparison matches one row per point; a run of several cycles or groups has many."""
+    """A comparison matches one row per point; a run of several cycles, groups or variants has many."""
+    from nccl_bench.units.nccl_env import variants
+
     repeats = [option.name for option, given in ((_OPTION["cycles"], sweep_config.cycles != 1),
-                                                 (_OPTION["split"], sweep_config.split is not None)) if given]
+                                                 (_OPTION["split"], sweep_config.split is not None),
+                                                 (_OPTION["nccl_env"], len(variants(sweep_config.nccl_env)) > 1))
+               if given]
     if baseline is not None and repeats:
         verb = "give" if len(repeats) > 1 else "gives"
         raise UserInputError(BASELINE.name, f"compares one row per point; {' and '.join(repeats)} {verb} several "
@@ -116,6 +122,7 @@ def _on_this_rank(sweep_config, launch, workers: Optional[int], baseline_check) 
     if workers is not None:
         started = f"{launch.launcher} already started {launch.world_size} rank(s)"
         raise UserInputError(WORKERS.name, f"only applies without a launcher; {started}")
+    _refuse_variants_under_launcher(sweep_config, launch)
     import torch
 
     from nccl_bench.cli import rank_side
@@ -144,6 +151,19 @@ def _on_this_rank(sweep_config, launch, workers: Optional[int], baseline_check) 
     return summary.run_dir
 
 
+def _refuse_variants_under_launcher(sweep_config, launch) -> None:
+    """Each --nccl-env variant needs fresh ranks; a launcher's ranks cannot be restarted from inside."""
+    from nccl_bench.cli import rank_side
+    from nccl_bench.units.nccl_env import shell_loop
+
+    if not sweep_config.nccl_env or os.environ.get(rank_side.LOCAL_WORKER_ENV):
+        return
+    option = _OPTION["nccl_env"].name
+    loop = shell_loop(sweep_config.nccl_env, f"{launch.launcher} ... nccl-bench sweep ... (without {option})")
+    raise UserInputError(option, f"needs fresh ranks for each variant, and {launch.launcher} started these once; "
+                         f"loop in the shell instead: {loop}")
+
+
 def _with_local_workers(sweep_config, workers: Optional[int], baseline_check) -> Path:
     """No launcher: refuse a bad backend, root, plan, memory or baseline before any worker starts."""
     from nccl_bench.cli import rank_side
@@ -157,7 +177,16 @@ def _with_local_workers(sweep_config, workers: Optional[int], baseline_check) ->
 
     default_target = new_run_dir(sweep_config.results_root, sweep_config.ops)
     args = worker_args(sys.argv[1:])
-    return local_workers.start("sweep", workers, refuse_early, args, sweep_config.out, default_target)
+    from nccl_bench.units.nccl_env import variants
+
+    envs = [dict(variant) for variant in variants(sweep_config.nccl_env)]
+    run_dir = local_workers.start("sweep", workers, refuse_early, args, sweep_config.out, default_target, envs)
+    if sweep_config.nccl_env:  # the tuning answer, over every variant's rows
+        from nccl_bench.render import live, repeats
+
+        rows = rank_side.read_run(run_dir, "run").rows
+        live.print_lines_at_width(lambda width: repeats.fastest_variant_lines(rows))
+    return run_dir
 
 
 def worker_args(args: list[str]) -> list[str]:

@@ -13,7 +13,7 @@ import json
 import math
 from dataclasses import dataclass
 from importlib import resources
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 from nccl_bench.units.sizes import format_size
 
@@ -21,9 +21,13 @@ if TYPE_CHECKING:
     from nccl_bench.hardware.detect import HostLimits
 
 DATA_FILE = "expected_busbw.json"
-SCHEMA_VERSION = 1
-KINDS = ("measured", "threshold")
-SIZE_BASES = ("row", "sweep_max")
+SCHEMA_VERSION = 2  # 2: algorithm, nvlink_domain, kind "stated", size_basis "peak"
+KINDS = ("measured", "threshold", "stated")
+SIZE_BASES = ("row", "sweep_max", "peak")
+# NVLink SHARP lifts all_reduce's busbw above what rings reach (8xH100: ~480 against ~370 GB/s), so a
+# run known to use rings is compared with ring figures only, and any other run never with them.
+ALGORITHMS = ("nvls", "ring", "default")
+RING = "ring"
 # Drivers before the 470 series printed "A100-SXM4-40GB" where later ones print "NVIDIA A100-SXM4-40GB":
 # the same product, so the prefix is not part of the comparison.
 _VENDOR_PREFIX = "nvidia "
@@ -47,8 +51,10 @@ class Entry:
     gpus_per_node: int
     nodes: int
     nvlink_gen: int | None  # None: no NVLink
-    nic: Nic | None  # None on one node
+    nvlink_domain: bool  # every node in one NVLink domain (NVL72): no NIC carries the collective
+    nic: Nic | None  # None on one node or one NVLink domain
     op: str
+    algorithm: str  # "nvls", "ring" or "default" (NCCL's own choice, not stated)
     size_bytes: int  # nccl-tests' size column
     size_basis: str  # "row": the figure is at size_bytes; "sweep_max": best of a sweep up to size_bytes
     busbw_gbps: float  # 1e9 B/s; the low end of a range
@@ -114,15 +120,18 @@ def load_entries() -> tuple[Entry, ...]:
 
 
 def match(system: System, op: str, size_bytes: int | None = None,
-          entries: tuple[Entry, ...] | None = None) -> list[Entry]:
+          entries: tuple[Entry, ...] | None = None, algorithm: str | None = None) -> list[Entry]:
     """Entries that describe this system and op, closest size first, then measured before thresholds.
 
     Size rule: with size_bytes (a run's largest measured size) an entry fits when its size is at most
     size_bytes, since busbw only grows towards the large sizes and a figure reached at a larger size
-    than the run went to would not be a fair yardstick. Without size_bytes every size fits (`limits`).
+    than the run went to would not be a fair yardstick ("peak": only a run beyond the size the source calls
+    too small). Without size_bytes every size fits (`limits`). algorithm: what the run is known to have
+    used ("ring": ring figures only; anything else: never a ring figure); None with size_bytes None: all.
     """
     found = [e for e in (load_entries() if entries is None else entries)
-             if e.op == op and (size_bytes is None or e.size_bytes <= size_bytes) and _fits(e, system)]
+             if e.op == op and _size_fits(e, size_bytes) and _fits(e, system)
+             and (size_bytes is None and algorithm is None or (e.algorithm == RING) == (algorithm == RING))]
     return sorted(found, key=lambda e: (-e.size_bytes, KINDS.index(e.kind)))
 
 
@@ -137,9 +146,12 @@ def describe(entry: Entry, measured_gbps: float, size_bytes: int | None = None) 
     figure = f"{entry.busbw_gbps:g}"
     if entry.busbw_high_gbps is not None:
         figure += f"-{entry.busbw_high_gbps:g}"
-    what = "measured" if entry.kind == "measured" else "pass threshold"
+    what = {"measured": "measured", "threshold": "pass threshold", "stated": "stated peak"}[entry.kind]
+    what += {"nvls": " with NVLS", "ring": " with rings"}.get(entry.algorithm, "")
     if entry.size_basis == "sweep_max":
         what += f" up to {format_size(entry.size_bytes)}"
+    elif entry.size_basis == "peak":
+        what += f" above {format_size(entry.size_bytes)}"
     elif entry.size_bytes != size:
         what += f" at {format_size(entry.size_bytes)}"
     where = "on" if entry.kind == "measured" else "for"
@@ -165,7 +177,7 @@ class Yardstick:
 
 
 def yardsticks(system: System | None, measured: Iterable[tuple[str, int, float]],
-               entries: tuple[Entry, ...] | None = None) -> list[Yardstick]:
+               entries: tuple[Entry, ...] | None = None, algorithm: str | None = None) -> list[Yardstick]:
     """Per op, in first-seen order, the best busbw at its largest measured size against match()'s first
     entry for that size; an op no entry fits (or an unknown system) gives nothing.
 
@@ -179,7 +191,7 @@ def yardsticks(system: System | None, measured: Iterable[tuple[str, int, float]]
             best[op] = (size, busbw)
     found = []
     for op, (size, busbw) in best.items():
-        fitting = match(system, op, size, entries)
+        fitting = match(system, op, size, entries, algorithm)
         if fitting:
             found.append(Yardstick(op, size, busbw, fitting[0], describe(fitting[0], busbw, size)))
     return found
@@ -190,6 +202,25 @@ def host_entries(limits: HostLimits, nodes: int | None = 1) -> list[Entry]:
     system = System.from_limits(limits, nodes)
     ops = dict.fromkeys(e.op for e in load_entries())
     return [entry for op in ops for entry in match(system, op)]
+
+
+def run_algorithm(environ: Mapping[str, str], traced: Iterable[str] = ()) -> str:
+    """What a run is known to have used: "ring" when NCCL's trace shows only rings, or its environment
+    asks for rings (NCCL_ALGO naming Ring first, NCCL_NVLS_ENABLE=0); "nvls" when the trace shows NVLS;
+    else "default"."""
+    seen = {algo.upper() for algo in traced if algo}
+    if seen and all(algo == "RING" for algo in seen):
+        return RING
+    if any(algo.startswith("NVLS") for algo in seen):
+        return "nvls"
+    first = environ.get("NCCL_ALGO", "").split(",")[0].split(":")[-1].strip().lower()
+    return RING if first == RING or environ.get("NCCL_NVLS_ENABLE", "").strip() == "0" else "default"
+
+
+def _size_fits(entry: Entry, size_bytes: int | None) -> bool:
+    if size_bytes is None:
+        return True
+    return entry.size_bytes < size_bytes if entry.size_basis == "peak" else entry.size_bytes <= size_bytes
 
 
 def normalize_gpu_name(name: str) -> str:
@@ -207,7 +238,7 @@ def _fits(entry: Entry, system: System) -> bool:
         return False
     if system.nvlink_gen is not None and system.nvlink_gen != (entry.nvlink_gen or 0):
         return False
-    return entry.nodes == 1 or _nics_fit(entry.nic, system.nic_ports)
+    return entry.nodes == 1 or entry.nvlink_domain or _nics_fit(entry.nic, system.nic_ports)
 
 
 def _nics_fit(nic: Nic | None, ports: tuple[NicPortRate, ...] | None) -> bool:
@@ -224,8 +255,9 @@ def _entry(raw: dict[str, Any]) -> Entry:
     entry = Entry(
         id=raw["id"], system=raw["system"], gpu_names=tuple(raw["gpu_names"]),
         gpus_per_node=raw["gpus_per_node"], nodes=raw["nodes"], nvlink_gen=raw.get("nvlink_gen"),
+        nvlink_domain=bool(raw.get("nvlink_domain", False)),
         nic=None if nic is None else Nic(nic["kind"], nic["ports"], float(nic["gbit_per_port"])),
-        op=raw["op"], size_bytes=raw["size_bytes"], size_basis=raw["size_basis"],
+        op=raw["op"], algorithm=raw.get("algorithm", ""), size_bytes=raw["size_bytes"], size_basis=raw["size_basis"],
         busbw_gbps=float(raw["busbw_gbps"]),
         busbw_high_gbps=None if raw.get("busbw_high_gbps") is None else float(raw["busbw_high_gbps"]),
         kind=raw["kind"], nccl_version=raw.get("nccl_version"), source_url=raw["source_url"],
@@ -234,12 +266,14 @@ def _entry(raw: dict[str, Any]) -> Entry:
     problems = [
         (entry.kind not in KINDS, f"kind {entry.kind!r} is not one of {KINDS}"),
         (entry.size_basis not in SIZE_BASES, f"size_basis {entry.size_basis!r} is not one of {SIZE_BASES}"),
+        (entry.algorithm not in ALGORITHMS, f"algorithm {entry.algorithm!r} is not one of {ALGORITHMS}"),
         (entry.busbw_gbps <= 0, "busbw_gbps must be positive"),
         (entry.busbw_high_gbps is not None and entry.busbw_high_gbps < entry.busbw_gbps,
          "busbw_high_gbps is below busbw_gbps"),
         (not entry.gpu_names, "no gpu_names"),
         (entry.gpus_per_node < 1 or entry.nodes < 1 or entry.size_bytes < 1, "counts and sizes must be positive"),
-        (entry.nodes > 1 and entry.nic is None, "an entry of more than one node needs its nic"),
+        (entry.nodes > 1 and entry.nic is None and not entry.nvlink_domain,
+         "an entry of more than one node needs its nic (or nvlink_domain)"),
         (not entry.source_url.startswith("https://") or not entry.quote, "a source_url and a quote are required"),
     ]
     for failed, message in problems:

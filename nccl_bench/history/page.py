@@ -13,7 +13,7 @@ from itertools import groupby
 from typing import Sequence
 
 from nccl_bench.history.rule import REGRESSION
-from nccl_bench.history.series import SeriesSummary, describe
+from nccl_bench.history.series import SeriesSummary, describe, system_label
 from nccl_bench.history.views import HostSummary
 from nccl_bench.units.sizes import format_size
 
@@ -69,7 +69,7 @@ def _figure(title: str, group: list[SeriesSummary]) -> str:
                             "stroke=\"#c00\" stroke-width=\"2\"/>")
         key = summary.key
         legend.append(f"<span style=\"color:{color}\">&#9632;</span> {_e(key['placement'])} {_e(key['dtype'])} "
-                      f"{_e(key['world_size'])} ranks on {_e(key['system'])} ({_e(key['backend'])})")
+                      f"{_e(key['world_size'])} ranks on {_e(system_label(key))} ({_e(key['backend'])})")
     axes = (f"<line x1=\"{PAD}\" y1=\"{HEIGHT - PAD}\" x2=\"{WIDTH - PAD}\" y2=\"{HEIGHT - PAD}\" stroke=\"#999\"/>"
             f"<line x1=\"{PAD}\" y1=\"{PAD}\" x2=\"{PAD}\" y2=\"{HEIGHT - PAD}\" stroke=\"#999\"/>"
             f"<text x=\"2\" y=\"{PAD - 6}\" font-size=\"10\">{top:.3g} GB/s</text>"

@@ -111,11 +111,13 @@ def _sweep_record(path: Path, meta: dict[str, Any] | None, rows: list[ResultRow]
 
 
 def series_values(rows: list[ResultRow], system: str) -> list[SeriesValue]:
-    """One value per series: the median over the run's ok rows with a busbw."""
+    """One value per series: the median over the run's ok rows with a busbw. A row whose rank count its
+    nccl-tests log does not say joins no series (it cannot be told comparable with any)."""
     grouped: dict[tuple, list[ResultRow]] = defaultdict(list)
     for row in rows:
-        if row.status == STATUS_OK and row.busbw_gbps is not None:
-            key = (row.op, row.placement, row.size_bytes, row.dtype, row.world_size, row.nodes, row.backend, system)
+        if row.status == STATUS_OK and row.busbw_gbps is not None and row.world_size is not None:
+            key = (row.op, row.placement, row.size_bytes, row.dtype, row.world_size, row.nodes, row.backend, system,
+                   row.variant)
             grouped[key].append(row)
     values = []
     for key, group in grouped.items():

@@ -56,13 +56,18 @@ def summaries(store, op: str | None, window: int, floor: float) -> Iterator[Seri
         yield SeriesSummary(key, int(runs), float(low), float(high), points, rule.judge(points, window, floor))
 
 
+def system_label(key: dict[str, Any]) -> str:
+    """The system a series ran on, with its --nccl-env variant when it had one."""
+    return f"{key['system']} [{key['variant']}]" if key.get("variant") else str(key["system"])
+
+
 def describe(summary: SeriesSummary) -> str:
     """One line naming a regression: op, size, system, the numbers, and where a step began."""
     from nccl_bench.units.sizes import format_size
 
     key, verdict = summary.key, summary.verdict
     where = (f"{key['op']} {key['placement']} {format_size(key['size_bytes'])} {key['dtype']} "
-             f"on {key['system']} ({key['world_size']} ranks, {key['nodes']} node(s), {key['backend']})")
+             f"on {system_label(key)} ({key['world_size']} ranks, {key['nodes']} node(s), {key['backend']})")
     line = (f"{where}: {verdict.latest.busbw_gbps:.3g} GB/s in run {verdict.latest.run_id[:12]} is below "
             f"{verdict.threshold_gbps:.3g} GB/s (median {verdict.median_gbps:.3g} of the previous runs)")
     if verdict.step_start is not None and verdict.step_runs > 1:

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 SCHEMA_VERSION = 1
 
-# (op, placement, size, dtype, world size, nodes, backend, system): what makes two numbers comparable.
-SERIES_COLUMNS = ("op", "placement", "size_bytes", "dtype", "world_size", "nodes", "backend", "system")
+# (op, placement, size, dtype, world size, nodes, backend, system, --nccl-env variant): what makes two
+# numbers comparable.
+SERIES_COLUMNS = ("op", "placement", "size_bytes", "dtype", "world_size", "nodes", "backend", "system", "variant")
 
 # MIGRATIONS[v]: the statements that take a store from version v - 1 to v.
 MIGRATIONS: dict[int, tuple[str, ...]] = {
@@ -24,14 +25,15 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
         """CREATE TABLE IF NOT EXISTS results (
             run_id TEXT NOT NULL, series TEXT NOT NULL, op TEXT NOT NULL, placement TEXT NOT NULL,
             size_bytes BIGINT NOT NULL, dtype TEXT NOT NULL, world_size INTEGER NOT NULL, nodes INTEGER NOT NULL,
-            backend TEXT NOT NULL, system TEXT NOT NULL, started_utc TEXT NOT NULL, usable INTEGER NOT NULL,
+            backend TEXT NOT NULL, system TEXT NOT NULL, variant TEXT NOT NULL, started_utc TEXT NOT NULL,
+            usable INTEGER NOT NULL,
             busbw_gbps DOUBLE PRECISION NOT NULL, time_us DOUBLE PRECISION, PRIMARY KEY (run_id, series))""",
         # covering: a series' window and its aggregates are read from the index alone
         "CREATE INDEX IF NOT EXISTS results_by_series ON results (series, started_utc, run_id, usable, busbw_gbps)",
         """CREATE TABLE IF NOT EXISTS series (
             series TEXT PRIMARY KEY, op TEXT NOT NULL, placement TEXT NOT NULL, size_bytes BIGINT NOT NULL,
             dtype TEXT NOT NULL, world_size INTEGER NOT NULL, nodes INTEGER NOT NULL, backend TEXT NOT NULL,
-            system TEXT NOT NULL)""",
+            system TEXT NOT NULL, variant TEXT NOT NULL)""",
         "CREATE INDEX IF NOT EXISTS results_by_op ON results (op)",
         """CREATE TABLE IF NOT EXISTS doctor_hosts (
             run_id TEXT NOT NULL, host TEXT NOT NULL, started_utc TEXT NOT NULL, flagged INTEGER NOT NULL,

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from nccl_bench.history.rule import REGRESSION, TOO_FEW
-from nccl_bench.history.series import SeriesSummary, describe
+from nccl_bench.history.series import SeriesSummary, describe, system_label
 from nccl_bench.render.escape import markdown_text
 from nccl_bench.render.fit import Column, render_lines
 from nccl_bench.units.sizes import format_size
@@ -61,8 +61,9 @@ def show_lines(found: Sequence[SeriesSummary], width: int | None) -> list:
     if not found:
         return ["no series in the store yet (nccl-bench history add RUN, or a sweep records itself)"]
     rows = [[s.key["op"], s.key["placement"], format_size(s.key["size_bytes"]), s.key["dtype"],
-             str(s.key["world_size"]), str(s.key["nodes"]), s.key["system"], str(s.runs), _gbps(s.latest.busbw_gbps),
-             _gbps(s.median_gbps), _gbps(s.min_gbps), _gbps(s.max_gbps), _change(s), _state(s)] for s in found]
+             str(s.key["world_size"]), str(s.key["nodes"]), system_label(s.key), str(s.runs),
+             _gbps(s.latest.busbw_gbps), _gbps(s.median_gbps), _gbps(s.min_gbps), _gbps(s.max_gbps), _change(s),
+             _state(s)] for s in found]
     return render_lines(SHOW_COLUMNS, rows, width)
 
 
@@ -76,7 +77,7 @@ def check_markdown(found: Sequence[SeriesSummary]) -> str:
              "| op | size | system | latest (GB/s) | median (GB/s) | change | verdict |",
              "| --- | ---: | --- | ---: | ---: | ---: | --- |"]
     for s in found:
-        cells = [s.key["op"], format_size(s.key["size_bytes"]), s.key["system"], _gbps(s.latest.busbw_gbps),
+        cells = [s.key["op"], format_size(s.key["size_bytes"]), system_label(s.key), _gbps(s.latest.busbw_gbps),
                  _gbps(s.verdict.median_gbps), _change(s), _state(s)]
         lines.append("| " + " | ".join(markdown_text(cell) for cell in cells) + " |")
     return "\n".join(lines) + "\n"
@@ -92,7 +93,7 @@ def check_junit(found: Sequence[SeriesSummary]) -> str:
     root = ET.Element("testsuites", {**counts, "time": "0.0"})
     suite = ET.SubElement(root, "testsuite", {"name": "nccl_bench.history", **counts, "time": "0"})
     for s in found:
-        name = f"{s.key['op']} {s.key['placement']} {format_size(s.key['size_bytes'])} {s.key['system']}"
+        name = f"{s.key['op']} {s.key['placement']} {format_size(s.key['size_bytes'])} {system_label(s.key)}"
         case = ET.SubElement(suite, "testcase", {"name": name, "classname": f"nccl_bench.history.{s.key['op']}"})
         if s.verdict.status == REGRESSION:
             ET.SubElement(case, "failure", {"message": describe(s), "type": REGRESSION}).text = describe(s)

@@ -37,6 +37,10 @@ class DistContext:
         """The default group's timeout as new_group takes it (None: torch's default)."""
         return None if self.group_timeout_s is None else _dt.timedelta(seconds=self.group_timeout_s)
     group: Any = None  # the process group the helpers below work in; None: the whole world
+    # A gloo group over the same ranks for the helpers' own exchanges (None: `group` itself). With
+    # --nccl-env a variant may leave NCCL no algorithm for them (since 2.24 NCCL_ALGO=Tree fails every
+    # all_gather), and the run's bookkeeping must not be what fails.
+    control: Any = None
     # The launcher's store, held from the start: aborting every group (abort_all_groups) forgets the
     # default group, and with it the lookup of its store, which the roll call after a stall needs.
     store: Any = None
@@ -62,9 +66,11 @@ _aborted = _Aborted()
 
 
 @contextlib.contextmanager
-def process_group(launch: LaunchEnv, backend: str, timeout_s: float, device_index: int | None = None
-                  ) -> Iterator[DistContext]:
-    """The one place a process group is created and destroyed (also on error or interrupt)."""
+def process_group(launch: LaunchEnv, backend: str, timeout_s: float, device_index: int | None = None,
+                  control: bool = False) -> Iterator[DistContext]:
+    """The one place a process group is created and destroyed (also on error or interrupt).
+
+    control: also make a gloo group for the helpers' own exchanges (DistContext.control)."""
     import torch
     import torch.distributed as dist
 
@@ -108,8 +114,10 @@ def process_group(launch: LaunchEnv, backend: str, timeout_s: float, device_inde
     except RuntimeError as exc:  # NCCL failing to start (with device_id, inside init_process_group)
         raise BackendStartError(str(exc), backend_diagnostics(held.text + "\n" + str(exc))) from exc
     try:
+        # made on gloo too, so that the path every --nccl-env run takes is the one the CPU tests run
+        side = dist.new_group(backend="gloo", timeout=_dt.timedelta(seconds=group_timeout_s)) if control else None
         yield DistContext(launch.rank, launch.world_size, launch.local_rank, backend, device, group_timeout_s,
-                          store=dist.distributed_c10d._get_default_store())
+                          control=side, store=dist.distributed_c10d._get_default_store())
     finally:
         if not _aborted.done:  # after an abort, shutdown would flush and join what the abort cut short
             with contextlib.suppress(Exception):
@@ -239,9 +247,19 @@ def sub_group(ctx: DistContext, members: list[tuple[int, ...]]) -> DistContext:
     mine = ctx
     for ranks in members:
         handle = dist.new_group(list(ranks), timeout=ctx.group_timeout())
+        side = None if ctx.control is None else dist.new_group(list(ranks), timeout=ctx.group_timeout(),
+                                                                backend="gloo")
         if ctx.rank in ranks:
-            mine = dataclasses.replace(ctx, rank=ranks.index(ctx.rank), world_size=len(ranks), group=handle)
+            mine = dataclasses.replace(ctx, rank=ranks.index(ctx.rank), world_size=len(ranks), group=handle,
+                                       control=side)
     return mine
+
+
+def _exchange(ctx: DistContext):
+    """The group and device of the helpers' own exchanges: the gloo side group where there is one."""
+    import torch
+
+    return (ctx.group, ctx.device) if ctx.control is None else (ctx.control, torch.device("cpu"))
 
 
 def all_gather_floats(ctx: DistContext, values: list[float]) -> list[list[float]]:
@@ -249,9 +267,10 @@ def all_gather_floats(ctx: DistContext, values: list[float]) -> list[list[float]
     import torch
     import torch.distributed as dist
 
-    local = torch.tensor(values, dtype=torch.float64, device=ctx.device)
+    group, device = _exchange(ctx)
+    local = torch.tensor(values, dtype=torch.float64, device=device)
     gathered = [torch.empty_like(local) for _ in range(ctx.world_size)]
-    dist.all_gather(gathered, local, group=ctx.group)
+    dist.all_gather(gathered, local, group=group)
     return [t.tolist() for t in gathered]
 
 
@@ -260,8 +279,9 @@ def max_across_ranks(ctx: DistContext, values: list[float]) -> list[float]:
     import torch
     import torch.distributed as dist
 
-    tensor = torch.tensor(values, dtype=torch.float64, device=ctx.device)
-    dist.all_reduce(tensor, op=dist.ReduceOp.MAX, group=ctx.group)
+    group, device = _exchange(ctx)
+    tensor = torch.tensor(values, dtype=torch.float64, device=device)
+    dist.all_reduce(tensor, op=dist.ReduceOp.MAX, group=group)
     return tensor.tolist()
 
 
@@ -269,8 +289,9 @@ def sum_across_ranks(ctx: DistContext, value: int) -> int:
     import torch
     import torch.distributed as dist
 
-    tensor = torch.tensor([value], dtype=torch.int64, device=ctx.device)
-    dist.all_reduce(tensor, op=dist.ReduceOp.SUM, group=ctx.group)
+    group, device = _exchange(ctx)
+    tensor = torch.tensor([value], dtype=torch.int64, device=device)
+    dist.all_reduce(tensor, op=dist.ReduceOp.SUM, group=group)
     return int(tensor.item())
 
 
@@ -278,7 +299,7 @@ def gather_objects(ctx: DistContext, obj: Any) -> list[Any]:
     import torch.distributed as dist
 
     out: list[Any] = [None] * ctx.world_size
-    dist.all_gather_object(out, obj, group=ctx.group)
+    dist.all_gather_object(out, obj, group=_exchange(ctx)[0])
     return out
 
 

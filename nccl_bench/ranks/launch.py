@@ -30,6 +30,16 @@ WORKER_SHUTDOWN_S = 8
 STOPPED_WATCH_POLL_S = 0.2
 # Set in the workers' environment: the process that started them reports an interrupt, once.
 LOCAL_WORKER_ENV = "NCCL_BENCH_LOCAL_WORKER"
+# Set with --nccl-env: "K/N", the workers run the K-th of N variants, each in fresh ranks, all into one
+# run folder (the first variant makes it; the later ones add to it).
+VARIANT_ENV = "NCCL_BENCH_VARIANT"
+
+
+def worker_variant(environ) -> tuple[int, int] | None:
+    """(K, N) when these ranks run the K-th of N --nccl-env variants; None otherwise."""
+    text = environ.get(VARIANT_ENV, "") if environ.get(LOCAL_WORKER_ENV) else ""
+    number, _, count = text.partition("/")
+    return (int(number), int(count)) if number.isdigit() and count.isdigit() else None
 # Exit codes with which a worker has printed its own line (errors.py): the run's outcome, said once.
 # A worker's 130 is not among them: a local worker leaves saying an interrupt to this process.
 TOOL_EXIT_CODES = frozenset({EXIT_VERDICT, EXIT_BAD_INPUT, EXIT_RUN_FAILED})
@@ -111,10 +121,25 @@ def _child_states(parent: int) -> dict[int, str]:
     return found
 
 
-def run_local_workers(nproc: int, module_args: list[str], claimant: str, monitor_interval_s: float = 0.1) -> None:
-    """Run `python -m nccl_bench <module_args>` in nproc ranks; raise RunFailedError if any fails.
+def run_local_workers(nproc: int, module_args: list[str], claimant: str, monitor_interval_s: float = 0.1,
+                      env: dict[str, str] | None = None) -> None:
+    """Run `python -m nccl_bench <module_args>` in nproc ranks, with `env` added to their environment;
+    raise RunFailedError if any fails.
 
     claimant: the token the run folder was claimed with, which the workers' rank 0 names to take it."""
+    saved = {name: os.environ.get(name) for name in env or {}}
+    os.environ.update(env or {})
+    try:
+        _launch(nproc, module_args, claimant, monitor_interval_s)
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def _launch(nproc: int, module_args: list[str], claimant: str, monitor_interval_s: float) -> None:
     import logging
 
     from torch.distributed.elastic.multiprocessing.api import SignalException

@@ -17,6 +17,7 @@ import os
 import platform
 import sys
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Protocol, Sequence
@@ -50,6 +51,8 @@ class RunRequest:
     bytes_per_rank: int  # buffers this rank allocates, for the memory check
     size_option: str  # the option that makes the buffers large (named when memory is short)
     config: dict[str, Any]  # the command's options as meta.json records them
+    continues: bool = False  # a later --nccl-env variant: the run folder is the first variant's, kept as it is
+    control: bool = False  # the helpers' exchanges on a gloo side group (dist.DistContext.control)
 
 
 @dataclass(frozen=True)
@@ -63,6 +66,8 @@ class RunFacts:
     devices: tuple[str, ...]  # per rank, in rank order
     versions: dict[str, str]
     run_dir: Path | None
+    # Set-up costs, the slowest rank's, in seconds: init_s, first_op_s, and split_s where a body adds it.
+    timings: dict[str, float] = field(default_factory=dict)
 
     @property
     def nodes(self) -> int:
@@ -86,7 +91,16 @@ class Run:
         self.status = "running"
         self.started_utc = ""
         self._deadline: Deadline | None = None
+        # Set-up costs, the slowest rank's, in seconds (meta.json's "timings", the header's set-up line):
+        # init_s (the process group made), first_op_s (the first collective, where NCCL 2.22+ connects),
+        # and what a body adds (split_s: --split's groups).
+        self.timings: dict[str, float] = {}
+        self._init_s = 0.0  # this rank's own, until the common header agrees on the slowest
         self.watch: run_owner.ParentWatch | None = None
+
+    def time_set_up(self, key: str, seconds: float) -> None:
+        """Record a set-up cost as the slowest rank's (a collective: every rank calls it, in the same order)."""
+        self.timings[key] = dist.max_across_ranks(self.ctx, [seconds])[0]
 
     @property
     def nodes(self) -> int:
@@ -95,7 +109,7 @@ class Run:
     def facts(self) -> RunFacts:
         """The run's facts for a header: known once the common header is gathered (before the body's set-up)."""
         return RunFacts(self.request.backend, self.launch.launcher, self.launch.world_size, tuple(self.hostnames),
-                        tuple(self.devices), dict(self.versions), self.run_dir)
+                        tuple(self.devices), dict(self.versions), self.run_dir, dict(self.timings))
 
     def renew(self, where: str | None = None) -> None:
         """A step starts: it has --timeout from now (no-op outside the measuring phase)."""
@@ -129,6 +143,7 @@ class Run:
             # built for; versions["nccl"] is the library torch loaded).
             "env": recorded_env(os.environ),
             "config": self.request.config,
+            "timings": dict(self.timings),
             # Who writes the run (report checks that a "running" one still is) and which elastic attempt.
             "pid": os.getpid(),
             "host": dist.hostname(),
@@ -205,11 +220,13 @@ def _execute(request: RunRequest, body: RunBody, on_stuck: Callable[[RunFailedEr
     run = Run(request, launch, run_dir)
     run.watch = watch
     try:
-        with faults.signals_raise_interrupted(), \
-                dist.process_group(launch, request.backend, request.timeout_s, device_index) as ctx:
-            run.ctx = ctx
-            roll_call.publish_process(ctx.rank)
-            _LifeCycle(run, body, on_stuck).go()
+        with faults.signals_raise_interrupted():
+            started = time.perf_counter()
+            with dist.process_group(launch, request.backend, request.timeout_s, device_index,
+                                    request.control) as ctx:
+                run.ctx, run._init_s = ctx, time.perf_counter() - started
+                roll_call.publish_process(ctx.rank)
+                _LifeCycle(run, body, on_stuck).go()
     except RuntimeError as exc:  # process-group set-up; no result was at stake yet
         release_run_dir(run_dir, made)
         reason = faults.name_timeout(dist.backend_error_text(exc), request.timeout_s)
@@ -306,7 +323,11 @@ class _LifeCycle:
 
         run, ctx = self.run, self.run.ctx
         device_name = torch.cuda.get_device_name(ctx.device) if ctx.on_gpu else _cpu_name()
+        started = time.perf_counter()  # the first collective: NCCL 2.22+ opens its connections here
         per_rank = dist.gather_objects(ctx, (dist.hostname(), device_name, dist.this_machine(os.environ)))
+        first_op_s = time.perf_counter() - started if ctx.control is None else _first_op_s(ctx)
+        init_s, first_op_s = dist.max_across_ranks(ctx, [run._init_s, first_op_s])
+        run.timings.update(init_s=init_s, **({} if first_op_s < 0 else {"first_op_s": first_op_s}))
         run.hostnames = [h for h, _, _ in per_rank]
         run.devices = [d for _, d, _ in per_rank]
         shared = dist.shared_hostname(run.hostnames, [m for _, _, m in per_rank])
@@ -363,6 +384,21 @@ class _LifeCycle:
             self.on_stuck(failure)
 
         return stuck
+
+
+def _first_op_s(ctx: dist.DistContext) -> float:
+    """With the helpers on a gloo side group, the backend's own first collective: one all_reduce of one
+    element, timed to its end; -1 when the backend refuses it (an NCCL_ALGO that leaves all_reduce no
+    algorithm: every all_reduce point will say so as an unsupported row)."""
+    import torch
+
+    started = time.perf_counter()
+    try:
+        torch.distributed.all_reduce(torch.ones(1, device=ctx.device), group=ctx.group)
+        dist.synchronize(ctx)
+    except RuntimeError:
+        return -1.0
+    return time.perf_counter() - started
 
 
 def _cpu_name() -> str:

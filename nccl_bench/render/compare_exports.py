@@ -65,7 +65,7 @@ def comparison_cells(row: cmp.RowComparison) -> list[str]:
 def _cells(row: cmp.RowComparison) -> list[str]:
     key = row.key
     return [
-        key.op,
+        key.op + (f" [{key.variant}]" if key.variant else ""),  # --nccl-env's variants: each a point of its own
         f"{key.size_bytes:,}",
         key.dtype,
         key.redop,
@@ -172,6 +172,7 @@ def _json_row(row: cmp.RowComparison) -> dict[str, Any]:
         "redop": row.key.redop,
         "placement": row.key.placement,
         "world_size": row.key.world_size,
+        "variant": row.key.variant,
         "verdict": row.verdict,
         "failed": row.failed,
         "metric": row.metric,

@@ -18,7 +18,7 @@ from nccl_bench.doctor.roster import excluded_hosts
 from nccl_bench.doctor.verdicts import Judgement, gbps
 from nccl_bench.options import DOCTOR_OPTION
 from nccl_bench.render.fit import Column, render_lines
-from nccl_bench.render.tables import header_tail, versions_line
+from nccl_bench.render.tables import header_tail, setup_lines, versions_line
 from nccl_bench.units.hostlist import compress
 from nccl_bench.units.sizes import format_size
 
@@ -37,6 +37,7 @@ def header_lines(header: DoctorHeader) -> list[str]:
         f"# nccl_bench doctor: backend {run.backend} via {run.launcher}, {run.world_size} ranks on "
         f"{len(header.nodes)} node(s), {per_node} ({', '.join(n.host for n in header.nodes)})",
         versions_line(run.versions),
+        *setup_lines(run.timings),
         f"# phases: {', '.join(header.phases)}; {header.mode} mode, {rounds}",
         f"# measurement: {format_size(header.size_bytes)} per message, warmup {header.warmup}, "
         f"{header.samples} samples of {header.iters}; "

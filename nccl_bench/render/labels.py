@@ -41,6 +41,9 @@ LABELS: dict[str, tuple[str, str]] = {
     "flags": ("flags", ""),
     "cycle": ("cycle", ""),
     "group": ("group", ""),
+    "variant": ("variant", ""),
+    "algo": ("algo", ""),
+    "proto": ("proto", ""),
 }
 
 # How a placement value reads for people (the CSV keeps out_of_place / in_place).

@@ -44,7 +44,7 @@ _GPU_COLUMNS = (
 
 
 def _expected_json(entry: Entry) -> dict[str, Any]:
-    fields = ("id", "system", "op", "size_bytes", "size_basis", "busbw_gbps", "busbw_high_gbps", "kind",
+    fields = ("id", "system", "op", "algorithm", "size_bytes", "size_basis", "busbw_gbps", "busbw_high_gbps", "kind",
               "nccl_version", "source_url")
     return {name: getattr(entry, name) for name in fields}
 
@@ -52,8 +52,10 @@ def _expected_json(entry: Entry) -> dict[str, Any]:
 def expected_line(entry: Entry) -> str:
     """One public figure: op, size, busbw (a range where the source gives one), what it is, system, source."""
     figure = f"{entry.busbw_gbps:g}" + ("" if entry.busbw_high_gbps is None else f"-{entry.busbw_high_gbps:g}")
-    what = "measured" if entry.kind == "measured" else "pass threshold"
-    size = format_size(entry.size_bytes) + (" (best up to it)" if entry.size_basis == "sweep_max" else "")
+    what = {"measured": "measured", "threshold": "pass threshold", "stated": "stated peak"}[entry.kind]
+    what += {"nvls": " with NVLS", "ring": " with rings"}.get(entry.algorithm, "")
+    size = format_size(entry.size_bytes) + {"sweep_max": " (best up to it)", "peak": " (reached above it)"}.get(
+        entry.size_basis, "")
     nccl = f", NCCL {entry.nccl_version}" if entry.nccl_version else ""
     return f"  {entry.op} {size}: {figure} GB/s {what}, {entry.system}{nccl} ({entry.source_url})"
 

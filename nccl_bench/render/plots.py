@@ -92,6 +92,7 @@ def curves(runs: Sequence[Run]) -> dict[str, list[ResultRow]]:
             placement = row.placement if len(placements[row.op]) > 1 else None
             key = curve_label(run_label if several_runs else None, row.op, placement)
             key += f" [{row.group}]" if row.group else ""
+            key += f" [{row.variant}]" if row.variant else ""
             named.setdefault(key, []).append(row)
     return {key: sorted(points, key=lambda r: r.size_bytes) for key, points in named.items()}
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Iterable
 
+from nccl_bench.options import SWEEP_OPTION
 from nccl_bench.render.labels import placement_text
 from nccl_bench.results.schema import ResultRow
 from nccl_bench.units import stats
@@ -61,3 +62,23 @@ def slowest_group_lines(rows: Iterable[ResultRow]) -> list[str]:
                      f"{cycle}: {slowest.group} at {slowest.busbw_gbps:.3f} GB/s "
                      f"(median of {len(measured)} groups {median:.3f})")
     return ["# slowest group per point:"] + lines if lines else []
+
+
+def fastest_variant_lines(rows: Iterable[ResultRow]) -> list[str]:
+    """--nccl-env's answer: per op and size, the fastest variant and by how much it beat the next."""
+    from nccl_bench.sweep.variants import fastest_variants
+
+    found = fastest_variants(rows)
+    if not found:
+        return []
+    lines = [f"# fastest {SWEEP_OPTION['nccl_env'].name} variant per point (busbw; time per op without one):"]
+    for point in found:
+        where = f"{point.op} {placement_text(point.placement)} {format_size(point.size_bytes)}"
+        where += f" [{point.group}]" if point.group else ""
+        if point.on_busbw:
+            values = f"{point.best.busbw_gbps:.4g} GB/s vs {point.runner_up.busbw_gbps:.4g}"
+        else:
+            values = f"{point.best.time_us:.4g} us vs {point.runner_up.time_us:.4g}"
+        lines.append(f"#   {where}: {point.best.variant}, {point.margin:.0%} faster than "
+                     f"{point.runner_up.variant} ({values})")
+    return lines

@@ -14,6 +14,7 @@ from typing import Callable, Iterable, Iterator, Sequence
 
 from rich.text import Text
 
+from nccl_bench.hardware.nvls import NVLS_FLAG, nvls_sentence
 from nccl_bench.options import SWEEP_OPTION
 from nccl_bench.ranks.collectives import REGISTRY
 from nccl_bench.render import labels, repeats
@@ -123,6 +124,9 @@ _RESULT_COLUMNS: tuple[tuple[Column, Callable[[ResultRow], Cell]], ...] = (
 _REPEAT_COLUMNS: dict[str, tuple[Column, Callable[[ResultRow], Cell]]] = {
     "group": (_result_column("group", 0, align="left"), lambda r: r.group or "-"),
     "cycle": (_result_column("cycle", 0, width=5), lambda r: "-" if r.cycle is None else str(r.cycle)),
+    "variant": (_result_column("variant", 0, align="left"), lambda r: r.variant or "-"),
+    "algo": (_result_column("algo", 1, align="left"), lambda r: r.algo or "-"),
+    "proto": (_result_column("proto", 1, align="left"), lambda r: r.proto or "-"),
 }
 MARGIN = "  "  # rows are indented; header lines start with '#', so `grep -v '^#'` leaves the rows
 HEADER_MARK = "# "
@@ -131,7 +135,9 @@ HEADER_MARK = "# "
 def repeats_in(rows: Iterable[ResultRow]) -> tuple[str, ...]:
     """The repeat columns ('group', 'cycle') that any of the rows fills."""
     rows = list(rows)
-    filled = {"group": any(r.group for r in rows), "cycle": any(r.cycle is not None for r in rows)}
+    filled = {"group": any(r.group for r in rows), "cycle": any(r.cycle is not None for r in rows),
+              "variant": any(r.variant for r in rows), "algo": any(r.algo for r in rows),
+              "proto": any(r.proto for r in rows)}
     return tuple(key for key in _REPEAT_COLUMNS if filled[key])
 
 
@@ -212,7 +218,8 @@ def live_layout(header, width: int | None) -> Layout:
                   redop=header.reduce_op, root=-1, world_size=header.run.world_size, nodes=header.run.nodes,
                   backend=header.run.backend,
                   iters=0, trials=0, time_us=None, time_min_us=None, time_max_us=None, p50_us=None, p99_us=None,
-                  algbw_gbps=None, busbw_gbps=None, busbw_factor=None, wrong=None, slowest_rank=None, agg=header.agg)
+                  algbw_gbps=None, busbw_gbps=None, busbw_factor=None, wrong=None, slowest_rank=None, agg=header.agg,
+                  variant=header.variant)
         for op, size, count in header.planned
     ]
     return results_layout(known, width, header.repeats)
@@ -235,6 +242,7 @@ def header_lines(header) -> list[str]:
         f"{run.nodes} node(s) ({', '.join(run.hosts)})",
         f"# devices: {_summarize(run.devices)}",
         versions_line(run.versions),
+        *setup_lines(run.timings),
         f"# sizes: {header.sizes}; dtype {header.dtype}; redop {header.reduce_op}",
         f"# timing: warmup {header.warmup}, iterations {header.iterations}, trials {header.trials}, "
         f"ranks combined by {header.agg}; time = mean per op, p50 = median single op",
@@ -247,6 +255,19 @@ def header_lines(header) -> list[str]:
 def versions_line(versions: dict[str, str]) -> str:
     """The versions line of every command's header."""
     return f"# versions: {', '.join(f'{k} {v}' for k, v in versions.items())}"
+
+
+SETUP_NAMES = (("init_s", "process group"), ("first_op_s", "first collective"), ("split_s", "split groups"))
+
+
+def setup_lines(timings: dict[str, float]) -> list[str]:
+    """The set-up costs of every command's header: what NCCL spends before the first measured op."""
+    parts = [f"{name} {_seconds(timings[key])}" for key, name in SETUP_NAMES if key in timings]
+    return [f"# set-up (slowest rank): {', '.join(parts)}"] if parts else []
+
+
+def _seconds(value: float) -> str:
+    return f"{value * 1e3:.1f} ms" if value < 1 else f"{value:.2f} s"
 
 
 def header_tail(run_dir: Path | None, notes: Iterable[str]) -> list[str]:
@@ -275,11 +296,21 @@ def _summarize(devices: Iterable[str]) -> str:
     return ", ".join(f"{n} x {name}" for name, n in counts.items())
 
 
+def nvls_lines(rows: Iterable[ResultRow]) -> list[str]:
+    """Per op whose busbw passed the links' peak on an NVSwitch system: NVLS named, not a bare %peak over 100."""
+    top: dict[str, float] = {}
+    for row in rows:
+        if NVLS_FLAG in row.flags.split(";") and row.pct_of_peak is not None:
+            top[row.op] = max(top.get(row.op, 0.0), row.pct_of_peak)
+    return [f"# note: {nvls_sentence(op, pct)}" for op, pct in top.items()]
+
+
 def summary_lines(summary) -> list[str]:
     lines = []
     for (op, placement), value in average_busbw(summary.rows).items():
         lines.append(f"# Avg bus bandwidth ({op}, {placement_text(placement)}): {value:.3f} GB/s")
     lines += [f"# expected: {sentence}" for sentence in summary.expected]
+    lines += nvls_lines(summary.rows)
     noisy = [r for r in summary.rows if "noisy" in r.flags]
     short = [r for r in summary.rows if "below_timer_resolution" in r.flags]
     if noisy:

@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 # Columns each version added; a file of an older version lacks them and reads them as empty (None, "").
-COLUMNS_ADDED: dict[int, tuple[str, ...]] = {2: ("p95_us", "cycle", "group")}
-READABLE_VERSIONS = (1, 2)
+COLUMNS_ADDED: dict[int, tuple[str, ...]] = {2: ("p95_us", "cycle", "group"), 3: ("variant", "algo", "proto")}
+READABLE_VERSIONS = (1, 2, 3)
 
 PLACEMENT_OUT = "out_of_place"
 PLACEMENT_IN = "in_place"
@@ -60,6 +60,9 @@ class ResultRow:
     p95_us: float | None = None  # 95th percentile single-op latency over all timed ops
     cycle: int | None = None  # which pass of a --cycles run (1, 2, ...); None: a run of one pass
     group: str = ""  # the --split sub-group that measured the row; "": the whole world
+    variant: str = ""  # the --nccl-env settings its ranks ran with ("NCCL_ALGO=Ring NCCL_PROTO=LL"); "": none
+    algo: str = ""  # --nccl-trace: the algorithm NCCL chose (RING, TREE, NVLS, ...); "": not traced or not said
+    proto: str = ""  # --nccl-trace: the protocol NCCL chose (LL, LL128, SIMPLE)
     schema_version: int = SCHEMA_VERSION
 
 
@@ -77,7 +80,7 @@ class RunRows:
 
 
 COLUMNS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(ResultRow))
-KEY_COLUMNS = ("op", "size_bytes", "dtype", "redop", "placement", "world_size")
+KEY_COLUMNS = ("op", "size_bytes", "dtype", "redop", "placement", "world_size", "variant")
 _INT_COLUMNS = {"size_bytes", "count", "root", "nodes", "iters", "trials", "schema_version"}
 _OPTIONAL_INT_COLUMNS = {"wrong", "slowest_rank", "cycle", "world_size"}
 _FLOAT_COLUMNS = {
@@ -106,7 +109,7 @@ def unreadable_version(version: Any) -> str | None:
         hint = "written by an older nccl_bench"
     else:
         hint = "not a version nccl_bench wrote"
-    readable = " and ".join(str(v) for v in READABLE_VERSIONS)
+    readable = ", ".join(str(v) for v in READABLE_VERSIONS[:-1]) + f" and {READABLE_VERSIONS[-1]}"
     return f"results format version {version}; this nccl_bench reads versions {readable} ({hint})"
 
 
@@ -138,8 +141,9 @@ def record_to_row(record: dict[str, Any]) -> ResultRow:
 # included): nothing Markdown, HTML, a terminal or a spreadsheet would read as markup, an escape
 # sequence or a formula. `flags` is free text (an unsupported row's reason, which may span lines) kept to
 # printable characters and newlines, not beginning as a spreadsheet formula does.
-NAME_COLUMNS = ("op", "placement", "dtype", "redop", "backend", "agg", "status")
+NAME_COLUMNS = ("op", "placement", "dtype", "redop", "backend", "agg", "status", "algo", "proto")
 _NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
+_VARIANT = re.compile(r"NCCL_[A-Z0-9_]+=[A-Za-z0-9_.:^-]+( NCCL_[A-Z0-9_]+=[A-Za-z0-9_.:^-]+)*")
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 # The smallest value each whole-number column can hold; measured values are never negative.
 _INT_MINIMUM = {
@@ -156,6 +160,8 @@ def check_row(row: ResultRow) -> None:
             raise ValueError(f"{name}: {value!r} is not a name (letters, digits, '_', '.', '-')")
     if row.group and (not row.group.isprintable() or row.group.startswith(FORMULA_STARTS)):
         raise ValueError(f"group: {row.group!r} holds a control character or begins like a spreadsheet formula")
+    if row.variant and not _VARIANT.fullmatch(row.variant):
+        raise ValueError(f"variant: {row.variant!r} is not NCCL_NAME=value pairs separated by spaces")
     if not row.flags.replace("\n", "").isprintable() or row.flags.startswith(FORMULA_STARTS):
         raise ValueError(f"flags: {row.flags!r} holds a control character or begins like a spreadsheet formula")
     for name, minimum in _INT_MINIMUM.items():

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from nccl_bench.hardware.nvls import NVLS_FLAG, nvls_likely
 from nccl_bench.ranks.collectives import Collective
 from nccl_bench.ranks.runner import FLAG_EMPTY_GRAPH, Measurement
 from nccl_bench.results.schema import STATUS_OK, STATUS_UNSUPPORTED, STATUS_WRONG, ResultRow
@@ -26,6 +27,8 @@ class RowContext:
     nodes: int
     backend: str
     peak_gbps: float | None
+    variant: str = ""  # --nccl-env's settings these ranks run with (units/nccl_env.label)
+    nvswitch: bool | None = None  # GPUs behind an NVSwitch (hardware/nvls.py): busbw above the peak is NVLS
 
 
 def _common(run: RowContext, point: Point, collective: Collective) -> dict[str, Any]:
@@ -45,6 +48,7 @@ def _common(run: RowContext, point: Point, collective: Collective) -> dict[str, 
         agg=config.agg,
         peak_gbps=run.peak_gbps,
         busbw_factor=collective.factor(run.world_size) if collective.factor else None,
+        variant=run.variant,
     )
 
 
@@ -53,11 +57,12 @@ def measured_row(run: RowContext, point: Point, collective: Collective, measurem
     common = _common(run, point, collective)
     time_us = measurement.time_us
     factor = common["busbw_factor"]
-    flags = measurement.flags()
+    flags = list(measurement.flags())
     # A replay of an empty graph moved no bytes: its time is launch overhead, not a bandwidth.
     moved = factor is not None and FLAG_EMPTY_GRAPH not in flags
     algbw = bandwidth.algbw_gbps(point.size_bytes, time_us) if moved else None
     busbw = bandwidth.busbw_gbps(algbw, factor) if moved else None
+    pct = (100 * busbw / run.peak_gbps) if (busbw is not None and run.peak_gbps) else None
     return ResultRow(
         **common,
         iters=measurement.iters,
@@ -72,9 +77,9 @@ def measured_row(run: RowContext, point: Point, collective: Collective, measurem
         busbw_gbps=busbw,
         wrong=wrong,
         slowest_rank=measurement.slowest_rank,
-        pct_of_peak=(100 * busbw / run.peak_gbps) if (busbw is not None and run.peak_gbps) else None,
+        pct_of_peak=pct,
         status=STATUS_WRONG if wrong else STATUS_OK,
-        flags=";".join(flags),
+        flags=";".join(flags + ([NVLS_FLAG] if nvls_likely(point.op, pct, run.nvswitch) else [])),
     )
 
 

@@ -11,23 +11,29 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import os
+import time
 from typing import Any, Callable
 
 from nccl_bench.errors import RunFailedError, first_line
-from nccl_bench.hardware.expected import System, yardsticks
+from nccl_bench.hardware.expected import System, run_algorithm, yardsticks
+from nccl_bench.hardware.nvls import NVLS_OPS
 from nccl_bench.options import OUT, SWEEP_OPTION
 from nccl_bench.ranks import check, dist, faults, run_owner, session, split
 from nccl_bench.ranks.collectives import REGISTRY, Collective, OpArgs, make_buffers
+from nccl_bench.ranks.launch import worker_variant
+from nccl_bench.ranks.nccl_trace import TuningTrace
 from nccl_bench.ranks.planted import NoFaults, fault_seam
 from nccl_bench.ranks.runner import PointRunner, TimingPlan
 from nccl_bench.results.csv_appender import ResultsWriter
 from nccl_bench.results.csv_reader import iter_rows
+from nccl_bench.results.nccl_tuning import chosen
+from nccl_bench.results.run_folder import read_meta
 from nccl_bench.results.schema import STATUS_OK, STATUS_UNSUPPORTED, ResultRow
 from nccl_bench.sweep import sweep_config as cfg
 from nccl_bench.sweep.plan import Plan, Point, buffer_bytes, plan_run, size_option
 from nccl_bench.sweep.rows import RowContext, measured_row, unsupported_row
 from nccl_bench.sweep.sweep_report import SilentObserver, SweepHeader, SweepObserver, SweepSummary
-from nccl_bench.units import alltoallv
+from nccl_bench.units import alltoallv, nccl_env
 from nccl_bench.units.sizes import format_size
 
 NO_PEAK_ONE_RANK = "none: a world of 1 rank crosses no link (give one with --peak)"
@@ -47,9 +53,16 @@ def execute(config: cfg.SweepConfig, observer_factory: Callable[[int], SweepObse
         command="sweep", backend=plan.backend, timeout_s=config.timeout_s, out=config.out,
         results_root=config.results_root, folder_label=config.ops, bytes_per_rank=plan.bytes_per_rank(config),
         size_option=size_option(config), config=cfg.as_dict(config),
+        continues=(worker_variant(os.environ) or (1, 1))[0] > 1, control=bool(config.nccl_env),
     )
     body = _Sweep(config, plan, observer_factory)
-    session.execute(request, body, on_stuck)
+    if config.nccl_trace and plan.backend == "nccl":  # before the process group: NCCL reads these once
+        body.trace = TuningTrace.start(launch.rank)
+    try:
+        session.execute(request, body, on_stuck)
+    finally:
+        if body.trace is not None:
+            body.trace.close()
     return body.summary
 
 
@@ -65,6 +78,10 @@ class _Sweep:
         self.peak: dict[str, Any] | None = None
         self.planted: NoFaults = fault_seam(os.environ)
         self.system: System | None = None
+        # --nccl-env: the settings these ranks were started with (each variant is a fresh set of ranks)
+        self.variant = nccl_env.label(tuple((name, os.environ.get(name, "")) for name, _ in config.nccl_env))
+        self.earlier_variants: list[dict[str, Any]] = []  # what meta.json said of the variants before this one
+        self.trace: TuningTrace | None = None  # --nccl-trace on NCCL: this rank's tuning log
 
     @property
     def where(self) -> str:
@@ -84,11 +101,21 @@ class _Sweep:
         self.system = None if self.members else expected_system(self.ctx, run.nodes)
         distribution = alltoallv.parse_distribution(self.config.alltoallv)
         self.shares = alltoallv.shares(distribution, self.op_ctx.world_size)  # the same on every rank
-        self.row_context = RowContext(self.config, self.op_ctx.world_size, nodes, self.ctx.backend, peak_gbps)
+        self.row_context = RowContext(self.config, self.op_ctx.world_size, nodes, self.ctx.backend, peak_gbps,
+                                      self.variant, self._nvswitch())
+        if run.run_dir is not None and run.request.continues:
+            self.earlier_variants = list((read_meta(run.run_dir) or {}).get("variants", []))
 
     def meta(self) -> dict[str, Any]:
-        return {"sizes": self.header.sizes, "iterations": self.header.iterations, "notes": list(self.header.notes),
+        meta = {"sizes": self.header.sizes, "iterations": self.header.iterations, "notes": list(self.header.notes),
                 "peak": self.peak}
+        return {**meta, **self._variants("running")} if self.config.nccl_env else meta
+
+    def _variants(self, status: str) -> dict[str, Any]:
+        """meta.json's record of every variant so far: its settings, the workers' NCCL environment, its ending."""
+        this = {"variant": self.variant, "env": session.recorded_env(os.environ), "timings": dict(self.run.timings),
+                "status": status, "rows": len(self.summary.rows)}
+        return {"variant": self.variant, "variants": [*self.earlier_variants, this]}
 
     def measure(self, run: session.Run) -> None:
         if run.run_dir is not None:
@@ -103,9 +130,14 @@ class _Sweep:
             self.writer.close()
         measured = ((r.op, r.size_bytes, r.busbw_gbps) for r in self.summary.rows
                     if r.status == STATUS_OK and r.busbw_gbps is not None)
-        found = yardsticks(self.system, measured)
+        # NVLS and ring figures do not mix: rings when the trace or the environment says so
+        algorithm = run_algorithm(os.environ, (r.algo for r in self.summary.rows if r.op in NVLS_OPS))
+        found = yardsticks(self.system, measured, algorithm=algorithm)
         self.summary.expected = [y.sentence for y in found]
         ending = {"rows": len(self.summary.rows), "wrong_total": self.summary.wrong_total}
+        if self.config.nccl_env:
+            ending.update(self._variants(status))
+            ending["rows"] = sum(variant["rows"] for variant in ending["variants"])
         return {**ending, "expected": [y.as_meta() for y in found]} if found else ending
 
     def finished(self, status: str) -> None:
@@ -124,10 +156,21 @@ class _Sweep:
             split.check_sizes(self.groups, planned, self.config.split)
         except ValueError as exc:
             raise RunFailedError(str(exc)) from None
+        started = time.perf_counter()
         op_ctx = dist.sub_group(self.ctx, [group.ranks for group in self.groups])
+        run.time_set_up("split_s", time.perf_counter() - started)
         [mine] = [group for group in self.groups if self.ctx.rank in group.ranks]
         self.group_name = mine.name
         return op_ctx, mine.ranks, len({run.hostnames[rank] for rank in mine.ranks})
+
+    def _nvswitch(self) -> bool | None:
+        """Rank 0 on GPUs, the whole world: whether the GPUs sit behind an NVSwitch (a busbw above the
+        links' peak is then NVLS's, hardware/nvls.py); None elsewhere (only rank 0's rows are recorded)."""
+        if self.ctx.rank != 0 or not self.ctx.on_gpu or self.members:
+            return None
+        from nccl_bench.hardware.nvls import probe_nvswitch
+
+        return probe_nvswitch()
 
     def _header(self, run: session.Run, peak_label: str | None) -> SweepHeader:
         config, on_gpu = self.config, self.ctx.on_gpu
@@ -143,6 +186,10 @@ class _Sweep:
                                                                   self.op_ctx.world_size))
                         for p in self.plan.points)
         notes = tuple(self.summary.notes)
+        order = worker_variant(os.environ)
+        if self.variant:
+            which = f" {order[0]} of {order[1]}" if order else ""
+            notes += (f"{SWEEP_OPTION['nccl_env'].name} variant{which}: {self.variant} (fresh ranks for each)",)
         if self.groups:
             listed = "; ".join(f"{group.name}: ranks {_ranks(group.ranks)}" for group in self.groups)
             notes += (f"{SWEEP_OPTION['split'].name} {config.split}: {len(self.groups)} groups of "
@@ -154,8 +201,9 @@ class _Sweep:
             iterations=iterations, warmup=config.warmup, trials=config.trials, dtype=config.dtype,
             reduce_op=config.reduce_op, agg=config.agg, peak=peak_label,
             notes=notes, planned=planned,
-            repeats=(("group",) if self.groups else ()) + (("cycle",) if config.cycles != 1 else ()),
-            cycles=config.cycles,
+            repeats=(("group",) if self.groups else ()) + (("cycle",) if config.cycles != 1 else ())
+            + (("variant",) if self.variant else ()) + (("algo", "proto") if self.trace is not None else ()),
+            cycles=config.cycles, variant=self.variant,
         )
 
     # -- measuring ------------------------------------------------------------------------------
@@ -245,10 +293,15 @@ class _Sweep:
         if reason is not None:
             return unsupported_row(self.row_context, point, collective, reason)
         run_once = collective.bind(buffers, args)
+        if self.trace is not None:
+            self.trace.mark()
         measurement = self.runner.measure(run_once)
         self.run.renew()
+        # what NCCL logged while timing, read before the check's own op
+        algo, proto = (chosen(self.trace.lines_since_mark(), point.op) if self.trace else None) or ("", "")
         wrong = self._check(collective, buffers, args, run_once) if config.check and collective.factor else None
-        return measured_row(self.row_context, point, collective, measurement, wrong)
+        row = measured_row(self.row_context, point, collective, measurement, wrong)
+        return dataclasses.replace(row, algo=algo, proto=proto) if algo else row
 
     def _why_unsupported(self, collective: Collective, buffers, args) -> str | None:
         """Run the op once; if any rank cannot, every rank learns it and the op is skipped, not fatal."""

@@ -17,6 +17,7 @@ from nccl_bench.errors import UserInputError
 from nccl_bench.options import MAX_SIZES, MIN_SAMPLE_MS, PRESET, SWEEP_OPTION, SWEEP_OPTIONS, read_values
 from nccl_bench.results.whole_file import read_small_file
 from nccl_bench.units import op_table
+from nccl_bench.units.nccl_env import Assignment, as_text
 from nccl_bench.units.sizes import (
     RangeNames,
     check_range,
@@ -64,6 +65,8 @@ class SweepConfig:
     check: bool = _default("check")
     split: Split | None = None  # sub-groups that measure at once (ranks/split.py); None: the whole world
     cycles: int = _default("cycles")  # passes over every point; 0 = until interrupted
+    nccl_env: tuple[Assignment, ...] = _default("nccl_env")  # NCCL variables and values: a variant per combination
+    nccl_trace: bool = _default("nccl_trace")  # algo/proto columns from NCCL's tuning log (ranks/nccl_trace.py)
     backend: str = _default("backend")
     out: Path | None = None
     results_root: Path = _default("results_root")
@@ -216,6 +219,7 @@ def as_dict(config: SweepConfig) -> dict[str, Any]:
         if values[key] is not None:
             values[key] = str(values[key])
     values["ops"] = list(values["ops"])
+    values["nccl_env"] = [as_text(assignment) for assignment in values["nccl_env"]]
     if values["sizes"] is not None:
         values["sizes"] = list(values["sizes"])
     return values

@@ -27,8 +27,9 @@ class SweepHeader:
     notes: tuple[str, ...] = ()
     # (op, size_bytes, count) of every planned point: the live table sizes its columns from them
     planned: tuple[tuple[str, int, int], ...] = ()
-    repeats: tuple[str, ...] = ()  # the table's repeat columns: "group" (--split), "cycle" (--cycles)
+    repeats: tuple[str, ...] = ()  # the table's repeat columns: "group" (--split), "cycle" (--cycles), "variant"
     cycles: int = 1
+    variant: str = ""  # --nccl-env's settings of these ranks: the variant column's width
 
 
 @dataclass

@@ -82,8 +82,17 @@ EXACT = [
     ("unknown all_to_allv distribution", ["sweep", "--alltoallv", "zipf"],
      "--alltoallv: 'zipf' is not one of even, random[:SEED], skewed[:HOT]"),
     ("cycles below 0", ["sweep", "--cycles", "-1"], "--cycles: must be at least 0, got -1"),
+    ("not an NCCL variable", ["sweep", "--nccl-env", "LD_PRELOAD=x.so"],
+     "--nccl-env: 'LD_PRELOAD' is not an NCCL variable (NCCL_ and capitals, digits or _)"),
+    ("NCCL value that is not a name", ["sweep", "--nccl-env", "NCCL_ALGO=Ring;id"],
+     "--nccl-env: NCCL_ALGO: 'Ring;id' is not a value (letters, digits and _ . : ^ -)"),
+    ("NCCL variable given twice", ["sweep", "--nccl-env", "NCCL_ALGO=Ring", "--nccl-env", "NCCL_ALGO=Tree"],
+     "--nccl-env: NCCL_ALGO given twice; list its values once, comma-separated"),
     ("baseline with cycles", ["sweep", "--cycles", "3", "--baseline", "{tmp}/none"],
      "--baseline: compares one row per point; --cycles gives several (read the run's rows with "
+     "nccl-bench report instead)"),
+    ("baseline with variants", ["sweep", "--nccl-env", "NCCL_ALGO=Ring,Tree", "--baseline", "{tmp}/none"],
+     "--baseline: compares one row per point; --nccl-env gives several (read the run's rows with "
      "nccl-bench report instead)"),
     ("missing config", ["sweep", "--config", "{tmp}/none.toml"], "--config: no such file: {tmp}/none.toml"),
     ("unknown config key", ["sweep", "--config", "{tmp}/unknown.toml"],
@@ -245,6 +254,10 @@ LAUNCHER = [
     ("--workers under a launcher", {"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1"},
      ["sweep", "--workers", "2", "--sizes", "1K"],
      "--workers: only applies without a launcher; torchrun already started 1 rank(s)"),
+    ("--nccl-env under a launcher", {"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1"},
+     ["sweep", "--nccl-env", "NCCL_ALGO=Ring,Tree", "--sizes", "1K"],
+     "--nccl-env: needs fresh ranks for each variant, and torchrun started these once; loop in the shell instead: "
+     "for v0 in Ring Tree; do NCCL_ALGO=$v0 torchrun ... nccl-bench sweep ... (without --nccl-env); done;"),
     ("rank outside its world", {"RANK": "2", "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1"}, ["sweep", "--sizes", "1K"],
      "RANK: 2 is not a rank of a world of 2 (0 to 1)"),
     ("port that is not a number", {"RANK": "0", "WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "abc"},

@@ -134,7 +134,8 @@ def test_h100_passed_through_to_a_vm_without_nvlink_gets_its_pcie_peak(fake_smi,
 
 
 H100_ENTRIES = ["azure-nd-h100-v5-all_reduce-1G", "azure-nd-h100-v5-all_reduce-8G", "nccl-tests-290-h100-all_reduce-4G",
-                "nccl-tests-309-h100-all_reduce-16G", "azure-nhc-nd96isr_h100_v5-all_reduce-16G"]
+                "nccl-tests-309-h100-all_reduce-16G", "azure-nhc-nd96isr_h100_v5-all_reduce-16G",
+                "nccl-tests-212-h100-all_reduce-nvls-peak", "nccl-tests-212-h100-all_reduce-ring-peak"]
 
 
 def test_an_8xh100_node_shows_the_public_figures_with_their_sources_beside_the_peak(tmp_path):
@@ -157,10 +158,18 @@ def test_an_8xh100_node_shows_the_public_figures_with_their_sources_beside_the_p
     lines = text.splitlines()
     heading = lines.index("Measured on such systems (public figures, busbw; GB/s = 1e9 B/s):")
     assert lines[heading - 1].startswith("Peak to compare busbw with: 450.00 GB/s")
-    figures = lines[heading + 1:heading + 6]
-    line = f"  all_reduce 1G: 466.35 GB/s measured, 8xH100 SXM, Azure ND H100 v5, NCCL 2.18.5 ({aib_1g['source_url']})"
+    figures = lines[heading + 1:heading + 8]
+    line = (f"  all_reduce 1G: 466.35 GB/s measured with NVLS, 8xH100 SXM, Azure ND H100 v5, NCCL 2.18.5 "
+            f"({aib_1g['source_url']})")
     assert line in figures
-    assert sum("https://" in line for line in figures) == 5
+    assert sum("https://" in line for line in figures) == 7
+    # NVLS and ring figures listed apart, each with its source
+    assert ("  all_reduce 256M (reached above it): 480 GB/s stated peak with NVLS, 8xH100 SXM "
+            "(https://github.com/NVIDIA/nccl-tests/issues/212)") in figures
+    assert ("  all_reduce 256M (reached above it): 370 GB/s stated peak with rings, 8xH100 SXM "
+            "(https://github.com/NVIDIA/nccl-tests/issues/212)") in figures
+    (ring,) = [e for e in data["expected"] if e["id"] == "nccl-tests-212-h100-all_reduce-ring-peak"]
+    assert (ring["algorithm"], ring["kind"], ring["size_basis"]) == ("ring", "stated", "peak")
     assert any(line.startswith("  all_reduce 16G: 460 GB/s pass threshold") for line in figures)
     multi = json.loads(run_cli("--json", "--multi-node", path_prefix=FIXTURES, fixture=machine).stdout)
     assert multi["expected"] == []  # how many nodes is unknown here: no figure fits for sure

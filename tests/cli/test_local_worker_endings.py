@@ -16,7 +16,7 @@ KILLED = "1 of 2 local worker(s) ended without a report (killed by SIGKILL)"
 
 
 def _ending(monkeypatch, status: str | None, raised: BaseException) -> None:
-    def run_local_workers(workers, args, claimant):
+    def run_local_workers(workers, args, claimant, env=None):
         out = args[args.index("--out") + 1]
         if status is not None:
             write_meta(out, {"status": status, "rows": 2})
@@ -54,3 +54,23 @@ def test_an_ending_before_completion_keeps_its_code(monkeypatch, tmp_path, statu
     with pytest.raises((SystemExit, RunFailedError)) as info:
         _run(tmp_path)
     assert getattr(info.value, "code", getattr(info.value, "exit_code", None)) == code
+
+
+def test_a_complete_earlier_variant_does_not_make_a_killed_later_one_complete(monkeypatch, tmp_path, capsys):
+    started = []
+
+    def run_local_workers(workers, args, claimant, env=None):
+        started.append(env)
+        out = args[args.index("--out") + 1]
+        if len(started) == 1:  # the first variant ends whole, as its ranks record it
+            write_meta(out, {"status": "complete", "rows": 2, "variant": "NCCL_ALGO=Ring"})
+            return
+        raise RunFailedError(KILLED)  # the second one's workers are killed before meta.json changes
+
+    monkeypatch.setattr(rank_side, "run_local_workers", run_local_workers)
+    with pytest.raises(RunFailedError, match="killed by SIGKILL"):
+        local_workers._run("sweep", 2, None, ["sweep", "--out", str(tmp_path / "run")], tmp_path / "run",
+                           tmp_path / "run", [], [{"NCCL_ALGO": "Ring"}, {"NCCL_ALGO": "Tree"}])
+    assert started == [{"NCCL_ALGO": "Ring", rank_side.VARIANT_ENV: "1/2"},
+                       {"NCCL_ALGO": "Tree", rank_side.VARIANT_ENV: "2/2"}]
+    assert "completed" not in capsys.readouterr().err

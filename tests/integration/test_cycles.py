@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from nccl_bench.results.csv_reader import read_rows
+from nccl_bench.results.run_folder import read_meta
 from tests.conftest import run_cli
 
 pytestmark = pytest.mark.integration
@@ -18,6 +19,9 @@ def test_three_cycles_keep_every_row_and_report_the_spread(tmp_path):
     rows = read_rows(out)
     assert [(r.cycle, r.size_bytes) for r in rows] == [(c, s) for c in (1, 2, 3) for s in (1024, 4096)]
     assert all(r.wrong == 0 for r in rows)
+    timings = read_meta(out)["timings"]  # set-up costs, the slowest rank's; no split, so no split_s
+    assert sorted(timings) == ["first_op_s", "init_s"] and all(value > 0 for value in timings.values())
+    assert any(line.startswith("# set-up (slowest rank): process group ") for line in result.stdout.splitlines())
     lines = result.stdout.splitlines()
     assert [line for line in lines if line.startswith("# cycle ")] == ["# cycle 1 of 3", "# cycle 2 of 3",
                                                                       "# cycle 3 of 3"]

@@ -16,6 +16,7 @@ from simhosts import hosts_for_test, run_on_hosts
 
 from nccl_bench.errors import EXIT_BAD_INPUT
 from nccl_bench.results.csv_reader import read_rows
+from nccl_bench.results.run_folder import read_meta
 from tests.conftest import REPO, worker_env
 
 pytestmark = pytest.mark.integration
@@ -67,6 +68,9 @@ def test_the_group_holding_a_shaped_host_is_the_slow_one(hosts, tmp_path):
     rows, log = _sweep(hosts, tmp_path, "div:2", ranks_per_host=1)
     _slow_group(rows, log, "rank/2=0", "rank/2=1", size=2)
     assert "--split div:2: 2 groups of 2 ranks measure at once (rank/2=0: ranks 0,1; rank/2=1: ranks 2,3)" in log
+    timings = read_meta(tmp_path / "run")["timings"]  # the slowest rank's set-up costs, the split's among them
+    assert sorted(timings) == ["first_op_s", "init_s", "split_s"] and all(value > 0 for value in timings.values())
+    assert "# set-up (slowest rank): process group " in log and ", split groups " in log
 
 
 def test_a_shaped_second_interface_makes_rail_1_the_slow_group(railed_hosts, tmp_path):

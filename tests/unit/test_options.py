@@ -24,7 +24,7 @@ VALID = {
     "sizes": "1K,4K", "dtype": "FLOAT16", "reduce_op": "max", "root": 1, "alltoallv": "Skewed:2",
     "warmup": 0, "iters": "auto",
     "min_sample_ms": 10, "trials": 3, "agg": "min", "inplace": False, "check": True, "split": "MOD:2",
-    "cycles": 0, "backend": "gloo",
+    "cycles": 0, "nccl_env": ["NCCL_ALGO=Ring,Tree", "NCCL_PROTO=LL"], "nccl_trace": True, "backend": "gloo",
     "out": "run", "results_root": "results", "timeout_s": 5, "cuda_graph": 2, "blocking": True, "peak_gbps": 100,
     "min_busbw_gbps": "12.5", "prom": "metrics.prom",
 }
@@ -39,6 +39,7 @@ INVALID = {
     "peak_gbps": ("fast", "expected a number, got 'fast'"), "min_busbw_gbps": (0, "must be greater than 0, got 0"),
     "cycles": (-1, "must be at least 0, got -1"), "split": ("mod", "mod needs a whole number, as in mod:8"),
     "alltoallv": ("zipf", "'zipf' is not one of even, random[:SEED], skewed[:HOT]"),
+    "nccl_env": ("GLOO_X=1", "'GLOO_X' is not an NCCL variable"),
 }
 
 

@@ -24,6 +24,7 @@ from nccl_bench.hardware.expected import (
     match,
     normalize_gpu_name,
     parse_entries,
+    run_algorithm,
     yardsticks,
 )
 from nccl_bench.units.bandwidth import OPS
@@ -37,7 +38,9 @@ H100 = "NVIDIA H100 80GB HBM3"
 H100_IDS = {  # every H100 entry of the data file, whatever the size
     "azure-nd-h100-v5-all_reduce-1G", "azure-nd-h100-v5-all_reduce-8G", "nccl-tests-290-h100-all_reduce-4G",
     "nccl-tests-309-h100-all_reduce-16G", "azure-nhc-nd96isr_h100_v5-all_reduce-16G",
+    "nccl-tests-212-h100-all_reduce-nvls-peak", "nccl-tests-212-h100-all_reduce-ring-peak",
 }
+NVLS_PEAK, RING_PEAK = "nccl-tests-212-h100-all_reduce-nvls-peak", "nccl-tests-212-h100-all_reduce-ring-peak"
 
 
 def raw_data() -> dict:
@@ -56,8 +59,8 @@ def ids(entries: list[Entry]) -> list[str]:
 # --- the data: nothing without a source ----------------------------------------------------------------
 
 def test_the_packaged_file_loads_with_its_schema_version():
-    assert raw_data()["schema_version"] == 1
-    assert len(load_entries()) == len(raw_data()["entries"]) == 13
+    assert raw_data()["schema_version"] == 2
+    assert len(load_entries()) == len(raw_data()["entries"]) == 16
 
 
 @pytest.mark.parametrize("entry", load_entries(), ids=lambda e: e.id)
@@ -71,7 +74,8 @@ def test_every_entry_has_a_source_and_the_quote_carries_its_figure_and_size(entr
     label = format_size(size)
     assert any(s in text for s in (label, str(size), f"{label[:-1]} {label[-1]}B")), entry.id
     assert entry.op in OPS
-    assert entry.kind in ("measured", "threshold")
+    assert entry.kind in ("measured", "threshold", "stated")
+    assert entry.algorithm in ("nvls", "ring", "default")
 
 
 def test_every_gpu_name_is_one_seen_in_a_source():
@@ -90,7 +94,8 @@ def test_entry_ids_are_unique_and_the_system_label_starts_with_the_gpu_count():
 
 
 @pytest.mark.parametrize("change, message", [
-    ({"schema_version": 2}, "schema_version 2, expected 1"),
+    ({"schema_version": 1}, "schema_version 1, expected 2"),
+    ({"entries": [{"algorithm": "tree"}]}, "algorithm 'tree' is not one of"),
     ({"entries": [{"kind": "guess"}]}, "kind 'guess' is not one of"),
     ({"entries": [{"nodes": 2}]}, "an entry of more than one node needs its nic"),
     ({"entries": [{"quote": []}]}, "a source_url and a quote are required"),
@@ -139,10 +144,12 @@ def test_an_8xh100_node_gets_every_h100_entry_and_no_other(fake_smi, della_node)
 
 def test_sizes_fit_up_to_the_largest_measured_size_closest_first_measured_before_thresholds(fake_smi, della_node):
     system = fake_smi(della_node)
-    assert ids(match(system, "all_reduce", 512 * 2**20)) == []
-    assert ids(match(system, "all_reduce", G)) == ["azure-nd-h100-v5-all_reduce-1G"]
+    assert ids(match(system, "all_reduce", 256 * 2**20)) == []  # the stated peak is above 256M
+    assert ids(match(system, "all_reduce", 512 * 2**20)) == [NVLS_PEAK]
+    assert ids(match(system, "all_reduce", G)) == ["azure-nd-h100-v5-all_reduce-1G", NVLS_PEAK]
     assert ids(match(system, "all_reduce", 8 * G)) == [
-        "azure-nd-h100-v5-all_reduce-8G", "nccl-tests-290-h100-all_reduce-4G", "azure-nd-h100-v5-all_reduce-1G"]
+        "azure-nd-h100-v5-all_reduce-8G", "nccl-tests-290-h100-all_reduce-4G", "azure-nd-h100-v5-all_reduce-1G",
+        NVLS_PEAK]
     assert ids(match(system, "all_reduce", 16 * G))[:2] == [
         "nccl-tests-309-h100-all_reduce-16G", "azure-nhc-nd96isr_h100_v5-all_reduce-16G"]
 
@@ -220,7 +227,7 @@ def test_across_nodes_the_nics_must_be_the_entry_s():
 
 def test_the_sentence_the_issue_shows():
     entry = replace(by_id("azure-nd-h100-v5-all_reduce-1G"), busbw_gbps=476.0, busbw_high_gbps=482.0,
-                    system="8xH100 SXM", source_url="source")
+                    system="8xH100 SXM", source_url="source", algorithm="default")
     assert describe(entry, 455.0) == "all_reduce 1G: 455 GB/s = 95% of the 476-482 GB/s measured on 8xH100 SXM (source)"
 
 
@@ -228,7 +235,7 @@ def test_sentences_for_recorded_entries():
     aib = "https://github.com/Azure/AI-benchmarking-guide/blob/8fd0c6e1bd0f853ef8f0500a3640a7d80a2a92ef/Azure_Results"
     nhc = "https://github.com/Azure/azurehpc-health-checks/blob/0e0a1ac26a64b32ac4dd7632a529638505d3314a/conf"
     assert describe(by_id("azure-nd-h100-v5-all_reduce-1G"), 455.0) == (
-        "all_reduce 1G: 455 GB/s = 97% of the 466.35 GB/s measured on 8xH100 SXM, Azure ND H100 v5 "
+        "all_reduce 1G: 455 GB/s = 97% of the 466.35 GB/s measured with NVLS on 8xH100 SXM, Azure ND H100 v5 "
         f"({aib}/ND_H100_v5_results.md#L103)")
     assert describe(by_id("azure-nhc-nd96isr_h100_v5-all_reduce-16G"), 470.24, 32 * G) == (
         "all_reduce 32G: 470.2 GB/s = 102% of the 460 GB/s pass threshold at 16G for 8xH100 SXM, "
@@ -256,7 +263,7 @@ def test_each_op_is_compared_at_its_largest_size_with_its_best_placement():
     assert found.sentence == describe(found.entry, 452.5, 4 * G)
     assert found.as_meta()["entry"] == "nccl-tests-290-h100-all_reduce-4G"
     assert yardsticks(None, measured) == [] and yardsticks(system, []) == []
-    assert yardsticks(system, [("all_reduce", 512 * 2**20, 400.0)]) == []  # below every figure's size
+    assert yardsticks(system, [("all_reduce", 256 * 2**20, 400.0)]) == []  # below every figure's size
 
 
 def test_limits_matches_every_op_and_size_on_one_node_and_nothing_when_the_node_count_is_unknown(fake_smi, della_node):
@@ -264,3 +271,39 @@ def test_limits_matches_every_op_and_size_on_one_node_and_nothing_when_the_node_
     limits = detect_limits(use_nvml=False, sysfs_root=della_node, proc_root=della_node, measure_host=False)
     assert set(ids(host_entries(limits))) == H100_IDS
     assert host_entries(limits, nodes=None) == []
+
+
+# --- NVLS and ring figures kept apart -------------------------------------------------------------------
+
+def test_a_run_known_to_use_rings_meets_ring_figures_only_and_any_other_run_never():
+    system = System(H100, 8, 1, 4, ())
+    assert ids(match(system, "all_reduce", 512 * 2**20, algorithm="ring")) == [RING_PEAK]
+    assert ids(match(system, "all_reduce", 512 * 2**20, algorithm="nvls")) == [NVLS_PEAK]
+    assert RING_PEAK not in ids(match(system, "all_reduce", 16 * G, algorithm="default"))
+    (ring,) = yardsticks(system, [("all_reduce", G, 365.0)], algorithm="ring")
+    assert ring.sentence == ("all_reduce 1G: 365 GB/s = 98% of the 370 GB/s stated peak with rings above 256M for "
+                             "8xH100 SXM (https://github.com/NVIDIA/nccl-tests/issues/212)")
+    (nvls,) = yardsticks(system, [("all_reduce", 512 * 2**20, 365.0)])
+    assert nvls.entry.id == NVLS_PEAK and "76% of the 480 GB/s stated peak with NVLS" in nvls.sentence
+
+
+@pytest.mark.parametrize("environ, traced, algorithm", [
+    ({}, (), "default"),
+    ({"NCCL_ALGO": "Ring"}, (), "ring"),
+    ({"NCCL_ALGO": "ring,tree"}, (), "ring"),
+    ({"NCCL_ALGO": "allreduce:ring"}, (), "ring"),
+    ({"NCCL_NVLS_ENABLE": "0"}, (), "ring"),
+    ({"NCCL_ALGO": "Tree"}, (), "default"),
+    ({}, ("RING", "RING"), "ring"),
+    ({}, ("NVLS", "RING"), "nvls"),
+    ({"NCCL_ALGO": "Ring"}, ("TREE",), "ring"),
+])
+def test_what_a_run_is_known_to_have_used(environ, traced, algorithm):
+    assert run_algorithm(environ, traced) == algorithm
+
+
+def test_a_gb200_nvl72_rack_is_one_nvlink_domain_and_needs_no_nic():
+    rack = System("NVIDIA GB200", 4, 18, 5, ())  # 18 trays of 4 GPUs, no NIC seen
+    assert ids(match(rack, "all_reduce", 8 * G)) == ["coreweave-gb200-nvl72-all_reduce-8G"]
+    assert match(replace(rack, nodes=2), "all_reduce", 8 * G) == []
+    assert match(rack, "all_reduce", 4 * G) == []

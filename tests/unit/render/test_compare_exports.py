@@ -95,3 +95,15 @@ def test_junit_of_many_rows_has_one_testcase_each_in_row_order():
     cases = suite.findall("testcase")
     assert (suite.get("tests"), suite.get("failures"), len(cases)) == ("5000", "0", 5000)
     assert cases[-1].get("name") == "all_reduce 40000 float sum in_place n=2"
+
+
+def test_variants_are_points_of_their_own_and_each_row_names_its_variant():
+    ring, tree = "NCCL_ALGO=Ring", "NCCL_ALGO=Tree"
+    base = [row(size_bytes=MiB, variant=ring), row(size_bytes=MiB, variant=tree)]
+    cur = [row(size_bytes=MiB, variant=ring), row(size_bytes=MiB, variant=tree, time_us=150.0)]
+    result = cmp.compare_rows(base, cur, baseline_label="BASELINE a", current_label="CURRENT b")
+    assert [(r.key.variant, r.verdict) for r in result.rows] == [(ring, cmp.VERDICT_OK),
+                                                                 (tree, cmp.VERDICT_REGRESSION)]
+    assert [ex.comparison_cells(r)[0] for r in result.rows] == [f"all_reduce [{ring}]", f"all_reduce [{tree}]"]
+    assert [r["variant"] for r in ex.to_json(result)["rows"]] == [ring, tree]
+    assert ex.failure_lines(result)[0].startswith(f"regression: all_reduce 1M float sum in_place n=2 [{tree}]: busbw")

@@ -52,3 +52,13 @@ def test_the_summary_says_each_expected_figure_after_the_averages_and_nothing_wi
     lines = summary_lines(SweepSummary(run_dir=None, rows=[_row(1024, 10, 5.0)], expected=[sentence]))
     assert lines[:2] == ["# Avg bus bandwidth (all_reduce, in): 1.000 GB/s", f"# expected: {sentence}"]
     assert not any("expected" in line for line in summary_lines(SweepSummary(run_dir=None, rows=[_row(1024, 10, 5.0)])))
+
+
+def test_the_set_up_line_says_each_cost_the_run_has_in_its_unit():
+    from nccl_bench.render.tables import setup_lines
+
+    assert setup_lines({}) == []
+    assert setup_lines({"init_s": 0.0123, "first_op_s": 2.5}) == [
+        "# set-up (slowest rank): process group 12.3 ms, first collective 2.50 s"]
+    assert setup_lines({"init_s": 1.0, "first_op_s": 0.001, "split_s": 0.25})[0].endswith(
+        "process group 1.00 s, first collective 1.0 ms, split groups 250.0 ms")

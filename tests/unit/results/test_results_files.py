@@ -77,8 +77,8 @@ def test_a_cut_line_before_the_last_is_refused(tmp_path):
 
 def test_other_schema_version_and_extra_fields_are_refused(tmp_path):
     text = _write(tmp_path, [_row()])
-    (tmp_path / "results.csv").write_text(text[: -len("2\n")] + "3\n", encoding="utf-8")
-    with pytest.raises(UserInputError, match=r"has results format version 3; this nccl_bench reads versions 1 and 2 "
+    (tmp_path / "results.csv").write_text(text[: -len("3\n")] + "4\n", encoding="utf-8")
+    with pytest.raises(UserInputError, match=r"has results format version 4; this nccl_bench reads versions 1, 2 and 3 "
                                              r"\(written by a newer nccl_bench"):
         read_rows(tmp_path)
     (tmp_path / "results.csv").write_text(text[:-1] + ",extra\n", encoding="utf-8")
@@ -86,29 +86,47 @@ def test_other_schema_version_and_extra_fields_are_refused(tmp_path):
         read_rows(tmp_path)
 
 
-def _as_version_1(text: str) -> str:
-    """A version-2 results.csv rewritten as version 1 wrote it: without the columns version 2 added."""
+def _as_version(text: str, version: int = 1) -> str:
+    """A current results.csv rewritten as `version` wrote it: without the columns later versions added."""
     import csv
     import io
 
     from nccl_bench.results.schema import COLUMNS_ADDED
 
     lines = list(csv.reader(io.StringIO(text)))
-    keep = [i for i, name in enumerate(lines[0]) if name not in COLUMNS_ADDED[2]]
+    later = {name for added_in, names in COLUMNS_ADDED.items() if added_in > version for name in names}
+    keep = [i for i, name in enumerate(lines[0]) if name not in later]
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     for cells in lines:
         kept = [cells[i] for i in keep]
-        writer.writerow(kept if cells is lines[0] else kept[:-1] + ["1"])
+        writer.writerow(kept if cells is lines[0] else kept[:-1] + [str(version)])
     return out.getvalue()
 
 
 def test_a_version_1_file_reads_with_the_new_columns_empty(tmp_path):
     row = _row(p95_us=3.5, cycle=2, group="node 1")
-    version_1 = _as_version_1(_write(tmp_path, [row]))
+    version_1 = _as_version(_write(tmp_path, [row]))
     assert "p95_us" not in version_1 and version_1.splitlines()[1].endswith(",1")
     (tmp_path / "results.csv").write_text(version_1, encoding="utf-8")
     assert read_rows(tmp_path) == [_row()]  # p95_us None, cycle None, group "", as the current version
+
+
+def test_a_version_2_file_reads_with_no_variant(tmp_path):
+    row = _row(p95_us=3.5, cycle=2, group="node 1", variant="NCCL_ALGO=Ring NCCL_PROTO=LL")
+    version_2 = _as_version(_write(tmp_path, [row]), 2)
+    assert "variant" not in version_2 and "p95_us" in version_2
+    (tmp_path / "results.csv").write_text(version_2, encoding="utf-8")
+    assert read_rows(tmp_path) == [_row(p95_us=3.5, cycle=2, group="node 1")]
+
+
+def test_a_variant_reads_back_and_anything_else_in_its_cell_is_refused(tmp_path):
+    row = _row(variant="NCCL_ALGO=Ring NCCL_PROTO=LL")
+    text = _write(tmp_path, [row])
+    assert read_rows(tmp_path) == [row]
+    (tmp_path / "results.csv").write_text(text.replace("NCCL_ALGO=Ring NCCL_PROTO=LL", "=cmd|calc"), encoding="utf-8")
+    with pytest.raises(UserInputError, match=re.escape("variant: '=cmd|calc' is not NCCL_NAME=value pairs")):
+        read_rows(tmp_path)
 
 
 def test_a_version_2_file_lacking_a_version_2_column_is_refused(tmp_path):

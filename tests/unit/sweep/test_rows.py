@@ -38,3 +38,21 @@ def test_p50_p95_p99_are_type_7_percentiles_of_the_per_op_times():
     row = rows.measured_row(run, point, REGISTRY["all_reduce"], measurement, 0)
     # position (n-1) q / 100 in the sorted times: 9.5, 18.05 and 18.81 -> 10.5, 19.05, 19.81
     assert (row.p50_us, row.p95_us, row.p99_us) == pytest.approx((10.5, 19.05, 19.81))
+
+
+def test_all_reduce_above_the_peak_behind_an_nvswitch_is_flagged_as_nvls_and_carries_its_variant():
+    from nccl_bench.hardware.nvls import NVLS_FLAG
+
+    config = SweepConfig(ops=("all_reduce",), sizes=(1 << 30,))
+    point = Point("all_reduce", "in_place", 1 << 30, 1 << 28, 1 << 28)
+    # 1 GiB in 3,900 us on 8 ranks: busbw 1.75 x 275 = 482 GB/s, above 450 (NVLink4 x18)
+    measurement = Measurement(iters=20, sample_means_us=(3900.0,), per_op_us=(3900.0,), slowest_rank=0,
+                              shortest_sample_s=0.078, timer_resolution_s=1e-9)
+    flagged = {}
+    for nvswitch in (True, False, None):
+        run = rows.RowContext(config, world_size=8, nodes=1, backend="nccl", peak_gbps=450.0,
+                              variant="NCCL_NVLS_ENABLE=1", nvswitch=nvswitch)
+        row = rows.measured_row(run, point, REGISTRY["all_reduce"], measurement, 0)
+        assert row.pct_of_peak > 100 and row.variant == "NCCL_NVLS_ENABLE=1"
+        flagged[nvswitch] = NVLS_FLAG in row.flags.split(";")
+    assert flagged == {True: True, False: False, None: False}

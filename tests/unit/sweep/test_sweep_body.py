@@ -67,8 +67,20 @@ def test_meta_json_records_the_entry_each_ops_largest_size_was_compared_with():
         "azure-nd-h100-v5-all_reduce-1G", 466.35, "measured")
     assert used["source_url"].startswith("https://github.com/Azure/AI-benchmarking-guide/")
     assert summary.expected == [used["sentence"]]
-    assert used["sentence"].startswith("all_reduce 1G: 447.4 GB/s = 95% of the 466.35 GB/s measured on 8xH100 SXM")
+    assert used["sentence"].startswith(
+        "all_reduce 1G: 447.4 GB/s = 95% of the 466.35 GB/s measured with NVLS on 8xH100 SXM")
     assert (meta["rows"], meta["wrong_total"]) == (4, 0)
+
+
+def test_a_run_of_rings_is_compared_with_a_ring_figure_only(monkeypatch):
+    from result_rows import row
+
+    from nccl_bench.hardware.expected import System
+
+    monkeypatch.setenv("NCCL_ALGO", "Ring")  # as --nccl-env NCCL_ALGO=Ring sets it in the workers
+    meta, _summary = _closed(System(H100, 8, 1, 4, ()), [row(size_bytes=G, time_us=2400.0)])
+    (used,) = meta["expected"]
+    assert (used["entry"], used["entry_busbw_gbps"]) == ("nccl-tests-212-h100-all_reduce-ring-peak", 370.0)
 
 
 def test_no_fitting_figure_records_and_says_nothing():
