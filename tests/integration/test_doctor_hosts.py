@@ -18,6 +18,7 @@ shaped paths are still named.
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 import time
 
@@ -46,15 +47,16 @@ def railed_hosts():
     yield from hosts_for_test(3, rails=2)
 
 
-def _launch(hosts, tmp_path, launcher: str, ranks_per_host: int = 1) -> tuple[list[int], str, dict]:
+def _launch(hosts, tmp_path, launcher: str, ranks_per_host: int = 1, out_name: str = "run",
+            extra: tuple[str, ...] = ()) -> tuple[list[int], str, dict]:
     """Run the doctor on every host with the given launcher layout; (exit codes, rank 0's log, doctor.json)."""
     hosts_file = hosts.hosts_file(tmp_path)
-    out = tmp_path / "run"
+    out = tmp_path / out_name
     launches = []
     count = len(hosts.hostnames)
     for host, local in ((h, r) for h in range(count) for r in range(ranks_per_host)):
         args = [*DOCTOR_ARGS, "--out", str(out), "--json", str(tmp_path / "verdict.json"),
-                "--prom", str(tmp_path / "doctor.prom")]
+                "--prom", str(tmp_path / "doctor.prom"), *extra]
         env = worker_env({"GLOO_SOCKET_IFNAME": f"eth{local}"})
         rank, world = host * ranks_per_host + local, count * ranks_per_host
         if launcher == "torchrun":
@@ -115,15 +117,24 @@ def test_healthy_cluster_exit_0(hosts, tmp_path):
 
 
 @pytest.mark.integration
-def test_slow_host_is_named_as_a_node(hosts, tmp_path):
+def test_slow_host_is_named_as_a_node_and_kept_so_in_the_history(hosts, tmp_path):
+    """Two doctor runs with one host shaped, each recorded by rank 0 into one results store: the history
+    shows that host flagged twice and the others never."""
     hosts.shape_host(2, SHAPED_RATE)
-    codes, report, verdict = _launch(hosts, tmp_path, "mpirun")
-    assert codes == [1] * HOSTS, report[-4000:]
-    assert _named(verdict) == [("node", ["nodec"])], report[-4000:]
-    assert [n["host"] for n in verdict["nodes"] if n["verdict"] == "suspect"] == ["nodec"]
-    assert "node nodec: pair busbw" in report and "with 3 of 3 partners" in report
-    slow = {tuple(p["hosts"]) for p in verdict["pairs"] if p["verdict"] == "suspect"}
-    assert slow == {("nodea", "nodec"), ("nodeb", "nodec"), ("nodec", "noded")}
+    store = tmp_path / "history.sqlite"
+    for out_name in ("run", "again"):
+        codes, report, verdict = _launch(hosts, tmp_path, "mpirun", out_name=out_name, extra=("--history", str(store)))
+        assert codes == [1] * HOSTS, report[-4000:]
+        assert _named(verdict) == [("node", ["nodec"])], report[-4000:]
+        assert [n["host"] for n in verdict["nodes"] if n["verdict"] == "suspect"] == ["nodec"]
+        assert "node nodec: pair busbw" in report and "with 3 of 3 partners" in report
+        slow = {tuple(p["hosts"]) for p in verdict["pairs"] if p["verdict"] == "suspect"}
+        assert slow == {("nodea", "nodec"), ("nodeb", "nodec"), ("nodec", "noded")}
+    shown = subprocess.run([sys.executable, "-m", "nccl_bench", "history", "nodes", "--json", "--history", str(store)],
+                           capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert shown.returncode == 0, shown.stderr
+    hosts_seen = {h["host"]: (h["runs"], h["flagged"], h["kinds"]) for h in json.loads(shown.stdout)["hosts"]}
+    assert hosts_seen == {"nodea": (2, 0, {}), "nodeb": (2, 0, {}), "nodec": (2, 2, {"node": 2}), "noded": (2, 0, {})}
 
 
 @pytest.mark.integration
