@@ -28,8 +28,6 @@ from nccl_bench.units import stats
 MIN_PARTNERS_FOR_NODE = 2
 # A node slow with more than this share of its healthy partners is the node at fault.
 MAJORITY = 0.5
-# Normal-consistent MAD (MAD x 1.4826 estimates a standard deviation), Rousseeuw & Croux 1993.
-MAD_TO_SIGMA = 1.4826
 # A result is low only if it is also this many sigmas (from the MAD) below the median: on a quiet
 # fabric sigma is tiny and the tolerance decides; on a noisy one (the simulated hosts of a loaded
 # 2-core machine swing 40%) the bar drops with the noise instead of naming healthy nodes.
@@ -112,8 +110,7 @@ class Judgement:
 def fleet_stat(values: Sequence[float]) -> FleetStat | None:
     if not values:
         return None
-    center = stats.median(values)
-    return FleetStat(center, stats.median([abs(v - center) for v in values]), len(values))
+    return FleetStat(stats.median(values), stats.mad(values), len(values))
 
 
 def gbps(value: float) -> str:
@@ -137,7 +134,7 @@ def relative_threshold(fleet: FleetStat, tolerance: float) -> float:
     widening the tolerance at most MAX_WIDENING-fold (and never to the whole median)."""
     if fleet.median_gbps <= 0:
         return 0.0
-    sigma_share = MAD_Z * MAD_TO_SIGMA * fleet.mad_gbps / fleet.median_gbps
+    sigma_share = MAD_Z * stats.MAD_TO_SIGMA * fleet.mad_gbps / fleet.median_gbps
     share = min(max(tolerance, sigma_share), MAX_WIDENING * tolerance, 0.9)
     return fleet.median_gbps * (1 - max(share, tolerance))
 
@@ -201,7 +198,7 @@ def _spread_notes(pair_fleet: FleetStat | None, intra_fleet: FleetStat | None, t
     notes = []
     for fleet, what in ((pair_fleet, "pair"), (intra_fleet, "intra-node")):
         if fleet is not None and fleet.median_gbps > 0 and fleet.count >= 3:
-            spread = MAD_TO_SIGMA * fleet.mad_gbps / fleet.median_gbps
+            spread = stats.MAD_TO_SIGMA * fleet.mad_gbps / fleet.median_gbps
             if spread > SPREAD_WARNING_SHARE * tolerance:
                 notes.append(
                     f"the fleet's {what} busbw varies by {spread:.0%} (MAD-based sigma), more than half of "

@@ -21,10 +21,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-from nccl_bench.units.stats import median
+from nccl_bench.units.stats import MAD_TO_SIGMA, mad, median
 
 K_SIGMAS = 3.0
-MAD_TO_SIGMA = 1.4826  # MAD x this estimates a normal sample's standard deviation
 # The MAD of two runs is half their difference: no spread to trust. Three sweeps of a new series are
 # recorded, the fourth is the first judged.
 MIN_PRIOR_RUNS = 3
@@ -57,8 +56,7 @@ class Verdict:
 
 
 def mad_sigma(values: Sequence[float]) -> float:
-    center = median(values)
-    return MAD_TO_SIGMA * median([abs(v - center) for v in values])
+    return MAD_TO_SIGMA * mad(values)
 
 
 def threshold(previous: Sequence[float], floor: float, k_sigmas: float = K_SIGMAS) -> float:

@@ -33,6 +33,16 @@ def median(values: Sequence[float]) -> float:
     return percentile(values, 50)
 
 
+# Normal-consistent MAD: MAD x 1.4826 estimates a normal sample's standard deviation (Rousseeuw & Croux 1993).
+MAD_TO_SIGMA = 1.4826
+
+
+def mad(values: Sequence[float]) -> float:
+    """The median absolute deviation from the median: a spread that one wild value does not move."""
+    center = median(values)
+    return median([abs(v - center) for v in values])
+
+
 def relative_spread(low: float, high: float, center: float) -> float:
     """(high - low) / center: the trial-to-trial range as a fraction of the median."""
     if center <= 0:

@@ -90,3 +90,9 @@ def test_sweep_seconds_at_least_from_counts():
     assert stats.sweep_seconds_at_least(10, 5, 100, 3, 0.2, 5e-6) == pytest.approx(10 * 305 * 5e-6)
     # calibrated iters: every sample lasts >= min_sample_s
     assert stats.sweep_seconds_at_least(4096, 5, None, 1000, 0.2, 5e-6) == pytest.approx(4096 * (25e-6 + 200.0))
+
+
+def test_mad_is_the_median_distance_from_the_median_and_ignores_one_wild_value():
+    assert stats.mad([1.0, 2.0, 3.0, 4.0, 100.0]) == 1.0  # |1-3|, |2-3|, 0, |4-3|, 97 -> median 1
+    assert stats.mad([5.0, 5.0, 5.0]) == 0.0
+    assert stats.MAD_TO_SIGMA * stats.mad([1.0, 2.0, 3.0, 4.0, 100.0]) == pytest.approx(1.4826)
