@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import multiprocessing
-import threading
 
 import pytest
 
@@ -18,31 +17,14 @@ from nccl_bench.results.run_folder import (
     new_run_dir,
     release_run_dir,
 )
+from tests.races import race
 
 RACERS = 8
 
 
-def _race(claim) -> list:
-    """Start RACERS threads on `claim(i)` at one barrier; each one's folder or refusal."""
-    barrier, outcomes = threading.Barrier(RACERS), [None] * RACERS
-
-    def one(i):
-        barrier.wait()
-        try:
-            outcomes[i] = claim(i)
-        except UserInputError as exc:
-            outcomes[i] = exc
-    threads = [threading.Thread(target=one, args=(i,)) for i in range(RACERS)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    return outcomes
-
-
 def test_of_threads_racing_on_one_named_folder_exactly_one_gets_it(tmp_path):
     target = tmp_path / "out"
-    outcomes = _race(lambda i: claim_run_dir(target, "--out", f"run {i}"))
+    outcomes = race(RACERS, lambda i: claim_run_dir(target, "--out", f"run {i}"))
     won = [o for o in outcomes if not isinstance(o, UserInputError)]
     refused = [o for o in outcomes if isinstance(o, UserInputError)]
     assert won == [target] and len(refused) == RACERS - 1
@@ -53,7 +35,7 @@ def test_of_threads_racing_on_one_named_folder_exactly_one_gets_it(tmp_path):
 
 def test_threads_racing_on_one_default_name_each_get_their_own_folder(tmp_path):
     base = new_run_dir(tmp_path / "results", ["all_reduce"], _dt.datetime(2026, 1, 2, 3, 4, 5, tzinfo=_dt.timezone.utc))
-    outcomes = _race(lambda i: claim_run_dir(base, "--results-root", f"run {i}", numbered=True))
+    outcomes = race(RACERS, lambda i: claim_run_dir(base, "--results-root", f"run {i}", numbered=True))
     assert len(set(outcomes)) == RACERS
     assert sorted(p.name for p in outcomes) == sorted(
         [base.name] + [f"{base.name}-{n}" for n in range(2, RACERS + 1)])

@@ -14,6 +14,7 @@ from nccl_bench.results.csv_reader import read_rows
 from nccl_bench.results.loader import load_rows, read_run
 from nccl_bench.sweep import baseline_check
 from nccl_bench.sweep.saved_baselines import prepare_baselines, save_baseline
+from tests.races import race
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "nccl_tests"
 
@@ -152,18 +153,7 @@ def _save_at_once(tmp_path, monkeypatch, replace: bool) -> list:
     runs = [write_run(tmp_path / f"run{i}", [row(size_bytes=(i + 1) * MiB)]) for i in range(racers)]
     barrier = threading.Barrier(racers)
     monkeypatch.setattr(saved_baselines, "refuse_existing_baseline", lambda root, name: barrier.wait())
-    outcomes = [None] * racers
-
-    def one(i):
-        try:
-            outcomes[i] = save_baseline(runs[i], "main", tmp_path / "results", replace=replace)
-        except UserInputError as exc:
-            outcomes[i] = exc
-    threads = [threading.Thread(target=one, args=(i,)) for i in range(racers)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    outcomes = race(racers, lambda i: save_baseline(runs[i], "main", tmp_path / "results", replace=replace))
     saved = read_rows(tmp_path / "results" / "baselines" / "main")
     assert len(saved) == 1 and saved[0].size_bytes in {(i + 1) * MiB for i in range(racers)}  # one run, whole
     assert [p.name for p in (tmp_path / "results" / "baselines").iterdir()] == ["main"]  # nothing left beside it
