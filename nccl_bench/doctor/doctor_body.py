@@ -44,7 +44,7 @@ from nccl_bench.ranks.runner import PointRunner, TimingPlan
 from nccl_bench.results.csv_appender import CsvAppender
 from nccl_bench.results.run_folder import DOCTOR_JSON
 from nccl_bench.results.whole_file import write_text_file
-from nccl_bench.units import bandwidth, stats
+from nccl_bench.units import bandwidth, op_table, stats
 from nccl_bench.units.sizes import format_size
 
 # Re-test passes: the first confirms the first lows (and, in quick mode, adds cross-checks against
@@ -264,7 +264,7 @@ class _Doctor:
         for node in self.nodes:
             if len(node.ranks) < 2 or node.host not in hosts:
                 continue
-            factor = bandwidth.bus_factor("all_reduce", len(node.ranks))
+            factor = op_table.bus_factor("all_reduce", len(node.ranks))
             busbw = self._record("nodes", attempt, (node.host,), None, node.ranks, per_rank, factor)
             self.intra.setdefault(node.host, []).append(busbw)
 
@@ -309,7 +309,7 @@ class _Doctor:
             first, second = self.nodes[a], self.nodes[b]
             for rail in range(min(len(first.ranks), len(second.ranks))):
                 ranks = (first.ranks[rail], second.ranks[rail])
-                factor = bandwidth.bus_factor("sendrecv", 2)
+                factor = op_table.bus_factor("sendrecv", 2)
                 busbw = self._record("pairs", attempt, (first.host, second.host), rail, ranks, per_rank, factor)
                 self.pairs.setdefault((first.host, second.host, rail), []).append(busbw)
         self.observer.round_done()

@@ -19,7 +19,7 @@ from nccl_bench.hardware.expected import System, run_algorithm, yardsticks
 from nccl_bench.hardware.nvls import NVLS_OPS
 from nccl_bench.options import OUT, SWEEP_OPTION
 from nccl_bench.ranks import check, dist, faults, run_owner, session, split
-from nccl_bench.ranks.collectives import REGISTRY, Collective, OpArgs, make_buffers
+from nccl_bench.ranks.collectives import CALLS, OpArgs, make_buffers
 from nccl_bench.ranks.launch import worker_variant
 from nccl_bench.ranks.nccl_trace import TuningTrace
 from nccl_bench.ranks.planted import NoFaults, fault_seam
@@ -34,6 +34,7 @@ from nccl_bench.sweep.plan import Plan, Point, buffer_bytes, plan_run, size_opti
 from nccl_bench.sweep.rows import RowContext, measured_row, unsupported_row
 from nccl_bench.sweep.sweep_report import SilentObserver, SweepHeader, SweepObserver, SweepSummary
 from nccl_bench.units import alltoallv, nccl_env
+from nccl_bench.units.op_table import OPS, Collective
 from nccl_bench.units.sizes import format_size
 
 NO_PEAK_ONE_RANK = "none: a world of 1 rank crosses no link (give one with --peak)"
@@ -182,7 +183,7 @@ class _Sweep:
                  "the end says how long they were)"
         )
         element_bytes = cfg.DTYPE_BYTES[config.dtype]
-        planned = tuple((p.op, p.size_bytes, REGISTRY[p.op].count(p.size_bytes // element_bytes,
+        planned = tuple((p.op, p.size_bytes, OPS[p.op].count(p.size_bytes // element_bytes,
                                                                   self.op_ctx.world_size))
                         for p in self.plan.points)
         notes = tuple(self.summary.notes)
@@ -283,16 +284,16 @@ class _Sweep:
 
     def _point(self, point: Point) -> ResultRow:
         config, ctx = self.config, self.op_ctx
-        collective = REGISTRY[point.op]
+        collective = OPS[point.op]
         buffers = make_buffers(collective, point.placement, self.send_store, self.recv_store, point.send_elems,
                                point.recv_elems, ctx.rank, ctx.world_size)
         args = OpArgs(ctx.rank, ctx.world_size, config.root,
-                      _reduce_op(config.reduce_op) if collective.has_reduction else None,
-                      self.shares if collective.expected_uneven else None, ctx.group, self.members)
+                      _reduce_op(config.reduce_op) if collective.reduces else None,
+                      self.shares if collective.uneven else None, ctx.group, self.members)
         reason = self._why_unsupported(collective, buffers, args)
         if reason is not None:
             return unsupported_row(self.row_context, point, collective, reason)
-        run_once = collective.bind(buffers, args)
+        run_once = CALLS[point.op](buffers, args)
         if self.trace is not None:
             self.trace.mark()
         measurement = self.runner.measure(run_once)
@@ -309,7 +310,7 @@ class _Sweep:
         if ctx.world_size < collective.min_world_size:
             return f"needs at least {collective.min_world_size} ranks"
         try:
-            collective.bind(buffers, args)()
+            CALLS[collective.name](buffers, args)()
             local_error = None
         except (RuntimeError, NotImplementedError, ValueError, TypeError) as exc:
             local_error = first_line(exc)
@@ -324,8 +325,8 @@ class _Sweep:
         check.fill_input(buffers.send, ctx.rank, config.reduce_op)
         run_once()
         dist.synchronize(ctx)
-        segments = collective.segments(args, buffers.recv.numel())
-        holder = config.root if collective.has_root else 0
+        segments = collective.segments(args.rank, args.world_size, args.root, buffers.recv.numel(), args.shares)
+        holder = config.root if collective.rooted else 0
         self.planted.output_checked(buffers.recv, segments[0].start if segments else None, ctx.rank, holder)
         wrong = check.count_wrong(buffers.recv, segments, ctx.world_size, config.reduce_op)
         return dist.sum_across_ranks(ctx, wrong)
