@@ -336,3 +336,34 @@ def test_set_up_costs_are_recorded_through_one_call():
     calls = {module for module, tree in MODULES.items() if any(
         isinstance(node, ast.Call) and _dotted(node.func).endswith(".time_set_up") for node in ast.walk(tree))}
     assert calls == {"sweep.sweep_body"}
+
+
+# The libraries that turn values into something to read: imported by render/ and by the shell only.
+RENDER_TOOLS = ("rich", "matplotlib", "html", "xml")
+
+
+def test_what_renders_lives_in_render():
+    importers = {module for module, tree in MODULES.items() for node in ast.walk(tree)
+                 if any(name.split(".")[0] in RENDER_TOOLS for name in _imported_names(node))}
+    assert "render.live" in importers
+    assert sorted(m for m in importers if not m.startswith(("render.", "cli."))) == []
+
+
+def test_the_public_names_for_analysis_scripts():
+    import nccl_bench.results as results
+
+    assert {"load_frame", "read_rows", "load_rows", "ResultRow"} <= set(results.__all__)
+
+
+def _callers(name: str) -> set[str]:
+    return _who(lambda call: _dotted(call.func).rsplit(".", 1)[-1] == name)
+
+
+def test_every_failure_is_mapped_by_one_function():
+    """faults.why_stopped maps a failure to the rank at fault: the life cycle calls it, and the deadline's
+    stall report (in faults.py) goes through it too."""
+    assert _callers("why_stopped") == {"ranks.session", "ranks.faults"}
+
+
+def test_one_launcher_less_path():
+    assert _callers("run_local_workers") == {"cli.local_workers"}
