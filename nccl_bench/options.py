@@ -343,7 +343,6 @@ MULTI_NODE = Option("multi_node", ("--multi-node",), switch,
                     "Include the network: min(intra-node peak, NIC per rank).", default=False)
 
 # -- the results store's (sweep, doctor and every history command) -------------------------------------
-HISTORY_ENV = "NCCL_BENCH_HISTORY"  # the store when --history is not given (never recorded in meta.json's env)
 HISTORY = Option("history", ("--history",), text,
                  "Results store: a file, sqlite:///PATH or postgresql://user@host:port/db (default: "
                  "$NCCL_BENCH_HISTORY, else <results-root>/history.sqlite).", metavar="URL")

@@ -1,5 +1,5 @@
-"""`nccl-bench compare`: a run against a baseline per op and size; the comparison's report, shared with
-`sweep --baseline`."""
+"""`nccl-bench compare`: a run against a baseline per op and size; its report
+(render/live.report_comparison) is shared with `sweep --baseline`."""
 
 from __future__ import annotations
 
@@ -40,6 +40,7 @@ def compare_command(
     """Compare a run against a baseline per op and size; exit 0 ok, 1 regression, 2 bad input."""
     from nccl_bench import comparison
     from nccl_bench.render.formats import check_output_file
+    from nccl_bench.render.live import report_comparison
     from nccl_bench.results.loader import read_run
     from nccl_bench.results.run_folder import never_finished
 
@@ -61,24 +62,3 @@ def compare_command(
     report_comparison(result, outputs, os.environ)
     raise typer.Exit(result.exit_code)
 
-
-def report_comparison(result, outputs: dict, environ) -> None:
-    """Print the table, the failing rows and the summary; write the requested files."""
-    from nccl_bench.render import compare_exports
-    from nccl_bench.render.live import make_console, print_lines, table_width
-
-    console = make_console()
-    print_lines(console, compare_exports.comparison_lines(result, table_width(console)))
-    for note in result.notes:
-        console.print(f"note: {note}", markup=False, highlight=False, soft_wrap=True)
-    for line in compare_exports.failure_lines(result):
-        console.print(line, style="red", markup=False, highlight=False, soft_wrap=True)
-    style = "bold red" if result.failures else "bold green"
-    console.print(result.summary(), style=style, markup=False, highlight=False, soft_wrap=True)
-    compare_exports.write_exports(result, **outputs)
-    summary_file = compare_exports.step_summary_path(environ)
-    if summary_file is not None:
-        try:
-            compare_exports.append_step_summary(result, summary_file)
-        except OSError as exc:
-            messages.say(f"warning: cannot append to $GITHUB_STEP_SUMMARY ({summary_file}): {exc}")

@@ -112,13 +112,15 @@ def show_command(
     results_root: Optional[Path] = param(RESULTS_ROOT),
 ) -> None:
     """Per series: runs, latest, median, min and max busbw, and the latest's change against the window."""
-    from nccl_bench.history import series, views
+    from nccl_bench.history import series
+    from nccl_bench.render import history_text
 
     chosen, runs, share = read_given(HISTORY_OP, op), read_or_default(WINDOW, window), read_or_default(FLOOR, floor)
     with _open(history, results_root) as store:
         found = series.in_order(series.summaries(store, chosen, runs, share))
         total = store.run_count()
-    _print(views.show_json(total, found) if as_json else None, lambda width: views.show_lines(found, width))
+    _print(history_text.show_json(total, found) if as_json else None,
+           lambda width: history_text.show_lines(found, width))
 
 
 @app.command("check")
@@ -132,8 +134,9 @@ def check_command(
     results_root: Optional[Path] = param(RESULTS_ROOT),
 ) -> None:
     """Is the latest run of any series below its history's spread? Exit 0 ok, 1 regression, 2 bad input."""
-    from nccl_bench.history import series, views
+    from nccl_bench.history import series
     from nccl_bench.history.rule import REGRESSION
+    from nccl_bench.render import history_text
     from nccl_bench.render.formats import check_output_file
     from nccl_bench.results.whole_file import write_text_file
 
@@ -148,9 +151,9 @@ def check_command(
     judged = sum(1 for summary in found if summary.verdict.status != "too_few")
     messages.plain(f"{len(failed)} regression(s) in {len(found)} series ({judged} with enough history to judge)")
     if markdown_path is not None:
-        write_text_file(markdown_path, views.check_markdown(found))
+        write_text_file(markdown_path, history_text.check_markdown(found))
     if junit_path is not None:
-        write_text_file(junit_path, views.check_junit(found))
+        write_text_file(junit_path, history_text.check_junit(found))
     raise typer.Exit(EXIT_VERDICT if failed else EXIT_OK)
 
 
@@ -161,11 +164,12 @@ def nodes_command(
     results_root: Optional[Path] = param(RESULTS_ROOT),
 ) -> None:
     """Per host, from the doctor's runs: runs taken part in, times flagged, of which kind, and when last."""
-    from nccl_bench.history import views
+    from nccl_bench.history.hosts import host_records
+    from nccl_bench.render import history_text
 
     with _open(history, results_root) as store:
-        hosts = views.host_records(store)
-    _print(views.nodes_json(hosts) if as_json else None, lambda width: views.nodes_lines(hosts, width))
+        hosts = host_records(store)
+    _print(history_text.nodes_json(hosts) if as_json else None, lambda width: history_text.nodes_lines(hosts, width))
 
 
 @app.command("html")
@@ -177,18 +181,19 @@ def html_command(
     results_root: Optional[Path] = param(RESULTS_ROOT),
 ) -> None:
     """One self-contained page: a trend plot per op and size with regressions marked, each host's doctor record."""
-    from nccl_bench.history import page as dashboard
-    from nccl_bench.history import series, views
+    from nccl_bench.history import series
+    from nccl_bench.history.hosts import host_records
     from nccl_bench.render.formats import check_output_file
+    from nccl_bench.render.history_page import page as history_page
     from nccl_bench.results.whole_file import write_text_file
 
     runs, share = read_or_default(WINDOW, window), read_or_default(FLOOR, floor)
     path = check_output_file(Path(page), PAGE.name)
     with _open(history, results_root) as store:
         found = series.in_order(series.summaries(store, None, runs, share))
-        hosts = views.host_records(store)
+        hosts = host_records(store)
         total = store.run_count()
-    write_text_file(path, dashboard.page(found, hosts, total))
+    write_text_file(path, history_page(found, hosts, total))
     messages.plain(f"wrote the history page to {path}")
 
 

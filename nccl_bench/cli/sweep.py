@@ -241,7 +241,7 @@ def _baseline_verdict(run_dir: Path, results_root: Path, baseline_check, floor_e
     """The baseline options: compare the finished run with --baseline, then store it with
     --save-baseline if it passed."""
     from nccl_bench.cli import rank_side
-    from nccl_bench.cli.compare import report_comparison
+    from nccl_bench.render.live import report_comparison
 
     exit_code = EXIT_OK
     if baseline_check.baseline is not None:

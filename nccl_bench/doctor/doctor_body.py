@@ -38,6 +38,7 @@ from nccl_bench.doctor.doctor_report import (
 from nccl_bench.errors import RunFailedError, UserInputError
 from nccl_bench.options import DOCTOR_OPTION, PHASES, WORKERS
 from nccl_bench.ranks import devices, dist, faults, run_owner, session
+from nccl_bench.ranks.layout import LaunchEnv
 from nccl_bench.ranks.planted import NoFaults, fault_seam
 from nccl_bench.ranks.preflight import check_local_workers, chosen_backend
 from nccl_bench.ranks.runner import PointRunner, TimingPlan
@@ -114,6 +115,18 @@ class _Doctor:
         self.round_index = 0
         self.measurements = 0  # counts measurements for the planted-fault seam, as the sweep counts points
         self.planted: NoFaults = fault_seam(os.environ)
+        # Known from set_up on: the run, its process group and layout, when it started, its hosts, the header.
+        self.run: session.Run | None = None
+        self.ctx: dist.DistContext | None = None
+        self.launch: LaunchEnv | None = None
+        self.started_wall = 0.0  # time.monotonic() at set-up: the report's wall_s
+        self.nodes: list[Node] = []
+        self.header: DoctorHeader | None = None
+        # Known from measure on: the buffers, the timing runner, this rank's node.
+        self.send: Any = None  # a torch tensor: torch is imported only where a run measures
+        self.recv: Any = None
+        self.runner: PointRunner | None = None
+        self.my_node: Node | None = None
 
     # -- the life cycle's steps -----------------------------------------------------------------
     def set_up(self, run: session.Run) -> None:

@@ -83,6 +83,22 @@ class _Sweep:
         self.variant = nccl_env.label(tuple((name, os.environ.get(name, "")) for name, _ in config.nccl_env))
         self.earlier_variants: list[dict[str, Any]] = []  # what meta.json said of the variants before this one
         self.trace: TuningTrace | None = None  # --nccl-trace on NCCL: this rank's tuning log
+        # Known from set_up on: the run, the world's context and the one each op runs in (this rank's
+        # --split group, or the world), the group's global ranks and name, all_to_allv's shares, the
+        # facts every row carries.
+        self.run: session.Run | None = None
+        self.ctx: dist.DistContext | None = None
+        self.op_ctx: dist.DistContext | None = None
+        self.groups: list[split.Group] = []
+        self.members: tuple[int, ...] = ()
+        self.group_name: str | None = None
+        self.shares: alltoallv.Shares | None = None
+        self.row_context: RowContext | None = None
+        # Known from measure on: the points an earlier attempt recorded, the buffers, the timing runner.
+        self.done: set[tuple] = set()
+        self.send_store: Any = None  # a torch tensor: torch is imported only where a run measures
+        self.recv_store: Any = None
+        self.runner: PointRunner | None = None
 
     @property
     def where(self) -> str:
@@ -93,13 +109,13 @@ class _Sweep:
         self.run, self.ctx = run, run.ctx
         self.summary.run_dir = run.run_dir
         self.observer = self.observer_factory(self.ctx.rank)
-        peak_gbps, peak_label = reference_peak(self.config, self.ctx, run.nodes)
+        peak_gbps, peak_label = reference_peak(self.config, self.ctx, run.facts().nodes)
         self.peak = {"gbps": peak_gbps, "label": peak_label}
         self.summary.peak_gbps = peak_gbps
         self.op_ctx, self.members, nodes = self._groups(run)
         self.header = self._header(run, peak_label)
         # published figures describe a whole system: sub-group rows are not compared with them
-        self.system = None if self.members else expected_system(self.ctx, run.nodes)
+        self.system = None if self.members else expected_system(self.ctx, run.facts().nodes)
         distribution = alltoallv.parse_distribution(self.config.alltoallv)
         self.shares = alltoallv.shares(distribution, self.op_ctx.world_size)  # the same on every rank
         self.row_context = RowContext(self.config, self.op_ctx.world_size, nodes, self.ctx.backend, peak_gbps,
@@ -148,9 +164,9 @@ class _Sweep:
     def _groups(self, run: session.Run) -> tuple[dist.DistContext, tuple[int, ...], int]:
         """The context each op runs in (this rank's --split group, made once, or the world), the
         group's global ranks, and how many hosts it spans."""
-        self.groups: list[split.Group] = []
+        self.groups = []
         if self.config.split is None:
-            return self.ctx, (), run.nodes
+            return self.ctx, (), run.facts().nodes
         self.groups = split.groups(self.config.split, run.hostnames)
         planned = self.plan.group_size
         try:
@@ -213,7 +229,7 @@ class _Sweep:
         earlier attempts recorded: their rows are kept as they are (counted, shown, never measured again),
         so results.csv ends with one row per point. The plan is the same in every attempt (the same
         command line and world); rank 0 reads the rows, every rank learns which points they cover."""
-        self.done: set[tuple] = set()
+        self.done = set()
         if run_owner.attempt(os.environ) == 0:
             return
         self.run.renew("reading the rows of the earlier attempt")

@@ -236,7 +236,7 @@ def test_the_import_diagram_is_the_layers():
     arrows = next(line for line in DOC.read_text(encoding="utf-8").splitlines() if "──>" in line)
     groups = [[name.strip() for name in group.split(",")] for group in arrows.split("──>")]
     assert sorted(name for group in groups for name in group) == sorted(LAYERS)
-    levels = [{LAYERS[name] for name in group} for group in groups]
+    levels = [{LAYERS[name][0] for name in group} for group in groups]
     assert all(len(level) == 1 for level in levels), groups
     order = [level.pop() for level in levels]
     assert order == sorted(order, reverse=True) and len(set(order)) == len(order), groups
@@ -259,10 +259,10 @@ def test_results_imports_only_the_standard_library_at_module_level():
 # Modules that take values and return values: no file, no terminal.
 PURE = ("units.", "comparison", "sweep.baseline_check", "sweep.busbw_floor", "sweep.variants", "doctor.schedule",
         "doctor.verdicts", "doctor.roster", "history.rule", "history.address")
-# The one door from cli/ to the rank side, imported on use.
-RANK_SIDE_DOOR = "cli.rank_side"
-RANK_SIDE = ("nccl_bench.ranks", "nccl_bench.sweep.sweep_body", "nccl_bench.sweep.plan",
-             "nccl_bench.doctor.doctor_body")
+# What runs on ranks: the CLI loads it only on use, inside the function that runs a command.
+RANK_SIDE = ("ranks", "sweep", "doctor")
+# The process's start: what `nccl-bench --help` and an argument error load.
+START = ("cli.entry", "__main__")
 
 
 def test_pure_modules_read_and_write_nothing():
@@ -277,7 +277,7 @@ def test_pure_modules_read_and_write_nothing():
 
 
 def _imported_names(node: ast.AST) -> list[str]:
-    """'nccl_bench.cli.rank_side' for `from nccl_bench.cli import rank_side` (the module and each name in it)."""
+    """'nccl_bench.cli.messages' for `from nccl_bench.cli import messages` (the module and each name in it)."""
     if isinstance(node, ast.Import):
         return [alias.name for alias in node.names]
     if isinstance(node, ast.ImportFrom) and node.module and not node.level:
@@ -285,12 +285,85 @@ def _imported_names(node: ast.AST) -> list[str]:
     return []
 
 
-def test_the_cli_reaches_the_rank_side_through_one_door():
-    door = f"nccl_bench.{RANK_SIDE_DOOR}"
-    for module, tree in MODULES.items():
-        if not module.startswith("cli.") or module == RANK_SIDE_DOOR:
+def _loaded_at_start() -> set[str]:
+    """Every module of the package that START loads: module-level imports followed to any depth (a
+    module's packages included), the names that are no module left out."""
+    seen: set[str] = set()
+    todo = list(START)
+    while todo:
+        module = todo.pop()
+        if module in seen or module not in MODULES:
             continue
-        for node in ast.walk(tree):
-            assert not any(name.startswith(RANK_SIDE) for name in _imported_names(node)), (module, node.lineno)
-        for node in tree.body:  # at start-up: the door is opened only inside a command's functions
-            assert door not in _imported_names(node), module
+        seen.add(module)
+        parts = module.split(".")
+        todo += [".".join(parts[:length]) for length in range(1, len(parts))]
+        todo += [name[len("nccl_bench."):] for node in MODULES[module].body for name in _imported_names(node)
+                 if name.startswith("nccl_bench.")]
+    return seen
+
+
+def test_the_cli_loads_the_rank_side_only_on_use():
+    loaded = _loaded_at_start()
+    assert {"cli.entry", "cli.sweep", "cli.doctor", "options"} <= loaded  # the commands and their options: yes
+    assert sorted(m for m in loaded if m.split(".")[0] in RANK_SIDE) == []
+
+
+# Who reads a clock to measure a duration, and why. The collectives are timed in ranks/runner.py alone.
+DURATIONS = {
+    "ranks.runner": "the collectives timed: warmup, calibration, timed samples (CUDA events on a GPU)",
+    "ranks.session": "set-up costs: the process group made (init_s), the first collective (first_op_s)",
+    "sweep.sweep_body": "a set-up cost: --split's groups made (split_s)",
+    "doctor.doctor_body": "the doctor's wall time, for its report",
+    "ranks.deadline": "the per-step deadline",
+    "ranks.faults": "the grace a stopping rank gives a signal",
+    "ranks.roll_call": "how long a roll call waits for the other ranks",
+    "hardware.host": "the host's memory-copy probe (a peak, not a result)",
+}
+_DURATION_CLOCKS = {"time.perf_counter", "time.perf_counter_ns", "time.monotonic", "time.monotonic_ns"}
+
+
+def _reads_a_duration_clock(node: ast.AST) -> bool:
+    return isinstance(node, ast.Attribute) and (_dotted(node) in _DURATION_CLOCKS or node.attr == "elapsed_time")
+
+
+def test_who_measures_durations():
+    readers = {module for module, tree in MODULES.items() if any(map(_reads_a_duration_clock, ast.walk(tree)))}
+    assert readers == set(DURATIONS)
+
+
+def test_set_up_costs_are_recorded_through_one_call():
+    """A body's set-up cost goes into meta.json's timings through Run.time_set_up (the slowest rank's)."""
+    calls = {module for module, tree in MODULES.items() if any(
+        isinstance(node, ast.Call) and _dotted(node.func).endswith(".time_set_up") for node in ast.walk(tree))}
+    assert calls == {"sweep.sweep_body"}
+
+
+# The libraries that turn values into something to read: imported by render/ and by the shell only.
+RENDER_TOOLS = ("rich", "matplotlib", "html", "xml")
+
+
+def test_what_renders_lives_in_render():
+    importers = {module for module, tree in MODULES.items() for node in ast.walk(tree)
+                 if any(name.split(".")[0] in RENDER_TOOLS for name in _imported_names(node))}
+    assert "render.live" in importers
+    assert sorted(m for m in importers if not m.startswith(("render.", "cli."))) == []
+
+
+def test_the_public_names_for_analysis_scripts():
+    import nccl_bench.results as results
+
+    assert {"load_frame", "read_rows", "load_rows", "ResultRow"} <= set(results.__all__)
+
+
+def _callers(name: str) -> set[str]:
+    return _who(lambda call: _dotted(call.func).rsplit(".", 1)[-1] == name)
+
+
+def test_every_failure_is_mapped_by_one_function():
+    """faults.why_stopped maps a failure to the rank at fault: the life cycle calls it, and the deadline's
+    stall report (in faults.py) goes through it too."""
+    assert _callers("why_stopped") == {"ranks.session", "ranks.faults"}
+
+
+def test_one_launcher_less_path():
+    assert _callers("run_local_workers") == {"cli.local_workers"}
