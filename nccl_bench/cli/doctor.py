@@ -9,7 +9,7 @@ from typing import Any, Optional
 from nccl_bench.cli import messages, on_ranks, streams
 from nccl_bench.cli.on_ranks import OnRanks, Ran
 from nccl_bench.cli.params import read_given, takes, use
-from nccl_bench.doctor import entry
+from nccl_bench.doctor import doctor_entry
 from nccl_bench.doctor.doctor_config import DoctorConfig
 from nccl_bench.history.recording import recording_target
 from nccl_bench.options import DOCTOR_OPTION, DOCTOR_OPTIONS, HISTORY, JSON_FILE, NO_HISTORY, WORKERS
@@ -27,15 +27,16 @@ def doctor_command(**given: Any) -> None:
     streams.stdout_is_a_view()  # its files (doctor.csv, doctor.json) are the product
     check_process_limits()  # before torch loads: too few files or too little memory to start
     workers = read_given(WORKERS, given[WORKERS.key])
-    config = entry.plan_doctor(given)
+    config = doctor_entry.plan_doctor(given)
     json_path = check_output_file(read_given(JSON_FILE, given[JSON_FILE.key]), JSON_FILE.name)
     check_output_file(config.exclude_file, DOCTOR_OPTION["exclude_file"].name)  # written by rank 0 with doctor.json
     check_output_file(config.prom, DOCTOR_OPTION["prom"].name)
     store = recording_target(given[HISTORY.key], given[NO_HISTORY.key], config.results_root)
     ran = on_ranks.run_on_ranks(OnRanks(
-        "doctor", lambda count: entry.preflight(config, count), lambda launch: _on_this_rank(config, json_path, launch),
-        config.out, new_run_dir(config.results_root, ["doctor"]), "measurements so far are kept",
-        verdict_on_disk=entry.verdict_on_disk,
+        "doctor", lambda count: doctor_entry.preflight(config, count),
+        lambda launch: _on_this_rank(config, json_path, launch), config.out,
+        new_run_dir(config.results_root, ["doctor"]), "measurements so far are kept",
+        verdict_on_disk=doctor_entry.verdict_on_disk,
     ), workers)
     if ran.run_dir is not None:
         on_ranks.record_in_history(ran.run_dir, store)
@@ -50,11 +51,11 @@ def _on_this_rank(config: DoctorConfig, json_path: Optional[Path], launch) -> Ra
     from nccl_bench.render import live
     from nccl_bench.render.prom import doctor_metrics
 
-    report = entry.run_doctor(config, lambda rank: live.DoctorReporter() if rank == 0 else SilentObserver(),
+    report = doctor_entry.run_doctor(config, lambda rank: live.DoctorReporter() if rank == 0 else SilentObserver(),
                               messages.end_stuck_rank)
     if json_path is not None and launch.rank == 0:
         write_report_json(report, json_path)
     if config.prom is not None and launch.rank == 0 and report.judgement is not None:
         verdicts = report_json(report)
         live.write_prom(config.prom, report.run_dir, lambda meta, now: doctor_metrics(verdicts, meta, now))
-    return Ran(report.run_dir if report.judgement is not None else None, entry.verdict_of(report))
+    return Ran(report.run_dir if report.judgement is not None else None, doctor_entry.verdict_of(report))

@@ -27,8 +27,8 @@ from nccl_bench.options import (
 from nccl_bench.ranks.preflight import check_process_limits
 from nccl_bench.render.formats import check_output_file
 from nccl_bench.results.run_folder import new_run_dir
-from nccl_bench.sweep import entry
-from nccl_bench.sweep.entry import SweepJob
+from nccl_bench.sweep import sweep_entry
+from nccl_bench.sweep.sweep_entry import SweepJob
 
 WITH_BASELINE = f"With {BASELINE.name}"
 
@@ -42,11 +42,11 @@ def sweep_command(**given: Any) -> None:
     streams.stdout_is_a_view()  # its files (results.csv, meta.json) are the product
     check_process_limits()  # before torch loads: too few files or too little memory to start
     workers = read_given(WORKERS, given[WORKERS.key])
-    job = entry.plan_sweep(given)
+    job = sweep_entry.plan_sweep(given)
     store = recording_target(given[HISTORY.key], given[NO_HISTORY.key], job.config.results_root)
     check_output_file(job.config.prom, SWEEP_OPTION["prom"].name)
     ran = on_ranks.run_on_ranks(OnRanks(
-        "sweep", lambda count: entry.preflight(job, count), lambda launch: _on_this_rank(job, launch),
+        "sweep", lambda count: sweep_entry.preflight(job, count), lambda launch: _on_this_rank(job, launch),
         job.config.out, new_run_dir(job.config.results_root, job.config.ops), "results measured so far are kept",
         job.variants, kept_away=SWEEP_BASELINE_OPTIONS,
     ), workers)
@@ -64,10 +64,10 @@ def _on_this_rank(job: SweepJob, launch) -> Ran:
     from nccl_bench.render.prom import sweep_metrics
     from nccl_bench.sweep.sweep_report import SilentObserver
 
-    plan = entry.plan_on_ranks(job, launch)
+    plan = sweep_entry.plan_on_ranks(job, launch)
     if on_ranks.speaks_for_run(launch):  # local workers: the process that started them said it
         messages.notes(plan.before_start)
-    summary = entry.run_sweep(job, plan, lambda rank: live.LiveReporter() if rank == 0 else SilentObserver(),
+    summary = sweep_entry.run_sweep(job, plan, lambda rank: live.LiveReporter() if rank == 0 else SilentObserver(),
                               messages.end_stuck_rank)
     if job.config.prom is not None and summary.run_dir is not None:
         live.write_prom(job.config.prom, summary.run_dir, lambda meta, now: sweep_metrics(summary.rows, meta, now))
@@ -78,7 +78,7 @@ def _on_this_rank(job: SweepJob, launch) -> Ran:
 
 def _after_sweep(job: SweepJob, run_dir: Path) -> None:
     """The verdicts said (--min-busbw, then --baseline), the baseline saved if it passed; exit 1 if not."""
-    verdicts = entry.judge_sweep(job, run_dir)
+    verdicts = sweep_entry.judge_sweep(job, run_dir)
     if verdicts.floor is not None:
         messages.notes(verdicts.floor.notes())
         (messages.error if verdicts.floor.exit_code else messages.say)(verdicts.floor.verdict())
@@ -104,5 +104,5 @@ def _save_baseline(job: SweepJob, run_dir: Path, why_not: str | None) -> None:
     if why_not is not None:
         messages.say(f"not saving baseline {name!r}: {why_not}")
     else:
-        messages.say(f"saved baseline {name!r} to {entry.keep_baseline(job, run_dir)}")
+        messages.say(f"saved baseline {name!r} to {sweep_entry.keep_baseline(job, run_dir)}")
 

@@ -11,8 +11,8 @@ from nccl_bench.errors import EXIT_RUN_FAILED, RunFailedError
 from nccl_bench.options import SWEEP_BASELINE_OPTIONS, WORKERS
 from nccl_bench.render import live
 from nccl_bench.results import whole_file
-from nccl_bench.sweep.entry import SweepJob
 from nccl_bench.sweep.sweep_config import SweepConfig
+from nccl_bench.sweep.sweep_entry import SweepJob
 
 KEPT_AWAY = (*SWEEP_BASELINE_OPTIONS, WORKERS)  # what the sweep keeps from its local workers
 

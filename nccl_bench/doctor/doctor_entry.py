@@ -1,7 +1,7 @@
 """The doctor as the CLI calls it: its config from the command line's values, what local workers would
 refuse, the run on this rank, and the verdict a finished run left on disk.
 
-Every call the command makes into doctor/ is one of these functions (placed as sweep/entry.py's).
+Every call the command makes into doctor/ is one of these functions (placed as sweep/sweep_entry.py's).
 Cheap to import: torch loads inside the run.
 """
 
