@@ -4,18 +4,17 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from nccl_bench.cli import messages, on_ranks, streams
 from nccl_bench.cli.on_ranks import OnRanks, Ran
 from nccl_bench.cli.params import read_given, takes, use
-from nccl_bench.doctor import doctor_entry
-from nccl_bench.doctor.doctor_config import DoctorConfig
 from nccl_bench.history.recording import recording_target
 from nccl_bench.options import DOCTOR_OPTION, DOCTOR_OPTIONS, HISTORY, JSON_FILE, NO_HISTORY, WORKERS
 from nccl_bench.ranks.preflight import check_process_limits
-from nccl_bench.render.formats import check_output_file
-from nccl_bench.results.run_folder import new_run_dir
+
+if TYPE_CHECKING:
+    from nccl_bench.doctor.doctor_entry import DoctorJob
 
 
 @takes(*DOCTOR_OPTIONS, WORKERS, JSON_FILE, HISTORY, NO_HISTORY,
@@ -27,16 +26,20 @@ def doctor_command(**given: Any) -> None:
     streams.stdout_is_a_view()  # its files (doctor.csv, doctor.json) are the product
     check_process_limits()  # before torch loads: too few files or too little memory to start
     workers = read_given(WORKERS, given[WORKERS.key])
-    config = doctor_entry.plan_doctor(given)
+    from nccl_bench.doctor.doctor_entry import plan_doctor  # what a run needs loads with it, never for --help
+    from nccl_bench.render.formats import check_output_file
+    from nccl_bench.results.run_folder import new_run_dir
+
+    job = plan_doctor(given)
+    config = job.config
     json_path = check_output_file(read_given(JSON_FILE, given[JSON_FILE.key]), JSON_FILE.name)
     check_output_file(config.exclude_file, DOCTOR_OPTION["exclude_file"].name)  # written by rank 0 with doctor.json
     check_output_file(config.prom, DOCTOR_OPTION["prom"].name)
     store = recording_target(given[HISTORY.key], given[NO_HISTORY.key], config.results_root)
     ran = on_ranks.run_on_ranks(OnRanks(
-        "doctor", lambda count: doctor_entry.preflight(config, count),
-        lambda launch: _on_this_rank(config, json_path, launch), config.out,
+        "doctor", job.preflight, lambda launch: _on_this_rank(job, json_path, launch), config.out,
         new_run_dir(config.results_root, ["doctor"]), "measurements so far are kept",
-        verdict_on_disk=doctor_entry.verdict_on_disk,
+        verdict_on_disk=job.verdict_on_disk,
     ), workers)
     if ran.run_dir is not None:
         on_ranks.record_in_history(ran.run_dir, store)
@@ -44,18 +47,18 @@ def doctor_command(**given: Any) -> None:
         raise SystemExit(ran.verdict)  # the workers (or every rank here) reported their suspects
 
 
-def _on_this_rank(config: DoctorConfig, json_path: Optional[Path], launch) -> Ran:
+def _on_this_rank(job: DoctorJob, json_path: Optional[Path], launch) -> Ran:
     """Under a launcher: measure and judge; rank 0 writes doctor.json and --prom, and has the run folder
     when a verdict was reached."""
     from nccl_bench.doctor.doctor_report import SilentObserver, report_json, write_report_json
     from nccl_bench.render import live
     from nccl_bench.render.prom import doctor_metrics
 
-    report = doctor_entry.run_doctor(config, lambda rank: live.DoctorReporter() if rank == 0 else SilentObserver(),
-                              messages.end_stuck_rank)
+    report = job.run(lambda rank: live.DoctorReporter() if rank == 0 else SilentObserver(), messages.end_stuck_rank)
+    config = job.config
     if json_path is not None and launch.rank == 0:
         write_report_json(report, json_path)
     if config.prom is not None and launch.rank == 0 and report.judgement is not None:
         verdicts = report_json(report)
         live.write_prom(config.prom, report.run_dir, lambda meta, now: doctor_metrics(verdicts, meta, now))
-    return Ran(report.run_dir if report.judgement is not None else None, doctor_entry.verdict_of(report))
+    return Ran(report.run_dir if report.judgement is not None else None, job.verdict_of(report))

@@ -10,17 +10,18 @@ import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, NoReturn, Optional, Sequence
+from typing import TYPE_CHECKING, Callable, NoReturn, Optional, Sequence
 
-from nccl_bench.cli import local_workers, messages
+from nccl_bench.cli import messages
 from nccl_bench.errors import EXIT_INTERRUPTED, EXIT_OK, RunFailedError, UserInputError
 from nccl_bench.history.recording import record_run
 from nccl_bench.option_types import Option
 from nccl_bench.options import HISTORY, WORKERS
-from nccl_bench.ranks.faults import Interrupted
-from nccl_bench.ranks.launch import is_local_worker
 from nccl_bench.ranks.layout import LaunchEnv, detect_launch
 from nccl_bench.units.nccl_env import Variant
+
+if TYPE_CHECKING:
+    from nccl_bench.ranks.faults import Interrupted
 
 
 @dataclass(frozen=True)
@@ -55,16 +56,18 @@ def run_on_ranks(job: OnRanks, workers: Optional[int]) -> Ran:
     if workers is not None:
         started = f"{launch.launcher} already started {launch.world_size} rank(s)"
         raise UserInputError(WORKERS.name, f"only applies without a launcher; {started}")
+    from nccl_bench.ranks.faults import Interrupted  # the rank side loads when a command runs, never for --help
+
     try:
         ran = job.run_here(launch)
     except Interrupted as exc:
-        if not exc.began:
-            end_interrupted(launch, f"interrupted by {exc} before the {job.what} began; nothing was measured")
-        end_interrupted(launch, f"interrupted by {exc}; {job.kept}")
+        _end_interrupted_rank(job, launch, exc)
     return Ran(ran.run_dir if speaks_for_run(launch) else None, ran.verdict)
 
 
 def _with_local_workers(job: OnRanks, workers: Optional[int]) -> Ran:
+    from nccl_bench.cli import local_workers
+
     args = worker_args(sys.argv[1:], (*job.kept_away, WORKERS))
     try:
         run_dir = local_workers.start(job.what, workers, job.refuse_early, args, job.out, job.default_target,
@@ -95,6 +98,8 @@ def worker_args(args: list[str], kept_away: Sequence[Option]) -> list[str]:
 
 def speaks_for_run(launch: LaunchEnv) -> bool:
     """Rank 0 of a launcher's ranks says what happened to the run, unless this process is a local worker."""
+    from nccl_bench.ranks.launch import is_local_worker
+
     return launch.rank == 0 and not is_local_worker()
 
 
@@ -108,6 +113,12 @@ def record_in_history(run_dir: Path, address) -> None:
                      f"{run_dir}: add it later with `nccl-bench history add {run_dir} {HISTORY.name} URL`")
         return
     messages.plain(f"recorded in the history {address.shown}")  # where the command wrote, as `wrote csv to`
+
+
+def _end_interrupted_rank(job: OnRanks, launch: LaunchEnv, exc: Interrupted) -> NoReturn:
+    if not exc.began:
+        end_interrupted(launch, f"interrupted by {exc} before the {job.what} began; nothing was measured")
+    end_interrupted(launch, f"interrupted by {exc}; {job.kept}")
 
 
 def end_interrupted(launch: LaunchEnv, message: str) -> NoReturn:

@@ -1,12 +1,11 @@
-"""`nccl-bench sweep`: options -> the sweep's job (config and baseline check, validated) -> the ranks (a
-launcher's, or local workers) -> the verdicts (--min-busbw, --baseline) -> outputs (--prom, the history,
-the saved baseline)."""
+"""`nccl-bench sweep`: options -> the job (config and baseline check, validated) -> the ranks (a launcher's,
+or local workers) -> the verdicts (--min-busbw, --baseline) -> outputs (--prom, the history, the baseline)."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nccl_bench.cli import messages, on_ranks, streams
 from nccl_bench.cli.compare import report_comparison
@@ -25,10 +24,9 @@ from nccl_bench.options import (
     WORKERS,
 )
 from nccl_bench.ranks.preflight import check_process_limits
-from nccl_bench.render.formats import check_output_file
-from nccl_bench.results.run_folder import new_run_dir
-from nccl_bench.sweep import sweep_entry
-from nccl_bench.sweep.sweep_entry import SweepJob
+
+if TYPE_CHECKING:
+    from nccl_bench.sweep.sweep_entry import SweepJob
 
 WITH_BASELINE = f"With {BASELINE.name}"
 
@@ -42,14 +40,17 @@ def sweep_command(**given: Any) -> None:
     streams.stdout_is_a_view()  # its files (results.csv, meta.json) are the product
     check_process_limits()  # before torch loads: too few files or too little memory to start
     workers = read_given(WORKERS, given[WORKERS.key])
-    job = sweep_entry.plan_sweep(given)
+    from nccl_bench.render.formats import check_output_file  # what a run needs loads with it, never for --help
+    from nccl_bench.results.run_folder import new_run_dir
+    from nccl_bench.sweep.sweep_entry import plan_sweep
+
+    job = plan_sweep(given)
     store = recording_target(given[HISTORY.key], given[NO_HISTORY.key], job.config.results_root)
     check_output_file(job.config.prom, SWEEP_OPTION["prom"].name)
     ran = on_ranks.run_on_ranks(OnRanks(
-        "sweep", lambda count: sweep_entry.preflight(job, count), lambda launch: _on_this_rank(job, launch),
-        job.config.out, new_run_dir(job.config.results_root, job.config.ops), "results measured so far are kept",
-        job.variants, kept_away=SWEEP_BASELINE_OPTIONS,
-    ), workers)
+        "sweep", job.preflight, lambda launch: _on_this_rank(job, launch), job.config.out,
+        new_run_dir(job.config.results_root, job.config.ops), "results measured so far are kept", job.variants,
+        kept_away=SWEEP_BASELINE_OPTIONS), workers)
     if ran.run_dir is None:  # a rank that does not speak for the run
         return
     if job.config.nccl_env:  # the tuning answer, over every variant's rows
@@ -60,17 +61,16 @@ def sweep_command(**given: Any) -> None:
 
 def _on_this_rank(job: SweepJob, launch) -> Ran:
     """Under a launcher: plan, check the plan against the baseline, measure; rank 0 has the run folder."""
-    from nccl_bench.render import live
+    from nccl_bench.render.live import LiveReporter, write_prom
     from nccl_bench.render.prom import sweep_metrics
     from nccl_bench.sweep.sweep_report import SilentObserver
 
-    plan = sweep_entry.plan_on_ranks(job, launch)
+    plan = job.plan_on_ranks(launch)
     if on_ranks.speaks_for_run(launch):  # local workers: the process that started them said it
         messages.notes(plan.before_start)
-    summary = sweep_entry.run_sweep(job, plan, lambda rank: live.LiveReporter() if rank == 0 else SilentObserver(),
-                              messages.end_stuck_rank)
+    summary = job.run(plan, lambda rank: LiveReporter() if rank == 0 else SilentObserver(), messages.end_stuck_rank)
     if job.config.prom is not None and summary.run_dir is not None:
-        live.write_prom(job.config.prom, summary.run_dir, lambda meta, now: sweep_metrics(summary.rows, meta, now))
+        write_prom(job.config.prom, summary.run_dir, lambda meta, now: sweep_metrics(summary.rows, meta, now))
     if summary.wrong_total:
         messages.fail(f"{summary.wrong_total} wrong element(s) in the data check", EXIT_VERDICT)
     return Ran(summary.run_dir)
@@ -78,7 +78,7 @@ def _on_this_rank(job: SweepJob, launch) -> Ran:
 
 def _after_sweep(job: SweepJob, run_dir: Path) -> None:
     """The verdicts said (--min-busbw, then --baseline), the baseline saved if it passed; exit 1 if not."""
-    verdicts = sweep_entry.judge_sweep(job, run_dir)
+    verdicts = job.judge(run_dir)
     if verdicts.floor is not None:
         messages.notes(verdicts.floor.notes())
         (messages.error if verdicts.floor.exit_code else messages.say)(verdicts.floor.verdict())
@@ -91,11 +91,12 @@ def _after_sweep(job: SweepJob, run_dir: Path) -> None:
 
 
 def _say_fastest_variant(run_dir: Path) -> None:
-    from nccl_bench.render import live, repeats
+    from nccl_bench.render.live import print_lines_at_width
+    from nccl_bench.render.repeats import fastest_variant_lines
     from nccl_bench.results.loader import read_run
 
     rows = read_run(run_dir, "run").rows
-    live.print_lines_at_width(lambda width: repeats.fastest_variant_lines(rows))
+    print_lines_at_width(lambda width: fastest_variant_lines(rows))
 
 
 def _save_baseline(job: SweepJob, run_dir: Path, why_not: str | None) -> None:
@@ -104,5 +105,5 @@ def _save_baseline(job: SweepJob, run_dir: Path, why_not: str | None) -> None:
     if why_not is not None:
         messages.say(f"not saving baseline {name!r}: {why_not}")
     else:
-        messages.say(f"saved baseline {name!r} to {sweep_entry.keep_baseline(job, run_dir)}")
+        messages.say(f"saved baseline {name!r} to {job.keep_baseline(run_dir)}")
 

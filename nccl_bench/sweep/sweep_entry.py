@@ -1,15 +1,16 @@
-"""The sweep as the CLI calls it: plan it from the command line's values, refuse what the ranks would
-refuse before any starts, run it on this rank, and judge the finished run.
+"""The sweep as the CLI calls it: `plan_sweep` makes the job from the command line's values, and the
+job refuses what the ranks would refuse before any starts, runs on this rank, and judges the finished run.
 
-Every call the command makes into sweep/ is one of these functions, so an option can be followed
-from the command to where it acts. Cheap to import: torch loads inside `plan_on_ranks` and `run_sweep`.
+Every call the command makes into sweep/ is `plan_sweep` or a method of its SweepJob, so an option can be
+followed from the command to where it acts. The plan, the body and torch load inside the methods that use
+them; the CLI imports this module when a sweep runs, never for `--help`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from nccl_bench.comparison import Comparison
 from nccl_bench.errors import EXIT_OK, RunFailedError, UserInputError
@@ -24,7 +25,6 @@ from nccl_bench.options import (
 )
 from nccl_bench.ranks.launch import is_local_worker
 from nccl_bench.results.loader import read_run
-from nccl_bench.sweep import plan as sweep_plan
 from nccl_bench.sweep.baseline_check import (
     BaselineCheck,
     check_against_baseline,
@@ -38,6 +38,9 @@ from nccl_bench.sweep.sweep_config import SweepConfig, build_config
 from nccl_bench.sweep.sweep_report import SweepObserver, SweepSummary
 from nccl_bench.units.nccl_env import Variant, shell_loop, variants
 
+if TYPE_CHECKING:
+    from nccl_bench.sweep.plan import Plan
+
 
 @dataclass(frozen=True)
 class SweepJob:
@@ -50,6 +53,46 @@ class SweepJob:
     def variants(self) -> list[Variant]:
         """Each --nccl-env variant, run in fresh ranks one after the other ([()] without the option)."""
         return variants(self.config.nccl_env)
+
+    def preflight(self, workers: int) -> tuple[str, list[str]]:
+        """Without a launcher, before `workers` local ranks start: what they would refuse (backend, root, plan,
+        memory, the baseline's world); the backend they will use and the notes to say."""
+        from nccl_bench.sweep.plan import preflight
+
+        plan = preflight(self.config, workers, workers)
+        check_plan_against_baseline(self.baseline, workers, plan.backend, plan.keys(self.config))
+        return plan.backend, list(plan.before_start)
+
+    def plan_on_ranks(self, launch) -> Plan:
+        """Under a launcher, on every rank: the plan, checked against the baseline before anything is measured."""
+        _refuse_variants_under_launcher(self.config, launch)
+        import torch
+
+        from nccl_bench.sweep.plan import plan_run
+
+        plan = plan_run(self.config, launch.world_size, torch.__version__, launch.local_world_size)
+        check_plan_against_baseline(self.baseline, launch.world_size, plan.backend, plan.keys(self.config))
+        return plan
+
+    def run(self, plan: Plan, observer_factory: Callable[[int], SweepObserver],
+            on_stuck: Callable[[RunFailedError], None]) -> SweepSummary:
+        """Measure on this rank through the shared life cycle (sweep/sweep_body.py)."""
+        from nccl_bench.sweep.sweep_body import execute
+
+        return execute(self.config, observer_factory, on_stuck=on_stuck, plan=plan)
+
+    def judge(self, run_dir: Path) -> SweepVerdicts:
+        """The finished run's rows against the floor and the baseline that were asked for."""
+        floor_gbps = self.config.min_busbw_gbps
+        compared = self.baseline is not None and self.baseline.baseline is not None
+        run = read_run(run_dir, "run") if floor_gbps is not None or compared else None
+        return SweepVerdicts(check_floor(run.rows, floor_gbps) if floor_gbps is not None else None,
+                             check_against_baseline(self.baseline, run) if compared else None)
+
+    def keep_baseline(self, run_dir: Path) -> Path:
+        """--save-baseline NAME: the run folder copied to <results-root>/baselines/NAME/; where it is now."""
+        return save_baseline(run_dir, self.baseline.save_name, self.config.results_root,
+                             self.baseline.replace_baseline)
 
 
 def plan_sweep(given: Mapping[str, Any]) -> SweepJob:
@@ -65,24 +108,6 @@ def plan_sweep(given: Mapping[str, Any]) -> SweepJob:
     return SweepJob(config, baseline)
 
 
-def preflight(job: SweepJob, workers: int) -> tuple[str, list[str]]:
-    """Without a launcher, before `workers` local ranks start: what they would refuse (backend, root, plan,
-    memory, the baseline's world); the backend they will use and the notes to say."""
-    plan = sweep_plan.preflight(job.config, workers, workers)
-    check_plan_against_baseline(job.baseline, workers, plan.backend, plan.keys(job.config))
-    return plan.backend, list(plan.before_start)
-
-
-def plan_on_ranks(job: SweepJob, launch) -> sweep_plan.Plan:
-    """Under a launcher, on every rank: the plan, checked against the baseline before anything is measured."""
-    _refuse_variants_under_launcher(job.config, launch)
-    import torch
-
-    plan = sweep_plan.plan_run(job.config, launch.world_size, torch.__version__, launch.local_world_size)
-    check_plan_against_baseline(job.baseline, launch.world_size, plan.backend, plan.keys(job.config))
-    return plan
-
-
 def _refuse_variants_under_launcher(config: SweepConfig, launch) -> None:
     """Each --nccl-env variant needs fresh ranks; a launcher's ranks cannot be restarted from inside."""
     if not config.nccl_env or is_local_worker():
@@ -91,14 +116,6 @@ def _refuse_variants_under_launcher(config: SweepConfig, launch) -> None:
     loop = shell_loop(config.nccl_env, f"{launch.launcher} ... nccl-bench sweep ... (without {option})")
     raise UserInputError(option, f"needs fresh ranks for each variant, and {launch.launcher} started these once; "
                          f"loop in the shell instead: {loop}")
-
-
-def run_sweep(job: SweepJob, plan: sweep_plan.Plan, observer_factory: Callable[[int], SweepObserver],
-              on_stuck: Callable[[RunFailedError], None]) -> SweepSummary:
-    """Measure on this rank through the shared life cycle (sweep/sweep_body.py)."""
-    from nccl_bench.sweep.sweep_body import execute
-
-    return execute(job.config, observer_factory, on_stuck=on_stuck, plan=plan)
 
 
 @dataclass(frozen=True)
@@ -120,20 +137,3 @@ class SweepVerdicts:
         if self.floor is not None and self.floor.exit_code:
             return f"the run is below {SWEEP_OPTION['min_busbw_gbps'].name}"
         return None
-
-
-def judge_sweep(job: SweepJob, run_dir: Path) -> SweepVerdicts:
-    """The finished run's rows against the floor and the baseline that were asked for."""
-    floor_gbps = job.config.min_busbw_gbps
-    needs_rows = floor_gbps is not None or (job.baseline is not None and job.baseline.baseline is not None)
-    run = read_run(run_dir, "run") if needs_rows else None
-    floor = check_floor(run.rows, floor_gbps) if floor_gbps is not None else None
-    compared = None
-    if job.baseline is not None and job.baseline.baseline is not None:
-        compared = check_against_baseline(job.baseline, run)
-    return SweepVerdicts(floor, compared)
-
-
-def keep_baseline(job: SweepJob, run_dir: Path) -> Path:
-    """--save-baseline NAME: the run folder copied to <results-root>/baselines/NAME/; where it is now."""
-    return save_baseline(run_dir, job.baseline.save_name, job.config.results_root, job.baseline.replace_baseline)
