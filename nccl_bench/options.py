@@ -343,15 +343,15 @@ AS_JSON = Option("as_json", ("--json",), switch, "Print JSON instead of a table.
 MULTI_NODE = Option("multi_node", ("--multi-node",), switch,
                     "Include the network: min(intra-node peak, NIC per rank).", default=False)
 
-# -- the results store's (sweep, doctor and every history command) -------------------------------------
-HISTORY_ENV = "NCCL_BENCH_HISTORY"  # the store when --history is not given (never recorded in meta.json's env)
+# -- the history's (sweep, doctor and every history command) ---------------------------------------------
+HISTORY_ENV = "NCCL_BENCH_HISTORY"  # the history when --history is not given (never recorded in meta.json's env)
 HISTORY = Option("history", ("--history",), text,
-                 "Results store: a file, sqlite:///PATH or postgresql://user@host:port/db (default: "
+                 "The history: a file, sqlite:///PATH or postgresql://user@host:port/db (default: "
                  "$NCCL_BENCH_HISTORY, else <results-root>/history.sqlite).", metavar="URL")
-NO_HISTORY = Option("no_history", ("--no-history",), switch, "Do not record this run in the results store.",
+NO_HISTORY = Option("no_history", ("--no-history",), switch, "Do not record this run in the history.",
                     default=False)
 HISTORY_PATHS = Argument("paths", "PATH...",
-                         "Run folders, results.csv files, nccl-tests logs or -J JSON files to add to the store.",
+                         "Run folders, results.csv files, nccl-tests logs or -J JSON files to add to the history.",
                          many=True)
 HISTORY_OP = Option("op", ("--op",), _one_op, "Only this collective's series.")
 # Twenty nightly runs: long enough for a robust median and spread, short enough that a change

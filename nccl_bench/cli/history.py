@@ -26,12 +26,12 @@ from nccl_bench.options import (
 )
 from nccl_bench.units.clock import utc_now_iso
 
-app = typer.Typer(help="Every run kept in a results store: add runs, show series, check for regressions.",
+app = typer.Typer(help="Every run kept in the history: add runs, show series, check for regressions.",
                   no_args_is_help=True, add_completion=False, rich_markup_mode=None)
 
 
 def _open(given: dict[str, Any], must_exist: bool = True):
-    """The store --history (or --results-root) names; one that must hold runs already must exist."""
+    """The history --history (or --results-root) names; one that must hold runs already must exist."""
     from nccl_bench.history.address import SQLITE
     from nccl_bench.history.store import StoreError, open_store
 
@@ -47,7 +47,7 @@ def _open(given: dict[str, Any], must_exist: bool = True):
 @app.command("add")
 @takes(HISTORY_PATHS, HISTORY, RESULTS_ROOT)
 def add_command(**given: Any) -> None:
-    """Add run folders, results.csv files and nccl-tests logs/JSON to the store; a run stored already is kept once."""
+    """Add run folders, results.csv files and nccl-tests logs/JSON to the history; a run in it already is kept once."""
     from nccl_bench.history.records import read_record
 
     paths = given[HISTORY_PATHS.key]
