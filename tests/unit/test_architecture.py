@@ -36,13 +36,13 @@ LAYERS: dict[str, tuple[int, tuple[str, ...]]] = {
                   "ranks.preflight", "ranks.roll_call", "ranks.run_owner", "ranks.runner", "ranks.session",
                   "ranks.split")),
     # the commands on ranks, each with its config, plan, body and report, placed alike
-    "doctor": (5, ("doctor", "doctor.doctor_body", "doctor.doctor_config", "doctor.doctor_report", "doctor.roster",
+    "doctor": (5, ("doctor", "doctor.doctor_body", "doctor.doctor_config", "doctor.doctor_entry", "doctor.doctor_report", "doctor.roster",
                    "doctor.schedule", "doctor.verdicts")),
     "sweep": (5, ("sweep", "sweep.baseline_check", "sweep.busbw_floor", "sweep.plan", "sweep.rows",
-                  "sweep.saved_baselines", "sweep.sweep_body", "sweep.sweep_config", "sweep.sweep_report",
+                  "sweep.saved_baselines", "sweep.sweep_body", "sweep.sweep_config", "sweep.sweep_entry", "sweep.sweep_report",
                   "sweep.variants")),
     # the results store, its series, hosts and the regression rule: reads run folders, above the commands
-    "history": (6, ("history", "history.address", "history.hosts", "history.records", "history.rule",
+    "history": (6, ("history", "history.address", "history.hosts", "history.records", "history.recording", "history.rule",
                     "history.series", "history.store", "history.store_schema")),
     # rows, comparisons, the doctor's verdicts and the store's answers as text, pages and figures
     "render": (7, ("render", "render.compare_exports", "render.doctor_text", "render.escape", "render.fit",
@@ -51,7 +51,7 @@ LAYERS: dict[str, tuple[int, tuple[str, ...]]] = {
                    "render.repeats", "render.tables")),
     # the shell: one module per command, local workers, messages, the typer shim
     "cli": (8, ("cli", "cli.compare", "cli.doctor", "cli.entry", "cli.history", "cli.limits", "cli.local_workers",
-                "cli.messages", "cli.ops", "cli.params", "cli.rank_side", "cli.report", "cli.streams", "cli.sweep",
+                "cli.messages", "cli.on_ranks", "cli.ops", "cli.params", "cli.report", "cli.streams", "cli.sweep",
                 "cli.typer_shim")),
     "__main__": (8, ("__main__",)),
 }

@@ -263,7 +263,10 @@ PURE = ("units.", "comparison", "sweep.baseline_check", "sweep.busbw_floor", "sw
 RANK_SIDE = ("ranks", "sweep", "doctor")
 # The process's start: what `nccl-bench --help` and an argument error load.
 START = ("cli.entry", "__main__")
-
+# What the CLI calls in sweep/ and doctor/: their entry modules; their bodies and plans stay behind them.
+ENTRY_MODULES = ("nccl_bench.sweep.sweep_entry", "nccl_bench.doctor.doctor_entry")
+BEHIND_THE_ENTRIES = ("nccl_bench.sweep.sweep_body", "nccl_bench.sweep.plan", "nccl_bench.sweep.baseline_check",
+                      "nccl_bench.sweep.saved_baselines", "nccl_bench.doctor.doctor_body")
 
 def test_pure_modules_read_and_write_nothing():
     io_calls = {"open", "read_text", "read_bytes", "iterdir", "stat", "exists"}
@@ -277,7 +280,7 @@ def test_pure_modules_read_and_write_nothing():
 
 
 def _imported_names(node: ast.AST) -> list[str]:
-    """'nccl_bench.cli.messages' for `from nccl_bench.cli import messages` (the module and each name in it)."""
+    """'nccl_bench.sweep.sweep_entry' for `from nccl_bench.sweep import sweep_entry` (the module, each name in it)."""
     if isinstance(node, ast.Import):
         return [alias.name for alias in node.names]
     if isinstance(node, ast.ImportFrom) and node.module and not node.level:
@@ -367,3 +370,14 @@ def test_every_failure_is_mapped_by_one_function():
 
 def test_one_launcher_less_path():
     assert _callers("run_local_workers") == {"cli.local_workers"}
+
+
+def test_the_cli_calls_the_commands_on_ranks_through_their_entry_modules():
+    for module, tree in MODULES.items():
+        if module.startswith("cli."):
+            for node in ast.walk(tree):
+                assert not any(name.startswith(BEHIND_THE_ENTRIES) for name in _imported_names(node)), (module,
+                                                                                                       node.lineno)
+    called = {name for module, tree in MODULES.items() if module.startswith("cli.")
+              for node in ast.walk(tree) for name in _imported_names(node)}
+    assert set(ENTRY_MODULES) <= called
