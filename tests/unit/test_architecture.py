@@ -36,14 +36,14 @@ LAYERS: dict[str, tuple[int, tuple[str, ...]]] = {
                   "ranks.preflight", "ranks.roll_call", "ranks.run_owner", "ranks.runner", "ranks.session",
                   "ranks.split")),
     # the commands on ranks, each with its config, plan, body and report, placed alike
-    "doctor": (5, ("doctor", "doctor.doctor_body", "doctor.doctor_config", "doctor.doctor_entry", "doctor.doctor_report", "doctor.roster",
-                   "doctor.schedule", "doctor.verdicts")),
+    "doctor": (5, ("doctor", "doctor.doctor_body", "doctor.doctor_config", "doctor.doctor_entry",
+                   "doctor.doctor_report", "doctor.roster", "doctor.schedule", "doctor.verdicts")),
     "sweep": (5, ("sweep", "sweep.baseline_check", "sweep.busbw_floor", "sweep.plan", "sweep.rows",
-                  "sweep.saved_baselines", "sweep.sweep_body", "sweep.sweep_config", "sweep.sweep_entry", "sweep.sweep_report",
-                  "sweep.variants")),
+                  "sweep.saved_baselines", "sweep.sweep_body", "sweep.sweep_config", "sweep.sweep_entry",
+                  "sweep.sweep_report", "sweep.variants")),
     # the results store, its series, hosts and the regression rule: reads run folders, above the commands
-    "history": (6, ("history", "history.address", "history.hosts", "history.records", "history.recording", "history.rule",
-                    "history.series", "history.store", "history.store_schema")),
+    "history": (6, ("history", "history.address", "history.hosts", "history.records", "history.recording",
+                    "history.rule", "history.series", "history.store", "history.store_schema")),
     # rows, comparisons, the doctor's verdicts and the store's answers as text, pages and figures
     "render": (7, ("render", "render.compare_exports", "render.doctor_text", "render.escape", "render.fit",
                    "render.formats", "render.history_page", "render.history_text", "render.html", "render.labels",
