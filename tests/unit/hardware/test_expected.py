@@ -156,6 +156,7 @@ def test_sizes_fit_up_to_the_largest_measured_size_closest_first_measured_before
 
 @pytest.mark.parametrize("machine, name, gpus", [
     ("h100_sxm5_passthrough_vm", H100, 1),  # one H100 passed through to a VM, no NVLink visible
+    ("h100_sxm5_firecracker_vm", H100, 1),  # the same in a Firecracker VM (gpu_smoke.sh, 2026-11-26)
     ("h100_sxm_query", H100, 1),
     ("h100_sxm_topo", None, 8),  # eight GPUs, but no output names them
     ("a100_sxm4_clipped", "NVIDIA A100-SXM4-80GB", 3),  # an 8-GPU node whose output was clipped after GPU 2
