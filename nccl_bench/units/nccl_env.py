@@ -91,3 +91,37 @@ def shell_loop(assignments: Iterable[Assignment], command: str) -> str:
     env = " ".join(f'{name}="$v{i}"' for i, (name, _) in enumerate(assignments))
     return f"{loops} {env} {command}; " + " ".join(["done;"] * len(assignments))
 
+
+# NCCL's names (src/init.cc: ncclFuncStr, ncclAlgoStr, ncclProtoStr), matched without regard to case.
+NCCL_FUNCTIONS = ("Broadcast", "Reduce", "AllGather", "ReduceScatter", "AllReduce")
+NCCL_ALGORITHMS = ("Tree", "Ring", "CollNetDirect", "CollNetChain", "NVLS", "NVLSTree", "PAT")
+NCCL_PROTOCOLS = ("LL", "LL128", "Simple")
+
+
+def enabled_for(value: str, function: str, elements: tuple[str, ...] = NCCL_ALGORITHMS) -> frozenset[str] | None:
+    """What NCCL_ALGO (or NCCL_PROTO, with elements=NCCL_PROTOCOLS) leaves `function` ("AllReduce"), as
+    NCCL reads it (parseList in src/graph/tuning.cc): `;` separates settings, each `[func:]list`, where
+    only the first may lack a function and then applies to every one, a later setting replaces an
+    earlier one for its function, and a list starting with `^` enables everything but its items. None
+    for a value NCCL refuses (it then fails the communicator) or an empty one (NCCL's own choice)."""
+    if not value:
+        return None
+    names = {name.lower(): name for name in elements}
+    functions = {name.lower() for name in NCCL_FUNCTIONS}
+    enabled: frozenset[str] | None = None
+    for index, setting in enumerate(part for part in value.split(";") if part):
+        prefix, colon, items = setting.partition(":")
+        if not colon:
+            prefix, items = "", setting
+            if index:
+                return None  # only the first setting may apply to every function
+        elif prefix.lower() not in functions:
+            return None
+        exclude = items.startswith("^")
+        listed = [item for item in items.removeprefix("^").split(",") if item]
+        if any(item.lower() not in names for item in listed):
+            return None
+        chosen = frozenset(names[item.lower()] for item in listed)
+        if not prefix or prefix.lower() == function.lower():
+            enabled = frozenset(elements) - chosen if exclude else chosen
+    return enabled

@@ -8,7 +8,9 @@ import shlex
 import pytest
 
 from nccl_bench.units.nccl_env import (
+    NCCL_PROTOCOLS,
     as_texts,
+    enabled_for,
     label,
     parse_assignments,
     parse_setting,
@@ -82,3 +84,26 @@ def test_the_shell_loop_nests_one_loop_per_name_with_every_value_quoted():
                     'NCCL_ALGO="$v0" NCCL_PROTO="$v1" torchrun ... nccl-bench sweep; done; done;')
     assert shlex.split(loop)[3] == "allreduce:ring;allgather:^tree"  # the shell reads the value whole
 
+
+@pytest.mark.parametrize("value, function, enabled", [
+    ("^NVLS", "AllReduce", {"Tree", "Ring", "CollNetDirect", "CollNetChain", "NVLSTree", "PAT"}),
+    ("ring,TREE", "AllReduce", {"Ring", "Tree"}),
+    ("allreduce:ring;allgather:^tree", "AllReduce", {"Ring"}),
+    ("allreduce:ring;allgather:^tree", "AllGather", {"Ring", "CollNetDirect", "CollNetChain", "NVLS", "NVLSTree",
+                                                     "PAT"}),
+    ("allreduce:ring;allgather:^tree", "Broadcast", None),  # not named: NCCL's own choice
+    ("ring,collnetdirect;allreduce:tree", "AllReduce", {"Tree"}),
+    ("ring,collnetdirect;allreduce:tree", "Broadcast", {"Ring", "CollNetDirect"}),
+    ("", "AllReduce", None),
+    ("Ring;Tree", "AllReduce", None),  # NCCL: all entries except the first must have a prefix
+    ("allreduce:Rign", "AllReduce", None),
+    ("alltoall:ring", "AllReduce", None),
+])
+def test_nccl_algo_parsed_as_nccl_does(value, function, enabled):
+    found = enabled_for(value, function)
+    assert (None if found is None else set(found)) == enabled
+
+
+def test_nccl_proto_uses_the_same_grammar():
+    assert enabled_for("^LL128;allreduce:LL128", "AllReduce", NCCL_PROTOCOLS) == {"LL128"}
+    assert enabled_for("^LL128;allreduce:LL128", "AllGather", NCCL_PROTOCOLS) == {"LL", "Simple"}
