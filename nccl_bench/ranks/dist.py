@@ -181,6 +181,7 @@ class _HeldOutput:
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
+        _flush_c_stdio()  # NCCL fwrites to C's stdout, fully buffered when it is not a terminal
         written = {}
         for fd in self.FDS:
             os.dup2(self._saved[fd], fd)
@@ -195,6 +196,16 @@ class _HeldOutput:
                 os.write(2, written[2])
         else:
             self.text = "\n".join(raw.decode("utf-8", "replace") for raw in written.values())
+
+
+def _flush_c_stdio() -> None:
+    """Flush every C stdio stream (fflush(NULL)): NCCL's WARN lines are fwrite()n to C's stdout
+    (src/debug.cc) and never flushed, and glibc buffers a stdout that is a pipe or a file whole, so
+    without this they would land after the held descriptors are given back (or never, at os._exit)."""
+    import ctypes
+
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None).fflush(None)
 
 
 # What NCCL and torch's NCCL group say when a communicator cannot start, kept when it fails:
