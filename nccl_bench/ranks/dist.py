@@ -334,9 +334,15 @@ def synchronize(ctx: DistContext) -> None:
 
 
 def barrier(ctx: DistContext) -> None:
+    """Every rank here before the next step. With a gloo side group (--nccl-env) the GPU is drained and
+    the side group waits: torch's NCCL barrier is an all_reduce of one element, which a variant that
+    leaves all_reduce no algorithm (NCCL_ALGO=PAT, NVLS where there is none) would fail at every sample."""
     import torch.distributed as dist
 
-    if ctx.on_gpu:
+    if ctx.control is not None:
+        synchronize(ctx)
+        dist.barrier(group=ctx.control)
+    elif ctx.on_gpu:
         dist.barrier(group=ctx.group, device_ids=[ctx.device.index])
     else:
         dist.barrier(group=ctx.group)
