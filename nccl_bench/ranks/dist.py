@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Iterator
 
 from nccl_bench.errors import RunFailedError, first_line
-from nccl_bench.ranks import run_owner
+from nccl_bench.ranks import devices, run_owner
 from nccl_bench.ranks.devices import device_kind, nccl_env_to_set, passes_device_id
 from nccl_bench.ranks.layout import LaunchEnv, export_launch_env
 
@@ -44,6 +44,8 @@ class DistContext:
     # The launcher's store, held from the start: aborting every group (abort_all_groups) forgets the
     # default group, and with it the lookup of its store, which the roll call after a stall needs.
     store: Any = None
+    # NCCL: TORCH_NCCL_ASYNC_ERROR_HANDLING's value, who chose it and why (devices.error_handling; meta.json)
+    error_handling: dict | None = None
 
     @property
     def on_gpu(self) -> bool:
@@ -79,12 +81,15 @@ def process_group(launch: LaunchEnv, backend: str, timeout_s: float, device_inde
     export_launch_env(launch)
     extra = {}
     group_timeout_s = timeout_s
+    handling = None
     if device_kind(backend) == "cuda":
         device = torch.device("cuda", launch.local_rank if device_index is None else device_index)
         torch.cuda.set_device(device)
         if passes_device_id(torch.__version__):
             extra["device_id"] = device
-        os.environ.update(nccl_env_to_set(os.environ))
+        agent = devices.agent_environ(os.environ)
+        handling = devices.error_handling(os.environ, agent)  # who chose it, before it is set
+        os.environ.update(nccl_env_to_set(os.environ, agent))
         group_timeout_s = timeout_s + deadline.MARGIN_S + deadline.GRACE_S + NCCL_WATCHDOG_LAG_S
     else:
         device = torch.device("cpu")
@@ -117,7 +122,7 @@ def process_group(launch: LaunchEnv, backend: str, timeout_s: float, device_inde
         # made on gloo too, so that the path every --nccl-env run takes is the one the CPU tests run
         side = dist.new_group(backend="gloo", timeout=_dt.timedelta(seconds=group_timeout_s)) if control else None
         yield DistContext(launch.rank, launch.world_size, launch.local_rank, backend, device, group_timeout_s,
-                          control=side, store=dist.distributed_c10d._get_default_store())
+                          control=side, store=dist.distributed_c10d._get_default_store(), error_handling=handling)
     finally:
         if not _aborted.done:  # after an abort, shutdown would flush and join what the abort cut short
             with contextlib.suppress(Exception):

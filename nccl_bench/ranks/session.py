@@ -149,6 +149,7 @@ class Run:
             "host": dist.hostname(),
             "attempt": run_owner.attempt(os.environ),
             **({"stopped_because": self.watch.why} if self.watch is not None and self.watch.why else {}),
+            **({"error_handling": self.ctx.error_handling} if self.ctx is not None and self.ctx.error_handling else {}),
         }
 
 
