@@ -22,6 +22,9 @@ from nccl_bench.ranks.layout import LaunchEnv, export_launch_env
 # NCCL's own watchdog gets this much longer than the rank's deadline (ranks/deadline.py), so that the
 # deadline always acts first and the watchdog never starts its pre-abort sleep under it.
 NCCL_WATCHDOG_LAG_S = 10.0
+# How long an unclean exit waits for its abort before it goes on to report: ncclCommAbort returns
+# at once, or it does not return at all.
+ABORT_WAIT_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -118,15 +121,44 @@ def process_group(launch: LaunchEnv, backend: str, timeout_s: float, device_inde
         raise failure from None
     except RuntimeError as exc:  # NCCL failing to start (with device_id, inside init_process_group)
         raise BackendStartError(str(exc), backend_diagnostics(held.text + "\n" + str(exc))) from exc
+    clean = False
     try:
         # made on gloo too, so that the path every --nccl-env run takes is the one the CPU tests run
         side = dist.new_group(backend="gloo", timeout=_dt.timedelta(seconds=group_timeout_s)) if control else None
         yield DistContext(launch.rank, launch.world_size, launch.local_rank, backend, device, group_timeout_s,
                           control=side, store=dist.distributed_c10d._get_default_store(), error_handling=handling)
+        clean = True
     finally:
-        if not _aborted.done:  # after an abort, shutdown would flush and join what the abort cut short
+        if _aborted.done:  # after an abort, shutdown would flush and join what the abort cut short
+            pass
+        elif clean:
             with contextlib.suppress(Exception):
                 dist.destroy_process_group()
+        else:
+            abort_within(ABORT_WAIT_S)
+
+
+def abort_within(seconds: float) -> None:
+    """Abort every group on an unclean exit (an error, an interrupt, a parent gone, a failure seen on
+    the gloo side group), waiting at most `seconds` for it.
+
+    Never destroy there: ProcessGroupNCCL's shutdown finalizes each communicator (ncclCommFinalize,
+    then commDestroySync), which synchronizes the device stream and so waits for kernels whose peers,
+    stopped at other op counts, never launch theirs; with a CUDA graph it also waits until every graph
+    that uses the communicator is gone, which the exception in flight keeps alive. The one-line report
+    is printed after this context exits, so a teardown that waits would lose it (torchrun SIGKILLs 30 s
+    after its SIGTERM; a direct launch would never end). The abort runs on a thread of its own, so
+    even an abort that hangs cannot hold the report back."""
+    import threading
+
+    worker = threading.Thread(target=_abort_quietly, name="nccl-bench-abort-at-exit", daemon=True)
+    worker.start()
+    worker.join(seconds)
+
+
+def _abort_quietly() -> None:
+    with contextlib.suppress(Exception):
+        abort_all_groups()
 
 
 def abort_all_groups() -> None:
