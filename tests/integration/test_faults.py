@@ -176,3 +176,37 @@ def test_backend_errors_lose_their_source_location_and_boilerplate():
     assert backend_error_text(reset) == "Read error [127.0.0.1]:33711: Connection reset by peer"
     assert backend_error_text(timed_out) == "Timed out waiting 10000ms for recv operation to complete"
     assert backend_error_text(RuntimeError("")) == "RuntimeError"
+
+
+@pytest.mark.integration
+def test_dead_peer_reported_within_torchruns_sigterm_grace(tmp_path):
+    """Rank 1 frozen mid-sweep at the default --timeout (300 s), torchrun sent SIGTERM: rank 0's main
+    thread sits in a gloo wait, where Python never runs its SIGTERM handler; the signal's own thread
+    reports and leaves meta.json failed naming rank 1, well before torchrun's SIGKILL 30 s later."""
+    out = tmp_path / "run"
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "-m", "nccl_bench", "sweep",
+           *SWEEP, "--out", str(out)]  # the default --timeout
+    proc = subprocess.Popen(cmd, stdout=open(tmp_path / "stdout.txt", "w"),
+                            stderr=open(tmp_path / "stderr.txt", "w"), start_new_session=True,
+                            env=dict(os.environ, OMP_NUM_THREADS="1"))
+    ranks: dict[int, int] = {}
+    try:
+        ranks = _ranks_after_rows(proc, out, 2, rows=2)
+        os.kill(ranks[1], signal.SIGSTOP)
+        time.sleep(2.0)  # rank 0 is now blocked in the point's collective
+        os.kill(proc.pid, signal.SIGTERM)
+        survivor_s = _wait_gone([ranks[0]], 28.0)
+        meta = read_meta(out)
+        code = proc.wait(timeout=60)
+    finally:
+        for pid in ranks.values():
+            if _alive(pid):
+                os.kill(pid, signal.SIGCONT)
+        _cleanup(proc)
+    assert survivor_s < 25.0  # before torchrun's SIGKILL (30 s after its SIGTERM)
+    assert code != 0
+    assert meta["status"] == "failed", meta
+    assert "rank 1 on host " in meta["failure"] and "(process " in meta["failure"], meta["failure"]
+    errors = _error_lines(tmp_path)
+    assert len(errors) == 1 and "rank 1 on host " in errors[0], errors
+    assert read_rows(out)
