@@ -14,8 +14,8 @@ figure it judged, exits 0 on PASS and 1 on FAIL, and fails when that figure is m
     python benchmarks/gpu_smoke_checks.py nvml-dump FILE.json
 
 Every command also takes --proves TEXT: what a PASS of this step shows, appended to its line
-("; proves: TEXT"), so that a summary says what was proved and what was not (a one-rank step proves
-copies, not NCCL kernels: smoke_lib.sh counts them apart).
+("; proves: TEXT"), so that a summary says what was proved and what was not (a one-rank step crosses
+no link: smoke_lib.sh counts "one rank only" steps apart).
 
 Kept apart from the shell scripts so the conditions are readable Python, not awk; it reads run
 folders with nccl_bench's own reader, so it checks the files a user gets.
