@@ -86,7 +86,10 @@ def signals_raise_interrupted() -> Iterator[None]:
         with interrupts_unwrapped(), _SignalWatch() if previous else contextlib.nullcontext():
             yield
     finally:
-        for signum, handler in previous.items():
+        # Once the run's ending holds the signals, a signal changes nothing, and its handler stays: the
+        # one line is printed after this block, and the launcher SIGTERMs the survivors as soon as one
+        # rank leaves, which the default action would turn into a silent death (an empty stderr).
+        for signum, handler in previous.items() if not _signals.held else ():
             signal.signal(signum, handler)
 
 
