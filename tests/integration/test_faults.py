@@ -30,10 +30,12 @@ SWEEP = ["--op", "all_reduce", "--min-bytes", "1K", "--max-bytes", "64M", "--ite
 SLACK_S = 15.0
 
 
-def _start(out: Path, nproc: int, timeout_s: float, logs: Path) -> subprocess.Popen:
+def _start(out: Path, nproc: int, timeout_s: float | None, logs: Path) -> subprocess.Popen:
+    """torchrun's sweep; timeout_s None: the default --timeout."""
     cmd = [
         sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(nproc),
-        "-m", "nccl_bench", "sweep", *SWEEP, "--timeout", str(timeout_s), "--out", str(out),
+        "-m", "nccl_bench", "sweep", *SWEEP, *(() if timeout_s is None else ("--timeout", str(timeout_s))),
+        "--out", str(out),
     ]
     return subprocess.Popen(
         cmd, stdout=open(logs / "stdout.txt", "w"), stderr=open(logs / "stderr.txt", "w"),
@@ -76,6 +78,13 @@ def _wait_gone(pids, limit_s: float) -> float:
 
 def _error_lines(logs: Path) -> list[str]:
     return [line for line in (logs / "stderr.txt").read_text().splitlines() if line.startswith("nccl-bench: error:")]
+
+
+def _thaw_and_cleanup(proc: subprocess.Popen, ranks: dict[int, int]) -> None:
+    for pid in ranks.values():
+        if _alive(pid):
+            os.kill(pid, signal.SIGCONT)
+    _cleanup(proc)
 
 
 def _cleanup(proc: subprocess.Popen) -> None:
@@ -127,10 +136,7 @@ def test_frozen_rank_is_named_after_the_timeout(tmp_path):
         os.kill(ranks[1], signal.SIGCONT)
         code = proc.wait(timeout=30)
     finally:
-        for pid in ranks.values():
-            if _alive(pid):
-                os.kill(pid, signal.SIGCONT)
-        _cleanup(proc)
+        _thaw_and_cleanup(proc, ranks)
     assert survivor_s >= timeout_s * 0.8  # it waited for gloo's timeout, not less
     assert code != 0
     errors = _error_lines(tmp_path)
@@ -184,11 +190,7 @@ def test_dead_peer_reported_within_torchruns_sigterm_grace(tmp_path):
     thread sits in a gloo wait, where Python never runs its SIGTERM handler; the signal's own thread
     reports and leaves meta.json failed naming rank 1, well before torchrun's SIGKILL 30 s later."""
     out = tmp_path / "run"
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "-m", "nccl_bench", "sweep",
-           *SWEEP, "--out", str(out)]  # the default --timeout
-    proc = subprocess.Popen(cmd, stdout=open(tmp_path / "stdout.txt", "w"),
-                            stderr=open(tmp_path / "stderr.txt", "w"), start_new_session=True,
-                            env=dict(os.environ, OMP_NUM_THREADS="1"))
+    proc = _start(out, 2, None, tmp_path)  # the default --timeout
     ranks: dict[int, int] = {}
     try:
         ranks = _ranks_after_rows(proc, out, 2, rows=2)
@@ -199,10 +201,7 @@ def test_dead_peer_reported_within_torchruns_sigterm_grace(tmp_path):
         meta = read_meta(out)
         code = proc.wait(timeout=60)
     finally:
-        for pid in ranks.values():
-            if _alive(pid):
-                os.kill(pid, signal.SIGCONT)
-        _cleanup(proc)
+        _thaw_and_cleanup(proc, ranks)
     assert survivor_s < 25.0  # before torchrun's SIGKILL (30 s after its SIGTERM)
     assert code != 0
     assert meta["status"] == "failed", meta

@@ -3,6 +3,7 @@ kernels that peers stopped at other op counts never launch, and the report would
 
 from __future__ import annotations
 
+import os
 import socket
 import threading
 import time
@@ -12,6 +13,15 @@ import pytest
 from nccl_bench.ranks import dist as rank_dist
 from nccl_bench.ranks.faults import Interrupted
 from nccl_bench.ranks.layout import LaunchEnv
+
+
+@pytest.fixture(autouse=True)
+def _environment_restored():
+    """process_group exports the launch layout (RANK, WORLD_SIZE, MASTER_ADDR): later tests must not see it."""
+    saved = dict(os.environ)
+    yield
+    os.environ.clear()
+    os.environ.update(saved)
 
 
 def _free_port() -> str:
