@@ -4,7 +4,8 @@
 # Runs the tool as a user would (torchrun -m nccl_bench, NCCL; one rank started by hand where the
 # exit code read must be the tool's own), prints one PASS/FAIL line per check with the figure it
 # judged and what the step proves, then a count. With one GPU every data step runs one rank, and NCCL
-# then runs no communication kernel (a copy or nothing per collective): those lines say "copies only"
+# then crosses no link: a copy or nothing per collective, and for all_to_all/all_to_allv (sends and
+# receives in torch) its point-to-point kernel to the rank itself. Those lines say "one rank only"
 # and the closing "proof:" line counts them apart; steps that need two GPUs are in gpu_multi.sh.
 # OUT_DIR ends with three files to copy out: summary.txt, timings.txt (each step's and checker's wall
 # time against its limit) and runs.tar.gz (every run folder, log and hardware capture; fixtures/ holds
@@ -64,7 +65,7 @@ if want cuda_graph; then
     limit d2d 12
     started=$SECONDS
     timeout -k 5 "$limit_s" $checks d2d-vs-all-gather "$out_dir/runs/cuda_graph" \
-      --proves "copies only: a graph-replayed one-rank all_gather times as a captured copy does" | verdict
+      --proves "one rank only: a graph-replayed one-rank all_gather times as a captured copy does" | verdict
     wall=$((SECONDS - started))
     timed
   else
@@ -121,7 +122,9 @@ fi
 # 9. A planted stall behind GPU work (NCCL_BENCH_FAULT=stall-behind-gpu:0:1: the point's collective is
 #    enqueued behind torch.cuda._sleep on the rank's stream, so it sits unfinished in torch's watchdog
 #    list): the rank's deadline must end the run before the watchdog's own timeout, with the tool's
-#    exit code and no SIGABRT, the timeout named, the row before it kept, meta.json "failed". On CPU the
+#    exit code and no SIGABRT, the timeout named, the row before it kept, meta.json "failed". It
+#    exercises only the stuck rank's own exit (one rank: no peer waits on it, no abort releases
+#    anyone, no roll call names it; gpu_multi.sh has those). On CPU the
 #    planted stall is a plain `stall` (no stream to spin): the same checks. There is no variant with
 #    TORCH_NCCL_ASYNC_ERROR_HANDLING=3: the deadline ends the run at --timeout + 4 s, before the
 #    watchdog's group timeout (--timeout + 14 s), so its error handling never acts, whatever its value.
@@ -133,7 +136,7 @@ if want stall_defaults; then
     --timeout "$stall_timeout" --min-sample-ms 5
   finished stall_defaults && check stall "$out_dir/runs/stall_defaults" "$out_dir/logs/stall_defaults.log" "$rc" \
     --name "stall_defaults ($fault)" --timeout "$stall_timeout" --rows 1 \
-    --proves "the deadline ends a stalled rank before NCCL's watchdog, with the tool's exit and its report"
+    --proves "the stuck rank's own exit only: the deadline ends the stalled rank (one rank, no peer waiting) before NCCL's watchdog, with the tool's exit and its report"
 fi
 
 # 10. Refusals, exit codes under torchrun, layouts that need a GPU count to judge.

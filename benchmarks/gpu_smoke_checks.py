@@ -14,8 +14,8 @@ figure it judged, exits 0 on PASS and 1 on FAIL, and fails when that figure is m
     python benchmarks/gpu_smoke_checks.py nvml-dump FILE.json
 
 Every command also takes --proves TEXT: what a PASS of this step shows, appended to its line
-("; proves: TEXT"), so that a summary says what was proved and what was not (a one-rank step proves
-copies, not NCCL kernels: smoke_lib.sh counts them apart).
+("; proves: TEXT"), so that a summary says what was proved and what was not (a one-rank step crosses
+no link: smoke_lib.sh counts "one rank only" steps apart).
 
 Kept apart from the shell scripts so the conditions are readable Python, not awk; it reads run
 folders with nccl_bench's own reader, so it checks the files a user gets.
@@ -223,7 +223,7 @@ def doctor(run_dir: Path, name: str) -> int:
 
 def meta_env(run_dir: Path, name: str, nccl: bool) -> int:
     """meta.json records NCCL_DEBUG and TORCH_FR_BUFFER_SIZE as set; on NCCL also the library's version
-    and the error handling the tool set."""
+    and the error handling the ranks ran with: 2, set by the tool (the step sets none of its own)."""
     from nccl_bench.results.run_folder import read_meta
 
     meta = read_meta(run_dir) or {}
@@ -234,8 +234,11 @@ def meta_env(run_dir: Path, name: str, nccl: bool) -> int:
         import torch
 
         want = ".".join(map(str, torch.cuda.nccl.version()))
-        ok = ok and version == want and env.get("TORCH_NCCL_ASYNC_ERROR_HANDLING") is not None
-        detail += f", versions.nccl {version} (library {want})"
+        handling = meta.get("error_handling") or {}
+        mode = env.get("TORCH_NCCL_ASYNC_ERROR_HANDLING")
+        ok = ok and version == want and mode == handling.get("value") == "2" and handling.get("set_by") == "nccl-bench"
+        detail += f", versions.nccl {version} (library {want}), TORCH_NCCL_ASYNC_ERROR_HANDLING {mode} " \
+                  f"set by {handling.get('set_by')}"
     return _line(name, ok, detail)
 
 

@@ -30,7 +30,7 @@ if [ "$mode" = cpu ]; then
   one_rank="one gloo rank: the tool's own path (launch, timing, check, files), no link crossed"
   many_ranks="gloo across 2 ranks: the multi-rank path on CPU, no NCCL"
 else
-  one_rank="copies only: one rank, so NCCL ran a cudaMemcpyAsync or nothing per collective (enqueue.cc), no NCCL communication kernel; the tool's path on a GPU (launch, timing, check, files)"
+  one_rank="one rank only: NCCL ran a copy or nothing per collective (ncclLaunchOneRank, enqueue.cc), and for all_to_all/all_to_allv, which torch builds from sends and receives, its point-to-point kernel to the rank itself; no link crossed; the tool's path on a GPU (launch, timing, check, files)"
   many_ranks="NCCL kernels across 2 GPUs"
 fi
 # A checker is a short Python process (no torch): this limit covers it on a loaded host; one that
@@ -176,9 +176,9 @@ finish() {
   failed=$(grep -c '^FAIL' "$out_dir/summary.txt")
   skipped=$(grep -c '^SKIP' "$out_dir/summary.txt")
   kernels=$(grep -c '^PASS.*; proves: NCCL kernels' "$out_dir/summary.txt")
-  copies=$(grep -c '^PASS.*; proves: copies only' "$out_dir/summary.txt")
+  copies=$(grep -c '^PASS.*; proves: one rank only' "$out_dir/summary.txt")
   if [ "$mode" = gpu ]; then
-    echo "proof: $kernels passed step(s) ran NCCL's kernels across GPUs; $copies passed on one rank, copies only" | verdict
+    echo "proof: $kernels passed step(s) ran NCCL's kernels across GPUs; $copies passed on one rank only (no link crossed)" | verdict
   else
     echo "proof: no NCCL in --cpu mode (gloo on CPU tensors)" | verdict
   fi

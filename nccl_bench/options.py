@@ -215,9 +215,11 @@ SWEEP_OPTIONS = (
            "their cycle; the end gives each point's spread across cycles (default {default}).", default=1),
     Option("nccl_env", ("--nccl-env",), _nccl_env,
            "Run the sweep once per setting of an NCCL variable, each in fresh ranks (NCCL reads them once): "
-           "NAME=V1[,V2...], e.g. NCCL_ALGO=Ring,Tree; repeat for every combination. Rows carry their variant; "
+           "NAME=VALUE, the value passed whole as NCCL reads it (NCCL_ALGO=Ring,Tree is one variant: Ring or Tree); "
+           "repeat the option for more variants (--nccl-env NCCL_ALGO=Ring --nccl-env NCCL_ALGO=Tree); several "
+           "names give every combination. Rows carry their variant; "
            "the end names the fastest. Not under a launcher (loop in the shell there).", default=(),
-           metavar="NAME=VALUES", many=True),
+           metavar="NAME=VALUE", many=True),
     Option("nccl_trace", ("--nccl-trace",), switch,
            "NCCL only: read back which algorithm and protocol NCCL chose at each point (its tuning log, "
            "NCCL_DEBUG=INFO into a file per rank) into the algo and proto columns; the log line costs the "

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
+from nccl_bench.units.nccl_env import enabled_for
 from nccl_bench.units.sizes import format_size
 
 if TYPE_CHECKING:
@@ -205,16 +206,18 @@ def host_entries(limits: HostLimits, nodes: int | None = 1) -> list[Entry]:
 
 
 def run_algorithm(environ: Mapping[str, str], traced: Iterable[str] = ()) -> str:
-    """What a run is known to have used: "ring" when NCCL's trace shows only rings, or its environment
-    asks for rings (NCCL_ALGO naming Ring first, NCCL_NVLS_ENABLE=0); "nvls" when the trace shows NVLS;
-    else "default"."""
+    """What a run's all_reduce is known to have used: "ring" when NCCL's trace shows only rings, or its
+    environment leaves all_reduce rings and no NVLS (NCCL_ALGO read as NCCL reads it: Ring, Ring,Tree,
+    ^NVLS, allreduce:ring; or NCCL_NVLS_ENABLE=0); "nvls" when the trace shows NVLS; else "default".
+    NVLSTree, which ^NVLS leaves, runs only across nodes (src/graph/tuning.cc)."""
     seen = {algo.upper() for algo in traced if algo}
     if seen and all(algo == "RING" for algo in seen):
         return RING
     if any(algo.startswith("NVLS") for algo in seen):
         return "nvls"
-    first = environ.get("NCCL_ALGO", "").split(",")[0].split(":")[-1].strip().lower()
-    return RING if first == RING or environ.get("NCCL_NVLS_ENABLE", "").strip() == "0" else "default"
+    enabled = enabled_for(environ.get("NCCL_ALGO", "").strip(), "AllReduce")
+    rings = enabled is not None and "Ring" in enabled and "NVLS" not in enabled
+    return RING if rings or environ.get("NCCL_NVLS_ENABLE", "").strip() == "0" else "default"
 
 
 def _size_fits(entry: Entry, size_bytes: int | None) -> bool:

@@ -5,6 +5,7 @@ Decided before any process group exists, so a layout that cannot work is refused
 
 from __future__ import annotations
 
+import os
 import re
 from typing import Mapping
 
@@ -113,10 +114,57 @@ def passes_device_id(torch_version: str) -> bool:
     return version >= DEVICE_ID_SINCE and not (low <= version < high)
 
 
-def nccl_env_to_set(environ: Mapping[str, str]) -> dict[str, str]:
-    """NCCL_ENV_DEFAULTS the user has not chosen, under either name torch reads (TORCH_NCCL_X, NCCL_X)."""
-    return {name: value for name, value in NCCL_ENV_DEFAULTS.items()
-            if name not in environ and name.replace("TORCH_", "", 1) not in environ}
+def nccl_env_to_set(environ: Mapping[str, str], agent_environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """NCCL_ENV_DEFAULTS the user has not chosen, under either name torch reads (TORCH_NCCL_X, NCCL_X);
+    the error handling as error_handling decides it (torch's elastic agent sets it for every worker)."""
+    found = {name: value for name, value in NCCL_ENV_DEFAULTS.items()
+             if name not in environ and name.replace("TORCH_", "", 1) not in environ}
+    found[ERROR_HANDLING] = error_handling(environ, agent_environ)["value"]
+    return found
+
+
+ERROR_HANDLING = "TORCH_NCCL_ASYNC_ERROR_HANDLING"
+_OLD_ERROR_HANDLING = "NCCL_ASYNC_ERROR_HANDLING"  # torch's older name; TORCH_NCCL_X wins where both are set
+ELASTIC_MARK = "TORCHELASTIC_RUN_ID"  # every worker of torch's elastic agent has it (torchrun, --workers)
+
+
+def error_handling(environ: Mapping[str, str], agent_environ: Mapping[str, str] | None) -> dict[str, str]:
+    """The TORCH_NCCL_ASYNC_ERROR_HANDLING the ranks run with, who chose it and why (meta.json's record).
+
+    torch's elastic agent gives every worker os.getenv("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1")
+    (local_elastic_agent.py, torch 2.3 to 2.13), so under torchrun and --workers a rank sees 1 whether
+    or not the user chose it. The user's choice is told apart in the environment the agent itself was
+    started with (agent_environ: its /proc/<pid>/environ; the agent passes a value set there on
+    unchanged). Where that cannot be read, a 1 under the agent is taken for its default, and any
+    other value for the user's.
+    """
+    under_agent = ELASTIC_MARK in environ
+    chosen = environ.get(ERROR_HANDLING) if not under_agent else (
+        agent_environ.get(ERROR_HANDLING) if agent_environ is not None
+        else (None if environ.get(ERROR_HANDLING) == "1" else environ.get(ERROR_HANDLING)))
+    if chosen is not None:
+        return {"value": chosen, "set_by": "user", "why": f"{ERROR_HANDLING} was set before the run started"}
+    if _OLD_ERROR_HANDLING in environ:
+        return {"value": environ[_OLD_ERROR_HANDLING], "set_by": "user",
+                "why": f"{_OLD_ERROR_HANDLING} was set before the run started"}
+    why = "so that an NCCL error aborts the communicators and the rank reports it (torch's 3 ends the process)"
+    if under_agent:
+        why += "; torch's elastic agent had set 1 (tear down: the process ends with no report)"
+    return {"value": NCCL_ENV_DEFAULTS[ERROR_HANDLING], "set_by": "nccl-bench", "why": why}
+
+
+def agent_environ(environ: Mapping[str, str]) -> dict[str, str] | None:
+    """The environment torch's elastic agent (this rank's parent) was started with; None when no agent
+    started this rank or its environment cannot be read (another user's process, no /proc)."""
+    if ELASTIC_MARK not in environ:
+        return None
+    try:
+        with open(f"/proc/{os.getppid()}/environ", "rb") as handle:
+            raw = handle.read()
+    except OSError:
+        return None
+    pairs = (entry.decode("utf-8", "replace").partition("=") for entry in raw.split(b"\0") if entry)
+    return {name: value for name, _, value in pairs}
 
 
 def device_kind(backend: str) -> str:

@@ -15,13 +15,16 @@ from dataclasses import dataclass
 from typing import Any, Iterator
 
 from nccl_bench.errors import RunFailedError, first_line
-from nccl_bench.ranks import run_owner
+from nccl_bench.ranks import devices, run_owner
 from nccl_bench.ranks.devices import device_kind, nccl_env_to_set, passes_device_id
 from nccl_bench.ranks.layout import LaunchEnv, export_launch_env
 
 # NCCL's own watchdog gets this much longer than the rank's deadline (ranks/deadline.py), so that the
 # deadline always acts first and the watchdog never starts its pre-abort sleep under it.
 NCCL_WATCHDOG_LAG_S = 10.0
+# How long an unclean exit waits for its abort before it goes on to report: ncclCommAbort returns
+# at once, or it does not return at all.
+ABORT_WAIT_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -44,6 +47,8 @@ class DistContext:
     # The launcher's store, held from the start: aborting every group (abort_all_groups) forgets the
     # default group, and with it the lookup of its store, which the roll call after a stall needs.
     store: Any = None
+    # NCCL: TORCH_NCCL_ASYNC_ERROR_HANDLING's value, who chose it and why (devices.error_handling; meta.json)
+    error_handling: dict | None = None
 
     @property
     def on_gpu(self) -> bool:
@@ -79,12 +84,15 @@ def process_group(launch: LaunchEnv, backend: str, timeout_s: float, device_inde
     export_launch_env(launch)
     extra = {}
     group_timeout_s = timeout_s
+    handling = None
     if device_kind(backend) == "cuda":
         device = torch.device("cuda", launch.local_rank if device_index is None else device_index)
         torch.cuda.set_device(device)
         if passes_device_id(torch.__version__):
             extra["device_id"] = device
-        os.environ.update(nccl_env_to_set(os.environ))
+        agent = devices.agent_environ(os.environ)
+        handling = devices.error_handling(os.environ, agent)  # who chose it, before it is set
+        os.environ.update(nccl_env_to_set(os.environ, agent))
         group_timeout_s = timeout_s + deadline.MARGIN_S + deadline.GRACE_S + NCCL_WATCHDOG_LAG_S
     else:
         device = torch.device("cpu")
@@ -113,15 +121,44 @@ def process_group(launch: LaunchEnv, backend: str, timeout_s: float, device_inde
         raise failure from None
     except RuntimeError as exc:  # NCCL failing to start (with device_id, inside init_process_group)
         raise BackendStartError(str(exc), backend_diagnostics(held.text + "\n" + str(exc))) from exc
+    clean = False
     try:
         # made on gloo too, so that the path every --nccl-env run takes is the one the CPU tests run
         side = dist.new_group(backend="gloo", timeout=_dt.timedelta(seconds=group_timeout_s)) if control else None
         yield DistContext(launch.rank, launch.world_size, launch.local_rank, backend, device, group_timeout_s,
-                          control=side, store=dist.distributed_c10d._get_default_store())
+                          control=side, store=dist.distributed_c10d._get_default_store(), error_handling=handling)
+        clean = True
     finally:
-        if not _aborted.done:  # after an abort, shutdown would flush and join what the abort cut short
+        if _aborted.done:  # after an abort, shutdown would flush and join what the abort cut short
+            pass
+        elif clean:
             with contextlib.suppress(Exception):
                 dist.destroy_process_group()
+        else:
+            abort_within(ABORT_WAIT_S)
+
+
+def abort_within(seconds: float) -> None:
+    """Abort every group on an unclean exit (an error, an interrupt, a parent gone, a failure seen on
+    the gloo side group), waiting at most `seconds` for it.
+
+    Never destroy there: ProcessGroupNCCL's shutdown finalizes each communicator (ncclCommFinalize,
+    then commDestroySync), which synchronizes the device stream and so waits for kernels whose peers,
+    stopped at other op counts, never launch theirs; with a CUDA graph it also waits until every graph
+    that uses the communicator is gone, which the exception in flight keeps alive. The one-line report
+    is printed after this context exits, so a teardown that waits would lose it (torchrun SIGKILLs 30 s
+    after its SIGTERM; a direct launch would never end). The abort runs on a thread of its own, so
+    even an abort that hangs cannot hold the report back."""
+    import threading
+
+    worker = threading.Thread(target=_abort_quietly, name="nccl-bench-abort-at-exit", daemon=True)
+    worker.start()
+    worker.join(seconds)
+
+
+def _abort_quietly() -> None:
+    with contextlib.suppress(Exception):
+        abort_all_groups()
 
 
 def abort_all_groups() -> None:
@@ -181,6 +218,7 @@ class _HeldOutput:
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
+        _flush_c_stdio()  # NCCL fwrites to C's stdout, fully buffered when it is not a terminal
         written = {}
         for fd in self.FDS:
             os.dup2(self._saved[fd], fd)
@@ -195,6 +233,16 @@ class _HeldOutput:
                 os.write(2, written[2])
         else:
             self.text = "\n".join(raw.decode("utf-8", "replace") for raw in written.values())
+
+
+def _flush_c_stdio() -> None:
+    """Flush every C stdio stream (fflush(NULL)): NCCL's WARN lines are fwrite()n to C's stdout
+    (src/debug.cc) and never flushed, and glibc buffers a stdout that is a pipe or a file whole, so
+    without this they would land after the held descriptors are given back (or never, at os._exit)."""
+    import ctypes
+
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None).fflush(None)
 
 
 # What NCCL and torch's NCCL group say when a communicator cannot start, kept when it fails:
@@ -323,9 +371,15 @@ def synchronize(ctx: DistContext) -> None:
 
 
 def barrier(ctx: DistContext) -> None:
+    """Every rank here before the next step. With a gloo side group (--nccl-env) the GPU is drained and
+    the side group waits: torch's NCCL barrier is an all_reduce of one element, which a variant that
+    leaves all_reduce no algorithm (NCCL_ALGO=PAT, NVLS where there is none) would fail at every sample."""
     import torch.distributed as dist
 
-    if ctx.on_gpu:
+    if ctx.control is not None:
+        synchronize(ctx)
+        dist.barrier(group=ctx.control)
+    elif ctx.on_gpu:
         dist.barrier(group=ctx.group, device_ids=[ctx.device.index])
     else:
         dist.barrier(group=ctx.group)

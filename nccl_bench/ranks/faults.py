@@ -11,9 +11,9 @@ from __future__ import annotations
 import contextlib
 import signal
 import time
-from typing import Iterator
+from typing import Callable, Iterator
 
-from nccl_bench.errors import RunFailedError
+from nccl_bench.errors import EXIT_INTERRUPTED, RunFailedError
 from nccl_bench.ranks import dist, roll_call
 from nccl_bench.ranks.deadline import GRACE_S, STALL_MARK, DeadlineExceeded
 
@@ -42,9 +42,22 @@ class Interrupted(BaseException):
         self.began = began
 
 
+# How long a stop signal may wait for the main thread to run its handler before the signal's own
+# thread ends the run for it. Python runs a handler only between bytecodes, so a main thread blocked
+# in a C call (torch.cuda.synchronize(), a gloo wait on a frozen peer) runs it only when the call
+# returns, and torchrun SIGKILLs 30 s after its SIGTERM (the agent's _shutdown(timeout=30)): the
+# report, with the roll call after it (at most FAILURE_ROLL_CALL_S + GRACE_S + FAILURE_ROLL_CALL_S),
+# must fit in what is left.
+UNANSWERED_SIGNAL_S = 5.0
+
+
 class _Signals:
     held = False
     pending: str | None = None  # the first signal that arrived while held
+    handled = 0  # signals whose handler has run in the main thread
+    # Called on the watcher's thread with a signal's name when the main thread has not run its
+    # handler within UNANSWERED_SIGNAL_S (see unanswered_signals); None: nothing is done then.
+    on_unanswered: Callable[[str], None] | None = None
 
 
 _signals = _Signals()
@@ -52,6 +65,7 @@ _signals = _Signals()
 
 def _on_signal(signum, frame) -> None:
     name = signal.Signals(signum).name
+    _signals.handled += 1
     if _signals.held:
         _signals.pending = _signals.pending or name
         return
@@ -69,11 +83,73 @@ def signals_raise_interrupted() -> Iterator[None]:
         except ValueError:  # not the main thread
             pass
     try:
-        with interrupts_unwrapped():
+        with interrupts_unwrapped(), _SignalWatch() if previous else contextlib.nullcontext():
             yield
     finally:
-        for signum, handler in previous.items():
+        # Once the run's ending holds the signals, a signal changes nothing, and its handler stays: the
+        # one line is printed after this block, and the launcher SIGTERMs the survivors as soon as one
+        # rank leaves, which the default action would turn into a silent death (an empty stderr).
+        for signum, handler in previous.items() if not _signals.held else ():
             signal.signal(signum, handler)
+
+
+@contextlib.contextmanager
+def unanswered_signals(callback: Callable[[str], None]) -> Iterator[None]:
+    """Inside the block, a stop signal whose handler the main thread has not run within
+    UNANSWERED_SIGNAL_S is handed to callback(signal name) on a thread of its own: the main thread is
+    blocked in a C call, and the callback reports and ends the run for it."""
+    _signals.on_unanswered = callback
+    try:
+        yield
+    finally:
+        _signals.on_unanswered = None
+
+
+class _SignalWatch:
+    """A thread that learns of every stop signal as it arrives, whatever the main thread is doing.
+
+    Python's C-level handler writes each signal's number to the wakeup descriptor (signal.set_wakeup_fd)
+    at once, from whichever thread the kernel chose; the Python handler itself waits for the main
+    thread's next bytecode. The watcher reads the descriptor and, when the handler has not run within
+    UNANSWERED_SIGNAL_S, calls _signals.on_unanswered."""
+
+    def __enter__(self) -> "_SignalWatch":
+        import os
+        import threading
+
+        self._read, self._write = os.pipe()
+        os.set_blocking(self._write, False)
+        self._previous = signal.set_wakeup_fd(self._write, warn_on_full_buffer=False)
+        threading.Thread(target=self._watch, name="nccl-bench-signals", daemon=True).start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        import os
+
+        signal.set_wakeup_fd(self._previous)
+        os.close(self._write)  # the watcher reads end-of-file and returns; it closes its own end
+
+    def _watch(self) -> None:
+        import os
+
+        with contextlib.suppress(OSError):
+            while data := os.read(self._read, 64):
+                for signum in data:
+                    if signum in STOP_SIGNALS:
+                        self._wait_for_handler(signal.Signals(signum).name, _signals.handled)
+        with contextlib.suppress(OSError):
+            os.close(self._read)
+
+    @staticmethod
+    def _wait_for_handler(name: str, handled: int) -> None:
+        deadline = time.monotonic() + UNANSWERED_SIGNAL_S
+        while time.monotonic() < deadline:
+            if _signals.handled > handled:
+                return
+            time.sleep(0.05)
+        callback = _signals.on_unanswered
+        if callback is not None and _signals.handled == handled:
+            callback(name)
 
 
 @contextlib.contextmanager
@@ -256,6 +332,18 @@ def _peer_failures(ctx: dist.DistContext) -> dict[int, str]:
 def record_stall(exc: BaseException, ctx: dist.DistContext) -> None:
     """The deadline ran out: say so in the store at once, so a peer's roll call finds the stalled rank."""
     roll_call.mark_leaving(ctx, f"{exc.where} failed on rank {ctx.rank}: {exc}")
+
+
+def unanswered(signal_name: str, ctx: dist.DistContext, timeout_s: float, where: str, hostnames: list[str],
+               speaks: bool) -> RunFailedError:
+    """The ending of a rank whose main thread did not answer a stop signal (blocked in a C call), as
+    the failure its deadline's thread would report: a frozen or dead peer named (exit 3), else the
+    interrupt (exit 130, said by the rank that speaks for the run)."""
+    stop = why_stopped(Interrupted(signal_name), ctx, timeout_s, where, hostnames)
+    if isinstance(stop, RunFailedError):
+        return stop
+    return RunFailedError(f"interrupted by {signal_name}; results measured so far are kept",
+                          exit_code=EXIT_INTERRUPTED, quiet=not speaks)
 
 
 def abandoned(exc: BaseException, ctx: dist.DistContext, timeout_s: float, hostnames: list[str]) -> RunFailedError:

@@ -21,10 +21,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Protocol, Sequence
 
-from nccl_bench.errors import RunFailedError, UserInputError, WriteFailedError
+from nccl_bench.errors import EXIT_INTERRUPTED, RunFailedError, UserInputError, WriteFailedError
 from nccl_bench.options import OUT, RESULTS_ROOT
 from nccl_bench.ranks import devices, dist, faults, roll_call, run_owner
 from nccl_bench.ranks.deadline import Deadline, DeadlineExceeded
+from nccl_bench.ranks.launch import LOCAL_WORKER_ENV
 from nccl_bench.ranks.layout import LaunchEnv, detect_launch, export_launch_env
 from nccl_bench.ranks.planted import fault_seam
 from nccl_bench.ranks.preflight import check_memory, host_available_bytes
@@ -100,6 +101,7 @@ class Run:
         self.timings: dict[str, float] = {}
         self.own_init_s = 0.0  # this rank's own init_s, until the common header agrees on the slowest
         self.watch: run_owner.ParentWatch | None = None
+        self.failure: str | None = None  # the failure's line, as the run reports it (meta.json)
 
     def time_set_up(self, key: str, seconds: float) -> None:
         """Record a set-up cost as the slowest rank's (a collective: every rank calls it, in the same order)."""
@@ -148,6 +150,8 @@ class Run:
             "host": dist.hostname(),
             "attempt": run_owner.attempt(os.environ),
             **({"stopped_because": self.watch.why} if self.watch is not None and self.watch.why else {}),
+            **({"error_handling": self.ctx.error_handling} if self.ctx is not None and self.ctx.error_handling else {}),
+            **({"failure": self.failure} if self.failure else {}),
         }
 
 
@@ -298,7 +302,7 @@ class _LifeCycle:
                 write_meta(run.run_dir, {**run.meta(), **body.meta()})
                 self._meta_written = True
             run.deadline = deadline
-            with deadline:
+            with deadline, self._answering(ending):
                 body.measure(run)
             run.status = "complete"
         except (faults.Interrupted, Exception) as exc:
@@ -351,6 +355,7 @@ class _LifeCycle:
         stop = faults.why_stopped(exc, run.ctx, run.request.timeout_s, self.body.where, run.hostnames)
         run.status = "interrupted" if isinstance(stop, faults.Interrupted) else "failed"
         if isinstance(stop, RunFailedError):
+            run.failure = str(stop)
             stop.exit_at_once = deadline.expired is not None
         return stop
 
@@ -376,6 +381,26 @@ class _LifeCycle:
         # Every group, looked up now, not held: a reference kept past destroy_process_group would let
         # a group's destructor run at interpreter exit ("terminate called without an active exception").
         dist.abort_all_groups()
+
+    def _answering(self, ending: _Ending):
+        """A stop signal the main thread cannot answer (blocked in a C call: a GPU synchronize, a gloo
+        wait on a frozen peer) is answered by the signal's thread: the report and the final meta.json
+        within torchrun's 30 s before SIGKILL, not at the deadline (--timeout, 300 s by default)."""
+        import contextlib
+
+        if self.on_stuck is None:
+            return contextlib.nullcontext()
+
+        def unanswered(signal_name: str) -> None:  # on the signal watcher's thread
+            run = self.run
+            speaks = run.launch.rank == 0 and not os.environ.get(LOCAL_WORKER_ENV)
+            failure = faults.unanswered(signal_name, run.ctx, run.request.timeout_s, self.body.where,
+                                        run.hostnames, speaks)
+            run.failure = None if failure.exit_code == EXIT_INTERRUPTED else str(failure)
+            ending("interrupted" if failure.exit_code == EXIT_INTERRUPTED else "failed")
+            self.on_stuck(failure)
+
+        return faults.unanswered_signals(unanswered)
 
     def _stuck(self, ending: _Ending) -> Callable[[DeadlineExceeded], None]:
         def stuck(exc: DeadlineExceeded) -> None:  # on the deadline's thread

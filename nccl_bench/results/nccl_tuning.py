@@ -60,12 +60,16 @@ def _name(text: str, names: tuple[str, ...]) -> str:
     return text.upper()
 
 
-def chosen(lines: Iterable[str], op: str) -> tuple[str, str] | None:
-    """The (algorithm, protocol) NCCL used most often for `op` in these lines, or None.
+def chosen(lines: Iterable[str], op: str, nbytes: int) -> tuple[str, str] | None:
+    """The (algorithm, protocol) NCCL used most often for `op` at `nbytes`, or None.
 
-    The lines of one point hold the measured op many times, and the run's own bookkeeping
-    collectives (small all_reduce and all_gather calls) once or twice, so the most frequent choice
-    among the op's own collective is the point's. Lines without a name (2.20 to 2.22) count for any op.
+    NCCL logs one line per collective it plans on rank 0, with the bytes of its count (task->count x
+    the type's size: the whole buffer of all_reduce, broadcast and reduce, one rank's chunk of
+    all_gather and reduce_scatter). Only lines of the point's own collective and byte count are
+    counted: the run's own exchanges (a barrier is a 4-byte all_reduce, a cross-rank maximum an
+    8-byte one) log lines too, once per timed sample, which would outnumber the point's own when a
+    CUDA graph replays ops that NCCL logged only once, at capture. Lines without a name (2.20 to
+    2.22) count for any op of that byte count.
     """
     func = NCCL_FUNCTIONS.get(op)
     if func is None:
@@ -73,9 +77,9 @@ def chosen(lines: Iterable[str], op: str) -> tuple[str, str] | None:
     seen = Counter()
     for line in lines:
         parsed = parse_line(line)
-        if parsed is not None and parsed.func in (func, None):
-            seen[(parsed.nbytes, parsed.algo, parsed.proto)] += 1
+        if parsed is not None and parsed.func in (func, None) and parsed.nbytes == nbytes:
+            seen[(parsed.algo, parsed.proto)] += 1
     if not seen:
         return None
-    (_nbytes, algo, proto), _count = seen.most_common(1)[0]
+    (algo, proto), _count = seen.most_common(1)[0]
     return algo, proto

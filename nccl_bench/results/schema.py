@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from nccl_bench.units import nccl_env
+
 # The placement column holds one of these: where a collective's output goes is part of its spec.
 from nccl_bench.units.op_table import PLACEMENT_IN as PLACEMENT_IN
 from nccl_bench.units.op_table import PLACEMENT_OUT as PLACEMENT_OUT
@@ -144,7 +146,8 @@ def record_to_row(record: dict[str, Any]) -> ResultRow:
 # printable characters and newlines, not beginning as a spreadsheet formula does.
 NAME_COLUMNS = ("op", "placement", "dtype", "redop", "backend", "agg", "status", "algo", "proto")
 _NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
-_VARIANT = re.compile(r"NCCL_[A-Z0-9_]+=[A-Za-z0-9_.:^-]+( NCCL_[A-Z0-9_]+=[A-Za-z0-9_.:^-]+)*")
+_SETTING = f"{nccl_env.NAME.pattern}={nccl_env.VALUE.pattern}"  # what --nccl-env accepts, nothing more
+_VARIANT = re.compile(f"{_SETTING}( {_SETTING})*")
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 # The smallest value each whole-number column can hold; measured values are never negative.
 _INT_MINIMUM = {

@@ -5,12 +5,14 @@ Testable without ranks: it needs the config, the world size and the torch versio
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 from nccl_bench.errors import UserInputError
 from nccl_bench.options import SWEEP_OPTION
 from nccl_bench.ranks import check, devices, split
 from nccl_bench.ranks.collectives import store_elems
+from nccl_bench.ranks.nccl_trace import debug_conflict
 from nccl_bench.ranks.preflight import check_local_workers, chosen_backend
 from nccl_bench.results.schema import PLACEMENT_IN
 from nccl_bench.sweep import sweep_config as cfg
@@ -139,6 +141,13 @@ def _check_gpu_only_options(config: cfg.SweepConfig, backend: str) -> None:
             raise UserInputError(option, f"only applies on GPUs (NCCL); this run uses {backend} on CPU")
 
 
+def _check_trace(config: cfg.SweepConfig) -> None:
+    """--nccl-trace keeps the user's NCCL debug settings or refuses them here, before anything runs."""
+    conflict = debug_conflict(os.environ) if config.nccl_trace else None
+    if conflict is not None:
+        raise UserInputError(_FLAG["nccl_trace"], conflict)
+
+
 def _check_plan(config: cfg.SweepConfig, points: list[Point], notes: list[str], on_gpu: bool) -> list[str]:
     """Refuse a plan with nothing to measure or one that would run for days; say when it runs long."""
     if not points:
@@ -223,6 +232,7 @@ def plan_run(config: cfg.SweepConfig, world_size: int, torch_version: str | None
     world_size = group_size(config, world_size, ranks_per_host or world_size)
     backend = chosen_backend(config.backend)
     _check_gpu_only_options(config, backend)
+    _check_trace(config)
     _check_root(config, world_size)
     on_gpu = devices.device_kind(backend) == "cuda"
     points, notes = plan_points(config, world_size, on_gpu, torch_version)  # on GPU: --cuda-graph refusals

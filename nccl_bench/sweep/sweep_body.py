@@ -145,6 +145,8 @@ class _Sweep:
         self.summary.status = status
         if self.writer is not None:
             self.writer.close()
+        if self.trace is not None and self.run.run_dir is not None:  # before meta.json records its path
+            self.trace.keep(self.run.run_dir)
         measured = ((r.op, r.size_bytes, r.busbw_gbps) for r in self.summary.rows
                     if r.status == STATUS_OK and r.busbw_gbps is not None)
         # NVLS and ring figures do not mix: rings when the trace or the environment says so
@@ -315,7 +317,9 @@ class _Sweep:
         measurement = self.runner.measure(run_once)
         self.run.renew()
         # what NCCL logged while timing, read before the check's own op
-        algo, proto = (chosen(self.trace.lines_since_mark(), point.op) if self.trace else None) or ("", "")
+        element_bytes = cfg.DTYPE_BYTES[config.dtype]
+        logged = collective.count(point.size_bytes // element_bytes, ctx.world_size) * element_bytes  # NCCL's count
+        algo, proto = (chosen(self.trace.lines_since_mark(), point.op, logged) if self.trace else None) or ("", "")
         wrong = self._check(collective, buffers, args, run_once) if config.check and collective.factor else None
         row = measured_row(self.row_context, point, collective, measurement, wrong)
         return dataclasses.replace(row, algo=algo, proto=proto) if algo else row

@@ -17,7 +17,7 @@ from nccl_bench.errors import UserInputError
 from nccl_bench.options import MAX_SIZES, MIN_SAMPLE_MS, PRESET, SWEEP_OPTION, SWEEP_OPTIONS, read_values
 from nccl_bench.results.whole_file import read_small_file
 from nccl_bench.units import op_table
-from nccl_bench.units.nccl_env import Assignment, as_text
+from nccl_bench.units.nccl_env import Assignment, as_texts
 from nccl_bench.units.sizes import (
     RangeNames,
     check_range,
@@ -220,7 +220,7 @@ def as_dict(config: SweepConfig) -> dict[str, Any]:
         if values[key] is not None:
             values[key] = str(values[key])
     values["ops"] = list(values["ops"])
-    values["nccl_env"] = [as_text(assignment) for assignment in values["nccl_env"]]
+    values["nccl_env"] = [text for assignment in values["nccl_env"] for text in as_texts(assignment)]
     if values["sizes"] is not None:
         values["sizes"] = list(values["sizes"])
     return values

@@ -1,49 +1,63 @@
-"""--nccl-env's grammar: NAME=V1[,V2...] parsed once, the variants (the product of the lists), their labels.
+"""--nccl-env's grammar: NAME=VALUE taken whole, one variant per value, the variants (the product over
+names), their labels.
 
 NCCL reads its variables once per process, so each variant is a fresh set of ranks; the label is
-what a row's `variant` column holds ("NCCL_ALGO=Ring NCCL_PROTO=LL") and what a shell would take.
-Only NCCL_* names are accepted, and values are names (letters, digits and _ . : ^ -): what NCCL's
-own values are (Ring, LL128, ^NVLS, 4), and nothing a shell or a CSV cell would read as more.
+what a row's `variant` column holds ("NCCL_ALGO=Ring NCCL_PROTO=LL").
+
+A value is passed to NCCL exactly as given, because NCCL's own grammar uses every separator a tool
+might want for itself: `,` separates the items of one list (NCCL_ALGO=Ring,Tree is "Ring or Tree",
+NCCL_SOCKET_IFNAME=^docker0,lo "neither docker0 nor lo"), `;` separates per-collective settings
+(NCCL_ALGO=allreduce:ring;allgather:^tree, src/graph/tuning.cc), a leading `^` excludes and a
+leading `=` asks for an exact name (NCCL_SOCKET_IFNAME==eth0, NCCL_IB_HCA==mlx5_0:1,
+src/misc/socket.cc and src/transport/net_ib.cc), and paths name files (NCCL_TOPO_FILE). So several
+variants of one name are given by repeating the option (`--nccl-env NCCL_ALGO=Ring --nccl-env
+NCCL_ALGO=Tree`), which no value can be confused with. Only NCCL_* names are accepted; a value is any
+printable text without whitespace (a label separates its settings with spaces).
 """
 
 from __future__ import annotations
 
 import itertools
 import re
+import shlex
 from typing import Iterable
 
 NAME = re.compile(r"NCCL_[A-Z0-9_]+")
-VALUE = re.compile(r"[A-Za-z0-9_.:^-]+")
+VALUE = re.compile(r"[A-Za-z0-9_.:^;=,/%+@-]+")
+VALUE_CHARACTERS = "letters, digits and _ . : ^ ; = , / % + @ -"
 MAX_VARIANTS = 64  # each variant is a whole sweep in fresh ranks: more is a job for a shell loop
 
-Assignment = tuple[str, tuple[str, ...]]  # a name and its values, in the order given
+Assignment = tuple[str, tuple[str, ...]]  # a name and its values (one variant each), in the order given
 Variant = tuple[tuple[str, str], ...]  # one value per name, in the order the names were given
 
 
-def parse_assignment(text: str) -> Assignment:
-    """'NCCL_ALGO=Ring,Tree' -> ('NCCL_ALGO', ('Ring', 'Tree')); ValueError says what is wrong."""
-    name, equals, values = str(text).partition("=")
+def parse_setting(text: str) -> tuple[str, str]:
+    """'NCCL_ALGO=allreduce:ring;allgather:^tree' -> ('NCCL_ALGO', 'allreduce:ring;allgather:^tree'): the
+    value whole, as NCCL will read it; ValueError says what is wrong."""
+    name, equals, value = str(text).partition("=")
     name = name.strip()
     if not equals:
-        raise ValueError(f"{text!r} is not NAME=VALUE[,VALUE...]")
+        raise ValueError(f"{text!r} is not NAME=VALUE")
     if not NAME.fullmatch(name):
         raise ValueError(f"{name!r} is not an NCCL variable (NCCL_ and capitals, digits or _)")
-    parts = tuple(part.strip() for part in values.split(","))
-    for part in parts:
-        if not VALUE.fullmatch(part):
-            raise ValueError(f"{name}: {part!r} is not a value (letters, digits and _ . : ^ -)")
-    if len(set(parts)) != len(parts):
-        raise ValueError(f"{name}: a value is given twice")
-    return name, parts
+    if not value:
+        raise ValueError(f"{name}: no value given (NAME=VALUE)")
+    if not VALUE.fullmatch(value):
+        raise ValueError(f"{name}: {value!r} is not a value NCCL reads ({VALUE_CHARACTERS})")
+    return name, value
 
 
 def parse_assignments(texts: Iterable[str]) -> tuple[Assignment, ...]:
-    """Every --nccl-env given, each name once, and not more variants than MAX_VARIANTS."""
-    parsed = tuple(parse_assignment(text) for text in texts)
-    names = [name for name, _ in parsed]
-    twice = sorted({name for name in names if names.count(name) > 1})
-    if twice:
-        raise ValueError(f"{', '.join(twice)} given twice; list its values once, comma-separated")
+    """Every --nccl-env given: the values of each name in the order given (a repeated name is several
+    variants of it), each value once, and not more variants than MAX_VARIANTS."""
+    grouped: dict[str, list[str]] = {}
+    for text in texts:
+        name, value = parse_setting(text)
+        values = grouped.setdefault(name, [])
+        if value in values:
+            raise ValueError(f"{name}={value} is given twice")
+        values.append(value)
+    parsed = tuple((name, tuple(values)) for name, values in grouped.items())
     count = len(variants(parsed))
     if count > MAX_VARIANTS:
         raise ValueError(f"{count} variants; a run takes at most {MAX_VARIANTS} (loop in the shell for more)")
@@ -51,7 +65,7 @@ def parse_assignments(texts: Iterable[str]) -> tuple[Assignment, ...]:
 
 
 def variants(assignments: Iterable[Assignment]) -> list[Variant]:
-    """The product of the lists, the first name varying slowest; [()] without any."""
+    """The product over names, the first name varying slowest; [()] without any."""
     assignments = list(assignments)
     names = [name for name, _ in assignments]
     return [tuple(zip(names, values, strict=True)) for values in itertools.product(*(v for _, v in assignments))]
@@ -62,15 +76,52 @@ def label(variant: Variant) -> str:
     return " ".join(f"{name}={value}" for name, value in variant)
 
 
-def as_text(assignment: Assignment) -> str:
-    """The assignment as it is given on the command line (meta.json, presets)."""
+def as_texts(assignment: Assignment) -> tuple[str, ...]:
+    """The assignment as the command line gives it (meta.json, presets): one NAME=VALUE per variant."""
     name, values = assignment
-    return f"{name}={','.join(values)}"
+    return tuple(f"{name}={value}" for value in values)
 
 
 def shell_loop(assignments: Iterable[Assignment], command: str) -> str:
-    """The shell loop that runs each variant under a launcher (which this tool cannot restart)."""
+    """The shell loop that runs each variant under a launcher (which this tool cannot restart); every
+    value quoted for the shell, as NCCL's `;` and `^` would otherwise be read by it."""
     assignments = list(assignments)
-    loops = " ".join(f"for v{i} in {' '.join(values)}; do" for i, (_, values) in enumerate(assignments))
-    env = " ".join(f"{name}=$v{i}" for i, (name, _) in enumerate(assignments))
+    loops = " ".join(f"for v{i} in {' '.join(shlex.quote(v) for v in values)}; do"
+                     for i, (_, values) in enumerate(assignments))
+    env = " ".join(f'{name}="$v{i}"' for i, (name, _) in enumerate(assignments))
     return f"{loops} {env} {command}; " + " ".join(["done;"] * len(assignments))
+
+
+# NCCL's names (src/init.cc: ncclFuncStr, ncclAlgoStr, ncclProtoStr), matched without regard to case.
+NCCL_FUNCTIONS = ("Broadcast", "Reduce", "AllGather", "ReduceScatter", "AllReduce")
+NCCL_ALGORITHMS = ("Tree", "Ring", "CollNetDirect", "CollNetChain", "NVLS", "NVLSTree", "PAT")
+NCCL_PROTOCOLS = ("LL", "LL128", "Simple")
+
+
+def enabled_for(value: str, function: str, elements: tuple[str, ...] = NCCL_ALGORITHMS) -> frozenset[str] | None:
+    """What NCCL_ALGO (or NCCL_PROTO, with elements=NCCL_PROTOCOLS) leaves `function` ("AllReduce"), as
+    NCCL reads it (parseList in src/graph/tuning.cc): `;` separates settings, each `[func:]list`, where
+    only the first may lack a function and then applies to every one, a later setting replaces an
+    earlier one for its function, and a list starting with `^` enables everything but its items. None
+    for a value NCCL refuses (it then fails the communicator) or an empty one (NCCL's own choice)."""
+    if not value:
+        return None
+    names = {name.lower(): name for name in elements}
+    functions = {name.lower() for name in NCCL_FUNCTIONS}
+    enabled: frozenset[str] | None = None
+    for index, setting in enumerate(part for part in value.split(";") if part):
+        prefix, colon, items = setting.partition(":")
+        if not colon:
+            prefix, items = "", setting
+            if index:
+                return None  # only the first setting may apply to every function
+        elif prefix.lower() not in functions:
+            return None
+        exclude = items.startswith("^")
+        listed = [item for item in items.removeprefix("^").split(",") if item]
+        if any(item.lower() not in names for item in listed):
+            return None
+        chosen = frozenset(names[item.lower()] for item in listed)
+        if not prefix or prefix.lower() == function.lower():
+            enabled = frozenset(elements) - chosen if exclude else chosen
+    return enabled

@@ -84,14 +84,15 @@ EXACT = [
     ("cycles below 0", ["sweep", "--cycles", "-1"], "--cycles: must be at least 0, got -1"),
     ("not an NCCL variable", ["sweep", "--nccl-env", "LD_PRELOAD=x.so"],
      "--nccl-env: 'LD_PRELOAD' is not an NCCL variable (NCCL_ and capitals, digits or _)"),
-    ("NCCL value that is not a name", ["sweep", "--nccl-env", "NCCL_ALGO=Ring;id"],
-     "--nccl-env: NCCL_ALGO: 'Ring;id' is not a value (letters, digits and _ . : ^ -)"),
-    ("NCCL variable given twice", ["sweep", "--nccl-env", "NCCL_ALGO=Ring", "--nccl-env", "NCCL_ALGO=Tree"],
-     "--nccl-env: NCCL_ALGO given twice; list its values once, comma-separated"),
+    ("NCCL value with whitespace", ["sweep", "--nccl-env", "NCCL_ALGO=Ring Tree"],
+     "--nccl-env: NCCL_ALGO: 'Ring Tree' is not a value NCCL reads (letters, digits and _ . : ^ ; = , / % + @ -)"),
+    ("NCCL value given twice", ["sweep", "--nccl-env", "NCCL_ALGO=Ring", "--nccl-env", "NCCL_ALGO=Ring"],
+     "--nccl-env: NCCL_ALGO=Ring is given twice"),
     ("baseline with cycles", ["sweep", "--cycles", "3", "--baseline", "{tmp}/none"],
      "--baseline: compares one row per point; --cycles gives several (read the run's rows with "
      "nccl-bench report instead)"),
-    ("baseline with variants", ["sweep", "--nccl-env", "NCCL_ALGO=Ring,Tree", "--baseline", "{tmp}/none"],
+    ("baseline with variants",
+     ["sweep", "--nccl-env", "NCCL_ALGO=Ring", "--nccl-env", "NCCL_ALGO=Tree", "--baseline", "{tmp}/none"],
      "--baseline: compares one row per point; --nccl-env gives several (read the run's rows with "
      "nccl-bench report instead)"),
     ("missing config", ["sweep", "--config", "{tmp}/none.toml"], "--config: no such file: {tmp}/none.toml"),
@@ -255,9 +256,11 @@ LAUNCHER = [
      ["sweep", "--workers", "2", "--sizes", "1K"],
      "--workers: only applies without a launcher; torchrun already started 1 rank(s)"),
     ("--nccl-env under a launcher", {"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1"},
-     ["sweep", "--nccl-env", "NCCL_ALGO=Ring,Tree", "--sizes", "1K"],
+     ["sweep", "--nccl-env", "NCCL_ALGO=Ring", "--nccl-env", "NCCL_ALGO=allreduce:tree;allgather:^tree",
+      "--sizes", "1K"],
      "--nccl-env: needs fresh ranks for each variant, and torchrun started these once; loop in the shell instead: "
-     "for v0 in Ring Tree; do NCCL_ALGO=$v0 torchrun ... nccl-bench sweep ... (without --nccl-env); done;"),
+     "for v0 in Ring 'allreduce:tree;allgather:^tree'; do NCCL_ALGO=\"$v0\" torchrun ... nccl-bench sweep ... "
+     "(without --nccl-env); done;"),
     ("rank outside its world", {"RANK": "2", "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1"}, ["sweep", "--sizes", "1K"],
      "RANK: 2 is not a rank of a world of 2 (0 to 1)"),
     ("port that is not a number", {"RANK": "0", "WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "abc"},
@@ -354,6 +357,17 @@ def _doctor_run(folder: Path) -> None:
 def test_exact_message(files, case, args, message):
     args = [a.format(tmp=files, fixtures=FIXTURES) for a in args]
     assert _one_error_line(_run(files, *args)) == message.format(tmp=files, fixtures=FIXTURES)
+
+
+@pytest.mark.parametrize("env, message", [
+    ({"NCCL_DEBUG_FILE": "/tmp/nccl.log"}, "--nccl-trace: writes NCCL's log to a file of each rank's own, and "
+     "NCCL_DEBUG_FILE=/tmp/nccl.log is set; unset it (the trace keeps rank 0's log in the run folder)"),
+    ({"NCCL_DEBUG": "WARN"}, "--nccl-trace: needs NCCL_DEBUG=INFO (its tuning lines are INFO lines), and "
+     "NCCL_DEBUG=WARN is set; unset it"),
+])
+def test_nccl_trace_refuses_the_users_debug_settings_it_cannot_keep(files, env, message):
+    assert _one_error_line(_run(files, "sweep", "--nccl-trace", "--sizes", "1K", "--workers", "2", env=env)) == message
+    assert sorted(p.name for p in (files / "results").iterdir()) == ["baselines"]  # refused before any run folder
 
 
 @pytest.mark.parametrize("case, env, args, message", LAUNCHER, ids=[c[0] for c in LAUNCHER])

@@ -30,10 +30,12 @@ SWEEP = ["--op", "all_reduce", "--min-bytes", "1K", "--max-bytes", "64M", "--ite
 SLACK_S = 15.0
 
 
-def _start(out: Path, nproc: int, timeout_s: float, logs: Path) -> subprocess.Popen:
+def _start(out: Path, nproc: int, timeout_s: float | None, logs: Path) -> subprocess.Popen:
+    """torchrun's sweep; timeout_s None: the default --timeout."""
     cmd = [
         sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(nproc),
-        "-m", "nccl_bench", "sweep", *SWEEP, "--timeout", str(timeout_s), "--out", str(out),
+        "-m", "nccl_bench", "sweep", *SWEEP, *(() if timeout_s is None else ("--timeout", str(timeout_s))),
+        "--out", str(out),
     ]
     return subprocess.Popen(
         cmd, stdout=open(logs / "stdout.txt", "w"), stderr=open(logs / "stderr.txt", "w"),
@@ -76,6 +78,13 @@ def _wait_gone(pids, limit_s: float) -> float:
 
 def _error_lines(logs: Path) -> list[str]:
     return [line for line in (logs / "stderr.txt").read_text().splitlines() if line.startswith("nccl-bench: error:")]
+
+
+def _thaw_and_cleanup(proc: subprocess.Popen, ranks: dict[int, int]) -> None:
+    for pid in ranks.values():
+        if _alive(pid):
+            os.kill(pid, signal.SIGCONT)
+    _cleanup(proc)
 
 
 def _cleanup(proc: subprocess.Popen) -> None:
@@ -127,10 +136,7 @@ def test_frozen_rank_is_named_after_the_timeout(tmp_path):
         os.kill(ranks[1], signal.SIGCONT)
         code = proc.wait(timeout=30)
     finally:
-        for pid in ranks.values():
-            if _alive(pid):
-                os.kill(pid, signal.SIGCONT)
-        _cleanup(proc)
+        _thaw_and_cleanup(proc, ranks)
     assert survivor_s >= timeout_s * 0.8  # it waited for gloo's timeout, not less
     assert code != 0
     errors = _error_lines(tmp_path)
@@ -176,3 +182,30 @@ def test_backend_errors_lose_their_source_location_and_boilerplate():
     assert backend_error_text(reset) == "Read error [127.0.0.1]:33711: Connection reset by peer"
     assert backend_error_text(timed_out) == "Timed out waiting 10000ms for recv operation to complete"
     assert backend_error_text(RuntimeError("")) == "RuntimeError"
+
+
+@pytest.mark.integration
+def test_dead_peer_reported_within_torchruns_sigterm_grace(tmp_path):
+    """Rank 1 frozen mid-sweep at the default --timeout (300 s), torchrun sent SIGTERM: rank 0's main
+    thread sits in a gloo wait, where Python never runs its SIGTERM handler; the signal's own thread
+    reports and leaves meta.json failed naming rank 1, well before torchrun's SIGKILL 30 s later."""
+    out = tmp_path / "run"
+    proc = _start(out, 2, None, tmp_path)  # the default --timeout
+    ranks: dict[int, int] = {}
+    try:
+        ranks = _ranks_after_rows(proc, out, 2, rows=2)
+        os.kill(ranks[1], signal.SIGSTOP)
+        time.sleep(2.0)  # rank 0 is now blocked in the point's collective
+        os.kill(proc.pid, signal.SIGTERM)
+        survivor_s = _wait_gone([ranks[0]], 28.0)
+        meta = read_meta(out)
+        code = proc.wait(timeout=60)
+    finally:
+        _thaw_and_cleanup(proc, ranks)
+    assert survivor_s < 25.0  # before torchrun's SIGKILL (30 s after its SIGTERM)
+    assert code != 0
+    assert meta["status"] == "failed", meta
+    assert "rank 1 on host " in meta["failure"] and "(process " in meta["failure"], meta["failure"]
+    errors = _error_lines(tmp_path)
+    assert len(errors) == 1 and "rank 1 on host " in errors[0], errors
+    assert read_rows(out)

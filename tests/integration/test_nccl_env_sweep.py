@@ -16,7 +16,8 @@ pytestmark = pytest.mark.integration
 def test_every_variant_measures_every_size_into_one_folder_and_the_fastest_is_named(tmp_path):
     out = tmp_path / "run"
     result = run_cli(["sweep", "--workers", "2", "--sizes", "1K,64K", "--iters", "2", "--warmup", "0",
-                      "--nccl-env", "NCCL_ALGO=Ring,Tree", "--nccl-trace", "--out", str(out)])
+                      "--nccl-env", "NCCL_ALGO=Ring", "--nccl-env", "NCCL_ALGO=Tree", "--nccl-trace",
+                      "--out", str(out)])
     assert result.returncode == 0, result.stderr[-3000:]
     rows = read_rows(out)
     assert sorted((r.variant, r.size_bytes) for r in rows) == [
@@ -34,3 +35,19 @@ def test_every_variant_measures_every_size_into_one_folder_and_the_fastest_is_na
         measured = sorted((r for r in rows if r.size_bytes == size), key=lambda r: r.busbw_gbps)
         assert line.startswith(f"#   all_reduce in {size // 1024}K: {measured[-1].variant}, "), line
         assert f"faster than {measured[0].variant} (" in line
+
+
+def test_nccl_env_takes_every_value_nccl_accepts_as_one_variant_carrying_the_exact_value(tmp_path):
+    settings = {"NCCL_ALGO": "allreduce:ring;allgather:^tree", "NCCL_SOCKET_IFNAME": "=lo",
+                "NCCL_TOPO_FILE": "/tmp/topo.xml", "NCCL_IB_HCA": "^mlx5_0:1,mlx5_1"}
+    out = tmp_path / "run"
+    given = [arg for name, value in settings.items() for arg in ("--nccl-env", f"{name}={value}")]
+    result = run_cli(["sweep", "--workers", "2", "--sizes", "1K", "--iters", "2", "--warmup", "0", *given,
+                      "--out", str(out)])
+    assert result.returncode == 0, result.stderr[-3000:]
+    label = " ".join(f"{name}={value}" for name, value in settings.items())
+    assert [r.variant for r in read_rows(out)] == [label]
+    meta = read_meta(out)
+    [variant] = meta["variants"]
+    assert variant["variant"] == label and {name: variant["env"][name] for name in settings} == settings
+    assert meta["config"]["nccl_env"] == [f"{name}={value}" for name, value in settings.items()]

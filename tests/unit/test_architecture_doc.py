@@ -38,6 +38,7 @@ FILE_WRITERS = {
     "sweep.saved_baselines": "a baseline folder copied beside its name and renamed into place",
     "ranks.dist": "an unnamed temporary file that holds stderr during the rendezvous",
     "cli.streams": "/dev/null opened in place of a closed stdout",
+    "ranks.nccl_trace": "--nccl-trace: rank 0's NCCL log (NCCL writes it) moved into the run folder as the run ends",
 }
 # Figures are drawn into memory only here (plots.figure_bytes); the bytes go to results' writer.
 SAVEFIG = {"render.plots"}

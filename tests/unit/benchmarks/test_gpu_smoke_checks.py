@@ -158,5 +158,5 @@ def test_rows_whose_capture_held_nothing_are_not_counted_as_measured(tmp_path, c
 
 def test_a_line_says_what_its_step_proves(tmp_path, capsys):
     folder = _run(tmp_path, [row(world_size=1)])
-    code, line = _check(capsys, "run", folder, "--proves", "copies only (one rank)")
-    assert code == 0 and line.endswith("; proves: copies only (one rank)")
+    code, line = _check(capsys, "run", folder, "--proves", "one rank only")
+    assert code == 0 and line.endswith("; proves: one rank only")

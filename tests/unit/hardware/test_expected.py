@@ -298,6 +298,13 @@ def test_a_run_known_to_use_rings_meets_ring_figures_only_and_any_other_run_neve
     ({}, ("RING", "RING"), "ring"),
     ({}, ("NVLS", "RING"), "nvls"),
     ({"NCCL_ALGO": "Ring"}, ("TREE",), "ring"),
+    ({"NCCL_ALGO": "^NVLS"}, (), "ring"),
+    ({"NCCL_ALGO": "^nvls,nvlstree"}, (), "ring"),
+    ({"NCCL_ALGO": "^NVLS;allreduce:nvls"}, (), "default"),
+    ({"NCCL_ALGO": "nvls;allreduce:ring,tree"}, (), "ring"),
+    ({"NCCL_ALGO": "allgather:^tree"}, (), "default"),
+    ({"NCCL_ALGO": "^Ring"}, (), "default"),
+    ({"NCCL_ALGO": "ring;tree"}, (), "default"),  # NCCL refuses a second setting without a function
 ])
 def test_what_a_run_is_known_to_have_used(environ, traced, algorithm):
     assert run_algorithm(environ, traced) == algorithm

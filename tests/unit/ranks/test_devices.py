@@ -82,5 +82,23 @@ def test_nccl_environment_defaults_keep_the_process_alive_and_fail_fast():
 
 def test_a_users_own_nccl_setting_is_kept_under_either_name():
     assert devices.nccl_env_to_set({"TORCH_NCCL_ASYNC_ERROR_HANDLING": "3"}) == {
-        "TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC": "1000"}
-    assert "TORCH_NCCL_ASYNC_ERROR_HANDLING" not in devices.nccl_env_to_set({"NCCL_ASYNC_ERROR_HANDLING": "1"})
+        "TORCH_NCCL_ASYNC_ERROR_HANDLING": "3", "TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC": "1000"}
+    assert devices.nccl_env_to_set({"NCCL_ASYNC_ERROR_HANDLING": "1"})["TORCH_NCCL_ASYNC_ERROR_HANDLING"] == "1"
+    assert "TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC" not in devices.nccl_env_to_set({"NCCL_WAIT_TIMEOUT_DUMP_MILSEC": "9"})
+
+
+@pytest.mark.parametrize("environ, agent, value, set_by", [
+    ({}, None, "2", "nccl-bench"),  # no agent: nothing set
+    ({"TORCH_NCCL_ASYNC_ERROR_HANDLING": "1"}, None, "1", "user"),  # srun, mpirun: the user's own
+    ({"TORCHELASTIC_RUN_ID": "r", "TORCH_NCCL_ASYNC_ERROR_HANDLING": "1"}, {}, "2", "nccl-bench"),  # the agent's 1
+    ({"TORCHELASTIC_RUN_ID": "r", "TORCH_NCCL_ASYNC_ERROR_HANDLING": "1"},
+     {"TORCH_NCCL_ASYNC_ERROR_HANDLING": "1"}, "1", "user"),  # set before torchrun: passed on, kept
+    ({"TORCHELASTIC_RUN_ID": "r", "TORCH_NCCL_ASYNC_ERROR_HANDLING": "1"}, None, "2", "nccl-bench"),  # unreadable
+    ({"TORCHELASTIC_RUN_ID": "r", "TORCH_NCCL_ASYNC_ERROR_HANDLING": "3"}, None, "3", "user"),
+    ({"TORCHELASTIC_RUN_ID": "r", "TORCH_NCCL_ASYNC_ERROR_HANDLING": "1", "NCCL_ASYNC_ERROR_HANDLING": "0"}, {},
+     "0", "user"),  # the older name, which the agent's TORCH_ value would otherwise override
+])
+def test_torchrun_error_handling_default_replaced_and_users_value_kept(environ, agent, value, set_by):
+    found = devices.error_handling(environ, agent)
+    assert (found["value"], found["set_by"]) == (value, set_by)
+    assert devices.nccl_env_to_set(environ, agent)["TORCH_NCCL_ASYNC_ERROR_HANDLING"] == value

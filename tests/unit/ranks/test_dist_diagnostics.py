@@ -132,3 +132,33 @@ def test_what_was_written_while_starting_is_passed_on_to_its_own_stream_when_it_
     with dist.process_group(_launch(), "gloo", 5.0):
         pass
     assert capfd.readouterr() == (NCCL_STDOUT, C10D_STDERR)
+
+
+C_WRITER = """
+import ctypes, sys
+from nccl_bench.ranks import dist
+
+libc = ctypes.CDLL(None)
+c_stdout = ctypes.c_void_p.in_dll(libc, "stdout")
+held = dist._HeldOutput()
+try:
+    with held:
+        libc.fputs(b"node1:1:2 [0] misc/socket.cc:484 NCCL WARN socketStartConnect failed\\n", c_stdout)
+        raise RuntimeError("NCCL could not start")
+except RuntimeError:
+    pass
+sys.stderr.write("held: " + repr(held.text) + "\\n")
+"""
+
+
+def test_c_stdio_flushed_before_held_descriptors_are_restored(tmp_path):
+    """NCCL fwrites its WARN lines to C's stdout, which glibc buffers whole when it is a pipe: the line
+    must be in what was held, not printed after the descriptors are given back (PYTHONUNBUFFERED unset)."""
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    result = subprocess.run([sys.executable, "-c", C_WRITER], capture_output=True, text=True, env=env, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert "NCCL WARN socketStartConnect failed" in result.stderr  # in held.text
+    assert "NCCL WARN" not in result.stdout  # not passed on after the restore

@@ -116,3 +116,29 @@ def test_only_a_quiet_failure_waits_for_its_reporter(monkeypatch, quiet):
     monkeypatch.setattr(roll_call, "await_leaving", lambda ctx, rank, limit_s: waited.append((rank, limit_s)))
     assert faults.why_stopped(RuntimeError("x"), SimpleNamespace(rank=1), 2.0, "the sweep", None) is failure
     assert waited == ([(0, faults.FAILURE_ROLL_CALL_S)] if quiet else [])
+
+
+ENDING_THEN_SIGTERM = """
+import os, signal, sys
+from nccl_bench.ranks import faults
+
+try:
+    with faults.signals_raise_interrupted():
+        faults.hold_signals()  # the run's ending: meta.json written, the report to come
+        raise RuntimeError("rank 1 does not answer")
+except RuntimeError as exc:
+    os.kill(os.getpid(), signal.SIGTERM)  # the launcher stops the survivors as the stalled rank leaves
+    sys.stderr.write(f"nccl-bench: error: {exc}\\n")
+    sys.stderr.flush()
+    os._exit(3)
+"""
+
+
+def test_stall_blame_report_survives_a_sigterm_after_the_ending():
+    """The stall-blame flake: a SIGTERM from the launcher after the life cycle's ending, before the CLI
+    printed the one line, met the default handler again and ended the rank with an empty stderr."""
+    import subprocess
+    import sys
+
+    result = subprocess.run([sys.executable, "-c", ENDING_THEN_SIGTERM], capture_output=True, text=True, timeout=60)
+    assert (result.returncode, result.stderr) == (3, "nccl-bench: error: rank 1 does not answer\n")

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from nccl_bench.ranks.nccl_trace import TuningTrace
+import pytest
+
+from nccl_bench.ranks.nccl_trace import TuningTrace, debug_conflict
 
 
 def test_the_trace_points_nccl_at_its_own_file_and_reads_each_points_lines(tmp_path):
-    environ = {"NCCL_DEBUG": "WARN"}
+    environ = {}
     trace = TuningTrace.start(3, environ)
     try:
         assert environ == {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "TUNING", "NCCL_DEBUG_FILE": str(trace.path)}
@@ -37,3 +39,37 @@ def test_a_long_point_is_read_from_its_last_whole_lines(monkeypatch):
         assert lines == ["line 017 of the point's ops", "line 018 of the point's ops", "line 019 of the point's ops"]
     finally:
         trace.close()
+
+
+def test_nccl_trace_keeps_the_users_debug_level_and_subsystems():
+    environ = {"NCCL_DEBUG": "TRACE", "NCCL_DEBUG_SUBSYS": "INIT,TUNING"}
+    trace = TuningTrace.start(0, environ)
+    trace.close()
+    assert (environ["NCCL_DEBUG"], environ["NCCL_DEBUG_SUBSYS"]) == ("TRACE", "INIT,TUNING")
+    environ = {"NCCL_DEBUG": "info"}  # NCCL's default subsystems kept beside the trace's
+    TuningTrace.start(0, environ).close()
+    assert environ["NCCL_DEBUG_SUBSYS"] == "INIT,BOOTSTRAP,ENV,TUNING"
+
+
+@pytest.mark.parametrize("environ, problem", [
+    ({"NCCL_DEBUG": "WARN"}, "needs NCCL_DEBUG=INFO (its tuning lines are INFO lines), and NCCL_DEBUG=WARN is set"),
+    ({"NCCL_DEBUG_SUBSYS": "INIT,NET"}, "NCCL_DEBUG_SUBSYS=INIT,NET leaves it out"),
+    ({"NCCL_DEBUG_SUBSYS": "^TUNING"}, "NCCL_DEBUG_SUBSYS=^TUNING leaves it out"),
+    ({"NCCL_DEBUG_FILE": "/tmp/nccl.%h.%p"}, "NCCL_DEBUG_FILE=/tmp/nccl.%h.%p is set; unset it"),
+    ({"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "^NET"}, None),
+    ({"NCCL_DEBUG": "ABORT", "NCCL_DEBUG_SUBSYS": "ALL"}, None),
+    ({}, None),
+])
+def test_nccl_trace_refuses_debug_settings_it_cannot_keep(environ, problem):
+    found = debug_conflict(environ)
+    assert found == problem if problem is None else problem in found
+
+
+def test_nccl_trace_keeps_rank_0s_log_in_the_run_folder_never_a_deleted_path(tmp_path):
+    environ = {}
+    trace = TuningTrace.start(0, environ)
+    trace.path.write_text("h:1:1 [0] NCCL WARN NET/Socket : no interface found\n")
+    trace.keep(tmp_path, environ)
+    trace.close()
+    kept = tmp_path / "nccl-debug.rank0.log"
+    assert environ["NCCL_DEBUG_FILE"] == str(kept) and "NCCL WARN" in kept.read_text()

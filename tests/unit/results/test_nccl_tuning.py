@@ -43,13 +43,23 @@ def test_an_unknown_number_stays_a_number():
     assert parse_line("[0] NCCL INFO 64 Bytes -> Algo 9 proto 5 time 1.0") == TuningLine(None, 64, "9", "5")
 
 
-def test_the_point_is_the_most_frequent_choice_of_its_own_collective():
+def test_the_point_is_the_most_frequent_choice_of_its_own_collective_and_byte_count():
     named = [f"h:1:1 [0] NCCL INFO AllReduce: 1048576 Bytes -> Algo {algo} proto {proto} channel{{Lo..Hi}}={{0..7}}"
              for algo, proto in [("NVLS", "SIMPLE")] * 20]
     bookkeeping = ["h:1:1 [0] NCCL INFO AllReduce: 8 Bytes -> Algo TREE proto LL channel{Lo..Hi}={0..0}",
                    "h:1:1 [0] NCCL INFO AllGather: 1024 Bytes -> Algo RING proto LL channel{Lo..Hi}={0..0}"]
-    assert chosen(bookkeeping + named, "all_reduce") == ("NVLS", "SIMPLE")
-    assert chosen(bookkeeping + named, "all_gather") == ("RING", "LL")
-    assert chosen([ISSUE_1453] * 14 + [ISSUE_1595], "all_reduce") == ("TREE", "LL128")
-    assert chosen(named, "sendrecv") is None  # point-to-point: NCCL logs no choice for it
-    assert chosen(["NCCL INFO NCCL version 2.26.2+cuda12.2"], "all_reduce") is None
+    assert chosen(bookkeeping + named, "all_reduce", 1048576) == ("NVLS", "SIMPLE")
+    assert chosen(bookkeeping + named, "all_gather", 1024) == ("RING", "LL")
+    assert chosen([ISSUE_1453] * 14 + [ISSUE_1595], "all_reduce", 262144) == ("TREE", "LL128")
+    assert chosen(named, "sendrecv", 1048576) is None  # point-to-point: NCCL logs no choice for it
+    assert chosen(["NCCL INFO NCCL version 2.26.2+cuda12.2"], "all_reduce", 4) is None
+
+
+def test_nccl_trace_cuda_graph_point_not_credited_with_the_barriers_algorithm():
+    """A 256 MiB all_reduce replayed from a CUDA graph: NCCL logged its 8 ops once, at capture; every
+    timed sample then added a 4-byte barrier line and an 8-byte exchange line of the run's own."""
+    captured = ["h:1:1 [0] NCCL INFO AllReduce: 268435456 Bytes -> Algo NVLS proto SIMPLE channel{Lo..Hi}={0..15}"] * 8
+    per_sample = ["h:1:1 [0] NCCL INFO AllReduce: 4 Bytes -> Algo RING proto LL channel{Lo..Hi}={0..0}",
+                  "h:1:1 [0] NCCL INFO AllReduce: 8 Bytes -> Algo RING proto LL channel{Lo..Hi}={0..0}"] * 30
+    assert chosen(captured + per_sample, "all_reduce", 268435456) == ("NVLS", "SIMPLE")
+    assert chosen(per_sample, "all_reduce", 268435456) is None  # nothing of the point's own: no guess
