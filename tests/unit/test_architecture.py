@@ -24,6 +24,7 @@ LAYERS = {
     "ranks": 4,
     "doctor": 5,
     "sweep": 5,  # the sweep's plan, body and report, placed as the doctor's
+    "replay": 5,  # a job's collectives read from its profiler traces, placed as sweep/ and doctor/
     "history": 6,  # the results store, series and the regression rule: reads run folders, above the commands
     "history.views": 7,  # the store's answers as text and the dashboard page: they use render's tables and escaping
     "history.page": 7,

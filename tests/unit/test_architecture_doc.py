@@ -258,7 +258,8 @@ def test_results_imports_only_the_standard_library_at_module_level():
 
 # Modules that take values and return values: no file, no terminal.
 PURE = ("units.", "comparison", "sweep.baseline_check", "sweep.busbw_floor", "sweep.variants", "doctor.schedule",
-        "doctor.verdicts", "doctor.roster", "history.rule", "history.address")
+        "doctor.verdicts", "doctor.roster", "history.rule", "history.address", "replay.trace_vocabulary",
+        "replay.profile")
 # The one door from cli/ to the rank side, imported on use.
 RANK_SIDE_DOOR = "cli.rank_side"
 RANK_SIDE = ("nccl_bench.ranks", "nccl_bench.sweep.sweep_body", "nccl_bench.sweep.plan",
