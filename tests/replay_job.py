@@ -15,9 +15,9 @@ from pathlib import Path
 WORLD_SIZE = 2
 TRAINING_STEPS = 6
 BATCH = 16
-# Small buckets split the gradients into several all_reduces of different sizes, as a larger model's
-# buckets would be: the profile then has more than one (op, size) row.
-BUCKET_CAP_MB = 0.004
+LAYERS = ((32, 64), (64, 8))  # (inputs, outputs) of each Linear layer
+# Every gradient fits one DDP bucket: one all_reduce per step of all parameters, in float32.
+GRADIENT_ELEMENTS = sum(inputs * outputs + outputs for inputs, outputs in LAYERS)
 
 
 def trace_ddp_job(folder: Path, timeout_s: float = 120) -> list[Path]:
@@ -37,15 +37,16 @@ def _train(rank: int, folder: str) -> None:
     dist.init_process_group("gloo", init_method=f"file://{folder}/rendezvous", rank=rank, world_size=WORLD_SIZE)
     try:
         torch.manual_seed(rank)
+        (first, hidden), (_, last) = LAYERS
         model = DistributedDataParallel(
-            torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 8)),
-            bucket_cap_mb=BUCKET_CAP_MB)
+            torch.nn.Sequential(torch.nn.Linear(first, hidden), torch.nn.ReLU(), torch.nn.Linear(hidden, last)))
         optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+        # record_shapes: gloo's annotations then carry their tensors' shapes, the collectives' sizes.
         with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU],
                                     record_shapes=True) as profiler:
             for _ in range(TRAINING_STEPS):
                 optimizer.zero_grad()
-                loss = model(torch.randn(BATCH, 32)).square().mean()
+                loss = model(torch.randn(BATCH, LAYERS[0][0])).square().mean()
                 loss.backward()
                 optimizer.step()
         profiler.export_chrome_trace(f"{folder}/rank{rank}.json")

@@ -127,7 +127,7 @@ class _Anchor:
     pid: Any
     tid: Any
     start_us: float
-    end_us: float
+    duration_us: float
     external_id: Any
     in_elements: int | None
     out_elements: int | None
@@ -140,6 +140,10 @@ class _Anchor:
     cpu_time_is_job_time: bool = False  # gloo: the annotation spans the collective's run
     kernels: list[tuple[float, str | None, str | None]] = field(default_factory=list)
 
+    @property
+    def end_us(self) -> float:
+        return self.start_us + self.duration_us
+
     def call(self, world_size: int | None) -> CollectiveCall:
         group_size = self.group_size if self.group_size is not None else world_size
         size_bytes = None
@@ -149,7 +153,7 @@ class _Anchor:
         if self.kernels:
             job_time_us = math.fsum(duration for duration, _, _ in self.kernels)
         else:
-            job_time_us = self.end_us - self.start_us if self.cpu_time_is_job_time else None
+            job_time_us = self.duration_us if self.cpu_time_is_job_time else None
         algo, proto = next(((a, p) for _, a, p in self.kernels if a is not None), (None, None))
         return CollectiveCall(
             op=self.op, size_bytes=size_bytes, dtype=None if self.dtype is None else self.dtype[0],
@@ -221,7 +225,7 @@ class _Scan:
             self.group_hints.clear()
         dtype = args.get("dtype")
         self.rpc_anchors.append(_Anchor(
-            op=op, pid=event.get("pid"), tid=event.get("tid"), start_us=start, end_us=start + duration,
+            op=op, pid=event.get("pid"), tid=event.get("tid"), start_us=start, duration_us=duration,
             external_id=args.get("External id"), in_elements=_int(args.get("In msg nelems")),
             out_elements=_int(args.get("Out msg nelems")), dtype=dtype_of(dtype) if isinstance(dtype, str) else None,
             group_size=_int(args.get("Group size")), group_ranks=_int_list(args.get("Process Group Ranks")),
@@ -234,7 +238,7 @@ class _Scan:
             return
         elements, dtype = _input_elements(_args(event))
         self.annotations.append(_Anchor(
-            op=op, pid=event.get("pid"), tid=event.get("tid"), start_us=start, end_us=start + duration,
+            op=op, pid=event.get("pid"), tid=event.get("tid"), start_us=start, duration_us=duration,
             external_id=_args(event).get("External id"), in_elements=elements, out_elements=None, dtype=dtype,
             group_size=None, cpu_time_is_job_time=name.startswith("gloo:"),
         ))
