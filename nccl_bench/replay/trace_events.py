@@ -127,7 +127,7 @@ class _Cursor:
             try:
                 event, end = scan(buffer, pos)
             except (StopIteration, json.JSONDecodeError):  # cut by the chunk's end, or malformed
-                event = self._value()
+                event = self._value("an event")
                 end = self.pos
             if not isinstance(event, dict):
                 raise self._error("not a trace: an element of its events array is not a JSON object")
@@ -145,7 +145,7 @@ class _Cursor:
             if closing != ",":
                 raise self._cut_or_malformed("the events array")
 
-    def _value(self) -> Any:
+    def _value(self, what: str = "a value") -> Any:
         """The JSON value at the cursor, reading on until it is whole (or the file ends)."""
         self._skip_whitespace()
         while True:
@@ -153,7 +153,7 @@ class _Cursor:
                 value, end = self.decoder.raw_decode(self.buffer, self.pos)
             except json.JSONDecodeError as exc:
                 if self.at_eof:
-                    raise self._cut_or_malformed("a value", exc) from None
+                    raise self._cut_or_malformed(what, exc) from None
                 self._read_more()
                 continue
             # A number (or a literal) that reaches the buffer's end may go on in the next chunk.
