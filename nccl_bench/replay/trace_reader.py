@@ -33,6 +33,7 @@ The traced window is the span from the first event's start to the last event's e
 from __future__ import annotations
 
 import bisect
+import functools
 import json
 import math
 from collections import defaultdict
@@ -339,13 +340,20 @@ def _text(value: Any) -> str | None:
 def _int_list(value: Any) -> tuple[int, ...] | None:
     """A list of integers, as JSON or as the text torch writes ("[0, 1]"); None for anything else."""
     if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except ValueError:
-            return None
+        return _int_list_text(value)
     if isinstance(value, list) and all(_int(item) is not None for item in value):
         return tuple(value)
     return None
+
+
+@functools.lru_cache(maxsize=1024)
+def _int_list_text(text: str) -> tuple[int, ...] | None:
+    """_int_list of a text: a job repeats a few (its groups' ranks, "[]"), so each is parsed once."""
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    return _int_list(value) if isinstance(value, list) else None
 
 
 def _input_elements(args: dict[str, Any]) -> tuple[int | None, tuple[str, int] | None]:
