@@ -211,19 +211,20 @@ def _bind_points(points, ctx, sync, send_store, recv_store, min_sample_s: float)
     """Each point's result record and its (reference call, nccl_bench call) on the shared buffers."""
     import torch.distributed as tdist
 
-    from nccl_bench.ranks.collectives import REGISTRY, OpArgs, make_buffers
+    from nccl_bench.ranks.collectives import CALLS, OpArgs, make_buffers
+    from nccl_bench.units.op_table import OPS
 
     results: list[PointResult] = []
     bound = []
     for point in points:
-        collective = REGISTRY[point.op]
+        collective = OPS[point.op]
         buffers = make_buffers(collective, point.placement, send_store, recv_store,
                                point.send_elems, point.recv_elems, ctx.rank, ctx.world_size)
-        op_args = OpArgs(ctx.rank, ctx.world_size, 0, tdist.ReduceOp.SUM if collective.has_reduction else None)
+        op_args = OpArgs(ctx.rank, ctx.world_size, 0, tdist.ReduceOp.SUM if collective.reduces else None)
         ref_call = _reference_op(point, buffers)
         n = _reference_iters(ctx, sync, ref_call, min_sample_s)
         results.append(PointResult(point.op, point.size_bytes, n))
-        bound.append((ref_call, collective.bind(buffers, op_args)))
+        bound.append((ref_call, CALLS[point.op](buffers, op_args)))
     return results, bound
 
 

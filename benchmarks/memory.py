@@ -70,10 +70,10 @@ def worker(mode: str, sweep_args: list[str]) -> int:
 
 def buffer_set_bytes(op: str, size_bytes: int, world_size: int, element_bytes: int = 4) -> int:
     """Bytes of the buffers one rank of nccl-tests needs for op at size (out-of-place when torch has it)."""
-    from nccl_bench.ranks.collectives import REGISTRY, buffer_elems
     from nccl_bench.results.schema import PLACEMENT_OUT
+    from nccl_bench.units.op_table import OPS, buffer_elems
 
-    collective = REGISTRY[op]
+    collective = OPS[op]
     send, recv = buffer_elems(collective, size_bytes, element_bytes, world_size)
     if PLACEMENT_OUT in collective.placements:
         return (send + recv) * element_bytes

@@ -42,10 +42,11 @@ class Option:
     """One option. `help` may hold {default} (the declared default, as `show` writes it) and {fields}
     that the command using it fills in."""
 
-    __slots__ = ("key", "flags", "parse", "help", "default", "shown", "off", "metavar")
+    __slots__ = ("key", "flags", "parse", "help", "default", "shown", "off", "metavar", "many")
 
     def __init__(self, key: str, flags: tuple[str, ...], parse: Parser, help: str, default: Any = None,
-                 off: str | None = None, metavar: str | None = None, show: Callable[[Any], str] = shown):
+                 off: str | None = None, metavar: str | None = None, show: Callable[[Any], str] = shown,
+                 many: bool = False):
         self.key = key  # the config field, and the key a preset file uses
         self.flags = flags  # as typed on the command line; errors name the long one
         self.parse = parse
@@ -57,9 +58,15 @@ class Option:
         self.help = help if self.shown is None else help.replace("{default}", self.shown)
         self.off = off  # the flag that turns a switch off, e.g. --no-check
         self.metavar = metavar
+        self.many = many  # given any number of times, each value kept (the parser reads them together)
 
     def __repr__(self) -> str:
         return f"Option({self.key!r}, {self.flags!r})"
+
+    @property
+    def given_as(self) -> type:
+        """What the command line hands the parser: a list of texts, or the parser's own kind of value."""
+        return list[str] if self.many else getattr(self.parse, "given_as", str)
 
     @property
     def name(self) -> str:
@@ -82,18 +89,29 @@ class Option:
 class Argument:
     """One positional argument: its parameter's name, the name help and errors give it, its help."""
 
-    __slots__ = ("key", "name", "help")
+    __slots__ = ("key", "name", "help", "many")
 
-    def __init__(self, key: str, name: str, help: str):
+    def __init__(self, key: str, name: str, help: str, many: bool = False):
         self.key = key
         self.name = name  # BASELINE, RUN...: the metavar, as messages name the argument
         self.help = help
+        self.many = many  # one or more values
+
+    @property
+    def given_as(self) -> type:
+        return list[str] if self.many else str
 
     def __repr__(self) -> str:
         return f"Argument({self.key!r}, {self.name!r})"
 
 
 # -- parsers ------------------------------------------------------------------------------------------
+def _given_as(kind: type, parse: Parser) -> Parser:
+    """The parser, marked with the kind of value the command line hands it (text when unmarked)."""
+    parse.given_as = kind  # type: ignore[attr-defined]
+    return parse
+
+
 def whole(minimum: int | None = 1, maximum: int | None = None) -> Parser:
     """A whole number within [minimum, maximum] (None: unbounded on that side)."""
 
@@ -110,7 +128,7 @@ def whole(minimum: int | None = 1, maximum: int | None = None) -> Parser:
             raise UserInputError(option, f"must be at most {maximum:,}, got {number:,}")
         return number
 
-    return parse
+    return _given_as(int, parse)
 
 
 def number(above: float = 0.0) -> Parser:
@@ -128,7 +146,7 @@ def number(above: float = 0.0) -> Parser:
                 raise UserInputError(option, f"must be greater than {bound:g}, got {value!r}")
         return checked
 
-    return parse
+    return _given_as(float, parse)
 
 
 def fraction(value: Any, option: str) -> float:
@@ -187,6 +205,10 @@ def switch(value: Any, option: str) -> bool:
 
 def path(value: Any, option: str) -> Path:
     return Path(value)
+
+
+_given_as(bool, switch)
+_given_as(Path, path)
 
 
 def text(value: Any, option: str) -> str:

@@ -174,7 +174,7 @@ def _nccl_env(value: Any, option: str) -> tuple:
 SWEEP_OPTIONS = (
     Option("ops", ("--op",), _ops,
            "Collective to run; repeat or comma-separate; 'all' for every one. See `nccl-bench ops`.",
-           default="all_reduce"),
+           default="all_reduce", many=True),
     Option("min_bytes", ("-b", "--min-bytes"), size(), "Smallest size, e.g. 8, 1K, 1M (powers of 1024)."),
     Option("max_bytes", ("-e", "--max-bytes"), size(), "Largest size, e.g. 64M, 1G."),
     Option("step_factor", ("-f", "--step-factor"), number(above=1),
@@ -217,7 +217,7 @@ SWEEP_OPTIONS = (
            "Run the sweep once per setting of an NCCL variable, each in fresh ranks (NCCL reads them once): "
            "NAME=V1[,V2...], e.g. NCCL_ALGO=Ring,Tree; repeat for every combination. Rows carry their variant; "
            "the end names the fastest. Not under a launcher (loop in the shell there).", default=(),
-           metavar="NAME=VALUES"),
+           metavar="NAME=VALUES", many=True),
     Option("nccl_trace", ("--nccl-trace",), switch,
            "NCCL only: read back which algorithm and protocol NCCL chose at each point (its tuning log, "
            "NCCL_DEBUG=INFO into a file per rank) into the algo and proto columns; the log line costs the "
@@ -274,7 +274,7 @@ DOCTOR_OPTIONS = (
     Option("phases", ("--phase",), _phases,
            "nodes (intra-node all_reduce per host), pairs (every node pair, rail by rail) or {default} (default); "
            "repeat or comma-separate.", default=PHASES, show=lambda phases: "all" if phases == PHASES else
-           ",".join(phases)),
+           ",".join(phases), many=True),
     Option("quick", ("--quick",), switch,
            "A few random pairings, then suspects re-tested against nodes that passed, instead of all pairs.",
            default=False),
@@ -326,7 +326,8 @@ MARKDOWN = Option("markdown", ("--markdown",), path, "Also write a Markdown repo
 JUNIT = Option("junit", ("--junit",), path, "Also write JUnit XML (one testcase per row) to FILE.", metavar="FILE")
 
 # -- report's ---------------------------------------------------------------------------------------
-RUNS = Argument("runs", "RUN...", "Run folder, results.csv, nccl_bench JSON, nccl-tests log or nccl-tests -J JSON.")
+RUNS = Argument("runs", "RUN...", "Run folder, results.csv, nccl_bench JSON, nccl-tests log or nccl-tests -J JSON.",
+                many=True)
 PLOT = Option("plot", ("--plot",), path,
               "Also draw busbw and small-message latency against size into FILE (.png, .svg or .pdf).",
               metavar="FILE")
@@ -342,15 +343,15 @@ AS_JSON = Option("as_json", ("--json",), switch, "Print JSON instead of a table.
 MULTI_NODE = Option("multi_node", ("--multi-node",), switch,
                     "Include the network: min(intra-node peak, NIC per rank).", default=False)
 
-# -- the results store's (sweep, doctor and every history command) -------------------------------------
-HISTORY_ENV = "NCCL_BENCH_HISTORY"  # the store when --history is not given (never recorded in meta.json's env)
+# -- the history's (sweep, doctor and every history command) ---------------------------------------------
 HISTORY = Option("history", ("--history",), text,
-                 "Results store: a file, sqlite:///PATH or postgresql://user@host:port/db (default: "
+                 "The history: a file, sqlite:///PATH or postgresql://user@host:port/db (default: "
                  "$NCCL_BENCH_HISTORY, else <results-root>/history.sqlite).", metavar="URL")
-NO_HISTORY = Option("no_history", ("--no-history",), switch, "Do not record this run in the results store.",
+NO_HISTORY = Option("no_history", ("--no-history",), switch, "Do not record this run in the history.",
                     default=False)
 HISTORY_PATHS = Argument("paths", "PATH...",
-                         "Run folders, results.csv files, nccl-tests logs or -J JSON files to add to the store.")
+                         "Run folders, results.csv files, nccl-tests logs or -J JSON files to add to the history.",
+                         many=True)
 HISTORY_OP = Option("op", ("--op",), _one_op, "Only this collective's series.")
 # Twenty nightly runs: long enough for a robust median and spread, short enough that a change
 # accepted as the new normal (more than half the window) stops failing within two weeks.

@@ -27,7 +27,7 @@ _SERVER = r"""
 import json, os, resource, runpy, sys
 
 import torch, torch.distributed, torch.distributed.run  # noqa: F401 - what each command imports first
-import nccl_bench.cli.entry, nccl_bench.cli.rank_side  # noqa: F401
+import nccl_bench.cli.entry, nccl_bench.sweep.sweep_body, nccl_bench.doctor.doctor_body  # noqa: F401
 
 requests, replies = sys.stdin, os.fdopen(os.dup(1), "w")
 for line in requests:

@@ -158,9 +158,9 @@ def _run_app() -> None:
 def _end_with_os_failure(exc: BaseException) -> NoReturn:
     """A limit that ran out (open files, processes, memory: torch's store says EMFILE in a RuntimeError),
     or a file the command writes (a full disk, a read-only mount): one line, exit 3. Anything else is a bug."""
-    from nccl_bench.cli import rank_side
+    from nccl_bench.ranks.preflight import exhausted_resource_text
 
-    exhausted = rank_side.exhausted_resource_text(exc)
+    exhausted = exhausted_resource_text(exc)
     if exhausted is not None:
         messages.fail(exhausted, EXIT_RUN_FAILED)
     if not isinstance(exc, OSError):

@@ -7,51 +7,48 @@ removed again. The process that started local workers speaks for the run; the wo
 
 from __future__ import annotations
 
-import contextlib
-import os
-import sys
 from pathlib import Path
-from typing import Callable, NoReturn, Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 from nccl_bench.cli import messages
 from nccl_bench.errors import EXIT_INTERRUPTED, RunFailedError
 from nccl_bench.options import OUT, RESULTS_ROOT, WORKERS
+from nccl_bench.ranks.faults import Interrupted, hold_signals, interrupts_unwrapped, signals_raise_interrupted
+from nccl_bench.ranks.launch import VARIANT_ENV, default_workers, run_local_workers, shared_cores_note
+from nccl_bench.ranks.run_owner import new_claimant
+from nccl_bench.results.run_folder import claim_run_dir, read_meta, release_run_dir
+from nccl_bench.units.nccl_env import Variant, label
 
 
 def start(what: str, workers: Optional[int], refuse_early: Callable[[int], tuple[str, list[str]]], args: list[str],
-          out: Optional[Path], default_target: Path, variants: Sequence[dict[str, str]] = ({},)) -> Path:
+          out: Optional[Path], default_target: Path, variants: Sequence[Variant] = ((),)) -> Path:
     """Run `nccl-bench ARGS` in `workers` local ranks (None: one per GPU, or 2 on CPU); the run folder.
 
     refuse_early(workers) raises what the ranks would refuse, before any starts, and returns the backend
     the ranks will use and notes to say. variants: the environment of each set of ranks, started one
     after the other into the one run folder (--nccl-env: NCCL reads its variables once per process).
     """
-    from nccl_bench.cli import rank_side
-
     why = None
     if workers is None:
-        workers, why = rank_side.default_workers()
+        workers, why = default_workers()
     backend, notes = refuse_early(workers)
-    notes = [*notes, *rank_side.shared_cores_note(workers, backend)]
+    notes = [*notes, *shared_cores_note(workers, backend)]
     return _run(what, workers, why, args, out, default_target, notes, variants)
 
 
 def _run(what: str, workers: int, why: Optional[str], args: list[str], out: Optional[Path], default_target: Path,
-         notes: list[str], variants: Sequence[dict[str, str]] = ({},)) -> Path:
-    from nccl_bench.cli import rank_side
-    from nccl_bench.results.run_folder import claim_run_dir, read_meta, release_run_dir
-
+         notes: list[str], variants: Sequence[Variant]) -> Path:
     target = out if out is not None else default_target
     made = out is None or not target.exists()
-    claimant = rank_side.new_claimant()  # the workers' rank 0 takes the folder with it; another run is refused
+    claimant = new_claimant()  # the workers' rank 0 takes the folder with it; another run is refused
     run_dir = None
     # With --nccl-env, meta.json says how the last variant to start ended: the run's ending only once
     # the last variant has started (its label, as the ranks record it, is meta.json's "variant").
-    final = {"variant": " ".join(f"{name}={value}" for name, value in variants[-1].items()), "started": False}
+    final = {"variant": label(variants[-1]), "started": False}
     # From the folder on, a signal is an Interrupted here too (torch's agent installs its own while it runs).
-    with rank_side.signals_raise_interrupted():
+    with signals_raise_interrupted():
         try:
-            with rank_side.interrupts_unwrapped():  # the except clauses below must see an Interrupted as itself
+            with interrupts_unwrapped():  # the except clauses below must see an Interrupted as itself
                 if out is None:
                     run_dir = claim_run_dir(target, RESULTS_ROOT.name, claimant, numbered=True)
                     args = [*args, OUT.name, str(run_dir)]
@@ -60,12 +57,12 @@ def _run(what: str, workers: int, why: Optional[str], args: list[str], out: Opti
                 if why is not None:
                     messages.say(f"no launcher found; starting {why} (use {WORKERS.name} N to choose)")
                 messages.notes(notes)
-                for number, env in enumerate(variants, 1):
-                    order = {rank_side.VARIANT_ENV: f"{number}/{len(variants)}"} if env else {}
+                for number, variant in enumerate(variants, 1):
+                    order = {VARIANT_ENV: f"{number}/{len(variants)}"} if variant else {}
                     final["started"] = number == len(variants)
-                    rank_side.run_local_workers(workers, args, claimant, env={**env, **order})
-        except rank_side.Interrupted as exc:
-            rank_side.hold_signals()  # a second Ctrl-C must not cut this report short
+                    run_local_workers(workers, args, claimant, env={**dict(variant), **order})
+        except Interrupted as exc:
+            hold_signals()  # a second Ctrl-C must not cut this report short
             meta = None if run_dir is None else read_meta(run_dir)
             if _completed(meta, final):  # the signal came after the ending: the run is what meta.json says
                 messages.say(f"note: {exc} arrived after the {what} had completed; nothing was lost")
@@ -91,23 +88,3 @@ def _completed(meta, final: dict) -> bool:
     return (meta is not None and meta.get("status") == "complete" and final["started"]
             and meta.get("variant", "") == final["variant"])
 
-
-def speaks_for_run(launch) -> bool:
-    """Rank 0 of a launcher's ranks says what happened to the run, unless this process is a local worker."""
-    from nccl_bench.cli import rank_side
-
-    return launch.rank == 0 and not os.environ.get(rank_side.LOCAL_WORKER_ENV)
-
-
-def end_interrupted(launch, message: str) -> NoReturn:
-    """Exit 130, saying why once (on the rank that speaks for the run), then at once.
-
-    A scheduler's grace before SIGKILL is short (Slurm's KillWait; 5 s on the test cluster), and the
-    interpreter's final garbage collection of torch's objects took ~5 s on a loaded host; the life
-    cycle has already written meta.json and every row, and destroyed the process group."""
-    if speaks_for_run(launch):
-        messages.error(message)
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(OSError, ValueError):  # a closed pipe must not delay the exit
-            stream.flush()
-    os._exit(EXIT_INTERRUPTED)

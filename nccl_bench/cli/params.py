@@ -1,17 +1,61 @@
 """A declared option or argument (nccl_bench/options.py) as a typer parameter: the one place the CLI
 makes typer parameters.
 
-A command's parameters are named after the config keys they set, so the values for a config are
-read off the parameters by key, with no second list of names.
+A command lists the declarations it takes (`takes`), and its parameters are made from them: named
+after the config keys they set, typed as the declaration's parser is given its value, with the
+declaration's flags, help, metavar and default. The command receives the values as one mapping by
+key, so an option is written once, in its declaration, and read once, where it acts.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, Mapping
+import inspect
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional, TypeVar
 
 import typer
 
 from nccl_bench.option_types import Argument, Option
+
+Command = TypeVar("Command", bound=Callable[..., Any])
+
+
+@dataclass(frozen=True)
+class Use:
+    """How one command shows a declaration: see `param`."""
+
+    given_default: bool = False
+    prefix: str = ""
+    fill: dict[str, str] = field(default_factory=dict)
+
+
+def use(*, given_default: bool = False, prefix: str = "", **fill: str) -> Use:
+    return Use(given_default, prefix, fill)
+
+
+def takes(*declared: Option | Argument, **how: Use) -> Callable[[Command], Command]:
+    """The command's parameters made from `declared`, in order; `how` (by key) says how this command shows one.
+
+    The command is written `def command(**given)`: typer reads the signature made here, and calls it
+    with every parameter's value by key."""
+    unknown = set(how) - {item.key for item in declared}
+    if unknown:
+        raise ValueError(f"no declaration has the key(s) {sorted(unknown)}")
+
+    def made(command: Command) -> Command:
+        command.__signature__ = inspect.Signature([_parameter(item, how.get(item.key, Use())) for item in declared])
+        return command
+
+    return made
+
+
+def _parameter(item: Option | Argument, shown: Use) -> inspect.Parameter:
+    if isinstance(item, Argument):
+        return inspect.Parameter(item.key, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=argument(item),
+                                 annotation=item.given_as)
+    typed = item.given_as if shown.given_default else Optional[item.given_as]
+    return inspect.Parameter(item.key, inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=typed,
+                             default=param(item, given_default=shown.given_default, prefix=shown.prefix, **shown.fill))
 
 
 def param(option: Option, *, given_default: bool = False, prefix: str = "",
@@ -37,11 +81,6 @@ def param(option: Option, *, given_default: bool = False, prefix: str = "",
 def argument(declared: Argument) -> Any:
     """The typer parameter of a required positional argument."""
     return typer.Argument(..., help=declared.help, metavar=declared.name)
-
-
-def values_of(options: Iterable[Option], parameters: Mapping[str, Any]) -> dict[str, Any]:
-    """The command's value for each of `options`, keyed as the config is."""
-    return {option.key: parameters[option.key] for option in options}
 
 
 def read_given(option: Option, value: Any) -> Any:

@@ -3,23 +3,16 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 from nccl_bench.cli import messages
-from nccl_bench.cli.params import argument, param, read_given
+from nccl_bench.cli.params import read_given, takes, use
 from nccl_bench.errors import UserInputError
 from nccl_bench.options import FORMAT, HTML, LOG_OP, LOG_RANKS, OUTPUT, PLOT, RUNS
 
 
-def report_command(
-    runs: list[str] = argument(RUNS),
-    plot: str = param(PLOT),
-    fmt: str = param(FORMAT, given_default=True),
-    output: str = param(OUTPUT),
-    log_op: str = param(LOG_OP),
-    log_ranks: int = param(LOG_RANKS),
-    html_file: str = param(HTML),
-) -> None:
+@takes(RUNS, PLOT, FORMAT, OUTPUT, LOG_OP, LOG_RANKS, HTML, fmt=use(given_default=True))
+def report_command(**given: Any) -> None:
     """Re-render runs (ours or nccl-tests') as a table or another format, and plot them."""
     from nccl_bench.render import formats as render_formats
     from nccl_bench.render import live
@@ -27,6 +20,8 @@ def report_command(
     from nccl_bench.results.run_folder import never_finished
     from nccl_bench.results.whole_file import write_text_file
 
+    runs, plot, fmt, output, html_file = (given[item.key] for item in (RUNS, PLOT, FORMAT, OUTPUT, HTML))
+    log_op, log_ranks = given[LOG_OP.key], given[LOG_RANKS.key]
     render_formats.check_format(fmt, FORMAT.name)
     plot_path = _checked_plot_path(plot)
     output_path = render_formats.check_output_file(read_given(OUTPUT, output), OUTPUT.name)
@@ -162,7 +157,7 @@ def _doctor_runs(paths: list[Path], fmt: str, plot_path: Optional[Path]) -> dict
     return doctors
 
 
-def _checked_plot_path(plot: Optional[str]) -> Optional[Path]:
+def _checked_plot_path(plot: Optional[Path]) -> Optional[Path]:
     """The plot's file: a writable .png/.svg/.pdf, and matplotlib present, before any work."""
     if not plot:
         return None

@@ -38,13 +38,14 @@ from nccl_bench.doctor.doctor_report import (
 from nccl_bench.errors import RunFailedError, UserInputError
 from nccl_bench.options import DOCTOR_OPTION, PHASES, WORKERS
 from nccl_bench.ranks import devices, dist, faults, run_owner, session
+from nccl_bench.ranks.layout import LaunchEnv
 from nccl_bench.ranks.planted import NoFaults, fault_seam
 from nccl_bench.ranks.preflight import check_local_workers, chosen_backend
 from nccl_bench.ranks.runner import PointRunner, TimingPlan
 from nccl_bench.results.csv_appender import CsvAppender
 from nccl_bench.results.run_folder import DOCTOR_JSON
 from nccl_bench.results.whole_file import write_text_file
-from nccl_bench.units import bandwidth, stats
+from nccl_bench.units import bandwidth, op_table, stats
 from nccl_bench.units.sizes import format_size
 
 # Re-test passes: the first confirms the first lows (and, in quick mode, adds cross-checks against
@@ -114,6 +115,18 @@ class _Doctor:
         self.round_index = 0
         self.measurements = 0  # counts measurements for the planted-fault seam, as the sweep counts points
         self.planted: NoFaults = fault_seam(os.environ)
+        # Known from set_up on: the run, its process group and layout, when it started, its hosts, the header.
+        self.run: session.Run | None = None
+        self.ctx: dist.DistContext | None = None
+        self.launch: LaunchEnv | None = None
+        self.started_wall = 0.0  # time.monotonic() at set-up: the report's wall_s
+        self.nodes: list[Node] = []
+        self.header: DoctorHeader | None = None
+        # Known from measure on: the buffers, the timing runner, this rank's node.
+        self.send: Any = None  # a torch tensor: torch is imported only where a run measures
+        self.recv: Any = None
+        self.runner: PointRunner | None = None
+        self.my_node: Node | None = None
 
     # -- the life cycle's steps -----------------------------------------------------------------
     def set_up(self, run: session.Run) -> None:
@@ -264,7 +277,7 @@ class _Doctor:
         for node in self.nodes:
             if len(node.ranks) < 2 or node.host not in hosts:
                 continue
-            factor = bandwidth.bus_factor("all_reduce", len(node.ranks))
+            factor = op_table.bus_factor("all_reduce", len(node.ranks))
             busbw = self._record("nodes", attempt, (node.host,), None, node.ranks, per_rank, factor)
             self.intra.setdefault(node.host, []).append(busbw)
 
@@ -309,7 +322,7 @@ class _Doctor:
             first, second = self.nodes[a], self.nodes[b]
             for rail in range(min(len(first.ranks), len(second.ranks))):
                 ranks = (first.ranks[rail], second.ranks[rail])
-                factor = bandwidth.bus_factor("sendrecv", 2)
+                factor = op_table.bus_factor("sendrecv", 2)
                 busbw = self._record("pairs", attempt, (first.host, second.host), rail, ranks, per_rank, factor)
                 self.pairs.setdefault((first.host, second.host, rail), []).append(busbw)
         self.observer.round_done()

@@ -42,8 +42,10 @@ class DoctorConfig:
 
 
 def build_config(**values: Any) -> DoctorConfig:
-    """Each value checked by its declared option; values that are None take the defaults."""
-    return DoctorConfig(**read_values(DOCTOR_OPTIONS, {k: v for k, v in values.items() if v is not None}))
+    """Each value checked by its declared option; values that are None take the defaults. The command's
+    other options may be among `values`: the config reads the keys of its own."""
+    own = {option.key for option in DOCTOR_OPTIONS}
+    return DoctorConfig(**read_values(DOCTOR_OPTIONS, {k: v for k, v in values.items() if k in own and v is not None}))
 
 
 def resolve_size(config: DoctorConfig, on_gpu: bool) -> int:

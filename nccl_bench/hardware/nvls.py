@@ -15,9 +15,11 @@ from __future__ import annotations
 from nccl_bench.hardware.host import run_nvidia_smi
 from nccl_bench.hardware.known_gpus import MAX_NVLINKS_PER_GPU
 from nccl_bench.hardware.nvidia_smi import TopoMatrix, parse_topo_matrix
+from nccl_bench.units.op_table import OPS
 
 NVLS_FLAG = "above_link_peak_nvls"  # a row's flag: busbw above the link peak on an NVSwitch system
-NVLS_OPS = ("all_reduce",)  # the op NVLS lifts above the links' rate in nccl-tests' busbw
+# the ops NVLS lifts above the links' rate in nccl-tests' busbw
+NVLS_OPS = tuple(name for name, c in OPS.items() if c.nvls_above_links)
 
 
 def switched(matrix: TopoMatrix, max_links: int = MAX_NVLINKS_PER_GPU) -> bool | None:

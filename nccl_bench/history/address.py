@@ -10,12 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from nccl_bench.options import HISTORY_ENV
-
 SQLITE = "sqlite"
 POSTGRESQL = "postgresql"
 STORE_FILE = "history.sqlite"  # the default store: <results-root>/history.sqlite
-ENV_VAR = HISTORY_ENV
+ENV_VAR = "NCCL_BENCH_HISTORY"  # the store when --history is not given (never recorded: a URL may hold a password)
 _POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 _SQLITE_SCHEME = "sqlite://"
 

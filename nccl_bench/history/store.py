@@ -15,15 +15,16 @@ id) is left as it is: `INSERT ... ON CONFLICT DO NOTHING` both databases underst
 
 from __future__ import annotations
 
-import datetime as _dt
 import json
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
+from nccl_bench.errors import first_line
 from nccl_bench.history.address import POSTGRESQL, StoreAddress
 from nccl_bench.history.records import RunRecord
 from nccl_bench.history.store_schema import MIGRATIONS, SCHEMA_VERSION, SERIES_COLUMNS
+from nccl_bench.units.clock import utc_now_iso
 
 BUSY_TIMEOUT_MS = 120_000  # eight CI jobs finishing at once each wait their turn, well under a second each
 _MIGRATION_LOCK = 0x6E63_6362  # PostgreSQL advisory lock key held while the schema is brought up to date
@@ -41,7 +42,7 @@ def open_store(address: StoreAddress) -> "Store":
     except StoreError:
         raise
     except Exception as exc:  # the driver's own errors: unreachable server, unreadable file, bad URI
-        raise StoreError(f"{address.shown}: {_first_line(exc)}") from None
+        raise StoreError(f"{address.shown}: {first_line(exc)}") from None
     return store
 
 
@@ -59,11 +60,6 @@ def _connect(address: StoreAddress):
     connection.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
     connection.execute("PRAGMA journal_mode = WAL")
     return connection
-
-
-def _first_line(exc: Exception) -> str:
-    text = str(exc).strip() or type(exc).__name__
-    return text.splitlines()[0]
 
 
 class Store:
@@ -138,7 +134,7 @@ class Store:
     # -- writing -------------------------------------------------------------------------------
     def add_run(self, run: RunRecord) -> bool:
         """Store the run; False when a run with its id is already stored (then nothing changes)."""
-        recorded = _dt.datetime.now(_dt.timezone.utc).isoformat()
+        recorded = utc_now_iso()
         with self.transaction():
             cursor = self.execute(
                 "INSERT INTO runs (run_id, kind, status, started_utc, recorded_utc, source, system, backend, "

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from nccl_bench.ranks.collectives import Segment
+from nccl_bench.units.op_table import Segment
 
 PERIOD = 7
 CHUNK_ELEMS = 1 << 20

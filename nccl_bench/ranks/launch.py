@@ -35,9 +35,14 @@ LOCAL_WORKER_ENV = "NCCL_BENCH_LOCAL_WORKER"
 VARIANT_ENV = "NCCL_BENCH_VARIANT"
 
 
+def is_local_worker(environ=os.environ) -> bool:
+    """These ranks were started as local workers (--workers), by a process that speaks for the run."""
+    return bool(environ.get(LOCAL_WORKER_ENV))
+
+
 def worker_variant(environ) -> tuple[int, int] | None:
     """(K, N) when these ranks run the K-th of N --nccl-env variants; None otherwise."""
-    text = environ.get(VARIANT_ENV, "") if environ.get(LOCAL_WORKER_ENV) else ""
+    text = environ.get(VARIANT_ENV, "") if is_local_worker(environ) else ""
     number, _, count = text.partition("/")
     return (int(number), int(count)) if number.isdigit() and count.isdigit() else None
 # Exit codes with which a worker has printed its own line (errors.py): the run's outcome, said once.

@@ -12,7 +12,6 @@ A command supplies a `RunRequest` (what the life cycle needs to know) and a `Run
 
 from __future__ import annotations
 
-import datetime as _dt
 import os
 import platform
 import sys
@@ -23,18 +22,22 @@ from pathlib import Path
 from typing import Any, Callable, Protocol, Sequence
 
 from nccl_bench.errors import RunFailedError, UserInputError, WriteFailedError
-from nccl_bench.options import HISTORY_ENV, OUT, RESULTS_ROOT
+from nccl_bench.options import OUT, RESULTS_ROOT
 from nccl_bench.ranks import devices, dist, faults, roll_call, run_owner
 from nccl_bench.ranks.deadline import Deadline, DeadlineExceeded
 from nccl_bench.ranks.layout import LaunchEnv, detect_launch, export_launch_env
 from nccl_bench.ranks.planted import fault_seam
 from nccl_bench.ranks.preflight import check_memory, host_available_bytes
 from nccl_bench.results.run_folder import claim_run_dir, find_claimed, new_run_dir, release_run_dir, write_meta
+from nccl_bench.units.clock import utc_now_iso
 
 META_SCHEMA_VERSION = 1
 # Variables that steer NCCL and torch's NCCL process group (watchdog, error handling, flight
 # recorder); the rest of the environment is never recorded.
 RECORDED_ENV_PREFIXES = ("NCCL_", "TORCH_NCCL_", "TORCH_FR_")
+# nccl_bench's own variables share NCCL's prefix but set nothing in NCCL, and one of them (the results
+# store's URL) may hold a password: never recorded.
+OWN_ENV_PREFIX = "NCCL_BENCH_"
 NO_LAUNCHER = "no rank layout found (run under torchrun, srun or mpirun, or use --workers)"
 
 
@@ -90,21 +93,17 @@ class Run:
         self.versions: dict[str, str] = {}
         self.status = "running"
         self.started_utc = ""
-        self._deadline: Deadline | None = None
+        self.deadline: Deadline | None = None  # the per-step deadline, while the body measures
         # Set-up costs, the slowest rank's, in seconds (meta.json's "timings", the header's set-up line):
         # init_s (the process group made), first_op_s (the first collective, where NCCL 2.22+ connects),
         # and what a body adds (split_s: --split's groups).
         self.timings: dict[str, float] = {}
-        self._init_s = 0.0  # this rank's own, until the common header agrees on the slowest
+        self.own_init_s = 0.0  # this rank's own init_s, until the common header agrees on the slowest
         self.watch: run_owner.ParentWatch | None = None
 
     def time_set_up(self, key: str, seconds: float) -> None:
         """Record a set-up cost as the slowest rank's (a collective: every rank calls it, in the same order)."""
         self.timings[key] = dist.max_across_ranks(self.ctx, [seconds])[0]
-
-    @property
-    def nodes(self) -> int:
-        return len(set(self.hostnames))
 
     def facts(self) -> RunFacts:
         """The run's facts for a header: known once the common header is gathered (before the body's set-up)."""
@@ -113,17 +112,17 @@ class Run:
 
     def renew(self, where: str | None = None) -> None:
         """A step starts: it has --timeout from now (no-op outside the measuring phase)."""
-        if self._deadline is not None:
-            self._deadline.renew(where)
+        if self.deadline is not None:
+            self.deadline.renew(where)
 
     def disarm(self) -> None:
         """A point or measurement is over: nothing of ours waits on the process group until the next renew."""
-        if self._deadline is not None:
-            self._deadline.disarm()
+        if self.deadline is not None:
+            self.deadline.disarm()
 
     def meta(self) -> dict[str, Any]:
         """The meta.json keys every command writes."""
-        ended = None if self.status == "running" else _dt.datetime.now(_dt.timezone.utc).isoformat()
+        ended = None if self.status == "running" else utc_now_iso()
         return {
             "tool": "nccl_bench",
             "command": self.request.command,
@@ -135,7 +134,7 @@ class Run:
             "backend": self.request.backend,
             "launcher": self.launch.launcher,
             "world_size": self.launch.world_size,
-            "nodes": self.nodes,
+            "nodes": self.facts().nodes,
             "hostnames": list(self.hostnames),
             "devices": list(self.devices),
             "versions": dict(self.versions),
@@ -181,8 +180,9 @@ def require_launch() -> LaunchEnv:
 
 
 def recorded_env(environ) -> dict[str, str]:
-    """NCCL's and torch's settings; not the results store's URL, which is no NCCL setting and may hold a password."""
-    return {k: v for k, v in sorted(environ.items()) if k.startswith(RECORDED_ENV_PREFIXES) and k != HISTORY_ENV}
+    """NCCL's and torch's settings; not nccl_bench's own variables (the results store's URL among them)."""
+    return {k: v for k, v in sorted(environ.items())
+            if k.startswith(RECORDED_ENV_PREFIXES) and not k.startswith(OWN_ENV_PREFIX)}
 
 
 def _device_index(request: RunRequest, launch: LaunchEnv) -> int | None:
@@ -224,7 +224,7 @@ def _execute(request: RunRequest, body: RunBody, on_stuck: Callable[[RunFailedEr
             started = time.perf_counter()
             with dist.process_group(launch, request.backend, request.timeout_s, device_index,
                                     request.control) as ctx:
-                run.ctx, run._init_s = ctx, time.perf_counter() - started
+                run.ctx, run.own_init_s = ctx, time.perf_counter() - started
                 roll_call.publish_process(ctx.rank)
                 _LifeCycle(run, body, on_stuck).go()
     except RuntimeError as exc:  # process-group set-up; no result was at stake yet
@@ -290,14 +290,14 @@ class _LifeCycle:
         except Exception as exc:  # the header exchanges: reported as any failed collective is
             raise faults.why_stopped(exc, run.ctx, run.request.timeout_s, f"setting up the {run.request.command}",
                                      None) from exc
-        run.started_utc = _dt.datetime.now(_dt.timezone.utc).isoformat()
+        run.started_utc = utc_now_iso()
         ending = _Ending(self._write_final)
         deadline = Deadline(run.request.timeout_s, self._abort, self._stuck(ending) if self.on_stuck else None)
         try:  # from the first meta.json on, the run ends with a final one whatever happens
             if run.run_dir is not None:
                 write_meta(run.run_dir, {**run.meta(), **body.meta()})
                 self._meta_written = True
-            run._deadline = deadline
+            run.deadline = deadline
             with deadline:
                 body.measure(run)
             run.status = "complete"
@@ -309,7 +309,7 @@ class _LifeCycle:
                 raise
             raise stop from (None if isinstance(exc, faults.Interrupted) else exc)
         finally:
-            run._deadline = None
+            run.deadline = None
             faults.hold_signals()  # a signal after the last result changes nothing: the ending is written whole
             ending(run.status)
             body.finished(run.status)
@@ -326,7 +326,7 @@ class _LifeCycle:
         started = time.perf_counter()  # the first collective: NCCL 2.22+ opens its connections here
         per_rank = dist.gather_objects(ctx, (dist.hostname(), device_name, dist.this_machine(os.environ)))
         first_op_s = time.perf_counter() - started if ctx.control is None else _first_op_s(ctx)
-        init_s, first_op_s = dist.max_across_ranks(ctx, [run._init_s, first_op_s])
+        init_s, first_op_s = dist.max_across_ranks(ctx, [run.own_init_s, first_op_s])
         run.timings.update(init_s=init_s, **({} if first_op_s < 0 else {"first_op_s": first_op_s}))
         run.hostnames = [h for h, _, _ in per_rank]
         run.devices = [d for _, d, _ in per_rank]

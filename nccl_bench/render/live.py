@@ -25,6 +25,7 @@ from nccl_bench.render.fit import Layout
 from nccl_bench.results.schema import ResultRow
 
 if TYPE_CHECKING:  # the doctor's modules load with its reporter only: `ops` or `report` need none of them
+    from nccl_bench.comparison import Comparison
     from nccl_bench.doctor.doctor_report import DoctorHeader, DoctorReport
     from nccl_bench.doctor.verdicts import Judgement
 
@@ -81,6 +82,28 @@ def print_runs(paths: Sequence[Path], loaded: Sequence[tuple[str, list[ResultRow
     console = console or make_console()
     for label, rows in loaded:
         print_lines(console, terminal(rows, table_width(console), label))
+
+
+def report_comparison(result: Comparison, outputs: dict, environ) -> None:
+    """A comparison's report (compare, sweep --baseline): the table, its notes, the failing rows and the
+    summary on stdout; the files asked for in `outputs` written, and GitHub's step summary appended when
+    the environment names one (a step summary that cannot be appended is a warning, not a failure)."""
+    import warnings
+
+    from nccl_bench.render import compare_exports
+
+    console = make_console()
+    print_lines(console, compare_exports.comparison_lines(result, table_width(console)))
+    print_lines(console, (f"note: {note}" for note in result.notes))
+    print_lines(console, compare_exports.failure_lines(result), style="red")
+    print_lines(console, [result.summary()], style="bold red" if result.failures else "bold green")
+    compare_exports.write_exports(result, **outputs)
+    summary_file = compare_exports.step_summary_path(environ)
+    if summary_file is not None:
+        try:
+            compare_exports.append_step_summary(result, summary_file)
+        except OSError as exc:
+            warnings.warn(f"cannot append to $GITHUB_STEP_SUMMARY ({summary_file}): {exc}", stacklevel=2)
 
 
 def print_lines_at_width(lines: Callable[[int | None], Iterable[Text | str]]) -> None:

@@ -16,7 +16,7 @@ from nccl_bench.results.schema import (
     PLACEMENT_OUT,
     ResultRow,
 )
-from nccl_bench.units import bandwidth, stats
+from nccl_bench.units import op_table, stats
 from nccl_bench.units.sizes import format_size
 
 
@@ -45,7 +45,7 @@ def _half(row: ResultRow | None) -> str:
 
 def _header(op: str, rows: list[ResultRow], meta: dict[str, Any] | None) -> list[str]:
     """nccl-tests' header, with only what the run recorded: no Pid, no invented host or warmup."""
-    binary = bandwidth.binary_of(op)
+    binary = op_table.binary_of(op)
     first = rows[0]
     config = (meta or {}).get("config") or {}
     measured = [r for r in rows if r.iters]
@@ -118,7 +118,7 @@ def format_text(rows: list[ResultRow], meta: dict[str, Any] | None = None) -> st
         out.append(f"# {'Out of bounds values':<20} : {0} OK")
         out.append(f"# {'Avg bus bandwidth':<20} : {_g(average)} ")
         out.append("#")
-        out.append(f"# Collective test concluded: {bandwidth.binary_of(op)}")
+        out.append(f"# Collective test concluded: {op_table.binary_of(op)}")
         out.append("")
     return "\n".join(out)
 

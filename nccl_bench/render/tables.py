@@ -16,13 +16,13 @@ from rich.text import Text
 
 from nccl_bench.hardware.nvls import NVLS_FLAG, nvls_sentence
 from nccl_bench.options import SWEEP_OPTION
-from nccl_bench.ranks.collectives import REGISTRY
 from nccl_bench.render import labels, repeats
 from nccl_bench.render.fit import Cell, Column, Layout, fit, fit_widths, natural_width, widen
 from nccl_bench.render.labels import placement_text
 from nccl_bench.results.loader import RESULTS_LINE
 from nccl_bench.results.schema import STATUS_UNSUPPORTED, STATUS_WRONG, ResultRow
 from nccl_bench.units import stats
+from nccl_bench.units.op_table import OPS
 from nccl_bench.units.sizes import format_size
 
 _OPS_COLUMNS = (
@@ -45,10 +45,10 @@ def ops_lines(width: int | None) -> list[Text]:
             collective.size_meaning,
             collective.factor_formula,
             ", ".join(placement_text(p) for p in collective.placements),
-            "yes" if collective.has_reduction else "-",
-            "yes" if collective.has_root else "-",
+            "yes" if collective.reduces else "-",
+            "yes" if collective.rooted else "-",
         ]
-        for collective in REGISTRY.values()
+        for collective in OPS.values()
     ]
     lines = [Text("Collectives (sizes and bus-bandwidth factors as in nccl-tests)")]
     layout = fit(_OPS_COLUMNS, rows, width)

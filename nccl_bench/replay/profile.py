@@ -21,7 +21,7 @@ from typing import Any, Sequence
 
 from nccl_bench.replay.trace_events import TraceError
 from nccl_bench.replay.trace_reader import CollectiveCall, RankTrace
-from nccl_bench.units import bandwidth
+from nccl_bench.units import bandwidth, op_table
 from nccl_bench.units.stats import median
 
 # (op, size_bytes, dtype, group_size): one row of the profile.
@@ -117,7 +117,7 @@ def _row(key: ProfileKey, calls_per_rank: list[list[CollectiveCall]], window_us:
     busbw = None
     if size_bytes is not None and group_size is not None:
         busbw = bandwidth.busbw_gbps(bandwidth.algbw_gbps(size_bytes, job_time_us),
-                                     bandwidth.bus_factor(op, group_size))
+                                     op_table.bus_factor(op, group_size))
     choices = Counter((call.algo, call.proto) for calls in calls_per_rank for call in calls if call.algo is not None)
     algo, proto = choices.most_common(1)[0][0] if choices else (None, None)
     return ProfileRow(

@@ -60,7 +60,7 @@ class CollectiveCall:
     """One collective as the job called it on this rank."""
 
     op: str  # units/op_table.OP_NAMES
-    size_bytes: int | None  # nccl-tests' size (units/bandwidth.py); None where the trace gives no shapes
+    size_bytes: int | None  # nccl-tests' size (units/op_table.py); None where the trace gives no shapes
     dtype: str | None  # float32, bfloat16, ... (replay/trace_vocabulary.py); None where not given or not known
     group_size: int | None
     group_ranks: tuple[int, ...] | None  # global ranks of its process group; None: not named (the world)

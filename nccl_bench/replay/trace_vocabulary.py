@@ -7,7 +7,7 @@
   `Input type` (float, c10::Half, long int), each our dtype name and its bytes.
 - Kernel names: NCCL's algorithm and protocol, as its kernels carry them
   (ncclKernel_AllReduce_RING_LL_Sum_float, ncclDevKernel_AllReduce_Sum_f32_TREE_LL128).
-- Sizes: an op's byte count as nccl-tests means it (units/bandwidth.py), from a call's element counts.
+- Sizes: an op's byte count as nccl-tests means it (units/op_table.py), from a call's element counts.
 """
 
 from __future__ import annotations
@@ -109,7 +109,7 @@ def algo_proto_of_kernel(name: str) -> tuple[str | None, str | None]:
 
 
 def nccl_tests_elements(op: str, in_elements: int, out_elements: int | None, group_size: int | None) -> int | None:
-    """The element count of the op's nccl-tests size (units/bandwidth.py: the whole buffer), from one
+    """The element count of the op's nccl-tests size (units/op_table.py: the whole buffer), from one
     call's input and output element counts (the output None where the trace names only the input).
 
     all_gather's size is its gathered output; a trace naming only the input (one rank's chunk) is n

@@ -20,14 +20,13 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Iterable
 
+from nccl_bench.units.op_table import OPS
+
 ALGORITHMS = ("TREE", "RING", "COLLNET_DIRECT", "COLLNET_CHAIN", "NVLS", "NVLS_TREE", "PAT")
 PROTOCOLS = ("LL", "LL128", "SIMPLE")
-# Our op -> the name ncclFuncToString gives the collective NCCL runs for it. Ops torch builds from
-# point-to-point sends (gather, scatter, all_to_all, sendrecv) have no tuning line.
-NCCL_FUNCTIONS = {
-    "all_reduce": "AllReduce", "all_gather": "AllGather", "reduce_scatter": "ReduceScatter",
-    "broadcast": "Broadcast", "reduce": "Reduce",
-}
+# Our op -> the name ncclFuncToString gives the collective NCCL runs for it; ops torch builds from
+# point-to-point sends have no tuning line.
+NCCL_FUNCTIONS = {name: c.nccl_function for name, c in OPS.items() if c.nccl_function is not None}
 
 _LINE = re.compile(
     r"NCCL INFO (?:(?P<func>[A-Za-z]+): )?(?P<bytes>\d+) Bytes -> Algo (?P<algo>\w+) proto (?P<proto>\w+)"

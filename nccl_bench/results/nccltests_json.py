@@ -13,7 +13,7 @@ from nccl_bench.errors import UserInputError
 from nccl_bench.results.nccltests_names import op_in
 from nccl_bench.results.nccltests_rows import Half, SizeLine, Table, table_rows, world_size_of
 from nccl_bench.results.schema import PLACEMENT_IN, PLACEMENT_OUT, ResultRow
-from nccl_bench.units.bandwidth import rank_count_matters
+from nccl_bench.units.op_table import rank_count_matters
 
 UNKNOWN_OP = "unknown"  # neither the command line nor the file name names a binary
 

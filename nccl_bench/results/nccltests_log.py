@@ -32,7 +32,7 @@ from nccl_bench.results.nccltests_rows import (
     world_size_of,
 )
 from nccl_bench.results.schema import PLACEMENT_IN, PLACEMENT_OUT, ResultRow
-from nccl_bench.units import bandwidth
+from nccl_bench.units import op_table
 
 # nccl_bench's export leaves out the Pid (and the host when the input did not record one).
 _RANK_PATTERN = re.compile(r"#\s*Rank\s+(\d+)\s+(?:Group\s+\d+\s+)?(?:Pid\s+\d+\s+)?(?:on\s+(\S+)\s+)?device")
@@ -314,7 +314,7 @@ def _wrong(raw: str | None) -> int | None:
 
 def _block_rows(block: _Block, op: str, source: str, option: str, ranks: int | None = None) -> list[ResultRow]:
     world_size = world_size_of(op, block.ranks, block.rows) or ranks
-    if world_size is None and bandwidth.rank_count_matters(op):
+    if world_size is None and op_table.rank_count_matters(op):
         raise UserInputError(
             option,
             f"{source}: cannot tell how many ranks ran {op} (no '# Rank' lines, and neither size/count nor "

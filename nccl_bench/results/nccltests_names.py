@@ -1,11 +1,12 @@
 """Which collective an nccl-tests log ran: from the binary its text names (all_reduce_perf), or from the
-file's name as people write it (allreduce_16nodes.txt). Names come from units/bandwidth.OPS."""
+file's name as people write it (allreduce_16nodes.txt). Names come from units/op_table.OPS:
+the ops nccl-tests has a binary for."""
 
 from __future__ import annotations
 
 import re
 
-from nccl_bench.units import bandwidth
+from nccl_bench.units import op_table
 
 _BINARY_PATTERN = re.compile(r"(?:^|[/\s:])([a-z][a-z_]*?)_perf(?:_mpi)?(?![A-Za-z0-9])")
 
@@ -19,13 +20,13 @@ def _joined(name: str) -> str:
 
 
 _NAMED_OPS: dict[str, str] = {
-    _joined(name): op for op, units in bandwidth.OPS.items() for name in (op, units.binary)
+    _joined(name): op for binary, op in op_table.OP_OF_BINARY.items() for name in (op, binary)
 }
 _FILE_OP_PATTERN = re.compile(
     r"(?<![a-z])("
     + "|".join(
         "[-_]?".join(re.escape(part) for part in name.split("_"))
-        for name in sorted({n for op, u in bandwidth.OPS.items() for n in (op, u.binary)},
+        for name in sorted({n for binary, op in op_table.OP_OF_BINARY.items() for n in (op, binary)},
                            key=lambda n: len(_joined(n)), reverse=True)
     )
     + r")(?![a-z])",
@@ -41,4 +42,4 @@ def op_of_file_name(name: str) -> str | None:
 
 def op_in(text: str) -> str | None:
     match = _BINARY_PATTERN.search(text)
-    return bandwidth.op_of_binary(match.group(1)) if match else None
+    return op_table.op_of_binary(match.group(1)) if match else None

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Iterable, Sequence
 
 from nccl_bench.results.schema import STATUS_OK, STATUS_WRONG, ResultRow
-from nccl_bench.units import bandwidth
+from nccl_bench.units import op_table
 
 # nccl-tests type names (src/common.cu test_typenames) <-> torch dtype names.
 TYPE_TO_DTYPE = {
@@ -97,7 +97,7 @@ def world_size_of(op: str, ranks: Iterable[int], lines: Sequence[SizeLine]) -> i
 def counted_world_size(op: str, lines: Iterable[SizeLine]) -> int | None:
     """size / (count x type size) where nccl-tests prints a per-rank count: the one whole number every
     line gives, or None (another op, an unknown type, lines that disagree)."""
-    if not bandwidth.count_is_per_rank(op):
+    if not op_table.count_is_per_rank(op):
         return None
     found = set()
     for line in lines:
@@ -118,7 +118,7 @@ def infer_world_size(op: str, pairs: Iterable[tuple[float | None, float | None]]
     ratios and so of rank counts; the answer is the single whole number in all of them, or None
     (a factor of 1 says nothing, and large worlds are too close together to tell apart).
     """
-    factor = bandwidth.factor_of(op)
+    factor = op_table.factor_of(op)
     span = ratio_span(pairs)
     if factor is None or span is None:
         return None
@@ -140,7 +140,7 @@ def ratio_span(pairs: Iterable[tuple[float | None, float | None]]) -> tuple[floa
 def table_rows(op: str, lines: Sequence[SizeLine], table: Table) -> list[ResultRow]:
     """One ResultRow per half of every size line, in the order they were printed."""
     # an unknown world size is only ever left where the factor does not depend on it
-    factor = bandwidth.bus_factor(op, table.world_size or 1)
+    factor = op_table.bus_factor(op, table.world_size or 1)
     return [_row(op, line, half, table, factor) for line in lines for half in line.halves]
 
 

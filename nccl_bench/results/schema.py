@@ -13,13 +13,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+# The placement column holds one of these: where a collective's output goes is part of its spec.
+from nccl_bench.units.op_table import PLACEMENT_IN as PLACEMENT_IN
+from nccl_bench.units.op_table import PLACEMENT_OUT as PLACEMENT_OUT
+
 SCHEMA_VERSION = 3
 # Columns each version added; a file of an older version lacks them and reads them as empty (None, "").
 COLUMNS_ADDED: dict[int, tuple[str, ...]] = {2: ("p95_us", "cycle", "group"), 3: ("variant", "algo", "proto")}
 READABLE_VERSIONS = (1, 2, 3)
-
-PLACEMENT_OUT = "out_of_place"
-PLACEMENT_IN = "in_place"
 
 STATUS_OK = "ok"
 STATUS_WRONG = "wrong"

@@ -19,8 +19,10 @@ from nccl_bench.comparison import (
     world_sizes,
 )
 from nccl_bench.errors import UserInputError
-from nccl_bench.options import ALLOW_MISMATCH, BASELINE, REPLACE_BASELINE, SAVE_BASELINE, TOLERANCE
+from nccl_bench.options import ALLOW_MISMATCH, BASELINE, REPLACE_BASELINE, SAVE_BASELINE, SWEEP_OPTION, TOLERANCE
 from nccl_bench.results.schema import ResultRow, RunRows
+from nccl_bench.sweep.sweep_config import SweepConfig
+from nccl_bench.units.nccl_env import variants
 
 
 @dataclass(frozen=True)
@@ -57,6 +59,18 @@ def plan_baseline_check(
     return BaselineCheck(
         None if baseline is None else Path(baseline), fraction, save_name, allow_mismatch, replace_baseline
     )
+
+
+def refuse_repeats(config: SweepConfig, check: BaselineCheck | None) -> None:
+    """A comparison matches one row per point; a run of several cycles, groups or variants has many."""
+    repeats = [SWEEP_OPTION[key].name for key, given in (("cycles", config.cycles != 1),
+                                                         ("split", config.split is not None),
+                                                         ("nccl_env", len(variants(config.nccl_env)) > 1))
+               if given]
+    if check is not None and check.baseline is not None and repeats:
+        verb = "give" if len(repeats) > 1 else "gives"
+        raise UserInputError(BASELINE.name, f"compares one row per point; {' and '.join(repeats)} {verb} several "
+                             "(read the run's rows with nccl-bench report instead)")
 
 
 def check_plan_against_baseline(

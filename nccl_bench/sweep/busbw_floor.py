@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from nccl_bench.errors import EXIT_OK, EXIT_VERDICT
+from nccl_bench.options import SWEEP_OPTION
 from nccl_bench.results.schema import STATUS_UNSUPPORTED, ResultRow
 from nccl_bench.units.sizes import format_size
 
@@ -22,6 +23,25 @@ class FloorCheck:
     @property
     def exit_code(self) -> int:
         return EXIT_VERDICT if self.below else EXIT_OK
+
+    @property
+    def option_text(self) -> str:
+        return f"{SWEEP_OPTION['min_busbw_gbps'].name} {self.floor_gbps:g} GB/s"
+
+    def notes(self) -> list[str]:
+        """One note per op that had nothing to check."""
+        return [f"{op}: no size measured, so not checked against {self.option_text}" for op in self.unchecked_ops]
+
+    def verdict(self) -> str:
+        """The verdict in one line: the rows below the floor (an error), or the lowest row that reached it;
+        '' when no row was checked."""
+        if self.below:
+            below = "; ".join(floor_row_text(row) for row in self.below)
+            return f"below {self.option_text} at the op's largest measured size: {below}"
+        if not self.checked:
+            return ""
+        lowest = min(self.checked, key=lambda row: row.busbw_gbps)
+        return f"{self.option_text} reached at each op's largest measured size (lowest: {floor_row_text(lowest)})"
 
 
 def check_floor(rows: Sequence[ResultRow], floor_gbps: float) -> FloorCheck:

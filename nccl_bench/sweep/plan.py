@@ -10,11 +10,12 @@ from dataclasses import dataclass
 from nccl_bench.errors import UserInputError
 from nccl_bench.options import SWEEP_OPTION
 from nccl_bench.ranks import check, devices, split
-from nccl_bench.ranks.collectives import REGISTRY, buffer_elems, round_size, store_elems
+from nccl_bench.ranks.collectives import store_elems
 from nccl_bench.ranks.preflight import check_local_workers, chosen_backend
 from nccl_bench.results.schema import PLACEMENT_IN
 from nccl_bench.sweep import sweep_config as cfg
 from nccl_bench.units import stats
+from nccl_bench.units.op_table import OPS, buffer_elems, round_size
 
 # Extra memory per rank besides the buffers: the check's chunked expected values and indices.
 CHECK_OVERHEAD_BYTES = check.CHUNK_ELEMS * 8 * 4
@@ -54,7 +55,7 @@ def graph_exclusions(config: cfg.SweepConfig, on_gpu: bool, torch_version: str |
     excluded = {}
     graph = _FLAG["cuda_graph"]
     for name in config.ops:
-        if REGISTRY[name].factor is None:  # barrier: ProcessGroupNCCL's ends in a CPU-side stream sync
+        if OPS[name].factor is None:  # barrier: ProcessGroupNCCL's ends in a CPU-side stream sync
             excluded[name] = f"{graph} captures only ops with a bandwidth factor (a barrier synchronizes the CPU)"
         elif name == "sendrecv" and torch_version and devices.version_tuple(torch_version) < GRAPH_P2P_SINCE:
             excluded[name] = f"{graph} cannot capture point-to-point ops on torch {torch_version} (needs >= 2.7)"
@@ -73,7 +74,7 @@ def plan_points(config: cfg.SweepConfig, world_size: int, on_gpu: bool,
     notes: list[str] = []
     excluded = graph_exclusions(config, on_gpu, torch_version)
     for name in config.ops:
-        collective = REGISTRY[name]
+        collective = OPS[name]
         if name in excluded:
             notes.append(f"{name} skipped: {excluded[name]}")
             continue
@@ -125,7 +126,7 @@ def size_option(config: cfg.SweepConfig) -> str:
 
 
 def _check_root(config: cfg.SweepConfig, world_size: int) -> None:
-    if config.root >= world_size and any(REGISTRY[op].has_root for op in config.ops):
+    if config.root >= world_size and any(OPS[op].rooted for op in config.ops):
         raise UserInputError(_FLAG["root"], f"{config.root} is not a rank of a world of {world_size}")
 
 
@@ -192,7 +193,7 @@ class Plan:
         """(op, size_bytes, dtype, redop, placement) of every point, as result rows will hold them."""
         return {
             (
-                p.op, p.size_bytes, config.dtype, config.reduce_op if REGISTRY[p.op].has_reduction else "none",
+                p.op, p.size_bytes, config.dtype, config.reduce_op if OPS[p.op].reduces else "none",
                 p.placement,
             )
             for p in self.points

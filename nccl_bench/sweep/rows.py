@@ -1,6 +1,6 @@
 """Result rows of a sweep: one ResultRow per measured (or skipped) point, numbers as nccl-tests defines them.
 
-Pure given a measurement: algbw = size / time, busbw = algbw x the op's bus factor (units/bandwidth),
+Pure given a measurement: algbw = size / time, busbw = algbw x the op's bus factor (units/op_table),
 p50/p95/p99 from per-op times, %peak against the run's reference peak.
 """
 
@@ -10,12 +10,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from nccl_bench.hardware.nvls import NVLS_FLAG, nvls_likely
-from nccl_bench.ranks.collectives import Collective
 from nccl_bench.ranks.runner import FLAG_EMPTY_GRAPH, Measurement
 from nccl_bench.results.schema import STATUS_OK, STATUS_UNSUPPORTED, STATUS_WRONG, ResultRow
 from nccl_bench.sweep import sweep_config as cfg
 from nccl_bench.sweep.plan import Point
 from nccl_bench.units import bandwidth, stats
+from nccl_bench.units.op_table import Collective
 
 
 @dataclass(frozen=True)
@@ -40,8 +40,8 @@ def _common(run: RowContext, point: Point, collective: Collective) -> dict[str, 
         size_bytes=point.size_bytes,
         count=collective.count(point.size_bytes // element_bytes, run.world_size),
         dtype=config.dtype,
-        redop=config.reduce_op if collective.has_reduction else "none",
-        root=config.root if collective.has_root else -1,
+        redop=config.reduce_op if collective.reduces else "none",
+        root=config.root if collective.rooted else -1,
         world_size=run.world_size,
         nodes=run.nodes,
         backend=run.backend,

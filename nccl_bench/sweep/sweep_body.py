@@ -19,7 +19,7 @@ from nccl_bench.hardware.expected import System, run_algorithm, yardsticks
 from nccl_bench.hardware.nvls import NVLS_OPS
 from nccl_bench.options import OUT, SWEEP_OPTION
 from nccl_bench.ranks import check, dist, faults, run_owner, session, split
-from nccl_bench.ranks.collectives import REGISTRY, Collective, OpArgs, make_buffers
+from nccl_bench.ranks.collectives import CALLS, OpArgs, make_buffers
 from nccl_bench.ranks.launch import worker_variant
 from nccl_bench.ranks.nccl_trace import TuningTrace
 from nccl_bench.ranks.planted import NoFaults, fault_seam
@@ -34,6 +34,7 @@ from nccl_bench.sweep.plan import Plan, Point, buffer_bytes, plan_run, size_opti
 from nccl_bench.sweep.rows import RowContext, measured_row, unsupported_row
 from nccl_bench.sweep.sweep_report import SilentObserver, SweepHeader, SweepObserver, SweepSummary
 from nccl_bench.units import alltoallv, nccl_env
+from nccl_bench.units.op_table import OPS, Collective
 from nccl_bench.units.sizes import format_size
 
 NO_PEAK_ONE_RANK = "none: a world of 1 rank crosses no link (give one with --peak)"
@@ -82,6 +83,22 @@ class _Sweep:
         self.variant = nccl_env.label(tuple((name, os.environ.get(name, "")) for name, _ in config.nccl_env))
         self.earlier_variants: list[dict[str, Any]] = []  # what meta.json said of the variants before this one
         self.trace: TuningTrace | None = None  # --nccl-trace on NCCL: this rank's tuning log
+        # Known from set_up on: the run, the world's context and the one each op runs in (this rank's
+        # --split group, or the world), the group's global ranks and name, all_to_allv's shares, the
+        # facts every row carries.
+        self.run: session.Run | None = None
+        self.ctx: dist.DistContext | None = None
+        self.op_ctx: dist.DistContext | None = None
+        self.groups: list[split.Group] = []
+        self.members: tuple[int, ...] = ()
+        self.group_name: str | None = None
+        self.shares: alltoallv.Shares | None = None
+        self.row_context: RowContext | None = None
+        # Known from measure on: the points an earlier attempt recorded, the buffers, the timing runner.
+        self.done: set[tuple] = set()
+        self.send_store: Any = None  # a torch tensor: torch is imported only where a run measures
+        self.recv_store: Any = None
+        self.runner: PointRunner | None = None
 
     @property
     def where(self) -> str:
@@ -92,13 +109,13 @@ class _Sweep:
         self.run, self.ctx = run, run.ctx
         self.summary.run_dir = run.run_dir
         self.observer = self.observer_factory(self.ctx.rank)
-        peak_gbps, peak_label = reference_peak(self.config, self.ctx, run.nodes)
+        peak_gbps, peak_label = reference_peak(self.config, self.ctx, run.facts().nodes)
         self.peak = {"gbps": peak_gbps, "label": peak_label}
         self.summary.peak_gbps = peak_gbps
         self.op_ctx, self.members, nodes = self._groups(run)
         self.header = self._header(run, peak_label)
         # published figures describe a whole system: sub-group rows are not compared with them
-        self.system = None if self.members else expected_system(self.ctx, run.nodes)
+        self.system = None if self.members else expected_system(self.ctx, run.facts().nodes)
         distribution = alltoallv.parse_distribution(self.config.alltoallv)
         self.shares = alltoallv.shares(distribution, self.op_ctx.world_size)  # the same on every rank
         self.row_context = RowContext(self.config, self.op_ctx.world_size, nodes, self.ctx.backend, peak_gbps,
@@ -147,9 +164,9 @@ class _Sweep:
     def _groups(self, run: session.Run) -> tuple[dist.DistContext, tuple[int, ...], int]:
         """The context each op runs in (this rank's --split group, made once, or the world), the
         group's global ranks, and how many hosts it spans."""
-        self.groups: list[split.Group] = []
+        self.groups = []
         if self.config.split is None:
-            return self.ctx, (), run.nodes
+            return self.ctx, (), run.facts().nodes
         self.groups = split.groups(self.config.split, run.hostnames)
         planned = self.plan.group_size
         try:
@@ -182,7 +199,7 @@ class _Sweep:
                  "the end says how long they were)"
         )
         element_bytes = cfg.DTYPE_BYTES[config.dtype]
-        planned = tuple((p.op, p.size_bytes, REGISTRY[p.op].count(p.size_bytes // element_bytes,
+        planned = tuple((p.op, p.size_bytes, OPS[p.op].count(p.size_bytes // element_bytes,
                                                                   self.op_ctx.world_size))
                         for p in self.plan.points)
         notes = tuple(self.summary.notes)
@@ -212,7 +229,7 @@ class _Sweep:
         earlier attempts recorded: their rows are kept as they are (counted, shown, never measured again),
         so results.csv ends with one row per point. The plan is the same in every attempt (the same
         command line and world); rank 0 reads the rows, every rank learns which points they cover."""
-        self.done: set[tuple] = set()
+        self.done = set()
         if run_owner.attempt(os.environ) == 0:
             return
         self.run.renew("reading the rows of the earlier attempt")
@@ -283,16 +300,16 @@ class _Sweep:
 
     def _point(self, point: Point) -> ResultRow:
         config, ctx = self.config, self.op_ctx
-        collective = REGISTRY[point.op]
+        collective = OPS[point.op]
         buffers = make_buffers(collective, point.placement, self.send_store, self.recv_store, point.send_elems,
                                point.recv_elems, ctx.rank, ctx.world_size)
         args = OpArgs(ctx.rank, ctx.world_size, config.root,
-                      _reduce_op(config.reduce_op) if collective.has_reduction else None,
-                      self.shares if collective.expected_uneven else None, ctx.group, self.members)
+                      _reduce_op(config.reduce_op) if collective.reduces else None,
+                      self.shares if collective.uneven else None, ctx.group, self.members)
         reason = self._why_unsupported(collective, buffers, args)
         if reason is not None:
             return unsupported_row(self.row_context, point, collective, reason)
-        run_once = collective.bind(buffers, args)
+        run_once = CALLS[point.op](buffers, args)
         if self.trace is not None:
             self.trace.mark()
         measurement = self.runner.measure(run_once)
@@ -309,7 +326,7 @@ class _Sweep:
         if ctx.world_size < collective.min_world_size:
             return f"needs at least {collective.min_world_size} ranks"
         try:
-            collective.bind(buffers, args)()
+            CALLS[collective.name](buffers, args)()
             local_error = None
         except (RuntimeError, NotImplementedError, ValueError, TypeError) as exc:
             local_error = first_line(exc)
@@ -324,8 +341,8 @@ class _Sweep:
         check.fill_input(buffers.send, ctx.rank, config.reduce_op)
         run_once()
         dist.synchronize(ctx)
-        segments = collective.segments(args, buffers.recv.numel())
-        holder = config.root if collective.has_root else 0
+        segments = collective.segments(args.rank, args.world_size, args.root, buffers.recv.numel(), args.shares)
+        holder = config.root if collective.rooted else 0
         self.planted.output_checked(buffers.recv, segments[0].start if segments else None, ctx.rank, holder)
         wrong = check.count_wrong(buffers.recv, segments, ctx.world_size, config.reduce_op)
         return dist.sum_across_ranks(ctx, wrong)

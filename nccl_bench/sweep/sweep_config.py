@@ -121,11 +121,12 @@ def load_preset(path: Path) -> dict[str, Any]:
 
 
 def build_config(flags: Mapping[str, Any], preset: Path | None = None) -> SweepConfig:
-    """defaults < preset < flags; a flag that is None (or an option given no times) was not given."""
+    """defaults < preset < flags; a flag that is None (or an option given no times) was not given.
+    `flags` may hold the command's other options too: the config reads the keys of its own."""
     merged: dict[str, Any] = {}
     if preset is not None:
         merged.update(load_preset(preset))
-    given = {k: v for k, v in flags.items() if v not in (None, (), [])}
+    given = {key: flags[key] for key in CONFIG_KEYS if flags.get(key) not in (None, (), [])}
     merged.update(normalize(given))
     config = SweepConfig(**merged, fields_from_flags=tuple(given))
     validate(config)

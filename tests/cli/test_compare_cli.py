@@ -97,6 +97,14 @@ def test_step_summary_is_appended_when_set(runs, tmp_path):
     assert text.count("| all_reduce |") == 3
 
 
+def test_a_step_summary_that_cannot_be_appended_is_one_warning(runs, tmp_path):
+    base, same, _ = runs
+    result = run_cli(str(base), str(same), env={"GITHUB_STEP_SUMMARY": str(tmp_path)})  # a folder
+    assert result.returncode == 0
+    assert result.stderr.startswith(f"nccl-bench: warning: cannot append to $GITHUB_STEP_SUMMARY ({tmp_path}): ")
+    assert len(result.stderr.splitlines()) == 1 and "ok" in result.stdout
+
+
 def one_error_line(result: subprocess.CompletedProcess) -> str:
     assert result.returncode == 2, (result.stdout, result.stderr)
     lines = result.stderr.strip().splitlines()

@@ -111,7 +111,8 @@ def test_a_launcher_layout_that_measures_nothing_is_refused_on_every_rank(torchr
 def test_the_doctor_hands_on_stuck_to_its_run_as_the_sweep_does(monkeypatch, tmp_path):
     from types import SimpleNamespace
 
-    from nccl_bench.cli import main, messages, rank_side
+    from nccl_bench.cli import main, messages, on_ranks
+    from nccl_bench.doctor import doctor_body
 
     seen = {}
 
@@ -119,8 +120,8 @@ def test_the_doctor_hands_on_stuck_to_its_run_as_the_sweep_does(monkeypatch, tmp
         seen.update(config=config, on_stuck=on_stuck)
         return SimpleNamespace(judgement=None)
 
-    monkeypatch.setattr(rank_side, "detect_launch", lambda: SimpleNamespace(rank=0, launcher="torchrun", world_size=2))
-    monkeypatch.setattr(rank_side.doctor_body, "execute", execute)
+    monkeypatch.setattr(on_ranks, "detect_launch", lambda: SimpleNamespace(rank=0, launcher="torchrun", world_size=2))
+    monkeypatch.setattr(doctor_body, "execute", execute)
     monkeypatch.setattr(sys, "argv", ["nccl-bench", "doctor", "--backend", "gloo", "--out", str(tmp_path / "run")])
     main()
     assert seen["on_stuck"] is messages.end_stuck_rank and seen["config"].backend == "gloo"

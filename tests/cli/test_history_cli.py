@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from nccl_bench.cli import history as history_cli
+from nccl_bench.cli import on_ranks
+from nccl_bench.history import recording
 from nccl_bench.history.address import parse_address
 from tests.conftest import worker_env
 from tests.forked_cli import run_forked
@@ -66,17 +67,19 @@ def test_seven_concurrent_adds_into_a_new_store_keep_all_seven(store_url, tmp_pa
 
 def test_an_unreachable_store_loses_no_run(tmp_path, capsys):
     run = sweep_run(tmp_path / "r1", 1)
-    history_cli.record_run(run, parse_address("postgresql://nobody@/x?host=/nonexistent-socket-dir"))
+    address = parse_address("postgresql://nobody@/x?host=/nonexistent-socket-dir")
+    assert recording.record_run(run, address).failure.startswith("postgresql://")
+    on_ranks.record_in_history(run, address)
     err = capsys.readouterr().err
-    assert err.startswith("nccl-bench: warning: the run was not recorded in the results store (postgresql://")
+    assert err.startswith("nccl-bench: warning: the run was not recorded in the history (postgresql://")
     assert f"add it later with `nccl-bench history add {run} --history URL`" in err
     assert (run / "results.csv").is_file()
 
 
 def test_no_history_records_nothing_and_a_bad_url_fails_first(tmp_path):
-    assert history_cli.recording_target("sqlite:/bad", True, tmp_path) is None
-    assert history_cli.recording_target(None, False, tmp_path).target.endswith("history.sqlite")
-    history_cli.record_run(sweep_run(tmp_path / "r1", 1), None)
+    assert recording.recording_target("sqlite:/bad", True, tmp_path) is None
+    assert recording.recording_target(None, False, tmp_path).target.endswith("history.sqlite")
+    on_ranks.record_in_history(sweep_run(tmp_path / "r1", 1), None)
     assert not (tmp_path / "history.sqlite").exists()
 
 
@@ -159,10 +162,10 @@ def _doctor_verdict_in(folder: Path) -> Path:
 
 def test_the_doctor_records_its_run_once_its_workers_are_done(monkeypatch, tmp_path):
     """Without a launcher the process that started the workers records the run, suspects and all (exit 1)."""
-    from nccl_bench.cli import doctor, main
+    from nccl_bench.cli import local_workers, main
 
     store, out = tmp_path / "h.sqlite", tmp_path / "run"
-    monkeypatch.setattr(doctor.local_workers, "start", lambda *args: _doctor_verdict_in(out))
+    monkeypatch.setattr(local_workers, "start", lambda *args: _doctor_verdict_in(out))
     monkeypatch.setattr(sys, "argv", ["nccl-bench", "doctor", "--backend", "gloo", "--workers", "2", "--out", str(out),
                                       "--history", str(store)])
     with pytest.raises(SystemExit) as ended:
@@ -175,7 +178,8 @@ def test_the_doctor_records_its_run_once_its_workers_are_done(monkeypatch, tmp_p
 def test_rank_0_under_a_launcher_records_the_doctor_run(monkeypatch, tmp_path):
     from types import SimpleNamespace
 
-    from nccl_bench.cli import main, rank_side
+    from nccl_bench.cli import main, on_ranks
+    from nccl_bench.doctor import doctor_body
 
     store, out = tmp_path / "h.sqlite", tmp_path / "run"
 
@@ -183,8 +187,8 @@ def test_rank_0_under_a_launcher_records_the_doctor_run(monkeypatch, tmp_path):
         _doctor_verdict_in(out)
         return SimpleNamespace(judgement=SimpleNamespace(suspects=[]), run_dir=out)
 
-    monkeypatch.setattr(rank_side, "detect_launch", lambda: SimpleNamespace(rank=0, launcher="torchrun", world_size=2))
-    monkeypatch.setattr(rank_side.doctor_body, "execute", execute)
+    monkeypatch.setattr(on_ranks, "detect_launch", lambda: SimpleNamespace(rank=0, launcher="torchrun", world_size=2))
+    monkeypatch.setattr(doctor_body, "execute", execute)
     monkeypatch.setattr(sys, "argv", ["nccl-bench", "doctor", "--backend", "gloo", "--out", str(out),
                                       "--history", str(store)])
     main()

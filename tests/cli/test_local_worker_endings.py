@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import pytest
 
-from nccl_bench.cli import local_workers, rank_side
+from nccl_bench.cli import local_workers
 from nccl_bench.errors import EXIT_INTERRUPTED, EXIT_RUN_FAILED, RunFailedError
+from nccl_bench.ranks.faults import Interrupted
+from nccl_bench.ranks.launch import VARIANT_ENV
 from nccl_bench.results.run_folder import write_meta
 
 KILLED = "1 of 2 local worker(s) ended without a report (killed by SIGKILL)"
@@ -22,16 +24,16 @@ def _ending(monkeypatch, status: str | None, raised: BaseException) -> None:
             write_meta(out, {"status": status, "rows": 2})
         raise raised
 
-    monkeypatch.setattr(rank_side, "run_local_workers", run_local_workers)
+    monkeypatch.setattr(local_workers, "run_local_workers", run_local_workers)
 
 
 def _run(tmp_path):
     return local_workers._run("sweep", 2, None, ["sweep", "--out", str(tmp_path / "run")], tmp_path / "run",
-                              tmp_path / "run", [])
+                              tmp_path / "run", [], ((),))
 
 
 def test_a_signal_after_the_run_completed_leaves_it_complete(monkeypatch, tmp_path, capsys):
-    _ending(monkeypatch, "complete", rank_side.Interrupted("SIGTERM"))
+    _ending(monkeypatch, "complete", Interrupted("SIGTERM"))
     assert _run(tmp_path) == tmp_path / "run"
     assert capsys.readouterr().err == (
         "nccl-bench: note: SIGTERM arrived after the sweep had completed; nothing was lost\n")
@@ -45,7 +47,7 @@ def test_a_worker_killed_after_the_run_completed_is_a_note(monkeypatch, tmp_path
 
 
 @pytest.mark.parametrize("status, raised, code", [
-    ("interrupted", rank_side.Interrupted("SIGTERM"), EXIT_INTERRUPTED),
+    ("interrupted", Interrupted("SIGTERM"), EXIT_INTERRUPTED),
     ("running", RunFailedError(KILLED), EXIT_RUN_FAILED),
     ("complete", RunFailedError("", 1, quiet=True), 1),  # a rank's negative verdict, said by the rank
 ])
@@ -67,10 +69,10 @@ def test_a_complete_earlier_variant_does_not_make_a_killed_later_one_complete(mo
             return
         raise RunFailedError(KILLED)  # the second one's workers are killed before meta.json changes
 
-    monkeypatch.setattr(rank_side, "run_local_workers", run_local_workers)
+    monkeypatch.setattr(local_workers, "run_local_workers", run_local_workers)
     with pytest.raises(RunFailedError, match="killed by SIGKILL"):
         local_workers._run("sweep", 2, None, ["sweep", "--out", str(tmp_path / "run")], tmp_path / "run",
-                           tmp_path / "run", [], [{"NCCL_ALGO": "Ring"}, {"NCCL_ALGO": "Tree"}])
-    assert started == [{"NCCL_ALGO": "Ring", rank_side.VARIANT_ENV: "1/2"},
-                       {"NCCL_ALGO": "Tree", rank_side.VARIANT_ENV: "2/2"}]
+                           tmp_path / "run", [], [(("NCCL_ALGO", "Ring"),), (("NCCL_ALGO", "Tree"),)])
+    assert started == [{"NCCL_ALGO": "Ring", VARIANT_ENV: "1/2"},
+                       {"NCCL_ALGO": "Tree", VARIANT_ENV: "2/2"}]
     assert "completed" not in capsys.readouterr().err

@@ -6,27 +6,31 @@ import pytest
 from result_rows import MiB, row, write_run
 
 from nccl_bench.cli import sweep
-from nccl_bench.cli.sweep import worker_args
+from nccl_bench.cli.on_ranks import worker_args
 from nccl_bench.errors import EXIT_RUN_FAILED, RunFailedError
+from nccl_bench.options import SWEEP_BASELINE_OPTIONS, WORKERS
 from nccl_bench.render import live
 from nccl_bench.results import whole_file
 from nccl_bench.sweep.sweep_config import SweepConfig
+from nccl_bench.sweep.sweep_entry import SweepJob
+
+KEPT_AWAY = (*SWEEP_BASELINE_OPTIONS, WORKERS)  # what the sweep keeps from its local workers
 
 
 def test_local_workers_do_not_get_the_baseline_options():
     args = ["sweep", "--op", "all_reduce", "--baseline", "b", "--tolerance=5%", "--save-baseline", "main",
             "--iters", "5"]
-    assert worker_args(args) == ["sweep", "--op", "all_reduce", "--iters", "5"]
+    assert worker_args(args, KEPT_AWAY) == ["sweep", "--op", "all_reduce", "--iters", "5"]
 
 
 def test_local_workers_do_not_get_workers_or_the_baseline_switches():
     args = ["sweep", "--workers", "3", "--allow-mismatch", "--replace-baseline", "--workers=2", "--sizes", "1K"]
-    assert worker_args(args) == ["sweep", "--sizes", "1K"]
+    assert worker_args(args, KEPT_AWAY) == ["sweep", "--sizes", "1K"]
 
 
 def test_local_workers_get_the_metrics_file_and_the_floor_is_kept_too():
     args = ["sweep", "--prom", "m.prom", "--min-busbw", "5", "--sizes", "1K"]
-    assert worker_args(args) == args  # rank 0 of the workers writes --prom; the floor is judged here
+    assert worker_args(args, KEPT_AWAY) == args  # rank 0 of the workers writes --prom; the floor is judged here
 
 
 def test_a_metrics_file_that_cannot_be_written_after_the_run_is_one_line_exit_3(tmp_path, monkeypatch):
@@ -42,15 +46,13 @@ def test_a_metrics_file_that_cannot_be_written_after_the_run_is_one_line_exit_3(
                                 "(the results on disk are kept)")
 
 
-def test_the_floor_is_judged_from_the_csv_by_the_process_that_speaks_for_the_run(tmp_path, capsys):
+def test_the_floor_is_judged_from_the_csv(tmp_path, capsys):
     run = write_run(tmp_path / "run", [row(size_bytes=MiB, time_us=10.0), row(size_bytes=4 * MiB, time_us=100.0)])
-    sweep._after_sweep(run, SweepConfig(min_busbw_gbps=50.0), None, speaks=False)  # a local worker: silent
-    assert capsys.readouterr().err == ""
     with pytest.raises(SystemExit) as ended:
-        sweep._after_sweep(run, SweepConfig(min_busbw_gbps=50.0), None, speaks=True)
+        sweep._after_sweep(SweepJob(SweepConfig(min_busbw_gbps=50.0), None), run)
     assert ended.value.code == 1
     assert capsys.readouterr().err == ("nccl-bench: error: below --min-busbw 50 GB/s at the op's largest measured "
                                        "size: all_reduce 4M in_place: 41.94 GB/s\n")
-    sweep._after_sweep(run, SweepConfig(min_busbw_gbps=41.9), None, speaks=True)  # returns: exit 0
+    sweep._after_sweep(SweepJob(SweepConfig(min_busbw_gbps=41.9), None), run)  # returns: exit 0
     assert capsys.readouterr().err == ("nccl-bench: --min-busbw 41.9 GB/s reached at each op's largest measured size "
                                        "(lowest: all_reduce 4M in_place: 41.94 GB/s)\n")

@@ -21,11 +21,12 @@ def _worker(rank: int, world_size: int, init_file: str, out_dir: str) -> None:
     import torch.distributed as dist
 
     from nccl_bench.ranks import check
-    from nccl_bench.ranks.collectives import REGISTRY, Buffers, OpArgs
+    from nccl_bench.ranks.collectives import CALLS, Buffers, OpArgs
     from nccl_bench.units import alltoallv
+    from nccl_bench.units.op_table import OPS
 
     dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world_size)
-    collective, found = REGISTRY["all_to_allv"], {}
+    collective, found = OPS["all_to_allv"], {}
     try:
         for name in DISTRIBUTIONS:
             shares = alltoallv.shares(alltoallv.parse_distribution(name), world_size)
@@ -34,8 +35,8 @@ def _worker(rank: int, world_size: int, init_file: str, out_dir: str) -> None:
                 send = torch.zeros(world_size * slot)
                 recv = torch.full((world_size * slot,), float(check.SENTINEL))
                 check.fill_input(send, rank, "sum")
-                collective.bind(Buffers(send, recv), args)()
-                segments = collective.segments(args, recv.numel())
+                CALLS["all_to_allv"](Buffers(send, recv), args)()
+                segments = collective.segments(rank, world_size, 0, recv.numel(), shares)
                 received = sum(segment.length for segment in segments)
                 wrong = check.count_wrong(recv, segments, world_size, "sum")
                 if received:  # a received element changed is counted: the check can fail

@@ -37,7 +37,7 @@ def test_three_sweeps_record_themselves_and_a_halved_copy_is_stored_once(tmp_pat
     store = str(tmp_path / "fleet.sqlite")
     for name in ("r1", "r2"):  # the store from the environment, as a CI job would set it
         done = _sweep(tmp_path, name, env={"NCCL_BENCH_HISTORY": store})
-        assert f"recorded in the results store {store}\n" in done.stderr
+        assert f"recorded in the history {store}\n" in done.stderr
     _sweep(tmp_path, "r3", "--history", store)
     shown = json.loads(_history(tmp_path, store, "show", "--json").stdout)
     [series] = shown["series"]
@@ -62,7 +62,7 @@ def test_three_sweeps_record_themselves_and_a_halved_copy_is_stored_once(tmp_pat
 def test_a_sweep_records_itself_into_postgresql(tmp_path, postgres_server):
     url = postgres_server.new_database()
     done = _sweep(tmp_path, "run", "--history", url)
-    said = [line for line in done.stderr.splitlines() if line.startswith("recorded in the results store ")]
-    assert said == [f"recorded in the results store {url}"]
+    said = [line for line in done.stderr.splitlines() if line.startswith("recorded in the history ")]
+    assert said == [f"recorded in the history {url}"]
     shown = json.loads(_history(tmp_path, url, "show", "--json").stdout)
     assert shown["runs"] == 1 and [s["runs"] for s in shown["series"]] == [1]

@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
-from nccl_bench.ranks.collectives import REGISTRY
 from nccl_bench.results.csv_reader import read_rows
+from nccl_bench.units.op_table import OPS
 from tests.conftest import run_cli, run_torchrun, worker_env
 
 pytestmark = pytest.mark.integration
@@ -63,10 +63,10 @@ def test_three_ranks_every_op_correct_with_nccl_tests_factors(tmp_path):
     by_op = {}
     for row in rows:
         by_op.setdefault(row.op, []).append(row)
-    assert set(by_op) == set(REGISTRY)
+    assert set(by_op) == set(OPS)
     for row in rows:
         assert row.status == "ok", (row.op, row.flags)
-        collective = REGISTRY[row.op]
+        collective = OPS[row.op]
         if collective.factor is None:
             assert row.busbw_gbps is None and row.time_us > 0
             continue

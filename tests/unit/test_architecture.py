@@ -10,39 +10,63 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[2] / "nccl_bench"
 
-# Lower number = lower layer. A module may import modules of its own layer or lower ones.
-LAYERS = {
-    "errors": 0,
-    "units": 0,
-    "results": 1,
-    "hardware": 1,
-    "option_types": 1,  # what an option declaration is, and the parsers with their bounds (pure)
-    "comparison": 2,  # the verdict engine (pure, rows in): read by the sweep's baseline check and the renderers
-    "options": 3,  # every command's options, declared once: read by both configs and the CLI
-    "sweep.sweep_config": 3,  # the sweep's config: options only, read by the rank side
-    "doctor.doctor_config": 3,  # the doctor's config: options only, beside the sweep's
-    "ranks": 4,
-    "doctor": 5,
-    "sweep": 5,  # the sweep's plan, body and report, placed as the doctor's
-    "replay": 5,  # a job's collectives read from its profiler traces, placed as sweep/ and doctor/
-    "history": 6,  # the results store, series and the regression rule: reads run folders, above the commands
-    "history.views": 7,  # the store's answers as text and the dashboard page: they use render's tables and escaping
-    "history.page": 7,
-    "render": 7,
-    "cli": 8,  # the package: one module per command, local workers, messages, the typer shim
-    "__main__": 8,
+# Every module of the package, placed explicitly in its layer: {layer: (level, modules)}, 'nccl_bench.'
+# stripped. A lower level is a lower layer; a module may import modules of its own level or lower ones.
+# A layer is a folder (or a top-level module) and holds only that folder's modules. A new module is
+# added to its folder's tuple here and to the map of docs/architecture.md; test_every_module_is_placed
+# fails until it is.
+LAYERS: dict[str, tuple[int, tuple[str, ...]]] = {
+    "errors": (0, ("errors",)),
+    "units": (0, ("units", "units.alltoallv", "units.bandwidth", "units.clock", "units.hostlist", "units.nccl_env",
+                  "units.op_table", "units.sizes", "units.split_spec", "units.stats")),
+    "results": (1, ("results", "results.csv_appender", "results.csv_reader", "results.dataframe",
+                    "results.input_lines", "results.loader", "results.nccl_tuning", "results.nccltests_json",
+                    "results.nccltests_log", "results.nccltests_names", "results.nccltests_rows",
+                    "results.run_folder", "results.schema", "results.whole_file")),
+    "hardware": (1, ("hardware", "hardware.detect", "hardware.expected", "hardware.host", "hardware.known_gpus",
+                     "hardware.nvidia_smi", "hardware.nvls", "hardware.nvml")),
+    # what an option declaration is, and the parsers with their bounds (pure)
+    "option_types": (1, ("option_types",)),
+    # the verdict engine (pure, rows in): read by the sweep's baseline check and the renderers
+    "comparison": (2, ("comparison",)),
+    # every command's options, declared once: read by the configs and the CLI
+    "options": (3, ("options",)),
+    "ranks": (4, ("ranks", "ranks.check", "ranks.collectives", "ranks.deadline", "ranks.devices", "ranks.dist",
+                  "ranks.faults", "ranks.launch", "ranks.layout", "ranks.nccl_trace", "ranks.planted",
+                  "ranks.preflight", "ranks.roll_call", "ranks.run_owner", "ranks.runner", "ranks.session",
+                  "ranks.split")),
+    # the commands on ranks, each with its config, plan, body and report, placed alike
+    "doctor": (5, ("doctor", "doctor.doctor_body", "doctor.doctor_config", "doctor.doctor_entry",
+                   "doctor.doctor_report", "doctor.roster", "doctor.schedule", "doctor.verdicts")),
+    "sweep": (5, ("sweep", "sweep.baseline_check", "sweep.busbw_floor", "sweep.plan", "sweep.rows",
+                  "sweep.saved_baselines", "sweep.sweep_body", "sweep.sweep_config", "sweep.sweep_entry",
+                  "sweep.sweep_report", "sweep.variants")),
+    "replay": (5, ("replay", "replay.profile", "replay.trace_events", "replay.trace_reader",
+                   "replay.trace_vocabulary")),
+    # the results store, its series, hosts and the regression rule: reads run folders, above the commands
+    "history": (6, ("history", "history.address", "history.hosts", "history.records", "history.recording",
+                    "history.rule", "history.series", "history.store", "history.store_schema")),
+    # rows, comparisons, the doctor's verdicts and the store's answers as text, pages and figures
+    "render": (7, ("render", "render.compare_exports", "render.doctor_text", "render.escape", "render.fit",
+                   "render.formats", "render.history_page", "render.history_text", "render.html", "render.labels",
+                   "render.limits_text", "render.live", "render.nccltests_text", "render.plots", "render.prom",
+                   "render.repeats", "render.tables")),
+    # the shell: one module per command, local workers, messages, the typer shim
+    "cli": (8, ("cli", "cli.compare", "cli.doctor", "cli.entry", "cli.history", "cli.limits", "cli.local_workers",
+                "cli.messages", "cli.on_ranks", "cli.ops", "cli.params", "cli.report", "cli.streams", "cli.sweep",
+                "cli.typer_shim")),
+    "__main__": (8, ("__main__",)),
 }
 HEAVY = ("torch", "pandas", "matplotlib")
+PLACED = {module: (layer, level) for layer, (level, modules) in LAYERS.items() for module in modules}
+UNPLACED = "belongs to no layer: add it to its folder's modules in LAYERS (tests/unit/test_architecture.py)"
 
 
 def _layer_of(module: str) -> tuple[str, int]:
-    """The most specific LAYERS key that names this module ('nccl_bench.' stripped)."""
-    parts = module.split(".")
-    for length in range(len(parts), 0, -1):
-        key = ".".join(parts[:length])
-        if key in LAYERS:
-            return key, LAYERS[key]
-    raise AssertionError(f"nccl_bench.{module} belongs to no layer: add it to LAYERS and docs/architecture.md")
+    """The layer that lists this module ('nccl_bench.' stripped)."""
+    if module not in PLACED:
+        raise AssertionError(f"nccl_bench.{module} {UNPLACED} and to docs/architecture.md's map")
+    return PLACED[module]
 
 
 def _modules() -> list[tuple[str, Path]]:
@@ -69,6 +93,25 @@ def _imports(path: Path) -> list[tuple[str, bool]]:
             else:
                 found.append((node.module, id(node) in top))
     return found
+
+
+def test_every_module_is_placed():
+    """No module inherits a layer from its folder: each is listed, and each listed module exists."""
+    found = {module for module, _ in _modules()}
+    assert [f"nccl_bench.{m} {UNPLACED}" for m in sorted(found - set(PLACED))] == []
+    assert sorted(set(PLACED) - found) == [], "listed in LAYERS but not in the package"
+
+
+def test_each_module_is_placed_once_in_its_own_folders_layer():
+    listed = [module for _, modules in LAYERS.values() for module in modules]
+    assert len(listed) == len(set(listed))
+    for layer, (_, modules) in LAYERS.items():
+        assert all(m == layer or m.startswith(f"{layer}.") for m in modules), layer
+
+
+def test_placement_is_explicit():
+    with pytest.raises(AssertionError, match=r"nccl_bench\.render\.new_view belongs to no layer"):
+        _layer_of("render.new_view")
 
 
 @pytest.mark.parametrize("module,path", _modules(), ids=[m for m, _ in _modules()])
@@ -127,3 +170,37 @@ def test_every_command_on_ranks_runs_through_the_session():
         tree = ast.parse((PACKAGE / module).read_text())
         assert any(isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "execute"
                    and getattr(node.func.value, "id", None) == "session" for node in ast.walk(tree)), module
+
+
+def _set_outside_init(cls: ast.ClassDef) -> set[str]:
+    """Attributes of self first assigned in a method other than __init__."""
+    assigned: dict[str, set[str]] = {}
+    for method in (node for node in cls.body if isinstance(node, ast.FunctionDef)):
+        for node in ast.walk(method):
+            targets = node.targets if isinstance(node, ast.Assign) else (
+                [node.target] if isinstance(node, (ast.AnnAssign, ast.AugAssign)) else [])
+            for part in (p for target in targets for p in ast.walk(target)):
+                if isinstance(part, ast.Attribute) and getattr(part.value, "id", None) == "self":
+                    assigned.setdefault(method.name, set()).add(part.attr)
+    return set().union(*assigned.values()) - assigned.get("__init__", set())
+
+
+@pytest.mark.parametrize("module,name", [("sweep/sweep_body.py", "_Sweep"), ("doctor/doctor_body.py", "_Doctor"),
+                                         ("ranks/session.py", "Run")])
+def test_a_run_body_declares_its_state_in_init(module, name):
+    """Every attribute a body or the run holds is declared in __init__, so one reading says what it carries."""
+    tree = ast.parse((PACKAGE / module).read_text())
+    [cls] = [node for node in tree.body if isinstance(node, ast.ClassDef) and node.name == name]
+    assert _set_outside_init(cls) == set()
+
+
+def test_no_module_writes_another_objects_private_fields():
+    """An object's private fields are its own: another module asks it through a method or a public field.
+    The typer shim alone sets one on click's parameter objects, which is what it is for."""
+    writes = set()
+    for module, path in _modules():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store) and node.attr.startswith("_")
+                    and not node.attr.startswith("__") and getattr(node.value, "id", None) not in ("self", "cls")):
+                writes.add(module)
+    assert writes == {"cli.typer_shim"}

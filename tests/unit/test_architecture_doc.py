@@ -236,7 +236,7 @@ def test_the_import_diagram_is_the_layers():
     arrows = next(line for line in DOC.read_text(encoding="utf-8").splitlines() if "──>" in line)
     groups = [[name.strip() for name in group.split(",")] for group in arrows.split("──>")]
     assert sorted(name for group in groups for name in group) == sorted(LAYERS)
-    levels = [{LAYERS[name] for name in group} for group in groups]
+    levels = [{LAYERS[name][0] for name in group} for group in groups]
     assert all(len(level) == 1 for level in levels), groups
     order = [level.pop() for level in levels]
     assert order == sorted(order, reverse=True) and len(set(order)) == len(order), groups
@@ -260,11 +260,16 @@ def test_results_imports_only_the_standard_library_at_module_level():
 PURE = ("units.", "comparison", "sweep.baseline_check", "sweep.busbw_floor", "sweep.variants", "doctor.schedule",
         "doctor.verdicts", "doctor.roster", "history.rule", "history.address", "replay.trace_vocabulary",
         "replay.profile")
-# The one door from cli/ to the rank side, imported on use.
-RANK_SIDE_DOOR = "cli.rank_side"
-RANK_SIDE = ("nccl_bench.ranks", "nccl_bench.sweep.sweep_body", "nccl_bench.sweep.plan",
-             "nccl_bench.doctor.doctor_body")
-
+# What measures on ranks: the CLI loads it only on use, inside the function that runs a command. The
+# small rank-side modules the shell reads before that (layouts, process limits, signals) import no torch.
+RANK_SIDE = ("ranks.session", "ranks.dist", "ranks.runner", "ranks.collectives", "sweep.sweep_body",
+             "doctor.doctor_body", "sweep.plan")
+# The process's start: what `nccl-bench --help` and an argument error load.
+START = ("cli.entry", "__main__")
+# What the CLI calls in sweep/ and doctor/: their entry modules; their bodies and plans stay behind them.
+ENTRY_MODULES = ("nccl_bench.sweep.sweep_entry", "nccl_bench.doctor.doctor_entry")
+BEHIND_THE_ENTRIES = ("nccl_bench.sweep.sweep_body", "nccl_bench.sweep.plan", "nccl_bench.sweep.baseline_check",
+                      "nccl_bench.sweep.saved_baselines", "nccl_bench.doctor.doctor_body")
 
 def test_pure_modules_read_and_write_nothing():
     io_calls = {"open", "read_text", "read_bytes", "iterdir", "stat", "exists"}
@@ -278,7 +283,7 @@ def test_pure_modules_read_and_write_nothing():
 
 
 def _imported_names(node: ast.AST) -> list[str]:
-    """'nccl_bench.cli.rank_side' for `from nccl_bench.cli import rank_side` (the module and each name in it)."""
+    """'nccl_bench.sweep.sweep_entry' for `from nccl_bench.sweep import sweep_entry` (the module, each name in it)."""
     if isinstance(node, ast.Import):
         return [alias.name for alias in node.names]
     if isinstance(node, ast.ImportFrom) and node.module and not node.level:
@@ -286,12 +291,99 @@ def _imported_names(node: ast.AST) -> list[str]:
     return []
 
 
-def test_the_cli_reaches_the_rank_side_through_one_door():
-    door = f"nccl_bench.{RANK_SIDE_DOOR}"
-    for module, tree in MODULES.items():
-        if not module.startswith("cli.") or module == RANK_SIDE_DOOR:
+def _loaded_at_start() -> set[str]:
+    """Every module of the package that START loads: module-level imports followed to any depth (a
+    module's packages included), the names that are no module left out."""
+    seen: set[str] = set()
+    todo = list(START)
+    while todo:
+        module = todo.pop()
+        if module in seen or module not in MODULES:
             continue
-        for node in ast.walk(tree):
-            assert not any(name.startswith(RANK_SIDE) for name in _imported_names(node)), (module, node.lineno)
-        for node in tree.body:  # at start-up: the door is opened only inside a command's functions
-            assert door not in _imported_names(node), module
+        seen.add(module)
+        parts = module.split(".")
+        todo += [".".join(parts[:length]) for length in range(1, len(parts))]
+        todo += [name[len("nccl_bench."):] for node in MODULES[module].body for name in _imported_names(node)
+                 if name.startswith("nccl_bench.")]
+    return seen
+
+
+def test_the_cli_loads_the_rank_side_only_on_use():
+    loaded = _loaded_at_start()
+    assert {"cli.entry", "cli.sweep", "cli.doctor", "options"} <= loaded  # the commands and their options: yes
+    assert sorted(m for m in loaded if m in RANK_SIDE) == []
+    heavy = {m for m in loaded for node in MODULES[m].body for name in _imported_names(node)
+             if name.split(".")[0] in ("torch", "pandas", "matplotlib")}
+    assert heavy == set()
+
+
+# Who reads a clock to measure a duration, and why. The collectives are timed in ranks/runner.py alone.
+DURATIONS = {
+    "ranks.runner": "the collectives timed: warmup, calibration, timed samples (CUDA events on a GPU)",
+    "ranks.session": "set-up costs: the process group made (init_s), the first collective (first_op_s)",
+    "sweep.sweep_body": "a set-up cost: --split's groups made (split_s)",
+    "doctor.doctor_body": "the doctor's wall time, for its report",
+    "ranks.deadline": "the per-step deadline",
+    "ranks.faults": "the grace a stopping rank gives a signal",
+    "ranks.roll_call": "how long a roll call waits for the other ranks",
+    "hardware.host": "the host's memory-copy probe (a peak, not a result)",
+}
+_DURATION_CLOCKS = {"time.perf_counter", "time.perf_counter_ns", "time.monotonic", "time.monotonic_ns"}
+
+
+def _reads_a_duration_clock(node: ast.AST) -> bool:
+    return isinstance(node, ast.Attribute) and (_dotted(node) in _DURATION_CLOCKS or node.attr == "elapsed_time")
+
+
+def test_who_measures_durations():
+    readers = {module for module, tree in MODULES.items() if any(map(_reads_a_duration_clock, ast.walk(tree)))}
+    assert readers == set(DURATIONS)
+
+
+def test_set_up_costs_are_recorded_through_one_call():
+    """A body's set-up cost goes into meta.json's timings through Run.time_set_up (the slowest rank's)."""
+    calls = {module for module, tree in MODULES.items() if any(
+        isinstance(node, ast.Call) and _dotted(node.func).endswith(".time_set_up") for node in ast.walk(tree))}
+    assert calls == {"sweep.sweep_body"}
+
+
+# The libraries that turn values into something to read: imported by render/ and by the shell only.
+RENDER_TOOLS = ("rich", "matplotlib", "html", "xml")
+
+
+def test_what_renders_lives_in_render():
+    importers = {module for module, tree in MODULES.items() for node in ast.walk(tree)
+                 if any(name.split(".")[0] in RENDER_TOOLS for name in _imported_names(node))}
+    assert "render.live" in importers
+    assert sorted(m for m in importers if not m.startswith(("render.", "cli."))) == []
+
+
+def test_the_public_names_for_analysis_scripts():
+    import nccl_bench.results as results
+
+    assert {"load_frame", "read_rows", "load_rows", "ResultRow"} <= set(results.__all__)
+
+
+def _callers(name: str) -> set[str]:
+    return _who(lambda call: _dotted(call.func).rsplit(".", 1)[-1] == name)
+
+
+def test_every_failure_is_mapped_by_one_function():
+    """faults.why_stopped maps a failure to the rank at fault: the life cycle calls it, and the deadline's
+    stall report (in faults.py) goes through it too."""
+    assert _callers("why_stopped") == {"ranks.session", "ranks.faults"}
+
+
+def test_one_launcher_less_path():
+    assert _callers("run_local_workers") == {"cli.local_workers"}
+
+
+def test_the_cli_calls_the_commands_on_ranks_through_their_entry_modules():
+    for module, tree in MODULES.items():
+        if module.startswith("cli."):
+            for node in ast.walk(tree):
+                assert not any(name.startswith(BEHIND_THE_ENTRIES) for name in _imported_names(node)), (module,
+                                                                                                       node.lineno)
+    called = {name for module, tree in MODULES.items() if module.startswith("cli.")
+              for node in ast.walk(tree) for name in _imported_names(node)}
+    assert set(ENTRY_MODULES) <= called

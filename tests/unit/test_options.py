@@ -171,14 +171,12 @@ def test_options_several_commands_share_are_one_declaration_each():
         "to FILE.")
 
 
-def test_the_op_names_are_the_registrys():
-    from nccl_bench.ranks.collectives import REGISTRY
+def test_the_op_names_are_the_tables_and_each_has_its_torch_call():
+    from nccl_bench.ranks.collectives import CALLS
 
-    assert tuple(REGISTRY) == OP_NAMES
-    assert {name for name, op in REGISTRY.items() if op.expected_uneven} == {
-        name for name, traits in op_table.OPS.items() if traits.uneven}
-    assert {name for name, op in REGISTRY.items() if op.factor is not None} == {
-        name for name in OP_NAMES if op_table.moves_data(name)}
+    assert OP_NAMES == tuple(op_table.OPS) and set(CALLS) == set(OP_NAMES)
+    assert {name for name in OP_NAMES if op_table.OPS[name].uneven} == {"all_to_allv"}
+    assert [name for name in OP_NAMES if not op_table.moves_data(name)] == ["barrier"]
 
 
 def test_the_split_is_read_once_into_its_value_and_written_as_text():

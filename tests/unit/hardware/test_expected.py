@@ -27,7 +27,7 @@ from nccl_bench.hardware.expected import (
     run_algorithm,
     yardsticks,
 )
-from nccl_bench.units.bandwidth import OPS
+from nccl_bench.units.op_table import moves_data
 from nccl_bench.units.sizes import format_size
 from tests.unit.hardware.test_nvml_capture import CAPTURE, fake_pynvml
 
@@ -73,7 +73,7 @@ def test_every_entry_has_a_source_and_the_quote_carries_its_figure_and_size(entr
     size = entry.size_bytes
     label = format_size(size)
     assert any(s in text for s in (label, str(size), f"{label[:-1]} {label[-1]}B")), entry.id
-    assert entry.op in OPS
+    assert moves_data(entry.op)
     assert entry.kind in ("measured", "threshold", "stated")
     assert entry.algorithm in ("nvls", "ring", "default")
 
@@ -156,6 +156,7 @@ def test_sizes_fit_up_to_the_largest_measured_size_closest_first_measured_before
 
 @pytest.mark.parametrize("machine, name, gpus", [
     ("h100_sxm5_passthrough_vm", H100, 1),  # one H100 passed through to a VM, no NVLink visible
+    ("h100_sxm5_firecracker_vm", H100, 1),  # the same in a Firecracker VM (gpu_smoke.sh, 2026-11-26)
     ("h100_sxm_query", H100, 1),
     ("h100_sxm_topo", None, 8),  # eight GPUs, but no output names them
     ("a100_sxm4_clipped", "NVIDIA A100-SXM4-80GB", 3),  # an 8-GPU node whose output was clipped after GPU 2

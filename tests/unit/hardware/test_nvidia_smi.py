@@ -2,6 +2,8 @@
 
 from pathlib import Path
 
+import pytest
+
 from nccl_bench.hardware.nvidia_smi import (
     parse_ib_rate_gbps,
     parse_nvlink_status,
@@ -84,12 +86,17 @@ def test_topo_without_header_warns():
     assert topo.gpus == () and topo.warnings
 
 
-def test_query_pcie_section_h100():
-    gpus, warnings = parse_query(read("h100_sxm_query", "query.txt"))
+@pytest.mark.parametrize("machine, bus_id", [
+    ("h100_sxm_query", "00000000:19:00.0"),  # `nvidia-smi -a`, abridged
+    ("h100_sxm5_passthrough_vm", "00000000:00:06.0"),  # `-q`, unabridged, driver 580.159.04
+    ("h100_sxm5_firecracker_vm", "00000000:00:06.0"),  # the same, from gpu_smoke.sh's captures
+])
+def test_query_pcie_section_h100(machine, bus_id):
+    gpus, warnings = parse_query(read(machine, "query.txt"))
     assert warnings == ()
     assert len(gpus) == 1
     gpu = gpus[0]
-    assert (gpu.name, gpu.bus_id) == ("NVIDIA H100 80GB HBM3", "00000000:19:00.0")
+    assert (gpu.name, gpu.bus_id) == ("NVIDIA H100 80GB HBM3", bus_id)
     assert (gpu.pcie_gen_max, gpu.pcie_gen_current, gpu.pcie_width_max, gpu.pcie_width_current) == (5, 5, 16, 16)
 
 

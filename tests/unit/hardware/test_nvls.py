@@ -21,6 +21,7 @@ FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "nvidia_smi"
     ("h100_hgx4_topo", False),  # 4x H100, direct: NV6 to each of 3 peers, 18 links in all
     ("rtx3090_no_nvlink", False),  # PCIe only
     ("h100_sxm5_passthrough_vm", None),  # one GPU: nothing to judge by
+    ("h100_sxm5_firecracker_vm", None),
 ])
 def test_a_switch_is_seen_where_every_peer_shows_all_of_a_gpus_links(machine, behind_a_switch):
     assert switched(parse_topo_matrix((FIXTURES / machine / "topo_m.txt").read_text())) is behind_a_switch

@@ -125,3 +125,47 @@ def test_an_active_link_speed_field_is_megabytes_per_second_per_link(monkeypatch
 @pytest.mark.parametrize(("enum", "generation"), [(1, 1), (2, 2), (3, 2), (4, 3), (5, 3), (6, 4), (7, 5), (8, 6)])
 def test_nvlink_version_enum_maps_to_generation(enum, generation):
     assert nvml._NVML_VERSION_TO_GEN[enum] == generation
+
+
+# gpu_smoke.sh's `nvml-dump` (benchmarks/gpu_smoke_checks.py) keeps fewer answers than the probe's
+# capture: no module constants, no error codes, the link speed field under its own key. The dump from
+# the smoke's run on an H100 in a Firecracker VM (2026-11-26, the same nvidia-ml-py 13.610.43) is
+# read through the same fake here, with the constants of that version taken from the capture above
+# and each error's code from its NVMLError name.
+SMOKE_DUMP = CAPTURE.with_name("h100_sxm5_firecracker_vm.smoke_dump.json")
+NVML_ERROR_CODES = {"NVMLError_InvalidArgument": 2, "NVMLError_NotSupported": 3}
+
+
+def capture_from_smoke_dump(dump: dict, constants: dict) -> dict:
+    def recorded(answer):
+        if isinstance(answer, dict) and "error" in answer:
+            return {"error": answer["error"], "code": NVML_ERROR_CODES[answer["error"].split(":")[0]]}
+        return {"value": answer}
+
+    gpus = []
+    for gpu in dump["gpus"]:
+        speed = gpu["nvlink_speed_mbps_common"]
+        entry = {name: recorded(value) for name, value in gpu.items() if name.startswith("nvmlDevice")}
+        entry.update(nvmlDeviceGetName=recorded(gpu["name"]), NVML_NVLINK_MAX_LINKS=len(gpu["links"]),
+                     links=[{"link": i, "nvmlDeviceGetNvLinkState": recorded(link["state"]),
+                             "nvmlDeviceGetNvLinkVersion": recorded(link["version"])}
+                            for i, link in enumerate(gpu["links"])],
+                     fields={"NVML_FI_DEV_NVLINK_SPEED_MBPS_COMMON": {
+                         "fieldId": constants["NVML_FI_DEV_NVLINK_SPEED_MBPS_COMMON"],
+                         "nvmlReturn": speed["nvmlReturn"], "uiVal": speed["value_ui"]}})
+        gpus.append(entry)
+    return {"constants": constants, "system": {"nvmlDeviceGetCount": {"value": len(gpus)}}, "gpus": gpus}
+
+
+def test_the_smoke_s_dump_of_another_h100_vm_reads_as_the_probe_s_capture(monkeypatch, capture):
+    dump = json.loads(SMOKE_DUMP.read_text())
+    assert dump["errors"] == [] and dump["driver"] == "580.159.04"
+    monkeypatch.setitem(sys.modules, "pynvml", fake_pynvml(capture_from_smoke_dump(dump, capture["constants"])))
+    (gpu,), reason = nvml.probe_nvml()
+    assert reason is None
+    assert gpu == nvml.NvmlGpu(index=0, name="NVIDIA H100 80GB HBM3", link_states=(), nvlink_gen=None,
+                               link_reported_gbps=None, pcie_gen_max=5, pcie_gen_current=5,
+                               pcie_width_max=16, pcie_width_current=16)
+    peak, warnings = peak_from_limits(detect_limits(sysfs_root="/nonexistent", proc_root="/nonexistent",
+                                                    measure_host=False), device_kind="cuda")
+    assert (round(peak.peak_gbps, 2), peak.source, warnings) == (63.02, "nvml", [])

@@ -6,9 +6,9 @@ import pytest
 
 from nccl_bench.history import rule, series
 from nccl_bench.history.address import parse_address
+from nccl_bench.history.hosts import host_records
 from nccl_bench.history.records import read_record, system_of
 from nccl_bench.history.store import StoreError, open_store
-from nccl_bench.history.views import host_records
 from tests.history_runs import doctor_run, sweep_run
 
 

@@ -144,9 +144,12 @@ def test_torchrun_uses_cuda_local_rank_and_a_full_gpu_is_refused_naming_the_opti
 
 
 def test_recorded_environment_is_nccl_and_torch_nccl_only():
+    from nccl_bench.history.address import ENV_VAR
+
     environ = {"NCCL_VERSION": "2.28.3-1", "NCCL_DEBUG": "INFO", "TORCH_NCCL_ASYNC_ERROR_HANDLING": "2",
                "TORCH_FR_BUFFER_SIZE": "0", "TORCH_DISTRIBUTED_DEBUG": "OFF", "HF_TOKEN": "secret", "PATH": "/bin",
-               "NCCL_BENCH_HISTORY": "postgresql://ci:secret@db/bench"}  # the store's URL: no NCCL setting
+               ENV_VAR: "postgresql://ci:secret@db/bench",  # the store's URL: no NCCL setting
+               "NCCL_BENCH_FAULT": "stall:1"}  # nccl_bench's own variables set nothing in NCCL
     assert session.recorded_env(environ) == {"NCCL_DEBUG": "INFO", "NCCL_VERSION": "2.28.3-1",
                                            "TORCH_FR_BUFFER_SIZE": "0", "TORCH_NCCL_ASYNC_ERROR_HANDLING": "2"}
 

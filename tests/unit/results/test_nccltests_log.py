@@ -46,6 +46,23 @@ def test_v2_17_all_gather_log_single_huge_size():
     assert out.busbw_factor == 0.5
 
 
+def test_v2_19_one_gpu_logs_from_this_project_s_h100():
+    """nccl-tests 2.19.6 with NCCL 2.28.9, -b 8 -e 64M -f 4 -g 1 on one H100 (benchmarks/gpu/): one rank,
+    so all_gather's first size rounds down to 0 B and busbw is 0; sendrecv to itself has no in-place check."""
+    rows = load_rows(FIXTURES / "v2.19.6_all_gather_perf_1gpu_h100.txt")
+    assert len(rows) == 24 and {(r.op, r.world_size, r.nodes, r.iters) for r in rows} == {("all_gather", 1, 1, 20)}
+    first = row_at(rows, 0, PLACEMENT_OUT)
+    assert (first.count, first.time_us, first.algbw_gbps) == (0, 0.88, 0.0)
+    out = row_at(rows, 33554432, PLACEMENT_OUT)
+    assert (out.count, out.time_us, out.algbw_gbps) == (8388608, 26.05, 1288.2)
+    assert (out.busbw_gbps, out.busbw_factor) == (0.0, 0.0)
+    sendrecv = load_rows(FIXTURES / "v2.19.6_sendrecv_perf_1gpu_h100.txt")
+    assert {(r.op, r.world_size) for r in sendrecv} == {("sendrecv", 1)}
+    inp = row_at(sendrecv, 33554432, PLACEMENT_IN)
+    assert (inp.time_us, inp.busbw_gbps, inp.wrong, inp.status) == (2.52, 13328.0, None, "ok")
+    assert row_at(sendrecv, 33554432, PLACEMENT_OUT).wrong == 0
+
+
 def test_old_layout_broadcast_without_redop_and_unchecked():
     """nccl 2.9-era broadcast_perf: no redop column, 'error' instead of '#wrong', N/A with -c 0."""
     rows = load_rows(FIXTURES / "nccl2.9.6_broadcast_perf_2ranks_c0.txt")

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from nccl_bench.ranks.collectives import REGISTRY
 from nccl_bench.ranks.runner import FLAG_EMPTY_GRAPH, Measurement
 from nccl_bench.sweep import rows
 from nccl_bench.sweep.plan import Point
 from nccl_bench.sweep.sweep_config import SweepConfig
+from nccl_bench.units.op_table import OPS
 
 
 def _measurement(empty: bool) -> Measurement:
@@ -20,7 +20,7 @@ def test_an_empty_capture_is_flagged_and_given_no_bandwidth():
     config = SweepConfig(ops=("broadcast",), sizes=(64 << 20,), cuda_graph=10)
     run = rows.RowContext(config, world_size=1, nodes=1, backend="nccl", peak_gbps=None)
     point = Point("broadcast", "in_place", 64 << 20, 16 << 20, 16 << 20)
-    collective = REGISTRY["broadcast"]
+    collective = OPS["broadcast"]
     row = rows.measured_row(run, point, collective, _measurement(True), 0)
     assert FLAG_EMPTY_GRAPH in row.flags.split(";")
     assert (row.algbw_gbps, row.busbw_gbps, row.pct_of_peak) == (None, None, None) and row.time_us == 0.3
@@ -35,7 +35,7 @@ def test_p50_p95_p99_are_type_7_percentiles_of_the_per_op_times():
     per_op = tuple(float(v) for v in range(1, 21))  # 1..20 us
     measurement = Measurement(iters=20, sample_means_us=(10.5,), per_op_us=per_op, slowest_rank=0,
                               shortest_sample_s=0.2, timer_resolution_s=1e-9)
-    row = rows.measured_row(run, point, REGISTRY["all_reduce"], measurement, 0)
+    row = rows.measured_row(run, point, OPS["all_reduce"], measurement, 0)
     # position (n-1) q / 100 in the sorted times: 9.5, 18.05 and 18.81 -> 10.5, 19.05, 19.81
     assert (row.p50_us, row.p95_us, row.p99_us) == pytest.approx((10.5, 19.05, 19.81))
 
@@ -52,7 +52,7 @@ def test_all_reduce_above_the_peak_behind_an_nvswitch_is_flagged_as_nvls_and_car
     for nvswitch in (True, False, None):
         run = rows.RowContext(config, world_size=8, nodes=1, backend="nccl", peak_gbps=450.0,
                               variant="NCCL_NVLS_ENABLE=1", nvswitch=nvswitch)
-        row = rows.measured_row(run, point, REGISTRY["all_reduce"], measurement, 0)
+        row = rows.measured_row(run, point, OPS["all_reduce"], measurement, 0)
         assert row.pct_of_peak > 100 and row.variant == "NCCL_NVLS_ENABLE=1"
         flagged[nvswitch] = NVLS_FLAG in row.flags.split(";")
     assert flagged == {True: True, False: False, None: False}

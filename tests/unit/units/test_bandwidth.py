@@ -1,6 +1,5 @@
 import pytest
 
-from nccl_bench.ranks.collectives import REGISTRY
 from nccl_bench.units import bandwidth
 
 
@@ -12,34 +11,6 @@ def test_all_reduce_factor_is_2_n_minus_1_over_n(n, expected):
 @pytest.mark.parametrize("n, expected", [(1, 0.0), (2, 0.5), (3, 2 / 3), (5, 0.8), (8, 0.875)])
 def test_gather_like_factor_is_n_minus_1_over_n(n, expected):
     assert bandwidth.GATHER_LIKE(n) == pytest.approx(expected, abs=0, rel=1e-15)
-
-
-def test_factors_per_op_follow_nccl_tests_performance_md():
-    n = 3
-    expected = {
-        "all_reduce": 4 / 3, "all_gather": 2 / 3, "reduce_scatter": 2 / 3, "all_to_all": 2 / 3,
-        "gather": 2 / 3, "scatter": 2 / 3, "broadcast": 1.0, "reduce": 1.0, "sendrecv": 1.0,
-    }
-    for name, factor in expected.items():
-        assert REGISTRY[name].factor(n) == pytest.approx(factor, rel=1e-15), name
-    assert REGISTRY["barrier"].factor is None
-
-
-def test_every_measured_op_has_units_and_every_factor_an_op():
-    with_factor = {op for op, units in bandwidth.OPS.items() if units.factor is not None}
-    assert {name for name, c in REGISTRY.items() if c.factor is not None} == with_factor
-    assert bandwidth.factor_of("barrier") is None and bandwidth.bus_factor("hypercube", 4) is None
-
-
-def test_binary_names_map_to_our_ops_and_back():
-    assert bandwidth.op_of_binary("alltoall") == "all_to_all"
-    assert bandwidth.op_of_binary("sendrecv") == "sendrecv"
-    assert bandwidth.op_of_binary("hypercube") == "hypercube"
-    assert bandwidth.binary_of("all_to_all") == "alltoall_perf"
-    assert bandwidth.binary_of("all_reduce") == "all_reduce_perf"
-    assert bandwidth.binary_of("hypercube") == "hypercube_perf"
-    for op in bandwidth.OPS:
-        assert bandwidth.op_of_binary(bandwidth.binary_of(op).removesuffix("_perf")) == op
 
 
 @pytest.mark.parametrize(

@@ -4,32 +4,14 @@ JSON. Formatters return text and lines; the CLI prints them and writes the files
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from typing import Any, Sequence
 
+from nccl_bench.history.hosts import HostSummary
 from nccl_bench.history.rule import REGRESSION, TOO_FEW
 from nccl_bench.history.series import SeriesSummary, describe, system_label
 from nccl_bench.render.escape import markdown_text
 from nccl_bench.render.fit import Column, render_lines
 from nccl_bench.units.sizes import format_size
-
-
-@dataclass(frozen=True)
-class HostSummary:
-    host: str
-    runs: int
-    flagged: int
-    kinds: dict[str, int]
-    last_flagged_utc: str | None
-
-
-def host_records(store) -> list[HostSummary]:
-    """Every host of the doctor's runs: a handful of rows per host, however many runs."""
-    kinds: dict[str, dict[str, int]] = {}
-    for host, kind, times in store.host_kinds():
-        kinds.setdefault(host, {})[kind] = int(times)
-    return [HostSummary(host, int(runs), int(flagged or 0), kinds.get(host, {}), last)
-            for host, runs, flagged, last in store.host_records()]
 
 
 def _gbps(value: float | None) -> str:

@@ -12,9 +12,9 @@ import html
 from itertools import groupby
 from typing import Sequence
 
+from nccl_bench.history.hosts import HostSummary
 from nccl_bench.history.rule import REGRESSION
 from nccl_bench.history.series import SeriesSummary, describe, system_label
-from nccl_bench.history.views import HostSummary
 from nccl_bench.units.sizes import format_size
 
 WIDTH, HEIGHT, PAD = 560, 200, 36

@@ -1,0 +1,135 @@
+"""The one path of every command that runs on ranks (sweep, doctor): under a launcher this process is a
+rank and runs its part here; without one it starts local workers (cli/local_workers.py) that come back
+here under the elastic launcher. The process that speaks for the run records it in the history.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable, NoReturn, Optional, Sequence
+
+from nccl_bench.cli import messages
+from nccl_bench.errors import EXIT_INTERRUPTED, EXIT_OK, RunFailedError, UserInputError
+from nccl_bench.history.recording import record_run
+from nccl_bench.option_types import Option
+from nccl_bench.options import HISTORY, WORKERS
+from nccl_bench.ranks.layout import LaunchEnv, detect_launch
+from nccl_bench.units.nccl_env import Variant
+
+if TYPE_CHECKING:
+    from nccl_bench.ranks.faults import Interrupted
+
+
+@dataclass(frozen=True)
+class Ran:
+    """What this process has of the run: its folder where it speaks for the run (else None), and the
+    verdict the ranks reached (an exit code)."""
+
+    run_dir: Optional[Path]
+    verdict: int = EXIT_OK
+
+
+@dataclass(frozen=True)
+class OnRanks:
+    """A command that runs on ranks, as the one path needs it."""
+
+    what: str  # "sweep", "doctor": how messages name the run
+    refuse_early: Callable[[int], tuple[str, list[str]]]  # local workers -> backend, notes; raises what ranks would
+    run_here: Callable[[LaunchEnv], Ran]  # under a launcher: this rank's part (rank 0's folder, the verdict)
+    out: Optional[Path]
+    default_target: Path
+    kept: str  # what an interrupt keeps, in words
+    variants: Sequence[Variant] = ((),)  # each in fresh ranks, one after the other (--nccl-env)
+    kept_away: tuple[Option, ...] = ()  # options only this process acts on: not passed to local workers
+    verdict_on_disk: Callable[[Path], int] = lambda run_dir: EXIT_OK  # a verdict the workers left in the folder
+
+
+def run_on_ranks(job: OnRanks, workers: Optional[int]) -> Ran:
+    """The launcher's ranks, or local workers: the one fork, written once."""
+    launch = detect_launch()
+    if launch is None:
+        return _with_local_workers(job, workers)
+    if workers is not None:
+        started = f"{launch.launcher} already started {launch.world_size} rank(s)"
+        raise UserInputError(WORKERS.name, f"only applies without a launcher; {started}")
+    from nccl_bench.ranks.faults import Interrupted  # the rank side loads when a command runs, never for --help
+
+    try:
+        ran = job.run_here(launch)
+    except Interrupted as exc:
+        _end_interrupted_rank(job, launch, exc)
+    return Ran(ran.run_dir if speaks_for_run(launch) else None, ran.verdict)
+
+
+def _with_local_workers(job: OnRanks, workers: Optional[int]) -> Ran:
+    from nccl_bench.cli import local_workers
+
+    args = worker_args(sys.argv[1:], (*job.kept_away, WORKERS))
+    try:
+        run_dir = local_workers.start(job.what, workers, job.refuse_early, args, job.out, job.default_target,
+                                      job.variants)
+    except RunFailedError as exc:  # a rank ended oddly: a verdict already on disk still stands
+        run_dir = getattr(exc, "run_dir", None)  # the folder it claimed, if it got that far
+        if run_dir is None or not job.verdict_on_disk(run_dir):
+            raise
+        return Ran(run_dir, job.verdict_on_disk(run_dir))
+    return Ran(run_dir, job.verdict_on_disk(run_dir))
+
+
+def worker_args(args: list[str], kept_away: Sequence[Option]) -> list[str]:
+    """The command line for local workers: without the options only this process acts on."""
+    with_value = tuple(option.name for option in kept_away if option.takes_value)
+    switches = tuple(option.name for option in kept_away if not option.takes_value)
+    joined = tuple(f"{name}=" for name in with_value)
+    kept, skip_value = [], False
+    for arg in args:
+        if skip_value:
+            skip_value = False
+        elif arg in with_value:
+            skip_value = True
+        elif arg not in switches and not arg.startswith(joined):
+            kept.append(arg)
+    return kept
+
+
+def speaks_for_run(launch: LaunchEnv) -> bool:
+    """Rank 0 of a launcher's ranks says what happened to the run, unless this process is a local worker."""
+    from nccl_bench.ranks.launch import is_local_worker
+
+    return launch.rank == 0 and not is_local_worker()
+
+
+def record_in_history(run_dir: Path, address) -> None:
+    """Record the finished run where --history says (None: --no-history); a failure is a warning, the exit unchanged."""
+    if address is None:
+        return
+    recorded = record_run(run_dir, address)
+    if recorded.failure is not None:
+        messages.say(f"warning: the run was not recorded in the history ({recorded.failure}); it is whole in "
+                     f"{run_dir}: add it later with `nccl-bench history add {run_dir} {HISTORY.name} URL`")
+        return
+    messages.plain(f"recorded in the history {address.shown}")  # where the command wrote, as `wrote csv to`
+
+
+def _end_interrupted_rank(job: OnRanks, launch: LaunchEnv, exc: Interrupted) -> NoReturn:
+    if not exc.began:
+        end_interrupted(launch, f"interrupted by {exc} before the {job.what} began; nothing was measured")
+    end_interrupted(launch, f"interrupted by {exc}; {job.kept}")
+
+
+def end_interrupted(launch: LaunchEnv, message: str) -> NoReturn:
+    """Exit 130, saying why once (on the rank that speaks for the run), then at once.
+
+    A scheduler's grace before SIGKILL is short (Slurm's KillWait; 5 s on the test cluster), and the
+    interpreter's final garbage collection of torch's objects took ~5 s on a loaded host; the life
+    cycle has already written meta.json and every row, and destroyed the process group."""
+    if speaks_for_run(launch):
+        messages.error(message)
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):  # a closed pipe must not delay the exit
+            stream.flush()
+    os._exit(EXIT_INTERRUPTED)

@@ -1,0 +1,57 @@
+"""The doctor as the CLI calls it: `plan_doctor` makes the job from the command line's values, and the
+job refuses what local workers would refuse, runs on this rank, and reads the verdict a run reached.
+
+Every call the command makes into doctor/ is `plan_doctor` or a method of its DoctorJob (placed as
+sweep/sweep_entry.py's). The body and torch load inside the methods that use them; the CLI imports this
+module when the doctor runs, never for `--help`.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from nccl_bench.doctor.doctor_config import DoctorConfig, build_config
+from nccl_bench.doctor.doctor_report import DoctorObserver, DoctorReport
+from nccl_bench.errors import EXIT_OK, EXIT_VERDICT, RunFailedError
+from nccl_bench.results.run_folder import DOCTOR_JSON
+
+
+@dataclass(frozen=True)
+class DoctorJob:
+    """The doctor as asked for, every option checked."""
+
+    config: DoctorConfig
+
+    def preflight(self, workers: int) -> tuple[str, list[str]]:
+        """Without a launcher, before `workers` local ranks start: the backend and host memory refused
+        first; the backend they will use (and no notes)."""
+        from nccl_bench.doctor.doctor_body import preflight
+
+        return preflight(self.config, workers), []
+
+    def run(self, observer_factory: Callable[[int], DoctorObserver],
+            on_stuck: Callable[[RunFailedError], None]) -> DoctorReport:
+        """Measure and judge on this rank through the shared life cycle (doctor/doctor_body.py)."""
+        from nccl_bench.doctor.doctor_body import execute
+
+        return execute(self.config, observer_factory, on_stuck=on_stuck)
+
+    @staticmethod
+    def verdict_of(report: DoctorReport) -> int:
+        """Every rank's exit: the verdict was reached from the same gathered numbers."""
+        return EXIT_VERDICT if report.judgement is not None and report.judgement.suspects else EXIT_OK
+
+    @staticmethod
+    def verdict_on_disk(run_dir: Path) -> int:
+        """What a finished run's doctor.json says: EXIT_VERDICT when it names suspects."""
+        verdict_file = run_dir / DOCTOR_JSON
+        suspects = verdict_file.is_file() and json.loads(verdict_file.read_text())["verdict"] == "suspects"
+        return EXIT_VERDICT if suspects else EXIT_OK
+
+
+def plan_doctor(given: Mapping[str, Any]) -> DoctorJob:
+    """The command line's values -> the job: DoctorConfig, each value checked by its declared option."""
+    return DoctorJob(build_config(**given))
