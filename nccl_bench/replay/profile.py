@@ -9,18 +9,21 @@ the total is the slowest rank's (the job waits for it); the traced window is the
 busbw is nccl-tests' (units/bandwidth.py): the size over the median time, times the op's bus factor
 at the group's size.
 
-The replay fields stay None here; a replay on the ranks fills them.
+The replay fields stay None here; `with_replay` fills them from a replay's rows: the time of the
+collective alone on the launch's ranks, its busbw, and efficiency = replayed time / time in the job
+(below 1: the job took longer than the fabric needs; the rest went to overlap or placement).
 """
 
 from __future__ import annotations
 
 import math
 from collections import Counter, defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Sequence
 
 from nccl_bench.replay.trace_events import TraceError
 from nccl_bench.replay.trace_reader import CollectiveCall, RankTrace
+from nccl_bench.results.schema import STATUS_OK, ResultRow
 from nccl_bench.units import bandwidth, op_table
 from nccl_bench.units.stats import median
 
@@ -105,6 +108,44 @@ def profile_json(profile: Profile) -> dict[str, Any]:
             for row in profile.rows
         ],
     }
+
+
+def with_replay(profile: Profile, rows: Sequence[ResultRow]) -> Profile:
+    """The profile with each row's replay fields from the replay's row of the same collective (an op
+    without data, barrier, matched by its group size alone); rows left unmatched keep None."""
+    replayed = {}
+    for row in rows:
+        if row.status == STATUS_OK and row.time_us is not None:
+            replayed[_replay_key(row.op, row.size_bytes, row.dtype, row.world_size)] = row
+    filled = []
+    for entry in profile.rows:
+        row = replayed.get(_replay_key(*entry.key))
+        if row is None:
+            filled.append(entry)
+            continue
+        efficiency = row.time_us / entry.job_time_us if entry.job_time_us else None
+        filled.append(replace(entry, replay_time_us=row.time_us, replay_busbw_gbps=row.busbw_gbps,
+                              efficiency=efficiency))
+    return replace(profile, rows=tuple(filled))
+
+
+def envelope_row(entry: ProfileRow, sweep_rows: Sequence[ResultRow]) -> ResultRow | None:
+    """The sweep's measured row for the entry's op, dtype and rank count nearest its size (on a log scale:
+    a sweep's sizes double); None where the sweep has no such row."""
+    if entry.size_bytes is None or entry.size_bytes <= 0:
+        return None
+    candidates = [row for row in sweep_rows
+                  if row.status == STATUS_OK and row.busbw_gbps is not None and row.size_bytes > 0
+                  and (row.op, row.dtype, row.world_size) == (entry.op, entry.dtype, entry.group_size)]
+    if not candidates:
+        return None
+    return min(candidates, key=lambda row: (abs(math.log(row.size_bytes / entry.size_bytes)), row.size_bytes))
+
+
+def _replay_key(op: str, size_bytes: int | None, dtype: str | None, group_size: int | None) -> tuple:
+    if not op_table.moves_data(op):
+        return op, group_size
+    return op, size_bytes, dtype, group_size
 
 
 def _row(key: ProfileKey, calls_per_rank: list[list[CollectiveCall]], window_us: float | None) -> ProfileRow:
