@@ -269,8 +269,8 @@ START = ("cli.entry", "__main__")
 # What the CLI calls in sweep/, doctor/ and replay/: their entry modules; their bodies and plans stay behind them.
 ENTRY_MODULES = ("nccl_bench.sweep.sweep_entry", "nccl_bench.doctor.doctor_entry", "nccl_bench.replay.replay_entry")
 BEHIND_THE_ENTRIES = ("nccl_bench.sweep.sweep_body", "nccl_bench.sweep.plan", "nccl_bench.sweep.baseline_check",
-                      "nccl_bench.sweep.saved_baselines", "nccl_bench.doctor.doctor_body", "nccl_bench.replay.replay_body",
-                      "nccl_bench.replay.replay_plan")
+                      "nccl_bench.sweep.saved_baselines", "nccl_bench.doctor.doctor_body",
+                      "nccl_bench.replay.replay_body", "nccl_bench.replay.replay_plan")
 
 def test_pure_modules_read_and_write_nothing():
     io_calls = {"open", "read_text", "read_bytes", "iterdir", "stat", "exists"}

@@ -92,3 +92,31 @@ def test_the_json_schema():
     assert first["job_busbw_gbps"] == pytest.approx(8_196_000 / 3306.963e-6 / 1e9 * 1.0)
     assert (first["algo"], first["proto"], first["replay_time_us"], first["efficiency"]) == ("RING", "LL", None, None)
     assert sum(row["count"] for row in document["collectives"]) == 21
+
+
+def test_a_replays_rows_fill_the_replay_fields_of_the_same_collective():
+    from nccl_bench.replay.profile import with_replay
+    from tests.result_rows import row
+
+    profile = profile_traces([_trace([_call(time_us=200.0), _call(op="barrier", size=None, time_us=40.0)])])
+    rows = [row(size_bytes=1_000_000, time_us=100.0, dtype="float32", world_size=4),
+            row(op="barrier", size_bytes=0, time_us=30.0, dtype="float32", world_size=4, busbw_gbps=None),
+            row(size_bytes=2_000_000, time_us=5.0, dtype="float32", world_size=4)]  # no such row in the job
+    filled = {entry.op: entry for entry in with_replay(profile, rows).rows}
+    assert (filled["all_reduce"].replay_time_us, filled["all_reduce"].efficiency) == (100.0, 0.5)
+    assert filled["all_reduce"].replay_busbw_gbps == rows[0].busbw_gbps
+    assert (filled["barrier"].replay_time_us, filled["barrier"].efficiency) == (30.0, 0.75)
+    assert profile_json(with_replay(profile, rows))["collectives"][0]["efficiency"] == 0.5
+    # another group size is another collective
+    assert with_replay(profile, [row(size_bytes=1_000_000, dtype="float32", world_size=2)]).rows == profile.rows
+
+
+def test_the_sweeps_row_nearest_in_size_stands_beside_a_collective():
+    from nccl_bench.replay.profile import envelope_row
+    from tests.result_rows import row
+
+    [entry] = profile_traces([_trace([_call(size=2_500_000)])]).rows
+    sweep = [row(size_bytes=size, dtype="float32", world_size=4) for size in (1 << 20, 2 << 20, 4 << 20)]
+    assert envelope_row(entry, sweep).size_bytes == 2 << 20  # 2.5 MB: 1.19 x 2 MiB, 4 MiB / 1.68
+    assert envelope_row(entry, [row(size_bytes=1 << 20, dtype="float32", world_size=2)]) is None
+    assert envelope_row(entry, [row(size_bytes=1 << 20, dtype="float16", world_size=4)]) is None
