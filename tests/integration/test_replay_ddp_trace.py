@@ -71,3 +71,14 @@ def test_the_jobs_collectives_replay_on_two_local_ranks_beside_their_times_in_th
     assert "all_reduce 10.5 kB: the sweep measured" in done.stdout and " at 8.19 kB; in the job " in done.stdout
     with sqlite3.connect(history) as store:
         assert store.execute("SELECT COUNT(*) FROM runs").fetchone() == (1,)
+
+
+def test_a_two_rank_group_replays_on_two_of_three_ranks_in_a_group_of_its_own(ddp_traces, tmp_path):
+    out = tmp_path / "run"
+    done = run_cli(["replay", str(ddp_traces[0]), "--workers", "3", "--warmup", "1", "--iters", "3", "--out", str(out),
+                    "--no-history"], timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    with open(out / "results.csv", newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    assert rows and all((r["world_size"], r["group"], r["status"]) == ("2", "ranks 0,1", "ok") for r in rows)
+    assert json.loads((out / "meta.json").read_text())["world_size"] == 3
