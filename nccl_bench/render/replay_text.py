@@ -75,7 +75,7 @@ def envelope_lines(profile: Profile, sweep_rows: Sequence[ResultRow] | None, opt
         return [f"no sweep envelope given ({option} RUN puts each collective beside a sweep of this fabric)"]
     lines = []
     for row in profile.rows:
-        if row.size_bytes is None or row.job_busbw_gbps is None and row.replay_busbw_gbps is None:
+        if row.size_bytes is None or (row.job_busbw_gbps is None and row.replay_busbw_gbps is None):
             continue
         swept = envelope_row(row, sweep_rows)
         head = f"{row.op} {_size(row.size_bytes)}"

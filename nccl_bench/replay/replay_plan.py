@@ -98,7 +98,7 @@ def launch_ranks(call: CollectiveCall, world_size: int) -> tuple[int, ...]:
     size = call.group_size or 1
     own = call.group_ranks
     if own and len(own) == size and len(set(own)) == size and max(own) < world_size and min(own) >= 0:
-        return tuple(own)
+        return tuple(sorted(own))  # a group's ranks in rank order, as torch numbers them within it
     return tuple(range(size))
 
 

@@ -44,6 +44,7 @@ from typing import Any
 from nccl_bench.replay.trace_events import TraceError, stream_trace
 from nccl_bench.replay.trace_vocabulary import (
     algo_proto_of_kernel,
+    chunk_to_whole,
     dtype_of,
     is_nccl_kernel,
     nccl_tests_elements,
@@ -245,15 +246,13 @@ class _Scan:
         ))
 
     def _add_group_hint(self, event: dict[str, Any], name: str, start: float, duration: float) -> None:
-        op = op_of_name(name)
-        if op not in ("all_gather", "reduce_scatter"):
+        if not chunk_to_whole(op_of_name(name) or ""):
             return
         dims = _args(event).get("Input Dims")
         shapes = dims[:2] if isinstance(dims, list) else []
         if len(shapes) < 2 or not all(isinstance(s, list) and s and all(_int(n) for n in s) for s in shapes):
             return
-        output, input_ = (math.prod(shape) for shape in shapes)
-        larger, smaller = (output, input_) if op == "all_gather" else (input_, output)
+        larger, smaller = sorted((math.prod(shape) for shape in shapes), reverse=True)
         if larger % smaller == 0:
             self.group_hints.append((event.get("pid"), event.get("tid"), start, start + duration, larger // smaller))
 
@@ -264,7 +263,7 @@ class _Scan:
             hints[pid, tid].append((start, end, group_size))
         for anchor in self.annotations:
             thread_hints = hints.get((anchor.pid, anchor.tid))
-            if anchor.op not in ("all_gather", "reduce_scatter") or not thread_hints:
+            if not chunk_to_whole(anchor.op) or not thread_hints:
                 continue
             index = bisect.bisect_right(thread_hints, (anchor.start_us, math.inf, 0)) - 1
             if index >= 0 and anchor.end_us <= thread_hints[index][1]:

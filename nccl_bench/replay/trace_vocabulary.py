@@ -13,23 +13,12 @@
 from __future__ import annotations
 
 from nccl_bench.results.nccl_tuning import ALGORITHMS, PROTOCOLS
+from nccl_bench.units.op_table import OPS
 
-# A name with its source's prefix and underscores dropped, lower-cased, starts with one of these; the
-# more specific first (reducescatter before reduce, allgather before gather).
-_OP_OF_PREFIX = (
-    ("allreduce", "all_reduce"),
-    ("allgather", "all_gather"),
-    ("reducescatter", "reduce_scatter"),
-    ("alltoall", "all_to_all"),
-    ("broadcast", "broadcast"),
-    ("reduce", "reduce"),
-    ("gather", "gather"),
-    ("scatter", "scatter"),
-    ("send", "sendrecv"),
-    ("recv", "sendrecv"),
-    ("barrier", "barrier"),
-    ("monitoredbarrier", "barrier"),
-)
+# A name with its source's prefix and underscores dropped, lower-cased, starts with one of an op's trace
+# names (units/op_table.py); the longest first, so the more specific wins (reducescatter before reduce).
+_OP_OF_PREFIX = tuple(sorted(((prefix, collective.name) for collective in OPS.values()
+                              for prefix in collective.trace_names), key=lambda pair: -len(pair[0])))
 _SOURCE_PREFIXES = ("nccl:", "gloo:", "c10d::")
 
 
@@ -108,6 +97,20 @@ def algo_proto_of_kernel(name: str) -> tuple[str | None, str | None]:
     return None, None
 
 
+# A buffer of this many elements over this many ranks tells an op's whole buffer from its chunk.
+_PROBE_ELEMS, _PROBE_RANKS = 12, 3
+
+
+def chunk_to_whole(op: str) -> bool:
+    """Every rank's call has one buffer n times the other (all_gather, reduce_scatter), so the ratio of
+    its output to its input is the group's size."""
+    collective = OPS.get(op)
+    if collective is None or collective.rooted or not collective.moves_data:
+        return False
+    sizes = (collective.send_elems(_PROBE_ELEMS, _PROBE_RANKS), collective.recv_elems(_PROBE_ELEMS, _PROBE_RANKS))
+    return sorted(sizes) == [_PROBE_ELEMS // _PROBE_RANKS, _PROBE_ELEMS]
+
+
 def nccl_tests_elements(op: str, in_elements: int, out_elements: int | None, group_size: int | None) -> int | None:
     """The element count of the op's nccl-tests size (units/op_table.py: the whole buffer), from one
     call's input and output element counts (the output None where the trace names only the input).
@@ -118,11 +121,18 @@ def nccl_tests_elements(op: str, in_elements: int, out_elements: int | None, gro
     reduce_scatter's input, all_reduce's and broadcast's one buffer, all_to_all's send buffer, send's or
     recv's message. barrier moves nothing. None where a needed group size is not known.
     """
-    if op == "barrier":
+    collective = OPS.get(op)
+    if collective is None:
+        return None
+    if not collective.moves_data:
         return 0
-    if op == "all_gather" and out_elements:
-        return out_elements
-    if op in ("all_gather", "gather") or (op == "scatter" and out_elements is not None):
-        chunk = in_elements if op != "scatter" else out_elements
-        return None if group_size is None else chunk * group_size
+    # which of the op's two buffers is the whole nccl-tests size and which one rank's chunk, from its spec
+    send_whole = collective.send_elems(_PROBE_ELEMS, _PROBE_RANKS) == _PROBE_ELEMS
+    recv_whole = collective.recv_elems(_PROBE_ELEMS, _PROBE_RANKS) == _PROBE_ELEMS
+    if send_whole != recv_whole:
+        whole, chunk = (out_elements, in_elements) if recv_whole else (in_elements, out_elements)
+        if whole and not collective.rooted:  # a rooted op's whole buffer is only at its root
+            return whole
+        if chunk is not None:
+            return None if group_size is None else chunk * group_size
     return max(in_elements, out_elements or 0)

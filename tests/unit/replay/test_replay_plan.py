@@ -51,6 +51,7 @@ def test_a_group_larger_than_the_launch_is_refused_naming_both_sizes():
 @pytest.mark.parametrize("ranks, group, world, expected", [
     ((0, 1), 2, 2, (0, 1)),
     ((0, 2), 2, 4, (0, 2)),  # the launch has the group's own ranks: kept
+    ((3, 1), 2, 4, (1, 3)),  # in rank order, as torch numbers a group's ranks
     ((4, 5, 6, 7), 4, 4, (0, 1, 2, 3)),  # it has not: the launch's first ranks
     (None, 4, 8, (0, 1, 2, 3)),  # a group the trace does not name
     ((), 2, 2, (0, 1)),

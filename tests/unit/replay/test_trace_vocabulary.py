@@ -80,3 +80,11 @@ def test_kernel_names(kernel, algo_proto):
 ])
 def test_nccl_tests_sizes(op, in_elements, out_elements, group, expected):
     assert nccl_tests_elements(op, in_elements, out_elements, group) == expected
+
+
+def test_the_ops_whose_output_to_input_ratio_is_the_group_size():
+    from nccl_bench.replay.trace_vocabulary import chunk_to_whole
+    from nccl_bench.units.op_table import OPS
+
+    assert {op for op in OPS if chunk_to_whole(op)} == {"all_gather", "reduce_scatter"}
+    assert not chunk_to_whole("no_such_op")
