@@ -317,6 +317,22 @@ DOCTOR_OPTIONS = (
 )
 DOCTOR_OPTION = {option.key: option for option in DOCTOR_OPTIONS}
 
+# -- replay's: the timing of each collective as the sweep's, and where the run goes --------------------
+TRACES = Argument("traces", "TRACE...",
+                  "A job's PyTorch profiler trace (Kineto JSON, or its gzip): one file, or one per rank of one job.",
+                  many=True)
+ENVELOPE = Option("envelope", ("--envelope",), path,
+                  "After a replay, put each collective beside this sweep's busbw at its size (a run folder, "
+                  "results.csv or nccl-tests log of the same fabric).", metavar="RUN")
+REPLAY_OPTIONS = (
+    *(SWEEP_OPTION[key] for key in ("warmup", "iters", "min_sample_ms", "trials")),
+    BACKEND,
+    OUT,
+    RESULTS_ROOT,
+    TIMEOUT,
+)
+REPLAY_OPTION = {option.key: option for option in REPLAY_OPTIONS}
+
 # -- compare's -------------------------------------------------------------------------------------
 BASELINE_RUN = Argument("baseline", "BASELINE",
                         "Baseline: run folder, results.csv, nccl_bench JSON, nccl-tests log or -J JSON.")

@@ -15,7 +15,19 @@ from typing import NoReturn
 
 import typer
 
-from nccl_bench.cli import compare, doctor, history, limits, messages, ops, report, streams, sweep, typer_shim
+from nccl_bench.cli import (
+    compare,
+    doctor,
+    history,
+    limits,
+    messages,
+    ops,
+    replay,
+    report,
+    streams,
+    sweep,
+    typer_shim,
+)
 from nccl_bench.cli.params import param
 from nccl_bench.errors import (
     EXIT_BAD_INPUT,
@@ -63,6 +75,7 @@ for _name, _command in (
     ("report", report.report_command),
     ("limits", limits.limits_command),
     ("doctor", doctor.doctor_command),
+    ("replay", replay.replay_command),
 ):
     app.command(_name)(_command)
 app.add_typer(history.app, name="history")

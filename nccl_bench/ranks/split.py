@@ -39,6 +39,12 @@ def _colours(split: Split, hostnames: list[str]) -> list[tuple[str, int]]:
     return colours
 
 
+def ranks_text(ranks: tuple[int, ...]) -> str:
+    """'2-5' for a run of more than two consecutive ranks, else '0,2': how a group's ranks are written."""
+    consecutive = list(ranks) == list(range(ranks[0], ranks[0] + len(ranks)))
+    return f"{ranks[0]}-{ranks[-1]}" if consecutive and len(ranks) > 2 else ",".join(map(str, ranks))
+
+
 def groups(split: Split, hostnames: list[str]) -> list[Group]:
     """The groups of `split` over ranks whose hosts are `hostnames` (index = rank), in group order."""
     found: dict[tuple[int, str], list[int]] = {}

@@ -19,10 +19,11 @@ from nccl_bench.units import nccl_env
 from nccl_bench.units.op_table import PLACEMENT_IN as PLACEMENT_IN
 from nccl_bench.units.op_table import PLACEMENT_OUT as PLACEMENT_OUT
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 # Columns each version added; a file of an older version lacks them and reads them as empty (None, "").
-COLUMNS_ADDED: dict[int, tuple[str, ...]] = {2: ("p95_us", "cycle", "group"), 3: ("variant", "algo", "proto")}
-READABLE_VERSIONS = (1, 2, 3)
+COLUMNS_ADDED: dict[int, tuple[str, ...]] = {2: ("p95_us", "cycle", "group"), 3: ("variant", "algo", "proto"),
+                                             4: ("source",)}
+READABLE_VERSIONS = (1, 2, 3, 4)
 
 STATUS_OK = "ok"
 STATUS_WRONG = "wrong"
@@ -66,6 +67,7 @@ class ResultRow:
     variant: str = ""  # the --nccl-env settings its ranks ran with ("NCCL_ALGO=Ring NCCL_PROTO=LL"); "": none
     algo: str = ""  # --nccl-trace: the algorithm NCCL chose (RING, TREE, NVLS, ...); "": not traced or not said
     proto: str = ""  # --nccl-trace: the protocol NCCL chose (LL, LL128, SIMPLE)
+    source: str = ""  # where the point came from: "trace:FILE" for a replayed job's collective; "": a sweep's plan
     schema_version: int = SCHEMA_VERSION
 
 
@@ -162,8 +164,10 @@ def check_row(row: ResultRow) -> None:
         value = getattr(row, name)
         if value and not _NAME.fullmatch(value):
             raise ValueError(f"{name}: {value!r} is not a name (letters, digits, '_', '.', '-')")
-    if row.group and (not row.group.isprintable() or row.group.startswith(FORMULA_STARTS)):
-        raise ValueError(f"group: {row.group!r} holds a control character or begins like a spreadsheet formula")
+    for name in ("group", "source"):
+        value = getattr(row, name)
+        if value and (not value.isprintable() or value.startswith(FORMULA_STARTS)):
+            raise ValueError(f"{name}: {value!r} holds a control character or begins like a spreadsheet formula")
     if row.variant and not _VARIANT.fullmatch(row.variant):
         raise ValueError(f"variant: {row.variant!r} is not NCCL_NAME=value pairs separated by spaces")
     if not row.flags.replace("\n", "").isprintable() or row.flags.startswith(FORMULA_STARTS):

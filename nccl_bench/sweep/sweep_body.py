@@ -210,7 +210,7 @@ class _Sweep:
             which = f" {order[0]} of {order[1]}" if order else ""
             notes += (f"{SWEEP_OPTION['nccl_env'].name} variant{which}: {self.variant} (fresh ranks for each)",)
         if self.groups:
-            listed = "; ".join(f"{group.name}: ranks {_ranks(group.ranks)}" for group in self.groups)
+            listed = "; ".join(f"{group.name}: ranks {split.ranks_text(group.ranks)}" for group in self.groups)
             notes += (f"{SWEEP_OPTION['split'].name} {config.split}: {len(self.groups)} groups of "
                       f"{self.op_ctx.world_size} ranks measure at once ({listed})",)
         return SweepHeader(
@@ -355,12 +355,6 @@ class _Sweep:
 def _point_key(cycle: int | None, op: str, size_bytes: int, placement: str) -> tuple:
     """A point of the plan in one cycle, as its rows in results.csv name it (--split: one per group)."""
     return cycle, op, size_bytes, placement
-
-
-def _ranks(ranks: tuple[int, ...]) -> str:
-    """'2-3' for a run of consecutive ranks, else '0,2'."""
-    consecutive = list(ranks) == list(range(ranks[0], ranks[0] + len(ranks)))
-    return f"{ranks[0]}-{ranks[-1]}" if consecutive and len(ranks) > 2 else ",".join(map(str, ranks))
 
 
 def record_row(row: ResultRow, summary: SweepSummary, writer: ResultsWriter | None, observer: SweepObserver) -> None:

@@ -119,6 +119,9 @@ class Collective:
     # NVLS (NVLink SHARP) reduces in the switch, lifting nccl-tests' busbw above the links' rate
     nvls_above_links: bool = False
     min_world_size: int = 1
+    # torch's names for the op in a profiler trace (record_param_comms' `Collective name`, nccl:*, gloo:*
+    # and c10d:: events), lower-cased without underscores, each the start of such a name
+    trace_names: tuple[str, ...] = ()
     send_elems: Callable[[int, int], int] = lambda elems, n: elems
     recv_elems: Callable[[int, int], int] = lambda elems, n: elems
     count: Callable[[int, int], int] = lambda elems, n: elems
@@ -151,6 +154,7 @@ class Collective:
 
 _ALL_TO_ALL = Collective(
     name="all_to_all",
+    trace_names=("alltoall",),
     summary="rank r sends its chunk k to rank k",
     size_meaning="bytes of the whole send buffer on each rank (n x chunk)",
     binary="alltoall",
@@ -167,6 +171,7 @@ OPS: dict[str, Collective] = {
     for c in (
         Collective(
             name="all_reduce",
+            trace_names=("allreduce",),
             summary="every rank ends with the reduction of all ranks' buffers",
             size_meaning="bytes of the buffer on each rank",
             binary="all_reduce",
@@ -179,6 +184,7 @@ OPS: dict[str, Collective] = {
         ),
         Collective(
             name="all_gather",
+            trace_names=("allgather",),
             summary="every rank ends with all ranks' chunks, concatenated",
             size_meaning="bytes of the gathered output (n x chunk)",
             binary="all_gather",
@@ -193,6 +199,7 @@ OPS: dict[str, Collective] = {
         ),
         Collective(
             name="reduce_scatter",
+            trace_names=("reducescatter",),
             summary="rank r ends with chunk r of the reduction",
             size_meaning="bytes of the input on each rank (n x chunk)",
             binary="reduce_scatter",
@@ -208,6 +215,7 @@ OPS: dict[str, Collective] = {
         ),
         Collective(
             name="broadcast",
+            trace_names=("broadcast",),
             summary="every rank ends with the root's buffer",
             size_meaning="bytes of the buffer",
             binary="broadcast",
@@ -220,6 +228,7 @@ OPS: dict[str, Collective] = {
         ),
         Collective(
             name="reduce",
+            trace_names=("reduce",),
             summary="the root ends with the reduction of all ranks' buffers",
             size_meaning="bytes of the buffer on each rank",
             binary="reduce",
@@ -233,6 +242,7 @@ OPS: dict[str, Collective] = {
         ),
         Collective(
             name="gather",
+            trace_names=("gather",),
             summary="the root ends with all ranks' chunks, concatenated",
             size_meaning="bytes gathered at the root (n x chunk)",
             binary="gather",
@@ -247,6 +257,7 @@ OPS: dict[str, Collective] = {
         ),
         Collective(
             name="scatter",
+            trace_names=("scatter",),
             summary="rank r ends with chunk r of the root's buffer",
             size_meaning="bytes scattered by the root (n x chunk)",
             binary="scatter",
@@ -266,11 +277,13 @@ OPS: dict[str, Collective] = {
             summary="rank r sends rank k a share of its chunk k (--alltoallv: even, random, skewed)",
             size_meaning="bytes of the whole send buffer on each rank (n x chunk), whatever part is filled",
             binary="alltoallv",
+            trace_names=(),  # all_to_all with split sizes in a trace (replay/trace_vocabulary.py)
             nccltests_count_per_rank=False,  # nccl-tests' alltoallv prints the whole buffer, however much is sent
             expected_uneven=_uneven_from_each_rank,  # `expected` stays all_to_all's: every share 1
         ),
         Collective(
             name="sendrecv",
+            trace_names=("send", "recv"),
             summary="ring: rank r sends to r+1 and receives from r-1 (batched isend/irecv)",
             size_meaning="bytes sent (and received) by each rank",
             binary="sendrecv",
@@ -282,6 +295,7 @@ OPS: dict[str, Collective] = {
         ),
         Collective(
             name="barrier",
+            trace_names=("barrier", "monitoredbarrier"),
             summary="synchronisation only; reports latency, no bandwidth",
             size_meaning="none (latency only)",
             binary=None,  # moves no data, so nccl-tests has no barrier_perf

@@ -42,6 +42,20 @@ def format_size(size_bytes: int) -> str:
     return str(size_bytes)
 
 
+_DECIMAL_UNITS = ("B", "kB", "MB", "GB", "TB")
+
+
+def decimal_size(size_bytes: int) -> str:
+    """A size as people read it, in powers of 1000 as GB/s counts bytes: 31502336 -> '31.5 MB', 512 -> '512 B'."""
+    power = 0
+    while power < len(_DECIMAL_UNITS) - 1 and size_bytes >= 1000 ** (power + 1):
+        power += 1
+    shown = float(f"{size_bytes / 1000**power:.3g}")
+    if shown >= 1000 and power < len(_DECIMAL_UNITS) - 1:  # rounded up into the next unit: 999999 -> 1 MB
+        power, shown = power + 1, 1.0
+    return f"{size_bytes} B" if power == 0 else f"{shown:g} {_DECIMAL_UNITS[power]}"
+
+
 class RangeNames(NamedTuple):
     """How an error names a size range's ends and steps: the options that set them, as the caller
     (which knows the options) passes them; these defaults are plain words."""

@@ -29,6 +29,7 @@ from tests.result_rows import row, write_run
 from tests.small_disk import small_disk
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "nccl_tests"
+TRACES = Path(__file__).resolve().parents[1] / "fixtures" / "traces"
 
 ERROR = "nccl-bench: error: "
 # Every case runs with its address space bounded, so an input that makes the tool build something
@@ -243,6 +244,16 @@ EXACT = [
      "--history: {tmp}/newer.sqlite was written by a newer nccl-bench (store schema 99; this one reads up to 1): "
      "upgrade nccl-bench"),
     ("history window below 2", ["history", "check", "--window", "1"], "--window: must be at least 2, got 1"),
+    ("trace whose groups outgrow the launch", ["replay", "{traces}/nccl_128rank_rank0.json.gz", "--workers", "2"],
+     "{traces}/nccl_128rank_rank0.json.gz: its all_to_all runs on a group of 128 ranks: needs 128 ranks; this "
+     "launch has 2"),
+    ("trace without collectives", ["replay", "{tmp}/idle.json", "--workers", "2"],
+     "{tmp}/idle.json: no collectives in it: no record_param_comms with a collective name, no nccl:* or gloo:* "
+     "annotation"),
+    ("trace cut short", ["replay", "{tmp}/cut.json.gz"],
+     "{tmp}/cut.json.gz: its gzip data is cut short or damaged (EOFError)"),
+    ("JSON that is no trace", ["replay", "{tmp}/twice.json"],
+     "{tmp}/twice.json: not a trace: its JSON object has no traceEvents array"),
 ]
 
 # Under a launcher's rank layout (environment variables), still before any process group.
@@ -320,6 +331,9 @@ def files(tmp_path: Path) -> Path:
     (tmp_path / "twice.json").write_text('{"format": "nccl_bench.results", "schema_version": 2, "rows": '
                                          '[{"busbw_gbps": 1, "busbw_gbps": 999}]}')
     _newer_store(tmp_path / "newer.sqlite")
+    (tmp_path / "idle.json").write_text('{"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": 1, '
+                                        '"dur": 2}]}')
+    (tmp_path / "cut.json.gz").write_bytes((TRACES / "nccl_2gpu_rank0.json.gz").read_bytes()[:4096])
     return tmp_path
 
 
@@ -355,8 +369,8 @@ def _doctor_run(folder: Path) -> None:
 
 @pytest.mark.parametrize("case, args, message", EXACT, ids=[c[0] for c in EXACT])
 def test_exact_message(files, case, args, message):
-    args = [a.format(tmp=files, fixtures=FIXTURES) for a in args]
-    assert _one_error_line(_run(files, *args)) == message.format(tmp=files, fixtures=FIXTURES)
+    args = [a.format(tmp=files, fixtures=FIXTURES, traces=TRACES) for a in args]
+    assert _one_error_line(_run(files, *args)) == message.format(tmp=files, fixtures=FIXTURES, traces=TRACES)
 
 
 @pytest.mark.parametrize("env, message", [

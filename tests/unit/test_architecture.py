@@ -41,6 +41,8 @@ LAYERS: dict[str, tuple[int, tuple[str, ...]]] = {
     "sweep": (5, ("sweep", "sweep.baseline_check", "sweep.busbw_floor", "sweep.plan", "sweep.rows",
                   "sweep.saved_baselines", "sweep.sweep_body", "sweep.sweep_config", "sweep.sweep_entry",
                   "sweep.sweep_report", "sweep.variants")),
+    "replay": (5, ("replay", "replay.profile", "replay.replay_body", "replay.replay_config", "replay.replay_entry",
+                   "replay.replay_plan", "replay.trace_events", "replay.trace_reader", "replay.trace_vocabulary")),
     # the results store, its series, hosts and the regression rule: reads run folders, above the commands
     "history": (6, ("history", "history.address", "history.hosts", "history.records", "history.recording",
                     "history.rule", "history.series", "history.store", "history.store_schema")),
@@ -48,11 +50,11 @@ LAYERS: dict[str, tuple[int, tuple[str, ...]]] = {
     "render": (7, ("render", "render.compare_exports", "render.doctor_text", "render.escape", "render.fit",
                    "render.formats", "render.history_page", "render.history_text", "render.html", "render.labels",
                    "render.limits_text", "render.live", "render.nccltests_text", "render.plots", "render.prom",
-                   "render.repeats", "render.tables")),
+                   "render.repeats", "render.replay_text", "render.tables")),
     # the shell: one module per command, local workers, messages, the typer shim
     "cli": (8, ("cli", "cli.compare", "cli.doctor", "cli.entry", "cli.history", "cli.limits", "cli.local_workers",
-                "cli.messages", "cli.on_ranks", "cli.ops", "cli.params", "cli.report", "cli.streams", "cli.sweep",
-                "cli.typer_shim")),
+                "cli.messages", "cli.on_ranks", "cli.ops", "cli.params", "cli.replay", "cli.report", "cli.streams",
+                "cli.sweep", "cli.typer_shim")),
     "__main__": (8, ("__main__",)),
 }
 HEAVY = ("torch", "pandas", "matplotlib")

@@ -259,17 +259,19 @@ def test_results_imports_only_the_standard_library_at_module_level():
 
 # Modules that take values and return values: no file, no terminal.
 PURE = ("units.", "comparison", "sweep.baseline_check", "sweep.busbw_floor", "sweep.variants", "doctor.schedule",
-        "doctor.verdicts", "doctor.roster", "history.rule", "history.address")
+        "doctor.verdicts", "doctor.roster", "history.rule", "history.address", "replay.trace_vocabulary",
+        "replay.profile", "replay.replay_plan")
 # What measures on ranks: the CLI loads it only on use, inside the function that runs a command. The
 # small rank-side modules the shell reads before that (layouts, process limits, signals) import no torch.
 RANK_SIDE = ("ranks.session", "ranks.dist", "ranks.runner", "ranks.collectives", "sweep.sweep_body",
-             "doctor.doctor_body", "sweep.plan")
+             "doctor.doctor_body", "sweep.plan", "replay.replay_body")
 # The process's start: what `nccl-bench --help` and an argument error load.
 START = ("cli.entry", "__main__")
-# What the CLI calls in sweep/ and doctor/: their entry modules; their bodies and plans stay behind them.
-ENTRY_MODULES = ("nccl_bench.sweep.sweep_entry", "nccl_bench.doctor.doctor_entry")
+# What the CLI calls in sweep/, doctor/ and replay/: their entry modules; their bodies and plans stay behind them.
+ENTRY_MODULES = ("nccl_bench.sweep.sweep_entry", "nccl_bench.doctor.doctor_entry", "nccl_bench.replay.replay_entry")
 BEHIND_THE_ENTRIES = ("nccl_bench.sweep.sweep_body", "nccl_bench.sweep.plan", "nccl_bench.sweep.baseline_check",
-                      "nccl_bench.sweep.saved_baselines", "nccl_bench.doctor.doctor_body")
+                      "nccl_bench.sweep.saved_baselines", "nccl_bench.doctor.doctor_body",
+                      "nccl_bench.replay.replay_body", "nccl_bench.replay.replay_plan")
 
 def test_pure_modules_read_and_write_nothing():
     io_calls = {"open", "read_text", "read_bytes", "iterdir", "stat", "exists"}

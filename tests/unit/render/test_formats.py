@@ -60,7 +60,8 @@ def test_json_of_another_version_says_which(tmp_path, version, words):
     with pytest.raises(UserInputError) as caught:
         loader.load_rows(path)
     message = str(caught.value)
-    assert f"has results format version {version}; this nccl_bench reads versions 1, 2 and {SCHEMA_VERSION}" in message
+    readable = f"this nccl_bench reads versions 1, 2, 3 and {SCHEMA_VERSION}"
+    assert f"has results format version {version}; {readable}" in message
     assert words in message and caught.value.option == "RUN"
 
 

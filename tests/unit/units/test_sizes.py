@@ -4,6 +4,7 @@ from nccl_bench.errors import UserInputError
 from nccl_bench.units.sizes import (
     RangeNames,
     count_sizes,
+    decimal_size,
     format_size,
     geometric_sizes,
     linear_sizes,
@@ -25,6 +26,12 @@ def test_parse_size_rejects_malformed_and_names_option(text):
     with pytest.raises(UserInputError) as info:
         parse_size(text, "--min-bytes")
     assert info.value.option == "--min-bytes"
+
+
+def test_decimal_size_counts_powers_of_1000_as_gb_per_second_does():
+    sizes = (0, 999, 1000, 31_502_336, 8_196_000, 999_999, 2**30, 10**15)
+    assert [decimal_size(s) for s in sizes] == ["0 B", "999 B", "1 kB", "31.5 MB", "8.2 MB", "1 MB", "1.07 GB",
+                                                "1000 TB"]
 
 
 def test_format_size_is_exact_and_short():

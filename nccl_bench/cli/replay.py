@@ -1,0 +1,79 @@
+"""`nccl-bench replay`: traces -> the job's communication profile; without ranks that is the answer (and
+--json). Under a launcher or --workers: the job's collectives replayed on the ranks (a launcher's, or
+local workers) -> the profile beside the replayed times, a sweep's busbw with --envelope -> outputs
+(--json, the history)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Optional
+
+from nccl_bench.cli import messages, on_ranks, streams
+from nccl_bench.cli.on_ranks import OnRanks, Ran
+from nccl_bench.cli.params import read_given, takes, use
+from nccl_bench.history.recording import recording_target
+from nccl_bench.options import ENVELOPE, HISTORY, JSON_FILE, NO_HISTORY, REPLAY_OPTIONS, TRACES, WORKERS
+from nccl_bench.ranks.layout import detect_launch
+from nccl_bench.ranks.preflight import check_process_limits
+
+if TYPE_CHECKING:
+    from nccl_bench.replay.profile import Profile
+    from nccl_bench.replay.replay_entry import ReplayJob
+
+
+@takes(TRACES, *REPLAY_OPTIONS, WORKERS, ENVELOPE, JSON_FILE, HISTORY, NO_HISTORY,
+       out=use(folder="replay"), timeout_s=use(step="collective"),
+       json_file=use(what="the profile, with the replayed times after a replay"), no_history=use(given_default=True))
+def replay_command(**given: Any) -> None:
+    """A job's collectives from its PyTorch profiler traces, the costliest first; under a launcher or --workers, replayed here beside the job's times."""  # noqa: E501
+    workers = read_given(WORKERS, given[WORKERS.key])
+    from nccl_bench.render.formats import check_output_file  # what a replay needs loads with it, never for --help
+    from nccl_bench.replay.replay_entry import plan_replay
+
+    json_path = check_output_file(read_given(JSON_FILE, given[JSON_FILE.key]), JSON_FILE.name)
+    job = plan_replay(given)
+    if workers is None and detect_launch() is None:  # no ranks: the profile is the answer
+        _say(job, job.profile, json_path, replayed=False)
+        return
+    streams.stdout_is_a_view()  # a replay's files (results.csv, meta.json) are the product
+    check_process_limits()  # before torch loads: too few files or too little memory to start
+    from nccl_bench.results.run_folder import new_run_dir
+
+    config = job.config
+    store = recording_target(given[HISTORY.key], given[NO_HISTORY.key], config.results_root)
+    ran = on_ranks.run_on_ranks(OnRanks(
+        "replay", job.preflight, lambda launch: _on_this_rank(job, launch), config.out,
+        new_run_dir(config.results_root, ["replay"]), "collectives replayed so far are kept",
+        kept_away=(JSON_FILE, ENVELOPE)), workers)
+    if ran.run_dir is None:  # a rank that does not speak for the run
+        return
+    _say(job, job.replayed_profile(ran.run_dir), json_path, replayed=True)
+    on_ranks.record_in_history(ran.run_dir, store)
+
+
+def _on_this_rank(job: ReplayJob, launch) -> Ran:
+    """Under a launcher: plan the points for these ranks and replay them; rank 0 has the run folder."""
+    plan = job.points(launch.world_size)
+    if on_ranks.speaks_for_run(launch):  # local workers: the process that started them said it
+        messages.notes(plan.left_out)
+    summary = job.run(launch, messages.end_stuck_rank)
+    return Ran(summary.run_dir)
+
+
+def _say(job: ReplayJob, profile: Profile, json_path: Optional[Path], replayed: bool) -> None:
+    """The profile's table and notes on stdout; after a replay, the sentences and the envelope; --json."""
+    from nccl_bench.render import replay_text
+    from nccl_bench.render.live import make_console, print_lines, table_width
+    from nccl_bench.replay.profile import profile_json
+    from nccl_bench.results.whole_file import write_text_file
+
+    console = make_console()
+    print_lines(console, replay_text.profile_lines(profile, job.config.traces, table_width(console)))
+    if replayed:
+        print_lines(console, replay_text.replay_lines(profile))
+    if replayed or job.envelope is not None:
+        print_lines(console, replay_text.envelope_lines(profile, job.envelope, ENVELOPE.name))
+    if json_path is not None:
+        write_text_file(json_path, json.dumps(profile_json(profile), indent=1) + "\n")
+        messages.plain(f"wrote the profile to {json_path}")

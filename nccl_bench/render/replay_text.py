@@ -1,0 +1,147 @@
+"""What `nccl-bench replay` shows: the job's communication profile as a table (the costliest first), the
+notes on it, and after a replay one sentence per collective putting the job's time beside the time
+alone here, and beside a sweep's busbw when one is given.
+
+Functions return lines; cli/replay.py prints them through render/live.py (control characters in
+file names escaped). Names in the table are the trace vocabulary's own (ops, dtypes, NCCL's
+algorithms and protocols), never text copied from the trace.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Sequence
+
+from rich.text import Text
+
+from nccl_bench.render.fit import Column, fit
+from nccl_bench.replay.profile import Profile, ProfileRow, envelope_row
+from nccl_bench.results.schema import ResultRow
+from nccl_bench.units.sizes import decimal_size
+
+_COLUMNS = (
+    Column("op", align="left"),
+    Column("size", align="right"),
+    Column("dtype", align="left", priority=3),
+    Column("ranks", align="right"),
+    Column("calls", align="right"),
+    Column("total", "(ms)"),
+    Column("per call", "(us)"),
+    Column("busbw", "(GB/s)", priority=1),
+    Column("algo", align="left", priority=4),
+    Column("proto", align="left", priority=4),
+    Column("window", "(%)", priority=2),
+)
+_REPLAY_COLUMNS = (
+    Column("alone here", "(us)"),
+    Column("busbw here", "(GB/s)", priority=1),
+    Column("alone/job", "(%)"),
+)
+
+
+def profile_lines(profile: Profile, paths: Sequence[Path], width: int | None) -> list[Text | str]:
+    """The header, the table (with the replayed columns once replayed) and the notes."""
+    replayed = any(row.replay_time_us is not None for row in profile.rows)
+    columns = _COLUMNS + (_REPLAY_COLUMNS if replayed else ())
+    cells = [_cells(row, replayed) for row in profile.rows]
+    layout = fit(columns, cells, width)
+    lines: list[Text | str] = [*_header(profile, paths), *layout.header_lines()]
+    for row_cells in cells:
+        lines += layout.row_lines(row_cells)
+    if layout.left_out:
+        lines.append(f"# left out for the width: {', '.join(layout.left_out)}")
+    return lines + [f"note: {note}" for note in profile_notes(profile)]
+
+
+def profile_notes(profile: Profile) -> list[str]:
+    """Rows whose count differs between ranks' traces: the count shown is the most any rank made."""
+    notes = []
+    for mismatch in profile.count_mismatches:
+        op, size_bytes, _, group_size = mismatch.key
+        counts = ", ".join(f"rank {'?' if rank is None else rank}: {count}" for rank, count in mismatch.counts)
+        notes.append(f"{op} {_size(size_bytes)} on {group_size} ranks was called a different number of times by "
+                     f"the ranks read ({counts}): a shorter traced window, or another sub-group")
+    return notes
+
+
+def replay_lines(profile: Profile) -> list[str]:
+    """One sentence per replayed collective, the costliest first: its time in the job beside its time alone."""
+    return [_replay_sentence(row) for row in profile.rows if row.replay_time_us is not None]
+
+
+def envelope_lines(profile: Profile, sweep_rows: Sequence[ResultRow] | None, option: str) -> list[str]:
+    """Each collective beside the sweep's busbw at its size; one line saying how when no sweep was given."""
+    if sweep_rows is None:
+        return [f"no sweep envelope given ({option} RUN puts each collective beside a sweep of this fabric)"]
+    lines = []
+    for row in profile.rows:
+        if row.size_bytes is None or (row.job_busbw_gbps is None and row.replay_busbw_gbps is None):
+            continue
+        swept = envelope_row(row, sweep_rows)
+        head = f"{row.op} {_size(row.size_bytes)}"
+        if swept is None:
+            lines.append(f"{head}: the sweep has no {row.op} of {row.dtype} on {row.group_size} ranks")
+            continue
+        reached = [f"{what} {busbw:.3g} GB/s ({busbw / swept.busbw_gbps:.0%})"
+                   for what, busbw in (("in the job", row.job_busbw_gbps), ("alone here", row.replay_busbw_gbps))
+                   if busbw is not None and swept.busbw_gbps > 0]
+        lines.append(f"{head}: the sweep measured {swept.busbw_gbps:.3g} GB/s busbw at {_size(swept.size_bytes)}; "
+                     + ", ".join(reached))
+    return lines
+
+
+def _replay_sentence(row: ProfileRow) -> str:
+    head = f"{row.op} {_size(row.size_bytes)}, {row.count} call{'s' if row.count != 1 else ''}"
+    alone = f"{duration(row.replay_time_us)} alone here"
+    if row.job_time_us is None:
+        return f"{head}: no time in the trace; {alone}"
+    lost = row.job_time_us - row.replay_time_us
+    said = f"{head}: {duration(row.job_time_us)} in the job, {alone} ({row.efficiency:.0%})"
+    if lost >= 0:
+        return f"{said}: the job loses {duration(lost)} per call to overlap or placement"
+    return f"{said}: the job ran it {duration(-lost)} per call faster than this launch does alone"
+
+
+def duration(time_us: float) -> str:
+    """A time as people read it: '850 us', '2.1 ms', '1.25 s' (three significant digits)."""
+    if time_us >= 1e6:
+        return f"{time_us / 1e6:.3g} s"
+    if time_us >= 1e3:
+        return f"{time_us / 1e3:.3g} ms"
+    return f"{time_us:.3g} us"
+
+
+def _header(profile: Profile, paths: Sequence[Path]) -> list[str]:
+    ranks = ", ".join("?" if rank is None else str(rank) for rank in profile.ranks_read)
+    facts = [f"backend {profile.backend or 'unknown'}", f"{profile.world_size or '?'} ranks"]
+    if profile.nccl_version:
+        facts.append(f"NCCL {profile.nccl_version}")
+    lines = [f"# communication profile of {len(paths)} trace(s) ({', '.join(map(str, paths))}): "
+             f"{', '.join(facts)}; rank(s) read: {ranks}"]
+    if profile.window_us:
+        share = "" if profile.collective_share is None else (
+            f"; collectives took {profile.collective_share:.1%} of it" + (
+                " (above 100%: they overlap)" if profile.collective_share > 1 else ""))
+        lines.append(f"# traced window {duration(profile.window_us)}{share}; the costliest first")
+    return lines
+
+
+def _cells(row: ProfileRow, replayed: bool) -> list[str]:
+    cells = [
+        row.op, _size(row.size_bytes), row.dtype or "-", str(row.group_size or "-"), str(row.count),
+        _number(None if row.total_time_us is None else row.total_time_us / 1e3, 3),
+        _number(row.job_time_us, 1), _number(row.job_busbw_gbps, 2), row.algo or "-", row.proto or "-",
+        _number(None if row.share_of_window is None else 100 * row.share_of_window, 2),
+    ]
+    if replayed:
+        cells += [_number(row.replay_time_us, 1), _number(row.replay_busbw_gbps, 2),
+                  _number(None if row.efficiency is None else 100 * row.efficiency, 0)]
+    return cells
+
+
+def _size(size_bytes: int | None) -> str:
+    return "?" if size_bytes is None else decimal_size(size_bytes)
+
+
+def _number(value: float | None, digits: int) -> str:
+    return "-" if value is None else f"{value:,.{digits}f}"

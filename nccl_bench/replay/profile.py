@@ -1,0 +1,200 @@
+"""A job's communication profile: its collectives grouped by (op, size, dtype, group size), the costliest
+first, with the time each took in the job and the bus bandwidth that time means (pure: traces in).
+
+Several files, one per rank, are one job: a collective every rank calls is counted once (the count
+is the largest any rank saw: ranks of a job call the same collectives, and a rank that saw fewer was
+traced over a shorter window or sits in another sub-group). Ranks whose counts differ are listed in
+`count_mismatches`, for the caller to warn of. The median time is over every timed call of every rank;
+the total is the slowest rank's (the job waits for it); the traced window is the longest rank's.
+busbw is nccl-tests' (units/bandwidth.py): the size over the median time, times the op's bus factor
+at the group's size.
+
+The replay fields stay None here; `with_replay` fills them from a replay's rows: the time of the
+collective alone on the launch's ranks, its busbw, and efficiency = replayed time / time in the job
+(below 1: the job took longer than the fabric needs; the rest went to overlap or placement).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter, defaultdict
+from dataclasses import dataclass, replace
+from typing import Any, Sequence
+
+from nccl_bench.replay.trace_events import TraceError
+from nccl_bench.replay.trace_reader import CollectiveCall, RankTrace
+from nccl_bench.results.schema import STATUS_OK, ResultRow
+from nccl_bench.units import bandwidth, op_table
+from nccl_bench.units.stats import median
+
+# (op, size_bytes, dtype, group_size): one row of the profile.
+ProfileKey = tuple[str, "int | None", "str | None", "int | None"]
+
+
+@dataclass(frozen=True)
+class ProfileRow:
+    op: str
+    size_bytes: int | None
+    dtype: str | None
+    group_size: int | None
+    count: int
+    total_time_us: float | None  # None: no call of this row has a time in the trace
+    job_time_us: float | None  # median per call
+    job_busbw_gbps: float | None
+    algo: str | None  # the most frequent among its calls' kernels
+    proto: str | None
+    share_of_window: float | None  # total_time_us over the traced window
+    replay_time_us: float | None = None
+    replay_busbw_gbps: float | None = None
+    efficiency: float | None = None  # replay_time_us / job_time_us, once replayed
+
+    @property
+    def key(self) -> ProfileKey:
+        return self.op, self.size_bytes, self.dtype, self.group_size
+
+
+@dataclass(frozen=True)
+class CountMismatch:
+    key: ProfileKey
+    counts: tuple[tuple[int | None, int], ...]  # (rank, its calls of this row), one per file in order
+
+
+@dataclass(frozen=True)
+class Profile:
+    backend: str | None
+    world_size: int | None
+    nccl_version: str | None
+    ranks_read: tuple[int | None, ...]  # each file's rank, in the order given (None: the trace does not say)
+    rows: tuple[ProfileRow, ...]  # total time, highest first
+    window_us: float | None
+    collective_share: float | None  # all rows' total time over the traced window (above 1 where they overlap)
+    count_mismatches: tuple[CountMismatch, ...]
+
+
+def profile_traces(traces: Sequence[RankTrace]) -> Profile:
+    """The profile of one job's traces (one per rank); TraceError where they are not one job's."""
+    _check_one_job(traces)
+    calls_by_rank: list[dict[ProfileKey, list[CollectiveCall]]] = []
+    for trace in traces:
+        grouped: dict[ProfileKey, list[CollectiveCall]] = defaultdict(list)
+        for call in trace.calls:
+            grouped[call.op, call.size_bytes, call.dtype, call.group_size].append(call)
+        calls_by_rank.append(grouped)
+    windows = [trace.window_us for trace in traces if trace.window_us]
+    window_us = max(windows) if windows else None
+    keys = list(dict.fromkeys(key for grouped in calls_by_rank for key in grouped))
+    rows = sorted((_row(key, [grouped.get(key, []) for grouped in calls_by_rank], window_us) for key in keys),
+                  key=_costliest_first)
+    totals = [row.total_time_us for row in rows if row.total_time_us is not None]
+    first = traces[0]
+    return Profile(
+        backend=first.backend, world_size=first.world_size, nccl_version=first.nccl_version,
+        ranks_read=tuple(trace.rank for trace in traces), rows=tuple(rows), window_us=window_us,
+        collective_share=math.fsum(totals) / window_us if window_us and totals else None,
+        count_mismatches=_count_mismatches(keys, calls_by_rank, [trace.rank for trace in traces]),
+    )
+
+
+def profile_json(profile: Profile) -> dict[str, Any]:
+    """The profile as `--json` writes it: {"trace": {...}, "collectives": [...]}, sizes in bytes."""
+    return {
+        "trace": {"backend": profile.backend, "world_size": profile.world_size,
+                  "nccl_version": profile.nccl_version, "ranks_read": list(profile.ranks_read)},
+        "collectives": [
+            {"op": row.op, "bytes": row.size_bytes, "dtype": row.dtype, "group_size": row.group_size,
+             "count": row.count, "job_time_us": row.job_time_us, "job_busbw_gbps": row.job_busbw_gbps,
+             "algo": row.algo, "proto": row.proto, "replay_time_us": row.replay_time_us,
+             "replay_busbw_gbps": row.replay_busbw_gbps, "efficiency": row.efficiency}
+            for row in profile.rows
+        ],
+    }
+
+
+def with_replay(profile: Profile, rows: Sequence[ResultRow]) -> Profile:
+    """The profile with each row's replay fields from the replay's row of the same collective (an op
+    without data, barrier, matched by its group size alone); rows left unmatched keep None."""
+    replayed = {}
+    for row in rows:
+        if row.status == STATUS_OK and row.time_us is not None:
+            replayed[_replay_key(row.op, row.size_bytes, row.dtype, row.world_size)] = row
+    filled = []
+    for entry in profile.rows:
+        row = replayed.get(_replay_key(*entry.key))
+        if row is None:
+            filled.append(entry)
+            continue
+        efficiency = row.time_us / entry.job_time_us if entry.job_time_us else None
+        filled.append(replace(entry, replay_time_us=row.time_us, replay_busbw_gbps=row.busbw_gbps,
+                              efficiency=efficiency))
+    return replace(profile, rows=tuple(filled))
+
+
+def envelope_row(entry: ProfileRow, sweep_rows: Sequence[ResultRow]) -> ResultRow | None:
+    """The sweep's measured row for the entry's op, dtype and rank count nearest its size (on a log scale:
+    a sweep's sizes double); None where the sweep has no such row."""
+    if entry.size_bytes is None or entry.size_bytes <= 0:
+        return None
+    candidates = [row for row in sweep_rows
+                  if row.status == STATUS_OK and row.busbw_gbps is not None and row.size_bytes > 0
+                  and (row.op, row.dtype, row.world_size) == (entry.op, entry.dtype, entry.group_size)]
+    if not candidates:
+        return None
+    return min(candidates, key=lambda row: (abs(math.log(row.size_bytes / entry.size_bytes)), row.size_bytes))
+
+
+def _replay_key(op: str, size_bytes: int | None, dtype: str | None, group_size: int | None) -> tuple:
+    if not op_table.moves_data(op):
+        return op, group_size
+    return op, size_bytes, dtype, group_size
+
+
+def _row(key: ProfileKey, calls_per_rank: list[list[CollectiveCall]], window_us: float | None) -> ProfileRow:
+    op, size_bytes, dtype, group_size = key
+    times = [call.job_time_us for calls in calls_per_rank for call in calls if call.job_time_us is not None]
+    rank_totals = [math.fsum(c.job_time_us for c in calls if c.job_time_us is not None)
+                   for calls in calls_per_rank if any(c.job_time_us is not None for c in calls)]
+    job_time_us = median(times) if times else None
+    total_time_us = max(rank_totals) if rank_totals else None
+    busbw = None
+    if size_bytes is not None and group_size is not None:
+        busbw = bandwidth.busbw_gbps(bandwidth.algbw_gbps(size_bytes, job_time_us),
+                                     op_table.bus_factor(op, group_size))
+    choices = Counter((call.algo, call.proto) for calls in calls_per_rank for call in calls if call.algo is not None)
+    algo, proto = choices.most_common(1)[0][0] if choices else (None, None)
+    return ProfileRow(
+        op=op, size_bytes=size_bytes, dtype=dtype, group_size=group_size,
+        count=max(len(calls) for calls in calls_per_rank), total_time_us=total_time_us, job_time_us=job_time_us,
+        job_busbw_gbps=busbw, algo=algo, proto=proto,
+        share_of_window=total_time_us / window_us if total_time_us is not None and window_us else None,
+    )
+
+
+def _costliest_first(row: ProfileRow) -> tuple:
+    """Total time, highest first; rows without a time last; then op and size, so the order is one."""
+    return (row.total_time_us is None, -(row.total_time_us or 0.0), row.op, row.size_bytes or 0, row.dtype or "")
+
+
+def _count_mismatches(keys, calls_by_rank, ranks) -> tuple[CountMismatch, ...]:
+    mismatches = []
+    for key in keys:
+        counts = tuple((rank, len(grouped.get(key, []))) for rank, grouped in zip(ranks, calls_by_rank, strict=True))
+        if len({count for _, count in counts}) > 1:
+            mismatches.append(CountMismatch(key, counts))
+    return tuple(mismatches)
+
+
+def _check_one_job(traces: Sequence[RankTrace]) -> None:
+    """Refuse files that are not one job's: none, two of one rank, or disagreeing world sizes or backends."""
+    if not traces:
+        raise ValueError("profile_traces needs at least one trace")
+    first = traces[0]
+    seen: dict[int, RankTrace] = {}
+    for trace in traces:
+        if trace.rank is not None and trace.rank in seen:
+            raise TraceError(trace.path, f"rank {trace.rank} again: {seen[trace.rank].path} is that rank's trace too")
+        if trace.rank is not None:
+            seen[trace.rank] = trace
+        for what in ("world_size", "backend"):
+            if getattr(trace, what) != getattr(first, what):
+                raise TraceError(trace.path, f"not the same job as {first.path}: its {what.replace('_', ' ')} is "
+                                             f"{getattr(trace, what)!r}, not {getattr(first, what)!r}")

@@ -1,0 +1,188 @@
+"""The replay's body on the shared run life cycle (ranks/session.py), on every rank: the job's
+collectives, one point each (replay/replay_plan.py), timed as the sweep times a point.
+
+Each point runs on the ranks that stand in for its process group, in a process group made once per
+distinct set of ranks (every rank makes every group, as torch requires); the other ranks sit it out.
+Timing is ranks/runner.py's, as the sweep's: warmup, calibrated iterations, samples after a barrier of
+the group, the slowest rank's time. The group's first rank hands its row to rank 0, which alone writes
+results.csv (every row on disk before the next point starts). The sweep's counterpart is
+sweep/sweep_body.py.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from nccl_bench.errors import RunFailedError, first_line
+from nccl_bench.ranks import dist, faults, session
+from nccl_bench.ranks.collectives import CALLS, Buffers, OpArgs
+from nccl_bench.ranks.preflight import chosen_backend
+from nccl_bench.ranks.runner import Measurement, PointRunner, TimingPlan
+from nccl_bench.ranks.split import ranks_text
+from nccl_bench.replay.replay_config import ReplayConfig
+from nccl_bench.replay.replay_plan import ReplayPlan, ReplayPoint
+from nccl_bench.results.csv_appender import ResultsWriter
+from nccl_bench.results.schema import STATUS_OK, STATUS_UNSUPPORTED, ResultRow
+from nccl_bench.units import bandwidth, stats
+from nccl_bench.units.op_table import OPS, PLACEMENT_IN, Collective
+from nccl_bench.units.sizes import format_size
+
+# A trace does not say which reduction a job used, nor a root: sum (what gradients use) and rank 0.
+REDUCE_OP = "sum"
+ROOT = 0
+
+
+@dataclass
+class ReplaySummary:
+    """What rank 0 has of the run: its folder and every row written."""
+
+    run_dir: Any = None
+    rows: list[ResultRow] = field(default_factory=list)
+    status: str = "running"
+
+
+def execute(config: ReplayConfig, plan: ReplayPlan,
+            on_stuck: Callable[[RunFailedError], None] | None = None) -> ReplaySummary:
+    """Replay `plan` on this rank through the shared life cycle; on_stuck: see session.execute."""
+    from nccl_bench.options import TRACES
+
+    session.require_launch()
+    request = session.RunRequest(
+        command="replay", backend=chosen_backend(config.backend), timeout_s=config.timeout_s, out=config.out,
+        results_root=config.results_root, folder_label=("replay",), bytes_per_rank=plan.bytes_per_rank,
+        size_option=TRACES.name, config=config.as_meta(),
+    )
+    body = _Replay(config, plan)
+    session.execute(request, body, on_stuck)
+    return body.summary
+
+
+class _Replay:
+    """One rank's replay: the RunBody of session.execute."""
+
+    def __init__(self, config: ReplayConfig, plan: ReplayPlan):
+        self.config, self.plan = config, plan
+        self.summary = ReplaySummary()
+        self.where = "the replay"
+        self.run: session.Run | None = None
+        self.contexts: dict[tuple[int, ...], dist.DistContext] = {}  # this rank's groups, by their ranks
+        self.writer: ResultsWriter | None = None
+
+    # -- the life cycle's steps -----------------------------------------------------------------
+    def set_up(self, run: session.Run) -> None:
+        self.run = run
+        self.summary.run_dir = run.run_dir
+        ctx = run.ctx
+        world = tuple(range(ctx.world_size))
+        for ranks in self.plan.groups:  # every rank makes every group, in the same order
+            if ranks == world:
+                self.contexts[ranks] = ctx
+                continue
+            made = dist.sub_group(ctx, [ranks])
+            if ctx.rank in ranks:
+                self.contexts[ranks] = made
+
+    def meta(self) -> dict[str, Any]:
+        return {"source": self.plan.source, "points": len(self.plan.points), "notes": list(self.plan.left_out)}
+
+    def measure(self, run: session.Run) -> None:
+        if run.run_dir is not None:
+            self.writer = ResultsWriter(run.run_dir)
+        for point in self.plan.points:
+            self.where = f"{point.op} at {format_size(point.size_bytes)} on ranks {ranks_text(point.ranks)}"
+            run.renew(self.where)
+            mine = self._point(point) if run.ctx.rank in point.ranks else None
+            row = dist.gather_objects(run.ctx, mine)[point.ranks[0]]  # the group's first rank measured it
+            run.disarm()
+            if run.ctx.rank == 0:
+                self._record(row)
+        self.where = "the replay"
+
+    def close(self, status: str) -> dict[str, Any]:
+        self.summary.status = status
+        if self.writer is not None:
+            self.writer.close()
+        return {"rows": len(self.summary.rows)}
+
+    def finished(self, status: str) -> None:
+        pass
+
+    # -- measuring ------------------------------------------------------------------------------
+    def _record(self, row: ResultRow) -> None:
+        """The row lands whole, in the CSV and the summary, before a signal can stop the replay."""
+        with faults.signals_held():
+            if self.writer is not None:
+                self.writer.append(row)
+            self.summary.rows.append(row)
+
+    def _point(self, point: ReplayPoint) -> ResultRow | None:
+        """Measure one point on this rank's group; its first rank returns the row."""
+        import torch
+
+        ctx = self.contexts[point.ranks]
+        collective = OPS[point.op]
+        send_elems, recv_elems = point.buffer_elems()
+        dtype = getattr(torch, point.dtype)
+        placement = collective.placements[0]
+        recv = torch.zeros(max(recv_elems, 1), dtype=dtype, device=ctx.device)[:recv_elems]
+        send = recv if placement == PLACEMENT_IN else torch.zeros(max(send_elems, 1), dtype=dtype,
+                                                                   device=ctx.device)[:send_elems]
+        args = OpArgs(ctx.rank, ctx.world_size, ROOT, _sum() if collective.reduces else None, None, ctx.group,
+                      () if ctx is self.run.ctx else point.ranks)
+        run_once = CALLS[point.op](Buffers(send=send, recv=recv), args)
+        reason = _why_unsupported(ctx, run_once)
+        leader = ctx.rank == 0
+        if reason is not None:
+            return self._row(point, collective, placement, None, reason) if leader else None
+        timing = TimingPlan(warmup=self.config.warmup, iters=self.config.iters,
+                            min_sample_s=self.config.sample_ms(ctx.on_gpu) / 1e3, trials=self.config.trials, agg="max")
+        measurement = PointRunner(ctx, timing, progress=self.run.renew).measure(run_once)
+        self.run.renew()
+        return self._row(point, collective, placement, measurement, None) if leader else None
+
+    def _row(self, point: ReplayPoint, collective: Collective, placement: str, measurement: Measurement | None,
+             unsupported: str | None) -> ResultRow:
+        """The point's row, in the sweep's columns and numbers, with the trace as its source."""
+        group_size = point.group_size
+        factor = collective.factor(group_size) if collective.factor else None
+        hosts = {self.run.hostnames[rank] for rank in point.ranks}
+        common = dict(
+            op=point.op, placement=placement, size_bytes=point.size_bytes,
+            count=collective.count(point.size_bytes // point.element_bytes, group_size), dtype=point.dtype,
+            redop=REDUCE_OP if collective.reduces else "none", root=ROOT if collective.rooted else -1,
+            world_size=group_size, nodes=len(hosts), backend=self.run.request.backend, agg="max",
+            busbw_factor=factor, source=self.plan.source,
+            group="" if group_size == self.run.launch.world_size else f"ranks {ranks_text(point.ranks)}",
+        )
+        if measurement is None:
+            return ResultRow(**common, iters=0, trials=0, time_us=None, time_min_us=None, time_max_us=None,
+                             p50_us=None, p99_us=None, algbw_gbps=None, busbw_gbps=None, wrong=None,
+                             slowest_rank=None, status=STATUS_UNSUPPORTED, flags=unsupported.replace(";", ","))
+        algbw = bandwidth.algbw_gbps(point.size_bytes, measurement.time_us) if factor is not None else None
+        return ResultRow(
+            **common, iters=measurement.iters, trials=len(measurement.sample_means_us),
+            time_us=measurement.time_us, time_min_us=min(measurement.sample_means_us),
+            time_max_us=max(measurement.sample_means_us), p50_us=stats.percentile(measurement.per_op_us, 50),
+            p95_us=stats.percentile(measurement.per_op_us, 95), p99_us=stats.percentile(measurement.per_op_us, 99),
+            algbw_gbps=algbw, busbw_gbps=bandwidth.busbw_gbps(algbw, factor), wrong=None,
+            slowest_rank=point.ranks[measurement.slowest_rank], status=STATUS_OK, flags=";".join(measurement.flags()),
+        )
+
+
+def _why_unsupported(ctx: dist.DistContext, run_once) -> str | None:
+    """Run the op once; if any rank of the group cannot, every rank learns it and the point is a row that says so."""
+    try:
+        run_once()
+        local_error = None
+    except (RuntimeError, NotImplementedError, ValueError, TypeError) as exc:
+        local_error = first_line(exc)
+    if dist.max_across_ranks(ctx, [1.0 if local_error else 0.0])[0]:
+        return local_error or f"not supported by {ctx.backend} on another rank"
+    return None
+
+
+def _sum():
+    import torch.distributed
+
+    return torch.distributed.ReduceOp.SUM

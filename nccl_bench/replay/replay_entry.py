@@ -1,0 +1,81 @@
+"""The replay as the CLI calls it: `plan_replay` reads the traces into the job's profile and makes the
+job; the job refuses what the ranks would refuse (a group larger than the launch) before any starts,
+runs on this rank, and reads a finished run back beside the profile.
+
+Every call the command makes into replay/ is `plan_replay` or a method of its ReplayJob (placed as
+sweep/sweep_entry.py's and doctor/doctor_entry.py's). The body and torch load inside the methods that
+use them; the CLI imports this module when the command runs, never for `--help`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Mapping
+
+from nccl_bench.errors import RunFailedError
+from nccl_bench.options import ENVELOPE, TRACES
+from nccl_bench.replay.profile import Profile, profile_traces, with_replay
+from nccl_bench.replay.replay_config import ReplayConfig, build_config
+from nccl_bench.replay.replay_plan import ReplayPlan, refuse_too_few_ranks, replayed_trace
+from nccl_bench.replay.replay_plan import plan_replay as plan_points
+from nccl_bench.replay.trace_reader import RankTrace, read_trace
+from nccl_bench.results.schema import ResultRow
+
+if TYPE_CHECKING:
+    from nccl_bench.replay.replay_body import ReplaySummary
+
+
+@dataclass(frozen=True)
+class ReplayJob:
+    """A replay as asked for: the config, the traces read, the job's profile, a sweep to compare with."""
+
+    config: ReplayConfig
+    traces: tuple[RankTrace, ...]
+    profile: Profile
+    envelope: tuple[ResultRow, ...] | None  # --envelope's rows; None: not given
+
+    @property
+    def replayed(self) -> RankTrace:
+        return replayed_trace(list(self.traces))
+
+    def points(self, world_size: int) -> ReplayPlan:
+        """The points on `world_size` ranks; a group larger than that is refused (exit 2)."""
+        return plan_points(self.replayed, world_size)
+
+    def preflight(self, workers: int) -> tuple[str, list[str]]:
+        """Without a launcher, before `workers` local ranks start: a group they cannot hold, the backend,
+        host memory; the backend they will use and what will not be replayed."""
+        from nccl_bench.ranks.preflight import check_local_workers, chosen_backend
+
+        refuse_too_few_ranks(self.replayed, workers)
+        plan = self.points(workers)
+        backend = chosen_backend(self.config.backend)
+        check_local_workers("replay", backend, workers, plan.bytes_per_rank, TRACES.name)
+        return backend, list(plan.left_out)
+
+    def run(self, launch, on_stuck: Callable[[RunFailedError], None]) -> ReplaySummary:
+        """Under a launcher, on every rank: the points planned for its ranks, replayed through the shared
+        life cycle (replay/replay_body.py)."""
+        from nccl_bench.replay.replay_body import execute
+
+        return execute(self.config, self.points(launch.world_size), on_stuck=on_stuck)
+
+    def replayed_profile(self, run_dir: Path) -> Profile:
+        """The profile with the replayed times of a finished run's rows."""
+        from nccl_bench.results.loader import read_run
+
+        return with_replay(self.profile, read_run(run_dir, "run").rows)
+
+
+def plan_replay(given: Mapping[str, Any]) -> ReplayJob:
+    """The command line's values -> the job: every trace read (one line, exit 2, for one that is no
+    trace or holds no collective) and profiled; --envelope's rows read."""
+    config = build_config(given)
+    traces = tuple(read_trace(path) for path in config.traces)
+    envelope = None
+    if given.get(ENVELOPE.key) is not None:
+        from nccl_bench.results.loader import load_rows
+
+        envelope = tuple(load_rows(ENVELOPE.read(given[ENVELOPE.key]), ENVELOPE.name))
+    return ReplayJob(config, traces, profile_traces(traces), envelope)

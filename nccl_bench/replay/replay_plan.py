@@ -1,0 +1,146 @@
+"""What a replay runs on the launch's ranks: the job's distinct collectives, in the order the job first
+called each, each on the ranks that stand in for its process group (pure: a trace and a rank count in).
+
+One rank's trace is replayed: the lowest rank read (a job's ranks call the same collectives; the
+other files count in the profile). Each distinct (op, size, dtype, group) is one point, timed alone
+as a sweep times a point, so its replayed time is what this fabric gives that collective with nothing
+else running; the job's calls of it are counted, not run one by one.
+
+A process group of the trace becomes ranks of the launch: its own global ranks where the launch has
+them all, else the launch's first ranks, as many as the group has (a job's 4-rank group [4, 5, 6, 7]
+replays on ranks 0-3 of a 4-rank launch). A group larger than the launch is refused before any rank
+starts: "needs 128 ranks; this launch has 2".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from nccl_bench.errors import UserInputError
+from nccl_bench.replay.trace_reader import CollectiveCall, RankTrace
+from nccl_bench.units import op_table
+from nccl_bench.units.stats import median
+
+# The element types a replay can make buffers of, with their bytes: torch's names, as the trace
+# vocabulary writes them. A collective of another type (bool, float8, complex) is left out, named.
+ELEMENT_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8, "int8": 1, "uint8": 1, "int16": 2,
+                 "int32": 4, "int64": 8}
+
+
+@dataclass(frozen=True)
+class ReplayPoint:
+    """One distinct collective of the job, as the launch replays it."""
+
+    op: str
+    size_bytes: int
+    dtype: str
+    group_size: int
+    ranks: tuple[int, ...]  # the launch's global ranks that run it, in group order
+    calls: int  # how often the replayed rank called it in the traced window
+    job_time_us: float | None  # the median time per call in the job (None: the trace has no time for it)
+
+    @property
+    def key(self) -> tuple[str, int, str, int]:
+        """The profile's row key (replay/profile.ProfileKey)."""
+        return self.op, self.size_bytes, self.dtype, self.group_size
+
+    @property
+    def element_bytes(self) -> int:
+        return ELEMENT_BYTES[self.dtype]
+
+    def buffer_elems(self) -> tuple[int, int]:
+        """(send, receive) elements of one rank's buffers, as a sweep makes them for this size."""
+        return op_table.buffer_elems(op_table.OPS[self.op], self.size_bytes, self.element_bytes, self.group_size)
+
+    def buffer_bytes(self) -> int:
+        send, recv = self.buffer_elems()
+        return (send + recv) * self.element_bytes
+
+
+@dataclass(frozen=True)
+class ReplayPlan:
+    points: tuple[ReplayPoint, ...]  # in the order the job first called each
+    source: str  # the rows' `source`: "trace:FILE" of the replayed rank's trace
+    left_out: tuple[str, ...]  # collectives that cannot be replayed, each with why
+
+    @property
+    def groups(self) -> tuple[tuple[int, ...], ...]:
+        """Every distinct set of ranks a point runs on, in order of first use."""
+        return tuple(dict.fromkeys(point.ranks for point in self.points))
+
+    @property
+    def bytes_per_rank(self) -> int:
+        """The largest point's buffers: one point's buffers exist at a time."""
+        return max((point.buffer_bytes() for point in self.points), default=0)
+
+
+def replayed_trace(traces: list[RankTrace]) -> RankTrace:
+    """The trace whose collectives are replayed: the lowest rank's, or the first file's where none says."""
+    return min(traces, key=lambda trace: (trace.rank is None, trace.rank or 0))
+
+
+def ranks_needed(trace: RankTrace) -> int:
+    """The most ranks any of the trace's collectives runs on."""
+    return max((call.group_size or 1 for call in trace.calls), default=1)
+
+
+def refuse_too_few_ranks(trace: RankTrace, world_size: int) -> None:
+    """A group larger than the launch cannot be rebuilt: one line, before anything starts."""
+    needed = ranks_needed(trace)
+    if needed > world_size:
+        largest = max(trace.calls, key=lambda call: call.group_size or 1)
+        raise UserInputError(str(trace.path), f"its {largest.op} runs on a group of {needed} ranks: needs {needed} "
+                                              f"ranks; this launch has {world_size}")
+
+
+def launch_ranks(call: CollectiveCall, world_size: int) -> tuple[int, ...]:
+    """The launch's ranks for the call's group (module docstring); the group fits, as checked first."""
+    size = call.group_size or 1
+    own = call.group_ranks
+    if own and len(own) == size and len(set(own)) == size and max(own) < world_size and min(own) >= 0:
+        return tuple(sorted(own))  # a group's ranks in rank order, as torch numbers them within it
+    return tuple(range(size))
+
+
+def plan_replay(trace: RankTrace, world_size: int) -> ReplayPlan:
+    """The points of `trace` on a launch of `world_size` ranks; UserInputError where a group does not fit."""
+    refuse_too_few_ranks(trace, world_size)
+    found: dict[tuple, list[CollectiveCall]] = {}
+    why_not: dict[str, int] = {}
+    for call in trace.calls:
+        reason = _why_not_replayed(call)
+        if reason is not None:
+            why_not[reason] = why_not.get(reason, 0) + 1
+            continue
+        ranks = launch_ranks(call, world_size)
+        found.setdefault((call.op, call.size_bytes or 0, call.dtype or "float32", ranks), []).append(call)
+    points = []
+    for (op, size_bytes, dtype, ranks), calls in found.items():
+        times = [call.job_time_us for call in calls if call.job_time_us is not None]
+        points.append(ReplayPoint(op, size_bytes, dtype, len(ranks), ranks, len(calls),
+                                  median(times) if times else None))
+    left_out = tuple(f"{count} call(s) not replayed: {reason}" for reason, count in why_not.items())
+    if not points:
+        raise UserInputError(str(trace.path), "nothing to replay: " + "; ".join(left_out))
+    return ReplayPlan(tuple(points), source_of(trace), left_out)
+
+
+def source_of(trace: RankTrace) -> str:
+    """`trace:FILE`, the file's name made printable: it lands in results.csv and on terminals."""
+    name = "".join(ch if ch.isprintable() else "?" for ch in trace.path.name)
+    return f"trace:{name}"
+
+
+def _why_not_replayed(call: CollectiveCall) -> str | None:
+    collective = op_table.OPS.get(call.op)
+    if collective is None:
+        return f"{call.op} is no collective nccl_bench runs"
+    if not collective.moves_data:  # barrier: no buffer, no size
+        return None
+    if call.size_bytes is None or call.dtype is None:
+        return f"{call.op} without a size in the trace (profiled without record_shapes)"
+    if call.dtype not in ELEMENT_BYTES:
+        return f"{call.op} of {call.dtype} (no buffers of that type are made)"
+    if call.size_bytes % ELEMENT_BYTES[call.dtype]:
+        return f"{call.op} of {call.size_bytes} bytes is not whole {call.dtype} elements"
+    return None

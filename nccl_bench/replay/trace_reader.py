@@ -1,0 +1,384 @@
+"""One rank's profiler trace read into its collectives, in the job's order, each with what nccl-tests
+would call its size and the time it took inside the job.
+
+Where a collective is read from (its "anchor" event), by the first kind the trace holds:
+
+1. `record_param_comms` CPU ops whose `Collective name` names a collective (torch 2.1 on): op, element
+   counts (`In msg nelems`, `Out msg nelems`), `dtype`, `Group size`, `Process Group Ranks`, split
+   sizes. Records that are no collective (`wait`) and older ones without arguments are not anchors.
+2. Otherwise `nccl:*` and `gloo:*` annotations (older NCCL traces, gloo jobs): the op from the name,
+   the size from `Input Dims` and `Input type` (present when the job was profiled with
+   record_shapes=True). These traces do not name the group: an all_gather's or reduce_scatter's is the
+   ratio of output to input of the `c10d::` op around its annotation on the same thread
+   (`c10d::_allgather_base_(output, input)`, whose output is n times its input), and any other's the
+   whole world.
+
+The time a collective took in the job:
+
+- NCCL: the summed duration of the NCCL kernels it launched. A kernel belongs to the anchor whose
+  `External id` it carries (torch links a kernel to the CPU op that launched it, and
+  record_param_comms is that op). A kernel that names no anchor (older traces, and every
+  annotation anchor) is found through its launch: the CUDA runtime event with the kernel's
+  `correlation`, lying within an anchor's span on the same process and thread (the latest-starting
+  anchor that began before the launch). The second rule needs the runtime events, which are read in a
+  second pass over the file, and only when the first rule left a kernel unmatched, so that memory
+  holds the collectives and never every launch of the job.
+- gloo: the `gloo:*` annotation's own duration: gloo runs the collective on its worker thread inside
+  that annotation (the `c10d::` op on the caller's thread only enqueues it).
+- An NCCL collective whose kernel the trace does not hold (cut off at the window's edge) has no time.
+
+The traced window is the span from the first event's start to the last event's end.
+"""
+
+from __future__ import annotations
+
+import bisect
+import functools
+import json
+import math
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from nccl_bench.replay.trace_events import TraceError, stream_trace
+from nccl_bench.replay.trace_vocabulary import (
+    algo_proto_of_kernel,
+    chunk_to_whole,
+    dtype_of,
+    is_nccl_kernel,
+    nccl_tests_elements,
+    op_of_name,
+)
+
+RECORD_PARAM_COMMS = "record_param_comms"
+ANNOTATIONS = "annotations"
+_ANNOTATION_PREFIXES = ("nccl:", "gloo:")
+
+
+@dataclass(frozen=True, slots=True)
+class CollectiveCall:
+    """One collective as the job called it on this rank."""
+
+    op: str  # units/op_table.OP_NAMES
+    size_bytes: int | None  # nccl-tests' size (units/op_table.py); None where the trace gives no shapes
+    dtype: str | None  # float32, bfloat16, ... (replay/trace_vocabulary.py); None where not given or not known
+    group_size: int | None
+    group_ranks: tuple[int, ...] | None  # global ranks of its process group; None: not named (the world)
+    start_us: float  # when the CPU called it (trace clock): the job's order
+    job_time_us: float | None  # how long it took in the job (module docstring); None: not in the trace
+    algo: str | None = None  # NCCL's algorithm and protocol from the kernel's name
+    proto: str | None = None
+    process_group: str | None = None  # torch's name of the process group ("0" is the default group)
+    in_split_sizes: tuple[int, ...] = ()  # all_to_allv's per-peer element counts
+    out_split_sizes: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class ProcessGroupInfo:
+    name: str
+    ranks: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class RankTrace:
+    """What one trace file says of its rank's communication."""
+
+    path: Path
+    backend: str | None
+    rank: int | None
+    world_size: int | None
+    nccl_version: str | None
+    process_groups: tuple[ProcessGroupInfo, ...]
+    calls: tuple[CollectiveCall, ...]  # in the job's order
+    source: str  # RECORD_PARAM_COMMS or ANNOTATIONS: which events the calls were read from
+    window_us: float | None  # the traced window's length
+    unmatched_kernels: int  # NCCL kernels no collective could be found for
+
+
+def read_trace(path: Path | str) -> RankTrace:
+    """The collectives of one rank's trace; TraceError for a file that is no trace or holds none."""
+    stream = stream_trace(path)
+    scan = _Scan()
+    for event in stream:
+        scan.add(event)
+    info = stream.metadata.get("distributedInfo")
+    info = info if isinstance(info, dict) else {}
+    world_size = _int(info.get("world_size"))
+    scan.name_groups()
+    anchors, source = (scan.rpc_anchors, RECORD_PARAM_COMMS) if scan.rpc_anchors else (scan.annotations, ANNOTATIONS)
+    if not anchors:
+        raise TraceError(stream.path, "no collectives in it: no record_param_comms with a collective name, "
+                                      "no nccl:* or gloo:* annotation")
+    unmatched = _match_kernels(anchors, scan.kernels, stream)
+    calls = sorted((anchor.call(world_size) for anchor in anchors), key=lambda call: call.start_us)
+    backend = info.get("backend") if isinstance(info.get("backend"), str) else ("nccl" if scan.kernels else None)
+    return RankTrace(
+        path=stream.path, backend=backend, rank=_int(info.get("rank")), world_size=world_size,
+        nccl_version=info.get("nccl_version") if isinstance(info.get("nccl_version"), str) else None,
+        process_groups=_process_groups(info.get("pg_config")), calls=tuple(calls), source=source,
+        window_us=scan.window_us(), unmatched_kernels=unmatched,
+    )
+
+
+@dataclass(slots=True)
+class _Anchor:
+    """A collective's anchor event, with what is needed to finish its CollectiveCall."""
+
+    op: str
+    pid: Any
+    tid: Any
+    start_us: float
+    duration_us: float
+    external_id: Any
+    in_elements: int | None
+    out_elements: int | None
+    dtype: tuple[str, int] | None
+    group_size: int | None  # None: the world's (annotations)
+    group_ranks: tuple[int, ...] | None = None
+    process_group: str | None = None
+    in_splits: tuple[int, ...] = ()
+    out_splits: tuple[int, ...] = ()
+    cpu_time_is_job_time: bool = False  # gloo: the annotation spans the collective's run
+    kernels: list[tuple[float, str | None, str | None]] = field(default_factory=list)
+
+    @property
+    def end_us(self) -> float:
+        return self.start_us + self.duration_us
+
+    def call(self, world_size: int | None) -> CollectiveCall:
+        group_size = self.group_size if self.group_size is not None else world_size
+        size_bytes = None
+        if self.in_elements is not None and self.dtype is not None:
+            elements = nccl_tests_elements(self.op, self.in_elements, self.out_elements, group_size)
+            size_bytes = None if elements is None else elements * self.dtype[1]
+        if self.kernels:
+            job_time_us = math.fsum(duration for duration, _, _ in self.kernels)
+        else:
+            job_time_us = self.duration_us if self.cpu_time_is_job_time else None
+        algo, proto = next(((a, p) for _, a, p in self.kernels if a is not None), (None, None))
+        return CollectiveCall(
+            op=self.op, size_bytes=size_bytes, dtype=None if self.dtype is None else self.dtype[0],
+            group_size=group_size, group_ranks=self.group_ranks, start_us=self.start_us, job_time_us=job_time_us,
+            algo=algo, proto=proto, process_group=self.process_group, in_split_sizes=self.in_splits,
+            out_split_sizes=self.out_splits,
+        )
+
+
+class _Scan:
+    """One pass over the events: anchors of both kinds, NCCL kernels, the window. Everything else is
+    dropped as it passes; annotations are dropped for good once the trace shows record_param_comms
+    anchors, which then are the collectives."""
+
+    def __init__(self):
+        self.rpc_anchors: list[_Anchor] = []
+        self.annotations: list[_Anchor] = []
+        # (pid, tid, start, end, group size) of c10d:: all_gather and reduce_scatter ops (module docstring)
+        self.group_hints: list[tuple[Any, Any, float, float, int]] = []
+        self.kernels: list[tuple[Any, Any, float, str | None, str | None]] = []  # ext id, correlation, dur, algo, proto
+        self.first_us = math.inf
+        self.last_us = -math.inf
+        self._kernel_names: dict[str, tuple[str | None, str | None]] = {}
+
+    def add(self, event: dict[str, Any]) -> None:
+        if event.get("ph") != "X":
+            return
+        start, duration = event.get("ts"), event.get("dur", 0)
+        if not isinstance(start, (int, float)) or not isinstance(duration, (int, float)):
+            return
+        self.first_us = min(self.first_us, start)
+        self.last_us = max(self.last_us, start + duration)
+        name = event.get("name")
+        if not isinstance(name, str):
+            return
+        category = event.get("cat")
+        if category == "kernel":
+            if is_nccl_kernel(name):
+                self._add_kernel(event, name, duration)
+        elif name == RECORD_PARAM_COMMS:
+            self._add_record_param_comms(event, start, duration)
+        elif not self.rpc_anchors:
+            if category == "user_annotation" and name.startswith(_ANNOTATION_PREFIXES):
+                self._add_annotation(event, name, start, duration)
+            elif category == "cpu_op" and name.startswith("c10d::"):
+                self._add_group_hint(event, name, start, duration)
+
+    def window_us(self) -> float | None:
+        return self.last_us - self.first_us if self.last_us >= self.first_us else None
+
+    def _add_kernel(self, event: dict[str, Any], name: str, duration: float) -> None:
+        algo_proto = self._kernel_names.get(name)
+        if algo_proto is None:
+            algo_proto = self._kernel_names[name] = algo_proto_of_kernel(name)
+        args = _args(event)
+        self.kernels.append((args.get("External id"), args.get("correlation"), duration, *algo_proto))
+
+    def _add_record_param_comms(self, event: dict[str, Any], start: float, duration: float) -> None:
+        args = _args(event)
+        name = args.get("Collective name")
+        if not isinstance(name, str):
+            return
+        in_splits, out_splits = _int_list(args.get("In split size")) or (), _int_list(args.get("Out split size")) or ()
+        op = op_of_name(name, uneven_splits=bool(in_splits or out_splits))
+        if op is None:
+            return
+        if not self.rpc_anchors:
+            self.annotations.clear()
+            self.group_hints.clear()
+        dtype = args.get("dtype")
+        self.rpc_anchors.append(_Anchor(
+            op=op, pid=event.get("pid"), tid=event.get("tid"), start_us=start, duration_us=duration,
+            external_id=args.get("External id"), in_elements=_int(args.get("In msg nelems")),
+            out_elements=_int(args.get("Out msg nelems")), dtype=dtype_of(dtype) if isinstance(dtype, str) else None,
+            group_size=_int(args.get("Group size")), group_ranks=_int_list(args.get("Process Group Ranks")),
+            process_group=_text(args.get("Process Group Name")), in_splits=in_splits, out_splits=out_splits,
+        ))
+
+    def _add_annotation(self, event: dict[str, Any], name: str, start: float, duration: float) -> None:
+        op = op_of_name(name)
+        if op is None:
+            return
+        elements, dtype = _input_elements(_args(event))
+        self.annotations.append(_Anchor(
+            op=op, pid=event.get("pid"), tid=event.get("tid"), start_us=start, duration_us=duration,
+            external_id=_args(event).get("External id"), in_elements=elements, out_elements=None, dtype=dtype,
+            group_size=None, cpu_time_is_job_time=name.startswith("gloo:"),
+        ))
+
+    def _add_group_hint(self, event: dict[str, Any], name: str, start: float, duration: float) -> None:
+        if not chunk_to_whole(op_of_name(name) or ""):
+            return
+        dims = _args(event).get("Input Dims")
+        shapes = dims[:2] if isinstance(dims, list) else []
+        if len(shapes) < 2 or not all(isinstance(s, list) and s and all(_int(n) for n in s) for s in shapes):
+            return
+        larger, smaller = sorted((math.prod(shape) for shape in shapes), reverse=True)
+        if larger % smaller == 0:
+            self.group_hints.append((event.get("pid"), event.get("tid"), start, start + duration, larger // smaller))
+
+    def name_groups(self) -> None:
+        """Give each annotation of an all_gather or reduce_scatter the group size of the c10d:: op around it."""
+        hints: dict[tuple, list[tuple[float, float, int]]] = defaultdict(list)
+        for pid, tid, start, end, group_size in sorted(self.group_hints, key=lambda hint: hint[2]):
+            hints[pid, tid].append((start, end, group_size))
+        for anchor in self.annotations:
+            thread_hints = hints.get((anchor.pid, anchor.tid))
+            if not chunk_to_whole(anchor.op) or not thread_hints:
+                continue
+            index = bisect.bisect_right(thread_hints, (anchor.start_us, math.inf, 0)) - 1
+            if index >= 0 and anchor.end_us <= thread_hints[index][1]:
+                anchor.group_size = thread_hints[index][2]
+
+
+def _match_kernels(anchors: list[_Anchor], kernels: list, stream) -> int:
+    """Give each NCCL kernel to its anchor (module docstring); the number no anchor was found for."""
+    by_external_id = {anchor.external_id: anchor for anchor in anchors if anchor.external_id is not None}
+    unmatched = []
+    for external_id, correlation, duration, algo, proto in kernels:
+        anchor = by_external_id.get(external_id)
+        if anchor is not None:
+            anchor.kernels.append((duration, algo, proto))
+        else:
+            unmatched.append((correlation, duration, algo, proto))
+    if not unmatched:
+        return 0
+    launches = _launches(stream, {correlation for correlation, *_ in unmatched if correlation is not None})
+    by_thread: dict[tuple, list[_Anchor]] = defaultdict(list)
+    for anchor in sorted(anchors, key=lambda a: a.start_us):
+        by_thread[anchor.pid, anchor.tid].append(anchor)
+    starts = {thread: [a.start_us for a in thread_anchors] for thread, thread_anchors in by_thread.items()}
+    left = 0
+    for correlation, duration, algo, proto in unmatched:
+        anchor = _anchor_around(launches.get(correlation), by_thread, starts)
+        if anchor is None:
+            left += 1
+        else:
+            anchor.kernels.append((duration, algo, proto))
+    return left
+
+
+def _launches(stream, correlations: set) -> dict[Any, tuple[Any, Any, float]]:
+    """(pid, tid, start) of the CPU-side event of each correlation asked for: the kernel's launch."""
+    found = {}
+    if not correlations:
+        return found
+    for event in stream:
+        args = event.get("args")
+        if type(args) is dict and args.get("correlation") in correlations and event.get("cat") != "kernel":
+            found[args["correlation"]] = (event.get("pid"), event.get("tid"), event.get("ts"))
+    return found
+
+
+def _anchor_around(launch, by_thread, starts) -> _Anchor | None:
+    if launch is None:
+        return None
+    pid, tid, launched_us = launch
+    thread_starts = starts.get((pid, tid))
+    if thread_starts is None or not isinstance(launched_us, (int, float)):
+        return None
+    index = bisect.bisect_right(thread_starts, launched_us) - 1
+    if index < 0:
+        return None
+    anchor = by_thread[pid, tid][index]
+    return anchor if launched_us <= anchor.end_us else None
+
+
+def _args(event: dict[str, Any]) -> dict[str, Any]:
+    args = event.get("args")
+    return args if isinstance(args, dict) else {}
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _int_list(value: Any) -> tuple[int, ...] | None:
+    """A list of integers, as JSON or as the text torch writes ("[0, 1]"); None for anything else."""
+    if isinstance(value, str):
+        return _int_list_text(value)
+    if isinstance(value, list) and all(_int(item) is not None for item in value):
+        return tuple(value)
+    return None
+
+
+@functools.lru_cache(maxsize=1024)
+def _int_list_text(text: str) -> tuple[int, ...] | None:
+    """_int_list of a text: a job repeats a few (its groups' ranks, "[]"), so each is parsed once."""
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    return _int_list(value) if isinstance(value, list) else None
+
+
+def _input_elements(args: dict[str, Any]) -> tuple[int | None, tuple[str, int] | None]:
+    """The elements of the tensors an annotation names (`Input Dims` with `Input type`), and their dtype;
+    (None, None) where the trace was taken without shapes."""
+    dims, types = args.get("Input Dims"), args.get("Input type")
+    if not isinstance(dims, list) or not isinstance(types, list):
+        return None, None
+    elements, dtype = 0, None
+    for shape, type_name in zip(dims, types, strict=False):  # a shape without its type is skipped
+        known = dtype_of(type_name) if isinstance(type_name, str) else None
+        if known is None or not isinstance(shape, list) or not all(_int(n) is not None for n in shape):
+            continue
+        elements += math.prod(shape)
+        dtype = dtype or known
+    return (elements, dtype) if dtype is not None else (None, None)
+
+
+def _process_groups(config: Any) -> tuple[ProcessGroupInfo, ...]:
+    """distributedInfo's pg_config: each group's name and global ranks (entries not of that shape dropped)."""
+    if not isinstance(config, list):
+        return ()
+    groups = []
+    for entry in config:
+        if isinstance(entry, dict) and isinstance(entry.get("pg_name"), str):
+            ranks = _int_list(entry.get("ranks"))
+            if ranks is not None:
+                groups.append(ProcessGroupInfo(entry["pg_name"], ranks))
+    return tuple(groups)

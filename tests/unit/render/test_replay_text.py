@@ -1,0 +1,68 @@
+"""What `replay` prints: the profile's table with the replayed columns once replayed, the count notes,
+one sentence per replayed collective (the job's time beside the time alone here) and the sweep beside both."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from nccl_bench.render.replay_text import duration, envelope_lines, profile_lines, replay_lines
+from nccl_bench.replay.profile import CountMismatch, Profile, ProfileRow
+from tests.result_rows import row
+
+MB = 1_000_000
+
+
+def _entry(**changes) -> ProfileRow:
+    base = ProfileRow(op="all_reduce", size_bytes=31_500_000, dtype="float32", group_size=8, count=150,
+                      total_time_us=315_000.0, job_time_us=2100.0, job_busbw_gbps=26.25, algo="RING", proto="LL",
+                      share_of_window=0.25)
+    return dataclasses.replace(base, **changes)
+
+
+def _profile(*rows: ProfileRow, mismatches=()) -> Profile:
+    return Profile(backend="nccl", world_size=8, nccl_version="2.21.5", ranks_read=(0, 1), rows=rows,
+                   window_us=1_260_000.0, collective_share=0.25, count_mismatches=mismatches)
+
+
+def test_the_sentence_puts_the_jobs_time_beside_the_time_alone_here():
+    replayed = _entry(replay_time_us=1200.0, replay_busbw_gbps=45.9, efficiency=1200 / 2100)
+    faster = _entry(op="all_gather", count=1, job_time_us=100.0, replay_time_us=150.0, efficiency=1.5)
+    assert replay_lines(_profile(replayed, faster, _entry(op="broadcast"))) == [
+        "all_reduce 31.5 MB, 150 calls: 2.1 ms in the job, 1.2 ms alone here (57%): the job loses 900 us per call "
+        "to overlap or placement",
+        "all_gather 31.5 MB, 1 call: 100 us in the job, 150 us alone here (150%): the job ran it 50 us per call "
+        "faster than this launch does alone",
+    ]
+
+
+def test_the_table_has_the_replayed_columns_only_after_a_replay():
+    profile = _profile(_entry(), mismatches=(CountMismatch(("all_reduce", 31_500_000, "float32", 8),
+                                                           ((0, 150), (1, 149))),))
+    lines = [str(line) for line in profile_lines(profile, [Path("r0.json"), Path("r1.json")], None)]
+    assert lines[0] == ("# communication profile of 2 trace(s) (r0.json, r1.json): backend nccl, 8 ranks, NCCL 2.21.5; "
+                        "rank(s) read: 0, 1")
+    assert lines[1] == "# traced window 1.26 s; collectives took 25.0% of it; the costliest first"
+    assert "alone here" not in lines[2] and lines[4].split() == [
+        "all_reduce", "31.5", "MB", "float32", "8", "150", "315.000", "2,100.0", "26.25", "RING", "LL", "25.00"]
+    assert lines[-1] == ("note: all_reduce 31.5 MB on 8 ranks was called a different number of times by the ranks "
+                         "read (rank 0: 150, rank 1: 149): a shorter traced window, or another sub-group")
+    replayed = _profile(_entry(replay_time_us=1200.0, replay_busbw_gbps=45.94, efficiency=1200 / 2100))
+    lines = [str(line) for line in profile_lines(replayed, [Path("r0.json")], None)]
+    assert "alone here" in lines[2] and lines[4].split()[-3:] == ["1,200.0", "45.94", "57"]
+
+
+def test_the_sweep_stands_beside_the_job_and_the_replay():
+    replayed = _entry(size_bytes=4 * MB, job_busbw_gbps=10.0, replay_busbw_gbps=15.0, replay_time_us=1.0)
+    sweep = [row(size_bytes=4 << 20, dtype="float32", world_size=8, time_us=4194304 / 20e3)]  # 20 GB/s
+    assert envelope_lines(_profile(replayed), sweep, "--envelope") == [
+        "all_reduce 4 MB: the sweep measured 20 GB/s busbw at 4.19 MB; in the job 10 GB/s (50%), alone here "
+        "15 GB/s (75%)"]
+    assert envelope_lines(_profile(replayed), [], "--envelope") == [
+        "all_reduce 4 MB: the sweep has no all_reduce of float32 on 8 ranks"]
+    assert envelope_lines(_profile(replayed), None, "--envelope") == [
+        "no sweep envelope given (--envelope RUN puts each collective beside a sweep of this fabric)"]
+
+
+def test_durations_read_as_people_read_them():
+    assert [duration(t) for t in (0.5, 850.0, 2100.0, 1_250_000.0)] == ["0.5 us", "850 us", "2.1 ms", "1.25 s"]

@@ -1,0 +1,77 @@
+"""What a replay runs: the job's distinct collectives in the order it first called each, each on the
+launch's ranks for its process group; a group larger than the launch refused in one line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from nccl_bench.errors import UserInputError
+from nccl_bench.replay.profile import profile_traces
+from nccl_bench.replay.replay_plan import launch_ranks, plan_replay, replayed_trace, source_of
+from nccl_bench.replay.trace_reader import RECORD_PARAM_COMMS, CollectiveCall, RankTrace, read_trace
+
+TRACES = Path(__file__).resolve().parents[2] / "fixtures" / "traces"
+
+
+def _call(op="all_reduce", size=4096, dtype="float32", group=2, ranks=None, start=0.0, time_us=10.0):
+    return CollectiveCall(op=op, size_bytes=size, dtype=dtype, group_size=group, group_ranks=ranks, start_us=start,
+                          job_time_us=time_us)
+
+
+def _trace(calls, rank=0, name="rank0.json"):
+    return RankTrace(path=Path(name), backend="nccl", rank=rank, world_size=8, nccl_version=None,
+                     process_groups=(), calls=tuple(calls), source=RECORD_PARAM_COMMS, window_us=1e4,
+                     unmatched_kernels=0)
+
+
+def test_a_public_nccl_trace_is_planned_one_point_per_profile_row_in_the_jobs_order():
+    trace = read_trace(TRACES / "nccl_2gpu_rank0.json.gz")
+    plan = plan_replay(trace, world_size=2)
+    profile = profile_traces([trace])
+    assert sorted(point.key for point in plan.points) == sorted(row.key for row in profile.rows)
+    counts = {row.key: row.count for row in profile.rows}
+    assert all(point.calls == counts[point.key] and point.ranks == (0, 1) for point in plan.points)
+    first_calls = list(dict.fromkeys((c.op, c.size_bytes, c.dtype, c.group_size) for c in trace.calls))
+    assert [point.key for point in plan.points] == first_calls
+    assert plan.source == "trace:nccl_2gpu_rank0.json.gz" and plan.left_out == ()
+    # the largest point's two buffers: all_reduce of 31,502,336 bytes runs in place, send is receive
+    assert plan.bytes_per_rank == 2 * 31_502_336
+
+
+def test_a_group_larger_than_the_launch_is_refused_naming_both_sizes():
+    trace = read_trace(TRACES / "nccl_128rank_rank0.json.gz")
+    with pytest.raises(UserInputError) as refused:
+        plan_replay(trace, world_size=2)
+    assert str(refused.value).endswith("runs on a group of 128 ranks: needs 128 ranks; this launch has 2")
+    assert plan_replay(trace, world_size=128).points  # the same trace fits a launch of its own size
+
+
+@pytest.mark.parametrize("ranks, group, world, expected", [
+    ((0, 1), 2, 2, (0, 1)),
+    ((0, 2), 2, 4, (0, 2)),  # the launch has the group's own ranks: kept
+    ((3, 1), 2, 4, (1, 3)),  # in rank order, as torch numbers a group's ranks
+    ((4, 5, 6, 7), 4, 4, (0, 1, 2, 3)),  # it has not: the launch's first ranks
+    (None, 4, 8, (0, 1, 2, 3)),  # a group the trace does not name
+    ((), 2, 2, (0, 1)),
+])
+def test_a_process_group_becomes_the_launchs_ranks(ranks, group, world, expected):
+    assert launch_ranks(_call(group=group, ranks=ranks), world) == expected
+
+
+def test_calls_without_a_size_or_of_an_unknown_type_are_left_out_and_said():
+    plan = plan_replay(_trace([_call(size=None), _call(size=None), _call(dtype="bool"), _call(op="barrier", size=0,
+                                                                                                dtype=None)]), 2)
+    assert [point.op for point in plan.points] == ["barrier"]
+    assert plan.left_out == ("2 call(s) not replayed: all_reduce without a size in the trace (profiled without "
+                             "record_shapes)", "1 call(s) not replayed: all_reduce of bool (no buffers of that type "
+                                               "are made)")
+    with pytest.raises(UserInputError, match="rank0.json: nothing to replay: 1 call"):
+        plan_replay(_trace([_call(size=None)]), 2)
+
+
+def test_the_lowest_rank_is_replayed_and_its_name_is_made_printable():
+    traces = [_trace([_call()], rank=3, name="r3.json"), _trace([_call()], rank=1, name="r\x1b1.json")]
+    assert replayed_trace(traces).rank == 1
+    assert source_of(replayed_trace(traces)) == "trace:r?1.json"

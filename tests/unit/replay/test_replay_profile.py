@@ -1,0 +1,122 @@
+"""The profile: calls grouped by (op, size, dtype, group), the costliest first; counts, medians, the
+slowest rank's total, nccl-tests' busbw; several ranks merged; the --json schema."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from nccl_bench.replay.profile import profile_json, profile_traces
+from nccl_bench.replay.trace_events import TraceError
+from nccl_bench.replay.trace_reader import RECORD_PARAM_COMMS, CollectiveCall, RankTrace, read_trace
+
+TRACES = Path(__file__).resolve().parents[2] / "fixtures" / "traces"
+
+
+def _call(op="all_reduce", size=1_000_000, time_us=100.0, group=4, start=0.0, algo=None, proto=None):
+    return CollectiveCall(op=op, size_bytes=size, dtype="float32", group_size=group, group_ranks=None,
+                          start_us=start, job_time_us=time_us, algo=algo, proto=proto)
+
+
+def _trace(calls, rank=0, world_size=4, window_us=10_000.0, backend="nccl"):
+    return RankTrace(path=Path(f"rank{rank}.json"), backend=backend, rank=rank, world_size=world_size,
+                     nccl_version="2.21.5", process_groups=(), calls=tuple(calls), source=RECORD_PARAM_COMMS,
+                     window_us=window_us, unmatched_kernels=0)
+
+
+def test_rows_group_calls_and_put_the_costliest_first():
+    calls = [_call(time_us=t) for t in (100.0, 300.0, 200.0)] + [_call(op="all_gather", size=4096, time_us=1000.0)]
+    profile = profile_traces([_trace(calls)])
+    assert [(row.op, row.count, row.total_time_us, row.job_time_us) for row in profile.rows] == [
+        ("all_gather", 1, 1000.0, 1000.0), ("all_reduce", 3, 600.0, 200.0)]
+    assert profile.rows[1].share_of_window == pytest.approx(0.06)
+    assert profile.collective_share == pytest.approx(0.16)
+
+
+def test_busbw_is_nccl_tests_at_the_groups_size():
+    # 1e6 bytes in 100 us: algbw 10 GB/s; all_reduce on 4 ranks: x 2(n-1)/n = 1.5; all_gather: x (n-1)/n
+    profile = profile_traces([_trace([_call(), _call(op="all_gather", time_us=50.0), _call(op="broadcast")])])
+    busbw = {row.op: row.job_busbw_gbps for row in profile.rows}
+    assert busbw == {"all_reduce": pytest.approx(15.0), "all_gather": pytest.approx(15.0),
+                     "broadcast": pytest.approx(10.0)}
+
+
+def test_a_row_without_any_time_has_no_time_and_comes_last():
+    profile = profile_traces([_trace([_call(time_us=None), _call(op="broadcast", time_us=5.0)])])
+    last = profile.rows[-1]
+    assert (last.op, last.count, last.job_time_us, last.total_time_us, last.job_busbw_gbps) == (
+        "all_reduce", 1, None, None, None)
+
+
+def test_the_most_frequent_algorithm_and_protocol():
+    calls = [_call(algo="RING", proto="LL"), _call(algo="TREE", proto="LL128"), _call(algo="TREE", proto="LL128")]
+    row = profile_traces([_trace(calls)]).rows[0]
+    assert (row.algo, row.proto) == ("TREE", "LL128")
+
+
+def test_ranks_merge_one_count_the_median_of_all_and_the_slowest_total():
+    rank0 = _trace([_call(time_us=100.0), _call(time_us=100.0)], rank=0)
+    rank1 = _trace([_call(time_us=300.0), _call(time_us=500.0)], rank=1, window_us=20_000.0)
+    profile = profile_traces([rank0, rank1])
+    row = profile.rows[0]
+    assert (row.count, row.job_time_us, row.total_time_us) == (2, 200.0, 800.0)
+    assert profile.window_us == 20_000.0 and profile.ranks_read == (0, 1) and profile.count_mismatches == ()
+
+
+def test_ranks_that_disagree_on_a_count_are_listed():
+    profile = profile_traces([_trace([_call(), _call()], rank=0), _trace([_call()], rank=1)])
+    assert profile.rows[0].count == 2
+    [mismatch] = profile.count_mismatches
+    assert mismatch.key == ("all_reduce", 1_000_000, "float32", 4) and mismatch.counts == ((0, 2), (1, 1))
+
+
+@pytest.mark.parametrize("second,problem", [
+    (_trace([_call()], rank=0), "rank 0 again"),
+    (_trace([_call()], rank=1, world_size=8), "world size is 8, not 4"),
+    (_trace([_call()], rank=1, backend="gloo"), "backend is 'gloo', not 'nccl'"),
+])
+def test_files_of_different_jobs_are_refused(second, problem):
+    with pytest.raises(TraceError, match=problem):
+        profile_traces([_trace([_call()], rank=0), second])
+
+
+def test_the_json_schema():
+    document = profile_json(profile_traces([read_trace(TRACES / "nccl_2gpu_rank0.json.gz")]))
+    assert document["trace"] == {"backend": "nccl", "world_size": 2, "nccl_version": "2.17.1", "ranks_read": [0]}
+    first = document["collectives"][0]
+    assert list(first) == ["op", "bytes", "dtype", "group_size", "count", "job_time_us", "job_busbw_gbps", "algo",
+                           "proto", "replay_time_us", "replay_busbw_gbps", "efficiency"]
+    # the costliest: all_reduce of 2,049,000 floats, 3 calls; its median kernel took 3306.963 us
+    assert (first["op"], first["bytes"], first["count"], first["job_time_us"]) == ("all_reduce", 8_196_000, 3, 3306.963)
+    assert first["job_busbw_gbps"] == pytest.approx(8_196_000 / 3306.963e-6 / 1e9 * 1.0)
+    assert (first["algo"], first["proto"], first["replay_time_us"], first["efficiency"]) == ("RING", "LL", None, None)
+    assert sum(row["count"] for row in document["collectives"]) == 21
+
+
+def test_a_replays_rows_fill_the_replay_fields_of_the_same_collective():
+    from nccl_bench.replay.profile import with_replay
+    from tests.result_rows import row
+
+    profile = profile_traces([_trace([_call(time_us=200.0), _call(op="barrier", size=None, time_us=40.0)])])
+    rows = [row(size_bytes=1_000_000, time_us=100.0, dtype="float32", world_size=4),
+            row(op="barrier", size_bytes=0, time_us=30.0, dtype="float32", world_size=4, busbw_gbps=None),
+            row(size_bytes=2_000_000, time_us=5.0, dtype="float32", world_size=4)]  # no such row in the job
+    filled = {entry.op: entry for entry in with_replay(profile, rows).rows}
+    assert (filled["all_reduce"].replay_time_us, filled["all_reduce"].efficiency) == (100.0, 0.5)
+    assert filled["all_reduce"].replay_busbw_gbps == rows[0].busbw_gbps
+    assert (filled["barrier"].replay_time_us, filled["barrier"].efficiency) == (30.0, 0.75)
+    assert profile_json(with_replay(profile, rows))["collectives"][0]["efficiency"] == 0.5
+    # another group size is another collective
+    assert with_replay(profile, [row(size_bytes=1_000_000, dtype="float32", world_size=2)]).rows == profile.rows
+
+
+def test_the_sweeps_row_nearest_in_size_stands_beside_a_collective():
+    from nccl_bench.replay.profile import envelope_row
+    from tests.result_rows import row
+
+    [entry] = profile_traces([_trace([_call(size=2_500_000)])]).rows
+    sweep = [row(size_bytes=size, dtype="float32", world_size=4) for size in (1 << 20, 2 << 20, 4 << 20)]
+    assert envelope_row(entry, sweep).size_bytes == 2 << 20  # 2.5 MB: 1.19 x 2 MiB, 4 MiB / 1.68
+    assert envelope_row(entry, [row(size_bytes=1 << 20, dtype="float32", world_size=2)]) is None
+    assert envelope_row(entry, [row(size_bytes=1 << 20, dtype="float16", world_size=4)]) is None

@@ -1,0 +1,121 @@
+"""Real NCCL traces read into their collectives, checked against the traces' own events counted here
+with a plain json.load: every record_param_comms collective (or, in an older trace, every nccl:*
+annotation) is a call of the same op and byte count, timed by its own kernel, with the kernel's
+algorithm and protocol."""
+
+from __future__ import annotations
+
+import functools
+import gzip
+import json
+import math
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from nccl_bench.replay.trace_events import TraceError
+from nccl_bench.replay.trace_reader import ANNOTATIONS, RECORD_PARAM_COMMS, read_trace
+
+TRACES = Path(__file__).resolve().parents[2] / "fixtures" / "traces"
+MODERN = TRACES / "nccl_2gpu_rank0.json.gz"
+OLDER = TRACES / "nccl_8gpu_older_rank3.json.gz"
+RANKS_128 = TRACES / "nccl_128rank_rank0.json.gz"
+
+# What this test knows independently of the reader: the collective names and element types these
+# traces hold, and the bytes of each type.
+OPS_HERE = {"allreduce": "all_reduce", "broadcast": "broadcast", "nccl:all_reduce": "all_reduce",
+            "nccl:all_to_all": "all_to_all"}
+BYTES_OF = {"Float": 4, "Long": 8, "float": 4, "int": 4}
+
+
+@functools.cache
+def _events(path: Path) -> list[dict]:
+    """The trace's events as json.load reads them (read once per file: no test changes them)."""
+    return json.loads(gzip.decompress(path.read_bytes()))["traceEvents"]
+
+
+_read = functools.cache(read_trace)  # a RankTrace is frozen: one reading serves every test
+
+
+def test_every_record_param_comms_collective_is_read_with_its_size():
+    records = [e for e in _events(MODERN) if e.get("name") == "record_param_comms"]
+    collectives = [e["args"] for e in records if e["args"]["Collective name"] != "wait"]
+    expected = Counter((OPS_HERE[a["Collective name"]], a["In msg nelems"] * BYTES_OF[a["dtype"]]) for a in collectives)
+    trace = _read(MODERN)
+    assert trace.source == RECORD_PARAM_COMMS
+    assert Counter((call.op, call.size_bytes) for call in trace.calls) == expected
+    assert sum(expected.values()) == 21 and len(expected) == 7
+    assert {call.group_size for call in trace.calls} == {2} and {call.group_ranks for call in trace.calls} == {(0, 1)}
+    assert [call.start_us for call in trace.calls] == sorted(call.start_us for call in trace.calls)
+
+
+def test_each_call_is_timed_by_its_own_kernel():
+    events = _events(MODERN)
+    kernels = {e["args"]["External id"]: e for e in events if e.get("cat") == "kernel" and e["name"].startswith("nccl")}
+    records = [e for e in events if e.get("name") == "record_param_comms" and e["args"]["Collective name"] != "wait"]
+    expected = sorted((r["ts"], kernels[r["args"]["External id"]]["dur"]) for r in records)
+    trace = _read(MODERN)
+    assert [(call.start_us, call.job_time_us) for call in trace.calls] == expected
+    assert trace.unmatched_kernels == 0
+
+
+def test_algorithm_and_protocol_come_from_the_kernels():
+    names = {e["name"].split("(")[0] for e in _events(MODERN) if e.get("cat") == "kernel" and "nccl" in e["name"]}
+    assert names == {"ncclKernel_AllReduce_RING_LL_Sum_float", "ncclKernel_Broadcast_RING_LL_Sum_int8_t"}
+    assert {(call.algo, call.proto) for call in _read(MODERN).calls} == {("RING", "LL")}
+
+
+def test_the_trace_header():
+    trace = _read(MODERN)
+    assert (trace.backend, trace.rank, trace.world_size, trace.nccl_version) == ("nccl", 0, 2, "2.17.1")
+    assert [(g.name, g.ranks) for g in trace.process_groups] == [("0", (0, 1))]
+    timed = [e for e in _events(MODERN) if e.get("ph") == "X"]
+    start = min(e["ts"] for e in timed)
+    assert trace.window_us == pytest.approx(max(e["ts"] + e.get("dur", 0) for e in timed) - start)
+
+
+def test_an_older_trace_is_read_from_its_annotations_and_shapes():
+    events = _events(OLDER)
+    annotations = [e for e in events if e.get("cat") == "user_annotation" and e["name"].startswith("nccl:")]
+    sizes = [math.prod(e["args"]["Input Dims"][0]) * BYTES_OF[e["args"]["Input type"][0]] for e in annotations]
+    expected = Counter((OPS_HERE[e["name"]], size) for e, size in zip(annotations, sizes, strict=True))
+    trace = _read(OLDER)
+    assert trace.source == ANNOTATIONS
+    assert not any(e["args"].get("Collective name") for e in events if e.get("name") == "record_param_comms")
+    assert Counter((call.op, call.size_bytes) for call in trace.calls) == expected
+    assert {call.group_size for call in trace.calls} == {8} == {trace.world_size}
+
+
+def test_an_older_traces_kernels_are_found_through_their_launches():
+    """Its kernels carry their correlation as External id: only the launch ties them to a call."""
+    events = _events(OLDER)
+    kernels = [e for e in events if e.get("cat") == "kernel" and e["name"].startswith("nccl")]
+    anchor_ids = {e["args"]["External id"] for e in events if e.get("cat") == "user_annotation"}
+    assert kernels and not any(k["args"]["External id"] in anchor_ids for k in kernels)
+    trace = _read(OLDER)
+    assert sum(call.job_time_us is not None for call in trace.calls) == len(kernels) == len(trace.calls)
+    assert math.fsum(call.job_time_us for call in trace.calls) == pytest.approx(math.fsum(k["dur"] for k in kernels))
+    assert {(call.op, call.algo, call.proto) for call in trace.calls} == {
+        ("all_reduce", "RING", "LL"), ("all_to_all", "RING", "SIMPLE")}
+
+
+def test_a_sub_groups_size_is_read_from_the_c10d_op_around_its_annotation():
+    events = _events(RANKS_128)
+    gathers = [e["args"]["Input Dims"] for e in events if e.get("name") == "c10d::_allgather_base_"]
+    assert gathers and all(dims[0][0] == 64 * dims[1][0] for dims in gathers)  # output = 64 inputs
+    trace = _read(RANKS_128)
+    assert trace.world_size == 128
+    all_gathers = [call for call in trace.calls if call.op == "all_gather"]
+    assert [(call.group_size, call.size_bytes) for call in all_gathers] == [(64, dims[0][0]) for dims in gathers]
+    assert {call.group_size for call in trace.calls if call.op != "all_gather"} == {128}
+
+
+def test_a_trace_without_collectives_is_refused(tmp_path):
+    path = tmp_path / "compute.json"
+    path.write_text(json.dumps({"traceEvents": [
+        {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": 1, "dur": 2},
+        {"ph": "X", "cat": "cpu_op", "name": "record_param_comms", "ts": 1, "dur": 2,
+         "args": {"Collective name": "wait"}}]}))
+    with pytest.raises(TraceError, match="no collectives in it"):
+        read_trace(path)
