@@ -44,6 +44,8 @@ class DistContext:
     # The launcher's store, held from the start: aborting every group (abort_all_groups) forgets the
     # default group, and with it the lookup of its store, which the roll call after a stall needs.
     store: Any = None
+    # The rank's set-up watch (ranks/set_up.SetUp): sub-groups made during set-up renew its deadline.
+    set_up: Any = None
 
     @property
     def on_gpu(self) -> bool:
@@ -65,17 +67,32 @@ class _Aborted:
 _aborted = _Aborted()
 
 
+# gloo connects a pair of ranks when the pair first exchanges data, not every pair when the group is
+# made (torch's TORCH_GLOO_LAZY_INIT, read by ProcessGroupGloo::Options::create_default in torch 2.13):
+# the doctor's rounds use one partner at a time, and a collective a few neighbours, where a full mesh
+# opens N-1 connections per rank at once (64 x 63 on one host at 64 simulated hosts). A value the user
+# set is kept.
+GLOO_LAZY_ENV = "TORCH_GLOO_LAZY_INIT"
+# torch's own name for the default group's prefix in the rendezvous store (init_process_group wraps the
+# store it makes in PrefixStore("default_pg", ...)); kept, so keys land where they always did.
+DEFAULT_PG_PREFIX = "default_pg"
+
+
 @contextlib.contextmanager
 def process_group(launch: LaunchEnv, backend: str, timeout_s: float, device_index: int | None = None,
-                  control: bool = False) -> Iterator[DistContext]:
+                  control: bool = False, set_up=None) -> Iterator[DistContext]:
     """The one place a process group is created and destroyed (also on error or interrupt).
 
-    control: also make a gloo group for the helpers' own exchanges (DistContext.control)."""
+    control: also make a gloo group for the helpers' own exchanges (DistContext.control).
+    set_up: the rank's set-up watch (ranks/set_up.SetUp): every step from the rendezvous to the
+    destruction of the group ends within --timeout of its last progress, or the rank is ended."""
     import torch
     import torch.distributed as dist
 
     from nccl_bench.ranks import deadline, planted
+    from nccl_bench.ranks.set_up import SetUp
 
+    set_up = set_up or SetUp()
     export_launch_env(launch)
     extra = {}
     group_timeout_s = timeout_s
@@ -88,22 +105,63 @@ def process_group(launch: LaunchEnv, backend: str, timeout_s: float, device_inde
         group_timeout_s = timeout_s + deadline.MARGIN_S + deadline.GRACE_S + NCCL_WATCHDOG_LAG_S
     else:
         device = torch.device("cpu")
+        os.environ.setdefault(GLOO_LAZY_ENV, "1")
         late = planted.late_backend_s(os.environ)
         if late is not None:  # a test puts gloo's timeout after the deadline, as NCCL's is
             group_timeout_s = timeout_s + deadline.MARGIN_S + late
+    group_timeout = _dt.timedelta(seconds=group_timeout_s)
     _aborted.done = False
     held = _HeldOutput()
+    set_up.start(launch.rank, launch.world_size, timeout_s, held.release)
+    try:
+        store, hosts_store = _joined_store(launch, timeout_s, group_timeout_s, held, set_up)
+        set_up.step("making the process group")
+        try:
+            with held:
+                dist.init_process_group(backend=backend, rank=launch.rank, world_size=launch.world_size,
+                                        timeout=group_timeout, store=store, **extra)
+        except RuntimeError as exc:  # gloo's store waits and connects; NCCL failing to start (device_id)
+            set_up.close()
+            details = backend_diagnostics(held.text + "\n" + str(exc))
+            if device_kind(backend) == "cuda":
+                raise BackendStartError(str(exc), details) from exc
+            from nccl_bench.ranks.faults import name_timeout
+
+            failure = set_up.failure(name_timeout(backend_error_text(exc), timeout_s))
+            failure.details = details
+            raise failure from None
+        set_up.ready()
+        set_up.step("making the side group")
+        # made on gloo too, so that the path every --nccl-env run takes is the one the CPU tests run
+        side = dist.new_group(backend="gloo", timeout=group_timeout) if control else None
+    except BaseException:
+        set_up.close()
+        raise
+    try:
+        yield DistContext(launch.rank, launch.world_size, launch.local_rank, backend, device, group_timeout_s,
+                          control=side, store=store, set_up=set_up)
+    finally:
+        set_up.tear_down()
+        try:
+            if not _aborted.done:  # after an abort, shutdown would flush and join what the abort cut short
+                with contextlib.suppress(Exception):
+                    dist.destroy_process_group()
+        finally:
+            set_up.close()
+
+
+def _joined_store(launch: LaunchEnv, timeout_s: float, group_timeout_s: float, held: "_HeldOutput",
+                  set_up) -> tuple[Any, bool]:
+    """The rendezvous store, once every rank has registered in it (set_up.join); and whether this
+    process holds it. A store that cannot be reached fails as the rendezvous."""
+    import torch.distributed as dist
+
+    set_up.step("opening the rendezvous store")
     try:
         with held:
-            dist.init_process_group(
-                backend=backend,
-                rank=launch.rank,
-                world_size=launch.world_size,
-                timeout=_dt.timedelta(seconds=group_timeout_s),
-                **run_owner.rendezvous(os.environ, launch.world_size, _dt.timedelta(seconds=group_timeout_s)),
-                **extra,
-            )
+            store, hosts_store = _rendezvous_store(launch, _dt.timedelta(seconds=group_timeout_s))
     except (dist.DistNetworkError, dist.DistStoreError) as exc:
+        set_up.close()
         where = f"MASTER_ADDR={os.environ.get('MASTER_ADDR')} MASTER_PORT={os.environ.get('MASTER_PORT')}"
         failure = RunFailedError(
             f"rendezvous at {where} failed on rank {launch.rank} {waited_text(timeout_s, group_timeout_s)} "
@@ -111,17 +169,24 @@ def process_group(launch: LaunchEnv, backend: str, timeout_s: float, device_inde
         )
         failure.details = backend_diagnostics(held.text)
         raise failure from None
-    except RuntimeError as exc:  # NCCL failing to start (with device_id, inside init_process_group)
-        raise BackendStartError(str(exc), backend_diagnostics(held.text + "\n" + str(exc))) from exc
-    try:
-        # made on gloo too, so that the path every --nccl-env run takes is the one the CPU tests run
-        side = dist.new_group(backend="gloo", timeout=_dt.timedelta(seconds=group_timeout_s)) if control else None
-        yield DistContext(launch.rank, launch.world_size, launch.local_rank, backend, device, group_timeout_s,
-                          control=side, store=dist.distributed_c10d._get_default_store())
-    finally:
-        if not _aborted.done:  # after an abort, shutdown would flush and join what the abort cut short
-            with contextlib.suppress(Exception):
-                dist.destroy_process_group()
+    set_up.join(store, hosts_store)
+    return store, hosts_store
+
+
+def _rendezvous_store(launch: LaunchEnv, timeout: _dt.timedelta) -> tuple[Any, bool]:
+    """The store init_process_group's env:// would make (rank 0 holds it, or torch's agent does), made
+    here so that the ranks can register in it before the group: without waiting for every client in
+    the constructor (TCPStore's wait_for_workers, where rank 0 would sit in native code), so that the
+    join's own wait names who never came. A restarted elastic attempt's keys of its own (run_owner)."""
+    import torch.distributed as dist
+
+    given = run_owner.rendezvous(os.environ, launch.world_size, timeout)
+    if "store" in given:
+        return given["store"], False
+    hosts_store = launch.rank == 0 and os.environ.get("TORCHELASTIC_USE_AGENT_STORE") != "True"
+    store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), launch.world_size,
+                          is_master=hosts_store, timeout=timeout, wait_for_workers=False, multi_tenant=hosts_store)
+    return dist.PrefixStore(DEFAULT_PG_PREFIX, store), hosts_store
 
 
 def abort_all_groups() -> None:
@@ -166,7 +231,17 @@ class _HeldOutput:
     """
 
     FDS = (1, 2)
-    text = ""
+
+    def __init__(self):
+        self.text = ""
+        self._saved: dict[int, int] = {}  # the terminal's descriptors while held
+
+    def release(self) -> None:
+        """Give stdout and stderr back now, from any thread (a watchdog about to report and end the
+        process); what was held stays unread."""
+        for fd, saved in dict(self._saved).items():
+            with contextlib.suppress(OSError):
+                os.dup2(saved, fd)
 
     def __enter__(self) -> _HeldOutput:
         import sys
@@ -182,9 +257,10 @@ class _HeldOutput:
 
     def __exit__(self, exc_type, exc, tb) -> None:
         written = {}
+        saved, self._saved = self._saved, {}
         for fd in self.FDS:
-            os.dup2(self._saved[fd], fd)
-            os.close(self._saved[fd])
+            os.dup2(saved[fd], fd)
+            os.close(saved[fd])
             with self._held[fd] as held:
                 held.seek(0)
                 written[fd] = held.read()
@@ -245,7 +321,9 @@ def sub_group(ctx: DistContext, members: list[tuple[int, ...]]) -> DistContext:
     import torch.distributed as dist
 
     mine = ctx
-    for ranks in members:
+    for index, ranks in enumerate(members):
+        if ctx.set_up is not None:  # a step of the set-up's each (no-op once measuring)
+            ctx.set_up.step(f"making sub-group {index + 1} of {len(members)}")
         handle = dist.new_group(list(ranks), timeout=ctx.group_timeout())
         side = None if ctx.control is None else dist.new_group(list(ranks), timeout=ctx.group_timeout(),
                                                                 backend="gloo")
