@@ -120,17 +120,19 @@ def process_group(launch: LaunchEnv, backend: str, timeout_s: float, device_inde
             with held:
                 dist.init_process_group(backend=backend, rank=launch.rank, world_size=launch.world_size,
                                         timeout=group_timeout, store=store, **extra)
-        except RuntimeError as exc:  # gloo's store waits and connects; NCCL failing to start (device_id)
+        except RuntimeError as exc:  # NCCL failing to start (device_id); gloo's store waits and connects
             set_up.close()
             details = backend_diagnostics(held.text + "\n" + str(exc))
-            if device_kind(backend) == "cuda":
+            if device_kind(backend) == "cuda" or details:  # what the backend said is the news
                 raise BackendStartError(str(exc), details) from exc
             from nccl_bench.ranks.faults import name_timeout
 
             failure = set_up.failure(name_timeout(backend_error_text(exc), timeout_s))
             failure.details = details
             raise failure from None
-        set_up.ready()
+        # The roll call's notes (ranks/roll_call.py) live where they always have: in the default group's store.
+        notes_store = dist.distributed_c10d._get_default_store()
+        set_up.ready(notes_store)
         set_up.step("making the side group")
         # made on gloo too, so that the path every --nccl-env run takes is the one the CPU tests run
         side = dist.new_group(backend="gloo", timeout=group_timeout) if control else None
@@ -139,7 +141,7 @@ def process_group(launch: LaunchEnv, backend: str, timeout_s: float, device_inde
         raise
     try:
         yield DistContext(launch.rank, launch.world_size, launch.local_rank, backend, device, group_timeout_s,
-                          control=side, store=store, set_up=set_up)
+                          control=side, store=notes_store, set_up=set_up)
     finally:
         set_up.tear_down()
         try:

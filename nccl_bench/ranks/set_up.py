@@ -79,6 +79,7 @@ class SetUp:
         self.command, self._on_stuck = command, on_stuck
         self.rank, self.world_size, self.timeout_s = 0, 1, 0.0
         self.store: Any = None
+        self.notes_store: Any = None
         self.hosts_store = False  # this rank's process holds the store (env:// rank 0)
         self.ready_done = False
         self._where, self._step_index = "", 0  # the step running now, and its place in the order of steps
@@ -131,7 +132,7 @@ class SetUp:
         line = f"{exc.where} failed on rank {self.rank}: {exc}"
         self._say_failed(f"{exc.where} made {exc}", stalled=True)
         with contextlib.suppress(Exception):
-            roll_call.note_leaving(self.store, self.rank, line)  # what a peer's faults.why_stopped reads
+            roll_call.note_leaving(self.notes_store or self.store, self.rank, line)  # what faults.why_stopped reads
         abort_all_groups()
 
     def _stuck(self, exc: DeadlineExceeded) -> None:  # on the deadline's thread: the main thread is gone for good
@@ -159,9 +160,10 @@ class SetUp:
                 raise self.failure(f"joining the rendezvous made no progress for more than {self.timeout_s:g} s "
                                    f"(--timeout {self.timeout_s:g} s)")
 
-    def ready(self) -> None:
-        """This rank's process group exists."""
-        self.ready_done = True
+    def ready(self, notes_store: Any) -> None:
+        """This rank's process group exists; notes_store: where the roll call's notes live from now on
+        (the default group's store, which ranks/faults.py reads)."""
+        self.ready_done, self.notes_store = True, notes_store
         with contextlib.suppress(Exception):
             self.store.set(_ready_key(self.rank), "1")
 
