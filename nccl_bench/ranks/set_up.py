@@ -50,8 +50,9 @@ STORE_REPORT_TIMEOUT_S = 5.0
 # can still read the roll call: its exit takes the store with it.
 LINGER_S = 5.0
 # A rank ends within --timeout + ENDS_WITHIN_S of its last progress in any set-up or tear-down step:
-# the deadline's margin and grace, then the roll call and the store reads of its report.
-ENDS_WITHIN_S = MARGIN_S + GRACE_S + ROLL_CALL_S + STORE_REPORT_TIMEOUT_S
+# the deadline's margin and grace, then the roll call, the store reads of its report and (the store's
+# host) the wait for its peers to read theirs.
+ENDS_WITHIN_S = MARGIN_S + GRACE_S + ROLL_CALL_S + STORE_REPORT_TIMEOUT_S + LINGER_S
 
 
 def _joined_key(rank: int) -> str:

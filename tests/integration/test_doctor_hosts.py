@@ -134,7 +134,8 @@ def test_slow_host_is_named_as_a_node_and_kept_so_in_the_history(hosts, tmp_path
                            capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert shown.returncode == 0, shown.stderr
     hosts_seen = {h["host"]: (h["runs"], h["flagged"], h["kinds"]) for h in json.loads(shown.stdout)["hosts"]}
-    assert hosts_seen == {"node001": (2, 0, {}), "node002": (2, 0, {}), "node003": (2, 2, {"node": 2}), "node004": (2, 0, {})}
+    assert hosts_seen == {"node001": (2, 0, {}), "node002": (2, 0, {}), "node003": (2, 2, {"node": 2}),
+                          "node004": (2, 0, {})}
 
 
 @pytest.mark.integration
@@ -152,12 +153,13 @@ def test_slow_rail_is_named_as_a_rail(railed_hosts, tmp_path):
     railed_hosts.shape_host(2, SHAPED_RATE, rail=1)  # node003's second NIC
     codes, report, verdict = _launch(railed_hosts, tmp_path, "mpirun", ranks_per_host=2)
     assert codes == [1] * 6, report[-4000:]
-    assert [(s["kind"], s["hosts"], s["rail"]) for s in verdict["suspects"]] == [("rail", ["node003"], 1)], report[-4000:]
+    suspects = [(s["kind"], s["hosts"], s["rail"]) for s in verdict["suspects"]]
+    assert suspects == [("rail", ["node003"], 1)], report[-4000:]
     assert "rail 1 of node003: pair busbw" in report
     assert [n["ranks"] for n in verdict["nodes"]] == [[0, 1], [2, 3], [4, 5]]
     assert all(n["intra_busbw_gbps"] > 0 for n in verdict["nodes"])  # each host's all_reduce over its 2 ranks
     assert sorted((tuple(p["hosts"]), p["rail"]) for p in verdict["pairs"]) == [
-        (("node001", "node002"), 0), (("node001", "node002"), 1), (("node001", "node003"), 0), (("node001", "node003"), 1),
-        (("node002", "node003"), 0), (("node002", "node003"), 1)]
+        (("node001", "node002"), 0), (("node001", "node002"), 1), (("node001", "node003"), 0),
+        (("node001", "node003"), 1), (("node002", "node003"), 0), (("node002", "node003"), 1)]
     slow = sorted((tuple(p["hosts"]), p["rail"]) for p in verdict["pairs"] if p["verdict"] == "suspect")
     assert slow == [(("node001", "node003"), 1), (("node002", "node003"), 1)]
