@@ -14,8 +14,7 @@ import socket
 from dataclasses import dataclass
 from typing import Any, Iterator
 
-from nccl_bench.errors import RunFailedError, first_line
-from nccl_bench.ranks import run_owner
+from nccl_bench.errors import first_line
 from nccl_bench.ranks.devices import device_kind, nccl_env_to_set, passes_device_id
 from nccl_bench.ranks.layout import LaunchEnv, export_launch_env
 
@@ -114,7 +113,7 @@ def process_group(launch: LaunchEnv, backend: str, timeout_s: float, device_inde
     held = _HeldOutput()
     set_up.start(launch.rank, launch.world_size, timeout_s, held.release)
     try:
-        store, hosts_store = _joined_store(launch, timeout_s, group_timeout_s, held, set_up)
+        store = set_up.join_store(launch, timeout_s, group_timeout_s, held)
         set_up.step("making the process group")
         try:
             with held:
@@ -150,45 +149,6 @@ def process_group(launch: LaunchEnv, backend: str, timeout_s: float, device_inde
                     dist.destroy_process_group()
         finally:
             set_up.close()
-
-
-def _joined_store(launch: LaunchEnv, timeout_s: float, group_timeout_s: float, held: "_HeldOutput",
-                  set_up) -> tuple[Any, bool]:
-    """The rendezvous store, once every rank has registered in it (set_up.join); and whether this
-    process holds it. A store that cannot be reached fails as the rendezvous."""
-    import torch.distributed as dist
-
-    set_up.step("opening the rendezvous store")
-    try:
-        with held:
-            store, hosts_store = _rendezvous_store(launch, _dt.timedelta(seconds=group_timeout_s))
-    except (dist.DistNetworkError, dist.DistStoreError) as exc:
-        set_up.close()
-        where = f"MASTER_ADDR={os.environ.get('MASTER_ADDR')} MASTER_PORT={os.environ.get('MASTER_PORT')}"
-        failure = RunFailedError(
-            f"rendezvous at {where} failed on rank {launch.rank} {waited_text(timeout_s, group_timeout_s)} "
-            f"({backend_error_text(exc)}); check that address and port, and that every rank started"
-        )
-        failure.details = backend_diagnostics(held.text)
-        raise failure from None
-    set_up.join(store, hosts_store)
-    return store, hosts_store
-
-
-def _rendezvous_store(launch: LaunchEnv, timeout: _dt.timedelta) -> tuple[Any, bool]:
-    """The store init_process_group's env:// would make (rank 0 holds it, or torch's agent does), made
-    here so that the ranks can register in it before the group: without waiting for every client in
-    the constructor (TCPStore's wait_for_workers, where rank 0 would sit in native code), so that the
-    join's own wait names who never came. A restarted elastic attempt's keys of its own (run_owner)."""
-    import torch.distributed as dist
-
-    given = run_owner.rendezvous(os.environ, launch.world_size, timeout)
-    if "store" in given:
-        return given["store"], False
-    hosts_store = launch.rank == 0 and os.environ.get("TORCHELASTIC_USE_AGENT_STORE") != "True"
-    store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), launch.world_size,
-                          is_master=hosts_store, timeout=timeout, wait_for_workers=False, multi_tenant=hosts_store)
-    return dist.PrefixStore(DEFAULT_PG_PREFIX, store), hosts_store
 
 
 def abort_all_groups() -> None:

@@ -33,9 +33,17 @@ import time
 from typing import Any, Callable, Iterator
 
 from nccl_bench.errors import RunFailedError
-from nccl_bench.ranks import roll_call
+from nccl_bench.ranks import roll_call, run_owner
 from nccl_bench.ranks.deadline import GRACE_S, MARGIN_S, Deadline, DeadlineExceeded
-from nccl_bench.ranks.dist import abort_all_groups, hostname
+from nccl_bench.ranks.dist import (
+    DEFAULT_PG_PREFIX,
+    abort_all_groups,
+    backend_diagnostics,
+    backend_error_text,
+    hostname,
+    waited_text,
+)
+from nccl_bench.ranks.layout import LaunchEnv
 from nccl_bench.ranks.planted import fault_seam
 
 JOINED_COUNT = "nccl_bench/set_up/joined"
@@ -141,6 +149,28 @@ class SetUp:
         self._on_stuck(self.failure(f"{exc.where} made {exc}", stalled=True))
 
     # -- the roll call --------------------------------------------------------------------------
+    def join_store(self, launch: LaunchEnv, timeout_s: float, group_timeout_s: float, held: Any) -> Any:
+        """The rendezvous store, once every rank has registered in it (join). A store that cannot be
+        reached fails as the rendezvous: its address, port and wait named. held: the output held
+        meanwhile (dist._HeldOutput: torch's client prints a stack per failed connection attempt)."""
+        import torch.distributed as tdist
+
+        self.step("opening the rendezvous store")
+        try:
+            with held:
+                store, hosts_store = rendezvous_store(launch, _dt.timedelta(seconds=group_timeout_s))
+        except (tdist.DistNetworkError, tdist.DistStoreError) as exc:
+            self.close()
+            where = f"MASTER_ADDR={os.environ.get('MASTER_ADDR')} MASTER_PORT={os.environ.get('MASTER_PORT')}"
+            failure = RunFailedError(
+                f"rendezvous at {where} failed on rank {launch.rank} {waited_text(timeout_s, group_timeout_s)} "
+                f"({backend_error_text(exc)}); check that address and port, and that every rank started"
+            )
+            failure.details = backend_diagnostics(held.text)
+            raise failure from None
+        self.join(store, hosts_store)
+        return store
+
     def join(self, store: Any, hosts_store: bool) -> None:
         """Register in the store, then wait until every rank has; RunFailedError naming the ranks that
         never came once --timeout passes without another arriving."""
@@ -239,6 +269,23 @@ class SetUp:
             expected = int(self.store.add(JOINED_COUNT, 0)) - silent
             while int(self.store.add(REPORTED_COUNT, 0)) < expected and time.monotonic() < limit:
                 time.sleep(JOIN_POLL_S)
+
+
+def rendezvous_store(launch: LaunchEnv, timeout: _dt.timedelta) -> tuple[Any, bool]:
+    """The store init_process_group's env:// would make (rank 0 holds it, or torch's agent does), and
+    whether this process holds it; made here so that the ranks register in it before the group,
+    without TCPStore's own wait for every client in its constructor (wait_for_workers, where rank 0
+    would sit in native code), so that the join's wait names who never came. A restarted elastic
+    attempt gets keys of its own (run_owner.rendezvous)."""
+    import torch.distributed as tdist
+
+    given = run_owner.rendezvous(os.environ, launch.world_size, timeout)
+    if "store" in given:
+        return given["store"], False
+    hosts_store = launch.rank == 0 and os.environ.get("TORCHELASTIC_USE_AGENT_STORE") != "True"
+    store = tdist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), launch.world_size,
+                           is_master=hosts_store, timeout=timeout, wait_for_workers=False, multi_tenant=hosts_store)
+    return tdist.PrefixStore(DEFAULT_PG_PREFIX, store), hosts_store
 
 
 def _ranks_text(ranks: list[int]) -> str:

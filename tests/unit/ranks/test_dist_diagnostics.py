@@ -8,7 +8,7 @@ import os
 import pytest
 
 from nccl_bench.errors import RunFailedError
-from nccl_bench.ranks import dist
+from nccl_bench.ranks import dist, set_up
 from nccl_bench.ranks.layout import LaunchEnv
 
 # What a rank writes when NCCL cannot reach a peer (NCCL_DEBUG=WARN) and the error torch raises.
@@ -64,7 +64,7 @@ def _failing_init(capfd, monkeypatch, error):
         raise error
 
     monkeypatch.setattr(tdist, "init_process_group", init_process_group)
-    monkeypatch.setattr(dist, "_joined_store", lambda *args: (None, False))
+    monkeypatch.setattr(set_up.SetUp, "join_store", lambda self, *args: None)
     monkeypatch.setattr(dist, "export_launch_env", lambda launch: None)
 
 
@@ -75,7 +75,7 @@ def _failing_rendezvous(capfd, monkeypatch, error):
         os.write(2, NCCL_STDERR.encode())
         raise error
 
-    monkeypatch.setattr(dist, "_rendezvous_store", rendezvous_store)
+    monkeypatch.setattr(set_up, "rendezvous_store", rendezvous_store)
     monkeypatch.setattr(dist, "export_launch_env", lambda launch: None)
 
 
@@ -121,7 +121,7 @@ def _init_writing_as_nccl(monkeypatch, error=None):
             raise error
 
     monkeypatch.setattr(tdist, "init_process_group", init_process_group)
-    monkeypatch.setattr(dist, "_joined_store", lambda *args: (None, False))
+    monkeypatch.setattr(set_up.SetUp, "join_store", lambda self, *args: None)
     monkeypatch.setattr(dist, "export_launch_env", lambda launch: None)
 
 
