@@ -169,8 +169,12 @@ def _report(scenario: str, run: int, launch: Launch, out: Path, shaped: set[str]
     verdict_file = out / "doctor.json"
     if not verdict_file.is_file():
         why = f"ended by --limit after {launch.wall_s:.0f} s" if launch.ended_by_limit else "no doctor.json"
+        rounds = ""
+        if launch.measured_per_round_s is not None:
+            rounds = (f"; first {launch.rounds} rounds: {launch.measured_per_round_s:.2f} s each, estimate "
+                      f"{launch.estimate_per_round_s:.2f} s")
         print(f"{scenario:8s} run {run}: no verdict ({why}); launch {launch.wall_s:.1f} s, exit codes {codes}, "
-              f"{memory}")
+              f"{memory}{rounds}")
         print("\n".join(_what_ranks_said(launch)))
         return None
     verdict = json.loads(verdict_file.read_text())
