@@ -22,6 +22,8 @@ from typing import Iterator
 
 SUBNET = "10.{}.{}.{}"  # 10.(78 + rail).x.y: private, only ever configured inside namespaces made here
 FIRST_OCTET2 = 78
+MAX_HOSTS = 254  # host i is 10.(78 + rail).subnet.(i + 1): one /24 per rail
+HOSTNAME_DIGITS = 3  # node001 ... node254, zero-padded as fleets number their hosts
 
 
 def sh(*args: str) -> subprocess.CompletedProcess:
@@ -102,14 +104,23 @@ def background(command: list[str], env: dict[str, str], cwd: Path, **kwargs) -> 
     return subprocess.Popen(command, text=True, env=env, cwd=cwd, start_new_session=True, **kwargs)
 
 
+def fleet_hostnames(count: int, digits: int = HOSTNAME_DIGITS) -> tuple[str, ...]:
+    """node001, node002, ...: numbered from 1 and zero-padded, so that Slurm-style hostlists compress
+    them (`node[001-064]`) and sorting by name keeps the numeric order."""
+    return tuple(f"node{i + 1:0{digits}d}" for i in range(count))
+
+
 @contextlib.contextmanager
 def simulated_hosts(count: int, tag: str, rails: int = 1,
                     hostnames: tuple[str, ...] | None = None) -> Iterator[Hosts]:
-    """`count` hosts named nodea, nodeb, ... (or `hostnames`) with `rails` interfaces each, all on one
-    bridge; every namespace is deleted afterwards. tag (e.g. the pid) keeps parallel runs apart."""
+    """`count` hosts (at most MAX_HOSTS) named node001, node002, ... (or `hostnames`) with `rails`
+    interfaces each, all on one bridge; every namespace is deleted afterwards. tag (e.g. the pid)
+    keeps parallel runs apart."""
+    if not 1 <= count <= MAX_HOSTS:
+        raise SetupError(f"{count} hosts: between 1 and {MAX_HOSTS} fit one /24 per rail")
     switch = f"nbsw{tag}"
-    namespaces = tuple(f"nbh{tag}{chr(ord('a') + i)}" for i in range(count))
-    hostnames = tuple(hostnames or (f"node{chr(ord('a') + i)}" for i in range(count)))
+    namespaces = tuple(f"nbh{tag}n{i}" for i in range(count))
+    hostnames = tuple(hostnames or fleet_hostnames(count))
     if len(hostnames) != count:
         raise SetupError(f"{count} hosts but {len(hostnames)} hostnames: {hostnames}")
     subnet = int(tag) % 250

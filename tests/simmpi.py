@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Sequence
 
-from simhosts import Hosts, background, simulated_hosts, why_no_namespaces
+from simhosts import Hosts, background, fleet_hostnames, simulated_hosts, why_no_namespaces
 from simslurm import _kill_namespace
 
 INSTALL_HINT = "apt-get install -y openmpi-bin (scripts/dev.sh test does it where root and apt-get are)"
@@ -113,7 +113,7 @@ def mpi_hosts(count: int, folder: Path, tag: str, *, hostnames: Sequence[str] | 
     process in their namespaces is killed (orted, ranks) and the namespaces are deleted."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    hostnames = tuple(hostnames or (f"node{i + 1:02d}" for i in range(count)))
+    hostnames = tuple(hostnames or fleet_hostnames(count, digits=2))
     with simulated_hosts(count, tag, hostnames=hostnames) as hosts:
         try:
             hosts_file = hosts.hosts_file(folder)

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator, Sequence
 
-from simhosts import Hosts, background, sh, simulated_hosts, why_no_namespaces
+from simhosts import Hosts, background, fleet_hostnames, sh, simulated_hosts, why_no_namespaces
 
 DAEMONS = ("munged", "slurmctld", "slurmd", "slurmstepd")
 CLIENTS = ("srun", "sbatch", "scancel", "squeue", "sinfo", "scontrol")
@@ -324,7 +324,7 @@ def slurm_cluster(count: int, folder: Path, tag: str, *, hostnames: Sequence[str
     lines added to slurm.conf."""
     folder = Path(folder)
     started = tuple(range(count)) if started is None else tuple(started)
-    hostnames = tuple(hostnames or (f"node{i + 1:02d}" for i in range(count)))
+    hostnames = tuple(hostnames or fleet_hostnames(count, digits=2))
     with simulated_hosts(count, tag, hostnames=hostnames) as hosts:
         for sub in ("munge", "ctld", "spool", "log"):
             (folder / sub).mkdir(parents=True, exist_ok=True)

@@ -7,10 +7,12 @@ its rails 0, 1, ... Rail i of one node exchanges with rail i of the other, so ev
 Every rank derives the same schedule and, from all-gathered times, the same verdicts, so the
 re-tests need no extra coordination. Rank 0 alone writes the run folder and talks to the observer.
 
-Timing: each measurement is `warmup` untimed calls, then `samples` samples of `iters` calls, each
-sample after a world barrier so the pairs of a round run together. A pair's sample time is the
-slower of its two ranks; doctor.csv reports the median sample / iters as the sweep does, and the
-verdicts judge the fastest sample (best_busbw_gbps).
+Timing: each measurement is one world barrier, so the pairs (or nodes) of a round start together,
+then `warmup` untimed calls and `samples` samples of `iters` calls, each sample after only the
+ranks it involves have met (the two of a pair, a node's ranks): a world barrier per sample would
+cost every round `samples` barriers over all ranks, more than the exchanges themselves at 64 hosts
+on two cores. A pair's sample time is the slower of its two ranks; doctor.csv reports the median
+sample / iters as the sweep does, and the verdicts judge the fastest sample (best_busbw_gbps).
 """
 
 from __future__ import annotations
@@ -228,15 +230,18 @@ class _Doctor:
         default group's timeout, so gloo ends a stalled op at --timeout as in the sweep)."""
         return dist.sub_group(self.ctx, [node.ranks for node in self.nodes if len(node.ranks) > 1]).group
 
-    def _samples(self, call: Callable[[], None] | None) -> list[list[float]]:
-        """Every rank's sample times (seconds); NaN for a rank that sat the measurement out."""
+    def _samples(self, call: Callable[[], None] | None, meet: Callable[[], None] | None) -> list[list[float]]:
+        """Every rank's sample times (seconds); NaN for a rank that sat the measurement out.
+        meet: the ranks of this rank's pair or node wait for each other before each sample."""
         self.run.renew(self.where)
         self.planted.point_starts(self.ctx.rank, self.measurements)
         self.measurements += 1
         idle = call is None
         call = call or (lambda: None)
+        meet = meet or (lambda: None)
+        dist.barrier(self.ctx)
         self.runner.warm_up(call)
-        times = [self.runner.time_block(call, self.config.iters) for _ in range(self.config.samples)]
+        times = [self.runner.time_block(call, self.config.iters, meet) for _ in range(self.config.samples)]
         gathered = dist.all_gather_floats(self.ctx, [math.nan] * len(times) if idle else times)
         self.run.disarm()
         return gathered
@@ -269,11 +274,14 @@ class _Doctor:
         import torch.distributed as tdist
 
         self.where = f"the intra-node all_reduce at {format_size(self.size)}"
-        call = None
+        call = meet = None
         if self.group is not None:
             def call():
                 tdist.all_reduce(self.send, group=self.group)
-        per_rank = self._samples(call)
+
+            def meet():
+                tdist.barrier(group=self.group)
+        per_rank = self._samples(call, meet)
         for node in self.nodes:
             if len(node.ranks) < 2 or node.host not in hosts:
                 continue
@@ -303,21 +311,49 @@ class _Doctor:
 
         return call
 
+    def _meet(self, peer: int | None) -> Callable[[], None] | None:
+        """The two ranks of a pair wait for each other (one element each way) and for no one else."""
+        if peer is None:
+            return None
+        import torch
+        import torch.distributed as tdist
+
+        out, into = torch.zeros(1, device=self.ctx.device), torch.zeros(1, device=self.ctx.device)
+
+        def meet():
+            for work in tdist.batch_isend_irecv([tdist.P2POp(tdist.isend, out, peer),
+                                                 tdist.P2POp(tdist.irecv, into, peer)]):
+                work.wait()
+
+        return meet
+
     def _probe(self, first_round: schedule.Round) -> float:
-        """One exchange of the first round, to say how long a round will take before starting."""
+        """How long a round will take, said before starting: one exchange of the first round (after
+        one untimed, which opens the pair's connection), the pair's meeting before a sample, and the
+        round's two world collectives (its barrier, the gathering of its times)."""
         self.where = "the probe exchange"
         self.run.renew(self.where)
-        call = self._exchange(self._partner(first_round)) or (lambda: None)
-        elapsed = self.runner.time_block(call, 1)
-        slowest = dist.max_across_ranks(self.ctx, [elapsed])[0]
+        partner = self._partner(first_round)
+        call, meet = self._exchange(partner) or (lambda: None), self._meet(partner) or (lambda: None)
+        dist.barrier(self.ctx)
+        call()
+        elapsed = self.runner.time_block(call, 1, meet)
+        started = time.perf_counter()
+        meet()
+        met = time.perf_counter()
+        dist.barrier(self.ctx)
+        world = time.perf_counter() - met
+        exchange_s, meet_s, world_s = dist.max_across_ranks(self.ctx, [elapsed, met - started, world])
         self.run.disarm()
-        return slowest * (self.config.warmup + self.config.samples * self.config.iters)
+        config = self.config
+        return exchange_s * (config.warmup + config.samples * config.iters) + meet_s * config.samples + 2 * world_s
 
     def _pair_round(self, pairs: schedule.Round, attempt: int) -> None:
         self.round_index += 1
         names = ", ".join(f"{self.nodes[a].host}-{self.nodes[b].host}" for a, b in pairs)
         self.where = f"pair round {self.round_index} ({names})"
-        per_rank = self._samples(self._exchange(self._partner(pairs)))
+        partner = self._partner(pairs)
+        per_rank = self._samples(self._exchange(partner), self._meet(partner))
         for a, b in pairs:
             first, second = self.nodes[a], self.nodes[b]
             for rail in range(min(len(first.ranks), len(second.ranks))):

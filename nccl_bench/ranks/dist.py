@@ -14,8 +14,8 @@ import socket
 from dataclasses import dataclass
 from typing import Any, Iterator
 
-from nccl_bench.errors import RunFailedError, first_line
-from nccl_bench.ranks import devices, run_owner
+from nccl_bench.errors import first_line
+from nccl_bench.ranks import devices
 from nccl_bench.ranks.devices import device_kind, nccl_env_to_set, passes_device_id
 from nccl_bench.ranks.layout import LaunchEnv, export_launch_env
 
@@ -49,6 +49,8 @@ class DistContext:
     store: Any = None
     # NCCL: TORCH_NCCL_ASYNC_ERROR_HANDLING's value, who chose it and why (devices.error_handling; meta.json)
     error_handling: dict | None = None
+    # The rank's set-up watch (ranks/set_up.SetUp): sub-groups made during set-up renew its deadline.
+    set_up: Any = None
 
     @property
     def on_gpu(self) -> bool:
@@ -70,17 +72,32 @@ class _Aborted:
 _aborted = _Aborted()
 
 
+# gloo connects a pair of ranks when the pair first exchanges data, not every pair when the group is
+# made (torch's TORCH_GLOO_LAZY_INIT, read by ProcessGroupGloo::Options::create_default in torch 2.13):
+# the doctor's rounds use one partner at a time, and a collective a few neighbours, where a full mesh
+# opens N-1 connections per rank at once (64 x 63 on one host at 64 simulated hosts). A value the user
+# set is kept.
+GLOO_LAZY_ENV = "TORCH_GLOO_LAZY_INIT"
+# torch's own name for the default group's prefix in the rendezvous store (init_process_group wraps the
+# store it makes in PrefixStore("default_pg", ...)); kept, so keys land where they always did.
+DEFAULT_PG_PREFIX = "default_pg"
+
+
 @contextlib.contextmanager
 def process_group(launch: LaunchEnv, backend: str, timeout_s: float, device_index: int | None = None,
-                  control: bool = False) -> Iterator[DistContext]:
+                  control: bool = False, set_up=None) -> Iterator[DistContext]:
     """The one place a process group is created and destroyed (also on error or interrupt).
 
-    control: also make a gloo group for the helpers' own exchanges (DistContext.control)."""
+    control: also make a gloo group for the helpers' own exchanges (DistContext.control).
+    set_up: the rank's set-up watch (ranks/set_up.SetUp): every step from the rendezvous to the
+    destruction of the group ends within --timeout of its last progress, or the rank is ended."""
     import torch
     import torch.distributed as dist
 
     from nccl_bench.ranks import deadline, planted
+    from nccl_bench.ranks.set_up import SetUp
 
+    set_up = set_up or SetUp()
     export_launch_env(launch)
     extra = {}
     group_timeout_s = timeout_s
@@ -96,46 +113,57 @@ def process_group(launch: LaunchEnv, backend: str, timeout_s: float, device_inde
         group_timeout_s = timeout_s + deadline.MARGIN_S + deadline.GRACE_S + NCCL_WATCHDOG_LAG_S
     else:
         device = torch.device("cpu")
+        os.environ.setdefault(GLOO_LAZY_ENV, "1")
         late = planted.late_backend_s(os.environ)
         if late is not None:  # a test puts gloo's timeout after the deadline, as NCCL's is
             group_timeout_s = timeout_s + deadline.MARGIN_S + late
+    group_timeout = _dt.timedelta(seconds=group_timeout_s)
     _aborted.done = False
     held = _HeldOutput()
+    set_up.start(launch.rank, launch.world_size, timeout_s, held.release)
     try:
-        with held:
-            dist.init_process_group(
-                backend=backend,
-                rank=launch.rank,
-                world_size=launch.world_size,
-                timeout=_dt.timedelta(seconds=group_timeout_s),
-                **run_owner.rendezvous(os.environ, launch.world_size, _dt.timedelta(seconds=group_timeout_s)),
-                **extra,
-            )
-    except (dist.DistNetworkError, dist.DistStoreError) as exc:
-        where = f"MASTER_ADDR={os.environ.get('MASTER_ADDR')} MASTER_PORT={os.environ.get('MASTER_PORT')}"
-        failure = RunFailedError(
-            f"rendezvous at {where} failed on rank {launch.rank} {waited_text(timeout_s, group_timeout_s)} "
-            f"({backend_error_text(exc)}); check that address and port, and that every rank started"
-        )
-        failure.details = backend_diagnostics(held.text)
-        raise failure from None
-    except RuntimeError as exc:  # NCCL failing to start (with device_id, inside init_process_group)
-        raise BackendStartError(str(exc), backend_diagnostics(held.text + "\n" + str(exc))) from exc
+        store = set_up.join_store(launch, timeout_s, group_timeout_s, held)
+        set_up.step("making the process group")
+        try:
+            with held:
+                dist.init_process_group(backend=backend, rank=launch.rank, world_size=launch.world_size,
+                                        timeout=group_timeout, store=store, **extra)
+        except RuntimeError as exc:  # NCCL failing to start (device_id); gloo's store waits and connects
+            set_up.close()
+            details = backend_diagnostics(held.text + "\n" + str(exc))
+            if device_kind(backend) == "cuda" or details:  # what the backend said is the news
+                raise BackendStartError(str(exc), details) from exc
+            from nccl_bench.ranks.faults import name_timeout
+
+            failure = set_up.failure(name_timeout(backend_error_text(exc), timeout_s))
+            failure.details = details
+            raise failure from None
+        # The roll call's notes (ranks/roll_call.py) live where they always have: in the default group's store.
+        notes_store = dist.distributed_c10d._get_default_store()
+        set_up.ready(notes_store)
+        set_up.step("making the side group")
+        # made on gloo too, so that the path every --nccl-env run takes is the one the CPU tests run
+        side = dist.new_group(backend="gloo", timeout=group_timeout) if control else None
+    except BaseException:
+        set_up.close()
+        raise
     clean = False
     try:
-        # made on gloo too, so that the path every --nccl-env run takes is the one the CPU tests run
-        side = dist.new_group(backend="gloo", timeout=_dt.timedelta(seconds=group_timeout_s)) if control else None
         yield DistContext(launch.rank, launch.world_size, launch.local_rank, backend, device, group_timeout_s,
-                          control=side, store=dist.distributed_c10d._get_default_store(), error_handling=handling)
+                          control=side, store=notes_store, set_up=set_up, error_handling=handling)
         clean = True
     finally:
-        if _aborted.done:  # after an abort, shutdown would flush and join what the abort cut short
-            pass
-        elif clean:
-            with contextlib.suppress(Exception):
-                dist.destroy_process_group()
-        else:
-            abort_within(ABORT_WAIT_S)
+        set_up.tear_down()
+        try:
+            if _aborted.done:  # after an abort, shutdown would flush and join what the abort cut short
+                pass
+            elif clean:
+                with contextlib.suppress(Exception):
+                    dist.destroy_process_group()
+            else:
+                abort_within(ABORT_WAIT_S)
+        finally:
+            set_up.close()
 
 
 def abort_within(seconds: float) -> None:
@@ -203,7 +231,17 @@ class _HeldOutput:
     """
 
     FDS = (1, 2)
-    text = ""
+
+    def __init__(self):
+        self.text = ""
+        self._saved: dict[int, int] = {}  # the terminal's descriptors while held
+
+    def release(self) -> None:
+        """Give stdout and stderr back now, from any thread (a watchdog about to report and end the
+        process); what was held stays unread."""
+        for fd, saved in dict(self._saved).items():
+            with contextlib.suppress(OSError):
+                os.dup2(saved, fd)
 
     def __enter__(self) -> _HeldOutput:
         import sys
@@ -220,9 +258,10 @@ class _HeldOutput:
     def __exit__(self, exc_type, exc, tb) -> None:
         _flush_c_stdio()  # NCCL fwrites to C's stdout, fully buffered when it is not a terminal
         written = {}
+        saved, self._saved = self._saved, {}
         for fd in self.FDS:
-            os.dup2(self._saved[fd], fd)
-            os.close(self._saved[fd])
+            os.dup2(saved[fd], fd)
+            os.close(saved[fd])
             with self._held[fd] as held:
                 held.seek(0)
                 written[fd] = held.read()
@@ -293,7 +332,9 @@ def sub_group(ctx: DistContext, members: list[tuple[int, ...]]) -> DistContext:
     import torch.distributed as dist
 
     mine = ctx
-    for ranks in members:
+    for index, ranks in enumerate(members):
+        if ctx.set_up is not None:  # a step of the set-up's each (no-op once measuring)
+            ctx.set_up.step(f"making sub-group {index + 1} of {len(members)}")
         handle = dist.new_group(list(ranks), timeout=ctx.group_timeout())
         side = None if ctx.control is None else dist.new_group(list(ranks), timeout=ctx.group_timeout(),
                                                                 backend="gloo")

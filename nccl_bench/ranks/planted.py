@@ -22,6 +22,10 @@ Grammar of NCCL_BENCH_FAULT:
   torchrun --max-restarts starts the job again, and the restarted attempt goes on.
 - `killed[:RANK]`: RANK's process is killed (SIGKILL) once its run has ended (the final meta.json
   written, the report printed), as by an OOM killer or a scheduler during the teardown.
+- `crash-set-up[:RANK]`: RANK's process is killed (SIGKILL) during set-up, once it has registered in
+  the rendezvous store and before its process group is made, as a host lost while the job starts.
+- `stall-set-up[:RANK]`: RANK blocks at the same place (a sleep that no abort reaches), as a rank
+  stuck in native code while its process group connects: only its set-up deadline ends it.
 
 NCCL_BENCH_FAULT_LATE_BACKEND=SECONDS (gloo) gives the process group its own timeout SECONDS after the
 rank's deadline (--timeout + deadline.MARGIN_S + SECONDS) instead of at --timeout: NCCL's order, where
@@ -47,7 +51,7 @@ LATE_BACKEND_ENV = "NCCL_BENCH_FAULT_LATE_BACKEND"
 STALL_S = 86_400
 # torch.cuda._sleep spins this many GPU cycles (over an hour at 2 GHz): a stream that never drains.
 STALL_GPU_CYCLES = 10**13
-KINDS = ("corrupt", "stall", "stall-gpu", "stall-behind-gpu", "killed", "crash")
+KINDS = ("corrupt", "stall", "stall-gpu", "stall-behind-gpu", "killed", "crash", "crash-set-up", "stall-set-up")
 
 
 class NoFaults:
@@ -63,6 +67,9 @@ class NoFaults:
     def run_ended(self, rank: int) -> None:
         """Called on every rank after its run's ending (final meta.json, report)."""
 
+    def joined(self, rank: int) -> None:
+        """Called on every rank once it has registered in the rendezvous store (ranks/set_up.py)."""
+
 
 @dataclass(frozen=True)
 class Fault(NoFaults):
@@ -73,8 +80,14 @@ class Fault(NoFaults):
     point: int = 1
     seconds: float = STALL_S  # stall only: how long (a short one ends and lets the rank go on)
 
+    def joined(self, rank: int) -> None:
+        if self.kind == "crash-set-up" and rank == self.rank:
+            os.kill(os.getpid(), signal.SIGKILL)
+        if self.kind == "stall-set-up" and rank == self.rank:
+            time.sleep(self.seconds)
+
     def point_starts(self, rank: int, index: int) -> None:
-        if self.kind.startswith("stall") and (self.rank, self.point) == (rank, index):
+        if self.kind in ("stall", "stall-gpu", "stall-behind-gpu") and (self.rank, self.point) == (rank, index):
             stall(self)
         if self.kind == "crash" and (self.rank, self.point) == (rank, index) and attempt(os.environ) == 0:
             os.kill(os.getpid(), signal.SIGKILL)
@@ -104,7 +117,8 @@ def planted_fault(environ: Mapping[str, str]) -> Fault | None:
         numbers = [int(f) for f in fields[:2]] + [float(f) for f in fields[2:]]
     except ValueError:
         raise ValueError(f"{FAULT_ENV}={raw!r}: expected corrupt, stall[:RANK[:POINT[:SECONDS]]], "
-                         "stall-gpu|stall-behind-gpu[:RANK[:POINT]], crash[:RANK[:POINT]] or killed[:RANK]") from None
+                         "stall-gpu|stall-behind-gpu[:RANK[:POINT]], crash[:RANK[:POINT]], killed[:RANK] or "
+                         "crash-set-up|stall-set-up[:RANK]") from None
     return Fault(kind, *numbers)
 
 

@@ -146,6 +146,11 @@ def mark_leaving(ctx: DistContext, why: str = LEFT_ON_SIGNAL, replace: bool = Fa
         store.set(key, why)
 
 
+def note_leaving(store, rank: int, why: str) -> None:
+    """mark_leaving before a DistContext exists (a stalled set-up step), on the rendezvous store itself."""
+    store.set(_leaving_key(rank), why)
+
+
 def leaving_reasons(ctx: DistContext) -> dict[int, str]:
     """Why each other rank that left on purpose left (LEFT_ON_SIGNAL or its failure line)."""
     found: dict[int, str] = {}

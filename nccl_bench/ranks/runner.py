@@ -233,10 +233,14 @@ class PointRunner:
 
             self._events = EventPool(lambda: torch.cuda.Event(enable_timing=True), torch.cuda.synchronize)
 
-    def _timed(self, call: Callable[[], None], calls: int, per_op: bool = False) -> tuple[float, list[float]]:
+    def _timed(self, call: Callable[[], None], calls: int, per_op: bool = False,
+               sync: Callable[[], None] | None = None) -> tuple[float, list[float]]:
         self._progress()
         clock = self._clock(calls, self.plan.blocking, per_op, self._events)
-        dist.barrier(self.ctx)
+        if sync is None:
+            dist.barrier(self.ctx)
+        else:
+            sync()
         dist.synchronize(self.ctx)
         clock.start()
         for index in range(1, calls + 1):
@@ -244,10 +248,11 @@ class PointRunner:
             clock.mark(index)
         return clock.finish()
 
-    def time_block(self, call: Callable[[], None], calls: int) -> float:
-        """This rank's seconds for `calls` back-to-back calls after a world barrier, not combined
-        across ranks: the doctor times every node and pair of a round on its own."""
-        return self._timed(call, calls)[0]
+    def time_block(self, call: Callable[[], None], calls: int, sync: Callable[[], None] | None = None) -> float:
+        """This rank's seconds for `calls` back-to-back calls after a world barrier (or `sync`: the
+        ranks the calls involve meet, and no others), not combined across ranks: the doctor times
+        every node and pair of a round on its own."""
+        return self._timed(call, calls, sync=sync)[0]
 
     def warm_up(self, call: Callable[[], None]) -> None:
         self._progress()

@@ -29,6 +29,7 @@ from nccl_bench.ranks.launch import LOCAL_WORKER_ENV
 from nccl_bench.ranks.layout import LaunchEnv, detect_launch, export_launch_env
 from nccl_bench.ranks.planted import fault_seam
 from nccl_bench.ranks.preflight import check_memory, host_available_bytes
+from nccl_bench.ranks.set_up import SetUp
 from nccl_bench.results.run_folder import claim_run_dir, find_claimed, new_run_dir, release_run_dir, write_meta
 from nccl_bench.units.clock import utc_now_iso
 
@@ -227,7 +228,7 @@ def _execute(request: RunRequest, body: RunBody, on_stuck: Callable[[RunFailedEr
         with faults.signals_raise_interrupted():
             started = time.perf_counter()
             with dist.process_group(launch, request.backend, request.timeout_s, device_index,
-                                    request.control) as ctx:
+                                    request.control, SetUp(request.command, on_stuck)) as ctx:
                 run.ctx, run.own_init_s = ctx, time.perf_counter() - started
                 roll_call.publish_process(ctx.rank)
                 _LifeCycle(run, body, on_stuck).go()
@@ -287,8 +288,9 @@ class _LifeCycle:
     def go(self) -> None:
         run, body = self.run, self.body
         try:
-            self._describe()
-            body.set_up(run)
+            with run.ctx.set_up.until_done():
+                self._describe()
+                body.set_up(run)
         except UserInputError:  # what the layout cannot do, seen alike by every rank: refused, not failed
             raise
         except Exception as exc:  # the header exchanges: reported as any failed collective is

@@ -4,8 +4,8 @@ Each case injects one fault with tc and checks that the doctor names exactly it:
 -> healthy, exit 0; one host's egress through a token bucket (a slow NIC) -> that host as a
 `node` and nobody else; one pair shaped both ways with htb + u32 (a bad cable or switch port)
 -> that pair as a `link`, neither of its hosts as a node. The three cases use the three
-launcher layouts: torchrun with c10d rendezvous on nodea's bridge address, Open MPI's and
-Slurm's environment variables with MASTER_ADDR=nodea (resolved through each host's /etc/hosts).
+launcher layouts: torchrun with c10d rendezvous on node001's bridge address, Open MPI's and
+Slurm's environment variables with MASTER_ADDR=node001 (resolved through each host's /etc/hosts).
 
 Rates: unshaped veth pairs run at 0.2-1 GB/s here (lower while other processes load the two
 cores); a shaped path at 200 Mbit/s gives ~0.02 GB/s, >= 10x below (-90% and more). The tests pass
@@ -125,16 +125,17 @@ def test_slow_host_is_named_as_a_node_and_kept_so_in_the_history(hosts, tmp_path
     for out_name in ("run", "again"):
         codes, report, verdict = _launch(hosts, tmp_path, "mpirun", out_name=out_name, extra=("--history", str(store)))
         assert codes == [1] * HOSTS, report[-4000:]
-        assert _named(verdict) == [("node", ["nodec"])], report[-4000:]
-        assert [n["host"] for n in verdict["nodes"] if n["verdict"] == "suspect"] == ["nodec"]
-        assert "node nodec: pair busbw" in report and "with 3 of 3 partners" in report
+        assert _named(verdict) == [("node", ["node003"])], report[-4000:]
+        assert [n["host"] for n in verdict["nodes"] if n["verdict"] == "suspect"] == ["node003"]
+        assert "node node003: pair busbw" in report and "with 3 of 3 partners" in report
         slow = {tuple(p["hosts"]) for p in verdict["pairs"] if p["verdict"] == "suspect"}
-        assert slow == {("nodea", "nodec"), ("nodeb", "nodec"), ("nodec", "noded")}
+        assert slow == {("node001", "node003"), ("node002", "node003"), ("node003", "node004")}
     shown = subprocess.run([sys.executable, "-m", "nccl_bench", "history", "nodes", "--json", "--history", str(store)],
                            capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert shown.returncode == 0, shown.stderr
     hosts_seen = {h["host"]: (h["runs"], h["flagged"], h["kinds"]) for h in json.loads(shown.stdout)["hosts"]}
-    assert hosts_seen == {"nodea": (2, 0, {}), "nodeb": (2, 0, {}), "nodec": (2, 2, {"node": 2}), "noded": (2, 0, {})}
+    assert hosts_seen == {"node001": (2, 0, {}), "node002": (2, 0, {}), "node003": (2, 2, {"node": 2}),
+                          "node004": (2, 0, {})}
 
 
 @pytest.mark.integration
@@ -142,22 +143,23 @@ def test_slow_pair_is_named_as_a_link(hosts, tmp_path):
     hosts.shape_pair(1, 3, SHAPED_RATE)
     codes, report, verdict = _launch(hosts, tmp_path, "slurm")
     assert codes == [1] * HOSTS, report[-4000:]
-    assert _named(verdict) == [("link", ["nodeb", "noded"])], report[-4000:]
+    assert _named(verdict) == [("link", ["node002", "node004"])], report[-4000:]
     assert all(n["verdict"] == "ok" for n in verdict["nodes"])
-    assert "link nodeb-noded: pair busbw" in report
+    assert "link node002-node004: pair busbw" in report
 
 
 @pytest.mark.integration
 def test_slow_rail_is_named_as_a_rail(railed_hosts, tmp_path):
-    railed_hosts.shape_host(2, SHAPED_RATE, rail=1)  # nodec's second NIC
+    railed_hosts.shape_host(2, SHAPED_RATE, rail=1)  # node003's second NIC
     codes, report, verdict = _launch(railed_hosts, tmp_path, "mpirun", ranks_per_host=2)
     assert codes == [1] * 6, report[-4000:]
-    assert [(s["kind"], s["hosts"], s["rail"]) for s in verdict["suspects"]] == [("rail", ["nodec"], 1)], report[-4000:]
-    assert "rail 1 of nodec: pair busbw" in report
+    suspects = [(s["kind"], s["hosts"], s["rail"]) for s in verdict["suspects"]]
+    assert suspects == [("rail", ["node003"], 1)], report[-4000:]
+    assert "rail 1 of node003: pair busbw" in report
     assert [n["ranks"] for n in verdict["nodes"]] == [[0, 1], [2, 3], [4, 5]]
     assert all(n["intra_busbw_gbps"] > 0 for n in verdict["nodes"])  # each host's all_reduce over its 2 ranks
     assert sorted((tuple(p["hosts"]), p["rail"]) for p in verdict["pairs"]) == [
-        (("nodea", "nodeb"), 0), (("nodea", "nodeb"), 1), (("nodea", "nodec"), 0), (("nodea", "nodec"), 1),
-        (("nodeb", "nodec"), 0), (("nodeb", "nodec"), 1)]
+        (("node001", "node002"), 0), (("node001", "node002"), 1), (("node001", "node003"), 0),
+        (("node001", "node003"), 1), (("node002", "node003"), 0), (("node002", "node003"), 1)]
     slow = sorted((tuple(p["hosts"]), p["rail"]) for p in verdict["pairs"] if p["verdict"] == "suspect")
-    assert slow == [(("nodea", "nodec"), 1), (("nodeb", "nodec"), 1)]
+    assert slow == [(("node001", "node003"), 1), (("node002", "node003"), 1)]

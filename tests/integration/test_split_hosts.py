@@ -3,7 +3,7 @@
 Every group measures at once and gets a row of its own; the group holding a shaped path is the
 slow one and the summary names it: one host's egress shaped under --split div:2 on four one-rank
 hosts, and one host's second interface (rail 1) shaped under --split rail on three two-rank hosts.
-Open MPI's environment variables give the layout, with MASTER_ADDR=nodea. And hosts are told apart by
+Open MPI's environment variables give the layout, with MASTER_ADDR=node001. And hosts are told apart by
 hostname, so two machines that share one are named before anything is measured.
 """
 
@@ -74,7 +74,7 @@ def test_the_group_holding_a_shaped_host_is_the_slow_one(hosts, tmp_path):
 
 
 def test_a_shaped_second_interface_makes_rail_1_the_slow_group(railed_hosts, tmp_path):
-    railed_hosts.shape_host(2, SHAPED_RATE, rail=1)  # nodec's second NIC
+    railed_hosts.shape_host(2, SHAPED_RATE, rail=1)  # node003's second NIC
     rows, log = _sweep(railed_hosts, tmp_path, "rail", ranks_per_host=2)
     _slow_group(rows, log, "rail 0", "rail 1", size=3)
 

@@ -8,7 +8,7 @@ import os
 import pytest
 
 from nccl_bench.errors import RunFailedError
-from nccl_bench.ranks import dist
+from nccl_bench.ranks import dist, set_up
 from nccl_bench.ranks.layout import LaunchEnv
 
 # What a rank writes when NCCL cannot reach a peer (NCCL_DEBUG=WARN) and the error torch raises.
@@ -56,6 +56,7 @@ def _launch() -> LaunchEnv:
 
 
 def _failing_init(capfd, monkeypatch, error):
+    """The store joined by every rank, then the backend fails to start, saying why on fd 2."""
     import torch.distributed as tdist
 
     def init_process_group(**kwargs):
@@ -63,6 +64,18 @@ def _failing_init(capfd, monkeypatch, error):
         raise error
 
     monkeypatch.setattr(tdist, "init_process_group", init_process_group)
+    monkeypatch.setattr(set_up.SetUp, "join_store", lambda self, *args: None)
+    monkeypatch.setattr(dist, "export_launch_env", lambda launch: None)
+
+
+def _failing_rendezvous(capfd, monkeypatch, error):
+    """The rendezvous store cannot be reached; torch's client writes its retries on fd 2 meanwhile."""
+
+    def rendezvous_store(launch, timeout):
+        os.write(2, NCCL_STDERR.encode())
+        raise error
+
+    monkeypatch.setattr(set_up, "rendezvous_store", rendezvous_store)
     monkeypatch.setattr(dist, "export_launch_env", lambda launch: None)
 
 
@@ -81,7 +94,7 @@ def test_a_backend_that_fails_to_start_keeps_what_nccl_wrote(capfd, monkeypatch)
 def test_a_failed_rendezvous_carries_nccls_lines_too(capfd, monkeypatch):
     import torch.distributed as tdist
 
-    _failing_init(capfd, monkeypatch, tdist.DistStoreError("Timed out after 6 seconds waiting for clients"))
+    _failing_rendezvous(capfd, monkeypatch, tdist.DistStoreError("Timed out after 6 seconds waiting for clients"))
     with pytest.raises(RunFailedError) as info:
         with dist.process_group(_launch(), "gloo", 5.0):
             pass
@@ -108,6 +121,7 @@ def _init_writing_as_nccl(monkeypatch, error=None):
             raise error
 
     monkeypatch.setattr(tdist, "init_process_group", init_process_group)
+    monkeypatch.setattr(set_up.SetUp, "join_store", lambda self, *args: None)
     monkeypatch.setattr(dist, "export_launch_env", lambda launch: None)
 
 

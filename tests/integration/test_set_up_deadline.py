@@ -1,0 +1,125 @@
+"""A set-up that cannot finish ends every rank within --timeout + set_up.ENDS_WITHIN_S, naming who is
+missing: real gloo ranks of `doctor` with Open MPI's layout variables on this host.
+
+Eight ranks where rank 7 is never started and rank 3 is killed once it has registered in the
+rendezvous store: each rank left says, in its one line, that rank 7 never joined and that rank 3
+joined and died. Four ranks where rank 2 sleeps after registering (a wait no abort reaches): its own
+watchdog ends it, and rank 0 names it. The bound is counted from the moment the last rank joined
+(read from the store, as a peer would), so a slow start on a loaded machine does not count against it.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+from nccl_bench.ranks import set_up
+from nccl_bench.ranks.dist import DEFAULT_PG_PREFIX
+from tests.conftest import REPO, worker_env
+
+pytestmark = pytest.mark.integration
+
+TIMEOUT_S = 10.0
+# After the bound the ranks promise: a process's own exit (torch's teardown, a loaded machine's
+# scheduling) and the poll of this test.
+EXIT_SLACK_S = 20.0
+START_LIMIT_S = 180.0  # for every launched rank to register, however loaded the machine
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _launch(world: int, ranks: list[int], port: int, fault: str, tmp_path) -> dict[int, subprocess.Popen]:
+    procs = {}
+    for rank in ranks:
+        env = worker_env({"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "OMPI_COMM_WORLD_RANK": str(rank),
+                          "OMPI_COMM_WORLD_SIZE": str(world), "OMPI_COMM_WORLD_LOCAL_RANK": str(rank),
+                          "OMPI_COMM_WORLD_LOCAL_SIZE": str(world), "NCCL_BENCH_FAULT": fault})
+        argv = [sys.executable, "-m", "nccl_bench", "doctor", "--size", "64K", "--timeout", f"{TIMEOUT_S:g}",
+                "--no-history", "--out", str(tmp_path / "run")]
+        with open(tmp_path / f"rank{rank}.err", "w") as err:  # a file: a full pipe would hold the rank
+            procs[rank] = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=err, text=True, env=env,
+                                           cwd=REPO, start_new_session=True)
+    return procs
+
+
+def _all_joined_at(port: int, expected: int, procs: dict[int, subprocess.Popen]) -> float:
+    """When the store's joined count reached `expected`, read as the ranks read it."""
+    import torch.distributed as tdist
+
+    limit = time.monotonic() + START_LIMIT_S
+    store = None
+    while time.monotonic() < limit and any(p.poll() is None for p in procs.values()):
+        try:
+            store = store or tdist.PrefixStore(DEFAULT_PG_PREFIX, tdist.TCPStore(
+                "127.0.0.1", port, None, is_master=False, timeout=_dt.timedelta(seconds=5), wait_for_workers=False))
+            if int(store.add(set_up.JOINED_COUNT, 0)) >= expected:
+                return time.monotonic()
+        except (RuntimeError, ValueError):  # the store is not up yet
+            store = None
+        time.sleep(0.1)
+    raise AssertionError(f"the ranks never all joined: exit codes {[p.poll() for p in procs.values()]}")
+
+
+def _ended(procs: dict[int, subprocess.Popen], by: float, tmp_path) -> dict[int, tuple[int | None, str]]:
+    """Each rank's exit code and stderr; a rank still running at `by` is killed and fails the test."""
+    late = []
+    for rank, proc in procs.items():
+        try:
+            proc.wait(timeout=max(0.0, by - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            late.append(rank)
+            proc.kill()
+            proc.wait()
+    said = {rank: (proc.returncode, (tmp_path / f"rank{rank}.err").read_text()) for rank, proc in procs.items()}
+    assert not late, f"ranks {late} outlived --timeout + {set_up.ENDS_WITHIN_S:g} s: {said}"
+    return said
+
+
+def _run(world: int, ranks: list[int], fault: str, tmp_path):
+    """Launch `ranks` of a world of `world` with the planted fault; (each rank's exit code and stderr,
+    the processes), every rank having ended within the bound counted from the last join."""
+    port = _free_port()
+    procs = _launch(world, ranks, port, fault, tmp_path)
+    try:
+        joined = _all_joined_at(port, len(ranks), procs)
+        return _ended(procs, joined + TIMEOUT_S + set_up.ENDS_WITHIN_S + EXIT_SLACK_S, tmp_path), procs
+    finally:
+        for proc in procs.values():
+            if proc.poll() is None:
+                proc.kill()
+
+
+def _error_lines(text: str) -> list[str]:
+    return [line for line in text.splitlines() if line.startswith("nccl-bench: error:")]
+
+
+def test_a_rank_that_never_joins_and_one_that_dies_in_set_up_are_named_by_every_other_rank(tmp_path):
+    said, procs = _run(8, list(range(7)), "crash-set-up:3", tmp_path)
+    assert said[3][0] == -9  # the planted crash
+    for rank in (0, 1, 2, 4, 5, 6):
+        code, err = said[rank]
+        lines = _error_lines(err)
+        assert code == 3 and len(lines) == 1, (rank, err)
+        assert "setting up the doctor failed: rank 7 never joined (7 of 8 did)" in lines[0], lines
+        assert f"rank 3 ({socket.gethostname()}, pid {procs[3].pid}: died) joined but never finished" in lines[0]
+        assert f"rank {rank} saw: joining the rendezvous made no progress" in lines[0]
+        assert "Traceback" not in err
+
+
+def test_a_rank_stuck_in_set_up_is_ended_by_its_own_deadline_and_named(tmp_path):
+    said, _ = _run(4, list(range(4)), "stall-set-up:2", tmp_path)
+    assert {rank: code for rank, (code, _) in said.items()} == {0: 3, 1: 3, 2: 3, 3: 3}, said
+    own = _error_lines(said[2][1])
+    assert len(own) == 1 and "rank 2 saw: joining the rendezvous made no progress for more than" in own[0], said[2]
+    # Past the process group a peer's failure is mapped as any failed collective is (faults.why_stopped):
+    # the lowest rank it finds alive reports, so rank 0 always does, naming rank 2.
+    assert any("rank 2" in line for line in _error_lines(said[0][1])), said
