@@ -14,7 +14,7 @@ import time
 from typing import Callable, Iterator
 
 from nccl_bench.errors import EXIT_INTERRUPTED, RunFailedError
-from nccl_bench.ranks import dist, roll_call
+from nccl_bench.ranks import dist, native_output, roll_call
 from nccl_bench.ranks.deadline import GRACE_S, STALL_MARK, DeadlineExceeded
 
 # After a collective fails, how long a rank waits for the others to check in: live ranks notice the
@@ -243,7 +243,7 @@ def _failure(
         own = None
     else:  # the signal may have come together with the error
         signalled = Interrupted(_signals.pending) if _signals.pending else None
-        own = name_timeout(dist.backend_error_text(exc), timeout_s)
+        own = name_timeout(native_output.backend_error_text(exc), timeout_s)
         roll_call.mark_leaving(ctx, f"{where} failed on rank {ctx.rank}: {own}")
         if isinstance(exc, DeadlineExceeded):
             roll_call.mark_after_abort(ctx, roll_call.CAME_BACK if exc.came_back else roll_call.STUCK)

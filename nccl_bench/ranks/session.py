@@ -23,7 +23,7 @@ from typing import Any, Callable, Protocol, Sequence
 
 from nccl_bench.errors import EXIT_INTERRUPTED, RunFailedError, UserInputError, WriteFailedError
 from nccl_bench.options import OUT, RESULTS_ROOT
-from nccl_bench.ranks import devices, dist, faults, roll_call, run_owner
+from nccl_bench.ranks import devices, dist, faults, native_output, roll_call, run_owner
 from nccl_bench.ranks.deadline import Deadline, DeadlineExceeded
 from nccl_bench.ranks.launch import LOCAL_WORKER_ENV
 from nccl_bench.ranks.layout import LaunchEnv, detect_launch, export_launch_env
@@ -234,7 +234,7 @@ def _execute(request: RunRequest, body: RunBody, on_stuck: Callable[[RunFailedEr
                 _LifeCycle(run, body, on_stuck).go()
     except RuntimeError as exc:  # process-group set-up; no result was at stake yet
         release_run_dir(run_dir, made)
-        reason = faults.name_timeout(dist.backend_error_text(exc), request.timeout_s)
+        reason = faults.name_timeout(native_output.backend_error_text(exc), request.timeout_s)
         failure = RunFailedError(f"setting up the {request.command} failed on rank {launch.rank}: {reason}")
         failure.details = getattr(exc, "details", ())
         raise failure from exc

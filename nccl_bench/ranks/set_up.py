@@ -38,12 +38,11 @@ from nccl_bench.ranks.deadline import GRACE_S, MARGIN_S, Deadline, DeadlineExcee
 from nccl_bench.ranks.dist import (
     DEFAULT_PG_PREFIX,
     abort_all_groups,
-    backend_diagnostics,
-    backend_error_text,
     hostname,
     waited_text,
 )
 from nccl_bench.ranks.layout import LaunchEnv
+from nccl_bench.ranks.native_output import backend_diagnostics, backend_error_text
 from nccl_bench.ranks.planted import fault_seam
 
 JOINED_COUNT = "nccl_bench/set_up/joined"
@@ -152,7 +151,7 @@ class SetUp:
     def join_store(self, launch: LaunchEnv, timeout_s: float, group_timeout_s: float, held: Any) -> Any:
         """The rendezvous store, once every rank has registered in it (join). A store that cannot be
         reached fails as the rendezvous: its address, port and wait named. held: the output held
-        meanwhile (dist._HeldOutput: torch's client prints a stack per failed connection attempt)."""
+        meanwhile (native_output.HeldOutput: torch's client prints a stack per failed connection attempt)."""
         import torch.distributed as tdist
 
         self.step("opening the rendezvous store")

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from nccl_bench.ranks.dist import backend_error_text
 from nccl_bench.ranks.faults import FAILURE_ROLL_CALL_S
+from nccl_bench.ranks.native_output import backend_error_text
 from nccl_bench.ranks.roll_call import process_state
 from nccl_bench.results.csv_reader import read_rows
 from nccl_bench.results.run_folder import read_meta

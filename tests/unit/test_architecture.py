@@ -32,9 +32,9 @@ LAYERS: dict[str, tuple[int, tuple[str, ...]]] = {
     # every command's options, declared once: read by the configs and the CLI
     "options": (3, ("options",)),
     "ranks": (4, ("ranks", "ranks.check", "ranks.collectives", "ranks.deadline", "ranks.devices", "ranks.dist",
-                  "ranks.faults", "ranks.launch", "ranks.layout", "ranks.nccl_trace", "ranks.planted",
-                  "ranks.preflight", "ranks.roll_call", "ranks.run_owner", "ranks.runner", "ranks.session",
-                  "ranks.split")),
+                  "ranks.faults", "ranks.launch", "ranks.layout", "ranks.native_output", "ranks.nccl_trace",
+                  "ranks.planted", "ranks.preflight", "ranks.roll_call", "ranks.run_owner", "ranks.runner",
+                  "ranks.session", "ranks.set_up", "ranks.split")),
     # the commands on ranks, each with its config, plan, body and report, placed alike
     "doctor": (5, ("doctor", "doctor.doctor_body", "doctor.doctor_config", "doctor.doctor_entry",
                    "doctor.doctor_report", "doctor.roster", "doctor.schedule", "doctor.verdicts")),

@@ -26,7 +26,7 @@ PRINTS = ("cli.", "render.live")
 STDERR = {"cli.messages"}
 # Writes to the process's stdout/stderr file descriptors underneath Python's streams.
 RAW_OUTPUT = {
-    "ranks.dist": "gives back what torch's and NCCL's C++ code wrote to stdout and stderr while the rendezvous "
+    "ranks.native_output": "gives back what torch's and NCCL's C++ code wrote to stdout and stderr while the rendezvous "
                   "held them",
 }
 # Modules that open, create, replace or rename files, and why.
@@ -36,7 +36,7 @@ FILE_WRITERS = {
     "results.csv_appender": "results.csv and doctor.csv appended row by row",
     "results.run_folder": "the run folder made and claimed (its .claim file, made with O_EXCL)",
     "sweep.saved_baselines": "a baseline folder copied beside its name and renamed into place",
-    "ranks.dist": "an unnamed temporary file that holds stderr during the rendezvous",
+    "ranks.native_output": "an unnamed temporary file that holds stderr during the rendezvous",
     "cli.streams": "/dev/null opened in place of a closed stdout",
     "ranks.nccl_trace": "--nccl-trace: rank 0's NCCL log (NCCL writes it) moved into the run folder as the run ends",
 }
@@ -328,6 +328,7 @@ DURATIONS = {
     "ranks.deadline": "the per-step deadline",
     "ranks.faults": "the grace a stopping rank gives a signal",
     "ranks.roll_call": "how long a roll call waits for the other ranks",
+    "ranks.set_up": "the set-up watch: how long since a set-up step last made progress",
     "hardware.host": "the host's memory-copy probe (a peak, not a result)",
 }
 _DURATION_CLOCKS = {"time.perf_counter", "time.perf_counter_ns", "time.monotonic", "time.monotonic_ns"}

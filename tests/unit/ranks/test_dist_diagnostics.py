@@ -8,7 +8,7 @@ import os
 import pytest
 
 from nccl_bench.errors import RunFailedError
-from nccl_bench.ranks import dist, set_up
+from nccl_bench.ranks import dist, native_output, set_up
 from nccl_bench.ranks.layout import LaunchEnv
 
 # What a rank writes when NCCL cannot reach a peer (NCCL_DEBUG=WARN) and the error torch raises.
@@ -29,7 +29,7 @@ socketStartConnect: Connect to 10.0.0.1<43211> failed : Software caused connecti
 
 
 def test_nccl_warnings_and_the_last_error_are_kept_in_order_without_control_characters():
-    assert dist.backend_diagnostics(NCCL_STDERR + TORCH_ERROR) == (
+    assert native_output.backend_diagnostics(NCCL_STDERR + TORCH_ERROR) == (
         "node2:3141:3160 [0] misc/socket.cc:484 NCCL WARN socketStartConnect: Connect to 10.0.0.1<43211> failed : "
         "Software caused connection abort",
         "node2:3141:3160 [0] NCCL WARN ?[31mbootstrap.cc:90 failed?[0m",
@@ -38,10 +38,10 @@ def test_nccl_warnings_and_the_last_error_are_kept_in_order_without_control_char
 
 
 def test_nothing_is_kept_from_retry_noise_and_a_long_log_is_capped():
-    assert dist.backend_diagnostics("[c10d] The client socket has failed to connect\nframe #3: x\n") == ()
+    assert native_output.backend_diagnostics("[c10d] The client socket has failed to connect\nframe #3: x\n") == ()
     many = "\n".join(f"h:1:2 [0] NCCL WARN line {i}" for i in range(50))
-    kept = dist.backend_diagnostics(many)
-    assert len(kept) == dist.MAX_DIAGNOSTICS and kept[0].endswith("line 0")
+    kept = native_output.backend_diagnostics(many)
+    assert len(kept) == native_output.MAX_DIAGNOSTICS and kept[0].endswith("line 0")
 
 
 def test_the_rendezvous_names_the_wait_it_really_had():
@@ -150,11 +150,11 @@ def test_what_was_written_while_starting_is_passed_on_to_its_own_stream_when_it_
 
 C_WRITER = """
 import ctypes, sys
-from nccl_bench.ranks import dist
+from nccl_bench.ranks import native_output
 
 libc = ctypes.CDLL(None)
 c_stdout = ctypes.c_void_p.in_dll(libc, "stdout")
-held = dist._HeldOutput()
+held = native_output.HeldOutput()
 try:
     with held:
         libc.fputs(b"node1:1:2 [0] misc/socket.cc:484 NCCL WARN socketStartConnect failed\\n", c_stdout)
