@@ -26,7 +26,7 @@ RANKS_128 = TRACES / "nccl_128rank_rank0.json.gz"
 # traces hold, and the bytes of each type.
 OPS_HERE = {"allreduce": "all_reduce", "broadcast": "broadcast", "nccl:all_reduce": "all_reduce",
             "nccl:all_to_all": "all_to_all"}
-BYTES_OF = {"Float": 4, "Long": 8, "float": 4, "int": 4}
+BYTES_OF = {"Float": 4, "Long": 8, "Int": 4, "float": 4, "int": 4}
 
 
 @functools.cache
@@ -119,3 +119,21 @@ def test_a_trace_without_collectives_is_refused(tmp_path):
          "args": {"Collective name": "wait"}}]}))
     with pytest.raises(TraceError, match="no collectives in it"):
         read_trace(path)
+
+
+TORCH_211 = TRACES / "torch211_nccl2289_1gpu_rank0.json.gz"
+OPS_211 = {"allreduce": "all_reduce", "_allgather_base": "all_gather", "broadcast": "broadcast"}
+
+
+def test_a_trace_of_torch_2_11_with_nccl_2_28_is_read_from_its_records():
+    """A one-rank NCCL job on an H100: every record_param_comms collective read with its size, and no job
+    time, since NCCL runs no kernel of its own at one rank (a copy, or nothing)."""
+    records = [e["args"] for e in _events(TORCH_211) if e.get("name") == "record_param_comms"]
+    collectives = [a for a in records if a["Collective name"] != "wait"]
+    expected = Counter((OPS_211[a["Collective name"]], a["Out msg nelems"] * BYTES_OF[a["dtype"]]) for a in collectives)
+    trace = _read(TORCH_211)
+    assert (trace.backend, trace.world_size, trace.nccl_version) == ("nccl", 1, "2.28.9")
+    assert Counter((call.op, call.size_bytes) for call in trace.calls) == expected
+    assert sum(expected.values()) == 14
+    assert {call.job_time_us for call in trace.calls} == {None}
+    assert not any(e["name"].startswith("nccl") for e in _events(TORCH_211) if e.get("cat") == "kernel")
