@@ -6,12 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
-from nccl_bench.cli import messages, on_ranks, streams
+from nccl_bench.cli import messages, on_ranks
 from nccl_bench.cli.on_ranks import OnRanks, Ran
 from nccl_bench.cli.params import read_given, takes, use
 from nccl_bench.history.recording import recording_target
 from nccl_bench.options import DOCTOR_OPTION, DOCTOR_OPTIONS, HISTORY, JSON_FILE, NO_HISTORY, WORKERS
-from nccl_bench.ranks.preflight import check_process_limits
 
 if TYPE_CHECKING:
     from nccl_bench.doctor.doctor_entry import DoctorJob
@@ -23,8 +22,7 @@ if TYPE_CHECKING:
        no_history=use(given_default=True))
 def doctor_command(**given: Any) -> None:
     """Find the slow node, rail or link: every node's all_reduce and every node pair in one launch; exit 1 on a suspect."""  # noqa: E501
-    streams.stdout_is_a_view()  # its files (doctor.csv, doctor.json) are the product
-    check_process_limits()  # before torch loads: too few files or too little memory to start
+    on_ranks.ready_for_ranks()
     workers = read_given(WORKERS, given[WORKERS.key])
     from nccl_bench.doctor.doctor_entry import plan_doctor  # what a run needs loads with it, never for --help
     from nccl_bench.render.formats import check_output_file

@@ -12,12 +12,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, NoReturn, Optional, Sequence
 
-from nccl_bench.cli import messages
+from nccl_bench.cli import messages, streams
 from nccl_bench.errors import EXIT_INTERRUPTED, EXIT_OK, RunFailedError, UserInputError
 from nccl_bench.history.recording import record_run
 from nccl_bench.option_types import Option
 from nccl_bench.options import HISTORY, WORKERS
 from nccl_bench.ranks.layout import LaunchEnv, detect_launch
+from nccl_bench.ranks.preflight import check_process_limits
 from nccl_bench.units.nccl_env import Variant
 
 if TYPE_CHECKING:
@@ -46,6 +47,14 @@ class OnRanks:
     variants: Sequence[Variant] = ((),)  # each in fresh ranks, one after the other (--nccl-env)
     kept_away: tuple[Option, ...] = ()  # options only this process acts on: not passed to local workers
     verdict_on_disk: Callable[[Path], int] = lambda run_dir: EXIT_OK  # a verdict the workers left in the folder
+
+
+def ready_for_ranks() -> None:
+    """What every command that runs on ranks does first, before torch loads: its files (results.csv,
+    meta.json, doctor.json) are the product, so stdout is only a view of them; a process with too few
+    files or too little memory to start is refused in one line."""
+    streams.stdout_is_a_view()
+    check_process_limits()
 
 
 def run_on_ranks(job: OnRanks, workers: Optional[int]) -> Ran:

@@ -9,13 +9,12 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
-from nccl_bench.cli import messages, on_ranks, streams
+from nccl_bench.cli import messages, on_ranks
 from nccl_bench.cli.on_ranks import OnRanks, Ran
 from nccl_bench.cli.params import read_given, takes, use
 from nccl_bench.history.recording import recording_target
 from nccl_bench.options import ENVELOPE, HISTORY, JSON_FILE, NO_HISTORY, REPLAY_OPTIONS, TRACES, WORKERS
 from nccl_bench.ranks.layout import detect_launch
-from nccl_bench.ranks.preflight import check_process_limits
 
 if TYPE_CHECKING:
     from nccl_bench.replay.profile import Profile
@@ -36,8 +35,7 @@ def replay_command(**given: Any) -> None:
     if workers is None and detect_launch() is None:  # no ranks: the profile is the answer
         _say(job, job.profile, json_path, replayed=False)
         return
-    streams.stdout_is_a_view()  # a replay's files (results.csv, meta.json) are the product
-    check_process_limits()  # before torch loads: too few files or too little memory to start
+    on_ranks.ready_for_ranks()
     from nccl_bench.results.run_folder import new_run_dir
 
     config = job.config

@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from nccl_bench.cli import messages, on_ranks, streams
+from nccl_bench.cli import messages, on_ranks
 from nccl_bench.cli.on_ranks import OnRanks, Ran
 from nccl_bench.cli.params import read_given, takes, use
 from nccl_bench.errors import EXIT_VERDICT
@@ -22,7 +22,6 @@ from nccl_bench.options import (
     SWEEP_OPTIONS,
     WORKERS,
 )
-from nccl_bench.ranks.preflight import check_process_limits
 
 if TYPE_CHECKING:
     from nccl_bench.sweep.sweep_entry import SweepJob
@@ -36,8 +35,7 @@ WITH_BASELINE = f"With {BASELINE.name}"
        no_history=use(given_default=True))
 def sweep_command(**given: Any) -> None:
     """Sweep message sizes for one or more collectives; print an nccl-tests-style table, write CSV + meta.json."""
-    streams.stdout_is_a_view()  # its files (results.csv, meta.json) are the product
-    check_process_limits()  # before torch loads: too few files or too little memory to start
+    on_ranks.ready_for_ranks()
     workers = read_given(WORKERS, given[WORKERS.key])
     from nccl_bench.render.formats import check_output_file  # what a run needs loads with it, never for --help
     from nccl_bench.results.run_folder import new_run_dir
