@@ -88,6 +88,7 @@ def main(argv: list[str]) -> int:
     from nccl_bench.ranks.devices import device_kind
     from nccl_bench.ranks.layout import detect_launch
     from nccl_bench.ranks.runner import PointRunner, TimingPlan
+    from nccl_bench.ranks.set_up import SetUp
     from nccl_bench.sweep import sweep_config as cfg
     from nccl_bench.sweep.plan import buffer_bytes, plan_points
     from nccl_bench.units.sizes import parse_size
@@ -109,7 +110,7 @@ def main(argv: list[str]) -> int:
     plan = TimingPlan(warmup=config.warmup, iters=config.iters, min_sample_s=min_sample_s,
                       trials=config.trials, agg=config.agg, blocking=config.blocking, cuda_graph=config.cuda_graph)
 
-    with dist.process_group(launch, backend, config.timeout_s) as ctx:
+    with dist.process_group(launch, backend, config.timeout_s, set_up=SetUp()) as ctx:
         dtype = getattr(torch, config.dtype)
         element_bytes = cfg.DTYPE_BYTES[config.dtype]
         send_bytes, recv_bytes = buffer_bytes(points, element_bytes)

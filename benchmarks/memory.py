@@ -48,13 +48,14 @@ def worker(mode: str, sweep_args: list[str]) -> int:
     from nccl_bench import cli
     from nccl_bench.ranks import dist, preflight
     from nccl_bench.ranks.layout import detect_launch
+    from nccl_bench.ranks.set_up import SetUp
 
     folder = Path(os.environ[REPORT_ENV])
     code = 0
     if mode == "baseline":
         launch = detect_launch()
         backend = preflight.chosen_backend("auto")
-        with dist.process_group(launch, backend, 300) as ctx:
+        with dist.process_group(launch, backend, 300, set_up=SetUp()) as ctx:
             tensor = torch.ones(256, device=ctx.device)
             tdist.all_reduce(tensor)
             tdist.barrier()

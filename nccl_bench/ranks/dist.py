@@ -84,7 +84,7 @@ DEFAULT_PG_PREFIX = "default_pg"
 
 @contextlib.contextmanager
 def process_group(launch: LaunchEnv, backend: str, timeout_s: float, device_index: int | None = None,
-                  control: bool = False, set_up=None) -> Iterator[DistContext]:
+                  control: bool = False, *, set_up: Any) -> Iterator[DistContext]:
     """The one place a process group is created and destroyed (also on error or interrupt).
 
     control: also make a gloo group for the helpers' own exchanges (DistContext.control).
@@ -94,9 +94,6 @@ def process_group(launch: LaunchEnv, backend: str, timeout_s: float, device_inde
     import torch.distributed as dist
 
     from nccl_bench.ranks import deadline, planted
-    from nccl_bench.ranks.set_up import SetUp
-
-    set_up = set_up or SetUp()
     export_launch_env(launch)
     extra = {}
     group_timeout_s = timeout_s
@@ -132,9 +129,7 @@ def process_group(launch: LaunchEnv, backend: str, timeout_s: float, device_inde
             details = backend_diagnostics(held.text + "\n" + str(exc))
             if device_kind(backend) == "cuda" or details:  # what the backend said is the news
                 raise BackendStartError(str(exc), details) from exc
-            from nccl_bench.ranks.faults import name_timeout
-
-            failure = set_up.failure(name_timeout(backend_error_text(exc), timeout_s))
+            failure = set_up.start_failed(backend_error_text(exc), timeout_s)
             failure.details = details
             raise failure from None
         # The roll call's notes (ranks/roll_call.py) live where they always have: in the default group's store.

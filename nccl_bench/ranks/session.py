@@ -228,7 +228,7 @@ def _execute(request: RunRequest, body: RunBody, on_stuck: Callable[[RunFailedEr
         with faults.signals_raise_interrupted():
             started = time.perf_counter()
             with dist.process_group(launch, request.backend, request.timeout_s, device_index,
-                                    request.control, SetUp(request.command, on_stuck)) as ctx:
+                                    request.control, set_up=SetUp(request.command, on_stuck)) as ctx:
                 run.ctx, run.own_init_s = ctx, time.perf_counter() - started
                 roll_call.publish_process(ctx.rank)
                 _LifeCycle(run, body, on_stuck).go()

@@ -41,6 +41,7 @@ from nccl_bench.ranks.dist import (
     hostname,
     waited_text,
 )
+from nccl_bench.ranks.faults import name_timeout
 from nccl_bench.ranks.layout import LaunchEnv
 from nccl_bench.ranks.native_output import backend_diagnostics, backend_error_text
 from nccl_bench.ranks.planted import fault_seam
@@ -196,6 +197,11 @@ class SetUp:
         self.ready_done, self.notes_store = True, notes_store
         with contextlib.suppress(Exception):
             self.store.set(_ready_key(self.rank), "1")
+
+    def start_failed(self, cause: str, timeout_s: float) -> RunFailedError:
+        """The process group could not start (gloo's store waits and connects): the failure named as a
+        timeout where it was one."""
+        return self.failure(name_timeout(cause, timeout_s))
 
     def failure(self, reason: str, stalled: bool = False) -> RunFailedError:
         """The one line of a failed set-up: who never joined, who joined but never became ready, who

@@ -26,8 +26,8 @@ PRINTS = ("cli.", "render.live")
 STDERR = {"cli.messages"}
 # Writes to the process's stdout/stderr file descriptors underneath Python's streams.
 RAW_OUTPUT = {
-    "ranks.native_output": "gives back what torch's and NCCL's C++ code wrote to stdout and stderr while the rendezvous "
-                  "held them",
+    "ranks.native_output": "gives back what torch's and NCCL's C++ code wrote to stdout and stderr while the "
+                           "rendezvous held them",
 }
 # Modules that open, create, replace or rename files, and why.
 FILE_WRITERS = {

@@ -10,6 +10,7 @@ import pytest
 from nccl_bench.errors import RunFailedError
 from nccl_bench.ranks import dist, native_output, set_up
 from nccl_bench.ranks.layout import LaunchEnv
+from nccl_bench.ranks.set_up import SetUp
 
 # What a rank writes when NCCL cannot reach a peer (NCCL_DEBUG=WARN) and the error torch raises.
 NCCL_STDERR = """\
@@ -84,7 +85,7 @@ def test_a_backend_that_fails_to_start_keeps_what_nccl_wrote(capfd, monkeypatch)
 
     _failing_init(capfd, monkeypatch, tdist.DistBackendError(TORCH_ERROR))
     with pytest.raises(dist.BackendStartError) as info:
-        with dist.process_group(_launch(), "gloo", 5.0):
+        with dist.process_group(_launch(), "gloo", 5.0, set_up=SetUp()):
             pass
     assert info.value.details[0].endswith("Software caused connection abort")
     assert info.value.details[-1].startswith("Last error: socketStartConnect")
@@ -96,7 +97,7 @@ def test_a_failed_rendezvous_carries_nccls_lines_too(capfd, monkeypatch):
 
     _failing_rendezvous(capfd, monkeypatch, tdist.DistStoreError("Timed out after 6 seconds waiting for clients"))
     with pytest.raises(RunFailedError) as info:
-        with dist.process_group(_launch(), "gloo", 5.0):
+        with dist.process_group(_launch(), "gloo", 5.0, set_up=SetUp()):
             pass
     assert "within --timeout 5 s (Timed out after 6 seconds waiting for clients)" in str(info.value)
     assert len(info.value.details) == 2 and capfd.readouterr().err == ""
@@ -130,7 +131,7 @@ def test_nccls_warnings_on_stdout_are_kept_when_its_communicator_fails(capfd, mo
 
     _init_writing_as_nccl(monkeypatch, tdist.DistBackendError("NCCL error: invalid usage"))
     with pytest.raises(dist.BackendStartError) as info:
-        with dist.process_group(_launch(), "gloo", 5.0):
+        with dist.process_group(_launch(), "gloo", 5.0, set_up=SetUp()):
             pass
     assert info.value.details == (
         "node2:3141:3160 [0] init.cc:1746 NCCL WARN ncclCommInitRankConfig: invalid device ordinal",)
@@ -143,7 +144,7 @@ def test_what_was_written_while_starting_is_passed_on_to_its_own_stream_when_it_
     _init_writing_as_nccl(monkeypatch)
     monkeypatch.setattr(tdist.distributed_c10d, "_get_default_store", lambda: None)
     monkeypatch.setattr(tdist, "destroy_process_group", lambda: None)
-    with dist.process_group(_launch(), "gloo", 5.0):
+    with dist.process_group(_launch(), "gloo", 5.0, set_up=SetUp()):
         pass
     assert capfd.readouterr() == (NCCL_STDOUT, C10D_STDERR)
 

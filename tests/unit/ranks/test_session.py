@@ -167,7 +167,7 @@ def test_a_process_group_that_cannot_start_keeps_what_the_backend_said(tmp_path,
             "Last error: socketStartConnect: Connect to 10.0.0.1<43211> failed")
 
     @contextlib.contextmanager
-    def failing_group(*args):
+    def failing_group(*args, **kwargs):
         raise dist.BackendStartError("NCCL error in: NCCLUtils.cpp:77, unhandled system error\nLast error:", said)
         yield
 

@@ -13,6 +13,7 @@ import pytest
 from nccl_bench.ranks import dist as rank_dist
 from nccl_bench.ranks.faults import Interrupted
 from nccl_bench.ranks.layout import LaunchEnv
+from nccl_bench.ranks.set_up import SetUp
 
 
 @pytest.fixture(autouse=True)
@@ -60,7 +61,7 @@ def _launch() -> LaunchEnv:
 def test_unclean_exit_aborts_instead_of_destroying(blocking_destroy, stop):
     started = time.monotonic()
     with pytest.raises(type(stop)):
-        with rank_dist.process_group(_launch(), "gloo", 30.0, control=True):
+        with rank_dist.process_group(_launch(), "gloo", 30.0, control=True, set_up=SetUp()):
             raise stop
     assert blocking_destroy == []  # never destroyed
     assert time.monotonic() - started < 20  # out at once: the report is printed after this
@@ -72,6 +73,6 @@ def test_a_clean_exit_destroys(monkeypatch):
 
     calls, real = [], tdist.destroy_process_group
     monkeypatch.setattr(tdist, "destroy_process_group", lambda group=None: (calls.append(group), real(group)))
-    with rank_dist.process_group(_launch(), "gloo", 30.0):
+    with rank_dist.process_group(_launch(), "gloo", 30.0, set_up=SetUp()):
         pass
     assert calls == [None] and not tdist.is_initialized()
