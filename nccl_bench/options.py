@@ -347,6 +347,11 @@ MULTI_NODE = Option("multi_node", ("--multi-node",), switch,
 HISTORY = Option("history", ("--history",), text,
                  "The history: a file, sqlite:///PATH or postgresql://user@host:port/db (default: "
                  "$NCCL_BENCH_HISTORY, else <results-root>/history.sqlite).", metavar="URL")
+# How long a command waits for the history (a lock, a server's answer) before it gives up; a run that
+# waited is kept whole, to be added later (history/store.py, history/address.py's DEFAULT_WAIT_S).
+HISTORY_WAIT = Option("history_wait_s", ("--history-wait",), number(),
+                      "Seconds to wait for a locked or silent history before giving up (default {default}).",
+                      default=20.0, metavar="SECONDS")
 NO_HISTORY = Option("no_history", ("--no-history",), switch, "Do not record this run in the history.",
                     default=False)
 HISTORY_PATHS = Argument("paths", "PATH...",

@@ -10,14 +10,14 @@ from nccl_bench.cli import messages, on_ranks, streams
 from nccl_bench.cli.on_ranks import OnRanks, Ran
 from nccl_bench.cli.params import read_given, takes, use
 from nccl_bench.history.recording import recording_target
-from nccl_bench.options import DOCTOR_OPTION, DOCTOR_OPTIONS, HISTORY, JSON_FILE, NO_HISTORY, WORKERS
+from nccl_bench.options import DOCTOR_OPTION, DOCTOR_OPTIONS, HISTORY, HISTORY_WAIT, JSON_FILE, NO_HISTORY, WORKERS
 from nccl_bench.ranks.preflight import check_process_limits
 
 if TYPE_CHECKING:
     from nccl_bench.doctor.doctor_entry import DoctorJob
 
 
-@takes(*DOCTOR_OPTIONS, WORKERS, JSON_FILE, HISTORY, NO_HISTORY,
+@takes(*DOCTOR_OPTIONS, WORKERS, JSON_FILE, HISTORY, HISTORY_WAIT, NO_HISTORY,
        quick=use(given_default=True), tolerance=use(given_default=True), out=use(folder="doctor"),
        timeout_s=use(step="exchange"), json_file=use(what="the verdicts (doctor.json's schema)"),
        no_history=use(given_default=True))
@@ -35,7 +35,8 @@ def doctor_command(**given: Any) -> None:
     json_path = check_output_file(read_given(JSON_FILE, given[JSON_FILE.key]), JSON_FILE.name)
     check_output_file(config.exclude_file, DOCTOR_OPTION["exclude_file"].name)  # written by rank 0 with doctor.json
     check_output_file(config.prom, DOCTOR_OPTION["prom"].name)
-    store = recording_target(given[HISTORY.key], given[NO_HISTORY.key], config.results_root)
+    store = recording_target(given[HISTORY.key], given[NO_HISTORY.key], config.results_root,
+                             read_given(HISTORY_WAIT, given[HISTORY_WAIT.key]))
     ran = on_ranks.run_on_ranks(OnRanks(
         "doctor", job.preflight, lambda launch: _on_this_rank(job, json_path, launch), config.out,
         new_run_dir(config.results_root, ["doctor"]), "measurements so far are kept",

@@ -3,6 +3,7 @@ sweep or doctor run is history/recording.py's."""
 
 from __future__ import annotations
 
+import signal
 from pathlib import Path
 from typing import Any, Optional
 
@@ -10,7 +11,7 @@ import typer
 
 from nccl_bench.cli import messages
 from nccl_bench.cli.params import read_given, read_or_default, takes, use
-from nccl_bench.errors import EXIT_OK, EXIT_VERDICT, UserInputError
+from nccl_bench.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_VERDICT, UserInputError
 from nccl_bench.history.recording import store_address
 from nccl_bench.options import (
     AS_JSON,
@@ -18,6 +19,7 @@ from nccl_bench.options import (
     HISTORY,
     HISTORY_OP,
     HISTORY_PATHS,
+    HISTORY_WAIT,
     JUNIT,
     MARKDOWN,
     PAGE,
@@ -31,35 +33,62 @@ app = typer.Typer(help="Every run kept in the history: add runs, show series, ch
 
 
 def _open(given: dict[str, Any], must_exist: bool = True):
-    """The history --history (or --results-root) names; one that must hold runs already must exist."""
+    """The history --history (or --results-root) names; one that must hold runs already must exist (and is
+    only read). Every failure of the store is a StoreError, which the CLI's edge says in one line; a
+    Ctrl-C or SIGTERM while it keeps the command waiting ends the command at once."""
     from nccl_bench.history.address import SQLITE
-    from nccl_bench.history.store import StoreError, open_store
+    from nccl_bench.history.store import open_store
 
-    address = store_address(given[HISTORY.key], given[RESULTS_ROOT.key])
-    if must_exist and address.kind == SQLITE and not Path(address.target).is_file():
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, _end_interrupted)
+    address = store_address(given[HISTORY.key], given[RESULTS_ROOT.key],
+                            read_or_default(HISTORY_WAIT, given.get(HISTORY_WAIT.key)))
+    if must_exist and address.kind == SQLITE and not Path(address.target).exists():
         raise UserInputError(HISTORY.name, f"{address.target} does not exist; record a run first")
-    try:
-        return open_store(address)
-    except StoreError as exc:
-        raise UserInputError(HISTORY.name, str(exc)) from None
+    store = open_store(address, messages.say, reading=must_exist)
+    if must_exist:
+        skipped = store.unusable_values()
+        if skipped:
+            messages.notes([f"{skipped} stored value(s) of {address.shown} are not finite, non-negative "
+                            "measurements; skipped"])
+    return store
+
+
+def _end_interrupted(signum, frame) -> None:
+    """Ctrl-C or SIGTERM, also while the history keeps the command waiting: one line, exit 130, at once
+    (raised here: typer would turn a KeyboardInterrupt into a silent exit)."""
+    messages.fail(f"interrupted by {signal.Signals(signum).name}", EXIT_INTERRUPTED)
 
 
 @app.command("add")
-@takes(HISTORY_PATHS, HISTORY, RESULTS_ROOT)
+@takes(HISTORY_PATHS, HISTORY, RESULTS_ROOT, HISTORY_WAIT)
 def add_command(**given: Any) -> None:
     """Add run folders, results.csv files and nccl-tests logs/JSON to the history; a run in it already is kept once."""
     from nccl_bench.history.records import read_record
+    from nccl_bench.history.store import refuse_bad_values
 
     paths = given[HISTORY_PATHS.key]
-    records = [read_record(Path(p), p, utc_now_iso()) for p in paths]  # every input read before the store is touched
+    runs = []
+    for path in paths:  # every input read before the store is touched; one that is no run is skipped
+        try:
+            record = read_record(Path(path), path, utc_now_iso())
+            refuse_bad_values(record)
+        except UserInputError as exc:
+            if len(paths) == 1:
+                raise
+            messages.say(f"skipped {exc}")
+            continue
+        runs.append((path, record))
+    if not runs:
+        raise UserInputError(HISTORY_PATHS.name, f"none of the {len(paths)} inputs is a run; nothing added")
     with _open(given, must_exist=False) as store:
-        for path, record in zip(paths, records, strict=True):
+        for path, record in runs:
             added = store.add_run(record)
             messages.plain(f"{'added' if added else 'already stored'}: {path} (run {record.run_id[:12]})")
 
 
 @app.command("show")
-@takes(HISTORY_OP, AS_JSON, WINDOW, FLOOR, HISTORY, RESULTS_ROOT, as_json=use(given_default=True))
+@takes(HISTORY_OP, AS_JSON, WINDOW, FLOOR, HISTORY, RESULTS_ROOT, HISTORY_WAIT, as_json=use(given_default=True))
 def show_command(**given: Any) -> None:
     """Per series: runs, latest, median, min and max busbw, and the latest's change against the window."""
     from nccl_bench.history import series
@@ -74,7 +103,7 @@ def show_command(**given: Any) -> None:
 
 
 @app.command("check")
-@takes(WINDOW, FLOOR, HISTORY_OP, MARKDOWN, JUNIT, HISTORY, RESULTS_ROOT)
+@takes(WINDOW, FLOOR, HISTORY_OP, MARKDOWN, JUNIT, HISTORY, RESULTS_ROOT, HISTORY_WAIT)
 def check_command(**given: Any) -> None:
     """Is the latest run of any series below its history's spread? Exit 0 ok, 1 regression, 2 bad input."""
     from nccl_bench.history import series
@@ -101,7 +130,7 @@ def check_command(**given: Any) -> None:
 
 
 @app.command("nodes")
-@takes(AS_JSON, HISTORY, RESULTS_ROOT, as_json=use(given_default=True))
+@takes(AS_JSON, HISTORY, RESULTS_ROOT, HISTORY_WAIT, as_json=use(given_default=True))
 def nodes_command(**given: Any) -> None:
     """Per host, from the doctor's runs: runs taken part in, times flagged, of which kind, and when last."""
     from nccl_bench.history.hosts import host_records
@@ -114,7 +143,7 @@ def nodes_command(**given: Any) -> None:
 
 
 @app.command("html")
-@takes(PAGE, WINDOW, FLOOR, HISTORY, RESULTS_ROOT)
+@takes(PAGE, WINDOW, FLOOR, HISTORY, RESULTS_ROOT, HISTORY_WAIT)
 def html_command(**given: Any) -> None:
     """One self-contained page: a trend plot per op and size with regressions marked, each host's doctor record."""
     from nccl_bench.history import series

@@ -16,7 +16,7 @@ from nccl_bench.cli import messages
 from nccl_bench.errors import EXIT_INTERRUPTED, EXIT_OK, RunFailedError, UserInputError
 from nccl_bench.history.recording import record_run
 from nccl_bench.option_types import Option
-from nccl_bench.options import HISTORY, WORKERS
+from nccl_bench.options import WORKERS
 from nccl_bench.ranks.layout import LaunchEnv, detect_launch
 from nccl_bench.units.nccl_env import Variant
 
@@ -104,13 +104,24 @@ def speaks_for_run(launch: LaunchEnv) -> bool:
 
 
 def record_in_history(run_dir: Path, address) -> None:
-    """Record the finished run where --history says (None: --no-history); a failure is a warning, the exit unchanged."""
+    """Record the finished run where --history says (None: --no-history); a failure is a warning, the exit
+    unchanged. A Ctrl-C or SIGTERM while the history keeps it waiting ends the command at once (130),
+    saying the run is whole and how to add it later."""
     if address is None:
         return
-    recorded = record_run(run_dir, address)
+    from nccl_bench.history.recording import add_later
+    from nccl_bench.ranks.faults import Interrupted, signals_raise_interrupted
+
+    try:
+        with signals_raise_interrupted():
+            recorded = record_run(run_dir, address, messages.say)
+    except (Interrupted, KeyboardInterrupt) as exc:
+        why = f"by {exc}" if isinstance(exc, Interrupted) else "by SIGINT"
+        messages.fail(f"interrupted {why} while recording the run: it was not recorded in the history; it is whole "
+                      f"in {run_dir}: add it later with `{add_later(run_dir, address)}`", EXIT_INTERRUPTED)
     if recorded.failure is not None:
         messages.say(f"warning: the run was not recorded in the history ({recorded.failure}); it is whole in "
-                     f"{run_dir}: add it later with `nccl-bench history add {run_dir} {HISTORY.name} URL`")
+                     f"{run_dir}: add it later with `{add_later(run_dir, address)}`")
         return
     messages.plain(f"recorded in the history {address.shown}")  # where the command wrote, as `wrote csv to`
 

@@ -15,6 +15,7 @@ from nccl_bench.history.recording import recording_target
 from nccl_bench.options import (
     BASELINE,
     HISTORY,
+    HISTORY_WAIT,
     NO_HISTORY,
     PRESET,
     SWEEP_BASELINE_OPTIONS,
@@ -30,7 +31,7 @@ if TYPE_CHECKING:
 WITH_BASELINE = f"With {BASELINE.name}"
 
 
-@takes(*SWEEP_OPTIONS, PRESET, WORKERS, *SWEEP_BASELINE_OPTIONS, HISTORY, NO_HISTORY,
+@takes(*SWEEP_OPTIONS, PRESET, WORKERS, *SWEEP_BASELINE_OPTIONS, HISTORY, HISTORY_WAIT, NO_HISTORY,
        out=use(folder="<ops>"), timeout_s=use(step="collective"), tolerance=use(prefix=WITH_BASELINE),
        replace_baseline=use(given_default=True), allow_mismatch=use(given_default=True, prefix=WITH_BASELINE),
        no_history=use(given_default=True))
@@ -44,7 +45,8 @@ def sweep_command(**given: Any) -> None:
     from nccl_bench.sweep.sweep_entry import plan_sweep
 
     job = plan_sweep(given)
-    store = recording_target(given[HISTORY.key], given[NO_HISTORY.key], job.config.results_root)
+    store = recording_target(given[HISTORY.key], given[NO_HISTORY.key], job.config.results_root,
+                             read_given(HISTORY_WAIT, given[HISTORY_WAIT.key]))
     check_output_file(job.config.prom, SWEEP_OPTION["prom"].name)
     ran = on_ranks.run_on_ranks(OnRanks(
         "sweep", job.preflight, lambda launch: _on_this_rank(job, launch), job.config.out,

@@ -239,7 +239,7 @@ EXACT = [
     ("results store that does not exist", ["history", "check", "--history", "{tmp}/none.sqlite"],
      "--history: {tmp}/none.sqlite does not exist; record a run first"),
     ("results store of a newer nccl-bench", ["history", "show", "--history", "{tmp}/newer.sqlite"],
-     "--history: {tmp}/newer.sqlite was written by a newer nccl-bench (store schema 99; this one reads up to 1): "
+     "--history: {tmp}/newer.sqlite was written by a newer nccl-bench (store schema 99; this one reads up to 2): "
      "upgrade nccl-bench"),
     ("history window below 2", ["history", "check", "--window", "1"], "--window: must be at least 2, got 1"),
 ]

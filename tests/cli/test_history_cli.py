@@ -124,7 +124,7 @@ def test_a_newer_store_is_refused_in_one_line(tmp_path):
     done = _history(tmp_path, store, "show")
     assert done.returncode == 2
     assert done.stderr == (f"nccl-bench: error: --history: {store} was written by a newer nccl-bench (store schema 7; "
-                           "this one reads up to 1): upgrade nccl-bench\n")
+                           "this one reads up to 2): upgrade nccl-bench\n")
 
 
 
