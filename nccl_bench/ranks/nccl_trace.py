@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import MutableMapping
 
 TRACE_ENV = {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "TUNING"}
+DEBUG_FILE_ENV = "NCCL_DEBUG_FILE"
+TRACE_VARIABLES = (*TRACE_ENV, DEBUG_FILE_ENV)  # what --nccl-trace sets: never --nccl-env's too
 # A point of many small ops logs one short line per op (~100 B; a GPU sweep's small sizes run 10^5 ops
 # per sample): the last MiB of a point's lines, thousands of its timed ops, is what is read.
 MAX_READ_BYTES = 2**20
@@ -35,7 +37,7 @@ class TuningTrace:
         folder = Path(tempfile.mkdtemp(prefix="nccl-bench-trace-"))
         path = folder / f"nccl-debug.rank{rank}.log"
         environ.update(TRACE_ENV)
-        environ["NCCL_DEBUG_FILE"] = str(path)
+        environ[DEBUG_FILE_ENV] = str(path)
         return cls(path)
 
     def mark(self) -> None:
