@@ -29,7 +29,7 @@ _SQLITE_SCHEME = "sqlite://"
 _KEYWORD_START = re.compile(r"\s*[A-Za-z_]+\s*=")
 _KEYWORD_PAIR = re.compile(r"\s*([A-Za-z_]+)\s*=\s*('(?:[^'\\]|\\.)*'|[^\s'\\]+)\s*")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
-_NO_SCHEME = re.compile(r"[\w.+-]+@[\w.-]+(:\d+)?(/|$)")  # ci@db:5432/bench: a server, not a file
+_NO_SCHEME = re.compile(r"[\w.+-]+(:[^@/\s]*)?@[\w.-]+(:\d+)?(/|$)")  # ci@db:5432/bench: a server, not a file
 _FORMS = "give a file path, sqlite:///PATH or postgresql://USER@HOST:PORT/DB"
 
 
@@ -71,7 +71,8 @@ def parse_address(url: str, wait_s: float = DEFAULT_WAIT_S) -> StoreAddress:
     if "://" in text:
         raise AddressError(f"{shown}: unknown scheme; {_FORMS}")
     if _NO_SCHEME.match(text):
-        raise AddressError(f"{shown} looks like a server without a scheme; write postgresql://{hide_passwords(text)}")
+        as_url = hide_passwords(f"postgresql://{text}")
+        raise AddressError(f"{as_url.partition('://')[2]!r} looks like a server without a scheme; write {as_url}")
     return StoreAddress(SQLITE, text, wait_s)
 
 

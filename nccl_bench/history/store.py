@@ -45,6 +45,7 @@ from nccl_bench.units.passwords import hide_passwords
 
 __all__ = ["StoreError", "Store", "open_store", "refuse_bad_values"]
 
+LOCKED_OR_BUSY = "locked by another writer, or busy"  # what a long wait for a statement is, as said
 NOTE_AFTER_S = 2.0  # a wait longer than this is said, once per command
 SQLITE_TRY_MS = 100  # one try at an SQLite lock inside the driver: a Ctrl-C waits at most this long
 RETRY_PAUSE_S = 0.05
@@ -122,7 +123,7 @@ def _connect_sqlite(address: StoreAddress, waits: "_Waits", reading: bool):
             raise
         return connection
 
-    return waits.call(connect, "locked by another writer")
+    return waits.call(connect, LOCKED_OR_BUSY)
 
 
 def _writable(path: Path) -> bool:
@@ -238,8 +239,9 @@ def refuse_bad_values(run: RunRecord) -> None:
             if number is None and what != "busbw_gbps":
                 continue
             if not isinstance(number, (int, float)) or not math.isfinite(number) or not 0 <= number <= bound:
-                raise UserInputError(run.source, f"{what} {number!r} in series {_clean(value.series)} is not a "
-                                     f"measurement (a finite number from 0 to {bound:g}); the run is not stored")
+                point = " ".join(_clean(str(part)) for part in value.key[:4])  # op, placement, size, dtype
+                raise UserInputError(run.source, f"{what} {number!r} of {point} is not a measurement (a finite "
+                                     f"number from 0 to {bound:g}); the run is not stored")
 
 
 def _clean(value: Any) -> Any:
@@ -278,7 +280,7 @@ class Store:
         return statement.replace("?", "%s") if self.postgres else statement
 
     def _call(self, action: Callable[[], Any]) -> Any:
-        return self.waits.call(action, "locked by another writer, or busy")
+        return self.waits.call(action, LOCKED_OR_BUSY)
 
     def execute(self, statement: str, params: tuple = ()):
         def run():
@@ -432,6 +434,82 @@ class Store:
         """(host, kind, times) for every kind of suspect each host was."""
         return self.rows(f"SELECT {_HOST} AS name, kind, COUNT(*) FROM doctor_flags GROUP BY {_HOST}, kind "
                          "ORDER BY name, kind")
+
+
+    # -- reading for the rule --------------------------------------------------------------------
+    # Each read is of one series through the index (series, usable, started_utc, ...): the check's
+    # cost follows the series asked and the window, not the runs the store holds.
+    def series_keys(self, system: str | None, op: str | None) -> Iterator[tuple]:
+        """(series, *SERIES_COLUMNS) of every series (of `system`, of `op`, when given), in series order."""
+        where = [f"{column} = ?" for column, value in (("system", system), ("op", op)) if value is not None]
+        params = tuple(value for value in (system, op) if value is not None)
+        return self.rows(f"SELECT series, {', '.join(SERIES_COLUMNS)} FROM series"
+                         + (f" WHERE {' AND '.join(where)}" if where else "") + " ORDER BY series", params)
+
+    def series_recent(self, series: str, newest: int, until: tuple[str, str] | None = None) -> list[tuple]:
+        """(run_id, started_utc, busbw, noise) of the series' `newest` usable runs up to and including the run
+        `until` (started_utc, run_id; None: the newest), newest first."""
+        bound, params = ("", ()) if until is None else (
+            " AND (started_utc < ? OR (started_utc = ? AND run_id <= ?))", (until[0], until[0], until[1]))
+        return list(self.rows(
+            f"SELECT run_id, started_utc, busbw_gbps, noise FROM results WHERE series = ? AND usable = 1 AND "
+            f"{_GOOD_VALUES}{bound} ORDER BY started_utc DESC, run_id DESC LIMIT ?", (series, *params, newest)))
+
+    def series_first(self, series: str, count: int, since: tuple[str, str] | None = None) -> list[tuple]:
+        """(run_id, started_utc, busbw, noise) of the series' first `count` usable runs from the run `since`
+        (started_utc, run_id) on, or from its first run; oldest first."""
+        bound, params = ("", ()) if since is None else (
+            " AND (started_utc > ? OR (started_utc = ? AND run_id >= ?))", (since[0], since[0], since[1]))
+        return list(self.rows(
+            f"SELECT run_id, started_utc, busbw_gbps, noise FROM results WHERE series = ? AND usable = 1 AND "
+            f"{_GOOD_VALUES}{bound} ORDER BY started_utc, run_id LIMIT ?", (series, *params, count)))
+
+    def accepts_of(self, series: str) -> list[tuple]:
+        """(run_id, started_utc, reason, accepted_utc) of the series' accepted runs, oldest run first."""
+        return list(self.rows("SELECT run_id, started_utc, reason, accepted_utc FROM accepts WHERE series = ? "
+                              "ORDER BY started_utc, run_id", (series,)))
+
+    def find_runs(self, prefix: str) -> list[tuple]:
+        """(run_id, started_utc, recorded_utc, status, system) of the runs whose id starts with `prefix`
+        (lower-case hex, as ids are written); at most two: one is the run, two say it is ambiguous."""
+        return list(self.rows("SELECT run_id, started_utc, recorded_utc, status, system FROM runs WHERE run_id >= ? "
+                              "AND run_id < ? ORDER BY run_id LIMIT 2", (prefix, prefix + "g")))
+
+    def run_series(self, run_id: str) -> Iterator[tuple]:
+        """(series, *SERIES_COLUMNS) of every series the run has a value in, in series order."""
+        columns = ", ".join(f"s.{column}" for column in SERIES_COLUMNS)
+        return self.rows(f"SELECT s.series, {columns} FROM results AS r JOIN series AS s ON s.series = r.series "
+                         "WHERE r.run_id = ? ORDER BY s.series", (run_id,))
+
+    def run_values(self, run_id: str) -> dict[str, float]:
+        """series -> busbw of one run's usable values."""
+        return {str(series): float(busbw) for series, busbw in self.rows(
+            f"SELECT series, busbw_gbps FROM results WHERE run_id = ? AND {_GOOD_VALUES}", (run_id,))}
+
+    def run_metas(self, run_ids: list[str]) -> dict[str, dict[str, Any]]:
+        """run_id -> its meta.json as stored, for the runs named (a run the store lacks is left out)."""
+        found: dict[str, dict[str, Any]] = {}
+        for start in range(0, len(run_ids), 500):
+            chunk = run_ids[start:start + 500]
+            marks = ", ".join("?" * len(chunk))
+            for run_id, meta in self.rows(f"SELECT run_id, meta FROM runs WHERE run_id IN ({marks})", tuple(chunk)):
+                try:
+                    found[str(run_id)] = json.loads(meta)
+                except ValueError:
+                    found[str(run_id)] = {}
+        return found
+
+    def add_accepts(self, run_id: str, started_utc: str, series: list[str], reason: str) -> int:
+        """The run becomes the accepted level of each of `series`; returns how many were not accepted yet."""
+        accepted = utc_now_iso()
+        added = 0
+        with self.transaction():
+            for name in series:
+                cursor = self.execute("INSERT INTO accepts (series, run_id, started_utc, reason, accepted_utc) VALUES "
+                                      "(?, ?, ?, ?, ?) ON CONFLICT (series, run_id) DO NOTHING",
+                                      (name, run_id, started_utc, reason, accepted))
+                added += max(0, cursor.rowcount)
+        return added
 
 
 def _op_filter(op: str | None) -> tuple[str, tuple]:
