@@ -41,7 +41,7 @@ from nccl_bench.history.records import RunRecord
 from nccl_bench.history.store_schema import MIGRATIONS, SCHEMA_VERSION, SERIES_COLUMNS
 from nccl_bench.options import HISTORY_WAIT
 from nccl_bench.units.clock import utc_now_iso
-from nccl_bench.units.passwords import hide_passwords
+from nccl_bench.units.passwords import hide_passwords, hide_passwords_in
 
 __all__ = ["StoreError", "Store", "open_store", "refuse_bad_values"]
 
@@ -361,7 +361,7 @@ class Store:
         """Store the run; False when a run with its id is already stored (then nothing changes)."""
         refuse_bad_values(run)
         recorded = utc_now_iso()
-        meta = hide_passwords(json.dumps(run.meta, sort_keys=True, default=str, allow_nan=False))
+        meta = json.dumps(hide_passwords_in(run.meta), sort_keys=True, default=str, allow_nan=False)
         with self.transaction():
             cursor = self.execute(
                 "INSERT INTO runs (run_id, kind, status, started_utc, recorded_utc, source, system, backend, "

@@ -6,6 +6,7 @@ what meta.json's command line, the history's copy of it and every message about 
 from __future__ import annotations
 
 import re
+from typing import Any
 
 HIDDEN = "***"
 # scheme://user:PASSWORD@ (the password holds no '/', '@' or space: libpq wants those percent-encoded)
@@ -22,3 +23,14 @@ def hide_passwords(text: str) -> str:
 
 def holds_password(text: str) -> bool:
     return hide_passwords(text) != text
+
+
+def hide_passwords_in(value: Any) -> Any:
+    """Every string in a JSON-like value (dicts, lists) with its passwords hidden; the rest as it is."""
+    if isinstance(value, str):
+        return hide_passwords(value)
+    if isinstance(value, dict):
+        return {key: hide_passwords_in(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [hide_passwords_in(item) for item in value]
+    return value
