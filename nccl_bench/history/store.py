@@ -89,7 +89,12 @@ def _connect_postgres(address: StoreAddress):
         import psycopg
     except ImportError:
         raise StoreError(f"{address.shown}: PostgreSQL needs psycopg: pip install 'nccl-bench[postgres]'") from None
-    connection = psycopg.connect(address.target, autocommit=True, connect_timeout=max(2, math.ceil(address.wait_s)))
+    try:
+        connection = psycopg.connect(address.target, autocommit=True,
+                                     connect_timeout=max(2, math.ceil(address.wait_s)))
+    except psycopg.ProgrammingError as exc:  # libpq could not read the address itself
+        raise StoreError(f"{address.shown}: not a PostgreSQL address libpq reads ({hide_passwords(first_line(exc))})",
+                         EXIT_BAD_INPUT) from None
     try:
         for name, seconds in (("lock_timeout", address.wait_s), ("statement_timeout", STATEMENT_LIMIT_S)):
             connection.execute("SELECT set_config(%s, %s, false)", (name, f"{round(seconds * 1000)}ms"))
@@ -213,8 +218,6 @@ def _cause(exc: BaseException, address: StoreAddress) -> tuple[str, int]:
         return f"cannot be opened ({_why_unopenable(address)})", EXIT_RUN_FAILED
     if "no such table" in text or sqlstate == "42P01":
         return f"is damaged ({said}); a history has tables {', '.join(_TABLES)}", EXIT_RUN_FAILED
-    if type(exc).__name__ == "ProgrammingError" and not sqlstate:  # libpq could not read the URL itself
-        return f"not a PostgreSQL address libpq reads ({said})", EXIT_BAD_INPUT
     if type(exc).__module__.startswith("psycopg") and sqlstate is None:
         return f"the server cannot be reached or closed the connection ({said})", EXIT_RUN_FAILED
     if isinstance(exc, OSError):

@@ -681,3 +681,31 @@ def test_history_add_skips_inputs_that_are_not_runs_and_adds_the_rest(files):
     nothing = _run(files, "history", "add", str(files / "afile"), str(files / "text.sqlite"))
     assert nothing.returncode == 2
     assert nothing.stderr.splitlines()[-1] == f"{ERROR}PATH...: none of the 2 inputs is a run; nothing added"
+
+
+def _no_constants(name: str):
+    raise AssertionError(f"{name} is not JSON")
+
+
+def test_show_json_stays_strict_over_a_history_holding_inf_and_nan(tmp_path, store_url):
+    from nccl_bench.history.address import parse_address
+    from nccl_bench.history.records import read_record
+    from nccl_bench.history.store import open_store
+    from tests.history_runs import sweep_run
+
+    with open_store(parse_address(store_url)) as store:
+        for day in (1, 2, 3):
+            store.add_run(read_record(sweep_run(tmp_path / f"r{day}", day), "RUN", ""))
+        bad = ("'Infinity'", "'NaN'", "'-Infinity'") if store.postgres else ("9e999", "-9e999", "-1")
+        run_ids = [row[0] for row in store.rows("SELECT run_id FROM runs ORDER BY started_utc")]
+        for run_id, value in zip(run_ids * 2, bad, strict=False):  # written by hand, or by a tool that let them in
+            store.execute(f"UPDATE results SET busbw_gbps = {value} WHERE run_id = ? AND series LIKE ?",
+                          (run_id, "%1048576%"))
+    for command in (["show", "--json"], ["nodes", "--json"]):
+        done = _run(tmp_path, "history", *command, "--history", store_url)
+        assert done.returncode == 0, done.stderr
+        json.loads(done.stdout, parse_constant=_no_constants)
+        assert done.stderr == (f"nccl-bench: note: {len(bad)} stored value(s) of {store_url} are not finite, "
+                               "non-negative measurements; skipped\n")
+    check = _run(tmp_path, "history", "check", "--history", store_url)
+    assert "inf" not in check.stdout + check.stderr and "nan" not in (check.stdout + check.stderr).lower()
