@@ -234,7 +234,7 @@ EXACT = [
     ("doctor pairs on one host", ["doctor", "--workers", "2", "--phase", "pairs"],
      "--phase: 2 rank(s) on 1 host(s) leave the doctor nothing to measure: the pairs phase needs 2 or more hosts"),
     ("results store of an unknown kind", ["history", "show", "--history", "mysql://db/x"],
-     "--history: 'mysql://db/x': unknown scheme; give a file path, sqlite:///PATH or postgresql://..."),
+     "--history: 'mysql://db/x': unknown scheme; give a file path, sqlite:///PATH or postgresql://USER@HOST:PORT/DB"),
     ("results store URL on a sweep", ["sweep", "--sizes", "1K", "--history", "sqlite:/x"],
      "--history: 'sqlite:/x': write sqlite:///relative/path or sqlite:////absolute/path"),
     ("results store that does not exist", ["history", "check", "--history", "{tmp}/none.sqlite"],
