@@ -9,6 +9,7 @@ one refusal that imports torch start a fresh interpreter.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -580,26 +581,46 @@ def test_a_locked_sqlite_history_is_waited_for_said_then_exit_3(tmp_path, comman
                                   "--history-wait sets it)\n")
 
 
+@contextlib.contextmanager
+def _locked_history(tmp_path: Path, kind: str, request):
+    """A history of one run under another connection's lock for the block: its URL."""
+    if kind == "sqlite":
+        import sqlite3
+
+        store = _history_of_one_run(tmp_path)
+        holder = sqlite3.connect(store, isolation_level=None)
+        holder.execute("PRAGMA journal_mode = DELETE")
+        holder.execute("BEGIN EXCLUSIVE")
+        try:
+            yield str(store)
+        finally:
+            holder.close()
+        return
+    import psycopg
+
+    url = request.getfixturevalue("postgres_server").new_database()
+    write_run(tmp_path / "one", [row()])
+    assert _run(tmp_path, "history", "add", str(tmp_path / "one"), "--history", url).returncode == 0
+    with psycopg.connect(url) as holder:
+        holder.execute("LOCK TABLE runs, results, doctor_hosts")
+        yield url
+        holder.rollback()
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgresql"])
 @pytest.mark.parametrize("signum", [2, 15])
-def test_ctrl_c_or_sigterm_while_waiting_for_the_history_ends_at_once(tmp_path, signum):
+def test_ctrl_c_or_sigterm_while_waiting_for_the_history_ends_at_once(tmp_path, signum, kind, request):
     import signal
-    import sqlite3
     import time
 
-    store = _history_of_one_run(tmp_path)
-    holder = sqlite3.connect(store, isolation_level=None)
-    holder.execute("PRAGMA journal_mode = DELETE")
-    holder.execute("BEGIN EXCLUSIVE")
-    command = [sys.executable, "-m", "nccl_bench", "history", "show", "--history", str(store), "--history-wait", "300"]
-    try:
+    with _locked_history(tmp_path, kind, request) as url:
+        command = [sys.executable, "-m", "nccl_bench", "history", "show", "--history", url, "--history-wait", "300"]
         process = subprocess.Popen(command, cwd=tmp_path, env=worker_env(), stderr=subprocess.PIPE, text=True)
         assert process.stderr.readline().startswith(WAITING)  # it waits, and says so
         sent = time.monotonic()
         process.send_signal(signum)
         _, stderr = process.communicate(timeout=60)
         assert time.monotonic() - sent < 30
-    finally:
-        holder.close()
     assert process.returncode == 130
     assert stderr == f"nccl-bench: error: interrupted by {signal.Signals(signum).name}\n"
 
