@@ -28,7 +28,7 @@ def _e(value: object) -> str:
     return html.escape(str(value), quote=True)
 
 
-def page(found: Sequence[SeriesSummary], hosts: Sequence[HostSummary], total_runs: int) -> str:
+def page(found: Sequence[SeriesSummary], hosts: Sequence[HostSummary], total_runs: int, metas=None, now_utc="") -> str:
     failed = [s for s in found if s.verdict.status == REGRESSION]
     parts = ["<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">",
              "<title>nccl-bench history</title>", f"<style>{STYLE}</style></head><body>",

@@ -27,7 +27,7 @@ def _history(tmp_path: Path, store: str, *args: str) -> subprocess.CompletedProc
 
 
 def test_three_steady_runs_pass_and_half_the_bandwidth_added_twice_fails(store_url, tmp_path):
-    runs = [sweep_run(tmp_path / f"r{day}", day, scale) for day, scale in ((1, 1.0), (2, 0.9), (3, 1.1))]
+    runs = [sweep_run(tmp_path / f"r{day}", day, scale) for day, scale in ((1, 1.0), (2, 0.99), (3, 1.01))]
     added = _history(tmp_path, store_url, "add", *map(str, runs))
     assert added.returncode == 0, added.stderr
     assert _history(tmp_path, store_url, "check").returncode == 0
