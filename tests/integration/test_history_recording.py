@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from nccl_bench.history.records import read_record
 from nccl_bench.results.csv_reader import read_rows
 from nccl_bench.results.run_folder import read_meta, write_meta
 from tests.conftest import run_cli, worker_env
@@ -37,7 +38,8 @@ def test_three_sweeps_record_themselves_and_a_halved_copy_is_stored_once(tmp_pat
     store = str(tmp_path / "fleet.sqlite")
     for name in ("r1", "r2"):  # the store from the environment, as a CI job would set it
         done = _sweep(tmp_path, name, env={"NCCL_BENCH_HISTORY": store})
-        assert f"recorded in the history {store}\n" in done.stderr
+        run_id = read_record(tmp_path / name, "RUN", "").run_id
+        assert f"recorded run {run_id[:12]} in the history {store}\n" in done.stderr  # what check --run takes
     _sweep(tmp_path, "r3", "--history", store)
     shown = json.loads(_history(tmp_path, store, "show", "--json").stdout)
     [series] = shown["series"]
@@ -62,8 +64,8 @@ def test_three_sweeps_record_themselves_and_a_halved_copy_is_stored_once(tmp_pat
 def test_a_sweep_records_itself_into_postgresql(tmp_path, postgres_server):
     url = postgres_server.new_database()
     done = _sweep(tmp_path, "run", "--history", url)
-    said = [line for line in done.stderr.splitlines() if line.startswith("recorded in the history ")]
-    assert said == [f"recorded in the history {url}"]
+    said = [line for line in done.stderr.splitlines() if line.startswith("recorded run ")]
+    assert said == [f"recorded run {read_record(tmp_path / 'run', 'RUN', '').run_id[:12]} in the history {url}"]
     shown = json.loads(_history(tmp_path, url, "show", "--json").stdout)
     assert shown["runs"] == 1 and [s["runs"] for s in shown["series"]] == [1]
 
@@ -170,7 +172,7 @@ def test_no_password_reaches_a_file_or_a_message_of_a_run_recorded_through_one(t
              else f"host={folder} dbname={database} user=postgres password={secret}")
     done = _sweep(tmp_path, "run", "--history", given, env={"PGPASSWORD": secret + "-env"})
     assert secret not in done.stdout + done.stderr
-    assert [line for line in done.stderr.splitlines() if line.startswith("recorded in the history ")]
+    assert [line for line in done.stderr.splitlines() if line.startswith("recorded run ")]
     found = subprocess.run(["grep", "-r", "-l", secret, str(tmp_path)], capture_output=True, text=True)
     assert found.stdout == ""  # not in meta.json's command line or env, results.csv, nor anywhere else
     shown = _history(tmp_path, url, "show", "--json")
