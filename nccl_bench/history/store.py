@@ -6,7 +6,7 @@ statements that both databases accept as written, so a dialect layer would add a
 and hide no difference worth hiding; psycopg is the maintained libpq driver, takes a libpq URI or
 keyword string as it is (Unix sockets, passwords from ~/.pgpass or PGPASSWORD) and ships binary wheels.
 
-Every driver call goes through one guard (Store._call): whatever the driver raises becomes a
+Every driver call goes through one guard (history/store_guard.py): whatever the driver raises becomes a
 StoreError, one line naming the store and the cause with its exit code (errors.StoreError), and every
 wait is bounded by the address's wait_s (--history-wait) and said once it passes NOTE_AFTER_S. SQLite
 waits for a lock in short driver calls retried from Python (its own busy wait sleeps in C, where a
@@ -29,26 +29,21 @@ import json
 import math
 import os
 import re
-import threading
-import time
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from nccl_bench.errors import EXIT_BAD_INPUT, EXIT_RUN_FAILED, StoreError, UserInputError, first_line
+from nccl_bench.errors import EXIT_BAD_INPUT, StoreError, UserInputError, first_line
 from nccl_bench.history.address import POSTGRESQL, StoreAddress
 from nccl_bench.history.records import RunRecord
-from nccl_bench.history.store_schema import MIGRATIONS, SCHEMA_VERSION, SERIES_COLUMNS
-from nccl_bench.options import HISTORY_WAIT
+from nccl_bench.history.store_guard import LOCKED_OR_BUSY, Guard
+from nccl_bench.history.store_schema import MIGRATIONS, SCHEMA_VERSION, SERIES_COLUMNS, TABLES
 from nccl_bench.units.clock import utc_now_iso
 from nccl_bench.units.passwords import hide_passwords, hide_passwords_in
 
 __all__ = ["StoreError", "Store", "open_store", "refuse_bad_values"]
 
-LOCKED_OR_BUSY = "locked by another writer, or busy"  # what a long wait for a statement is, as said
-NOTE_AFTER_S = 2.0  # a wait longer than this is said, once per command
 SQLITE_TRY_MS = 100  # one try at an SQLite lock inside the driver: a Ctrl-C waits at most this long
-RETRY_PAUSE_S = 0.05
 STATEMENT_LIMIT_S = 300.0  # PostgreSQL: the longest one statement may run (a large store answers in seconds)
 # Bounds of a value the store keeps: 1 PB/s is far above any link (NVLink 5: 1.8 TB/s per GPU, NVIDIA's
 # GB200 NVL72 datasheet), and a collective of 10^12 us (11 days) is no measurement.
@@ -56,8 +51,6 @@ MAX_BUSBW_GBPS = 1e6
 MAX_TIME_US = 1e12
 MAX_NOISE = 100.0  # a run's log-space spread (records.within_run_noise): e^100 between its trials is no measurement
 _MIGRATION_LOCK = 0x6E63_6362  # PostgreSQL advisory lock key held while the schema is brought up to date
-_TABLES = tuple(dict.fromkeys(re.findall(r"CREATE TABLE IF NOT EXISTS (\w+)",
-                                         " ".join(s for step in MIGRATIONS.values() for s in step))))
 # A stored value the readers use: finite (NaN and inf fail both comparisons), non-negative, in bounds.
 _GOOD_VALUES = (f"busbw_gbps >= 0 AND busbw_gbps <= {MAX_BUSBW_GBPS:.0f} "
                 f"AND (time_us IS NULL OR (time_us >= 0 AND time_us <= {MAX_TIME_US:.0f}))")
@@ -69,7 +62,7 @@ def open_store(address: StoreAddress, say: Callable[[str], None] | None = None, 
     """The store at `address`, its schema brought up to date; a store of a newer schema is refused.
     `say` hears that a wait goes on; `reading`: only reads follow (an SQLite file in a folder this user
     cannot write is then read as it is)."""
-    waits = _Waits(address, say)
+    waits = Guard(address, say)
     if address.kind == POSTGRESQL:
         connection = waits.call(lambda: _connect_postgres(address), "no answer from the server yet")
     else:
@@ -104,7 +97,7 @@ def _connect_postgres(address: StoreAddress):
     return connection
 
 
-def _connect_sqlite(address: StoreAddress, waits: "_Waits", reading: bool):
+def _connect_sqlite(address: StoreAddress, waits: Guard, reading: bool):
     import sqlite3
 
     path = Path(address.target)
@@ -135,105 +128,6 @@ def _writable(path: Path) -> bool:
     return os.access(path, os.W_OK) and os.access(path.parent, os.W_OK)
 
 
-class _Waits:
-    """Every driver call of one store, bounded by the address's wait_s: locks retried (SQLite) until
-    then, the driver's errors turned into StoreError, and a wait past NOTE_AFTER_S said once."""
-
-    def __init__(self, address: StoreAddress, say: Callable[[str], None] | None):
-        self.address = address
-        self._say = say
-        self._since: float | None = None
-        self._waiting_for = ""
-        self._said = False
-        self._stop = threading.Event()
-        self._watch: threading.Thread | None = None
-
-    def call(self, action: Callable[[], Any], waiting_for: str) -> Any:
-        started = time.monotonic()
-        self._begin(started, waiting_for)
-        try:
-            while True:
-                try:
-                    return action()
-                except (StoreError, UserInputError):
-                    raise
-                except Exception as exc:
-                    if _locked(exc) and not self._postgres and time.monotonic() - started < self.address.wait_s:
-                        time.sleep(RETRY_PAUSE_S)
-                        continue
-                    raise self.error(exc) from None
-        finally:
-            self._since = None
-
-    @property
-    def _postgres(self) -> bool:
-        return self.address.kind == POSTGRESQL
-
-    def _begin(self, started: float, waiting_for: str) -> None:
-        self._since, self._waiting_for = started, waiting_for
-        if self._say is not None and not self._said and self._watch is None and waiting_for:
-            self._watch = threading.Thread(target=self._watching, name="nccl-bench-history-wait", daemon=True)
-            self._watch.start()
-
-    def _watching(self) -> None:
-        while not self._stop.wait(0.25):
-            since = self._since
-            if since is not None and time.monotonic() - since >= NOTE_AFTER_S and self._waiting_for:
-                self._said = True
-                self._say(f"waiting for the history {self.address.shown}: {self._waiting_for} "
-                          f"(at most {self.address.wait_s:g} s; {HISTORY_WAIT.name} sets it)")
-                return
-
-    def stop(self) -> None:
-        self._stop.set()
-
-    def error(self, exc: BaseException) -> StoreError:
-        """The driver's error as one line naming the store, with the exit code of what it means."""
-        cause, code = _cause(exc, self.address)
-        return StoreError(f"{self.address.shown}: {hide_passwords(cause)}", code)
-
-
-def _locked(exc: BaseException) -> bool:
-    text = str(exc).lower()
-    return ("database is locked" in text or "database table is locked" in text or "database schema is locked" in text
-            or getattr(exc, "sqlstate", None) == "55P03")
-
-
-def _cause(exc: BaseException, address: StoreAddress) -> tuple[str, int]:
-    """What went wrong, in words, and whether the history is unusable now (3) or no history at all (2)."""
-    said = first_line(exc)
-    text, sqlstate = said.lower(), getattr(exc, "sqlstate", None)
-    waited = f"gave up after {address.wait_s:g} s ({HISTORY_WAIT.name} sets how long)"
-    if _locked(exc):
-        return f"locked by another writer; {waited}", EXIT_RUN_FAILED
-    if sqlstate == "57014":
-        return f"a statement ran past its limit ({said}); the server is busy", EXIT_RUN_FAILED
-    if "timeout expired" in text:
-        return f"no answer from the server; {waited}", EXIT_RUN_FAILED
-    if "readonly database" in text or "read-only" in text:
-        return "cannot be written (a read-only file or folder)", EXIT_RUN_FAILED
-    if "file is not a database" in text:
-        return "not an SQLite file, so not a history", EXIT_BAD_INPUT
-    if "unable to open database file" in text:
-        return f"cannot be opened ({_why_unopenable(address)})", EXIT_RUN_FAILED
-    if "no such table" in text or sqlstate == "42P01":
-        return f"is damaged ({said}); a history has tables {', '.join(_TABLES)}", EXIT_RUN_FAILED
-    if type(exc).__module__.startswith("psycopg") and sqlstate is None:
-        return f"the server cannot be reached or closed the connection ({said})", EXIT_RUN_FAILED
-    if isinstance(exc, OSError):
-        return exc.strerror or said, EXIT_RUN_FAILED
-    return said, EXIT_RUN_FAILED
-
-
-def _why_unopenable(address: StoreAddress) -> str:
-    folder = Path(address.target).resolve().parent
-    if not folder.is_dir():
-        return f"its folder {folder} does not exist"
-    if not os.access(folder, os.W_OK):
-        return f"its folder {folder} cannot be written, and SQLite writes its journal there"
-    return "the file cannot be read"
-
-
 def refuse_bad_values(run: RunRecord) -> None:
     """A run whose value is not a finite, non-negative busbw (at most MAX_BUSBW_GBPS) and time is never stored."""
     for value in run.values:
@@ -262,11 +156,11 @@ def _clean_rows(rows: Iterator[tuple]) -> Iterator[tuple]:
 class Store:
     """One connection; every write is one transaction. `?` placeholders throughout."""
 
-    def __init__(self, connection, address: StoreAddress, waits: _Waits | None = None):
+    def __init__(self, connection, address: StoreAddress, waits: Guard | None = None):
         self.connection = connection
         self.address = address
         self.postgres = address.kind == POSTGRESQL
-        self.waits = waits or _Waits(address, None)
+        self.waits = waits or Guard(address, None)
 
     def close(self) -> None:
         self.waits.stop()
@@ -354,10 +248,10 @@ class Store:
 
     def check_tables(self) -> None:
         """A store of this schema with a table gone is damaged: said at once, not mid-command."""
-        missing = [table for table in _TABLES if table not in self.tables()]
+        missing = [table for table in TABLES if table not in self.tables()]
         if missing:
             raise StoreError(f"{self.address.shown} is damaged: no table {', '.join(missing)} (a history has "
-                             f"{', '.join(_TABLES)}); restore it from a backup or start a new one")
+                             f"{', '.join(TABLES)}); restore it from a backup or start a new one")
 
     # -- writing -------------------------------------------------------------------------------
     def add_run(self, run: RunRecord) -> bool:

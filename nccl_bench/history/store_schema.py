@@ -8,6 +8,8 @@ series table holds each series' columns once.
 
 from __future__ import annotations
 
+import re
+
 SCHEMA_VERSION = 2
 
 # (op, placement, size, dtype, world size, nodes, backend, system, --nccl-env variant): what makes two
@@ -55,6 +57,11 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
         "DROP INDEX IF EXISTS results_by_series",
     ),
 }
+
+
+# Every table a whole store has, as the migrations create them.
+TABLES = tuple(dict.fromkeys(re.findall(r"CREATE TABLE IF NOT EXISTS (\w+)",
+                                        " ".join(s for step in MIGRATIONS.values() for s in step))))
 
 
 def series_id(values: tuple) -> str:

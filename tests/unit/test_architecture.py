@@ -43,7 +43,8 @@ LAYERS: dict[str, tuple[int, tuple[str, ...]]] = {
                   "sweep.sweep_report", "sweep.variants")),
     # the results store, its series, hosts and the regression rule: reads run folders, above the commands
     "history": (6, ("history", "history.address", "history.changes", "history.hosts", "history.records",
-                    "history.recording", "history.rule", "history.series", "history.store", "history.store_schema")),
+                    "history.recording", "history.rule", "history.series", "history.store", "history.store_guard",
+                    "history.store_schema")),
     # rows, comparisons, the doctor's verdicts and the store's answers as text, pages and figures
     "render": (7, ("render", "render.compare_exports", "render.doctor_text", "render.escape", "render.fit",
                    "render.formats", "render.history_page", "render.history_text", "render.html", "render.labels",

@@ -326,6 +326,7 @@ DURATIONS = {
     "ranks.faults": "the grace a stopping rank gives a signal",
     "ranks.roll_call": "how long a roll call waits for the other ranks",
     "hardware.host": "the host's memory-copy probe (a peak, not a result)",
+    "history.store_guard": "how long a call has waited for the history (--history-wait), and when to say so",
 }
 _DURATION_CLOCKS = {"time.perf_counter", "time.perf_counter_ns", "time.monotonic", "time.monotonic_ns"}
 
