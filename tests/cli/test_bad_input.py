@@ -243,7 +243,7 @@ EXACT = [
     ("results store of a newer nccl-bench", ["history", "show", "--history", "{tmp}/newer.sqlite"],
      "--history: {tmp}/newer.sqlite was written by a newer nccl-bench (store schema 99; this one reads up to 2): "
      "upgrade nccl-bench"),
-    ("history window below 2", ["history", "check", "--window", "1"], "--window: must be at least 2, got 1"),
+    ("history window below 3", ["history", "check", "--window", "1"], "--window: must be at least 3, got 1"),
     # The history: what was named is no history at all (exit 2), its password never shown.
     ("history that is a folder", ["history", "show", "--history", "{tmp}/dir.sqlite"],
      "--history: {tmp}/dir.sqlite is a folder, not a history file"),
