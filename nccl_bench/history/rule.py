@@ -8,7 +8,7 @@ the reference runs before it:
     center    = median of y over the reference runs of the current level (since the last accepted run)
     s_between = 1.4826 x median |successive difference of the reference runs' y| / sqrt(2),  dof = diffs / 2
     s_within  = median of the runs' own within-run spread (log sigma of one trial; records.py)
-    s         = max(s_between, s_within),  dof += 4 x min(1, (2 s_within / s_between)^2)   (no s_within: s_between)
+    s         = max(s_between, s_within),  dof += 2 m x min(1, (2 s_within / s_between)^2)  (m runs with a spread)
     allowed   = max(t(Z_ALARM, dof) x s x sqrt(1 + pi / (2 n)),  -ln(1 - floor))
     threshold = center - allowed                 (a regression: y < threshold, i.e. busbw < e^threshold)
 
@@ -19,8 +19,9 @@ the reference runs before it:
   keeps the chance that normal noise flags a series under 1 in 30,000 per judged run once the spread
   is known; a MAD carries about half of what as many squared differences would (MAD_EFFICIENCY).
 - The within-run spread is a floor of the spread (a run is no steadier than one of its trials) and
-  counts as PRIOR_DOF = 4 differences while the runs agree no worse than it: a quiet series is judged
-  by its trials before its runs are many; where runs disagree more, their own spread decides.
+  each run's counts as WITHIN_DOF_PER_RUN = 2 differences while the runs agree no worse than twice it:
+  a quiet series is judged by its trials before its runs are many; where runs disagree more, their
+  own spread decides.
 - sqrt(1 + pi/(2n)) is the prediction interval's widening for a center that is a median of n runs.
 - floor is the smallest change worth flagging (--floor, a few percent): a quiet series with a MAD of
   0 does not flag a 1% wobble, yet a 10% drop on a fabric whose spread is 1% is flagged at once.
@@ -52,11 +53,12 @@ MIN_PRIOR_RUNS = 3
 # is 37% at a normal sample; a half was measured to keep the false alarms of 6- to 20-run series under
 # 1 in 4,000 while a 15-sigma drop at 10 runs is caught 7 times in 10: docs/history.md).
 MAD_EFFICIENCY = 0.5
-# The runs' own within-run spread counts as four more differences while the runs agree as well as
-# their trials do: a new series whose trials agree to 1% is judged by that before its runs are many.
-# Runs that disagree more than twice their trials fade it out ((2 within / between)^2): between-run noise
-# that trials cannot see (another job's load) is then judged by the runs alone.
-PRIOR_DOF = 4.0
+# Each run's own within-run spread counts as two more differences (a spread from at least two trials)
+# while the runs agree as well as their trials do: a new series whose trials agree to 1% is judged by
+# that before its runs are many. Runs that disagree more than twice their trials fade it out
+# ((2 within / between)^2): between-run noise that trials cannot see (another job's load) is then
+# judged by the runs alone.
+WITHIN_DOF_PER_RUN = 1.0
 AGREE = 2.0  # runs whose spread is within twice their trials' agree with them (an estimate from few runs)
 ANCHOR_RUNS = 5  # the accepted level: the median of a level's first five runs
 DEPTH_WINDOWS = 3  # the walk reads the newest 3 x window runs: a step is judged against the window before it
@@ -121,7 +123,7 @@ def allowed_drop(levels: Sequence[Sequence[float]], noises: Sequence[float], n_c
     if noises:  # the runs' own spread: evidence in full while the runs agree as well as their trials do
         within = median(noises)
         weight = min(1.0, (AGREE * within / spread) ** 2) if spread > 0 else 1.0
-        spread, dof = max(spread, within), dof + PRIOR_DOF * weight
+        spread, dof = max(spread, within), dof + WITHIN_DOF_PER_RUN * len(noises) * weight
     allowed = t_quantile(Z_ALARM, dof) * spread * math.sqrt(1 + math.pi / (2 * max(1, n_center)))
     return max(allowed, -math.log1p(-floor))
 
