@@ -221,6 +221,7 @@ def html_command(**given: Any) -> None:
     path = check_output_file(Path(given[PAGE.key]), PAGE.name)
     with _open(given) as store:
         found = series.with_changes(store, series.in_order(series.summaries(store, asked, aggregates=True)))
+        found = [summary.newest(2 * asked.window + 1) for summary in found]  # its size: series x window
         metas = store.run_metas(sorted({p.run_id for s in found for p in s.window}))
         hosts = host_records(store)
         total = store.run_count()

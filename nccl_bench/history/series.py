@@ -39,6 +39,10 @@ class SeriesSummary:
     verdicts: tuple[rule.Verdict, ...]  # the rule's verdict of each of them
     changed: tuple[Change, ...] = ()  # what differs from the runs it was judged against (regressions)
 
+    def newest(self, count: int) -> "SeriesSummary":
+        """The same summary with only its newest `count` runs (the page draws those)."""
+        return replace(self, window=self.window[-count:], verdicts=self.verdicts[-count:])
+
     @property
     def verdict(self) -> rule.Verdict:
         return self.verdicts[-1]
