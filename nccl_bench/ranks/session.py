@@ -334,10 +334,11 @@ class _LifeCycle:
         shared = dist.shared_hostname(run.hostnames, [m for _, _, m in per_rank])
         if shared is not None:  # seen alike by every rank, before anything is measured
             raise UserInputError("hostname", shared)
-        from nccl_bench import __version__
+        import nccl_bench
 
         # nccl-bench's own version too: a new tool may measure differently (the history says what changed)
-        run.versions = {"torch": torch.__version__, "python": platform.python_version(), "nccl_bench": __version__}
+        run.versions = {"torch": torch.__version__, "python": platform.python_version(),
+                        "nccl_bench": nccl_bench.__version__}
         if ctx.on_gpu:
             from nccl_bench.hardware.host import proc_driver_version
 
