@@ -362,7 +362,7 @@ HISTORY_OP = Option("op", ("--op",), _one_op, "Only this collective's series.")
 # fewer), few enough that the reference is this month's machine. The minimum is the rule's: three
 # earlier runs (history/rule.py MIN_PRIOR_RUNS); a window of fewer could never judge a run.
 WINDOW = Option("window", ("--window",), whole(3, 10_000),
-                "Judge each run against up to this many passing runs before it (default {default}; at least 3).",
+                "Judge each run against up to this many passing runs before it, at least 3 (default {default}).",
                 default=20)
 # The smallest change worth a red check, not a band: the band is the series' own noise (history/rule.py),
 # and this only keeps a series whose runs agree to 0.1% from flagging a 1% wobble. NCCL's regressions
