@@ -38,10 +38,12 @@ app = typer.Typer(help="Every run kept in the history: add runs, show series, ch
                   no_args_is_help=True, add_completion=False, rich_markup_mode=None)
 
 
-def _open(given: dict[str, Any], must_exist: bool = True):
+def _open(given: dict[str, Any], must_exist: bool = True, whole_store: bool = True):
     """The history --history (or --results-root) names; one that must hold runs already must exist (and is
     only read). Every failure of the store is a StoreError, which the CLI's edge says in one line; a
-    Ctrl-C or SIGTERM while it keeps the command waiting ends the command at once."""
+    Ctrl-C or SIGTERM while it keeps the command waiting ends the command at once. whole_store: the
+    command reads the whole store anyway, so the values it skips are counted over it here (check counts
+    those of the runs it reads: its cost follows the series asked)."""
     from nccl_bench.history.address import SQLITE
     from nccl_bench.history.store import open_store
 
@@ -52,12 +54,14 @@ def _open(given: dict[str, Any], must_exist: bool = True):
     if must_exist and address.kind == SQLITE and not Path(address.target).exists():
         raise UserInputError(HISTORY.name, f"{address.target} does not exist; record a run first")
     store = open_store(address, messages.say, reading=must_exist)
-    if must_exist:
-        skipped = store.unusable_values()
-        if skipped:
-            messages.notes([f"{skipped} stored value(s) of {address.shown} are not finite, non-negative "
-                            "measurements; skipped"])
+    if must_exist and whole_store:
+        _note_skipped(store.unusable_values(), address.shown)
     return store
+
+
+def _note_skipped(skipped: int, shown: str) -> None:
+    if skipped:
+        messages.notes([f"{skipped} stored value(s) of {shown} are not finite, non-negative measurements; skipped"])
 
 
 def _end_interrupted(signum, frame) -> None:
@@ -124,10 +128,11 @@ def check_command(**given: Any) -> None:
     asked = _series_asked(given)
     markdown_path = check_output_file(read_given(MARKDOWN, given[MARKDOWN.key]), MARKDOWN.name)
     junit_path = check_output_file(read_given(JUNIT, given[JUNIT.key]), JUNIT.name)
-    with _open(given) as store:
+    with _open(given, whole_store=False) as store:
         if asked.run_id is not None:
             asked = _judging(store, asked)
         found = series.with_changes(store, series.in_order(series.summaries(store, asked)))
+        _note_skipped(sum(summary.skipped for summary in found), store.address.shown)
     if asked.run_id is not None and not found:
         messages.fail(f"{JUDGE_RUN.name}: run {asked.run_id[:12]} has no series{_narrowed(asked)} to judge "
                       "(a doctor run, or every row failed)", EXIT_RUN_FAILED)

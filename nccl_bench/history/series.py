@@ -38,6 +38,7 @@ class SeriesSummary:
     window: tuple[rule.Point, ...]  # the runs read, oldest first, the judged run last
     verdicts: tuple[rule.Verdict, ...]  # the rule's verdict of each of them
     changed: tuple[Change, ...] = ()  # what differs from the runs it was judged against (regressions)
+    skipped: int = 0  # stored values among the runs read that are no measurement (inf, NaN, negative): left out
 
     def newest(self, count: int) -> "SeriesSummary":
         """The same summary with only its newest `count` runs (the page draws those)."""
@@ -82,7 +83,8 @@ def summaries(store, asked: Asked, aggregates: bool = False) -> Iterator[SeriesS
             continue
         runs, low, high = totals.get(series, (None, None, None)) if totals is not None else (None, None, None)
         verdicts = rule.walk(points, asked.window, asked.floor, anchor)
-        yield SeriesSummary(key, runs, low, high, tuple(points), tuple(verdicts))
+        skipped = store.unusable_values(str(series), (points[0].started_utc, points[0].run_id))
+        yield SeriesSummary(key, runs, low, high, tuple(points), tuple(verdicts), skipped=skipped)
 
 
 def _aggregates(store, op: str | None) -> dict[str, tuple[int, float, float]]:

@@ -297,10 +297,18 @@ class Store:
     def run_count(self) -> int:
         return int(self.one("SELECT COUNT(*) FROM runs")[0])
 
-    def unusable_values(self) -> int:
+    def unusable_values(self, series: str | None = None, since: tuple[str, str] | None = None) -> int:
         """Values of usable runs the readers skip: not finite, negative or beyond bounds (a store written
-        by hand or by an older tool)."""
-        row = self.one(f"SELECT COUNT(*) - COUNT(CASE WHEN {_GOOD_VALUES} THEN 1 END) FROM results WHERE usable = 1")
+        by hand or by an older tool). Of the whole store, or of one series from the run `since` on (what the
+        rule read: bounded by the index, whatever the store holds)."""
+        where, params = "", ()
+        if series is not None:
+            where, params = " AND series = ?", (series,)
+            if since is not None:
+                where += " AND (started_utc > ? OR (started_utc = ? AND run_id >= ?))"
+                params += (since[0], since[0], since[1])
+        row = self.one(f"SELECT COUNT(*) - COUNT(CASE WHEN {_GOOD_VALUES} THEN 1 END) FROM results WHERE usable = 1"
+                       f"{where}", params)
         return int(row[0] or 0)
 
     def series_aggregates(self, op: str | None) -> Iterator[tuple]:
