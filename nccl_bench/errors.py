@@ -64,3 +64,13 @@ def first_line(exc: BaseException) -> str:
     """An exception's first line of text, or its type's name when it has none."""
     lines = str(exc).strip().splitlines()
     return lines[0] if lines else type(exc).__name__
+
+
+class StoreError(Exception):
+    """The history cannot be opened, read or written: one line naming it and the cause. Its exit code:
+    EXIT_RUN_FAILED where the history is unusable now (locked, unreachable, read-only, damaged),
+    EXIT_BAD_INPUT where what was named is no history at all (a folder, another program's file)."""
+
+    def __init__(self, message: str, exit_code: int = EXIT_RUN_FAILED):
+        super().__init__(message)
+        self.exit_code = exit_code

@@ -365,21 +365,59 @@ MULTI_NODE = Option("multi_node", ("--multi-node",), switch,
 HISTORY = Option("history", ("--history",), text,
                  "The history: a file, sqlite:///PATH or postgresql://user@host:port/db (default: "
                  "$NCCL_BENCH_HISTORY, else <results-root>/history.sqlite).", metavar="URL")
+# How long a command waits for the history (a lock, a server's answer) before it gives up; a run that
+# waited is kept whole, to be added later (history/store.py, history/address.py's DEFAULT_WAIT_S).
+HISTORY_WAIT = Option("history_wait_s", ("--history-wait",), number(),
+                      "Seconds to wait for a locked or silent history before giving up (default {default}).",
+                      default=20.0, metavar="SECONDS")
 NO_HISTORY = Option("no_history", ("--no-history",), switch, "Do not record this run in the history.",
                     default=False)
+# What a command that records its run takes (sweep, doctor, replay): where, how long to wait, or not at all.
+RECORDING_OPTIONS = (HISTORY, HISTORY_WAIT, NO_HISTORY)
 HISTORY_PATHS = Argument("paths", "PATH...",
                          "Run folders, results.csv files, nccl-tests logs or -J JSON files to add to the history.",
                          many=True)
 HISTORY_OP = Option("op", ("--op",), _one_op, "Only this collective's series.")
-# Twenty nightly runs: long enough for a robust median and spread, short enough that a change
-# accepted as the new normal (more than half the window) stops failing within two weeks.
-WINDOW = Option("window", ("--window",), whole(2, 10_000),
-                "Judge each series' latest run against this many runs before it (default {default}).", default=20)
-# Back-to-back CPU sweeps on shared 2-core hosts moved by up to ~25%; a lasting drop of a third is news.
+# Twenty nightly runs: enough for the spread of the runs to be known (the rule widens its band for
+# fewer), few enough that the reference is this month's machine. The minimum is the rule's: three
+# earlier runs (history/rule.py MIN_PRIOR_RUNS); a window of fewer could never judge a run.
+WINDOW = Option("window", ("--window",), whole(3, 10_000),
+                "Judge each run against up to this many passing runs before it, at least 3 (default {default}).",
+                default=20)
+# The smallest change worth a red check, not a band: the band is the series' own noise (history/rule.py),
+# and this only keeps a series whose runs agree to 0.1% from flagging a 1% wobble. NCCL's regressions
+# between versions are 5-30% (docs/history.md), so a few percent hides none of them.
 FLOOR = Option("floor", ("--floor",), tolerance,
-               "Never flag a drop smaller than this share of the median, however quiet the history: "
-               "{default} (default) or 0.2.", default=0.30, show=percent)
+               "The smallest drop ever flagged, however quiet the series: {default} (default) or 0.05; "
+               "a noisier series is judged by its own spread.", default=0.03, show=percent)
 PAGE = Argument("page", "FILE", "The page to write: one self-contained HTML file.")
+
+# -- the history's check --run, accept and diff -----------------------------------------------------------
+RUN_ID_CHARS = 8  # the fewest leading characters of a run id that name it; the sweep prints twelve
+
+
+def _run_id(value: Any, option: str) -> str:
+    """A run id or its first RUN_ID_CHARS+ characters (hex), as `recorded run ...` and check print it."""
+    import re
+
+    given = str(value).strip().lower()
+    if not re.fullmatch(f"[0-9a-f]{{{RUN_ID_CHARS},64}}", given):
+        raise UserInputError(option, f"{str(value)[:80]!r} is not a run id (the sweep prints it: `recorded run "
+                                     f"1a2b3c4d5e6f in the history ...`; {RUN_ID_CHARS} or more of its characters)")
+    return given
+
+
+HISTORY_SYSTEM = Option("system", ("--system",), text,
+                        "Only this system's series, as show names it ('NVIDIA H100 80GB HBM3 x8', 'cpu@nodea').",
+                        metavar="SYSTEM")
+JUDGE_RUN = Option("run", ("--run",), _run_id,
+                   "Judge this run (its id as the sweep prints it) in every series it has a value in, instead of "
+                   "each series' latest; fails (exit 3) when the history does not hold it.", metavar="ID")
+ACCEPT_RUN = Argument("run", "RUN", "The run (its id) that becomes the new normal of every series it has a value in.")
+REASON = Option("reason", ("--reason",), text,
+                "Why this run is the new normal (required): shown by check and on the page.", metavar="TEXT")
+DIFF_BEFORE = Argument("before", "RUN_A", "The earlier run (its id).")
+DIFF_AFTER = Argument("after", "RUN_B", "The later run (its id): each series' change from RUN_A, and what changed.")
 
 # -- the app's ---------------------------------------------------------------------------------------
 VERSION = Option("version", ("--version",), switch, "Print the version and exit.", default=False)

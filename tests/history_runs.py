@@ -12,16 +12,19 @@ from tests.result_rows import MiB, row, write_run
 SIZES = (64 * 1024, MiB)
 
 
-def sweep_meta(started: str, hosts=("vm", "vm"), status: str = "complete") -> dict:
+def sweep_meta(started: str, hosts=("vm", "vm"), status: str = "complete", versions=None, env=None) -> dict:
     return {"tool": "nccl_bench", "command": "sweep", "status": status, "started_utc": started, "backend": "gloo",
             "devices": ["cpu: AMD EPYC"] * len(hosts), "hostnames": list(hosts), "nodes": len(set(hosts)),
-            "world_size": len(hosts)}
+            "world_size": len(hosts), "versions": versions or {"torch": "2.5.1", "nccl": "2.21.5"},
+            "env": env or {}}
 
 
 def sweep_run(folder: Path, day: int, busbw_scale: float = 1.0, **meta) -> Path:
-    """A two-rank all_reduce run at 64K and 1M whose busbw is `busbw_scale` x 1 GB/s and 10 GB/s."""
-    rows = [row(size_bytes=size, time_us=size / (busbw * busbw_scale) / 1e3)
-            for size, busbw in zip(SIZES, (1.0, 10.0), strict=True)]
+    """A two-rank all_reduce run at 64K and 1M whose busbw is `busbw_scale` x 1 GB/s and 10 GB/s; five trials
+    within 2% of each other (the within-run spread the rule knows: 0.86%)."""
+    times = [size / (busbw * busbw_scale) / 1e3 for size, busbw in zip(SIZES, (1.0, 10.0), strict=True)]
+    rows = [row(size_bytes=size, time_us=time, trials=5, spread=0.01 * time) for size, time in zip(SIZES, times,
+                                                                                                   strict=True)]
     write_run(folder, rows)
     write_meta(folder, sweep_meta(f"2026-01-{day:02d}T00:00:00+00:00", **meta))
     return folder

@@ -4,6 +4,7 @@ run as the `postgres` user), stopped when the session ends."""
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import itertools
 import os
@@ -11,6 +12,7 @@ import pwd
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Iterator
 
 SERVER_USER = "postgres"
 _names = itertools.count()
@@ -69,3 +71,55 @@ class PostgresServer:
 
     def stop(self) -> None:
         self._as_server("pg_ctl", "-D", str(self.data), "-m", "fast", "-w", "stop")
+
+    def stop_quietly(self) -> None:
+        """Stopped, whether or not it still runs (a test may have stopped it already)."""
+        with contextlib.suppress(subprocess.CalledProcessError):
+            self.stop()
+
+
+@contextlib.contextmanager
+def read_only_folder(folder: Path) -> Iterator[Path]:
+    """`folder` read-only for the block, as a read-only mount is: a read-only bind mount of it as root
+    (root writes through file modes), its modes without write permission otherwise."""
+    if os.geteuid() != 0:
+        modes = {path: path.stat().st_mode for path in (folder, *folder.iterdir())}
+        for path, mode in modes.items():
+            path.chmod(mode & ~0o222)
+        try:
+            yield folder
+        finally:
+            for path, mode in modes.items():
+                path.chmod(mode)
+        return
+    subprocess.run(["mount", "--bind", str(folder), str(folder)], check=True, capture_output=True)
+    try:
+        subprocess.run(["mount", "-o", "remount,bind,ro", str(folder)], check=True, capture_output=True)
+        yield folder
+    finally:
+        subprocess.run(["umount", "-l", str(folder)], check=False, capture_output=True)
+
+
+@contextlib.contextmanager
+def silent_server() -> Iterator[int]:
+    """A TCP port on 127.0.0.1 that takes connections and never answers: a server that hangs."""
+    import socket
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(16)
+    try:
+        yield listener.getsockname()[1]
+    finally:
+        listener.close()
+
+
+def sqlite_store_with_run(path: Path, run: Path) -> Path:
+    """An SQLite history holding `run`, written through the store's own interface."""
+    from nccl_bench.history.address import parse_address
+    from nccl_bench.history.records import read_record
+    from nccl_bench.history.store import open_store
+
+    with open_store(parse_address(str(path))) as store:
+        store.add_run(read_record(run, "RUN", "2026-03-01T00:00:00+00:00"))
+    return path

@@ -9,14 +9,13 @@ from typing import TYPE_CHECKING, Any, Optional
 from nccl_bench.cli import messages, on_ranks
 from nccl_bench.cli.on_ranks import OnRanks, Ran
 from nccl_bench.cli.params import read_given, takes, use
-from nccl_bench.history.recording import recording_target
-from nccl_bench.options import DOCTOR_OPTION, DOCTOR_OPTIONS, HISTORY, JSON_FILE, NO_HISTORY, WORKERS
+from nccl_bench.options import DOCTOR_OPTION, DOCTOR_OPTIONS, JSON_FILE, RECORDING_OPTIONS, WORKERS
 
 if TYPE_CHECKING:
     from nccl_bench.doctor.doctor_entry import DoctorJob
 
 
-@takes(*DOCTOR_OPTIONS, WORKERS, JSON_FILE, HISTORY, NO_HISTORY,
+@takes(*DOCTOR_OPTIONS, WORKERS, JSON_FILE, *RECORDING_OPTIONS,
        quick=use(given_default=True), tolerance=use(given_default=True), out=use(folder="doctor"),
        timeout_s=use(step="exchange"), json_file=use(what="the verdicts (doctor.json's schema)"),
        no_history=use(given_default=True))
@@ -33,7 +32,7 @@ def doctor_command(**given: Any) -> None:
     json_path = check_output_file(read_given(JSON_FILE, given[JSON_FILE.key]), JSON_FILE.name)
     check_output_file(config.exclude_file, DOCTOR_OPTION["exclude_file"].name)  # written by rank 0 with doctor.json
     check_output_file(config.prom, DOCTOR_OPTION["prom"].name)
-    store = recording_target(given[HISTORY.key], given[NO_HISTORY.key], config.results_root)
+    store = on_ranks.recording_target_of(given, config.results_root)
     ran = on_ranks.run_on_ranks(OnRanks(
         "doctor", job.preflight, lambda launch: _on_this_rank(job, json_path, launch), config.out,
         new_run_dir(config.results_root, ["doctor"]), "measurements so far are kept",

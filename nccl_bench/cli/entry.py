@@ -35,10 +35,11 @@ from nccl_bench.errors import (
     EXIT_OK,
     EXIT_RUN_FAILED,
     RunFailedError,
+    StoreError,
     UserInputError,
     os_error_text,
 )
-from nccl_bench.options import HELP_FLAGS, VERSION
+from nccl_bench.options import HELP_FLAGS, HISTORY, VERSION
 
 app = typer.Typer(
     name="nccl-bench",
@@ -158,6 +159,8 @@ def _run_app() -> None:
         messages.fail(str(exc), exc.exit_code)
     except RunFailedError as exc:
         messages.end_failed_run(exc)
+    except StoreError as exc:  # the history: unusable now (3), or no history at all (2)
+        messages.fail(f"{HISTORY.name}: {exc}", exc.exit_code)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
     except KeyboardInterrupt:

@@ -1,8 +1,9 @@
-"""`nccl-bench history`: the history's commands (add, show, check, nodes, html). Recording a finished
-sweep or doctor run is history/recording.py's."""
+"""`nccl-bench history`: the history's commands (add, show, check, accept, diff, nodes, html). Recording a
+finished sweep or doctor run is history/recording.py's."""
 
 from __future__ import annotations
 
+import signal
 from pathlib import Path
 from typing import Any, Optional
 
@@ -10,17 +11,24 @@ import typer
 
 from nccl_bench.cli import messages
 from nccl_bench.cli.params import read_given, read_or_default, takes, use
-from nccl_bench.errors import EXIT_OK, EXIT_VERDICT, UserInputError
+from nccl_bench.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_RUN_FAILED, EXIT_VERDICT, UserInputError
 from nccl_bench.history.recording import store_address
 from nccl_bench.options import (
+    ACCEPT_RUN,
     AS_JSON,
+    DIFF_AFTER,
+    DIFF_BEFORE,
     FLOOR,
     HISTORY,
     HISTORY_OP,
     HISTORY_PATHS,
+    HISTORY_SYSTEM,
+    HISTORY_WAIT,
+    JUDGE_RUN,
     JUNIT,
     MARKDOWN,
     PAGE,
+    REASON,
     RESULTS_ROOT,
     WINDOW,
 )
@@ -30,53 +38,87 @@ app = typer.Typer(help="Every run kept in the history: add runs, show series, ch
                   no_args_is_help=True, add_completion=False, rich_markup_mode=None)
 
 
-def _open(given: dict[str, Any], must_exist: bool = True):
-    """The history --history (or --results-root) names; one that must hold runs already must exist."""
+def _open(given: dict[str, Any], must_exist: bool = True, whole_store: bool = True):
+    """The history --history (or --results-root) names; one that must hold runs already must exist (and is
+    only read). Every failure of the store is a StoreError, which the CLI's edge says in one line; a
+    Ctrl-C or SIGTERM while it keeps the command waiting ends the command at once. whole_store: the
+    command reads the whole store anyway, so the values it skips are counted over it here (check counts
+    those of the runs it reads: its cost follows the series asked)."""
     from nccl_bench.history.address import SQLITE
-    from nccl_bench.history.store import StoreError, open_store
+    from nccl_bench.history.store import open_store
 
-    address = store_address(given[HISTORY.key], given[RESULTS_ROOT.key])
-    if must_exist and address.kind == SQLITE and not Path(address.target).is_file():
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, _end_interrupted)
+    address = store_address(given[HISTORY.key], given[RESULTS_ROOT.key],
+                            read_or_default(HISTORY_WAIT, given.get(HISTORY_WAIT.key)))
+    if must_exist and address.kind == SQLITE and not Path(address.target).exists():
         raise UserInputError(HISTORY.name, f"{address.target} does not exist; record a run first")
-    try:
-        return open_store(address)
-    except StoreError as exc:
-        raise UserInputError(HISTORY.name, str(exc)) from None
+    store = open_store(address, messages.say, reading=must_exist)
+    if must_exist and whole_store:
+        _note_skipped(store.unusable_values(), address.shown)
+    return store
+
+
+def _note_skipped(skipped: int, shown: str) -> None:
+    if skipped:
+        messages.notes([f"{skipped} stored value(s) of {shown} are not finite, non-negative measurements; skipped"])
+
+
+def _end_interrupted(signum, frame) -> None:
+    """Ctrl-C or SIGTERM, also while the history keeps the command waiting: one line, exit 130, at once
+    (raised here: typer would turn a KeyboardInterrupt into a silent exit)."""
+    messages.fail(f"interrupted by {signal.Signals(signum).name}", EXIT_INTERRUPTED)
 
 
 @app.command("add")
-@takes(HISTORY_PATHS, HISTORY, RESULTS_ROOT)
+@takes(HISTORY_PATHS, HISTORY, RESULTS_ROOT, HISTORY_WAIT)
 def add_command(**given: Any) -> None:
     """Add run folders, results.csv files and nccl-tests logs/JSON to the history; a run in it already is kept once."""
     from nccl_bench.history.records import read_record
+    from nccl_bench.history.store import refuse_bad_values
 
     paths = given[HISTORY_PATHS.key]
-    records = [read_record(Path(p), p, utc_now_iso()) for p in paths]  # every input read before the store is touched
+    runs = []
+    for path in paths:  # every input read before the store is touched; one that is no run is skipped
+        try:
+            record = read_record(Path(path), path, utc_now_iso())
+            refuse_bad_values(record)
+        except UserInputError as exc:
+            if len(paths) == 1:
+                raise
+            messages.say(f"skipped {exc}")
+            continue
+        runs.append((path, record))
+    if not runs:
+        raise UserInputError(HISTORY_PATHS.name, f"none of the {len(paths)} inputs is a run; nothing added")
     with _open(given, must_exist=False) as store:
-        for path, record in zip(paths, records, strict=True):
+        for path, record in runs:
             added = store.add_run(record)
             messages.plain(f"{'added' if added else 'already stored'}: {path} (run {record.run_id[:12]})")
 
 
 @app.command("show")
-@takes(HISTORY_OP, AS_JSON, WINDOW, FLOOR, HISTORY, RESULTS_ROOT, as_json=use(given_default=True))
+@takes(HISTORY_OP, HISTORY_SYSTEM, AS_JSON, WINDOW, FLOOR, HISTORY, RESULTS_ROOT, HISTORY_WAIT,
+       as_json=use(given_default=True))
 def show_command(**given: Any) -> None:
-    """Per series: runs, latest, median, min and max busbw, and the latest's change against the window."""
+    """Per series: runs, latest, median, min and max busbw, and the latest's change against its reference."""
     from nccl_bench.history import series
     from nccl_bench.render import history_text
 
     asked = _series_asked(given)
     with _open(given) as store:
-        found = series.in_order(series.summaries(store, *asked))
+        found = series.in_order(series.summaries(store, asked, aggregates=True))
         total = store.run_count()
     _print(history_text.show_json(total, found) if given[AS_JSON.key] else None,
            lambda width: history_text.show_lines(found, width))
 
 
 @app.command("check")
-@takes(WINDOW, FLOOR, HISTORY_OP, MARKDOWN, JUNIT, HISTORY, RESULTS_ROOT)
+@takes(JUDGE_RUN, HISTORY_SYSTEM, HISTORY_OP, WINDOW, FLOOR, MARKDOWN, JUNIT, AS_JSON, HISTORY, RESULTS_ROOT,
+       HISTORY_WAIT, as_json=use(given_default=True))
 def check_command(**given: Any) -> None:
-    """Is the latest run of any series below its history's spread? Exit 0 ok, 1 regression, 2 bad input."""
+    """Is a run below what its series' own noise allows? Each series' latest run, or --run's. Exit 0 ok,
+    1 regression, 2 bad input, 3 the --run is not in the history (or did not complete)."""
     from nccl_bench.history import series
     from nccl_bench.history.rule import REGRESSION
     from nccl_bench.render import history_text
@@ -86,22 +128,79 @@ def check_command(**given: Any) -> None:
     asked = _series_asked(given)
     markdown_path = check_output_file(read_given(MARKDOWN, given[MARKDOWN.key]), MARKDOWN.name)
     junit_path = check_output_file(read_given(JUNIT, given[JUNIT.key]), JUNIT.name)
-    with _open(given) as store:
-        found = series.in_order(series.summaries(store, *asked))
+    with _open(given, whole_store=False) as store:
+        if asked.run_id is not None:
+            asked = _judging(store, asked)
+        found = series.with_changes(store, series.in_order(series.summaries(store, asked)))
+        _note_skipped(sum(summary.skipped for summary in found), store.address.shown)
+    if asked.run_id is not None and not found:
+        messages.fail(f"{JUDGE_RUN.name}: run {asked.run_id[:12]} has no series{_narrowed(asked)} to judge "
+                      "(a doctor run, or every row failed)", EXIT_RUN_FAILED)
     failed = [summary for summary in found if summary.verdict.status == REGRESSION]
+    now = utc_now_iso()
+    if given[AS_JSON.key]:
+        typer.echo(history_text.check_json(found, now))
     for summary in failed:
         messages.error(f"regression: {series.describe(summary)}")
-    judged = sum(1 for summary in found if summary.verdict.status != "too_few")
-    messages.plain(f"{len(failed)} regression(s) in {len(found)} series ({judged} with enough history to judge)")
+    for line in history_text.check_lines(found, now):
+        messages.plain(line)
     if markdown_path is not None:
-        write_text_file(markdown_path, history_text.check_markdown(found))
+        write_text_file(markdown_path, history_text.check_markdown(found, now))
     if junit_path is not None:
         write_text_file(junit_path, history_text.check_junit(found))
     raise typer.Exit(EXIT_VERDICT if failed else EXIT_OK)
 
 
+@app.command("accept")
+@takes(ACCEPT_RUN, REASON, HISTORY_OP, HISTORY, RESULTS_ROOT, HISTORY_WAIT)
+def accept_command(**given: Any) -> None:
+    """Make a run the new normal of its series (a slower driver by design): check judges the runs after it
+    against it, and the page marks it with the reason."""
+    reason = " ".join(str(given[REASON.key] or "").split())
+    if not reason:
+        raise UserInputError(REASON.name, "say why this run is the new normal (--reason TEXT); it is shown with it")
+    run_id = JUDGE_RUN.read(given[ACCEPT_RUN.key], ACCEPT_RUN.name)
+    op = read_given(HISTORY_OP, given.get(HISTORY_OP.key))
+    _must_exist(given)
+    with _open(given, must_exist=False) as store:
+        run_id, started, _, _ = _find_run(store, run_id, ACCEPT_RUN.name)
+        names = [name for name, *values in store.run_series(run_id) if op is None or values[0] == op]
+        if not names:
+            messages.fail(f"{ACCEPT_RUN.name}: run {run_id[:12]} has no series{f' of {op}' if op else ''} to "
+                          "accept", EXIT_RUN_FAILED)
+        added = store.add_accepts(run_id, started, names, reason)
+    messages.plain(f"accepted run {run_id[:12]} ({started}) as the new normal of {len(names)} series"
+                   f"{f' ({len(names) - added} already were)' if added < len(names) else ''}: {reason}")
+
+
+@app.command("diff")
+@takes(DIFF_BEFORE, DIFF_AFTER, HISTORY_OP, AS_JSON, HISTORY, RESULTS_ROOT, HISTORY_WAIT,
+       as_json=use(given_default=True))
+def diff_command(**given: Any) -> None:
+    """Two runs side by side: each series' busbw change from RUN_A to RUN_B, and what changed between them."""
+    from nccl_bench.history.changes import differences
+    from nccl_bench.history.store_schema import SERIES_COLUMNS
+    from nccl_bench.render import history_text
+
+    wanted = [JUDGE_RUN.read(given[arg.key], arg.name) for arg in (DIFF_BEFORE, DIFF_AFTER)]
+    op = read_given(HISTORY_OP, given.get(HISTORY_OP.key))
+    with _open(given) as store:
+        runs = [_find_run(store, run_id, arg.name) for run_id, arg in zip(wanted, (DIFF_BEFORE, DIFF_AFTER),
+                                                                           strict=True)]
+        keys = {name: dict(zip(SERIES_COLUMNS, values, strict=True))
+                for run in runs for name, *values in store.run_series(run[0])}
+        values = [store.run_values(run[0]) for run in runs]
+        metas = store.run_metas([run[0] for run in runs])
+    changed = differences(metas.get(runs[1][0], {}), [metas.get(runs[0][0], {})])
+    rows = history_text.diff_rows(keys, values[0], values[1], op)
+    if given[AS_JSON.key]:
+        typer.echo(history_text.diff_json(runs, rows, changed))
+    else:
+        _print(None, lambda width: history_text.diff_lines(runs, rows, changed, width))
+
+
 @app.command("nodes")
-@takes(AS_JSON, HISTORY, RESULTS_ROOT, as_json=use(given_default=True))
+@takes(AS_JSON, HISTORY, RESULTS_ROOT, HISTORY_WAIT, as_json=use(given_default=True))
 def nodes_command(**given: Any) -> None:
     """Per host, from the doctor's runs: runs taken part in, times flagged, of which kind, and when last."""
     from nccl_bench.history.hosts import host_records
@@ -114,7 +213,7 @@ def nodes_command(**given: Any) -> None:
 
 
 @app.command("html")
-@takes(PAGE, WINDOW, FLOOR, HISTORY, RESULTS_ROOT)
+@takes(PAGE, WINDOW, FLOOR, HISTORY, RESULTS_ROOT, HISTORY_WAIT)
 def html_command(**given: Any) -> None:
     """One self-contained page: a trend plot per op and size with regressions marked, each host's doctor record."""
     from nccl_bench.history import series
@@ -123,20 +222,66 @@ def html_command(**given: Any) -> None:
     from nccl_bench.render.history_page import page as history_page
     from nccl_bench.results.whole_file import write_text_file
 
-    _, runs, share = _series_asked(given)
+    asked = _series_asked(given)
     path = check_output_file(Path(given[PAGE.key]), PAGE.name)
     with _open(given) as store:
-        found = series.in_order(series.summaries(store, None, runs, share))
+        found = series.with_changes(store, series.in_order(series.summaries(store, asked, aggregates=True)))
+        found = [summary.newest(2 * asked.window + 1) for summary in found]  # its size: series x window
+        metas = store.run_metas(sorted({p.run_id for s in found for p in s.window}))
         hosts = host_records(store)
         total = store.run_count()
-    write_text_file(path, history_page(found, hosts, total))
+    write_text_file(path, history_page(found, hosts, total, metas, utc_now_iso()))
     messages.plain(f"wrote the history page to {path}")
 
 
-def _series_asked(given: dict[str, Any]) -> tuple[Optional[str], int, float]:
-    """--op (None: every op's series), --window and --floor, read by their declarations."""
-    return (read_given(HISTORY_OP, given.get(HISTORY_OP.key)), read_or_default(WINDOW, given.get(WINDOW.key)),
-            read_or_default(FLOOR, given.get(FLOOR.key)))
+def _series_asked(given: dict[str, Any]):
+    """--op and --system (None: every one), --window, --floor and --run, read by their declarations."""
+    from nccl_bench.history.series import Asked
+
+    return Asked(read_given(HISTORY_OP, given.get(HISTORY_OP.key)),
+                 read_given(HISTORY_SYSTEM, given.get(HISTORY_SYSTEM.key)),
+                 read_or_default(WINDOW, given.get(WINDOW.key)), read_or_default(FLOOR, given.get(FLOOR.key)),
+                 read_given(JUDGE_RUN, given.get(JUDGE_RUN.key)))
+
+
+def _narrowed(asked) -> str:
+    return "".join(f" {label} {value}" for label, value in (("of", asked.op), ("on", asked.system)) if value)
+
+
+def _find_run(store, prefix: str, option: str) -> tuple[str, str, str, str]:
+    """(run_id, started_utc, recorded_utc, status) of the one run whose id starts with `prefix`; a run the
+    history does not hold fails with exit 3 (a CI job judging a run that was never recorded must not pass)."""
+    found = store.find_runs(prefix)
+    if not found:
+        messages.fail(f"{option}: no run {prefix} in the history {store.address.shown} (was it recorded? the "
+                      "sweep says `recorded run ID in the history ...`)", EXIT_RUN_FAILED)
+    if len(found) > 1:
+        raise UserInputError(option, f"{prefix} names more than one run ({found[0][0][:16]}, {found[1][0][:16]}); "
+                                     "give more of its characters")
+    run_id, started, recorded, status, _ = found[0]
+    return str(run_id), str(started), str(recorded), str(status)
+
+
+def _judging(store, asked):
+    """--run resolved to the one run it names, which must have completed: the series are judged as of it."""
+    from dataclasses import replace
+
+    run_id, started, _, status = _find_run(store, asked.run_id, JUDGE_RUN.name)
+    if status != "complete":
+        messages.fail(f"{JUDGE_RUN.name}: run {run_id[:12]} ({started}) ended {status}; a run that did not "
+                      "complete is never judged", EXIT_RUN_FAILED)
+    return replace(asked, run_id=run_id, until=(started, run_id))
+
+
+def _must_exist(given: dict[str, Any]) -> None:
+    """A command that writes into a history that must hold runs already (accept): a missing SQLite file
+    is said, never made."""
+    from nccl_bench.history.address import SQLITE
+
+    address = store_address(given[HISTORY.key], given[RESULTS_ROOT.key],
+                            read_or_default(HISTORY_WAIT, given.get(HISTORY_WAIT.key)))
+    if address.kind == SQLITE and not Path(address.target).exists():
+        raise UserInputError(HISTORY.name, f"{address.target} does not exist; record a run first")
 
 
 def _print(json_text: Optional[str], lines) -> None:

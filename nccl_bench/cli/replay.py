@@ -12,8 +12,7 @@ from typing import TYPE_CHECKING, Any, Optional
 from nccl_bench.cli import messages, on_ranks
 from nccl_bench.cli.on_ranks import OnRanks, Ran
 from nccl_bench.cli.params import read_given, takes, use
-from nccl_bench.history.recording import recording_target
-from nccl_bench.options import ENVELOPE, HISTORY, JSON_FILE, NO_HISTORY, REPLAY_OPTIONS, TRACES, WORKERS
+from nccl_bench.options import ENVELOPE, JSON_FILE, RECORDING_OPTIONS, REPLAY_OPTIONS, TRACES, WORKERS
 from nccl_bench.ranks.layout import detect_launch
 
 if TYPE_CHECKING:
@@ -21,7 +20,7 @@ if TYPE_CHECKING:
     from nccl_bench.replay.replay_entry import ReplayJob
 
 
-@takes(TRACES, *REPLAY_OPTIONS, WORKERS, ENVELOPE, JSON_FILE, HISTORY, NO_HISTORY,
+@takes(TRACES, *REPLAY_OPTIONS, WORKERS, ENVELOPE, JSON_FILE, *RECORDING_OPTIONS,
        out=use(folder="replay"), timeout_s=use(step="collective"),
        json_file=use(what="the profile, with the replayed times after a replay"), no_history=use(given_default=True))
 def replay_command(**given: Any) -> None:
@@ -39,7 +38,7 @@ def replay_command(**given: Any) -> None:
     from nccl_bench.results.run_folder import new_run_dir
 
     config = job.config
-    store = recording_target(given[HISTORY.key], given[NO_HISTORY.key], config.results_root)
+    store = on_ranks.recording_target_of(given, config.results_root)
     ran = on_ranks.run_on_ranks(OnRanks(
         "replay", job.preflight, lambda launch: _on_this_rank(job, launch), config.out,
         new_run_dir(config.results_root, ["replay"]), "collectives replayed so far are kept",

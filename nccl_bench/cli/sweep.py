@@ -11,12 +11,10 @@ from nccl_bench.cli import messages, on_ranks
 from nccl_bench.cli.on_ranks import OnRanks, Ran
 from nccl_bench.cli.params import read_given, takes, use
 from nccl_bench.errors import EXIT_VERDICT
-from nccl_bench.history.recording import recording_target
 from nccl_bench.options import (
     BASELINE,
-    HISTORY,
-    NO_HISTORY,
     PRESET,
+    RECORDING_OPTIONS,
     SWEEP_BASELINE_OPTIONS,
     SWEEP_OPTION,
     SWEEP_OPTIONS,
@@ -29,7 +27,7 @@ if TYPE_CHECKING:
 WITH_BASELINE = f"With {BASELINE.name}"
 
 
-@takes(*SWEEP_OPTIONS, PRESET, WORKERS, *SWEEP_BASELINE_OPTIONS, HISTORY, NO_HISTORY,
+@takes(*SWEEP_OPTIONS, PRESET, WORKERS, *SWEEP_BASELINE_OPTIONS, *RECORDING_OPTIONS,
        out=use(folder="<ops>"), timeout_s=use(step="collective"), tolerance=use(prefix=WITH_BASELINE),
        replace_baseline=use(given_default=True), allow_mismatch=use(given_default=True, prefix=WITH_BASELINE),
        no_history=use(given_default=True))
@@ -42,7 +40,7 @@ def sweep_command(**given: Any) -> None:
     from nccl_bench.sweep.sweep_entry import plan_sweep
 
     job = plan_sweep(given)
-    store = recording_target(given[HISTORY.key], given[NO_HISTORY.key], job.config.results_root)
+    store = on_ranks.recording_target_of(given, job.config.results_root)
     check_output_file(job.config.prom, SWEEP_OPTION["prom"].name)
     ran = on_ranks.run_on_ranks(OnRanks(
         "sweep", job.preflight, lambda launch: _on_this_rank(job, launch), job.config.out,

@@ -197,6 +197,16 @@ def run_nvidia_smi(executable: str, *args: str) -> tuple[str | None, str | None]
     return done.stdout, None
 
 
+def proc_driver_version(proc_root: str | Path = "/proc") -> str | None:
+    """The NVIDIA kernel module's version ("550.54.15") from /proc/driver/nvidia/version, which reads
+    `NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.54.15  <date>`; None without the driver."""
+    import re
+
+    found = re.search(r"Kernel Module\s+(?:for \S+\s+)?(\d+(?:\.\d+)+)", _read(Path(proc_root, "driver", "nvidia",
+                                                                                   "version")) or "")
+    return found.group(1) if found else None
+
+
 def proc_gpu_models(proc_root: str | Path = "/proc") -> tuple[str, ...]:
     """GPU model names from the NVIDIA driver's /proc files, for when NVML and nvidia-smi are absent."""
     names: list[str] = []

@@ -1,7 +1,9 @@
 """A run as the store keeps it: read from a run folder, a results.csv or an nccl-tests log/JSON.
 
 One value per series per run: the median busbw of the run's usable rows of that series (several
-when the run had --cycles or --split groups), so a long run weighs no more than a short one.
+when the run had --cycles or --split groups), so a long run weighs no more than a short one, and
+the run's own noise for that series (`within_run_noise`): what the rule knows of the series' spread
+before it has many runs.
 A run's id is a hash of its meta.json and its rows, so adding the same run twice stores it once,
 while a copy with edited rows is a run of its own.
 """
@@ -10,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +36,7 @@ class SeriesValue:
     key: tuple  # SERIES_COLUMNS' values
     busbw_gbps: float
     time_us: float | None
+    noise: float | None = None  # within_run_noise of its rows (the median); None: the rows do not say
 
     @property
     def series(self) -> str:
@@ -122,8 +126,30 @@ def series_values(rows: list[ResultRow], system: str) -> list[SeriesValue]:
     values = []
     for key, group in grouped.items():
         times = [row.time_us for row in group if row.time_us is not None]
-        values.append(SeriesValue(key, median([row.busbw_gbps for row in group]), median(times) if times else None))
+        noises = [n for n in map(within_run_noise, group) if n is not None]
+        values.append(SeriesValue(key, median([row.busbw_gbps for row in group]), median(times) if times else None,
+                                  median(noises) if noises else None))
     return values
+
+
+# The expected range of n normal samples in standard deviations (d2, the control-chart constant;
+# ASTM E2587 table): a range of trials divided by d2(n) estimates one trial's standard deviation.
+RANGE_TO_SIGMA = {2: 1.128, 3: 1.693, 4: 2.059, 5: 2.326, 6: 2.534, 7: 2.704, 8: 2.847, 9: 2.970, 10: 3.078,
+                  15: 3.472, 20: 3.735, 25: 3.931}
+P95_Z = 1.645  # the 95th percentile of a normal sample, in standard deviations above its median
+
+
+def within_run_noise(row: ResultRow) -> float | None:
+    """One trial's spread in log space, from the row's own samples: ln(slowest / fastest trial) / d2(trials)
+    with --trials >= 2; with one trial, ln(p95 / p50) / 1.645 of its single-op latencies. The rule takes a
+    run's value to be no steadier than one of its trials (conditions change between runs, not within a
+    trial), so a noisy machine's series raise no alarm from noise before they have many runs."""
+    if row.trials >= 2 and row.time_min_us and row.time_max_us and row.time_min_us > 0:
+        known = max(n for n in RANGE_TO_SIGMA if n <= row.trials)
+        return math.log(row.time_max_us / row.time_min_us) / RANGE_TO_SIGMA[known]
+    if row.p50_us and row.p95_us and row.p50_us > 0 and row.p95_us >= row.p50_us:
+        return math.log(row.p95_us / row.p50_us) / P95_Z
+    return None
 
 
 def _doctor_record(path: Path, meta: dict[str, Any], doctor: dict[str, Any], started: str) -> RunRecord:

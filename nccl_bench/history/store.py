@@ -1,77 +1,171 @@
-"""The results store behind one small interface: `open_store(address)` -> Store, with `add_run`,
-the series' aggregates and windows, and the doctor's hosts. SQLite (stdlib) by default, PostgreSQL
-for a fleet.
+"""The history behind one small interface: `open_store(address)` -> Store, with `add_run`, the series'
+aggregates and windows, and the doctor's hosts. SQLite (stdlib) by default, PostgreSQL for a fleet.
 
 Why psycopg 3 (the optional extra `postgres`) and not SQLAlchemy Core: the store needs a dozen
 statements that both databases accept as written, so a dialect layer would add a large dependency
-and hide no difference worth hiding; psycopg is the maintained libpq driver, takes a libpq URI as it
-is (Unix sockets, passwords from ~/.pgpass or PGPASSWORD) and ships binary wheels (`psycopg[binary]`).
+and hide no difference worth hiding; psycopg is the maintained libpq driver, takes a libpq URI or
+keyword string as it is (Unix sockets, passwords from ~/.pgpass or PGPASSWORD) and ships binary wheels.
 
-Concurrency: SQLite in WAL mode with a long busy timeout, each run written in one `BEGIN IMMEDIATE`
-transaction, so concurrent writers wait for each other instead of failing; PostgreSQL runs each run
-in one transaction too, and schema migrations under an advisory lock. A run already stored (same run
-id) is left as it is: `INSERT ... ON CONFLICT DO NOTHING` both databases understand.
+Every driver call goes through one guard (history/store_guard.py): whatever the driver raises becomes a
+StoreError, one line naming the store and the cause with its exit code (errors.StoreError), and every
+wait is bounded by the address's wait_s (--history-wait) and said once it passes NOTE_AFTER_S. SQLite
+waits for a lock in short driver calls retried from Python (its own busy wait sleeps in C, where a
+Ctrl-C cannot reach it); PostgreSQL gets connect, lock and statement timeouts.
+
+Concurrency: SQLite in WAL mode, each run written in one `BEGIN IMMEDIATE` transaction, so
+concurrent writers wait for each other instead of failing; PostgreSQL runs each run in one transaction
+too, and schema migrations under an advisory lock. A run already stored (same run id) is left as it
+is: `INSERT ... ON CONFLICT DO NOTHING` both databases understand.
+
+Values: only finite, non-negative busbw and times within MAX_BUSBW_GBPS and MAX_TIME_US go in (a
+run with another is refused), and only such rows come out (a store written otherwise keeps them, and
+the readers skip them: unusable_values counts them). Text comes out with control characters shown as
+escapes, and host names as DNS compares them (lower case, no trailing dot).
 """
 
 from __future__ import annotations
 
 import json
-from contextlib import contextmanager
+import math
+import os
+import re
+from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
-from nccl_bench.errors import first_line
+from nccl_bench.errors import EXIT_BAD_INPUT, StoreError, UserInputError, first_line
 from nccl_bench.history.address import POSTGRESQL, StoreAddress
 from nccl_bench.history.records import RunRecord
-from nccl_bench.history.store_schema import MIGRATIONS, SCHEMA_VERSION, SERIES_COLUMNS
+from nccl_bench.history.store_guard import LOCKED_OR_BUSY, Guard
+from nccl_bench.history.store_schema import MIGRATIONS, SCHEMA_VERSION, SERIES_COLUMNS, TABLES
 from nccl_bench.units.clock import utc_now_iso
+from nccl_bench.units.passwords import hide_passwords, hide_passwords_in
 
-BUSY_TIMEOUT_MS = 120_000  # eight CI jobs finishing at once each wait their turn, well under a second each
+__all__ = ["StoreError", "Store", "open_store", "refuse_bad_values"]
+
+SQLITE_TRY_MS = 100  # one try at an SQLite lock inside the driver: a Ctrl-C waits at most this long
+STATEMENT_LIMIT_S = 300.0  # PostgreSQL: the longest one statement may run (a large store answers in seconds)
+# Bounds of a value the store keeps: 1 PB/s is far above any link (NVLink 5: 1.8 TB/s per GPU, NVIDIA's
+# GB200 NVL72 datasheet), and a collective of 10^12 us (11 days) is no measurement.
+MAX_BUSBW_GBPS = 1e6
+MAX_TIME_US = 1e12
+MAX_NOISE = 100.0  # a run's log-space spread (records.within_run_noise): e^100 between its trials is no measurement
 _MIGRATION_LOCK = 0x6E63_6362  # PostgreSQL advisory lock key held while the schema is brought up to date
+# A stored value the readers use: finite (NaN and inf fail both comparisons), non-negative, in bounds.
+_GOOD_VALUES = (f"busbw_gbps >= 0 AND busbw_gbps <= {MAX_BUSBW_GBPS:.0f} "
+                f"AND (time_us IS NULL OR (time_us >= 0 AND time_us <= {MAX_TIME_US:.0f}))")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+_HOST = "lower(rtrim(host, '.'))"  # a host name as DNS compares it
 
 
-class StoreError(Exception):
-    """The store cannot be opened or written: one line, naming the store."""
-
-
-def open_store(address: StoreAddress) -> "Store":
-    """The store at `address`, its schema brought up to date; a store of a newer schema is refused."""
+def open_store(address: StoreAddress, say: Callable[[str], None] | None = None, reading: bool = False) -> "Store":
+    """The store at `address`, its schema brought up to date; a store of a newer schema is refused.
+    `say` hears that a wait goes on; `reading`: only reads follow (an SQLite file in a folder this user
+    cannot write is then read as it is)."""
+    waits = Guard(address, say)
+    if address.kind == POSTGRESQL:
+        connection = waits.call(lambda: _connect_postgres(address), "no answer from the server yet")
+    else:
+        connection = _connect_sqlite(address, waits, reading)
+    store = Store(connection, address, waits)
     try:
-        store = Store(_connect(address), address)
         store.migrate()
-    except StoreError:
+        store.check_tables()
+    except BaseException:
+        store.close()
         raise
-    except Exception as exc:  # the driver's own errors: unreachable server, unreadable file, bad URI
-        raise StoreError(f"{address.shown}: {first_line(exc)}") from None
     return store
 
 
-def _connect(address: StoreAddress):
-    if address.kind == POSTGRESQL:
-        try:
-            import psycopg
-        except ImportError:
-            raise StoreError(f"{address.shown}: PostgreSQL needs psycopg: pip install 'nccl-bench[postgres]'") from None
-        return psycopg.connect(address.target, autocommit=True)
+def _connect_postgres(address: StoreAddress):
+    try:
+        import psycopg
+    except ImportError:
+        raise StoreError(f"{address.shown}: PostgreSQL needs psycopg: pip install 'nccl-bench[postgres]'") from None
+    try:
+        connection = psycopg.connect(address.target, autocommit=True,
+                                     connect_timeout=max(2, math.ceil(address.wait_s)))
+    except psycopg.ProgrammingError as exc:  # libpq could not read the address itself
+        raise StoreError(f"{address.shown}: not a PostgreSQL address libpq reads ({hide_passwords(first_line(exc))})",
+                         EXIT_BAD_INPUT) from None
+    try:
+        for name, seconds in (("lock_timeout", address.wait_s), ("statement_timeout", STATEMENT_LIMIT_S)):
+            connection.execute("SELECT set_config(%s, %s, false)", (name, f"{round(seconds * 1000)}ms"))
+    except BaseException:
+        connection.close()
+        raise
+    return connection
+
+
+def _connect_sqlite(address: StoreAddress, waits: Guard, reading: bool):
     import sqlite3
 
-    Path(address.target).parent.mkdir(parents=True, exist_ok=True)
-    connection = sqlite3.connect(address.target, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
-    connection.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-    connection.execute("PRAGMA journal_mode = WAL")
-    return connection
+    path = Path(address.target)
+    if path.is_dir():
+        raise StoreError(f"{address.shown} is a folder, not a history file", EXIT_BAD_INPUT)
+    if path.exists() and not path.is_file():
+        raise StoreError(f"{address.shown} is not a regular file, so not a history file", EXIT_BAD_INPUT)
+    read_as_is = reading and path.is_file() and not _writable(path)
+    if not read_as_is:
+        waits.call(lambda: path.parent.mkdir(parents=True, exist_ok=True), "")
+
+    def connect():
+        if read_as_is:  # no -wal/-shm can be made here: read the file as it is, as nobody writes it
+            return sqlite3.connect(f"{path.resolve().as_uri()}?immutable=1", uri=True, isolation_level=None)
+        connection = sqlite3.connect(address.target, timeout=SQLITE_TRY_MS / 1000, isolation_level=None)
+        try:
+            connection.execute(f"PRAGMA busy_timeout = {SQLITE_TRY_MS}")
+            connection.execute("PRAGMA journal_mode = WAL")
+        except BaseException:
+            connection.close()
+            raise
+        return connection
+
+    return waits.call(connect, LOCKED_OR_BUSY)
+
+
+def _writable(path: Path) -> bool:
+    return os.access(path, os.W_OK) and os.access(path.parent, os.W_OK)
+
+
+def refuse_bad_values(run: RunRecord) -> None:
+    """A run whose value is not a finite, non-negative busbw (at most MAX_BUSBW_GBPS) and time is never stored."""
+    for value in run.values:
+        for what, number, bound in (("busbw_gbps", value.busbw_gbps, MAX_BUSBW_GBPS),
+                                    ("time_us", value.time_us, MAX_TIME_US), ("noise", value.noise, MAX_NOISE)):
+            if number is None and what != "busbw_gbps":
+                continue
+            if not isinstance(number, (int, float)) or not math.isfinite(number) or not 0 <= number <= bound:
+                point = " ".join(_clean(str(part)) for part in value.key[:4])  # op, placement, size, dtype
+                raise UserInputError(run.source, f"{what} {number!r} of {point} is not a measurement (a finite "
+                                     f"number from 0 to {bound:g}); the run is not stored")
+
+
+def _clean(value: Any) -> Any:
+    """Text from the store with every control character shown as an escape (\\x1b), never raw."""
+    if not isinstance(value, str):
+        return value
+    return _CONTROL.sub(lambda match: f"\\x{ord(match.group()):02x}", value)
+
+
+def _clean_rows(rows: Iterator[tuple]) -> Iterator[tuple]:
+    for row in rows:
+        yield tuple(_clean(value) for value in row)
 
 
 class Store:
     """One connection; every write is one transaction. `?` placeholders throughout."""
 
-    def __init__(self, connection, address: StoreAddress):
+    def __init__(self, connection, address: StoreAddress, waits: Guard | None = None):
         self.connection = connection
         self.address = address
         self.postgres = address.kind == POSTGRESQL
+        self.waits = waits or Guard(address, None)
 
     def close(self) -> None:
-        self.connection.close()
+        self.waits.stop()
+        with suppress(Exception):  # a connection the server already closed is closed
+            self.connection.close()
 
     def __enter__(self) -> "Store":
         return self
@@ -82,19 +176,33 @@ class Store:
     def _sql(self, statement: str) -> str:
         return statement.replace("?", "%s") if self.postgres else statement
 
+    def _call(self, action: Callable[[], Any]) -> Any:
+        return self.waits.call(action, LOCKED_OR_BUSY)
+
     def execute(self, statement: str, params: tuple = ()):
-        cursor = self.connection.cursor()
-        cursor.execute(self._sql(statement), params)
-        return cursor
+        def run():
+            cursor = self.connection.cursor()
+            cursor.execute(self._sql(statement), params)
+            return cursor
+
+        return self._call(run)
+
+    def one(self, statement: str, params: tuple = ()) -> tuple | None:
+        """The first row of a statement's answer, fetched under the same guard."""
+        cursor = self.execute(statement, params)
+        return self._call(cursor.fetchone)
+
+    def executemany(self, statement: str, rows: list[tuple]) -> None:
+        self._call(lambda: self.connection.cursor().executemany(self._sql(statement), rows))
 
     def rows(self, statement: str, params: tuple = ()) -> Iterator[tuple]:
         """The rows one at a time, as the driver fetches them: memory stays flat on a large store."""
         cursor = self.execute(statement, params)
         while True:
-            batch = cursor.fetchmany(1000)
+            batch = self._call(lambda: cursor.fetchmany(1000))
             if not batch:
                 return
-            yield from batch
+            yield from _clean_rows(iter(batch))
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
@@ -102,17 +210,24 @@ class Store:
         try:
             yield
         except BaseException:
-            self.execute("ROLLBACK")
+            with suppress(Exception):  # a connection that broke mid-transaction has nothing left to undo
+                self.connection.cursor().execute("ROLLBACK")
             raise
         self.execute("COMMIT")
 
+    def tables(self) -> set[str]:
+        statement = ("SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema()"
+                     if self.postgres else "SELECT name FROM sqlite_master WHERE type = 'table'")
+        return {str(row[0]) for row in self.rows(statement)}
+
     def version(self) -> int:
-        found = self.execute(
-            "SELECT COUNT(*) FROM information_schema.tables WHERE table_name = 'store_info'" if self.postgres
-            else "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'store_info'").fetchone()[0]
-        if not found:
+        tables = self.tables()
+        if "store_info" not in tables:
+            if tables and not self.postgres:  # another program's SQLite file: never written into
+                raise StoreError(f"{self.address.shown} is not an nccl-bench history (it holds other tables: "
+                                 f"{', '.join(sorted(tables)[:3])})", EXIT_BAD_INPUT)
             return 0
-        row = self.execute("SELECT value FROM store_info WHERE name = 'schema_version'").fetchone()
+        row = self.one("SELECT value FROM store_info WHERE name = 'schema_version'")
         return int(row[0]) if row else 0
 
     def migrate(self) -> None:
@@ -124,24 +239,33 @@ class Store:
             version = self.version()
             if version > SCHEMA_VERSION:
                 raise StoreError(f"{self.address.shown} was written by a newer nccl-bench (store schema {version}; "
-                                 f"this one reads up to {SCHEMA_VERSION}): upgrade nccl-bench")
+                                 f"this one reads up to {SCHEMA_VERSION}): upgrade nccl-bench", EXIT_BAD_INPUT)
             for step in range(version + 1, SCHEMA_VERSION + 1):
                 for statement in MIGRATIONS[step]:
                     self.execute(statement)
             self.execute("DELETE FROM store_info WHERE name = 'schema_version'")
             self.execute("INSERT INTO store_info (name, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
 
+    def check_tables(self) -> None:
+        """A store of this schema with a table gone is damaged: said at once, not mid-command."""
+        missing = [table for table in TABLES if table not in self.tables()]
+        if missing:
+            raise StoreError(f"{self.address.shown} is damaged: no table {', '.join(missing)} (a history has "
+                             f"{', '.join(TABLES)}); restore it from a backup or start a new one")
+
     # -- writing -------------------------------------------------------------------------------
     def add_run(self, run: RunRecord) -> bool:
         """Store the run; False when a run with its id is already stored (then nothing changes)."""
+        refuse_bad_values(run)
         recorded = utc_now_iso()
+        meta = json.dumps(hide_passwords_in(run.meta), sort_keys=True, default=str, allow_nan=False)
         with self.transaction():
             cursor = self.execute(
                 "INSERT INTO runs (run_id, kind, status, started_utc, recorded_utc, source, system, backend, "
                 "world_size, nodes, verdict, meta) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
                 "ON CONFLICT (run_id) DO NOTHING",
                 (run.run_id, run.kind, run.status, run.started_utc, recorded, run.source, run.system, run.backend,
-                 run.world_size, run.nodes, run.verdict, json.dumps(run.meta, sort_keys=True, default=str)))
+                 run.world_size, run.nodes, run.verdict, meta))
             if cursor.rowcount == 0:
                 return False
             self._add_values(run)
@@ -150,27 +274,42 @@ class Store:
 
     def _add_values(self, run: RunRecord) -> None:
         columns = ", ".join(SERIES_COLUMNS)
-        statement = self._sql(f"INSERT INTO results (run_id, series, {columns}, started_utc, usable, busbw_gbps, "
-                              f"time_us) VALUES ({', '.join('?' * (len(SERIES_COLUMNS) + 6))})")
-        self.connection.cursor().executemany(statement, [
-            (run.run_id, value.series, *value.key, run.started_utc, int(run.usable), value.busbw_gbps, value.time_us)
-            for value in run.values
+        self.executemany(f"INSERT INTO results (run_id, series, {columns}, started_utc, usable, busbw_gbps, "
+                         f"time_us, noise) VALUES ({', '.join('?' * (len(SERIES_COLUMNS) + 7))})", [
+            (run.run_id, value.series, *value.key, run.started_utc, int(run.usable), value.busbw_gbps, value.time_us,
+             value.noise) for value in run.values
         ])
-        self.connection.cursor().executemany(self._sql(
+        self.executemany(
             f"INSERT INTO series (series, {columns}) VALUES ({', '.join('?' * (len(SERIES_COLUMNS) + 1))}) "
-            "ON CONFLICT (series) DO NOTHING"), [(value.series, *value.key) for value in run.values])
+            "ON CONFLICT (series) DO NOTHING", [(value.series, *value.key) for value in run.values])
 
     def _add_hosts(self, run: RunRecord) -> None:
-        for host in run.hosts:
+        kinds: dict[str, set[str]] = {}
+        for host in run.hosts:  # node1, Node1 and node1. are one host
+            kinds.setdefault(host.host.lower().rstrip("."), set()).update(host.kinds)
+        for host, found in kinds.items():
             self.execute("INSERT INTO doctor_hosts (run_id, host, started_utc, flagged) VALUES (?, ?, ?, ?)",
-                         (run.run_id, host.host, run.started_utc, int(bool(host.kinds))))
-            for kind in host.kinds:
-                self.execute("INSERT INTO doctor_flags (run_id, host, kind) VALUES (?, ?, ?)",
-                             (run.run_id, host.host, kind))
+                         (run.run_id, host, run.started_utc, int(bool(found))))
+            for kind in sorted(found):
+                self.execute("INSERT INTO doctor_flags (run_id, host, kind) VALUES (?, ?, ?)", (run.run_id, host, kind))
 
     # -- reading -------------------------------------------------------------------------------
     def run_count(self) -> int:
-        return int(self.execute("SELECT COUNT(*) FROM runs").fetchone()[0])
+        return int(self.one("SELECT COUNT(*) FROM runs")[0])
+
+    def unusable_values(self, series: str | None = None, since: tuple[str, str] | None = None) -> int:
+        """Values of usable runs the readers skip: not finite, negative or beyond bounds (a store written
+        by hand or by an older tool). Of the whole store, or of one series from the run `since` on (what the
+        rule read: bounded by the index, whatever the store holds)."""
+        where, params = "", ()
+        if series is not None:
+            where, params = " AND series = ?", (series,)
+            if since is not None:
+                where += " AND (started_utc > ? OR (started_utc = ? AND run_id >= ?))"
+                params += (since[0], since[0], since[1])
+        row = self.one(f"SELECT COUNT(*) - COUNT(CASE WHEN {_GOOD_VALUES} THEN 1 END) FROM results WHERE usable = 1"
+                       f"{where}", params)
+        return int(row[0] or 0)
 
     def series_aggregates(self, op: str | None) -> Iterator[tuple]:
         """Per usable series: its columns, then runs, min and max busbw; in series order."""
@@ -178,8 +317,8 @@ class Store:
         columns = ", ".join(f"s.{column}" for column in SERIES_COLUMNS)
         return self.rows(
             f"SELECT a.series, {columns}, a.runs, a.low, a.high FROM (SELECT series, COUNT(*) AS runs, "
-            f"MIN(busbw_gbps) AS low, MAX(busbw_gbps) AS high FROM results WHERE usable = 1{where} GROUP BY series) "
-            "AS a JOIN series AS s ON s.series = a.series ORDER BY a.series", params)
+            f"MIN(busbw_gbps) AS low, MAX(busbw_gbps) AS high FROM results WHERE usable = 1 AND {_GOOD_VALUES}"
+            f"{where} GROUP BY series) AS a JOIN series AS s ON s.series = a.series ORDER BY a.series", params)
 
     def series_windows(self, op: str | None, newest: int) -> Iterator[tuple]:
         """(series, run_id, started_utc, busbw) of each series' `newest` usable runs, oldest first per series."""
@@ -187,18 +326,95 @@ class Store:
         return self.rows(
             "SELECT series, run_id, started_utc, busbw_gbps FROM (SELECT series, run_id, started_utc, busbw_gbps, "
             "ROW_NUMBER() OVER (PARTITION BY series ORDER BY started_utc DESC, run_id DESC) AS age FROM results "
-            f"WHERE usable = 1{where}) AS recent WHERE age <= ? ORDER BY series, started_utc, run_id",
-            (*params, newest))
+            f"WHERE usable = 1 AND {_GOOD_VALUES}{where}) AS recent WHERE age <= ? ORDER BY series, started_utc, "
+            "run_id", (*params, newest))
 
     def host_records(self) -> Iterator[tuple]:
         """(host, runs, flagged, last flagged start) per host of the doctor runs."""
         return self.rows(
-            "SELECT host, COUNT(*), SUM(flagged), MAX(CASE WHEN flagged = 1 THEN started_utc END) FROM doctor_hosts "
-            "GROUP BY host ORDER BY host")
+            f"SELECT {_HOST} AS name, COUNT(*), SUM(flagged), MAX(CASE WHEN flagged = 1 THEN started_utc END) "
+            f"FROM doctor_hosts GROUP BY {_HOST} ORDER BY name")
 
     def host_kinds(self) -> Iterator[tuple]:
         """(host, kind, times) for every kind of suspect each host was."""
-        return self.rows("SELECT host, kind, COUNT(*) FROM doctor_flags GROUP BY host, kind ORDER BY host, kind")
+        return self.rows(f"SELECT {_HOST} AS name, kind, COUNT(*) FROM doctor_flags GROUP BY {_HOST}, kind "
+                         "ORDER BY name, kind")
+
+
+    # -- reading for the rule --------------------------------------------------------------------
+    # Each read is of one series through the index (series, usable, started_utc, ...): the check's
+    # cost follows the series asked and the window, not the runs the store holds.
+    def series_keys(self, system: str | None, op: str | None) -> Iterator[tuple]:
+        """(series, *SERIES_COLUMNS) of every series (of `system`, of `op`, when given), in series order."""
+        where = [f"{column} = ?" for column, value in (("system", system), ("op", op)) if value is not None]
+        params = tuple(value for value in (system, op) if value is not None)
+        return self.rows(f"SELECT series, {', '.join(SERIES_COLUMNS)} FROM series"
+                         + (f" WHERE {' AND '.join(where)}" if where else "") + " ORDER BY series", params)
+
+    def series_recent(self, series: str, newest: int, until: tuple[str, str] | None = None) -> list[tuple]:
+        """(run_id, started_utc, busbw, noise) of the series' `newest` usable runs up to and including the run
+        `until` (started_utc, run_id; None: the newest), newest first."""
+        bound, params = ("", ()) if until is None else (
+            " AND (started_utc < ? OR (started_utc = ? AND run_id <= ?))", (until[0], until[0], until[1]))
+        return list(self.rows(
+            f"SELECT run_id, started_utc, busbw_gbps, noise FROM results WHERE series = ? AND usable = 1 AND "
+            f"{_GOOD_VALUES}{bound} ORDER BY started_utc DESC, run_id DESC LIMIT ?", (series, *params, newest)))
+
+    def series_first(self, series: str, count: int, since: tuple[str, str] | None = None) -> list[tuple]:
+        """(run_id, started_utc, busbw, noise) of the series' first `count` usable runs from the run `since`
+        (started_utc, run_id) on, or from its first run; oldest first."""
+        bound, params = ("", ()) if since is None else (
+            " AND (started_utc > ? OR (started_utc = ? AND run_id >= ?))", (since[0], since[0], since[1]))
+        return list(self.rows(
+            f"SELECT run_id, started_utc, busbw_gbps, noise FROM results WHERE series = ? AND usable = 1 AND "
+            f"{_GOOD_VALUES}{bound} ORDER BY started_utc, run_id LIMIT ?", (series, *params, count)))
+
+    def accepts_of(self, series: str) -> list[tuple]:
+        """(run_id, started_utc, reason, accepted_utc) of the series' accepted runs, oldest run first."""
+        return list(self.rows("SELECT run_id, started_utc, reason, accepted_utc FROM accepts WHERE series = ? "
+                              "ORDER BY started_utc, run_id", (series,)))
+
+    def find_runs(self, prefix: str) -> list[tuple]:
+        """(run_id, started_utc, recorded_utc, status, system) of the runs whose id starts with `prefix`
+        (lower-case hex, as ids are written); at most two: one is the run, two say it is ambiguous."""
+        return list(self.rows("SELECT run_id, started_utc, recorded_utc, status, system FROM runs WHERE run_id >= ? "
+                              "AND run_id < ? ORDER BY run_id LIMIT 2", (prefix, prefix + "g")))
+
+    def run_series(self, run_id: str) -> Iterator[tuple]:
+        """(series, *SERIES_COLUMNS) of every series the run has a value in, in series order."""
+        columns = ", ".join(f"s.{column}" for column in SERIES_COLUMNS)
+        return self.rows(f"SELECT s.series, {columns} FROM results AS r JOIN series AS s ON s.series = r.series "
+                         "WHERE r.run_id = ? ORDER BY s.series", (run_id,))
+
+    def run_values(self, run_id: str) -> dict[str, float]:
+        """series -> busbw of one run's usable values."""
+        return {str(series): float(busbw) for series, busbw in self.rows(
+            f"SELECT series, busbw_gbps FROM results WHERE run_id = ? AND {_GOOD_VALUES}", (run_id,))}
+
+    def run_metas(self, run_ids: list[str]) -> dict[str, dict[str, Any]]:
+        """run_id -> its meta.json as stored, for the runs named (a run the store lacks is left out)."""
+        found: dict[str, dict[str, Any]] = {}
+        for start in range(0, len(run_ids), 500):
+            chunk = run_ids[start:start + 500]
+            marks = ", ".join("?" * len(chunk))
+            for run_id, meta in self.rows(f"SELECT run_id, meta FROM runs WHERE run_id IN ({marks})", tuple(chunk)):
+                try:
+                    found[str(run_id)] = json.loads(meta)
+                except ValueError:
+                    found[str(run_id)] = {}
+        return found
+
+    def add_accepts(self, run_id: str, started_utc: str, series: list[str], reason: str) -> int:
+        """The run becomes the accepted level of each of `series`; returns how many were not accepted yet."""
+        accepted = utc_now_iso()
+        added = 0
+        with self.transaction():
+            for name in series:
+                cursor = self.execute("INSERT INTO accepts (series, run_id, started_utc, reason, accepted_utc) VALUES "
+                                      "(?, ?, ?, ?, ?) ON CONFLICT (series, run_id) DO NOTHING",
+                                      (name, run_id, started_utc, reason, accepted))
+                added += max(0, cursor.rowcount)
+        return added
 
 
 def _op_filter(op: str | None) -> tuple[str, tuple]:

@@ -8,7 +8,9 @@ series table holds each series' columns once.
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 1
+import re
+
+SCHEMA_VERSION = 2
 
 # (op, placement, size, dtype, world size, nodes, backend, system, --nccl-env variant): what makes two
 # numbers comparable.
@@ -42,7 +44,24 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
         """CREATE TABLE IF NOT EXISTS doctor_flags (
             run_id TEXT NOT NULL, host TEXT NOT NULL, kind TEXT NOT NULL, PRIMARY KEY (run_id, host, kind))""",
     ),
+    # each run's own noise per series (records.within_run_noise), and the changes accepted as the new normal
+    2: (
+        "ALTER TABLE results ADD COLUMN noise DOUBLE PRECISION",
+        """CREATE TABLE IF NOT EXISTS accepts (
+            series TEXT NOT NULL, run_id TEXT NOT NULL, started_utc TEXT NOT NULL, reason TEXT NOT NULL,
+            accepted_utc TEXT NOT NULL, PRIMARY KEY (series, run_id))""",
+        "CREATE INDEX IF NOT EXISTS accepts_by_series ON accepts (series, started_utc)",
+        # covering for the rule: a series' usable window with its noise, read from the index alone
+        "CREATE INDEX IF NOT EXISTS results_by_series_v2 ON results (series, usable, started_utc, run_id, busbw_gbps, "
+        "noise)",
+        "DROP INDEX IF EXISTS results_by_series",
+    ),
 }
+
+
+# Every table a whole store has, as the migrations create them.
+TABLES = tuple(dict.fromkeys(re.findall(r"CREATE TABLE IF NOT EXISTS (\w+)",
+                                        " ".join(s for step in MIGRATIONS.values() for s in step))))
 
 
 def series_id(values: tuple) -> str:

@@ -29,6 +29,8 @@ LOGS_INFO = ("INFO", "ABORT", "TRACE")
 # without NCCL_DEBUG_SUBSYS still logs what it would have.
 DEFAULT_SUBSYS_AND_TUNING = "INIT,BOOTSTRAP,ENV,TUNING"
 KEPT_NAME = "nccl-debug.rank{rank}.log"  # rank 0's log, in the run folder
+DEBUG_FILE_ENV = "NCCL_DEBUG_FILE"
+TRACE_VARIABLES = (*TRACE_ENV, DEBUG_FILE_ENV)  # what --nccl-trace sets: never --nccl-env's too
 # A point of many small ops logs one short line per op (~100 B; a GPU sweep's small sizes run 10^5 ops
 # per sample): the last MiB of a point's lines, thousands of its timed ops, is what is read.
 MAX_READ_BYTES = 2**20
@@ -52,7 +54,7 @@ class TuningTrace:
             environ["NCCL_DEBUG_SUBSYS"] = DEFAULT_SUBSYS_AND_TUNING
         for name, value in TRACE_ENV.items():
             environ.setdefault(name, value)
-        environ["NCCL_DEBUG_FILE"] = str(path)
+        environ[DEBUG_FILE_ENV] = str(path)
         return cls(path)
 
     def keep(self, run_dir: Path, environ: MutableMapping[str, str] = os.environ) -> None:

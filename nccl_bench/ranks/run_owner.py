@@ -21,6 +21,9 @@ import threading
 import uuid
 from typing import Mapping
 
+# Every variable this tool sets for its ranks starts so (these below, ranks/launch.py's): --nccl-env
+# refuses the prefix (sweep/sweep_config.py), so a knob never rewires the run itself.
+TOOL_ENV_PREFIX = "NCCL_BENCH_"
 # Set by the launcher-less CLI in its workers' environment: the token it claimed the run folder with.
 RUN_CLAIM_ENV = "NCCL_BENCH_RUN_CLAIM"
 # Set by the launcher-less CLI: its pid, the parent its workers must have (one that died before a worker

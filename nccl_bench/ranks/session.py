@@ -32,6 +32,7 @@ from nccl_bench.ranks.preflight import check_memory, host_available_bytes
 from nccl_bench.ranks.set_up import SetUp
 from nccl_bench.results.run_folder import claim_run_dir, find_claimed, new_run_dir, release_run_dir, write_meta
 from nccl_bench.units.clock import utc_now_iso
+from nccl_bench.units.passwords import hide_passwords
 
 META_SCHEMA_VERSION = 1
 # Variables that steer NCCL and torch's NCCL process group (watchdog, error handling, flight
@@ -39,7 +40,7 @@ META_SCHEMA_VERSION = 1
 RECORDED_ENV_PREFIXES = ("NCCL_", "TORCH_NCCL_", "TORCH_FR_")
 # nccl_bench's own variables share NCCL's prefix but set nothing in NCCL, and one of them (the results
 # store's URL) may hold a password: never recorded.
-OWN_ENV_PREFIX = "NCCL_BENCH_"
+OWN_ENV_PREFIX = run_owner.TOOL_ENV_PREFIX
 NO_LAUNCHER = "no rank layout found (run under torchrun, srun or mpirun, or use --workers)"
 
 
@@ -133,7 +134,7 @@ class Run:
             "status": self.status,
             "started_utc": self.started_utc,
             "ended_utc": ended,
-            "command_line": list(getattr(sys, "orig_argv", sys.argv)),
+            "command_line": [hide_passwords(arg) for arg in getattr(sys, "orig_argv", sys.argv)],
             "backend": self.request.backend,
             "launcher": self.launch.launcher,
             "world_size": self.launch.world_size,
@@ -339,8 +340,17 @@ class _LifeCycle:
         shared = dist.shared_hostname(run.hostnames, [m for _, _, m in per_rank])
         if shared is not None:  # seen alike by every rank, before anything is measured
             raise UserInputError("hostname", shared)
-        run.versions = {"torch": torch.__version__, "python": platform.python_version()}
+        import nccl_bench
+
+        # nccl-bench's own version too: a new tool may measure differently (the history says what changed)
+        run.versions = {"torch": torch.__version__, "python": platform.python_version(),
+                        "nccl_bench": nccl_bench.__version__}
         if ctx.on_gpu:
+            from nccl_bench.hardware.host import proc_driver_version
+
+            driver = proc_driver_version()
+            if driver:
+                run.versions["driver"] = driver
             run.versions["cuda"] = str(torch.version.cuda)
             nccl = torch.cuda.nccl.version()
             run.versions["nccl"] = ".".join(map(str, nccl)) if isinstance(nccl, tuple) else str(nccl)

@@ -1,84 +1,201 @@
-"""`history html`: one self-contained page (inline CSS and SVG, nothing fetched) with a trend plot per op
-and size, regressions marked, and each host's doctor record. Every text from the store is escaped.
+"""`history html`: one self-contained page (inline CSS, SVG and one small script; nothing fetched).
 
-The page draws each series' window (the newest runs the check judges), never the whole history, so
-its size stays bounded however long the store grows (other tools' dashboards took minutes to hours
+At the top, the regressions with what changed; then a filter by system and op; then one plot per
+series on a time axis with dates: its runs (hover: run, date, value, versions, verdict, in an SVG
+<title> that needs no script), the band a run must stay above (the rule's threshold at each run),
+marks where versions changed and where a person accepted a change (with the reason), and the
+regressed runs circled in red; last, each host's doctor record. Every text from the history is escaped.
+
+The page draws each series' newest runs (what the check walks), never the whole history, so its
+size follows the series and the window, not the store (other tools' dashboards took minutes to hours
 to re-render a large history).
 """
 
 from __future__ import annotations
 
 import html
-from itertools import groupby
-from typing import Sequence
+from datetime import datetime
+from typing import Any, Sequence
 
+from nccl_bench.history.changes import Change, differences
 from nccl_bench.history.hosts import HostSummary
-from nccl_bench.history.rule import REGRESSION
+from nccl_bench.history.rule import ACCEPTED, REGRESSION, TOO_FEW
 from nccl_bench.history.series import SeriesSummary, describe, system_label
 from nccl_bench.units.sizes import format_size
 
-WIDTH, HEIGHT, PAD = 560, 200, 36
-COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#17becf")
+WIDTH, HEIGHT, LEFT, RIGHT, TOP, BOTTOM = 620, 230, 58, 16, 14, 40
 STYLE = ("body{font-family:sans-serif;margin:2em;color:#222}table{border-collapse:collapse}"
          "td,th{border:1px solid #ccc;padding:2px 8px;text-align:right}td.l,th.l{text-align:left}"
-         ".bad{color:#c00;font-weight:bold}figure{display:inline-block;margin:0 1em 1em 0}")
+         ".bad{color:#c00;font-weight:bold}figure.series{display:inline-block;margin:0 1em 1.5em 0;vertical-align:top}"
+         "figcaption{font-size:13px;max-width:620px}.filter{margin:1em 0;padding:.5em;background:#f4f4f4}"
+         "svg text{font-size:10px;fill:#444}.band{fill:#fbe3e3}.limit{fill:none;stroke:#d88;stroke-dasharray:4 2}"
+         ".run{stroke:#fff;stroke-width:.5}.run:hover{stroke:#000;stroke-width:1.5}"
+         ".mark-version{stroke:#888;stroke-dasharray:2 3}.mark-accept{stroke:#2a2;stroke-width:2}")
+# Hides the plots the filter leaves out, and keeps the choice in the address (#system=...&op=...) so a
+# filtered page can be linked; the page reads whole without it (every plot shown).
+SCRIPT = ("function nbFilter(){var s=document.getElementById('nb-system').value,"
+          "o=document.getElementById('nb-op').value,n=0;"
+          "document.querySelectorAll('figure.series').forEach(function(f){"
+          "var show=(!s||f.dataset.system===s)&&(!o||f.dataset.op===o);f.style.display=show?'':'none';if(show)n++;});"
+          "document.getElementById('nb-shown').textContent=n;"
+          "history.replaceState(null,'','#'+new URLSearchParams({system:s,op:o}).toString());}"
+          "(function(){var h=new URLSearchParams(location.hash.slice(1));"
+          "['system','op'].forEach(function(k){var e=document.getElementById('nb-'+k);"
+          "if(h.get(k)&&Array.from(e.options).some(function(x){return x.value===h.get(k);}))e.value=h.get(k);});"
+          "if(h.get('system')||h.get('op'))nbFilter();})();")
+VERSION_PREFIX = " version"
 
 
 def _e(value: object) -> str:
     return html.escape(str(value), quote=True)
 
 
-def page(found: Sequence[SeriesSummary], hosts: Sequence[HostSummary], total_runs: int) -> str:
+def page(found: Sequence[SeriesSummary], hosts: Sequence[HostSummary], total_runs: int,
+         metas: dict[str, dict[str, Any]] | None = None, now_utc: str = "") -> str:
+    metas = metas or {}
     failed = [s for s in found if s.verdict.status == REGRESSION]
     parts = ["<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">",
              "<title>nccl-bench history</title>", f"<style>{STYLE}</style></head><body>",
              f"<h1>nccl-bench history</h1><p>{total_runs} run(s) stored, {len(found)} series, "
-             f"<span class=\"{'bad' if failed else ''}\">{len(failed)} regression(s)</span>.</p>"]
+             f"<span class=\"{'bad' if failed else ''}\" id=\"nb-regressions\">{len(failed)} regression(s)</span>"
+             f"{f' (page made {_e(now_utc)})' if now_utc else ''}.</p>"]
     if failed:
-        parts.append("<ul>" + "".join(f"<li class=\"bad\">{_e(describe(s))}</li>" for s in failed) + "</ul>")
-    parts.append("<h2>Trends</h2>")
-    ordered = sorted(found, key=lambda s: (s.key["op"], s.key["size_bytes"]))
-    for (op, size), group in groupby(ordered, key=lambda s: (s.key["op"], s.key["size_bytes"])):
-        parts.append(_figure(f"{op} {format_size(size)}", list(group)))
+        parts.append("<h2>Regressions</h2><ul id=\"nb-regression-list\">"
+                     + "".join(f"<li class=\"bad\">{_e(describe(s))}</li>" for s in failed) + "</ul>")
+    parts.append(_filter(found))
+    parts.append("<h2>Series</h2><p>Each point is a run (hover for its run, date, value and versions); the "
+                 "shaded band is what a run must stay above (the check's threshold at that run); a dotted line "
+                 "marks changed versions, a green line an accepted change; red rings are regressions.</p>")
+    parts.extend(_figure(summary, metas) for summary in found)
     parts.append(_hosts_table(hosts))
-    parts.append("</body></html>\n")
+    parts.append(f"<script>{SCRIPT}</script></body></html>\n")
     return "\n".join(parts)
 
 
-def _figure(title: str, group: list[SeriesSummary]) -> str:
-    values = [p.busbw_gbps for s in group for p in s.window]
-    top = max(values) * 1.1 or 1.0
-    longest = max(len(s.window) for s in group)
-    step = (WIDTH - 2 * PAD) / max(1, longest - 1)
-    body, legend = [], []
-    for index, summary in enumerate(group):
-        color = COLORS[index % len(COLORS)]
-        offset = longest - len(summary.window)  # the newest runs of every series line up on the right
-        xy = [(PAD + (offset + i) * step, HEIGHT - PAD - (p.busbw_gbps / top) * (HEIGHT - 2 * PAD))
-              for i, p in enumerate(summary.window)]
-        body.append(f"<polyline fill=\"none\" stroke=\"{color}\" stroke-width=\"1.5\" points=\""
-                    + " ".join(f"{x:.1f},{y:.1f}" for x, y in xy) + "\"/>")
-        for (x, y), point in zip(xy, summary.window, strict=True):
-            body.append(f"<circle cx=\"{x:.1f}\" cy=\"{y:.1f}\" r=\"2.5\" fill=\"{color}\"><title>"
-                        f"{_e(point.started_utc)} run {_e(point.run_id[:12])}: {point.busbw_gbps:.3g} GB/s</title>"
-                        "</circle>")
-        if summary.verdict.status == REGRESSION:
-            first = len(summary.window) - summary.verdict.step_runs
-            for x, y in xy[first:]:
-                body.append(f"<circle class=\"regression\" cx=\"{x:.1f}\" cy=\"{y:.1f}\" r=\"6\" fill=\"none\" "
-                            "stroke=\"#c00\" stroke-width=\"2\"/>")
-        key = summary.key
-        legend.append(f"<span style=\"color:{color}\">&#9632;</span> {_e(key['placement'])} {_e(key['dtype'])} "
-                      f"{_e(key['world_size'])} ranks on {_e(system_label(key))} ({_e(key['backend'])})")
-    axes = (f"<line x1=\"{PAD}\" y1=\"{HEIGHT - PAD}\" x2=\"{WIDTH - PAD}\" y2=\"{HEIGHT - PAD}\" stroke=\"#999\"/>"
-            f"<line x1=\"{PAD}\" y1=\"{PAD}\" x2=\"{PAD}\" y2=\"{HEIGHT - PAD}\" stroke=\"#999\"/>"
-            f"<text x=\"2\" y=\"{PAD - 6}\" font-size=\"10\">{top:.3g} GB/s</text>"
-            f"<text x=\"{PAD}\" y=\"{HEIGHT - 8}\" font-size=\"10\">older runs</text>"
-            f"<text x=\"{WIDTH - PAD - 50}\" y=\"{HEIGHT - 8}\" font-size=\"10\">newest</text>")
-    svg = (f"<svg width=\"{WIDTH}\" height=\"{HEIGHT}\" role=\"img\">"
-           + axes + "".join(body) + "</svg>")
-    return (f"<figure><figcaption><b>{_e(title)}</b> busbw</figcaption>{svg}<br>"
-            + "<br>".join(legend) + "</figure>")
+def _filter(found: Sequence[SeriesSummary]) -> str:
+    systems = sorted({system_label(s.key) for s in found})
+    ops = sorted({str(s.key["op"]) for s in found})
+
+    def options(values: list[str]) -> str:
+        return "<option value=\"\">all</option>" + "".join(f"<option value=\"{_e(v)}\">{_e(v)}</option>"
+                                                          for v in values)
+
+    return (f"<div class=\"filter\"><label>system <select id=\"nb-system\" onchange=\"nbFilter()\">{options(systems)}"
+            f"</select></label> <label>op <select id=\"nb-op\" onchange=\"nbFilter()\">{options(ops)}</select>"
+            f"</label> <span id=\"nb-shown\">{len(found)}</span> series shown</div>")
+
+
+def _time(stamp: str) -> float | None:
+    try:
+        return datetime.fromisoformat(stamp).timestamp()
+    except (TypeError, ValueError):
+        return None
+
+
+def _versions(meta: dict[str, Any]) -> str:
+    versions = ", ".join(f"{k} {v}" for k, v in sorted((meta.get("versions") or {}).items()))
+    env = ", ".join(f"{k}={v}" for k, v in sorted((meta.get("env") or {}).items()))
+    return "; ".join(part for part in (versions, env) if part) or "versions not recorded"
+
+
+def _version_changes(summary: SeriesSummary, metas: dict[str, dict[str, Any]]) -> list[tuple[int, list[Change]]]:
+    """(index, changes) of each run whose versions or NCCL variables differ from the run before it."""
+    marks = []
+    for index in range(1, len(summary.window)):
+        before, after = metas.get(summary.window[index - 1].run_id), metas.get(summary.window[index].run_id)
+        if before is None or after is None:
+            continue
+        changed = [c for c in differences(after, [before])
+                   if c.what.endswith(VERSION_PREFIX) or c.what.startswith(("NCCL_", "TORCH_"))]
+        if changed:
+            marks.append((index, changed))
+    return marks
+
+
+def _figure(summary: SeriesSummary, metas: dict[str, dict[str, Any]]) -> str:
+    key, points, verdicts = summary.key, summary.window, summary.verdicts
+    times = [_time(p.started_utc) for p in points]
+    if any(t is None for t in times):  # a start the history cannot read: runs in order, evenly spaced
+        times = [float(i) for i in range(len(points))]
+    low_t, high_t = min(times), max(times)
+    span_t = (high_t - low_t) or 1.0
+    limits = [v.threshold_gbps for v in verdicts]
+    values = [p.busbw_gbps for p in points] + [x for x in limits if x is not None]
+    top = max(values) * 1.08 or 1.0
+    plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
+
+    def x_of(t: float) -> float:
+        return LEFT + (t - low_t) / span_t * plot_w if high_t > low_t else LEFT + plot_w / 2
+
+    def y_of(v: float) -> float:
+        return TOP + plot_h - max(0.0, v) / top * plot_h
+
+    body = [_axes(top, low_t, high_t, x_of, y_of, [p.started_utc for p in points])]
+    band = [(x_of(t), y_of(limit)) for t, limit in zip(times, limits, strict=True) if limit is not None]
+    if band:
+        base = y_of(0)
+        body.append("<polygon class=\"band\" points=\"" + " ".join(
+            f"{x:.1f},{y:.1f}" for x, y in [(band[0][0], base), *band, (band[-1][0], base)]) + "\"><title>the band: a "
+            "run below its upper edge is a regression</title></polygon>")
+        body.append("<polyline class=\"limit\" points=\"" + " ".join(f"{x:.1f},{y:.1f}" for x, y in band) + "\"/>")
+    for index, changed in _version_changes(summary, metas):
+        x = x_of(times[index])
+        body.append(f"<line class=\"mark-version\" x1=\"{x:.1f}\" y1=\"{TOP}\" x2=\"{x:.1f}\" y2=\"{TOP + plot_h}\">"
+                    f"<title>{_e('; '.join(str(c) for c in changed))}</title></line>")
+    for index, point in enumerate(points):
+        if point.accepted is not None:
+            x = x_of(times[index])
+            body.append(f"<line class=\"mark-accept\" x1=\"{x:.1f}\" y1=\"{TOP}\" x2=\"{x:.1f}\" y2=\"{TOP + plot_h}\">"
+                        f"<title>accepted as the new normal: {_e(point.accepted)}</title></line>"
+                        f"<text x=\"{x + 3:.1f}\" y=\"{TOP + 10}\" fill=\"#2a2\">accepted</text>")
+    body.append("<polyline fill=\"none\" stroke=\"#1f77b4\" stroke-width=\"1.2\" points=\"" + " ".join(
+        f"{x_of(t):.1f},{y_of(p.busbw_gbps):.1f}" for t, p in zip(times, points, strict=True)) + "\"/>")
+    for t, point, verdict in zip(times, points, verdicts, strict=True):
+        x, y = x_of(t), y_of(point.busbw_gbps)
+        bad = verdict.status == REGRESSION
+        state = {TOO_FEW: "too few runs to judge", ACCEPTED: f"accepted: {point.accepted}"}.get(
+            verdict.status, verdict.status)
+        band_text = "" if verdict.threshold_gbps is None else f", band {verdict.threshold_gbps:.4g} GB/s"
+        tip = (f"run {point.run_id[:12]}\n{point.started_utc}\n{point.busbw_gbps:.4g} GB/s ({state}{band_text})\n"
+               f"{_versions(metas.get(point.run_id, {}))}")
+        body.append(f"<circle class=\"run{' regression' if bad else ''}\" data-run=\"{_e(point.run_id)}\" "
+                    f"cx=\"{x:.1f}\" cy=\"{y:.1f}\" r=\"{4 if bad else 3}\" fill=\"{'#c00' if bad else '#1f77b4'}\">"
+                    f"<title>{_e(tip)}</title></circle>")
+        if bad:
+            body.append(f"<circle cx=\"{x:.1f}\" cy=\"{y:.1f}\" r=\"7\" fill=\"none\" stroke=\"#c00\" "
+                        "stroke-width=\"1.5\"/>")
+    title = (f"{key['op']} {key['placement']} {format_size(key['size_bytes'])} {key['dtype']}, {key['world_size']} "
+             f"ranks, {key['nodes']} node(s), {key['backend']} on {system_label(key)}")
+    verdict = summary.verdict
+    said = {REGRESSION: "regression", TOO_FEW: "too few runs", ACCEPTED: "accepted"}.get(verdict.status, "ok")
+    return (f"<figure class=\"series\" data-system=\"{_e(system_label(key))}\" data-op=\"{_e(key['op'])}\">"
+            f"<figcaption><b>{_e(title)}</b>: <span class=\"{'bad' if said == 'regression' else ''}\">{said}</span>"
+            f"</figcaption><svg width=\"{WIDTH}\" height=\"{HEIGHT}\" role=\"img\" aria-label=\"{_e(title)}\">"
+            + "".join(body) + "</svg></figure>")
+
+
+def _axes(top: float, low_t: float, high_t: float, x_of, y_of, stamps: list[str]) -> str:
+    """Axes with busbw ticks and dates at the first, middle and last runs' times."""
+    bottom, plot_right = y_of(0), WIDTH - RIGHT
+    middle = (TOP + bottom) / 2
+    parts = [f"<line x1=\"{LEFT}\" y1=\"{bottom:.1f}\" x2=\"{plot_right}\" y2=\"{bottom:.1f}\" stroke=\"#999\"/>",
+             f"<line x1=\"{LEFT}\" y1=\"{TOP}\" x2=\"{LEFT}\" y2=\"{bottom:.1f}\" stroke=\"#999\"/>",
+             f"<text x=\"10\" y=\"{middle:.0f}\" text-anchor=\"middle\" transform=\"rotate(-90 10 {middle:.0f})\">"
+             "busbw (GB/s)</text>"]
+    for fraction in (0.0, 0.5, 1.0):
+        value = top / 1.08 * fraction
+        y = y_of(value)
+        parts.append(f"<text x=\"{LEFT - 4}\" y=\"{y + 3:.1f}\" text-anchor=\"end\">{value:.3g}</text>")
+    shown = [0, len(stamps) // 2, len(stamps) - 1] if len(stamps) > 2 else list(range(len(stamps)))
+    times = [_time(stamp) for stamp in stamps]
+    for index in dict.fromkeys(shown):
+        t = times[index] if times[index] is not None else float(index)
+        anchor = "start" if index == 0 else "end" if index == len(stamps) - 1 else "middle"
+        parts.append(f"<text class=\"date\" x=\"{x_of(t):.1f}\" y=\"{bottom + 14:.1f}\" text-anchor=\"{anchor}\">"
+                     f"{_e(stamps[index][:10])}</text>")
+    parts.append(f"<text x=\"{(LEFT + plot_right) / 2:.0f}\" y=\"{HEIGHT - 6}\" text-anchor=\"middle\">run start "
+                 "(UTC)</text>")
+    return "".join(parts)
 
 
 def _hosts_table(hosts: Sequence[HostSummary]) -> str:

@@ -2,15 +2,21 @@
 
 A run folder holds `results.csv` (results/csv_appender.py appends it), `meta.json` (written at
 start with status "running", rewritten whole at the end) and `.claim`, which says which run the folder
-belongs to (claim_run_dir).
+belongs to (claim_run_dir): the run's token, then the process that claimed it (pid, its start time in
+clock ticks since boot, the boot, the host), so a claim whose process is gone can be told from one
+whose run goes on.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
+import fcntl
 import itertools
 import os
+import re
 import socket
+import warnings
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -90,15 +96,134 @@ def _claim(path: Path, option: str, claimant: str) -> None:
         if _holds_results(path):
             raise UserInputError(option, f"{path} already exists and is not empty; a run never overwrites results"
                                  ) from None
-        raise UserInputError(option, f"{path} is taken by another run ({holder or 'unknown'}); give each run its own "
-                             "folder") from None
-    try:
-        os.write(fd, claimant.encode("utf-8"))
-    finally:
-        os.close(fd)
+        if not _take_over(path, option, claimant):
+            raise UserInputError(option, _taken(path)) from None
+        return
+    _write_claim(fd, claimant)
     if _holds_results(path):  # a folder with someone's files, claimed by none: never written into
         claim.unlink()
         raise UserInputError(option, f"{path} already exists and is not empty; a run never overwrites results")
+
+
+def _write_claim(fd: int, claimant: str) -> None:
+    pid = os.getpid()
+    owner = f"{_OWNER} pid={pid} start={process_start(pid)} boot={_boot_id()} host={socket.gethostname()}"
+    try:
+        os.write(fd, f"{claimant}\n{owner}\n".encode("utf-8"))
+    finally:
+        os.close(fd)
+
+
+def _take_over(path: Path, option: str, claimant: str) -> bool:
+    """Take a claim whose process is gone (this host, pid dead or now another program's), with a note;
+    False for one that may still be in use. Under a lock on the folder, so of runs that find the same
+    stale claim one takes it and the others see its new claim."""
+    folder = os.open(path, os.O_RDONLY)
+    try:
+        fcntl.flock(folder, fcntl.LOCK_EX)
+        owner = _claim_owner(path)
+        why = None if owner is None else owner.gone()
+        if why is None:
+            return False
+        (path / CLAIM_FILE).unlink()
+        try:
+            fd = os.open(path / CLAIM_FILE, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileExistsError:  # a run that did not look first took it meanwhile: it is that run's
+            return False
+        _write_claim(fd, claimant)
+    finally:
+        os.close(folder)
+    warnings.warn(f"{path} was claimed by a run that is gone ({why}); this run takes it", ClaimWarning, stacklevel=3)
+    return True
+
+
+class ClaimWarning(UserWarning):
+    """A run folder taken over from a run that is gone."""
+
+
+def _taken(path: Path) -> str:
+    """The refusal of a folder another run holds: whose claim, and how to free it if that run is gone."""
+    owner = _claim_owner(path)
+    holder = claim_holder(path) or "unknown"
+    if owner is None:
+        check = "check that no run writes there"
+    elif not owner.here():
+        check = f"check with `ps -p {owner.pid}` on {owner.host}"
+    else:
+        check = f"pid {owner.pid} is still running here"
+    return (f"{path} is taken by another run ({holder}); give each run its own folder, or if that run is gone, "
+            f"remove {path / CLAIM_FILE} ({check})")
+
+
+_OWNER = "owner"
+_OWNER_LINE = re.compile(r"owner pid=(\d+) start=(\d*) boot=(\S*) host=(\S+)")
+_TOKEN_PID = re.compile(r"pid (\d+) on ([^\s,]+)")  # a claim written before the owner line: its token's pid
+
+
+@dataclass(frozen=True)
+class _Owner:
+    """The process that claimed a run folder; start and boot None where the claim does not say."""
+
+    pid: int
+    host: str
+    start: int | None = None
+    boot: str | None = None
+
+    def here(self) -> bool:
+        return same_host(self.host, socket.gethostname())
+
+    def gone(self) -> str | None:
+        """Why the process is certainly gone (on this host only); None while it may be alive."""
+        if not self.here():
+            return None
+        if self.boot and self.boot != _boot_id():
+            return f"pid {self.pid} on {self.host} ran before this host restarted"
+        started = process_start(self.pid)
+        if started is None:
+            return f"pid {self.pid} on {self.host} is dead"
+        if self.start is not None and started != self.start:
+            return f"pid {self.pid} on {self.host} is now another program"
+        if self.start is None and not _is_ours(self.pid):
+            return f"pid {self.pid} on {self.host} is now another program"
+        return None
+
+
+def _claim_owner(path: Path) -> _Owner | None:
+    try:
+        text = (Path(path) / CLAIM_FILE).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    found = _OWNER_LINE.search(text)
+    if found:
+        pid, start, boot, host = found.groups()
+        return _Owner(int(pid), host, int(start) if start else None, boot or None)
+    token = _TOKEN_PID.search(text)
+    return _Owner(int(token.group(1)), token.group(2)) if token else None
+
+
+def same_host(a: str, b: str) -> bool:
+    """Host names as DNS compares them: case, and a trailing dot, make no difference."""
+    return a.lower().rstrip(".") == b.lower().rstrip(".")
+
+
+def process_start(pid: int) -> int | None:
+    """When the process started, in clock ticks since boot (/proc/PID/stat field 22); None when no such
+    process is alive (a zombie counts as gone), or where /proc cannot tell."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat[stat.rindex(")") + 2:].split()  # from field 3 on: the name in field 2 may hold spaces
+    if fields[0] in ("Z", "X"):
+        return None
+    return int(fields[19])
+
+
+def _boot_id() -> str:
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return ""
 
 
 def _holds_results(path: Path) -> bool:
@@ -106,11 +231,14 @@ def _holds_results(path: Path) -> bool:
 
 
 def claim_holder(path: Path) -> str | None:
-    """Who claimed the run folder (claim_run_dir's claimant); None for a folder nobody claimed."""
+    """Who claimed the run folder (claim_run_dir's claimant: the claim's first line); None for a folder
+    nobody claimed."""
     try:
-        return (Path(path) / CLAIM_FILE).read_text(encoding="utf-8")
+        text = (Path(path) / CLAIM_FILE).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError):
         return None
+    lines = text.splitlines()
+    return lines[0].strip() if lines else ""
 
 
 def find_claimed(root: Path, claimant: str) -> Path | None:
@@ -170,20 +298,23 @@ def read_meta(run_dir: Path) -> dict[str, Any] | None:
 
 
 def never_finished(path: Path) -> str | None:
-    """What to say of a run folder whose meta.json says "running" though the process that wrote it is
-    gone (rank 0 killed: SIGKILL, the OOM killer, a lost node); None for any other folder or file.
-
-    Told by meta.json's pid and host, on this host only (another host's processes cannot be seen from
-    here), and only of a process that is this tool (a pid is reused).
-    """
+    """What to say of a run folder whose meta.json says "running": its process is gone (rank 0 killed:
+    SIGKILL, the OOM killer, a lost node; or its pid now another program's), still running, or on a host
+    this one cannot see; its rows are partial in every case. None for any other folder or file."""
     path = Path(path)
     folder = path if path.is_dir() else path.parent
     meta = read_meta(folder)
     if not meta or meta.get("status") != "running":
         return None
     pid, host = meta.get("pid"), meta.get("host")
-    if not isinstance(pid, int) or host != socket.gethostname() or _is_ours(pid):
-        return None
+    partial = "its rows are those recorded so far"
+    if not isinstance(pid, int) or not isinstance(host, str):
+        return f"{folder} is unfinished: its meta.json says running and not which process writes it; {partial}"
+    if not same_host(host, socket.gethostname()):
+        return (f"{folder} is unfinished: its meta.json says running (pid {pid} on {host}, which cannot be seen "
+                f"from here); {partial}")
+    if process_start(pid) is not None and _is_ours(pid):
+        return f"{folder} is still running (pid {pid} on {host}); {partial}"
     return (f"{folder} never finished: its meta.json says running, but its process (pid {pid} on {host}) is gone; "
             "its rows are those recorded before it ended")
 

@@ -74,12 +74,14 @@ def refuse_repeats(config: SweepConfig, check: BaselineCheck | None) -> None:
 
 
 def check_plan_against_baseline(
-    check: BaselineCheck | None, world_size: int, backend: str, planned_keys: Iterable[tuple]
+    check: BaselineCheck | None, world_size: int, backend: str, planned_keys: Iterable[tuple],
+    planned_variants: Iterable[str] = ("",),
 ) -> None:
     """Before measuring: refuse a sweep that the baseline check would reject after it.
 
-    planned_keys are (op, size_bytes, dtype, redop, placement) of every planned point; world size
-    and backend are what the run will have. The same rules as compare_rows, minus the numbers.
+    planned_keys are (op, size_bytes, dtype, redop, placement) of every planned point; world size,
+    backend and variants (--nccl-env's labels, "" without it) are what the run will have. The same
+    rules as compare_rows, minus the numbers.
     """
     if check is None or not check.baseline_rows:
         return
@@ -101,6 +103,16 @@ def check_plan_against_baseline(
             label,
             "shares no (op, size, dtype, redop, placement) with this sweep's plan; "
             "measure the baseline's ops and sizes (see `nccl-bench report` of it)",
+        )
+    theirs_variants, ours_variants = {r.variant for r in baseline}, set(planned_variants)
+    if not theirs_variants & ours_variants:
+        def settings(labels: set[str]) -> str:
+            return " or ".join(sorted(label or "no --nccl-env" for label in labels))
+
+        raise UserInputError(
+            label,
+            f"was measured with {settings(theirs_variants)}, this sweep would run with {settings(ours_variants)}; "
+            "rows compare only under the same settings: give the baseline's --nccl-env",
         )
 
 

@@ -17,7 +17,7 @@ from nccl_bench.errors import UserInputError
 from nccl_bench.options import MAX_SIZES, MIN_SAMPLE_MS, PRESET, SWEEP_OPTION, SWEEP_OPTIONS, read_values
 from nccl_bench.results.whole_file import read_small_file
 from nccl_bench.units import op_table
-from nccl_bench.units.nccl_env import Assignment, as_texts
+from nccl_bench.units.nccl_env import Assignment, as_texts, variants
 from nccl_bench.units.sizes import (
     RangeNames,
     check_range,
@@ -149,6 +149,7 @@ def validate(config: SweepConfig) -> None:
     if _any_op(config, "reduces") and config.reduce_op == "avg" and config.dtype not in FLOAT_DTYPES:
         raise UserInputError(option_name("reduce_op"),
                              f"avg needs a floating-point {option_name('dtype')}, got {config.dtype}")
+    refuse_tool_owned(config)
     if config.cuda_graph and config.blocking:
         raise UserInputError(option_name("cuda_graph"), f"cannot be combined with {option_name('blocking')}")
     if not any(op_table.moves_data(op) for op in config.ops):  # barrier alone: no message at all
@@ -156,6 +157,22 @@ def validate(config: SweepConfig) -> None:
             if getattr(config, key) is not None:
                 option, ops = option_name(key), " and ".join(config.ops)
                 raise UserInputError(option, f"{ops} sends no message, so no size applies; drop {option}")
+
+
+def refuse_tool_owned(config: SweepConfig) -> None:
+    """--nccl-env never sets what the tool sets for its ranks itself (the run's claim, its parent, its
+    variant; --nccl-trace's debug variables): the run would measure, then fail or record another value."""
+    from nccl_bench.ranks.nccl_trace import TRACE_VARIABLES
+    from nccl_bench.ranks.run_owner import TOOL_ENV_PREFIX
+
+    option = option_name("nccl_env")
+    for name in dict.fromkeys(name for variant in variants(config.nccl_env) for name, _ in variant):
+        if name.startswith(TOOL_ENV_PREFIX):
+            raise UserInputError(option, f"{name} is nccl-bench's own ({TOOL_ENV_PREFIX}* are set by the tool for "
+                                 "its ranks), not an NCCL setting; drop it")
+        if config.nccl_trace and name in TRACE_VARIABLES:
+            raise UserInputError(option, f"{name} is set by {option_name('nccl_trace')} to read NCCL's tuning "
+                                 "log; drop one of the two")
 
 
 def ignored_options(config: SweepConfig) -> list[str]:

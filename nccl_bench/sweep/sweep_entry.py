@@ -36,7 +36,7 @@ from nccl_bench.sweep.busbw_floor import FloorCheck, check_floor
 from nccl_bench.sweep.saved_baselines import prepare_baselines, save_baseline
 from nccl_bench.sweep.sweep_config import SweepConfig, build_config
 from nccl_bench.sweep.sweep_report import SweepObserver, SweepSummary
-from nccl_bench.units.nccl_env import Variant, shell_loop, variants
+from nccl_bench.units.nccl_env import Variant, label, shell_loop, variants
 
 if TYPE_CHECKING:
     from nccl_bench.sweep.plan import Plan
@@ -60,7 +60,8 @@ class SweepJob:
         from nccl_bench.sweep.plan import preflight
 
         plan = preflight(self.config, workers, workers)
-        check_plan_against_baseline(self.baseline, workers, plan.backend, plan.keys(self.config))
+        check_plan_against_baseline(self.baseline, workers, plan.backend, plan.keys(self.config),
+                                    [label(v) for v in self.variants])
         return plan.backend, list(plan.before_start)
 
     def plan_on_ranks(self, launch) -> Plan:
@@ -71,7 +72,8 @@ class SweepJob:
         from nccl_bench.sweep.plan import plan_run
 
         plan = plan_run(self.config, launch.world_size, torch.__version__, launch.local_world_size)
-        check_plan_against_baseline(self.baseline, launch.world_size, plan.backend, plan.keys(self.config))
+        check_plan_against_baseline(self.baseline, launch.world_size, plan.backend, plan.keys(self.config),
+                                    [label(v) for v in self.variants])
         return plan
 
     def run(self, plan: Plan, observer_factory: Callable[[int], SweepObserver],

@@ -9,6 +9,7 @@ one refusal that imports torch start a fresh interpreter.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -104,7 +105,8 @@ EXACT = [
     ("results folder not empty", ["sweep", "--sizes", "1K", "--out", "{tmp}/full"],
      "--out: {tmp}/full already exists and is not empty; a run never overwrites results"),
     ("results folder another run holds", ["sweep", "--sizes", "1K", "--out", "{tmp}/taken"],
-     "--out: {tmp}/taken is taken by another run (pid 1 on nodea, 0123abcd); give each run its own folder"),
+     "--out: {tmp}/taken is taken by another run (pid 1 on nodea, 0123abcd); give each run its own folder, or if "
+     "that run is gone, remove {tmp}/taken/.claim (check with `ps -p 1` on nodea)"),
     ("unwritable results folder", ["sweep", "--sizes", "1K", "--out", "{tmp}/afile/run"],
      "--out: cannot write to {tmp}/afile/run: Not a directory"),
     ("floor not positive", ["sweep", "--min-busbw", "0"], "--min-busbw: must be greater than 0, got 0.0"),
@@ -235,15 +237,53 @@ EXACT = [
     ("doctor pairs on one host", ["doctor", "--workers", "2", "--phase", "pairs"],
      "--phase: 2 rank(s) on 1 host(s) leave the doctor nothing to measure: the pairs phase needs 2 or more hosts"),
     ("results store of an unknown kind", ["history", "show", "--history", "mysql://db/x"],
-     "--history: 'mysql://db/x': unknown scheme; give a file path, sqlite:///PATH or postgresql://..."),
+     "--history: 'mysql://db/x': unknown scheme; give a file path, sqlite:///PATH or postgresql://USER@HOST:PORT/DB"),
     ("results store URL on a sweep", ["sweep", "--sizes", "1K", "--history", "sqlite:/x"],
      "--history: 'sqlite:/x': write sqlite:///relative/path or sqlite:////absolute/path"),
     ("results store that does not exist", ["history", "check", "--history", "{tmp}/none.sqlite"],
      "--history: {tmp}/none.sqlite does not exist; record a run first"),
     ("results store of a newer nccl-bench", ["history", "show", "--history", "{tmp}/newer.sqlite"],
-     "--history: {tmp}/newer.sqlite was written by a newer nccl-bench (store schema 99; this one reads up to 1): "
+     "--history: {tmp}/newer.sqlite was written by a newer nccl-bench (store schema 99; this one reads up to 2): "
      "upgrade nccl-bench"),
-    ("history window below 2", ["history", "check", "--window", "1"], "--window: must be at least 2, got 1"),
+    ("history window below 3", ["history", "check", "--window", "1"], "--window: must be at least 3, got 1"),
+    # The history: what was named is no history at all (exit 2), its password never shown.
+    ("history that is a folder", ["history", "show", "--history", "{tmp}/dir.sqlite"],
+     "--history: {tmp}/dir.sqlite is a folder, not a history file"),
+    ("history that is another program's database", ["history", "add", "{tmp}/base", "--history", "{tmp}/other.sqlite"],
+     "--history: {tmp}/other.sqlite is not an nccl-bench history (it holds other tables: accounts)"),
+    ("history that is not a database", ["history", "nodes", "--history", "{tmp}/text.sqlite"],
+     "--history: {tmp}/text.sqlite: not an SQLite file, so not a history"),
+    ("history as a keyword string libpq cannot read", ["history", "show", "--history", "host=db password=X pass word"],
+     "--history: 'host=db password=*** pass word' is not a libpq keyword string (key=value ..., a value with spaces in "
+     "single quotes); or write postgresql://USER@HOST:PORT/DB"),
+    ("history option libpq does not know", ["history", "show", "--history", "host=/nowhere dbname=x bogus=1"],
+     "--history: host=/nowhere dbname=x bogus=1: not a PostgreSQL address libpq reads (invalid connection option "
+     "\"bogus\")"),
+    ("history server without a scheme", ["sweep", "--sizes", "1K", "--history", "ci:X@db:5432/bench"],
+     "--history: 'ci:***@db:5432/bench' looks like a server without a scheme; write postgresql://ci:***@db:5432/bench"),
+    ("history URL with a newline", ["history", "check", "--history", "a\nb.sqlite"],
+     "--history: 'a\\nb.sqlite' holds a control character; give a file path, sqlite:///PATH or "
+     "postgresql://USER@HOST:PORT/DB"),
+    ("history wait not positive", ["history", "show", "--history-wait", "0"],
+     "--history-wait: must be greater than 0, got 0.0"),
+    ("history add of an impossible busbw", ["history", "add", "{tmp}/huge_busbw"],
+     "{tmp}/huge_busbw: busbw_gbps 1e+308 of all_reduce in_place 1048576 float is not a measurement (a finite number "
+     "from 0 to 1e+06); the run is not stored"),
+    # --nccl-env never touches what the tool sets for its ranks; every refusal before measuring.
+    ("--nccl-env of the run's claim", ["sweep", "--nccl-env", "NCCL_BENCH_RUN_CLAIM=x", "--sizes", "1K"],
+     "--nccl-env: NCCL_BENCH_RUN_CLAIM is nccl-bench's own (NCCL_BENCH_* are set by the tool for its ranks), not an "
+     "NCCL setting; drop it"),
+    ("--nccl-env of the ranks' parent", ["sweep", "--nccl-env", "NCCL_BENCH_PARENT_PID=1", "--sizes", "1K"],
+     "--nccl-env: NCCL_BENCH_PARENT_PID is nccl-bench's own (NCCL_BENCH_* are set by the tool for its ranks), not an "
+     "NCCL setting; drop it"),
+    ("--nccl-env of --nccl-trace's variable",
+     ["sweep", "--nccl-trace", "--nccl-env", "NCCL_DEBUG_FILE=x", "--sizes", "1K"],
+     "--nccl-env: NCCL_DEBUG_FILE is set by --nccl-trace to read NCCL's tuning log; drop one of the two"),
+    ("--baseline of other --nccl-env settings",
+     ["sweep", "--nccl-env", "NCCL_ALGO=Ring", "--baseline", "{tmp}/base", "--op", "all_reduce", "--sizes", "1M",
+      "--workers", "2"],
+     "--baseline {tmp}/base: was measured with no --nccl-env, this sweep would run with NCCL_ALGO=Ring; rows compare "
+     "only under the same settings: give the baseline's --nccl-env"),
     ("trace whose groups outgrow the launch", ["replay", "{traces}/nccl_128rank_rank0.json.gz", "--workers", "2"],
      "{traces}/nccl_128rank_rank0.json.gz: its all_to_all runs on a group of 128 ranks: needs 128 ranks; this "
      "launch has 2"),
@@ -334,6 +374,10 @@ def files(tmp_path: Path) -> Path:
     (tmp_path / "idle.json").write_text('{"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": 1, '
                                         '"dur": 2}]}')
     (tmp_path / "cut.json.gz").write_bytes((TRACES / "nccl_2gpu_rank0.json.gz").read_bytes()[:4096])
+    (tmp_path / "dir.sqlite").mkdir()
+    (tmp_path / "text.sqlite").write_text("not a database, " * 100)
+    _foreign_database(tmp_path / "other.sqlite")
+    _poisoned_run(tmp_path / "huge_busbw", "busbw_gbps", "1e308")
     return tmp_path
 
 
@@ -343,6 +387,14 @@ def _newer_store(path: Path) -> None:
     with sqlite3.connect(path) as connection:
         connection.execute("CREATE TABLE store_info (name TEXT PRIMARY KEY, value TEXT NOT NULL)")
         connection.execute("INSERT INTO store_info VALUES ('schema_version', '99')")
+    connection.close()
+
+
+def _foreign_database(path: Path) -> None:
+    import sqlite3
+
+    with sqlite3.connect(path) as connection:
+        connection.execute("CREATE TABLE accounts (name TEXT)")
     connection.close()
 
 
@@ -482,3 +534,227 @@ def test_help_and_argument_errors_import_no_pydantic(tmp_path, args):
         for line in result.stderr.splitlines() if line.startswith("import time:")
     }
     assert imported & {"pydantic", "torch", "pandas"} == set()
+
+
+# -- the history: unusable now (exit 3), every wait bounded and said, never a traceback or a password --------
+WAITING = "nccl-bench: waiting for the history "
+
+
+def _store_error(result: subprocess.CompletedProcess, code: int = 3) -> str:
+    """The one error line (a note that the command waited may come before it), and its exit code."""
+    assert result.returncode == code, (result.returncode, result.stderr[-2000:])
+    assert "Traceback" not in result.stderr
+    lines = [line for line in result.stderr.splitlines() if not line.startswith(WAITING)]
+    assert len(lines) == 1 and lines[0].startswith(ERROR), result.stderr
+    return lines[0][len(ERROR):]
+
+
+def _history_of_one_run(folder: Path) -> Path:
+    from tests.history_runs import sweep_run
+    from tests.history_stores import sqlite_store_with_run
+
+    folder.mkdir(parents=True, exist_ok=True)
+    return sqlite_store_with_run(folder / "h.sqlite", sweep_run(folder / "run", 1))
+
+
+@pytest.mark.parametrize("command", [["show"], ["check"], ["nodes"], ["html", "p.html"],
+                                     ["add", "{tmp}/base"]])
+def test_a_history_missing_a_table_is_one_line_and_exit_3(tmp_path, command):
+    import sqlite3
+
+    store = _history_of_one_run(tmp_path)
+    with sqlite3.connect(store) as connection:
+        connection.execute("DROP TABLE runs")
+    connection.close()
+    write_run(tmp_path / "base", [row()])
+    args = ["history", *[a.format(tmp=tmp_path) for a in command], "--history", str(store)]
+    assert _store_error(_run(tmp_path, *args)).startswith(f"--history: {store} is damaged: no table runs (a history "
+                                                          "has store_info, runs, ")
+
+
+def test_a_history_in_a_read_only_folder_is_read_and_refuses_writes_in_one_line(tmp_path):
+    from tests.history_stores import read_only_folder
+
+    store = _history_of_one_run(tmp_path / "store")
+    write_run(tmp_path / "base", [row()])
+    with read_only_folder(tmp_path / "store"):
+        shown = _run(tmp_path, "history", "show", "--json", "--history", str(store))
+        assert shown.returncode == 0 and json.loads(shown.stdout)["runs"] == 1, shown.stderr
+        assert _store_error(_run(tmp_path, "history", "add", str(tmp_path / "base"), "--history", str(store))) == (
+            f"--history: {store}: cannot be opened (its folder {tmp_path / 'store'} cannot be written, and SQLite "
+            "writes its journal there)")
+
+
+@pytest.mark.parametrize("command", [["show"], ["add", "{tmp}/base"]])
+def test_a_locked_sqlite_history_is_waited_for_said_then_exit_3(tmp_path, command):
+    """A rollback-journal store under another writer's exclusive lock: readers wait too."""
+    import sqlite3
+    import time
+
+    store = _history_of_one_run(tmp_path)
+    write_run(tmp_path / "base", [row()])
+    holder = sqlite3.connect(store, isolation_level=None)
+    holder.execute("PRAGMA journal_mode = DELETE")
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        started = time.monotonic()
+        done = _run(tmp_path, "history", *[a.format(tmp=tmp_path) for a in command], "--history", str(store),
+                    "--history-wait", "3")
+        assert time.monotonic() - started < 60
+    finally:
+        holder.close()
+    assert _store_error(done) == (f"--history: {store}: locked by another writer; gave up after 3 s (--history-wait "
+                                  "sets how long)")
+    assert done.stderr.startswith(f"{WAITING}{store}: locked by another writer, or busy (at most 3 s; "
+                                  "--history-wait sets it)\n")
+
+
+@contextlib.contextmanager
+def _locked_history(tmp_path: Path, kind: str, request):
+    """A history of one run under another connection's lock for the block: its URL."""
+    if kind == "sqlite":
+        import sqlite3
+
+        store = _history_of_one_run(tmp_path)
+        holder = sqlite3.connect(store, isolation_level=None)
+        holder.execute("PRAGMA journal_mode = DELETE")
+        holder.execute("BEGIN EXCLUSIVE")
+        try:
+            yield str(store)
+        finally:
+            holder.close()
+        return
+    import psycopg
+
+    url = request.getfixturevalue("postgres_server").new_database()
+    write_run(tmp_path / "one", [row()])
+    assert _run(tmp_path, "history", "add", str(tmp_path / "one"), "--history", url).returncode == 0
+    with psycopg.connect(url) as holder:
+        holder.execute("LOCK TABLE runs, results, doctor_hosts")
+        yield url
+        holder.rollback()
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgresql"])
+@pytest.mark.parametrize("signum", [2, 15])
+def test_ctrl_c_or_sigterm_while_waiting_for_the_history_ends_at_once(tmp_path, signum, kind, request):
+    import signal
+    import time
+
+    with _locked_history(tmp_path, kind, request) as url:
+        command = [sys.executable, "-m", "nccl_bench", "history", "show", "--history", url, "--history-wait", "300"]
+        process = subprocess.Popen(command, cwd=tmp_path, env=worker_env(), stderr=subprocess.PIPE, text=True)
+        assert process.stderr.readline().startswith(WAITING)  # it waits, and says so
+        sent = time.monotonic()
+        process.send_signal(signum)
+        _, stderr = process.communicate(timeout=60)
+        assert time.monotonic() - sent < 30
+    assert process.returncode == 130
+    assert stderr == f"nccl-bench: error: interrupted by {signal.Signals(signum).name}\n"
+
+
+def test_a_postgresql_lock_is_waited_for_said_then_exit_3(tmp_path, postgres_server):
+    import psycopg
+
+    url = postgres_server.new_database()
+    write_run(tmp_path / "base", [row()])
+    assert _run(tmp_path, "history", "add", str(tmp_path / "base"), "--history", url).returncode == 0
+    with psycopg.connect(url) as holder:
+        holder.execute("LOCK TABLE runs, results, doctor_hosts")  # every reader and writer of them waits
+        for command in (["nodes"], ["add", str(tmp_path / "base")]):
+            done = _run(tmp_path, "history", *command, "--history", url, "--history-wait", "3")
+            assert _store_error(done) == (f"--history: {url}: locked by another writer; gave up after 3 s "
+                                          "(--history-wait sets how long)"), command
+        holder.rollback()
+
+
+def test_an_unreachable_or_silent_postgresql_server_is_one_line_and_exit_3(tmp_path):
+    from tests.history_stores import silent_server
+
+    gone = "postgresql://ci@/bench?host=/nonexistent-socket-dir"
+    assert _store_error(_run(tmp_path, "history", "show", "--history", gone)).startswith(
+        f"--history: {gone}: the server cannot be reached or closed the connection (")
+    with silent_server() as port:
+        silent = f"postgresql://ci:SECRET@127.0.0.1:{port}/bench"
+        done = _run(tmp_path, "history", "check", "--history", silent, "--history-wait", "2")
+    assert _store_error(done) == (f"--history: postgresql://ci:***@127.0.0.1:{port}/bench: no answer from the "
+                                  "server; gave up after 2 s (--history-wait sets how long)")
+    assert "SECRET" not in done.stderr
+
+
+def test_a_postgresql_server_stopped_during_add_is_one_line_and_exit_3(tmp_path):
+    """A server of the test's own, stopped while `history add` of 1,000 runs goes on."""
+    import shutil
+    import tempfile
+
+    from tests.history_runs import sweep_run
+    from tests.history_stores import PostgresServer, why_no_postgres
+
+    if why_no_postgres() is not None:
+        pytest.skip(why_no_postgres())
+    runs = [str(sweep_run(tmp_path / f"r{day}", day % 28 + 1, 1 + day / 1000)) for day in range(1000)]
+    folder = Path(tempfile.mkdtemp(prefix="nccl-bench-pg-stop-"))
+    server = PostgresServer(folder)
+    try:
+        url = server.new_database()
+        process = subprocess.Popen([sys.executable, "-m", "nccl_bench", "history", "add", *runs, "--history", url],
+                                   cwd=tmp_path, env=worker_env(), stderr=subprocess.PIPE, text=True)
+        lines = [process.stderr.readline() for _ in range(5)]
+        assert all(line.startswith("added: ") for line in lines), "".join(lines)[-2000:]
+        server.stop()
+        rest = process.communicate(timeout=120)[1]
+    finally:
+        server.stop_quietly()
+        shutil.rmtree(folder, ignore_errors=True)
+    assert process.returncode == 3, rest[-2000:]
+    assert "Traceback" not in rest
+    last = rest.splitlines()[-1]
+    assert last.startswith(f"{ERROR}--history: {url}: the server cannot be reached or closed the connection ("), last
+    assert all(line.startswith(("added: ", "already stored: ")) for line in rest.splitlines()[:-1])
+
+
+def test_history_add_skips_inputs_that_are_not_runs_and_adds_the_rest(files):
+    store = files / "results" / "history.sqlite"
+    done = _run(files, "history", "add", str(files / "base"), str(files / "afile"), str(files / "huge_busbw"),
+                "--history", str(store))
+    assert done.returncode == 0, done.stderr
+    lines = done.stderr.splitlines()
+    assert lines[0].startswith(f"nccl-bench: skipped {files / 'afile'}: ")
+    assert lines[1].startswith(f"nccl-bench: skipped {files / 'huge_busbw'}: busbw_gbps 1e+308 of ")
+    assert lines[2].startswith(f"added: {files / 'base'} (run ") and len(lines) == 3
+    again = _run(files, "history", "add", *(str(p) for p in sorted((files / "results").iterdir())), str(files / "base"),
+                 "--history", str(store))  # `history add results/*`, the history itself among them
+    assert again.returncode == 0, again.stderr
+    assert [line for line in again.stderr.splitlines() if line.startswith(f"nccl-bench: skipped {store}: ")]
+    assert again.stderr.splitlines()[-1].startswith(f"already stored: {files / 'base'} (run ")
+    nothing = _run(files, "history", "add", str(files / "afile"), str(files / "text.sqlite"))
+    assert nothing.returncode == 2
+    assert nothing.stderr.splitlines()[-1] == f"{ERROR}PATH...: none of the 2 inputs is a run; nothing added"
+
+
+def _no_constants(name: str):
+    raise AssertionError(f"{name} is not JSON")
+
+
+def test_show_json_stays_strict_over_a_history_holding_inf_and_nan(tmp_path, store_url):
+    from nccl_bench.history.address import parse_address
+    from nccl_bench.history.records import read_record
+    from nccl_bench.history.store import open_store
+    from tests.history_runs import sweep_run
+
+    with open_store(parse_address(store_url)) as store:
+        for day in (1, 2, 3):
+            store.add_run(read_record(sweep_run(tmp_path / f"r{day}", day), "RUN", ""))
+        bad = ("'Infinity'", "'NaN'", "'-Infinity'") if store.postgres else ("9e999", "-9e999", "-1")
+        run_ids = [row[0] for row in store.rows("SELECT run_id FROM runs ORDER BY started_utc")]
+        for run_id, value in zip(run_ids * 2, bad, strict=False):  # written by hand, or by a tool that let them in
+            store.execute(f"UPDATE results SET busbw_gbps = {value} WHERE run_id = ? AND series LIKE ?",
+                          (run_id, "%1048576%"))
+    for command in (["show", "--json"], ["nodes", "--json"]):
+        done = _run(tmp_path, "history", *command, "--history", store_url)
+        assert done.returncode == 0, done.stderr
+        json.loads(done.stdout, parse_constant=_no_constants)
+        assert done.stderr == (f"nccl-bench: note: {len(bad)} stored value(s) of {store_url} are not finite, "
+                               "non-negative measurements; skipped\n")
+    check = _run(tmp_path, "history", "check", "--history", store_url)
+    assert "inf" not in check.stdout + check.stderr and "nan" not in (check.stdout + check.stderr).lower()

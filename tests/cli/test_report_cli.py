@@ -240,7 +240,7 @@ def test_report_and_compare_of_a_run_whose_writer_is_gone_say_it_never_finished(
         f"{socket.gethostname()}) is gone; its rows are those recorded before it ended"] * 2
 
 
-def test_report_of_a_run_still_running_or_on_another_host_says_nothing_of_it(tmp_path):
+def test_report_of_a_run_still_running_elsewhere_or_unknown_says_it_is_unfinished(tmp_path):
     import json
     import socket
     import subprocess
@@ -249,14 +249,28 @@ def test_report_of_a_run_still_running_or_on_another_host_says_nothing_of_it(tmp
     from tests.result_rows import MiB, row, write_run
 
     run = write_run(tmp_path / "run", [row(dtype="float32", size_bytes=MiB)])
+    host = socket.gethostname()
     writer = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)", "nccl_bench", "sweep"])
+    reused = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])  # a pid now another program's
+    partial = "its rows are those recorded so far"
     try:
-        for meta in ({"status": "running", "pid": writer.pid, "host": socket.gethostname()},
-                     {"status": "running", "pid": _gone_pid(), "host": "elsewhere"},  # cannot be seen from here
-                     {"status": "running"}):  # written before meta.json said who writes it
+        for meta, said in (
+            ({"status": "running", "pid": writer.pid, "host": host},
+             f"{run} is still running (pid {writer.pid} on {host}); {partial}"),
+            ({"status": "running", "pid": _gone_pid(), "host": "elsewhere"},
+             f"{run} is unfinished: its meta.json says running (pid {{pid}} on elsewhere, which cannot be seen from "
+             f"here); {partial}"),
+            ({"status": "running"},  # written before meta.json said who writes it
+             f"{run} is unfinished: its meta.json says running and not which process writes it; {partial}"),
+            ({"status": "running", "pid": reused.pid, "host": host.upper() + "."},
+             f"{run} never finished: its meta.json says running, but its process (pid {reused.pid} on "
+             f"{host.upper()}.) is gone; its rows are those recorded before it ended"),
+        ):
             (run / "meta.json").write_text(json.dumps(meta))
             done = run_cli(["report", str(run / "results.csv"), "--format", "csv"])
-            assert (done.returncode, done.stderr) == (0, ""), meta
+            assert done.returncode == 0, meta
+            assert done.stderr.splitlines() == [f"nccl-bench: note: {said.format(pid=meta.get('pid'))}"], meta
     finally:
-        writer.kill()
-        writer.wait()
+        for process in (writer, reused):
+            process.kill()
+            process.wait()

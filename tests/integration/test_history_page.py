@@ -1,14 +1,18 @@
-"""`history html` opened in headless Chromium, as the report page is: the trends are drawn, the regressed
-runs circled in red, the hosts' table built (the DOM Chromium built; the report page's test also looks
-at its pixels)."""
+"""`history html` opened in headless Chromium, as the report page is: the trends are drawn on a time axis
+with dates, the band a run must stay above, each run's run, date, value and versions on hover, marks
+where versions changed and where a change was accepted (with its reason), the regressions listed at the
+top with what changed, the filter by system and op, the hosts' table (the DOM Chromium built, and a
+screenshot's pixels)."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 
 import pytest
 
+from nccl_bench.history.records import read_record
 from tests.conftest import run_cli
 from tests.history_runs import doctor_run, sweep_run
 
@@ -31,5 +35,65 @@ def test_the_history_page_renders_in_headless_chromium(tmp_path):
     dom = subprocess.run([CHROMIUM, *CHROMIUM_FLAGS, "--dump-dom", page.as_uri()], capture_output=True, text=True,
                          timeout=120)
     assert dom.returncode == 0, dom.stderr[-2000:]
-    assert dom.stdout.count("<polyline") == 2 and dom.stdout.count('class="regression"') == 2
+    assert dom.stdout.count('<figure class="series"') == 2 and dom.stdout.count('class="run regression"') == 2
     assert "<td class=\"l\">c</td>" in dom.stdout
+
+
+NEW_NCCL = {"versions": {"torch": "2.5.1", "nccl": "2.23.4"}, "env": {"NCCL_ALGO": "Tree"}}
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (Debian package chromium)")
+def test_the_page_shows_dates_band_hover_marks_and_filters(tmp_path):
+    store = str(tmp_path / "h.sqlite")
+    steady = [sweep_run(tmp_path / f"r{day}", day, scale) for day, scale in ((1, 1.0), (2, 0.99), (3, 1.01),
+                                                                            (4, 1.0), (5, 0.995))]
+    slower = [sweep_run(tmp_path / f"s{day}", day, 0.8, **NEW_NCCL) for day in (6, 7)]
+    other = [sweep_run(tmp_path / f"o{day}", day, 1.0, hosts=("big<b>", "big<b>")) for day in (1, 2, 3, 4)]
+    assert run_cli(["history", "add", *map(str, steady + slower + other), "--history", store]).returncode == 0
+    page = tmp_path / "history.html"
+    assert run_cli(["history", "html", str(page), "--history", store]).returncode == 0
+    dom = _dom(page.as_uri())
+    regressions = re.search(r'<ul id="nb-regression-list">(.*?)</ul>', dom).group(1)
+    assert regressions.count("<li") == 2
+    assert "nccl version 2.21.5 -&gt; 2.23.4; NCCL_ALGO unset -&gt; Tree" in regressions
+    assert dom.count('<figure class="series"') == 4
+    assert dom.count('class="band"') == 4  # every series with a judged run has its band
+    assert '<text class="date"' in dom and ">2026-01-01</text>" in dom and ">2026-01-07</text>" in dom
+    slow_id = read_record(slower[0], "RUN", "").run_id
+    tip = re.search(rf'data-run="{slow_id}"[^>]*><title>(.*?)</title>', dom, re.S).group(1)
+    assert tip.startswith(f"run {slow_id[:12]}\n2026-01-06T00:00:00+00:00\n") and "(regression, band " in tip
+    assert "nccl 2.23.4, torch 2.5.1; NCCL_ALGO=Tree" in tip
+    assert dom.count('class="mark-version"') == 2 and "nccl version 2.21.5 -&gt; 2.23.4" in dom
+    assert "cpu@big&lt;b&gt;" in dom and "big<b>" not in dom  # a host name from the history is escaped
+
+    accepted = run_cli(["history", "accept", slow_id[:12], "--reason", "NCCL 2.23 <is> slower by design",
+                        "--history", store])
+    assert accepted.returncode == 0, accepted.stderr
+    assert run_cli(["history", "html", str(page), "--history", store]).returncode == 0
+    dom = _dom(page.as_uri())
+    assert 'id="nb-regression-list"' not in dom and ">0 regression(s)<" in dom
+    assert dom.count('class="mark-accept"') == 2
+    assert "accepted as the new normal: NCCL 2.23 &lt;is&gt; slower by design" in dom and "<is>" not in dom
+
+    filtered = _dom(page.as_uri() + "#system=cpu%40big%3Cb%3E&op=all_reduce")
+    hidden = re.findall(r'<figure class="series" data-system="([^"]*)"[^>]*style="display: none;"', filtered)
+    assert sorted(hidden) == ["cpu@vm", "cpu@vm"]
+    assert '<span id="nb-shown">2</span>' in filtered
+
+    shot = tmp_path / "history.png"
+    done = subprocess.run([CHROMIUM, *CHROMIUM_FLAGS, f"--screenshot={shot}", "--window-size=1300,1000",
+                           "--hide-scrollbars", page.as_uri()], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and shot.is_file(), done.stderr[-2000:]
+    from matplotlib.image import imread
+
+    pixels = (imread(shot)[:, :, :3] * 255).round().astype(int)
+    assert pixels.shape[:2] == (1000, 1300)
+    band = (abs(pixels - (0xFB, 0xE3, 0xE3)).sum(axis=2) < 12).sum()
+    accept = (abs(pixels - (0x22, 0xAA, 0x22)).sum(axis=2) < 40).sum()
+    assert band > 2000 and accept > 100, f"{band} band pixels, {accept} accepted-mark pixels: is the plot blank?"
+
+
+def _dom(url: str) -> str:
+    dom = subprocess.run([CHROMIUM, *CHROMIUM_FLAGS, "--dump-dom", url], capture_output=True, text=True, timeout=120)
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    return dom.stdout

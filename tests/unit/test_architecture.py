@@ -18,7 +18,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "nccl_bench"
 LAYERS: dict[str, tuple[int, tuple[str, ...]]] = {
     "errors": (0, ("errors",)),
     "units": (0, ("units", "units.alltoallv", "units.bandwidth", "units.clock", "units.hostlist", "units.nccl_env",
-                  "units.op_table", "units.sizes", "units.split_spec", "units.stats")),
+                  "units.op_table", "units.passwords", "units.sizes", "units.split_spec", "units.stats")),
     "results": (1, ("results", "results.csv_appender", "results.csv_reader", "results.dataframe",
                     "results.input_lines", "results.loader", "results.nccl_tuning", "results.nccltests_json",
                     "results.nccltests_log", "results.nccltests_names", "results.nccltests_rows",
@@ -44,8 +44,9 @@ LAYERS: dict[str, tuple[int, tuple[str, ...]]] = {
     "replay": (5, ("replay", "replay.profile", "replay.replay_body", "replay.replay_config", "replay.replay_entry",
                    "replay.replay_plan", "replay.trace_events", "replay.trace_reader", "replay.trace_vocabulary")),
     # the results store, its series, hosts and the regression rule: reads run folders, above the commands
-    "history": (6, ("history", "history.address", "history.hosts", "history.records", "history.recording",
-                    "history.rule", "history.series", "history.store", "history.store_schema")),
+    "history": (6, ("history", "history.address", "history.changes", "history.hosts", "history.records",
+                    "history.recording", "history.rule", "history.series", "history.store", "history.store_guard",
+                    "history.store_schema")),
     # rows, comparisons, the doctor's verdicts and the store's answers as text, pages and figures
     "render": (7, ("render", "render.compare_exports", "render.doctor_text", "render.escape", "render.fit",
                    "render.formats", "render.history_page", "render.history_text", "render.html", "render.labels",

@@ -330,6 +330,7 @@ DURATIONS = {
     "ranks.roll_call": "how long a roll call waits for the other ranks",
     "ranks.set_up": "the set-up watch: how long since a set-up step last made progress",
     "hardware.host": "the host's memory-copy probe (a peak, not a result)",
+    "history.store_guard": "how long a call has waited for the history (--history-wait), and when to say so",
 }
 _DURATION_CLOCKS = {"time.perf_counter", "time.perf_counter_ns", "time.monotonic", "time.monotonic_ns"}
 

@@ -1,70 +1,154 @@
-"""The regression rule over plain numbers: exact thresholds, the floor, the spread, steps."""
+"""The regression rule over plain numbers: the band, the walk, steps, drift, accepted levels."""
 
 from __future__ import annotations
+
+import math
+import random
 
 import pytest
 
 from nccl_bench.history import rule
 
-
-def _points(*values: float) -> list[rule.Point]:
-    return [rule.Point(f"run{i}", f"2026-01-{i + 1:02d}", v) for i, v in enumerate(values)]
+FLOOR = 0.03
 
 
-def test_mad_sigma_is_the_scaled_median_absolute_deviation():
-    # median 10; deviations 0, 1, 1, 2, 8 -> MAD 1
-    assert rule.mad_sigma([10, 9, 11, 12, 2]) == pytest.approx(1.4826)
+def _points(*values: float, noise: float | None = None, accepted: dict[int, str] | None = None) -> list[rule.Point]:
+    accepted = accepted or {}
+    return [rule.Point(f"run{i}", f"2026-01-{i + 1:02d}", v, noise, accepted.get(i)) for i, v in enumerate(values)]
 
 
-def test_threshold_takes_the_floor_when_the_history_is_quiet():
-    assert rule.threshold([10, 10, 10], floor=0.3) == pytest.approx(7.0)
+def _statuses(values, window=20, floor=FLOOR, **kwargs) -> list[str]:
+    return [v.status for v in rule.walk(_points(*values, **kwargs), window, floor)]
 
 
-def test_threshold_takes_three_sigmas_when_the_history_is_noisy():
-    # median 10, MAD 2 -> sigma 2.9652, 3 sigma 8.8956 > 0.3 x 10
-    assert rule.threshold([8, 10, 12], floor=0.3) == pytest.approx(10 - 3 * 1.4826 * 2)
+def test_t_quantile_widens_for_few_runs_and_tends_to_the_normal_one():
+    assert rule.t_quantile(4.0, 5) == pytest.approx(9.97, abs=0.01)
+    assert rule.t_quantile(4.0, 19) == pytest.approx(5.07, abs=0.01)
+    assert rule.t_quantile(4.0, 1e9) == pytest.approx(4.0)
+    assert rule.t_quantile(4.0, 0) == math.inf
 
 
-def test_a_run_within_the_spread_passes():
-    verdict = rule.judge(_points(10, 10.5, 9.5, 7.5), window=20, floor=0.3)
-    assert verdict.status == rule.OK
-    assert verdict.threshold_gbps == pytest.approx(7.0)
-    assert verdict.change == pytest.approx(-0.25)
+def test_the_spread_comes_from_successive_differences():
+    # |differences| of ln values 0.01 each: sigma = 1.4826 x 0.01 / sqrt(2); a drift of 3% per run adds
+    # its slope to every difference, never the whole slide
+    ys = [0.0, 0.01, 0.0, 0.01, 0.0]
+    sigma, dof = rule.between_spread([ys])
+    assert sigma == pytest.approx(1.4826 * 0.01 / math.sqrt(2))
+    assert dof == 4 * rule.MAD_EFFICIENCY
+    drift = [math.log(0.97 ** i) for i in range(20)]
+    assert rule.between_spread([drift])[0] == pytest.approx(1.4826 * -math.log(0.97) / math.sqrt(2))
 
 
-def test_half_the_bandwidth_is_a_regression_of_that_run_alone():
-    verdict = rule.judge(_points(10, 10.5, 9.5, 5), window=20, floor=0.3)
-    assert verdict.status == rule.REGRESSION
-    assert verdict.median_gbps == 10
-    assert verdict.step_start == rule.Point("run3", "2026-01-04", 5)
-    assert verdict.step_runs == 1
+def test_the_floor_is_the_smallest_drop_on_a_quiet_series():
+    assert rule.allowed_drop([[0.0, 0.0, 0.0]], [], 3, floor=0.03) == pytest.approx(-math.log(0.97))
 
 
-def test_a_lasting_drop_names_the_run_it_started_with():
-    verdict = rule.judge(_points(10, 10, 10, 10, 10, 5, 5.2, 4.9), window=20, floor=0.3)
-    assert verdict.status == rule.REGRESSION
-    assert verdict.step_start.run_id == "run5"
-    assert verdict.step_runs == 3
-
-
-def test_a_noisy_history_does_not_flag_a_run_within_its_noise():
-    # MAD 2 x 1.4826 x 3 = 8.9: a run at 4 is within the spread of 4..16
-    assert rule.judge(_points(6, 10, 14, 8, 12, 4), window=20, floor=0.3).status == rule.OK
-
-
-def test_the_window_forgets_older_runs():
-    # the old level (100) is outside a window of 3: the latest is judged against 10, 10, 10
-    values = (100, 100, 100, 100, 100, 10, 10, 10, 9)
-    assert rule.judge(_points(*values), window=3, floor=0.3).status == rule.OK
-    # within a window of 20 the median is still 100: the drop lasts since run5
-    verdict = rule.judge(_points(*values), window=20, floor=0.3)
-    assert (verdict.status, verdict.step_start.run_id, verdict.step_runs) == (rule.REGRESSION, "run5", 4)
+def test_the_within_run_spread_sets_the_band_when_the_runs_agree_by_chance():
+    # three identical runs whose trials spread by 2%: the spread is 2%, on 1 + 4 dof: t = 9.97
+    assert rule.allowed_drop([[0.0, 0.0, 0.0]], [0.02] * 4, 3, 0.03) == pytest.approx(
+        rule.t_quantile(4.0, 5) * 0.02 * math.sqrt(1 + math.pi / 6))
 
 
 @pytest.mark.parametrize("values", [(10,), (10, 1), (10, 10, 1)])
-def test_too_few_previous_runs_judge_nothing(values):
-    assert rule.judge(_points(*values), window=20, floor=0.3).status == rule.TOO_FEW
+def test_too_few_previous_runs_are_said_never_ok(values):
+    verdict = rule.judge(_points(*values), window=20, floor=FLOOR)
+    assert verdict.status == rule.TOO_FEW and verdict.threshold_gbps is None
+
+
+def test_a_quiet_series_catches_a_ten_percent_drop_at_its_first_run():
+    values = [10 * (1 + 0.003 * ((i * 7) % 5 - 2)) for i in range(8)]  # within +-0.6%
+    verdict = rule.judge(_points(*values, 9.0, noise=0.005), window=20, floor=FLOOR)
+    assert verdict.status == rule.REGRESSION and verdict.flagged_by == rule.DROP
+    assert verdict.change == pytest.approx(-0.1, abs=0.01)
+    assert verdict.step_runs == 1 and verdict.step_start.run_id == "run8"
+    assert rule.judge(_points(*values, 9.8, noise=0.005), window=20, floor=FLOOR).status == rule.OK
+
+
+def test_a_noisy_series_raises_nothing_from_its_noise():
+    # a loaded 2-core host: back-to-back runs move by up to 2x, trials by 30%
+    rng = random.Random(7)
+    values = [rng.lognormvariate(0, 0.3) for _ in range(40)]
+    assert rule.REGRESSION not in _statuses(values, noise=0.3)
+
+
+def test_step_then_collapse_fails_from_the_step_on_and_names_where_it_started():
+    values = (1, 1, 1, 1, 1, .5, .5, .5, .5, .5, 0.01)
+    statuses = _statuses(values)
+    assert statuses[:5] == [rule.TOO_FEW] * 3 + [rule.OK] * 2
+    assert statuses[5:] == [rule.REGRESSION] * 6  # the step never becomes the new normal by itself
+    verdict = rule.judge(_points(*values), 20, FLOOR)
+    assert verdict.threshold_gbps > 0.9  # never below zero: the band is the level before the step
+    assert (verdict.step_start.run_id, verdict.step_runs) == ("run5", 6)
+
+
+def test_an_alternating_window_then_a_collapse_is_flagged():
+    values = (1, 2) * 10 + (0.001,)
+    statuses = _statuses(values)
+    assert rule.REGRESSION not in statuses[:-1]
+    assert statuses[-1] == rule.REGRESSION
+    assert 0 < rule.judge(_points(*values), 20, FLOOR).threshold_gbps < 1
+
+
+def test_a_drift_of_three_percent_per_run_is_flagged_and_keeps_failing():
+    values = [0.97 ** i for i in range(20)]  # -44% in all, each run within 3% of the last
+    statuses = _statuses(values)
+    first = statuses.index(rule.REGRESSION)
+    assert first < 19 and statuses[first:] == [rule.REGRESSION] * (20 - first)
+
+
+def test_a_drift_under_noise_is_flagged_against_the_accepted_level():
+    rng = random.Random(3)
+    values = [0.97 ** i * rng.lognormvariate(0, 0.01) for i in range(20)]
+    verdict = rule.judge(_points(*values), 20, FLOOR)
+    assert verdict.status == rule.REGRESSION
+
+
+def test_a_lasting_change_keeps_failing_past_half_the_window():
+    values = (10,) * 10 + (7,) * 25
+    statuses = _statuses(values, window=10)
+    assert statuses[10:] == [rule.REGRESSION] * 25
+    verdict = rule.judge(_points(*values), 10, FLOOR)
+    assert verdict.median_gbps == pytest.approx(10) and verdict.step_runs == 25
+
+
+def test_an_accepted_run_turns_the_series_green_and_becomes_its_level():
+    values = (10,) * 6 + (7,) * 4
+    assert _statuses(values)[-1] == rule.REGRESSION
+    accepted = _statuses(values, accepted={6: "driver 550 is slower by design"})
+    assert accepted[6] == rule.ACCEPTED and accepted[7:] == [rule.OK] * 3
+    verdict = rule.judge(_points(*values, 6.0, accepted={6: "new driver"}), 20, FLOOR)
+    # judged against the accepted level
+    assert verdict.status == rule.REGRESSION and verdict.median_gbps == pytest.approx(7)
+
+
+def test_the_latest_accepted_is_the_verdict_with_its_reason():
+    verdict = rule.judge(_points(10, 10, 10, 10, 5, accepted={4: "why"}), 20, FLOOR)
+    assert verdict.status == rule.ACCEPTED and verdict.latest.accepted == "why"
+
+
+def test_an_anchor_older_than_the_points_read_keeps_a_slide_failing():
+    # the newest runs alone look steady at 7; the series' first runs were at 10
+    anchor = [rule.Point(f"old{i}", f"2025-01-{i + 1:02d}", 10.0) for i in range(5)]
+    verdict = rule.judge(_points(*(7.0,) * 12), 20, FLOOR, anchor)
+    assert verdict.status == rule.REGRESSION and verdict.flagged_by == rule.DRIFT
+    assert verdict.anchor_gbps == pytest.approx(10.0)
 
 
 def test_an_improvement_is_never_a_regression():
-    assert rule.judge(_points(10, 10, 10, 30), window=20, floor=0.3).status == rule.OK
+    assert rule.judge(_points(10, 10, 10, 30), window=20, floor=FLOOR).status == rule.OK
+
+
+def test_the_window_bounds_the_reference():
+    verdict = rule.judge(_points(*(10.0,) * 30, 10.0), window=5, floor=FLOOR)
+    assert len(verdict.reference) == 5
+
+
+@pytest.mark.parametrize("sigma", [0.01, 0.05, 0.3])
+def test_false_alarms_stay_rare_on_normal_noise(sigma):
+    """Over 300 series of 25 runs with a known within-run spread: at most one false alarm."""
+    rng = random.Random(11)
+    alarms = 0
+    for _ in range(300):
+        values = [rng.lognormvariate(0, sigma) for _ in range(25)]
+        alarms += rule.REGRESSION in _statuses(values, noise=sigma)
+    assert alarms <= 1
