@@ -8,7 +8,7 @@ the reference runs before it:
     center    = median of y over the reference runs of the current level (since the last accepted run)
     s_between = 1.4826 x median |successive difference of the reference runs' y| / sqrt(2),  dof = diffs / 2
     s_within  = median of the runs' own within-run spread (log sigma of one trial; records.py)
-    s         = max(s_between, s_within),  dof += 2 m x min(1, (2 s_within / s_between)^2)  (m runs with a spread)
+    s         = max(s_between, s_within),  dof += m x min(1, (2 s_within / s_between)^2)  (m runs with a spread)
     allowed   = max(t(Z_ALARM, dof) x s x sqrt(1 + pi / (2 n)),  -ln(1 - floor))
     threshold = center - allowed                 (a regression: y < threshold, i.e. busbw < e^threshold)
 
@@ -19,7 +19,7 @@ the reference runs before it:
   keeps the chance that normal noise flags a series under 1 in 30,000 per judged run once the spread
   is known; a MAD carries about half of what as many squared differences would (MAD_EFFICIENCY).
 - The within-run spread is a floor of the spread (a run is no steadier than one of its trials) and
-  each run's counts as WITHIN_DOF_PER_RUN = 2 differences while the runs agree no worse than twice it:
+  each run's counts as WITHIN_DOF_PER_RUN = 1 difference while the runs agree no worse than twice it:
   a quiet series is judged by its trials before its runs are many; where runs disagree more, their
   own spread decides.
 - sqrt(1 + pi/(2n)) is the prediction interval's widening for a center that is a median of n runs.
@@ -53,7 +53,7 @@ MIN_PRIOR_RUNS = 3
 # is 37% at a normal sample; a half was measured to keep the false alarms of 6- to 20-run series under
 # 1 in 4,000 while a 15-sigma drop at 10 runs is caught 7 times in 10: docs/history.md).
 MAD_EFFICIENCY = 0.5
-# Each run's own within-run spread counts as two more differences (a spread from at least two trials)
+# Each run's own within-run spread counts as one more difference (a spread from at least two trials)
 # while the runs agree as well as their trials do: a new series whose trials agree to 1% is judged by
 # that before its runs are many. Runs that disagree more than twice their trials fade it out
 # ((2 within / between)^2): between-run noise that trials cannot see (another job's load) is then
