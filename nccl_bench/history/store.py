@@ -26,6 +26,7 @@ escapes, and host names as DNS compares them (lower case, no trailing dot).
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 import re
@@ -82,6 +83,10 @@ def _connect_postgres(address: StoreAddress):
         import psycopg
     except ImportError:
         raise StoreError(f"{address.shown}: PostgreSQL needs psycopg: pip install 'nccl-bench[postgres]'") from None
+    # psycopg logs what it ignores while a broken connection closes ("error ignored terminating
+    # <psycopg.Pipeline [BAD]>"); with no handler, Python's last resort would print it on stderr beside
+    # the one line that says the history failed.
+    logging.getLogger("psycopg").addHandler(logging.NullHandler())
     try:
         connection = psycopg.connect(address.target, autocommit=True,
                                      connect_timeout=max(2, math.ceil(address.wait_s)))

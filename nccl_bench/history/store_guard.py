@@ -107,7 +107,9 @@ def _cause(exc: BaseException, address: StoreAddress) -> tuple[str, int]:
         return f"cannot be opened ({_why_unopenable(address)})", EXIT_RUN_FAILED
     if "no such table" in text or sqlstate == "42P01":
         return f"is damaged ({said}); a history has tables {', '.join(TABLES)}", EXIT_RUN_FAILED
-    if type(exc).__module__.startswith("psycopg") and sqlstate is None:
+    # No SQLSTATE: the connection itself broke; class 08 (connection) and 57 (the server shutting down,
+    # crashed or starting) say the same from the server's side.
+    if type(exc).__module__.startswith("psycopg") and (sqlstate is None or sqlstate[:2] in ("08", "57")):
         return f"the server cannot be reached or closed the connection ({said})", EXIT_RUN_FAILED
     if isinstance(exc, OSError):
         return exc.strerror or said, EXIT_RUN_FAILED
