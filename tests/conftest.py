@@ -72,7 +72,7 @@ def postgres_server():
 
 @pytest.fixture(params=["sqlite", "postgresql"])
 def store_url(request, tmp_path) -> str:
-    """A new, empty results store of each kind: an SQLite file, a fresh database on the PostgreSQL server."""
+    """A new, empty history of each kind: an SQLite file, a fresh database on the PostgreSQL server."""
     if request.param == "sqlite":
         return str(tmp_path / "history.sqlite")
     return request.getfixturevalue("postgres_server").new_database()

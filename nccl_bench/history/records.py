@@ -116,10 +116,11 @@ def _sweep_record(path: Path, meta: dict[str, Any] | None, rows: list[ResultRow]
 
 def series_values(rows: list[ResultRow], system: str) -> list[SeriesValue]:
     """One value per series: the median over the run's ok rows with a busbw. A row whose rank count its
-    nccl-tests log does not say joins no series (it cannot be told comparable with any)."""
+    nccl-tests log does not say joins no series (it cannot be told comparable with any), nor does a row
+    replayed from a job's trace (`source`): it is judged against the job, not against the fabric's series."""
     grouped: dict[tuple, list[ResultRow]] = defaultdict(list)
     for row in rows:
-        if row.status == STATUS_OK and row.busbw_gbps is not None and row.world_size is not None:
+        if row.status == STATUS_OK and row.busbw_gbps is not None and row.world_size is not None and not row.source:
             key = (row.op, row.placement, row.size_bytes, row.dtype, row.world_size, row.nodes, row.backend, system,
                    row.variant)
             grouped[key].append(row)

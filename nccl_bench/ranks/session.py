@@ -186,7 +186,7 @@ def require_launch() -> LaunchEnv:
 
 
 def recorded_env(environ) -> dict[str, str]:
-    """NCCL's and torch's settings; not nccl_bench's own variables (the results store's URL among them)."""
+    """NCCL's and torch's settings; not nccl_bench's own variables (the history's URL among them)."""
     return {k: v for k, v in sorted(environ.items())
             if k.startswith(RECORDED_ENV_PREFIXES) and not k.startswith(OWN_ENV_PREFIX)}
 

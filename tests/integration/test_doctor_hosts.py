@@ -118,7 +118,7 @@ def test_healthy_cluster_exit_0(hosts, tmp_path):
 
 @pytest.mark.integration
 def test_slow_host_is_named_as_a_node_and_kept_so_in_the_history(hosts, tmp_path):
-    """Two doctor runs with one host shaped, each recorded by rank 0 into one results store: the history
+    """Two doctor runs with one host shaped, each recorded by rank 0 into one history: the history
     shows that host flagged twice and the others never."""
     hosts.shape_host(2, SHAPED_RATE)
     store = tmp_path / "history.sqlite"

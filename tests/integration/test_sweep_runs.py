@@ -44,7 +44,7 @@ def test_two_ranks_all_reduce_writes_csv_meta_and_table(tmp_path):
 
 
 def _recorded_once(run_dir) -> None:
-    """Rank 0 recorded the run in the session's results store (tests/conftest.py), and no other rank did."""
+    """Rank 0 recorded the run in the session's history (tests/conftest.py), and no other rank did."""
     import os
     import sqlite3
 

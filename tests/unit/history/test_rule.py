@@ -152,3 +152,13 @@ def test_false_alarms_stay_rare_on_normal_noise(sigma):
         values = [rng.lognormvariate(0, sigma) for _ in range(25)]
         alarms += rule.REGRESSION in _statuses(values, noise=sigma)
     assert alarms <= 1
+
+
+def test_rows_replayed_from_a_trace_join_no_series():
+    from nccl_bench.history.records import series_values
+    from tests.result_rows import row
+
+    measured = row(busbw_gbps=10.0)
+    replayed = row(busbw_gbps=1.0, source="trace:job.json")
+    values = series_values([measured, replayed], "cpu@vm")
+    assert [value.busbw_gbps for value in values] == [10.0]
