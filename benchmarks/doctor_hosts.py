@@ -274,6 +274,7 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--hosts", type=int, default=4)
     parser.add_argument("--rate", default="200mbit", help="tc rate of the shaped host or pair")
+    parser.add_argument("--nic-rate", help="tc rate of every host's NIC (default: unlimited; the CPUs decide)")
     parser.add_argument("--tolerance", default="50%", help="passed to doctor (the tests use 70%%)")
     parser.add_argument("--timeout", type=float, default=60, help="the doctor's --timeout, seconds")
     parser.add_argument("--limit", type=float, default=900, help="seconds before the harness ends a launch")
@@ -289,13 +290,16 @@ def main() -> int:
         print("cannot run: --hosts must be 4 or more (hosts 2 and 3 are the shaped ones)")
         return 2
     env_extra = dict(item.split("=", 1) for item in args.env)
-    print(f"# load average before: {os.getloadavg()}; {args.hosts} hosts, --timeout {args.timeout:g}, env {env_extra}")
+    print(f"# load average before: {os.getloadavg()}; {args.hosts} hosts, --timeout {args.timeout:g}, env {env_extra}, "
+          f"shaped {args.rate}, NICs {args.nic_rate or 'unlimited'}, doctor options {args.extra}")
     for scenario in args.scenario or SCENARIOS:
         doctor_walls = []
         for run in range(1, args.runs + 1):
             tag = f"{os.getpid() % 10000:04d}"
             with tempfile.TemporaryDirectory() as folder, simulated_hosts(args.hosts, tag) as hosts:
                 shaped = set()
+                if args.nic_rate:
+                    hosts.limit_nics(args.nic_rate)
                 if scenario == "node":
                     hosts.shape_host(2, args.rate)
                     slow_host = hosts.hostnames[2]

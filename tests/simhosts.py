@@ -89,8 +89,26 @@ class Hosts:
     def tc(self, host: int, *args: str) -> None:
         _must("ip", "netns", "exec", self.namespaces[host], "tc", *args)
 
+    def limit_nics(self, rate: str) -> None:
+        """Every host's rail-0 NIC sends at most `rate` (htb, its default class 1:20): the fabric, not
+        the CPUs, is then what a pair measures. Unlimited, N simulated hosts share this machine's cores,
+        and a pair's busbw depends on how many other pairs of its round are still running. Call it
+        before shape_host or shape_pair, which then slow one host's class or add a pair's class."""
+        for host in range(len(self.namespaces)):
+            self.tc(host, "qdisc", "add", "dev", iface(0), "root", "handle", "1:", "htb", "default", "20")
+            self.tc(host, "class", "add", "dev", iface(0), "parent", "1:", "classid", "1:20", "htb", "rate", rate,
+                    "burst", "64kb")
+
+    def _nics_limited(self, host: int) -> bool:
+        shown = sh("ip", "netns", "exec", self.namespaces[host], "tc", "qdisc", "show", "dev", iface(0))
+        return "htb 1: root" in shown.stdout
+
     def shape_host(self, host: int, rate: str, rail: int = 0) -> None:
         """Every packet the host sends on this rail goes through one token bucket: a slow NIC."""
+        if rail == 0 and self._nics_limited(host):
+            self.tc(host, "class", "change", "dev", iface(0), "parent", "1:", "classid", "1:20", "htb", "rate", rate,
+                    "burst", "64kb")
+            return
         self.tc(host, "qdisc", "add", "dev", iface(rail), "root", "tbf", "rate", rate, "burst", "64kb",
                 "latency", "100ms")
 
@@ -100,7 +118,8 @@ class Hosts:
         htb without a default class sends unclassified packets straight through.
         """
         for src, dst in ((a, b), (b, a)):
-            self.tc(src, "qdisc", "add", "dev", iface(0), "root", "handle", "1:", "htb")
+            if not self._nics_limited(src):
+                self.tc(src, "qdisc", "add", "dev", iface(0), "root", "handle", "1:", "htb")
             self.tc(src, "class", "add", "dev", iface(0), "parent", "1:", "classid", "1:10", "htb", "rate", rate,
                     "burst", "64kb")
             self.tc(src, "filter", "add", "dev", iface(0), "parent", "1:", "protocol", "ip", "prio", "1", "u32",
