@@ -7,14 +7,18 @@ then for each scenario runs the doctor --runs times and prints, per run: the wal
 launch (process start to the last exit), the set-up costs meta.json records (init_s: the process
 group made; first_op_s: the first collective), the peak of the ranks' summed resident memory, the
 pair rounds' measured time against the estimate rank 0 printed, the doctor's own wall_s, the
-verdict, and the busbw of shaped and unshaped pairs (first attempts; re-tests are listed apart).
+verdict, and the busbw of shaped and unshaped pairs (first attempts; re-tests are listed apart);
+also the time from launch to rank 0's verdict line, the load average before and at the verdict,
+the packets the kernel's backlog dropped meanwhile (the simulated switch losing frames), and rank
+0's host against the others. --nic-rate limits every host's NIC, so that the fabric, not the shared
+CPUs, is what pairs measure (needed from ~32 hosts on two cores: benchmarks/RESULTS.md).
 
 A run that ends without a verdict shows what the ranks said (each distinct last line once, with the
 ranks that said it) and their exit codes; a run past --limit is ended, every rank's process group
 killed, before the namespaces go. Needs root, iproute2, tc.
 
     python benchmarks/doctor_hosts.py --runs 3 [--hosts 4] [--rate 200mbit] [--tolerance 20%]
-    python benchmarks/doctor_hosts.py --hosts 64 --runs 1 --scenario link --env TORCH_GLOO_LAZY_INIT=0
+    python benchmarks/doctor_hosts.py --hosts 64 --runs 1 --scenario link --nic-rate 200mbit --rate 20mbit -- --size 1M
 """
 
 from __future__ import annotations
