@@ -7,14 +7,18 @@ then for each scenario runs the doctor --runs times and prints, per run: the wal
 launch (process start to the last exit), the set-up costs meta.json records (init_s: the process
 group made; first_op_s: the first collective), the peak of the ranks' summed resident memory, the
 pair rounds' measured time against the estimate rank 0 printed, the doctor's own wall_s, the
-verdict, and the busbw of shaped and unshaped pairs (first attempts; re-tests are listed apart).
+verdict, and the busbw of shaped and unshaped pairs (first attempts; re-tests are listed apart);
+also the time from launch to rank 0's verdict line, the load average before and at the verdict,
+the packets the kernel's backlog dropped meanwhile (the simulated switch losing frames), and rank
+0's host against the others. --nic-rate limits every host's NIC, so that the fabric, not the shared
+CPUs, is what pairs measure (needed from ~32 hosts on two cores: benchmarks/RESULTS.md).
 
 A run that ends without a verdict shows what the ranks said (each distinct last line once, with the
 ranks that said it) and their exit codes; a run past --limit is ended, every rank's process group
 killed, before the namespaces go. Needs root, iproute2, tc.
 
     python benchmarks/doctor_hosts.py --runs 3 [--hosts 4] [--rate 200mbit] [--tolerance 20%]
-    python benchmarks/doctor_hosts.py --hosts 64 --runs 1 --scenario link --env TORCH_GLOO_LAZY_INIT=0
+    python benchmarks/doctor_hosts.py --hosts 64 --runs 1 --scenario link --nic-rate 200mbit --rate 20mbit -- --size 1M
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ MEMORY_POLL_S = 0.5  # how often the ranks' resident memory is summed
 # rank 0's estimate line (render/doctor_text.estimate_line): "N round(s) x ~S s = ~T s"
 ESTIMATE = re.compile(r"(\d+) round\(s\) x ~([0-9.]+) s")
 RETEST = "# re-test in"
+VERDICT = "# verdict:"  # rank 0's summary line (render/doctor_text.summary_lines)
 LAST_LINES = 3  # of each rank's output, shown when a run ends without a verdict
 
 
@@ -59,6 +64,20 @@ class Launch:
     estimate_per_round_s: float | None = None
     measured_per_round_s: float | None = None
     ended_by_limit: bool = False
+    to_verdict_s: float | None = None  # from the first rank's start to rank 0's verdict line
+    load_before: tuple[float, float, float] = (0.0, 0.0, 0.0)  # os.getloadavg() as the launch starts
+    load_at_verdict: tuple[float, float, float] | None = None
+    dropped_packets: int = 0  # by the kernel's per-CPU backlog during the launch (/proc/net/softnet_stat)
+
+
+def _dropped_packets() -> int:
+    """Packets the kernel dropped because a CPU's backlog was full (net.core.netdev_max_backlog), all
+    CPUs: the simulated switch losing frames, which gloo sees as "No route to host" and retries."""
+    try:
+        with open("/proc/net/softnet_stat", encoding="ascii") as handle:
+            return sum(int(line.split()[1], 16) for line in handle if line.strip())
+    except (OSError, ValueError, IndexError):
+        return 0
 
 
 def _rss_bytes(pid: int) -> int:
@@ -72,9 +91,11 @@ def _rss_bytes(pid: int) -> int:
     return 0
 
 
-def _read_rank_zero(proc: subprocess.Popen, lines: list[tuple[float, str]]) -> None:
+def _read_rank_zero(proc: subprocess.Popen, lines: list[tuple[float, str]], launch: Launch) -> None:
     for line in proc.stdout:
         lines.append((time.monotonic(), line))
+        if line.startswith(VERDICT) and launch.load_at_verdict is None:
+            launch.load_at_verdict = os.getloadavg()
 
 
 def _per_round(lines: list[tuple[float, str]], launch: Launch) -> None:
@@ -99,6 +120,8 @@ def _run(hosts, folder: Path, count: int, tolerance: str, timeout_s: float, limi
     launch = Launch()
     rank_zero_lines: list[tuple[float, str]] = []
     readers: list[threading.Thread] = []
+    launch.load_before = os.getloadavg()
+    dropped_before = _dropped_packets()
     started = time.monotonic()
     try:
         for host in range(count):
@@ -112,7 +135,8 @@ def _run(hosts, folder: Path, count: int, tolerance: str, timeout_s: float, limi
             procs.append(subprocess.Popen(hosts.command(host, hosts_file, argv), stdout=subprocess.PIPE,
                                           stderr=subprocess.STDOUT, text=True, env=env, cwd=REPO,
                                           start_new_session=True))
-        readers.append(threading.Thread(target=_read_rank_zero, args=(procs[0], rank_zero_lines), daemon=True))
+        readers.append(threading.Thread(target=_read_rank_zero, args=(procs[0], rank_zero_lines, launch),
+                                        daemon=True))
         others: list[list[str]] = [[] for _ in procs[1:]]
         readers += [threading.Thread(target=lambda p=p, o=o: o.extend(p.stdout), daemon=True)
                     for p, o in zip(procs[1:], others, strict=True)]
@@ -125,6 +149,7 @@ def _run(hosts, folder: Path, count: int, tolerance: str, timeout_s: float, limi
             launch.peak_rss_bytes = max(launch.peak_rss_bytes, sum(_rss_bytes(p.pid) for p in procs))
             time.sleep(MEMORY_POLL_S)
         launch.wall_s = time.monotonic() - started
+        launch.dropped_packets = _dropped_packets() - dropped_before
     finally:
         for proc in procs:  # never leave a rank behind: each rank's whole process group
             if proc.poll() is None:
@@ -139,7 +164,15 @@ def _run(hosts, folder: Path, count: int, tolerance: str, timeout_s: float, limi
     launch.codes = [p.returncode for p in procs]
     launch.outputs = ["".join(line for _, line in rank_zero_lines), *("".join(o) for o in others)]
     _per_round(rank_zero_lines, launch)
+    launch.to_verdict_s = next((t - started for t, line in rank_zero_lines if line.startswith(VERDICT)), None)
     return launch
+
+
+def _load_text(launch: Launch) -> str:
+    """The 1-minute load average as the launch started (other work on the machine) and at the verdict
+    (the ranks' own load on top)."""
+    at = f", {launch.load_at_verdict[0]:.2f} at the verdict" if launch.load_at_verdict else ""
+    return f"load {launch.load_before[0]:.2f} before{at}; {launch.dropped_packets} packet(s) dropped by the backlog"
 
 
 def _what_ranks_said(launch: Launch) -> list[str]:
@@ -169,11 +202,16 @@ def _report(scenario: str, run: int, launch: Launch, out: Path, shaped: set[str]
     verdict_file = out / "doctor.json"
     if not verdict_file.is_file():
         why = f"ended by --limit after {launch.wall_s:.0f} s" if launch.ended_by_limit else "no doctor.json"
+        if (out / "doctor.csv").is_file():
+            with open(out / "doctor.csv", newline="") as handle:
+                done = {row["round"] for row in csv.DictReader(handle) if row["phase"] == "pairs"}
+            why += f", {len(done)} pair round(s) in doctor.csv"
         rounds = ""
         if launch.measured_per_round_s is not None:
             rounds = (f"; first {launch.rounds} rounds: {launch.measured_per_round_s:.2f} s each, estimate "
                       f"{launch.estimate_per_round_s:.2f} s")
-        print(f"{scenario:8s} run {run}: no verdict ({why}); launch {launch.wall_s:.1f} s, exit codes {codes}, "
+        print(f"{scenario:8s} run {run}: no verdict ({why}); {_load_text(launch)}; launch {launch.wall_s:.1f} s, "
+              f"exit codes {codes}, "
               f"{memory}{rounds}")
         print("\n".join(_what_ranks_said(launch)))
         return None
@@ -204,13 +242,35 @@ def _report(scenario: str, run: int, launch: Launch, out: Path, shaped: set[str]
             rounds += f", {rest:.2f} s (x{rest / estimate:.2f}) without the shaped pairs' rounds"
     spread = (f"unshaped pairs GB/s median {statistics.median(unshaped):.3f} (min {unshaped[0]:.3f}, "
               f"max {unshaped[-1]:.3f})") if unshaped else "no unshaped pair"
-    print(f"{scenario:8s} run {run}: launch {launch.wall_s:5.1f} s, doctor {verdict['wall_s']:5.1f} s, set-up "
+    to_verdict = f"{launch.to_verdict_s:.1f} s" if launch.to_verdict_s is not None else "?"
+    print(f"{scenario:8s} run {run}: {_load_text(launch)}; launch {launch.wall_s:5.1f} s (verdict at {to_verdict}), "
+          f"doctor {verdict['wall_s']:5.1f} s, set-up "
           f"{set_up}, {memory}, exit codes {codes}{rounds}; named {', '.join(named)}; {spread}"
           + (f"; shaped {', '.join(f'{v:.4f}' for v in slow)}" if slow else "")
           + (f"; re-tests {', '.join(retested)}" if retested else ""))
+    print(f"         {_first_host_text(first, shaped, key)}")
     for suspect in verdict["suspects"]:
         print(f"         {suspect['kind']} {'-'.join(suspect['hosts'])}: {suspect['reason']}")
     return float(verdict["wall_s"])
+
+
+def _first_host_text(first: list[dict], shaped: set[str], key) -> str:
+    """Rank 0's host against the others: its median unshaped pair busbw and its place among the hosts'
+    medians (1 = the lowest). Rank 0 holds the rendezvous store and writes doctor.csv, so a bias there
+    would show as a low place in every run."""
+    per_host: dict[str, list[float]] = {}
+    for record in first:
+        if key(record) not in shaped:
+            for host in record["hosts"].split(";"):
+                per_host.setdefault(host, []).append(float(record["best_busbw_gbps"]))
+    if not per_host:
+        return "no unshaped pair"
+    medians = {host: statistics.median(values) for host, values in per_host.items()}
+    host = min(medians)  # node001: rank 0's host
+    place = sorted(medians.values()).index(medians[host]) + 1
+    others = statistics.median(v for h, v in medians.items() if h != host)
+    return (f"rank 0's host {host}: median unshaped pair busbw {medians[host]:.3f} GB/s, place {place} of "
+            f"{len(medians)} from the lowest; the other hosts' medians: median {others:.3f} GB/s")
 
 
 def main() -> int:
@@ -218,6 +278,7 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--hosts", type=int, default=4)
     parser.add_argument("--rate", default="200mbit", help="tc rate of the shaped host or pair")
+    parser.add_argument("--nic-rate", help="tc rate of every host's NIC (default: unlimited; the CPUs decide)")
     parser.add_argument("--tolerance", default="50%", help="passed to doctor (the tests use 70%%)")
     parser.add_argument("--timeout", type=float, default=60, help="the doctor's --timeout, seconds")
     parser.add_argument("--limit", type=float, default=900, help="seconds before the harness ends a launch")
@@ -233,13 +294,16 @@ def main() -> int:
         print("cannot run: --hosts must be 4 or more (hosts 2 and 3 are the shaped ones)")
         return 2
     env_extra = dict(item.split("=", 1) for item in args.env)
-    print(f"# load average before: {os.getloadavg()}; {args.hosts} hosts, --timeout {args.timeout:g}, env {env_extra}")
+    print(f"# load average before: {os.getloadavg()}; {args.hosts} hosts, --timeout {args.timeout:g}, env {env_extra}, "
+          f"shaped {args.rate}, NICs {args.nic_rate or 'unlimited'}, doctor options {args.extra}")
     for scenario in args.scenario or SCENARIOS:
         doctor_walls = []
         for run in range(1, args.runs + 1):
             tag = f"{os.getpid() % 10000:04d}"
             with tempfile.TemporaryDirectory() as folder, simulated_hosts(args.hosts, tag) as hosts:
                 shaped = set()
+                if args.nic_rate:
+                    hosts.limit_nics(args.nic_rate)
                 if scenario == "node":
                     hosts.shape_host(2, args.rate)
                     slow_host = hosts.hostnames[2]

@@ -57,6 +57,28 @@ def iface(rail: int) -> str:
     return f"eth{rail}"
 
 
+def mac(rail: int, host: int) -> str:
+    """A host's MAC address on a rail: locally administered (02:...), fixed, so neighbours can be set."""
+    return f"02:4e:42:{rail:02x}:{host >> 8:02x}:{host & 0xff:02x}"
+
+
+def _known_neighbours(namespace: str, host: int, rail_addresses: tuple[tuple[str, ...], ...]) -> None:
+    """Every peer's address already resolved (a permanent neighbour entry on each rail): no ARP.
+
+    With N hosts, each starting N-1 connections at once (a rendezvous, every doctor round), the ARP
+    broadcasts that the bridge copies to every port number N(N-1) packets at a time, and the kernel's
+    per-CPU backlog (net.core.netdev_max_backlog, 1000) drops what does not fit: a connect then fails
+    with "No route to host" after the neighbour timeout and is retried (gloo's tcp pair, 3 tries). A
+    fleet's switch resolves in hardware; this 2-core machine's bridge should not stand in for it there."""
+    lines = [f"neigh replace {addresses[peer]} lladdr {mac(rail, peer)} dev {iface(rail)} nud permanent"
+             for rail, addresses in enumerate(rail_addresses) for peer in range(len(addresses)) if peer != host]
+    if lines:
+        done = subprocess.run(["ip", "-n", namespace, "-batch", "-"], input="\n".join(lines) + "\n",
+                              capture_output=True, text=True)
+        if done.returncode:
+            raise SetupError(f"ip -n {namespace} -batch (permanent neighbours): {done.stderr.strip()}")
+
+
 @dataclass(frozen=True)
 class Hosts:
     namespaces: tuple[str, ...]
@@ -67,8 +89,26 @@ class Hosts:
     def tc(self, host: int, *args: str) -> None:
         _must("ip", "netns", "exec", self.namespaces[host], "tc", *args)
 
+    def limit_nics(self, rate: str) -> None:
+        """Every host's rail-0 NIC sends at most `rate` (htb, its default class 1:20): the fabric, not
+        the CPUs, is then what a pair measures. Unlimited, N simulated hosts share this machine's cores,
+        and a pair's busbw depends on how many other pairs of its round are still running. Call it
+        before shape_host or shape_pair, which then slow one host's class or add a pair's class."""
+        for host in range(len(self.namespaces)):
+            self.tc(host, "qdisc", "add", "dev", iface(0), "root", "handle", "1:", "htb", "default", "20")
+            self.tc(host, "class", "add", "dev", iface(0), "parent", "1:", "classid", "1:20", "htb", "rate", rate,
+                    "burst", "64kb")
+
+    def _nics_limited(self, host: int) -> bool:
+        shown = sh("ip", "netns", "exec", self.namespaces[host], "tc", "qdisc", "show", "dev", iface(0))
+        return "htb 1: root" in shown.stdout
+
     def shape_host(self, host: int, rate: str, rail: int = 0) -> None:
         """Every packet the host sends on this rail goes through one token bucket: a slow NIC."""
+        if rail == 0 and self._nics_limited(host):
+            self.tc(host, "class", "change", "dev", iface(0), "parent", "1:", "classid", "1:20", "htb", "rate", rate,
+                    "burst", "64kb")
+            return
         self.tc(host, "qdisc", "add", "dev", iface(rail), "root", "tbf", "rate", rate, "burst", "64kb",
                 "latency", "100ms")
 
@@ -78,7 +118,8 @@ class Hosts:
         htb without a default class sends unclassified packets straight through.
         """
         for src, dst in ((a, b), (b, a)):
-            self.tc(src, "qdisc", "add", "dev", iface(0), "root", "handle", "1:", "htb")
+            if not self._nics_limited(src):
+                self.tc(src, "qdisc", "add", "dev", iface(0), "root", "handle", "1:", "htb")
             self.tc(src, "class", "add", "dev", iface(0), "parent", "1:", "classid", "1:10", "htb", "rate", rate,
                     "burst", "64kb")
             self.tc(src, "filter", "add", "dev", iface(0), "parent", "1:", "protocol", "ip", "prio", "1", "u32",
@@ -141,12 +182,14 @@ def simulated_hosts(count: int, tag: str, rails: int = 1,
             _must("ip", "-n", name, "link", "set", "lo", "up")
             for rail in range(rails):
                 port = f"p{i}r{rail}"
-                _must("ip", "link", "add", "name", iface(rail), "netns", name, "type", "veth", "peer", "name", port,
-                      "netns", switch)
+                _must("ip", "link", "add", "name", iface(rail), "address", mac(rail, i), "netns", name, "type", "veth",
+                      "peer", "name", port, "netns", switch)
                 _must("ip", "-n", switch, "link", "set", port, "master", "br0")
                 _must("ip", "-n", switch, "link", "set", port, "up")
                 _must("ip", "-n", name, "addr", "add", f"{rail_addresses[rail][i]}/24", "dev", iface(rail))
                 _must("ip", "-n", name, "link", "set", iface(rail), "up")
+        for i, name in enumerate(namespaces):
+            _known_neighbours(name, i, rail_addresses)
         yield Hosts(namespaces, hostnames, rail_addresses[0], rail_addresses)
     finally:
         for name in reversed(made):  # deleting a namespace deletes the veth ends and the bridge in it

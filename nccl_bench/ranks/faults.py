@@ -197,6 +197,11 @@ def signals_held() -> Iterator[None]:
         raise Interrupted(_signals.pending)
 
 
+def pending_signal() -> str | None:
+    """The stop signal that arrived while signals were held, if any (its name)."""
+    return _signals.pending
+
+
 def hold_signals() -> None:
     """From here on a signal is only recorded: the sweep is ending, and its report comes first.
 

@@ -24,8 +24,11 @@ Grammar of NCCL_BENCH_FAULT:
   written, the report printed), as by an OOM killer or a scheduler during the teardown.
 - `crash-set-up[:RANK]`: RANK's process is killed (SIGKILL) during set-up, once it has registered in
   the rendezvous store and before its process group is made, as a host lost while the job starts.
-- `stall-set-up[:RANK]`: RANK blocks at the same place (a sleep that no abort reaches), as a rank
-  stuck in native code while its process group connects: only its set-up deadline ends it.
+- `stall-set-up[:RANK]`: RANK blocks at the same place in native code (a store client of its own
+  waits for a key nobody sets: neither an abort nor a signal handler reaches it, since Python runs a
+  handler only when the main thread returns to bytecode), as a rank stuck while its process group
+  connects; it first sets STALLED_KEY, so a test knows it is blocked. Only its set-up deadline, or a
+  stop signal's own thread (ranks/faults.py), ends it.
 
 NCCL_BENCH_FAULT_LATE_BACKEND=SECONDS (gloo) gives the process group its own timeout SECONDS after the
 rank's deadline (--timeout + deadline.MARGIN_S + SECONDS) instead of at --timeout: NCCL's order, where
@@ -49,6 +52,8 @@ FAULT_ENV = "NCCL_BENCH_FAULT"
 LATE_BACKEND_ENV = "NCCL_BENCH_FAULT_LATE_BACKEND"
 # A planted stall waits this long (a day): far past any --timeout, so only the deadline ends it.
 STALL_S = 86_400
+# Set (in the rendezvous store, unprefixed) by a stall-set-up rank just before it blocks: "stalled/<rank>".
+STALLED_KEY = "nccl_bench/fault/stalled"
 # torch.cuda._sleep spins this many GPU cycles (over an hour at 2 GHz): a stream that never drains.
 STALL_GPU_CYCLES = 10**13
 KINDS = ("corrupt", "stall", "stall-gpu", "stall-behind-gpu", "killed", "crash", "crash-set-up", "stall-set-up")
@@ -84,7 +89,7 @@ class Fault(NoFaults):
         if self.kind == "crash-set-up" and rank == self.rank:
             os.kill(os.getpid(), signal.SIGKILL)
         if self.kind == "stall-set-up" and rank == self.rank:
-            time.sleep(self.seconds)
+            _stall_in_native_code(rank, self.seconds)
 
     def point_starts(self, rank: int, index: int) -> None:
         if self.kind in ("stall", "stall-gpu", "stall-behind-gpu") and (self.rank, self.point) == (rank, index):
@@ -144,3 +149,16 @@ def stall(fault: Fault) -> None:
             torch.cuda.synchronize()
     else:
         time.sleep(fault.seconds)  # not a store wait: the store's client is shared with the deadline's report
+
+
+def _stall_in_native_code(rank: int, seconds: float) -> None:
+    """Block the main thread in a C++ store wait for `seconds` (the GIL released, no bytecode run), on
+    a store client of its own: the rank's own client stays free for its deadline's report."""
+    import datetime as _dt
+
+    import torch.distributed as tdist
+
+    client = tdist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), None, is_master=False,
+                            timeout=_dt.timedelta(seconds=seconds), wait_for_workers=False)
+    client.set(f"{STALLED_KEY}/{rank}", "1")
+    client.wait([f"{STALLED_KEY}/never"])

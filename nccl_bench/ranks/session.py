@@ -294,9 +294,8 @@ class _LifeCycle:
                 body.set_up(run)
         except UserInputError:  # what the layout cannot do, seen alike by every rank: refused, not failed
             raise
-        except Exception as exc:  # the header exchanges: reported as any failed collective is
-            raise faults.why_stopped(exc, run.ctx, run.request.timeout_s, f"setting up the {run.request.command}",
-                                     None) from exc
+        except Exception as exc:  # the header exchanges, the body's set-up: the set-up's own line, on every rank
+            raise self._set_up_failed(exc) from exc
         run.started_utc = utc_now_iso()
         ending = _Ending(self._write_final)
         deadline = Deadline(run.request.timeout_s, self._abort, self._stuck(ending) if self.on_stuck else None)
@@ -323,6 +322,21 @@ class _LifeCycle:
             fault_seam(os.environ).run_ended(run.launch.rank)
             if self._unwritten is not None:
                 self._say_unwritten()
+
+    def _set_up_failed(self, exc: Exception) -> BaseException:
+        """A set-up step failed after the process group was made: the set-up's one line (who never
+        became ready, who stalled, who died, with the hosts they registered from: ranks/set_up.py),
+        said by every rank that can, as before the group existed; the lowest-live-rank rule of a
+        failed measurement (faults.why_stopped) would leave it to rank 0 alone. An interrupt instead
+        when a stop signal came with the failure (the whole run is being stopped)."""
+        run = self.run
+        faults.hold_signals()  # a launcher SIGTERMs the rest once one rank leaves: the line comes first
+        reason = faults.name_timeout(native_output.backend_error_text(exc), run.request.timeout_s)
+        roll_call.mark_leaving(run.ctx, f"setting up the {run.request.command} failed on rank {run.ctx.rank}: "
+                                        f"{reason}")  # for a peer already measuring (faults reads it)
+        failure = run.ctx.set_up.failure(reason)
+        signalled = faults.pending_signal()
+        return failure if signalled is None else faults.Interrupted(signalled, began=False)
 
     def _describe(self) -> None:
         """Hosts, devices and versions of the whole world, gathered once for every command."""

@@ -12,16 +12,21 @@ peers for a multiple of --timeout while the main thread never returns to Python.
 check runs, nor a SIGTERM's handler (Python runs handlers on the main thread, between bytecodes): the
 signal is caught and never handled. A watchdog thread (deadline.Deadline) keeps the clock instead;
 a step still stuck GRACE_S after its abort ends the process through `on_stuck` with the line below.
+A stop signal is answered by the signal watcher's thread (faults.unanswered_signals) when the main
+thread has not run its handler within faults.UNANSWERED_SIGNAL_S: the rank ends then, through
+`on_stuck`, with the interrupt's line, not at its deadline.
 
 Who joined: every rank registers in the rendezvous store (its host and pid) as soon as the store
 answers, then waits until every rank has. The wait makes progress while ranks keep arriving and
 fails --timeout after the last arrival, naming the ranks that never came. A rank marks itself ready
 once its process group exists; a failure before that names the ranks that joined but never became
 ready (with the host they registered from, and, on this host, whether the process died), and the
-ranks whose watchdog fired in an earlier step than this rank's own (they held the others up). Before
-the process group exists the ranks cannot agree on one of them to speak, so every rank that can still
-reach the store says the line (the same names from each). A stalled rank also leaves the roll call's
-note (ranks/roll_call.py) that a failure mapped by ranks/faults.py names, as a stalled measuring step does.
+ranks whose watchdog fired in an earlier step than this rank's own (they held the others up); past
+the process group, also the ready ranks that died (seen on this host). Until set-up is over the ranks
+cannot agree on one of them to speak (a peer may never have made its group), so every rank that can
+still reach the store says the line (the same names from each), after the group exists too
+(session._LifeCycle). A stalled rank also leaves the roll call's note (ranks/roll_call.py) that a
+failure mapped by ranks/faults.py names, as a stalled measuring step does.
 """
 
 from __future__ import annotations
@@ -32,8 +37,8 @@ import os
 import time
 from typing import Any, Callable, Iterator
 
-from nccl_bench.errors import RunFailedError
-from nccl_bench.ranks import roll_call, run_owner
+from nccl_bench.errors import EXIT_INTERRUPTED, RunFailedError
+from nccl_bench.ranks import faults, roll_call, run_owner
 from nccl_bench.ranks.deadline import GRACE_S, MARGIN_S, Deadline, DeadlineExceeded
 from nccl_bench.ranks.dist import (
     DEFAULT_PG_PREFIX,
@@ -41,12 +46,13 @@ from nccl_bench.ranks.dist import (
     hostname,
     waited_text,
 )
-from nccl_bench.ranks.faults import name_timeout
+from nccl_bench.ranks.launch import is_local_worker
 from nccl_bench.ranks.layout import LaunchEnv
 from nccl_bench.ranks.native_output import backend_diagnostics, backend_error_text
 from nccl_bench.ranks.planted import fault_seam
 
 JOINED_COUNT = "nccl_bench/set_up/joined"
+TEARING_DOWN = "tearing down the process group"  # the last step's name
 REPORTED_COUNT = "nccl_bench/set_up/reported"
 JOIN_POLL_S = 0.25  # how often a rank reads the joined count: 64 ranks ask ~256 times a second, cheap for the store
 # After a failure in set-up, how long a rank waits for the peers that joined to say they are ready or
@@ -93,6 +99,7 @@ class SetUp:
         self.ready_done = False
         self._where, self._step_index = "", 0  # the step running now, and its place in the order of steps
         self._deadline: Deadline | None = None
+        self._answering = contextlib.ExitStack()  # while armed: faults.unanswered_signals(self._unanswered)
         self._release_output: Callable[[], None] = lambda: None
 
     # -- the clock ------------------------------------------------------------------------------
@@ -107,6 +114,8 @@ class SetUp:
     def _arm(self) -> None:
         self._deadline = Deadline(self.timeout_s, self._abort, self._stuck if self._on_stuck else None)
         self._deadline.__enter__()
+        if self._on_stuck is not None:  # a stop signal the main thread cannot answer is answered for it
+            self._answering.enter_context(faults.unanswered_signals(self._unanswered))
 
     def step(self, where: str) -> None:
         """A step starts: it has --timeout from now (no-op once set-up is over)."""
@@ -120,6 +129,7 @@ class SetUp:
         if self._deadline is not None:
             self._deadline.close()
             self._deadline = None
+        self._answering.close()
 
     @contextlib.contextmanager
     def until_done(self) -> Iterator[None]:
@@ -135,7 +145,7 @@ class SetUp:
         """The process group is destroyed next: a step of its own, under a fresh watchdog."""
         self.close()
         self._arm()
-        self.step("tearing down the process group")
+        self.step(TEARING_DOWN)
 
     def _abort(self, exc: DeadlineExceeded) -> None:  # on a thread of the deadline's
         line = f"{exc.where} failed on rank {self.rank}: {exc}"
@@ -147,6 +157,20 @@ class SetUp:
     def _stuck(self, exc: DeadlineExceeded) -> None:  # on the deadline's thread: the main thread is gone for good
         self._release_output()
         self._on_stuck(self.failure(f"{exc.where} made {exc}", stalled=True))
+
+    def _unanswered(self, signal_name: str) -> None:  # on the signal watcher's thread
+        """A stop signal came while the main thread sits in native code (a connect, a store wait, the
+        group's destruction), where Python never runs its handler: the rank ends now with the line an
+        interrupt gets (said by the rank that speaks for the run), not at its deadline."""
+        self._release_output()
+        if self._where == TEARING_DOWN:
+            said = (f"interrupted by {signal_name} while {TEARING_DOWN} (it did not return to answer it); "
+                    "the run's results are kept")
+        else:
+            said = (f"interrupted by {signal_name} before the {self.command} began ({self._where} did not return "
+                    "to answer it); nothing was measured")
+        self._on_stuck(RunFailedError(said, exit_code=EXIT_INTERRUPTED,
+                                      quiet=self.rank != 0 or is_local_worker()))
 
     # -- the roll call --------------------------------------------------------------------------
     def join_store(self, launch: LaunchEnv, timeout_s: float, group_timeout_s: float, held: Any) -> Any:
@@ -201,7 +225,7 @@ class SetUp:
     def start_failed(self, cause: str, timeout_s: float) -> RunFailedError:
         """The process group could not start (gloo's store waits and connects): the failure named as a
         timeout where it was one."""
-        return self.failure(name_timeout(cause, timeout_s))
+        return self.failure(faults.name_timeout(cause, timeout_s))
 
     def failure(self, reason: str, stalled: bool = False) -> RunFailedError:
         """The one line of a failed set-up: who never joined, who joined but never became ready, who
@@ -250,13 +274,18 @@ class SetUp:
             said.append(f"{_ranks_text(never)} never joined ({self.world_size - len(never)} of {self.world_size} did)")
         if silent:
             said.append(f"{', '.join(self._described(r) for r in silent)} joined but never finished setting up")
-        stalled = []
+        stalled, died = [], []
         for rank in others:
-            if rank in never or rank in silent or not store.check([_failed_key(rank)]):
+            if rank in never or rank in silent:
                 continue
-            index, own, reason = store.get(_failed_key(rank)).decode(errors="replace").split("|", 2)
-            if own == "1" and int(index) < self._step_index:  # stuck before the step this rank waits in
-                stalled.append(f"{self._described(rank)} stalled: {reason}")
+            if store.check([_failed_key(rank)]):
+                index, own, reason = store.get(_failed_key(rank)).decode(errors="replace").split("|", 2)
+                if own == "1" and int(index) < self._step_index:  # stuck before the step this rank waits in
+                    stalled.append(f"{self._described(rank)} stalled: {reason}")
+            elif self.ready_done and (described := self._described(rank)).endswith(": died)"):
+                died.append(described)  # ready, then gone without a word (seen on this host only)
+        if died:
+            said.append(f"{', '.join(died)} died while setting up")
         return "; ".join(said + stalled)
 
     def _described(self, rank: int) -> str:

@@ -3,14 +3,16 @@ missing: real gloo ranks of `doctor` with Open MPI's layout variables on this ho
 
 Eight ranks where rank 7 is never started and rank 3 is killed once it has registered in the
 rendezvous store: each rank left says, in its one line, that rank 7 never joined and that rank 3
-joined and died. Four ranks where rank 2 sleeps after registering (a wait no abort reaches): its own
-watchdog ends it, and rank 0 names it. The bound is counted from the moment the last rank joined
+joined and died. Four ranks where rank 2 blocks in native code after registering (a wait no abort
+reaches): its own watchdog ends it, and every other rank names it. One rank blocked there that gets a
+SIGTERM ends within seconds, with its line. The bound is counted from the moment the last rank joined
 (read from the store, as a peer would), so a slow start on a loaded machine does not count against it.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
+import signal
 import socket
 import subprocess
 import sys
@@ -18,7 +20,8 @@ import time
 
 import pytest
 
-from nccl_bench.ranks import set_up
+from nccl_bench.errors import EXIT_INTERRUPTED
+from nccl_bench.ranks import faults, planted, set_up
 from nccl_bench.ranks.dist import DEFAULT_PG_PREFIX
 from tests.conftest import REPO, worker_env
 
@@ -29,6 +32,8 @@ TIMEOUT_S = 10.0
 # scheduling) and the poll of this test.
 EXIT_SLACK_S = 20.0
 START_LIMIT_S = 180.0  # for every launched rank to register, however loaded the machine
+# Far past the signal's bound: a rank that only its set-up deadline ended would fail the test.
+LONG_TIMEOUT_S = 120.0
 
 
 def _free_port() -> int:
@@ -37,13 +42,14 @@ def _free_port() -> int:
         return probe.getsockname()[1]
 
 
-def _launch(world: int, ranks: list[int], port: int, fault: str, tmp_path) -> dict[int, subprocess.Popen]:
+def _launch(world: int, ranks: list[int], port: int, fault: str, tmp_path,
+            timeout_s: float = TIMEOUT_S) -> dict[int, subprocess.Popen]:
     procs = {}
     for rank in ranks:
         env = worker_env({"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "OMPI_COMM_WORLD_RANK": str(rank),
                           "OMPI_COMM_WORLD_SIZE": str(world), "OMPI_COMM_WORLD_LOCAL_RANK": str(rank),
                           "OMPI_COMM_WORLD_LOCAL_SIZE": str(world), "NCCL_BENCH_FAULT": fault})
-        argv = [sys.executable, "-m", "nccl_bench", "doctor", "--size", "64K", "--timeout", f"{TIMEOUT_S:g}",
+        argv = [sys.executable, "-m", "nccl_bench", "doctor", "--size", "64K", "--timeout", f"{timeout_s:g}",
                 "--no-history", "--out", str(tmp_path / "run")]
         with open(tmp_path / f"rank{rank}.err", "w") as err:  # a file: a full pipe would hold the rank
             procs[rank] = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=err, text=True, env=env,
@@ -53,23 +59,30 @@ def _launch(world: int, ranks: list[int], port: int, fault: str, tmp_path) -> di
 
 def _all_joined_at(port: int, expected: int, procs: dict[int, subprocess.Popen]) -> float:
     """When the store's joined count reached `expected`, read as the ranks read it."""
+    return _when(port, procs, lambda store: int(store.add(f"{DEFAULT_PG_PREFIX}/{set_up.JOINED_COUNT}", 0)) >= expected,
+                 "the ranks never all joined")
+
+
+def _when(port: int, procs: dict[int, subprocess.Popen], seen, what: str) -> float:
+    """When seen(store) first held, polling the ranks' rendezvous store (unprefixed) from outside."""
     import torch.distributed as tdist
 
     limit = time.monotonic() + START_LIMIT_S
     store = None
     while time.monotonic() < limit and any(p.poll() is None for p in procs.values()):
         try:
-            store = store or tdist.PrefixStore(DEFAULT_PG_PREFIX, tdist.TCPStore(
-                "127.0.0.1", port, None, is_master=False, timeout=_dt.timedelta(seconds=5), wait_for_workers=False))
-            if int(store.add(set_up.JOINED_COUNT, 0)) >= expected:
+            store = store or tdist.TCPStore("127.0.0.1", port, None, is_master=False,
+                                            timeout=_dt.timedelta(seconds=5), wait_for_workers=False)
+            if seen(store):
                 return time.monotonic()
         except (RuntimeError, ValueError):  # the store is not up yet
             store = None
         time.sleep(0.1)
-    raise AssertionError(f"the ranks never all joined: exit codes {[p.poll() for p in procs.values()]}")
+    raise AssertionError(f"{what}: exit codes {[p.poll() for p in procs.values()]}")
 
 
-def _ended(procs: dict[int, subprocess.Popen], by: float, tmp_path) -> dict[int, tuple[int | None, str]]:
+def _ended(procs: dict[int, subprocess.Popen], by: float, tmp_path,
+           bound: str = f"--timeout + {set_up.ENDS_WITHIN_S:g} s") -> dict[int, tuple[int | None, str]]:
     """Each rank's exit code and stderr; a rank still running at `by` is killed and fails the test."""
     late = []
     for rank, proc in procs.items():
@@ -80,7 +93,7 @@ def _ended(procs: dict[int, subprocess.Popen], by: float, tmp_path) -> dict[int,
             proc.kill()
             proc.wait()
     said = {rank: (proc.returncode, (tmp_path / f"rank{rank}.err").read_text()) for rank, proc in procs.items()}
-    assert not late, f"ranks {late} outlived --timeout + {set_up.ENDS_WITHIN_S:g} s: {said}"
+    assert not late, f"ranks {late} outlived {bound}: {said}"
     return said
 
 
@@ -115,11 +128,38 @@ def test_a_rank_that_never_joins_and_one_that_dies_in_set_up_are_named_by_every_
         assert "Traceback" not in err
 
 
-def test_a_rank_stuck_in_set_up_is_ended_by_its_own_deadline_and_named(tmp_path):
-    said, _ = _run(4, list(range(4)), "stall-set-up:2", tmp_path)
+def test_a_rank_stuck_in_set_up_is_ended_by_its_own_deadline_and_named_by_every_other_rank(tmp_path):
+    said, procs = _run(4, list(range(4)), "stall-set-up:2", tmp_path)
     assert {rank: code for rank, (code, _) in said.items()} == {0: 3, 1: 3, 2: 3, 3: 3}, said
     own = _error_lines(said[2][1])
     assert len(own) == 1 and "rank 2 saw: joining the rendezvous made no progress for more than" in own[0], said[2]
-    # Past the process group a peer's failure is mapped as any failed collective is (faults.why_stopped):
-    # the lowest rank it finds alive reports, so rank 0 always does, naming rank 2.
-    assert any("rank 2" in line for line in _error_lines(said[0][1])), said
+    # The others made their process groups (gloo connects lazily) and fail in the first exchange,
+    # still in set-up: each says the set-up's line, naming rank 2 with the host it registered from.
+    for rank in (0, 1, 3):
+        lines = _error_lines(said[rank][1])
+        assert len(lines) == 1 and lines[0].startswith("nccl-bench: error: setting up the doctor failed: "), said[rank]
+        assert f"rank 2 ({socket.gethostname()}, pid {procs[2].pid}" in lines[0], lines
+        assert f"rank {rank} saw: " in lines[0] and "Traceback" not in said[rank][1], said[rank]
+
+
+def test_a_stop_signal_ends_a_rank_blocked_in_native_code_during_set_up_within_seconds(tmp_path):
+    """The main thread sits in a C++ store wait, where Python never runs the signal's handler: the
+    signal's own thread ends the rank UNANSWERED_SIGNAL_S later with its line, long before the set-up
+    deadline (--timeout + its grace) would."""
+    port = _free_port()
+    procs = _launch(2, [0], port, "stall-set-up:0", tmp_path, timeout_s=LONG_TIMEOUT_S)
+    try:
+        _when(port, procs, lambda store: store.check([f"{planted.STALLED_KEY}/0"]), "rank 0 never stalled")
+        time.sleep(0.5)  # from the key's set to the wait: one store round trip
+        procs[0].send_signal(signal.SIGTERM)
+        by = time.monotonic() + faults.UNANSWERED_SIGNAL_S + EXIT_SLACK_S
+        said = _ended(procs, by, tmp_path, f"the signal by {faults.UNANSWERED_SIGNAL_S + EXIT_SLACK_S:g} s")
+    finally:
+        for proc in procs.values():
+            if proc.poll() is None:
+                proc.kill()
+    code, err = said[0]
+    lines = _error_lines(err)
+    assert code == EXIT_INTERRUPTED and len(lines) == 1, err
+    assert "interrupted by SIGTERM before the doctor began (joining the rendezvous" in lines[0], lines
+    assert "Traceback" not in err
