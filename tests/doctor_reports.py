@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from nccl_bench.doctor.doctor_report import DoctorHeader, Node
 from nccl_bench.doctor.verdicts import judge
-from nccl_bench.ranks.session import RunFacts
+from nccl_bench.ranks.run_facts import RunFacts
 
 
 def three_node_judgement():

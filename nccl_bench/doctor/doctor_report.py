@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from nccl_bench.doctor import roster, verdicts
-from nccl_bench.ranks.session import RunFacts
+from nccl_bench.ranks.run_facts import RunFacts
 from nccl_bench.results.whole_file import strict_json, write_text_file
 
 DOCTOR_CSV = "doctor.csv"

@@ -23,7 +23,7 @@ from typing import Any, Callable, Protocol, Sequence
 
 from nccl_bench.errors import EXIT_INTERRUPTED, RunFailedError, UserInputError, WriteFailedError
 from nccl_bench.options import OUT, RESULTS_ROOT
-from nccl_bench.ranks import devices, dist, faults, native_output, roll_call, run_owner
+from nccl_bench.ranks import devices, dist, faults, native_output, roll_call, run_facts, run_owner
 from nccl_bench.ranks.deadline import Deadline, DeadlineExceeded
 from nccl_bench.ranks.launch import LOCAL_WORKER_ENV
 from nccl_bench.ranks.layout import LaunchEnv, detect_launch, export_launch_env
@@ -35,12 +35,6 @@ from nccl_bench.units.clock import utc_now_iso
 from nccl_bench.units.passwords import hide_passwords
 
 META_SCHEMA_VERSION = 1
-# Variables that steer NCCL and torch's NCCL process group (watchdog, error handling, flight
-# recorder); the rest of the environment is never recorded.
-RECORDED_ENV_PREFIXES = ("NCCL_", "TORCH_NCCL_", "TORCH_FR_")
-# nccl_bench's own variables share NCCL's prefix but set nothing in NCCL, and one of them (the results
-# store's URL) may hold a password: never recorded.
-OWN_ENV_PREFIX = run_owner.TOOL_ENV_PREFIX
 NO_LAUNCHER = "no rank layout found (run under torchrun, srun or mpirun, or use --workers)"
 
 
@@ -59,30 +53,6 @@ class RunRequest:
     config: dict[str, Any]  # the command's options as meta.json records them
     continues: bool = False  # a later --nccl-env variant: the run folder is the first variant's, kept as it is
     control: bool = False  # the helpers' exchanges on a gloo side group (dist.DistContext.control)
-
-
-@dataclass(frozen=True)
-class RunFacts:
-    """What every command's header says of its run, as the life cycle gathered it (Run.facts)."""
-
-    backend: str
-    launcher: str
-    world_size: int
-    hostnames: tuple[str, ...]  # per rank, in rank order
-    devices: tuple[str, ...]  # per rank, in rank order
-    versions: dict[str, str]
-    run_dir: Path | None
-    # Set-up costs, the slowest rank's, in seconds: init_s, first_op_s, and split_s where a body adds it.
-    timings: dict[str, float] = field(default_factory=dict)
-
-    @property
-    def nodes(self) -> int:
-        return len(set(self.hostnames))
-
-    @property
-    def hosts(self) -> tuple[str, ...]:
-        """Every host once, sorted."""
-        return tuple(sorted(set(self.hostnames)))
 
 
 class Run:
@@ -109,10 +79,11 @@ class Run:
         """Record a set-up cost as the slowest rank's (a collective: every rank calls it, in the same order)."""
         self.timings[key] = dist.max_across_ranks(self.ctx, [seconds])[0]
 
-    def facts(self) -> RunFacts:
+    def facts(self) -> run_facts.RunFacts:
         """The run's facts for a header: known once the common header is gathered (before the body's set-up)."""
-        return RunFacts(self.request.backend, self.launch.launcher, self.launch.world_size, tuple(self.hostnames),
-                        tuple(self.devices), dict(self.versions), self.run_dir, dict(self.timings))
+        return run_facts.RunFacts(self.request.backend, self.launch.launcher, self.launch.world_size,
+                                  tuple(self.hostnames), tuple(self.devices), dict(self.versions), self.run_dir,
+                                  dict(self.timings))
 
     def renew(self, where: str | None = None) -> None:
         """A step starts: it has --timeout from now (no-op outside the measuring phase)."""
@@ -144,7 +115,7 @@ class Run:
             "versions": dict(self.versions),
             # As this rank saw them (not versions: a container's NCCL_VERSION names the NCCL it was
             # built for; versions["nccl"] is the library torch loaded).
-            "env": recorded_env(os.environ),
+            "env": run_facts.recorded_env(os.environ),
             "config": self.request.config,
             "timings": dict(self.timings),
             # Who writes the run (report checks that a "running" one still is) and which elastic attempt.
@@ -183,12 +154,6 @@ def require_launch() -> LaunchEnv:
     if launch is None:
         raise UserInputError("launcher", NO_LAUNCHER)
     return launch
-
-
-def recorded_env(environ) -> dict[str, str]:
-    """NCCL's and torch's settings; not nccl_bench's own variables (the history's URL among them)."""
-    return {k: v for k, v in sorted(environ.items())
-            if k.startswith(RECORDED_ENV_PREFIXES) and not k.startswith(OWN_ENV_PREFIX)}
 
 
 def _device_index(request: RunRequest, launch: LaunchEnv) -> int | None:
@@ -343,7 +308,7 @@ class _LifeCycle:
         import torch
 
         run, ctx = self.run, self.run.ctx
-        device_name = torch.cuda.get_device_name(ctx.device) if ctx.on_gpu else _cpu_name()
+        device_name = torch.cuda.get_device_name(ctx.device) if ctx.on_gpu else run_facts.cpu_name()
         started = time.perf_counter()  # the first collective: NCCL 2.22+ opens its connections here
         per_rank = dist.gather_objects(ctx, (dist.hostname(), device_name, dist.this_machine(os.environ)))
         first_op_s = time.perf_counter() - started if ctx.control is None else _first_op_s(ctx)
@@ -450,14 +415,3 @@ def _first_op_s(ctx: dist.DistContext) -> float:
     except RuntimeError:
         return -1.0
     return time.perf_counter() - started
-
-
-def _cpu_name() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as handle:
-            for line in handle:
-                if line.startswith("model name"):
-                    return "cpu: " + line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return "cpu: " + (platform.processor() or platform.machine())

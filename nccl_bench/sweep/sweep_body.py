@@ -18,7 +18,7 @@ from nccl_bench.errors import RunFailedError, first_line
 from nccl_bench.hardware.expected import System, run_algorithm, yardsticks
 from nccl_bench.hardware.nvls import NVLS_OPS
 from nccl_bench.options import OUT, SWEEP_OPTION
-from nccl_bench.ranks import check, dist, faults, run_owner, session, split
+from nccl_bench.ranks import check, dist, faults, run_facts, run_owner, session, split
 from nccl_bench.ranks.collectives import CALLS, OpArgs, make_buffers
 from nccl_bench.ranks.launch import worker_variant
 from nccl_bench.ranks.nccl_trace import TuningTrace
@@ -130,7 +130,7 @@ class _Sweep:
 
     def _variants(self, status: str) -> dict[str, Any]:
         """meta.json's record of every variant so far: its settings, the workers' NCCL environment, its ending."""
-        this = {"variant": self.variant, "env": session.recorded_env(os.environ), "timings": dict(self.run.timings),
+        this = {"variant": self.variant, "env": run_facts.recorded_env(os.environ), "timings": dict(self.run.timings),
                 "status": status, "rows": len(self.summary.rows)}
         return {"variant": self.variant, "variants": [*self.earlier_variants, this]}
 

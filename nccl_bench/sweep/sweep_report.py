@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from nccl_bench.ranks.session import RunFacts
+from nccl_bench.ranks.run_facts import RunFacts
 from nccl_bench.results.schema import ResultRow
 
 

@@ -33,8 +33,8 @@ LAYERS: dict[str, tuple[int, tuple[str, ...]]] = {
     "options": (3, ("options",)),
     "ranks": (4, ("ranks", "ranks.check", "ranks.collectives", "ranks.deadline", "ranks.devices", "ranks.dist",
                   "ranks.faults", "ranks.launch", "ranks.layout", "ranks.native_output", "ranks.nccl_trace",
-                  "ranks.planted", "ranks.preflight", "ranks.roll_call", "ranks.run_owner", "ranks.runner",
-                  "ranks.session", "ranks.set_up", "ranks.split")),
+                  "ranks.planted", "ranks.preflight", "ranks.roll_call", "ranks.run_facts", "ranks.run_owner",
+                  "ranks.runner", "ranks.session", "ranks.set_up", "ranks.split")),
     # the commands on ranks, each with its config, plan, body and report, placed alike
     "doctor": (5, ("doctor", "doctor.doctor_body", "doctor.doctor_config", "doctor.doctor_entry",
                    "doctor.doctor_report", "doctor.roster", "doctor.schedule", "doctor.verdicts")),

@@ -15,7 +15,7 @@ from types import SimpleNamespace
 import pytest
 
 from nccl_bench.errors import UserInputError
-from nccl_bench.ranks import faults, roll_call, session
+from nccl_bench.ranks import faults, roll_call, run_facts, session
 from nccl_bench.ranks.layout import LaunchEnv
 from nccl_bench.ranks.set_up import SetUp
 from nccl_bench.results.run_folder import read_meta
@@ -151,7 +151,7 @@ def test_recorded_environment_is_nccl_and_torch_nccl_only():
                "TORCH_FR_BUFFER_SIZE": "0", "TORCH_DISTRIBUTED_DEBUG": "OFF", "HF_TOKEN": "secret", "PATH": "/bin",
                ENV_VAR: "postgresql://ci:secret@db/bench",  # the store's URL: no NCCL setting
                "NCCL_BENCH_FAULT": "stall:1"}  # nccl_bench's own variables set nothing in NCCL
-    assert session.recorded_env(environ) == {"NCCL_DEBUG": "INFO", "NCCL_VERSION": "2.28.3-1",
+    assert run_facts.recorded_env(environ) == {"NCCL_DEBUG": "INFO", "NCCL_VERSION": "2.28.3-1",
                                            "TORCH_FR_BUFFER_SIZE": "0", "TORCH_NCCL_ASYNC_ERROR_HANDLING": "2"}
 
 

@@ -1,0 +1,58 @@
+"""What a run's header and meta.json say of it: the facts the life cycle gathers (hosts, devices,
+versions, set-up costs), the environment it records, and the name of a CPU device."""
+
+from __future__ import annotations
+
+import platform
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from nccl_bench.ranks import run_owner
+
+# Variables that steer NCCL and torch's NCCL process group (watchdog, error handling, flight
+# recorder); the rest of the environment is never recorded.
+RECORDED_ENV_PREFIXES = ("NCCL_", "TORCH_NCCL_", "TORCH_FR_")
+# nccl_bench's own variables share NCCL's prefix but set nothing in NCCL, and one of them (the
+# history's URL) may hold a password: never recorded.
+OWN_ENV_PREFIX = run_owner.TOOL_ENV_PREFIX
+
+
+@dataclass(frozen=True)
+class RunFacts:
+    """What every command's header says of its run, as the life cycle gathered it (Run.facts)."""
+
+    backend: str
+    launcher: str
+    world_size: int
+    hostnames: tuple[str, ...]  # per rank, in rank order
+    devices: tuple[str, ...]  # per rank, in rank order
+    versions: dict[str, str]
+    run_dir: Path | None
+    # Set-up costs, the slowest rank's, in seconds: init_s, first_op_s, and split_s where a body adds it.
+    timings: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def nodes(self) -> int:
+        return len(set(self.hostnames))
+
+    @property
+    def hosts(self) -> tuple[str, ...]:
+        """Every host once, sorted."""
+        return tuple(sorted(set(self.hostnames)))
+
+
+def recorded_env(environ) -> dict[str, str]:
+    """NCCL's and torch's settings; not nccl_bench's own variables (the history's URL among them)."""
+    return {k: v for k, v in sorted(environ.items())
+            if k.startswith(RECORDED_ENV_PREFIXES) and not k.startswith(OWN_ENV_PREFIX)}
+
+
+def cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as handle:
+            for line in handle:
+                if line.startswith("model name"):
+                    return "cpu: " + line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "cpu: " + (platform.processor() or platform.machine())
