@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import itertools
 import os
+import signal
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -184,3 +186,20 @@ def mpi(tmp_path_factory):
     """Three simulated hosts node01..node03 for a real `mpirun` (simmpi.MpiHosts): `mpi.mpirun(ARGS)`
     runs `mpirun <agent and TCP options> ARGS` on node01. Shared by a module's tests."""
     yield from start_mpi(tmp_path_factory, 3)
+
+
+# The stop-signal handlers the test process started with: a test whose run ends while signals are
+# held keeps nccl_bench's handler installed (by design: the rank's last line comes first), which must
+# not reach the tests after it.
+_HANDLERS_AT_START = {signum: signal.getsignal(signum)
+                      for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)}
+
+
+@pytest.fixture(autouse=True)
+def stop_signals_as_at_start():
+    yield
+    for signum, handler in _HANDLERS_AT_START.items():
+        signal.signal(signum, handler)
+    faults = sys.modules.get("nccl_bench.ranks.faults")
+    if faults is not None:  # nccl_bench's signal state back to rest
+        faults._signals.held, faults._signals.pending, faults._signals.on_unanswered = False, None, None
