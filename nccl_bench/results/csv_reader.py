@@ -8,7 +8,7 @@ import warnings
 from pathlib import Path
 from typing import Iterator
 
-from nccl_bench.errors import UserInputError
+from nccl_bench.errors import UserInputError, first_line
 from nccl_bench.results.input_lines import ResultsWarning, bounded_lines, open_text
 from nccl_bench.results.run_folder import META_JSON, RESULTS_CSV
 from nccl_bench.results.schema import (
@@ -149,4 +149,4 @@ def _csv_lines(handle, csv_path: Path, option: str) -> Iterator[tuple[int, list[
             if cells:
                 yield start, cells
     except (OSError, UnicodeDecodeError, csv.Error) as exc:
-        raise UserInputError(option, f"cannot parse {csv_path}: {str(exc).strip().splitlines()[0]}") from None
+        raise UserInputError(option, f"cannot parse {csv_path}: {first_line(exc)}") from None
