@@ -9,7 +9,8 @@ the reference runs before it:
     s_between = 1.4826 x median |successive difference of the reference runs' y| / sqrt(2),  dof = diffs / 2
     s_within  = median of the runs' own within-run spread (log sigma of one trial; records.py)
     s         = max(s_between, s_within),  dof += m x min(1, (2 s_within / s_between)^2)  (m runs with a spread)
-    allowed   = max(t(Z_ALARM, dof) x s x sqrt(1 + pi / (2 n)),  -ln(1 - floor))
+    smallest  = -ln(1 - floor) x max(1, SETTLED_RUNS / r)      (r: passing runs the walk has seen before)
+    allowed   = max(t(Z_ALARM, dof) x s x sqrt(1 + pi / (2 n)),  smallest)
     threshold = center - allowed                 (a regression: y < threshold, i.e. busbw < e^threshold)
 
 - Successive differences, not deviations from the median, measure the spread: a slow drift or an
@@ -25,6 +26,10 @@ the reference runs before it:
 - sqrt(1 + pi/(2n)) is the prediction interval's widening for a center that is a median of n runs.
 - floor is the smallest change worth flagging (--floor, a few percent): a quiet series with a MAD of
   0 does not flag a 1% wobble, yet a 10% drop on a fabric whose spread is 1% is flagged at once.
+- The smallest drop flagged is wider while the series is young (SETTLED_RUNS): a few runs that agree
+  with their trials have not yet shown how far whole runs wander (another job's load between runs, a
+  host's clocks), which no trial can see. With 3% it is 11.5% at 3 earlier runs, 8.7% at 4, 5.9% at 6
+  and 3% from 12 on: a 15% drop is flagged at the first judged run, a 10% one from the fifth.
 
 The walk: the series' runs are judged oldest first; a run judged a regression never joins the
 reference of the runs after it, so a lasting change keeps failing until a person accepts it
@@ -59,6 +64,10 @@ MAD_EFFICIENCY = 0.5
 # ((2 within / between)^2): between-run noise that trials cannot see (another job's load) is then
 # judged by the runs alone.
 WITHIN_DOF_PER_RUN = 1.0
+# Until a series has passed this many runs, the smallest drop flagged is the floor x SETTLED_RUNS / runs
+# (in log space). Measured on a tc-shaped link under load (docs/history.md): a run 5.6% slow after four
+# runs that agreed within 0.4% and with their trials, the only alarm of 17 unchanged runs.
+SETTLED_RUNS = 12
 AGREE = 2.0  # runs whose spread is within twice their trials' agree with them (an estimate from few runs)
 ANCHOR_RUNS = 5  # the accepted level: the median of a level's first five runs
 DEPTH_WINDOWS = 3  # the walk reads the newest 3 x window runs: a step is judged against the window before it
@@ -117,15 +126,23 @@ def between_spread(levels: Sequence[Sequence[float]]) -> tuple[float, int]:
     return MAD_TO_SIGMA * median(differences) / math.sqrt(2), len(differences) * MAD_EFFICIENCY
 
 
-def allowed_drop(levels: Sequence[Sequence[float]], noises: Sequence[float], n_center: int, floor: float) -> float:
-    """The log drop below the center a run may show before it is a regression (the module's formula)."""
+def allowed_drop(levels: Sequence[Sequence[float]], noises: Sequence[float], n_center: int, floor: float,
+                 runs_seen: int) -> float:
+    """The log drop below the center a run may show before it is a regression (the module's formula);
+    `runs_seen`: the passing runs before it, the window's and older."""
     spread, dof = between_spread(levels)
     if noises:  # the runs' own spread: evidence in full while the runs agree as well as their trials do
         within = median(noises)
         weight = min(1.0, (AGREE * within / spread) ** 2) if spread > 0 else 1.0
         spread, dof = max(spread, within), dof + WITHIN_DOF_PER_RUN * len(noises) * weight
     allowed = t_quantile(Z_ALARM, dof) * spread * math.sqrt(1 + math.pi / (2 * max(1, n_center)))
-    return max(allowed, -math.log1p(-floor))
+    return max(allowed, smallest_flagged(floor, runs_seen))
+
+
+def smallest_flagged(floor: float, runs: int) -> float:
+    """The log drop below which nothing is flagged: the floor, widened while the series has fewer than
+    SETTLED_RUNS runs (whole runs wander in ways their trials cannot show until there are several)."""
+    return -math.log1p(-floor) * max(1.0, SETTLED_RUNS / max(1, runs))
 
 
 def judge(points: Sequence[Point], window: int, floor: float, anchor: Sequence[Point] = ()) -> Verdict:
@@ -145,7 +162,7 @@ def walk(points: Sequence[Point], window: int, floor: float, anchor: Sequence[Po
             reference.append(point)
             level_anchor = [point]
             continue
-        verdict = _judge_one(point, reference[-window:], level_anchor, floor)
+        verdict = _judge_one(point, reference[-window:], level_anchor, floor, len(reference))
         if verdict.status == REGRESSION:
             start = len(verdicts)
             while start > 0 and verdicts[start - 1].status == REGRESSION:
@@ -160,7 +177,8 @@ def walk(points: Sequence[Point], window: int, floor: float, anchor: Sequence[Po
     return verdicts
 
 
-def _judge_one(point: Point, reference: Sequence[Point], anchor: Sequence[Point], floor: float) -> Verdict:
+def _judge_one(point: Point, reference: Sequence[Point], anchor: Sequence[Point], floor: float,
+               runs_seen: int) -> Verdict:
     if len(reference) < MIN_PRIOR_RUNS:
         center = median([p.busbw_gbps for p in reference]) if reference else None
         return Verdict(TOO_FEW, point, center, None, reference=tuple(reference))
@@ -168,7 +186,8 @@ def _judge_one(point: Point, reference: Sequence[Point], anchor: Sequence[Point]
     current = levels[-1]
     noises = [p.noise for p in (*reference, point) if p.noise is not None]
     center = median([math.log(p.busbw_gbps) for p in current])
-    allowed = allowed_drop([[math.log(p.busbw_gbps) for p in level] for level in levels], noises, len(current), floor)
+    log_levels = [[math.log(p.busbw_gbps) for p in level] for level in levels]
+    allowed = allowed_drop(log_levels, noises, len(current), floor, runs_seen)
     y = math.log(point.busbw_gbps) if point.busbw_gbps > 0 else -math.inf
     anchor_gbps = None
     flagged = DROP if y < center - allowed else ""
@@ -176,8 +195,7 @@ def _judge_one(point: Point, reference: Sequence[Point], anchor: Sequence[Point]
     if anchored:
         anchor_center = median([math.log(p.busbw_gbps) for p in anchored])
         anchor_gbps = math.exp(anchor_center)
-        anchor_allowed = allowed_drop([[math.log(p.busbw_gbps) for p in level] for level in levels], noises,
-                                      len(anchored), floor)
+        anchor_allowed = allowed_drop(log_levels, noises, len(anchored), floor, runs_seen)
         if not flagged and y < anchor_center - anchor_allowed:
             flagged = DRIFT
             center, allowed = anchor_center, anchor_allowed

@@ -199,6 +199,7 @@ def test_dead_peer_reported_within_torchruns_sigterm_grace(tmp_path):
         os.kill(proc.pid, signal.SIGTERM)
         survivor_s = _wait_gone([ranks[0]], 28.0)
         meta = read_meta(out)
+        os.kill(ranks[1], signal.SIGKILL)  # what torchrun's own SIGKILL does 30 s after its SIGTERM
         code = proc.wait(timeout=60)
     finally:
         _thaw_and_cleanup(proc, ranks)

@@ -94,7 +94,8 @@ def test_a_sweep_whose_sqlite_history_is_locked_ends_with_its_own_code_and_the_a
     store = tmp_path / "locked.sqlite"
     holder = _locked_sqlite(store)
     try:
-        done = run_cli([*TINY_SWEEP, "--out", str(tmp_path / "run"), "--history", str(store)], cwd=tmp_path)
+        done = run_cli([*TINY_SWEEP, "--out", str(tmp_path / "run"), "--history", str(store), "--history-wait", "3"],
+                       cwd=tmp_path)
         ended = time.time()
     finally:
         holder.close()
@@ -102,7 +103,7 @@ def test_a_sweep_whose_sqlite_history_is_locked_ends_with_its_own_code_and_the_a
     assert ended - (tmp_path / "run" / "results.csv").stat().st_mtime < 60  # within a minute of its last row
     [warning] = [line for line in done.stderr.splitlines() if "not recorded" in line]
     assert warning == (f"nccl-bench: warning: the run was not recorded in the history ({store}: locked by another "
-                       "writer; gave up after 20 s (--history-wait sets how long)); it is whole in "
+                       "writer; gave up after 3 s (--history-wait sets how long)); it is whole in "
                        f"{tmp_path / 'run'}: " + _add_later_line(tmp_path / "run", str(store)))
     assert f"nccl-bench: waiting for the history {store}: locked by another writer, or busy" in done.stderr
     assert "Traceback" not in done.stderr
