@@ -29,7 +29,7 @@ the reference runs before it:
 - The smallest drop flagged is wider while the series is young (SETTLED_RUNS): a few runs that agree
   with their trials have not yet shown how far whole runs wander (another job's load between runs, a
   host's clocks), which no trial can see. With 3% it is 11.5% at 3 earlier runs, 8.7% at 4, 5.9% at 6
-  and 3% from 12 on: a 15% drop is flagged at the first judged run, a 10% one from the fifth.
+  and 3% from 12 on: a 15% drop is flagged at the first judged run, a 10% one from 4 earlier runs on.
 
 The walk: the series' runs are judged oldest first; a run judged a regression never joins the
 reference of the runs after it, so a lasting change keeps failing until a person accepts it

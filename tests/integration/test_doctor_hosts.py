@@ -119,7 +119,7 @@ def test_healthy_cluster_exit_0(hosts, tmp_path):
 @pytest.mark.integration
 def test_slow_host_is_named_as_a_node_and_kept_so_in_the_history(hosts, tmp_path):
     """A doctor run with one host shaped, recorded by rank 0 into a history: the history shows that
-    host flagged as a node and the others never (tests/unit/history count runs over many)."""
+    host flagged as a node and the others never (tests/cli/test_history_cli.py counts over many runs)."""
     hosts.shape_host(2, SHAPED_RATE)
     store = tmp_path / "history.sqlite"
     codes, report, verdict = _launch(hosts, tmp_path, "mpirun", extra=("--history", str(store)))
