@@ -65,6 +65,9 @@ case "$job" in
       (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq -o DPkg::Lock::Timeout=120 postgresql) >/dev/null 2>&1 || echo "dev.sh: could not install postgresql; the PostgreSQL store tests will skip" >&2
     fi
     "$venv/bin/ruff" check nccl_bench tests benchmarks  # a lint error fails the command before any test runs
-    exec "$py" -m pytest "$@" ;;
+    # In parallel (pytest-xdist): tests that must not run beside their own kind share a worker
+    # (tests/conftest.py: groups). Most integration tests wait on processes, timeouts and links, so
+    # more workers than cores keep both cores busy. NCCL_BENCH_TEST_WORKERS=0 runs the suite serially.
+    exec "$py" -m pytest -n "${NCCL_BENCH_TEST_WORKERS:-4}" --dist loadgroup "$@" ;;
   *) echo "usage: bash scripts/dev.sh sweep|test [options]" >&2; exit 2 ;;
 esac

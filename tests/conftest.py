@@ -203,3 +203,30 @@ def stop_signals_as_at_start():
     faults = sys.modules.get("nccl_bench.ranks.faults")
     if faults is not None:  # nccl_bench's signal state back to rest
         faults._signals.held, faults._signals.pending, faults._signals.on_unanswered = False, None, None
+
+
+# -- parallel groups (pytest-xdist, --dist loadgroup: scripts/dev.sh test) -------------------------------
+# A group's tests run one after another on one worker; the rest spread over every worker. Two kinds:
+# what a module declares with `pytest.mark.xdist_group(...)` (TIMING: a deadline, a signal or a
+# timeout measured in seconds; LINKS: bandwidth through tc-shaped links, which a neighbour's CPU
+# load would move), and what follows from the fixtures a test uses, derived here: a daemon a worker
+# starts once for its session (PostgreSQL), a cluster a module starts (Slurm, Open MPI) or a run
+# that several modules read (shared_sweep) is made on one worker only.
+TIMING, LINKS = "timing", "links"
+FIXTURE_GROUPS = {"postgres_server": "postgresql", "slurm": "slurm", "mpi": "mpi", "shared_sweep": "shared-sweep"}
+
+
+def fixture_group(item: pytest.Item) -> str | None:
+    """The group a test's fixtures put it in, or None; `store_url` needs the server only as postgresql."""
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    if params.get("store_url") == "postgresql":
+        return FIXTURE_GROUPS["postgres_server"]
+    return next((group for name, group in FIXTURE_GROUPS.items() if name in item.fixturenames), None)
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the marks
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        group = fixture_group(item)
+        if group is not None and item.get_closest_marker("xdist_group") is None:
+            item.add_marker(pytest.mark.xdist_group(group))

@@ -21,6 +21,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 _SERVER = r"""
@@ -78,6 +79,7 @@ class _Server:
                                      text=True, env=env, cwd=cwd)
         self.folder = Path(tempfile.mkdtemp(prefix="forked-cli-"))
         self.count = 0
+        self.unread = b""  # replies read from the pipe but not yet taken: see _reply
 
     def run(self, module: str, argv: list[str], cwd: Path, env: dict[str, str], address_space: int | None,
             timeout: float) -> subprocess.CompletedProcess:
@@ -98,12 +100,19 @@ class _Server:
                                            err.read_text())
 
     def _reply(self, timeout: float) -> dict:
-        ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
-        if not ready:
-            raise subprocess.TimeoutExpired(self.proc.args, timeout)
-        line = self.proc.stdout.readline()
-        if not line:
-            raise RuntimeError(f"the forked-cli server ended (exit {self.proc.wait()})")
+        """The server's next reply line. Read from the descriptor, never through a buffered file: a child
+        that ends at once makes both of its lines (pid, code) arrive together, and a buffered readline
+        would keep the second where select() cannot see it, waiting out the timeout for a reply that came."""
+        deadline = time.monotonic() + timeout
+        while b"\n" not in self.unread:
+            ready, _, _ = select.select([self.proc.stdout], [], [], max(0.0, deadline - time.monotonic()))
+            if not ready:
+                raise subprocess.TimeoutExpired(self.proc.args, timeout)
+            chunk = os.read(self.proc.stdout.fileno(), 1 << 16)
+            if not chunk:
+                raise RuntimeError(f"the forked-cli server ended (exit {self.proc.wait()})")
+            self.unread += chunk
+        line, self.unread = self.unread.split(b"\n", 1)
         return json.loads(line)
 
     def close(self) -> None:

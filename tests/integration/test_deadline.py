@@ -25,7 +25,7 @@ from nccl_bench.results.run_folder import read_meta
 from tests.conftest import REPO, worker_env
 from tests.forked_cli import run_forked
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("timing")]
 
 TIMEOUT_S = 2.0
 OPTIONS = ["--op", "all_reduce", "--sizes", "1K,2K,4K,8K", "--iters", "20", "--warmup", "1",

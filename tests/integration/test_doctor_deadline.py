@@ -20,7 +20,7 @@ import pytest
 from nccl_bench.results.run_folder import read_meta
 from tests.conftest import child_pids, rank_of, worker_env
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("timing")]
 
 TIMEOUT_S = 5.0
 # Enough samples that the doctor is still measuring when rank 1 is stopped.

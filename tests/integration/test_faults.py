@@ -24,6 +24,8 @@ from nccl_bench.results.csv_reader import read_rows
 from nccl_bench.results.run_folder import read_meta
 from tests.conftest import child_pids, rank_of
 
+pytestmark = pytest.mark.xdist_group("timing")
+
 # Enough small points that the sweep is still running when the fault lands, each one quick.
 SWEEP = ["--op", "all_reduce", "--min-bytes", "1K", "--max-bytes", "64M", "--iters", "20", "--warmup", "1"]
 # Process start, teardown and torchrun's 0.1 s monitor on 2 shared, busy cores.

@@ -19,7 +19,7 @@ from nccl_bench.results.run_folder import read_meta, write_meta
 from tests.conftest import run_cli, worker_env
 from tests.result_rows import write_run
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("timing")]
 
 TINY_SWEEP = ["sweep", "--workers", "2", "--sizes", "1M", "--trials", "3", "--min-sample-ms", "50", "-w", "2"]
 

@@ -23,7 +23,7 @@ from nccl_bench.results.csv_reader import read_rows
 from nccl_bench.results.run_folder import read_meta
 from tests.conftest import run_cli, worker_env
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("timing")]
 
 # Enough small points that the sweep is still running when the signal lands.
 SWEEP = ["sweep", "--op", "all_reduce", "--sizes", "1K,2K,4K,8K,16K,32K,64K,128K", "--iters", "20",

@@ -14,9 +14,13 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from nccl_bench.ranks.planted import FAULT_ENV
 from tests.conftest import REPO, child_pids, worker_env
 from tests.forked_cli import run_forked
+
+pytestmark = pytest.mark.xdist_group("timing")
 
 SWEEP = ["sweep", "--workers", "2", "--op", "all_reduce", "--sizes", "1K", "--iters", "2", "--warmup", "0"]
 ORPHAN_LIMIT_S = 15  # the ranks poll their parent every 0.5 s; the rest is their ending on a loaded host

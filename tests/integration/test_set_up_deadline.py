@@ -25,7 +25,7 @@ from nccl_bench.ranks import faults, planted, set_up
 from nccl_bench.ranks.dist import DEFAULT_PG_PREFIX
 from tests.conftest import REPO, worker_env
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("timing")]
 
 TIMEOUT_S = 10.0
 # After the bound the ranks promise: a process's own exit (torch's teardown, a loaded machine's

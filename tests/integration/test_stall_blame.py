@@ -20,7 +20,7 @@ from nccl_bench.results.csv_reader import read_rows
 from nccl_bench.results.run_folder import read_meta
 from tests.conftest import run_cli, run_torchrun
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("timing")]
 
 TIMEOUT_S = 2.0
 SWEEP = ["sweep", "--op", "all_reduce", "--sizes", "1K,2K", "--iters", "5", "--warmup", "1",
