@@ -1,4 +1,4 @@
-"""The run life cycle every command on ranks goes through (sweep, doctor): one copy, so a fix fixes all.
+"""The run life cycle every command on ranks goes through (sweep, doctor, replay): one copy, a fix fixes all.
 
 In order, on every rank: the launcher's layout; the device this rank uses and a memory check for the
 buffers; the run folder (rank 0; removed again if nothing was written to it); signals as
@@ -42,12 +42,12 @@ NO_LAUNCHER = "no rank layout found (run under torchrun, srun or mpirun, or use 
 class RunRequest:
     """What the life cycle needs from a command before any process group exists."""
 
-    command: str  # sweep | doctor: in meta.json and in "setting up the <command> failed"
+    command: str  # sweep | doctor | replay: in meta.json and in "setting up the <command> failed"
     backend: str  # already chosen and checked (devices.choose_backend, check_backend_built)
     timeout_s: float
     out: Path | None
     results_root: Path
-    folder_label: Sequence[str]  # words of the default folder name (the ops, or "doctor")
+    folder_label: Sequence[str]  # words of the default folder name (the ops, "doctor", "replay")
     bytes_per_rank: int  # buffers this rank allocates, for the memory check
     size_option: str  # the option that makes the buffers large (named when memory is short)
     config: dict[str, Any]  # the command's options as meta.json records them
