@@ -1,6 +1,6 @@
-"""The one path of every command that runs on ranks (sweep, doctor): under a launcher this process is a
-rank and runs its part here; without one it starts local workers (cli/local_workers.py) that come back
-here under the elastic launcher. The process that speaks for the run records it in the history.
+"""The one path of every command that runs on ranks (sweep, doctor, replay): under a launcher this
+process is a rank and runs its part here; without one it starts local workers (cli/local_workers.py)
+that come back here under the elastic launcher. The process that speaks for the run records it in the history.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ class Ran:
 class OnRanks:
     """A command that runs on ranks, as the one path needs it."""
 
-    what: str  # "sweep", "doctor": how messages name the run
+    what: str  # "sweep", "doctor", "replay": how messages name the run
     refuse_early: Callable[[int], tuple[str, list[str]]]  # local workers -> backend, notes; raises what ranks would
     run_here: Callable[[LaunchEnv], Ran]  # under a launcher: this rank's part (rank 0's folder, the verdict)
     out: Optional[Path]

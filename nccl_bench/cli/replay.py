@@ -27,10 +27,10 @@ def replay_command(**given: Any) -> None:
     """A job's collectives from its PyTorch profiler traces, the costliest first; under a launcher or --workers, replayed here beside the job's times."""  # noqa: E501
     workers = read_given(WORKERS, given[WORKERS.key])
     from nccl_bench.render.formats import check_output_file  # what a replay needs loads with it, never for --help
-    from nccl_bench.replay.replay_entry import plan_replay
+    from nccl_bench.replay.replay_entry import read_replay_job
 
     json_path = check_output_file(read_given(JSON_FILE, given[JSON_FILE.key]), JSON_FILE.name)
-    job = plan_replay(given)
+    job = read_replay_job(given)
     if workers is None and detect_launch() is None:  # no ranks: the profile is the answer
         _say(job, job.profile, json_path, replayed=False)
         return

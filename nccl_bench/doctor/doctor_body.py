@@ -226,9 +226,11 @@ class _Doctor:
 
     def _node_group(self):
         """This host's ranks as a process group (None for a host of one rank), made once: one group
-        per host of several ranks, N groups, not one per pair (dist.sub_group makes them, each with the
+        per host of several ranks, N groups, not one per pair (dist.make_groups makes them, each with the
         default group's timeout, so gloo ends a stalled op at --timeout as in the sweep)."""
-        return dist.sub_group(self.ctx, [node.ranks for node in self.nodes if len(node.ranks) > 1]).group
+        made = dist.make_groups(self.ctx, [node.ranks for node in self.nodes if len(node.ranks) > 1])
+        mine = made.get(self.my_node.ranks)
+        return None if mine is None else mine.group
 
     def _samples(self, call: Callable[[], None] | None, meet: Callable[[], None] | None) -> list[list[float]]:
         """Every rank's sample times (seconds); NaN for a rank that sat the measurement out.

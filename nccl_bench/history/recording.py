@@ -1,7 +1,7 @@
-"""A finished sweep or doctor run recorded in the history: where (`--history`, else $NCCL_BENCH_HISTORY,
-else <results-root>/history.sqlite) and how long to wait for it (--history-wait), decided before the
-run so a bad URL fails at once; then the record, which never fails the run. Prints nothing but the
-wait's note: the CLI says what the outcome says.
+"""A finished run of a command on ranks (sweep, doctor, replay) recorded in the history: where
+(`--history`, else $NCCL_BENCH_HISTORY, else <results-root>/history.sqlite) and how long to wait for it
+(--history-wait), decided before the run so a bad URL fails at once; then the record, which never fails
+the run. Prints nothing but the wait's note: the CLI says what the outcome says.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""A CPU-side deadline on every step of a point: past --timeout without progress, abort the process group.
+"""A CPU-side deadline on every step that waits on other ranks (a sweep or replay point's, a doctor
+measurement's, a set-up step's): past --timeout without progress, abort every process group.
 
 Why torch's own timeout is not enough on NCCL (torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp, 2.11):
 - the watchdog thread sees a collective older than the group's timeout, then sleeps

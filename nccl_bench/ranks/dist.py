@@ -1,6 +1,6 @@
 """The process group (made and destroyed in one place, aborted from any thread) and cross-rank helpers.
 
-Launcher layouts are in ranks/launchers.py, backend and device choice in ranks/devices.py, and the
+Launcher layouts are in ranks/layout.py, backend and device choice in ranks/devices.py, and the
 store notes that name a failed rank in ranks/roll_call.py.
 """
 
@@ -11,12 +11,13 @@ import datetime as _dt
 import os
 import socket
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator, Protocol
 
 from nccl_bench.ranks import devices
 from nccl_bench.ranks.devices import device_kind, nccl_env_to_set, passes_device_id
 from nccl_bench.ranks.layout import LaunchEnv, export_launch_env
 from nccl_bench.ranks.native_output import HeldOutput, backend_diagnostics, backend_error_text
+from nccl_bench.ranks.split import brief_ranks_text
 
 # NCCL's own watchdog gets this much longer than the rank's deadline (ranks/deadline.py), so that the
 # deadline always acts first and the watchdog never starts its pre-abort sleep under it.
@@ -24,6 +25,33 @@ NCCL_WATCHDOG_LAG_S = 10.0
 # How long an unclean exit waits for its abort before it goes on to report: ncclCommAbort returns
 # at once, or it does not return at all.
 ABORT_WAIT_S = 5.0
+
+
+class SetUpWatch(Protocol):
+    """What the process group and its sub-groups need of the rank's set-up watch: a deadline on each
+    step from the rendezvous to the group's destruction, and the roll call's line when one fails.
+    ranks/set_up.SetUp is the one there is; it imports this module, so dist names it by what it does."""
+
+    def start(self, rank: int, world_size: int, timeout_s: float, release_output: Callable[[], None]) -> None:
+        """The first step starts now; release_output gives the terminal back before the watchdog reports."""
+
+    def join_store(self, launch: LaunchEnv, timeout_s: float, group_timeout_s: float, held: Any) -> Any:
+        """The rendezvous store, once every rank has registered in it."""
+
+    def step(self, where: str) -> None:
+        """A step starts, named `where` in a failure's line: it has --timeout from now (no-op once set-up is over)."""
+
+    def ready(self, notes_store: Any) -> None:
+        """This rank's process group exists; the roll call's notes live in notes_store from now on."""
+
+    def start_failed(self, cause: str, timeout_s: float) -> Exception:
+        """The failure to raise when the process group could not start, naming who is missing."""
+
+    def close(self) -> None:
+        """The main thread is back: no watchdog."""
+
+    def tear_down(self) -> None:
+        """The process group is destroyed next: a step of its own."""
 
 
 @dataclass(frozen=True)
@@ -48,8 +76,8 @@ class DistContext:
     store: Any = None
     # NCCL: TORCH_NCCL_ASYNC_ERROR_HANDLING's value, who chose it and why (devices.error_handling; meta.json)
     error_handling: dict | None = None
-    # The rank's set-up watch (ranks/set_up.SetUp): sub-groups made during set-up renew its deadline.
-    set_up: Any = None
+    # The rank's set-up watch: each sub-group made during set-up is a step of its own (make_groups).
+    set_up: SetUpWatch | None = None
 
     @property
     def on_gpu(self) -> bool:
@@ -84,7 +112,7 @@ DEFAULT_PG_PREFIX = "default_pg"
 
 @contextlib.contextmanager
 def process_group(launch: LaunchEnv, backend: str, timeout_s: float, device_index: int | None = None,
-                  control: bool = False, *, set_up: Any) -> Iterator[DistContext]:
+                  control: bool = False, *, set_up: SetUpWatch) -> Iterator[DistContext]:
     """The one place a process group is created and destroyed (also on error or interrupt).
 
     control: also make a gloo group for the helpers' own exchanges (DistContext.control).
@@ -221,28 +249,38 @@ def waited_text(timeout_s: float, group_timeout_s: float) -> str:
             "that NCCL's group is given so the rank's deadline acts first)")
 
 
-def sub_group(ctx: DistContext, members: list[tuple[int, ...]]) -> DistContext:
-    """Every group of `members` made once, by every rank, in order; this rank's group as a context.
+def make_groups(ctx: DistContext, members: list[tuple[int, ...]]) -> dict[tuple[int, ...], DistContext]:
+    """Every group of `members` (global ranks, in rank order) made once, by every rank, in the order
+    given; this rank's own groups as contexts, by their ranks.
 
-    Every rank creates every group: NCCL splits a group from the world communicator, which all
-    ranks must enter (torch's new_group docs), so a group made by its members alone would hang.
-    Within the context, rank and world_size are the group's, and the helpers below stay in it.
+    Every rank creates every group, those it is not in too: NCCL splits a group from the world
+    communicator, which all ranks must enter (torch's new_group docs), so a group made by its members
+    alone would hang. Each group has the default group's timeout, and a gloo side group where the world
+    has one. Within a group's context, rank and world_size are the group's and the helpers below stay
+    in it. During set-up each group is a step of its own, named with its ranks, so that a stall names
+    the group it stalled in.
     """
     import dataclasses
 
     import torch.distributed as dist
 
-    mine = ctx
-    for index, ranks in enumerate(members):
-        if ctx.set_up is not None:  # a step of the set-up's each (no-op once measuring)
-            ctx.set_up.step(f"making sub-group {index + 1} of {len(members)}")
+    groups = list(dict.fromkeys(members))  # a group named twice is made once
+    mine = {}
+    for index, ranks in enumerate(groups):
+        if ctx.set_up is not None:  # a no-op once set-up is over (the doctor makes its groups while measuring)
+            ctx.set_up.step(group_step(index, len(groups), ranks))
         handle = dist.new_group(list(ranks), timeout=ctx.group_timeout())
         side = None if ctx.control is None else dist.new_group(list(ranks), timeout=ctx.group_timeout(),
                                                                 backend="gloo")
         if ctx.rank in ranks:
-            mine = dataclasses.replace(ctx, rank=ranks.index(ctx.rank), world_size=len(ranks), group=handle,
-                                       control=side)
+            mine[ranks] = dataclasses.replace(ctx, rank=ranks.index(ctx.rank), world_size=len(ranks), group=handle,
+                                              control=side)
     return mine
+
+
+def group_step(index: int, count: int, ranks: tuple[int, ...]) -> str:
+    """'making sub-group 2 of 8 (ranks 1,9)': the set-up step of the group at `index` (from 0)."""
+    return f"making sub-group {index + 1} of {count} (ranks {brief_ranks_text(ranks)})"
 
 
 def _exchange(ctx: DistContext):

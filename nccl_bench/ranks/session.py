@@ -1,4 +1,4 @@
-"""The run life cycle every command on ranks goes through (sweep, doctor): one copy, so a fix fixes all.
+"""The run life cycle every command on ranks goes through (sweep, doctor, replay): one copy, a fix fixes all.
 
 In order, on every rank: the launcher's layout; the device this rank uses and a memory check for the
 buffers; the run folder (rank 0; removed again if nothing was written to it); signals as
@@ -42,12 +42,12 @@ NO_LAUNCHER = "no rank layout found (run under torchrun, srun or mpirun, or use 
 class RunRequest:
     """What the life cycle needs from a command before any process group exists."""
 
-    command: str  # sweep | doctor: in meta.json and in "setting up the <command> failed"
+    command: str  # sweep | doctor | replay: in meta.json and in "setting up the <command> failed"
     backend: str  # already chosen and checked (devices.choose_backend, check_backend_built)
     timeout_s: float
     out: Path | None
     results_root: Path
-    folder_label: Sequence[str]  # words of the default folder name (the ops, or "doctor")
+    folder_label: Sequence[str]  # words of the default folder name (the ops, "doctor", "replay")
     bytes_per_rank: int  # buffers this rank allocates, for the memory check
     size_option: str  # the option that makes the buffers large (named when memory is short)
     config: dict[str, Any]  # the command's options as meta.json records them
@@ -61,6 +61,7 @@ class Run:
     def __init__(self, request: RunRequest, launch: LaunchEnv, run_dir: Path | None):
         self.request, self.launch, self.run_dir = request, launch, run_dir
         self.ctx: dist.DistContext | None = None
+        self.set_up: SetUp | None = None  # the set-up watch, from the process group on
         self.hostnames: list[str] = []
         self.devices: list[str] = []
         self.versions: dict[str, str] = {}
@@ -190,11 +191,12 @@ def _execute(request: RunRequest, body: RunBody, on_stuck: Callable[[RunFailedEr
     run_dir, made = _run_folder(request) if launch.rank == 0 else (None, False)
     run = Run(request, launch, run_dir)
     run.watch = watch
+    run.set_up = SetUp(request.command, on_stuck)
     try:
         with faults.signals_raise_interrupted():
             started = time.perf_counter()
             with dist.process_group(launch, request.backend, request.timeout_s, device_index,
-                                    request.control, set_up=SetUp(request.command, on_stuck)) as ctx:
+                                    request.control, set_up=run.set_up) as ctx:
                 run.ctx, run.own_init_s = ctx, time.perf_counter() - started
                 roll_call.publish_process(ctx.rank)
                 _LifeCycle(run, body, on_stuck).go()
@@ -254,7 +256,7 @@ class _LifeCycle:
     def go(self) -> None:
         run, body = self.run, self.body
         try:
-            with run.ctx.set_up.until_done():
+            with run.set_up.until_done():
                 self._describe()
                 body.set_up(run)
         except UserInputError:  # what the layout cannot do, seen alike by every rank: refused, not failed
@@ -299,7 +301,7 @@ class _LifeCycle:
         reason = faults.name_timeout(native_output.backend_error_text(exc), run.request.timeout_s)
         roll_call.mark_leaving(run.ctx, f"setting up the {run.request.command} failed on rank {run.ctx.rank}: "
                                         f"{reason}")  # for a peer already measuring (faults reads it)
-        failure = run.ctx.set_up.failure(reason)
+        failure = run.set_up.failure(reason)
         signalled = faults.pending_signal()
         return failure if signalled is None else faults.Interrupted(signalled, began=False)
 

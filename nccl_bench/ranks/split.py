@@ -14,6 +14,10 @@ from dataclasses import dataclass
 from nccl_bench.options import SWEEP_OPTION
 from nccl_bench.units.split_spec import Split
 
+# A line that names a group's ranks lists at most this many (a rail of 64 hosts has 64 ranks); a longer
+# list keeps its first and last ranks and says how many there are.
+BRIEF_RANKS = 8
+
 
 @dataclass(frozen=True)
 class Group:
@@ -41,8 +45,21 @@ def _colours(split: Split, hostnames: list[str]) -> list[tuple[str, int]]:
 
 def ranks_text(ranks: tuple[int, ...]) -> str:
     """'2-5' for a run of more than two consecutive ranks, else '0,2': how a group's ranks are written."""
-    consecutive = list(ranks) == list(range(ranks[0], ranks[0] + len(ranks)))
-    return f"{ranks[0]}-{ranks[-1]}" if consecutive and len(ranks) > 2 else ",".join(map(str, ranks))
+    return f"{ranks[0]}-{ranks[-1]}" if _one_run(ranks) else ",".join(map(str, ranks))
+
+
+def brief_ranks_text(ranks: tuple[int, ...]) -> str:
+    """ranks_text cut to fit a line: past BRIEF_RANKS ranks that are not one run, the first few and the
+    last two, with the count ('0,8,16,...,496,504 (64 ranks)')."""
+    if _one_run(ranks) or len(ranks) <= BRIEF_RANKS:
+        return ranks_text(ranks)
+    head, tail = ranks[:3], ranks[-2:]
+    return f"{','.join(map(str, head))},...,{','.join(map(str, tail))} ({len(ranks)} ranks)"
+
+
+def _one_run(ranks: tuple[int, ...]) -> bool:
+    """More than two ranks, each the one before plus 1."""
+    return len(ranks) > 2 and list(ranks) == list(range(ranks[0], ranks[0] + len(ranks)))
 
 
 def groups(split: Split, hostnames: list[str]) -> list[Group]:

@@ -75,13 +75,9 @@ class _Replay:
         self.summary.run_dir = run.run_dir
         ctx = run.ctx
         world = tuple(range(ctx.world_size))
-        for ranks in self.plan.groups:  # every rank makes every group, in the same order
-            if ranks == world:
-                self.contexts[ranks] = ctx
-                continue
-            made = dist.sub_group(ctx, [ranks])
-            if ctx.rank in ranks:
-                self.contexts[ranks] = made
+        self.contexts = dist.make_groups(ctx, [ranks for ranks in self.plan.groups if ranks != world])
+        if world in self.plan.groups:  # the world's points run in the default group itself
+            self.contexts[world] = ctx
 
     def meta(self) -> dict[str, Any]:
         return {"source": self.plan.source, "points": len(self.plan.points), "notes": list(self.plan.left_out)}

@@ -1,10 +1,11 @@
-"""The replay as the CLI calls it: `plan_replay` reads the traces into the job's profile and makes the
+"""The replay as the CLI calls it: `read_replay_job` reads the traces into the job's profile and makes the
 job; the job refuses what the ranks would refuse (a group larger than the launch) before any starts,
 runs on this rank, and reads a finished run back beside the profile.
 
-Every call the command makes into replay/ is `plan_replay` or a method of its ReplayJob (placed as
-sweep/sweep_entry.py's and doctor/doctor_entry.py's). The body and torch load inside the methods that
-use them; the CLI imports this module when the command runs, never for `--help`.
+Every call the command makes into replay/ is `read_replay_job` or a method of its ReplayJob (placed as
+sweep/sweep_entry.py's and doctor/doctor_entry.py's), and the profile's JSON (replay/profile.py) it
+writes. The body and torch load inside the methods that use them; the CLI imports this module when the
+command runs, never for `--help`.
 """
 
 from __future__ import annotations
@@ -17,8 +18,7 @@ from nccl_bench.errors import RunFailedError
 from nccl_bench.options import ENVELOPE, TRACES
 from nccl_bench.replay.profile import Profile, profile_traces, with_replay
 from nccl_bench.replay.replay_config import ReplayConfig, build_config
-from nccl_bench.replay.replay_plan import ReplayPlan, refuse_too_few_ranks, replayed_trace
-from nccl_bench.replay.replay_plan import plan_replay as plan_points
+from nccl_bench.replay.replay_plan import ReplayPlan, points_for_launch, refuse_too_few_ranks, replayed_trace
 from nccl_bench.replay.trace_reader import RankTrace, read_trace
 from nccl_bench.results.schema import ResultRow
 
@@ -41,7 +41,7 @@ class ReplayJob:
 
     def points(self, world_size: int) -> ReplayPlan:
         """The points on `world_size` ranks; a group larger than that is refused (exit 2)."""
-        return plan_points(self.replayed, world_size)
+        return points_for_launch(self.replayed, world_size)
 
     def preflight(self, workers: int) -> tuple[str, list[str]]:
         """Without a launcher, before `workers` local ranks start: a group they cannot hold, the backend,
@@ -68,7 +68,7 @@ class ReplayJob:
         return with_replay(self.profile, read_run(run_dir, "run").rows)
 
 
-def plan_replay(given: Mapping[str, Any]) -> ReplayJob:
+def read_replay_job(given: Mapping[str, Any]) -> ReplayJob:
     """The command line's values -> the job: every trace read (one line, exit 2, for one that is no
     trace or holds no collective) and profiled; --envelope's rows read."""
     config = build_config(given)

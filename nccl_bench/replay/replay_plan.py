@@ -102,7 +102,7 @@ def launch_ranks(call: CollectiveCall, world_size: int) -> tuple[int, ...]:
     return tuple(range(size))
 
 
-def plan_replay(trace: RankTrace, world_size: int) -> ReplayPlan:
+def points_for_launch(trace: RankTrace, world_size: int) -> ReplayPlan:
     """The points of `trace` on a launch of `world_size` ranks; UserInputError where a group does not fit."""
     refuse_too_few_ranks(trace, world_size)
     found: dict[tuple, list[CollectiveCall]] = {}

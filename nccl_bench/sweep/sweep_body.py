@@ -176,11 +176,11 @@ class _Sweep:
         except ValueError as exc:
             raise RunFailedError(str(exc)) from None
         started = time.perf_counter()
-        op_ctx = dist.sub_group(self.ctx, [group.ranks for group in self.groups])
+        made = dist.make_groups(self.ctx, [group.ranks for group in self.groups])
         run.time_set_up("split_s", time.perf_counter() - started)
         [mine] = [group for group in self.groups if self.ctx.rank in group.ranks]
         self.group_name = mine.name
-        return op_ctx, mine.ranks, len({run.hostnames[rank] for rank in mine.ranks})
+        return made[mine.ranks], mine.ranks, len({run.hostnames[rank] for rank in mine.ranks})
 
     def _nvswitch(self) -> bool | None:
         """Rank 0 on GPUs, the whole world: whether the GPUs sit behind an NVSwitch (a busbw above the

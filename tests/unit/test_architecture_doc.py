@@ -1,15 +1,18 @@
 """What docs/architecture.md says of the code, checked on the source: every module on its map exists
-and every module is on it; its import diagram is test_architecture's LAYERS; who prints, who writes
-to stderr, who writes files, who ends the process, where pandas is imported.
+and every module is on it; every module, path and name it gives in backticks exists; its import
+diagram is test_architecture's LAYERS; who prints, writes to stderr, writes files, opens the history,
+reads a clock, ends the process, imports pandas or the rendering libraries.
 
-The modules allowed to do each thing are named below, each with the reason it may. A module that
-moves, or stops doing it, is one entry to change here and one sentence in docs/architecture.md.
+Nothing here lists modules: each test finds on the source who does a thing and compares that with the
+modules the page names for it, so a module that starts or stops doing it fails here until the page
+says so.
 """
 
 from __future__ import annotations
 
 import ast
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -19,31 +22,8 @@ from tests.unit.test_architecture import LAYERS
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "nccl_bench"
 DOC = ROOT / "docs" / "architecture.md"
-
-# Modules that print (stdout or stderr): the CLI, and render/live.py for rank 0's live output.
-PRINTS = ("cli.", "render.live")
-# Modules that write lines to stderr themselves: the one printer of notes, warnings and errors.
-STDERR = {"cli.messages"}
-# Writes to the process's stdout/stderr file descriptors underneath Python's streams.
-RAW_OUTPUT = {
-    "ranks.native_output": "gives back what torch's and NCCL's C++ code wrote to stdout and stderr while the "
-                           "rendezvous held them",
-}
-# Modules that open, create, replace or rename files, and why.
-FILE_WRITERS = {
-    "results.whole_file": "the whole-file writer (reports, exports, plots, meta.json, --prom, --exclude-file), "
-                          "GitHub's step summary appended",
-    "results.csv_appender": "results.csv and doctor.csv appended row by row",
-    "results.run_folder": "the run folder made and claimed (its .claim file, made with O_EXCL)",
-    "sweep.saved_baselines": "a baseline folder copied beside its name and renamed into place",
-    "ranks.native_output": "an unnamed temporary file that holds stderr during the rendezvous",
-    "cli.streams": "/dev/null opened in place of a closed stdout",
-    "ranks.nccl_trace": "--nccl-trace: rank 0's NCCL log (NCCL writes it) moved into the run folder as the run ends",
-}
-# Figures are drawn into memory only here (plots.figure_bytes); the bytes go to results' writer.
-SAVEFIG = {"render.plots"}
-# The functions that import pandas (analysis only; never a command's path).
-PANDAS_FUNCTIONS = {"rows_to_frame"}
+TEXT = DOC.read_text(encoding="utf-8")
+FLAT = " ".join(TEXT.split())  # the page's sentences, whatever their line breaks
 
 _WRITE_MODE = re.compile(r"[wax+]")
 _WRITE_FLAGS = {"O_WRONLY", "O_RDWR", "O_APPEND", "O_CREAT", "O_TRUNC"}
@@ -62,6 +42,50 @@ def _modules() -> dict[str, ast.Module]:
 
 
 MODULES = _modules()
+
+
+def _bullet(title: str) -> str:
+    """The text of the page's bullet `- **title**...`, up to the next bullet, heading or blank line."""
+    found = re.search(rf"^- \*\*{re.escape(title)}\*\*(.*?)(?=^- \*\*|^#|^\s*$)", TEXT, re.S | re.M)
+    assert found, f"docs/architecture.md has no bullet **{title}**"
+    return " ".join(found.group(1).split())
+
+
+def _between(text: str, start: str, end: str | None = None) -> str:
+    """The part of `text` after `start` ('': from its beginning) and before `end`."""
+    assert start in text, start
+    after = text.split(start, 1)[1] if start else text
+    if end is not None:
+        assert end in after, end
+        after = after.split(end, 1)[0]
+    return after
+
+
+def _module_of(token: str) -> str | None:
+    """The module or package a backticked path names: 'cli/' -> 'cli', 'render/live.py' and
+    'render/live.write_prom' -> 'render.live', 'comparison.py' -> 'comparison'; None for anything else."""
+    token = token.split("(", 1)[0]
+    folder, _, rest = token.rpartition("/")
+    if not rest:
+        return folder.replace("/", ".") if folder else None
+    if not folder and not rest.endswith(".py"):
+        return None
+    name = ".".join(part for part in (folder.replace("/", "."), rest.split(".", 1)[0]) if part)
+    return name if name in MODULES else None
+
+
+def _named(text: str) -> set[str]:
+    """Every module and package that `text` names as a backticked path (a folder, a .py, a module's name)."""
+    return {module for token in re.findall(r"`([^`]+)`", text) if (module := _module_of(token)) is not None}
+
+
+def _under(module: str, names: set[str]) -> bool:
+    return any(module == name or module.startswith(name + ".") for name in names)
+
+
+def _backticked(text: str) -> list[str]:
+    return re.findall(r"`([^`]+)`", text)
+
 
 
 def _dotted(node: ast.AST) -> str:
@@ -130,23 +154,40 @@ def _who(predicate) -> set[str]:
             if any(isinstance(node, ast.Call) and predicate(node) for node in ast.walk(tree))}
 
 
-def test_only_the_cli_and_render_live_print():
-    printers = _who(_prints)
-    assert {m for m in printers if not m.startswith(PRINTS)} == set(RAW_OUTPUT)
-    assert "render.live" in printers and "cli.messages" in printers
+def _raw_output(call: ast.Call) -> bool:
+    """A write to the process's stdout or stderr file descriptor, underneath Python's streams."""
+    return _dotted(call.func) == "os.write" and _fd(call) in (1, 2)
 
 
-def test_every_stderr_line_goes_through_cli_messages():
-    assert _who(_to_stderr) == STDERR | set(RAW_OUTPUT)
+def test_only_the_modules_named_print():
+    printing = _bullet("Printing")
+    says = _named(_between(printing, "only", " print."))
+    printers = _who(_prints) - _who(_raw_output)
+    assert sorted(m for m in printers if not _under(m, says)) == []
+    assert {m for m in _named(printing) if "." in m} <= printers  # each module named (not a folder) prints
+
+
+def test_every_stderr_line_goes_through_the_modules_named():
+    stderr = _bullet("stderr")
+    assert _who(_to_stderr) == _named(stderr)
+    assert _who(_raw_output) == _named(_between(stderr, "underneath:"))
 
 
 def test_who_writes_files():
-    assert _who(_writes_file) == set(FILE_WRITERS)
+    assert _who(_writes_file) == _named(_between(_bullet("Files"), "The modules that write files"))
 
 
 def test_no_render_module_opens_a_file():
+    files = _bullet("Files")
+    assert "no module of `render/` opens a file" in files
     assert {m for m in _who(_writes_file) if m.startswith("render.")} == set()
-    assert _who(lambda call: _dotted(call.func).endswith(".savefig")) == SAVEFIG
+    [drawer] = re.findall(r"`([^`]+)`, the one call of `savefig`", files)
+    assert _who(lambda call: _dotted(call.func).endswith(".savefig")) == {_module_of(drawer)}
+
+
+def test_one_module_opens_the_history():
+    opens = _who(lambda call: _dotted(call.func) in ("sqlite3.connect", "psycopg.connect"))
+    assert opens == _named(_between(_bullet("The history"), "", "is the one module"))
 
 
 def test_only_the_cli_ends_the_process():
@@ -154,16 +195,17 @@ def test_only_the_cli_ends_the_process():
     assert enders and all(module.startswith("cli.") for module in enders), enders
 
 
-def test_pandas_is_imported_only_inside_the_frame_functions():
+def test_pandas_is_imported_only_inside_the_functions_named():
     importers = set()
-    for tree in MODULES.values():
+    for module, tree in MODULES.items():
         for function in (n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))):
             for node in ast.walk(function):
                 names = [a.name for a in node.names] if isinstance(node, ast.Import) else (
                     [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
                 if any(name.split(".")[0] == "pandas" for name in names):
-                    importers.add(function.name)
-    assert importers == PANDAS_FUNCTIONS
+                    importers.add((module, function.name))
+    named = _between(_bullet("pandas"), "imported only inside", ", and")
+    assert importers == {(_module_of(token), token.rsplit(".", 1)[1]) for token in _backticked(named)}
 
 
 @pytest.mark.parametrize("sample,expected", [
@@ -244,7 +286,6 @@ def test_the_import_diagram_is_the_layers():
 
 
 def test_results_imports_only_the_standard_library_at_module_level():
-    import sys
 
     for module, tree in MODULES.items():
         if not module.startswith("results"):
@@ -257,26 +298,13 @@ def test_results_imports_only_the_standard_library_at_module_level():
                 assert root in sys.stdlib_module_names or root in ("nccl_bench", "__future__"), (module, name)
 
 
-# Modules that take values and return values: no file, no terminal.
-PURE = ("units.", "comparison", "sweep.baseline_check", "sweep.busbw_floor", "sweep.variants", "doctor.schedule",
-        "doctor.verdicts", "doctor.roster", "history.rule", "history.address", "replay.trace_vocabulary",
-        "replay.profile", "replay.replay_plan")
-# What measures on ranks: the CLI loads it only on use, inside the function that runs a command. The
-# small rank-side modules the shell reads before that (layouts, process limits, signals) import no torch.
-RANK_SIDE = ("ranks.session", "ranks.dist", "ranks.runner", "ranks.collectives", "sweep.sweep_body",
-             "doctor.doctor_body", "sweep.plan", "replay.replay_body")
-# The process's start: what `nccl-bench --help` and an argument error load.
-START = ("cli.entry", "__main__")
-# What the CLI calls in sweep/, doctor/ and replay/: their entry modules; their bodies and plans stay behind them.
-ENTRY_MODULES = ("nccl_bench.sweep.sweep_entry", "nccl_bench.doctor.doctor_entry", "nccl_bench.replay.replay_entry")
-BEHIND_THE_ENTRIES = ("nccl_bench.sweep.sweep_body", "nccl_bench.sweep.plan", "nccl_bench.sweep.baseline_check",
-                      "nccl_bench.sweep.saved_baselines", "nccl_bench.doctor.doctor_body",
-                      "nccl_bench.replay.replay_body", "nccl_bench.replay.replay_plan")
-
 def test_pure_modules_read_and_write_nothing():
+    """The modules the page calls pure: no file, no terminal, nothing of the operating system."""
+    pure = _named(_between(_bullet("Pure modules"), "", "read and write nothing"))
+    assert pure
     io_calls = {"open", "read_text", "read_bytes", "iterdir", "stat", "exists"}
     for module, tree in MODULES.items():
-        if module.startswith(PURE):
+        if _under(module, pure):
             for node in ast.walk(tree):
                 if isinstance(node, ast.Call):
                     name = _dotted(node.func)
@@ -293,11 +321,16 @@ def _imported_names(node: ast.AST) -> list[str]:
     return []
 
 
-def _loaded_at_start() -> set[str]:
-    """Every module of the package that START loads: module-level imports followed to any depth (a
-    module's packages included), the names that are no module left out."""
+def _ours(name: str) -> str | None:
+    """'sweep.sweep_entry' for an imported 'nccl_bench.sweep.sweep_entry', None for a name outside the package."""
+    return name[len("nccl_bench."):] if name.startswith("nccl_bench.") else None
+
+
+def _module_level_closure(start: set[str]) -> set[str]:
+    """The package's modules that `start` loads: module-level imports followed to any depth (a module's
+    packages included), the names that are no module left out."""
     seen: set[str] = set()
-    todo = list(START)
+    todo = list(start)
     while todo:
         module = todo.pop()
         if module in seen or module not in MODULES:
@@ -305,33 +338,65 @@ def _loaded_at_start() -> set[str]:
         seen.add(module)
         parts = module.split(".")
         todo += [".".join(parts[:length]) for length in range(1, len(parts))]
-        todo += [name[len("nccl_bench."):] for node in MODULES[module].body for name in _imported_names(node)
-                 if name.startswith("nccl_bench.")]
+        todo += [ours for node in MODULES[module].body for name in _imported_names(node)
+                 if (ours := _ours(name)) is not None]
     return seen
+
+
+def _start() -> set[str]:
+    """Where the process starts: `python -m nccl_bench` and the module of pyproject's `nccl-bench` script."""
+    script = re.search(r'^nccl-bench = "nccl_bench\.([\w.]+):\w+"', (ROOT / "pyproject.toml").read_text(), re.M)
+    return {"__main__", script.group(1)}
+
+
+def _loaded_at_start() -> set[str]:
+    return _module_level_closure(_start())
+
+
+def _imports(tree: ast.Module, root: str) -> bool:
+    """The module imports `root` (or a module of it) anywhere, inside functions too."""
+    return any(name == root or name.startswith(root + ".") for node in ast.walk(tree) for name in _imported_names(node))
+
+
+def _defining(name: str) -> set[str]:
+    """The modules that define a function or class called `name` at their top level."""
+    return {module for module, tree in MODULES.items() for node in tree.body
+            if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name == name}
+
+
+def _life_cycle() -> str:
+    """The module of the shared run life cycle: the one that declares what a command's body is (RunBody)."""
+    [module] = _defining("RunBody")
+    return module
+
+
+def _bodies() -> set[str]:
+    """The commands' bodies on the life cycle: the modules that import it at module level."""
+    return {module for module, tree in MODULES.items() for node in tree.body
+            if any(_ours(name) in (_life_cycle(), f"{_life_cycle()}.execute") for name in _imported_names(node))}
+
+
+def _rank_side() -> set[str]:
+    """What measures on ranks: the life cycle, the bodies, and what they load at module level that uses torch."""
+    loaded = _module_level_closure(_bodies() | {_life_cycle()})
+    return {module for module in loaded if _imports(MODULES[module], "torch")} | _bodies() | {_life_cycle()}
+
+
+def test_the_process_starts_where_the_page_says():
+    assert _start() == _named(_between(_bullet("The rank side, from the CLI"), "from the process's start", "reaches"))
 
 
 def test_the_cli_loads_the_rank_side_only_on_use():
     loaded = _loaded_at_start()
-    assert {"cli.entry", "cli.sweep", "cli.doctor", "options"} <= loaded  # the commands and their options: yes
-    assert sorted(m for m in loaded if m in RANK_SIDE) == []
+    assert _commands_on_ranks() <= loaded  # the commands and their options answer --help at once
+    read_first = _named(_between(_bullet("The rank side, from the CLI"), "they are", "No chain"))
+    assert {m for m in loaded if m.startswith("ranks.")} == read_first
+    assert sorted((loaded & _rank_side()) - read_first) == []
     heavy = {m for m in loaded for node in MODULES[m].body for name in _imported_names(node)
              if name.split(".")[0] in ("torch", "pandas", "matplotlib")}
     assert heavy == set()
 
 
-# Who reads a clock to measure a duration, and why. The collectives are timed in ranks/runner.py alone.
-DURATIONS = {
-    "ranks.runner": "the collectives timed: warmup, calibration, timed samples (CUDA events on a GPU)",
-    "ranks.session": "set-up costs: the process group made (init_s), the first collective (first_op_s)",
-    "sweep.sweep_body": "a set-up cost: --split's groups made (split_s)",
-    "doctor.doctor_body": "the doctor's wall time, for its report",
-    "ranks.deadline": "the per-step deadline",
-    "ranks.faults": "the grace a stopping rank gives a signal",
-    "ranks.roll_call": "how long a roll call waits for the other ranks",
-    "ranks.set_up": "the set-up watch: how long since a set-up step last made progress",
-    "hardware.host": "the host's memory-copy probe (a peak, not a result)",
-    "history.store_guard": "how long a call has waited for the history (--history-wait), and when to say so",
-}
 _DURATION_CLOCKS = {"time.perf_counter", "time.perf_counter_ns", "time.monotonic", "time.monotonic_ns"}
 
 
@@ -340,24 +405,46 @@ def _reads_a_duration_clock(node: ast.AST) -> bool:
 
 
 def test_who_measures_durations():
+    """The modules that read a clock for a duration are the ones the page names, each with its reason."""
     readers = {module for module, tree in MODULES.items() if any(map(_reads_a_duration_clock, ast.walk(tree)))}
-    assert readers == set(DURATIONS)
+    assert readers == _named(_bullet("Timing"))
+
+
+def test_the_collectives_whose_time_is_a_result_are_timed_in_one_module():
+    """What turns a duration into a result (Measurement) is built in one module, the one the page names first."""
+    timing = _bullet("Timing")
+    [first] = [m for m in map(_module_of, _backticked(timing)) if m is not None][:1]
+    measurement = {module for module, tree in MODULES.items() for node in ast.walk(tree)
+                   if isinstance(node, ast.Call) and _dotted(node.func) == "Measurement"}
+    assert measurement == {first} == _defining("Measurement")
+
+
+def _writes_attribute(node: ast.AST, name: str) -> bool:
+    """`x.name = ...`, `x.name[k] = ...` or `x.name.update(...)`."""
+    if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        return any(isinstance(t, ast.Attribute) and t.attr == name
+                   or isinstance(t, ast.Subscript) and isinstance(t.value, ast.Attribute) and t.value.attr == name
+                   for t in targets)
+    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "update"
+            and isinstance(node.func.value, ast.Attribute) and node.func.value.attr == name)
 
 
 def test_set_up_costs_are_recorded_through_one_call():
-    """A body's set-up cost goes into meta.json's timings through Run.time_set_up (the slowest rank's)."""
-    calls = {module for module, tree in MODULES.items() if any(
-        isinstance(node, ast.Call) and _dotted(node.func).endswith(".time_set_up") for node in ast.walk(tree))}
-    assert calls == {"sweep.sweep_body"}
-
-
-# The libraries that turn values into something to read: imported by render/ and by the shell only.
-RENDER_TOOLS = ("rich", "matplotlib", "html", "xml")
+    """A body's set-up cost goes into meta.json's timings through Run.time_set_up (the slowest rank's):
+    no module but the life cycle writes a run's timings."""
+    [call] = [token for token in _backticked(_bullet("Timing")) if token.endswith(".time_set_up")]
+    owner = call.split(".")[0]
+    assert {module for module, tree in MODULES.items() if any(_writes_attribute(node, "timings")
+                                                               for node in ast.walk(tree))} == _defining(owner)
+    assert _defining(owner) == {_life_cycle()}
 
 
 def test_what_renders_lives_in_render():
+    tools = _backticked(_between(FLAT, "the libraries that render,", "are imported only there"))
+    assert tools
     importers = {module for module, tree in MODULES.items() for node in ast.walk(tree)
-                 if any(name.split(".")[0] in RENDER_TOOLS for name in _imported_names(node))}
+                 if any(name.split(".")[0] in tools for name in _imported_names(node))}
     assert "render.live" in importers
     assert sorted(m for m in importers if not m.startswith(("render.", "cli."))) == []
 
@@ -365,7 +452,8 @@ def test_what_renders_lives_in_render():
 def test_the_public_names_for_analysis_scripts():
     import nccl_bench.results as results
 
-    assert {"load_frame", "read_rows", "load_rows", "ResultRow"} <= set(results.__all__)
+    named = _between(FLAT, "Public names for analysis scripts stay in `nccl_bench.results` (", ";")
+    assert _backticked(named) and set(_backticked(named)) <= set(results.__all__)
 
 
 def _callers(name: str) -> set[str]:
@@ -374,20 +462,93 @@ def _callers(name: str) -> set[str]:
 
 def test_every_failure_is_mapped_by_one_function():
     """faults.why_stopped maps a failure to the rank at fault: the life cycle calls it, and the deadline's
-    stall report (in faults.py) goes through it too."""
-    assert _callers("why_stopped") == {"ranks.session", "ranks.faults"}
+    stall report (in the module that defines it) goes through it too."""
+    assert "Every failure is mapped once, by `faults.why_stopped`" in FLAT
+    assert _callers("why_stopped") == {_life_cycle()} | _defining("why_stopped")
+
+
+def _commands_on_ranks() -> set[str]:
+    """The cli modules that hand a command to the one fork of every command on ranks."""
+    [fork] = [t for t in _backticked(_between(TEXT, "\n`cli/on_ranks.run_on_ranks`")) if "run_on_ranks" in t][:1]
+    return {m for m in _callers(fork.rsplit(".", 1)[1]) if m.startswith("cli.")} - {_module_of(fork)}
+
+
+def test_the_page_names_every_command_on_ranks():
+    """'Every command that runs on ranks (sweep, doctor, replay)': the commands the cli hands to run_on_ranks."""
+    said = re.search(r"Every command that runs on ranks \(([^)]*)\)", FLAT).group(1)
+    assert {name.strip() for name in said.split(",")} == {m.split(".", 1)[1] for m in _commands_on_ranks()}
+    assert {m.split(".")[0] for m in _bodies()} == {m.split(".", 1)[1] for m in _commands_on_ranks()}
+
+
+def test_the_body_s_steps_are_the_ones_the_page_lists():
+    said = re.search(r"supplies only its own body \(([^)]*)\)", FLAT).group(1)
+    [body] = [node for node in MODULES[_life_cycle()].body if isinstance(node, ast.ClassDef) and node.name == "RunBody"]
+    steps = {node.name for node in body.body if isinstance(node, ast.FunctionDef)}
+    assert set(_backticked(said)) == steps
 
 
 def test_one_launcher_less_path():
-    assert _callers("run_local_workers") == {"cli.local_workers"}
+    paragraph = _between(TEXT, "\n`cli/on_ranks.run_on_ranks`", "\n\n")
+    [launch] = [t for t in _backticked(paragraph) if t.endswith(".run_local_workers")]
+    assert _callers(launch.rsplit(".", 1)[1]) == {"cli.local_workers"} & _named(paragraph)
 
 
 def test_the_cli_calls_the_commands_on_ranks_through_their_entry_modules():
-    for module, tree in MODULES.items():
-        if module.startswith("cli."):
-            for node in ast.walk(tree):
-                assert not any(name.startswith(BEHIND_THE_ENTRIES) for name in _imported_names(node)), (module,
-                                                                                                       node.lineno)
-    called = {name for module, tree in MODULES.items() if module.startswith("cli.")
-              for node in ast.walk(tree) for name in _imported_names(node)}
-    assert set(ENTRY_MODULES) <= called
+    """Each command on ranks has one entry module, the one the page names; the cli imports from the
+    command's package only that module and what the entry itself imports at module level (the types it
+    hands back), never what the entry loads only when it runs (the body, the sweep's plan)."""
+    entries = _named(_between(_bullet("The commands on ranks, from the CLI"), "through its entry module", ")"))
+    packages = {m.split(".")[0] for m in _bodies()}
+    assert {m.split(".")[0] for m in entries} == packages and len(entries) == len(packages)
+    cli_imports = {ours for module, tree in MODULES.items() if module.startswith("cli.") for node in ast.walk(tree)
+                   for name in _imported_names(node) if (ours := _ours(name)) in MODULES}
+    for entry in entries:
+        package = entry.split(".")[0]
+        handed_back = _module_level_closure({entry})
+        behind = {ours for node in ast.walk(MODULES[entry]) for name in _imported_names(node)
+                  if (ours := _ours(name)) in MODULES} - handed_back
+        assert entry in cli_imports
+        assert sorted(m for m in cli_imports if m.startswith(package + ".") and m not in handed_back) == []
+        assert behind & _bodies(), (entry, behind)  # the body loads only when the command runs
+
+
+def test_every_module_path_and_name_the_page_gives_exists():
+    """A backticked path (a folder, a .py, a module's name such as `render/live.write_prom` or
+    `faults.why_stopped`) names something that is there."""
+    prose = re.sub(r"^```.*?^```", "", TEXT, flags=re.S | re.M)  # the map and the diagram hold no backticks
+    tokens = set(_backticked(prose))
+    assert {"cli/on_ranks.run_on_ranks", "faults.why_stopped"} <= tokens  # what the page's sentences name is read
+    for token in tokens:
+        token = token.split("(", 1)[0]
+        if token.startswith(("-", "/", ".")) or "<" in token or " " in token:
+            continue
+        if "/" in token and (token.endswith(("/", ".py"))):
+            assert (ROOT / token).exists() or (PACKAGE / token).exists(), token
+        elif re.fullmatch(r"(?:[\w/]+/)?\w+\.\w+", token) and not token.endswith(".py"):
+            _check_attribute(token)
+
+
+def _check_attribute(token: str) -> None:
+    """`folder/module.name` or `module.name` or `Class.method` names a definition of the package."""
+    path, name = token.rsplit(".", 1)
+    folder, _, stem = path.rpartition("/")
+    modules = [m for m in MODULES if m.split(".")[-1] == stem and m.startswith(folder.replace("/", "."))]
+    if not modules:
+        classes = [node for tree in MODULES.values() for node in tree.body
+                   if isinstance(node, ast.ClassDef) and node.name == stem]
+        if not classes and stem in sys.modules or stem in ("nccl_bench", "sqlite3", "typer", "torch", "os", "sys"):
+            return  # a library's name (torch.distributed, typer.Exit, os._exit)
+        assert any(isinstance(n, ast.FunctionDef) and n.name == name for c in classes for n in c.body), token
+        return
+    assert any(_defines(MODULES[m], name) for m in modules), token
+
+
+def _defines(tree: ast.Module, name: str) -> bool:
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name == name:
+            return True
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(
+            node, ast.AnnAssign) else []
+        if any(isinstance(t, ast.Name) and t.id == name for t in targets):
+            return True
+    return False

@@ -55,3 +55,13 @@ def test_hosts_that_differ_from_the_plan_are_named():
     with pytest.raises(ValueError, match=r"groups of 1 and 2 ranks \(node a: 2, node b: 1\)"):
         split.check_sizes(_groups("node", ["a", "a", "b"]), 2, parse_split("node"))
 
+
+
+@pytest.mark.parametrize("ranks, text", [
+    ((0, 1), "0,1"), ((2, 3, 4, 5), "2-5"), (tuple(range(0, 64, 8)), "0,8,16,24,32,40,48,56"),
+    (tuple(range(0, 72, 8)), "0,8,16,...,56,64 (9 ranks)"), (tuple(range(100)), "0-99"),
+])
+def test_a_long_list_of_ranks_is_cut_to_its_first_and_last(ranks, text):
+    assert split.brief_ranks_text(ranks) == text
+    assert split.ranks_text(ranks) == (text if len(ranks) <= split.BRIEF_RANKS or "-" in text
+                                       else ",".join(map(str, ranks)))

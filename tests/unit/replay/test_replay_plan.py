@@ -9,7 +9,7 @@ import pytest
 
 from nccl_bench.errors import UserInputError
 from nccl_bench.replay.profile import profile_traces
-from nccl_bench.replay.replay_plan import launch_ranks, plan_replay, replayed_trace, source_of
+from nccl_bench.replay.replay_plan import launch_ranks, points_for_launch, replayed_trace, source_of
 from nccl_bench.replay.trace_reader import RECORD_PARAM_COMMS, CollectiveCall, RankTrace, read_trace
 
 TRACES = Path(__file__).resolve().parents[2] / "fixtures" / "traces"
@@ -28,7 +28,7 @@ def _trace(calls, rank=0, name="rank0.json"):
 
 def test_a_public_nccl_trace_is_planned_one_point_per_profile_row_in_the_jobs_order():
     trace = read_trace(TRACES / "nccl_2gpu_rank0.json.gz")
-    plan = plan_replay(trace, world_size=2)
+    plan = points_for_launch(trace, world_size=2)
     profile = profile_traces([trace])
     assert sorted(point.key for point in plan.points) == sorted(row.key for row in profile.rows)
     counts = {row.key: row.count for row in profile.rows}
@@ -43,9 +43,9 @@ def test_a_public_nccl_trace_is_planned_one_point_per_profile_row_in_the_jobs_or
 def test_a_group_larger_than_the_launch_is_refused_naming_both_sizes():
     trace = read_trace(TRACES / "nccl_128rank_rank0.json.gz")
     with pytest.raises(UserInputError) as refused:
-        plan_replay(trace, world_size=2)
+        points_for_launch(trace, world_size=2)
     assert str(refused.value).endswith("runs on a group of 128 ranks: needs 128 ranks; this launch has 2")
-    assert plan_replay(trace, world_size=128).points  # the same trace fits a launch of its own size
+    assert points_for_launch(trace, world_size=128).points  # the same trace fits a launch of its own size
 
 
 @pytest.mark.parametrize("ranks, group, world, expected", [
@@ -61,14 +61,14 @@ def test_a_process_group_becomes_the_launchs_ranks(ranks, group, world, expected
 
 
 def test_calls_without_a_size_or_of_an_unknown_type_are_left_out_and_said():
-    plan = plan_replay(_trace([_call(size=None), _call(size=None), _call(dtype="bool"), _call(op="barrier", size=0,
-                                                                                                dtype=None)]), 2)
+    plan = points_for_launch(_trace([_call(size=None), _call(size=None), _call(dtype="bool"),
+                                     _call(op="barrier", size=0, dtype=None)]), 2)
     assert [point.op for point in plan.points] == ["barrier"]
     assert plan.left_out == ("2 call(s) not replayed: all_reduce without a size in the trace (profiled without "
                              "record_shapes)", "1 call(s) not replayed: all_reduce of bool (no buffers of that type "
                                                "are made)")
     with pytest.raises(UserInputError, match="rank0.json: nothing to replay: 1 call"):
-        plan_replay(_trace([_call(size=None)]), 2)
+        points_for_launch(_trace([_call(size=None)]), 2)
 
 
 def test_the_lowest_rank_is_replayed_and_its_name_is_made_printable():
