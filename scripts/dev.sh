@@ -65,9 +65,18 @@ case "$job" in
       (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq -o DPkg::Lock::Timeout=120 postgresql) >/dev/null 2>&1 || echo "dev.sh: could not install postgresql; the PostgreSQL store tests will skip" >&2
     fi
     "$venv/bin/ruff" check nccl_bench tests benchmarks  # a lint error fails the command before any test runs
-    # In parallel (pytest-xdist): tests that must not run beside their own kind share a worker
-    # (tests/conftest.py: groups). Most integration tests wait on processes, timeouts and links, so
-    # more workers than cores keep both cores busy. NCCL_BENCH_TEST_WORKERS=0 runs the suite serially.
-    exec "$py" -m pytest -n "${NCCL_BENCH_TEST_WORKERS:-4}" --dist loadgroup "$@" ;;
+    # Two passes (tests/conftest.py says which test goes where). First every test but the `alone` ones,
+    # in parallel (pytest-xdist): most integration tests wait on processes and timeouts, so more workers
+    # than cores keep both cores busy, and a group that must not run beside its own kind shares one
+    # worker. Then the `alone` tests, one at a time on a quiet machine: what they measure (bandwidth
+    # through tc-shaped links) moves with the load beside them. Exit 5 is pytest's "nothing selected",
+    # which a pass that a test selection leaves empty is; the command fails if either pass fails.
+    passed() { [ "$1" = 0 ] || [ "$1" = 5 ]; }
+    parallel=0; alone=0
+    "$py" -m pytest -n "${NCCL_BENCH_TEST_WORKERS:-4}" --dist loadgroup -m "not alone" "$@" || parallel=$?
+    "$py" -m pytest -p no:xdist -m alone "$@" || alone=$?
+    if [ "$parallel" = 5 ] && [ "$alone" = 5 ]; then exit 5; fi
+    passed "$parallel" && passed "$alone" && exit 0
+    exit "$( [ "$parallel" != 0 ] && [ "$parallel" != 5 ] && echo "$parallel" || echo "$alone" )" ;;
   *) echo "usage: bash scripts/dev.sh sweep|test [options]" >&2; exit 2 ;;
 esac

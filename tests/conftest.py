@@ -205,14 +205,18 @@ def stop_signals_as_at_start():
         faults._signals.held, faults._signals.pending, faults._signals.on_unanswered = False, None, None
 
 
-# -- parallel groups (pytest-xdist, --dist loadgroup: scripts/dev.sh test) -------------------------------
-# A group's tests run one after another on one worker; the rest spread over every worker. Two kinds:
-# what a module declares with `pytest.mark.xdist_group(...)` (TIMING: a deadline, a signal or a
-# timeout measured in seconds; LINKS: bandwidth through tc-shaped links, which a neighbour's CPU
-# load would move), and what follows from the fixtures a test uses, derived here: a daemon a worker
-# starts once for its session (PostgreSQL), a cluster a module starts (Slurm, Open MPI) or a run
-# that several modules read (shared_sweep) is made on one worker only.
-TIMING, LINKS = "timing", "links"
+# -- parallel groups and the tests that run alone (scripts/dev.sh test) ---------------------------------
+# dev.sh runs the suite in two passes. The first spreads every test over pytest-xdist workers
+# (--dist loadgroup); the tests of one group run one after another on one worker. The second runs
+# the tests marked `alone` by themselves, after the rest.
+# Groups are of two kinds: what a module declares with `pytest.mark.xdist_group("timing")` (a deadline,
+# a signal or a timeout measured in seconds: one at a time, so two stalls never share the cores'
+# slack), and what follows from the fixtures a test uses, derived here: a daemon a worker starts once
+# for its session (PostgreSQL), a cluster a module starts (Slurm, Open MPI) or a run that several
+# modules read (shared_sweep) is made on one worker only.
+# `pytest.mark.alone` is for a module that measures bandwidth through tc-shaped links between
+# simulated hosts: gloo over a veth pair is bound by the CPU where the link is not shaped, so the
+# load of a parallel neighbour moves the very ratios those tests judge.
 FIXTURE_GROUPS = {"postgres_server": "postgresql", "slurm": "slurm", "mpi": "mpi", "shared_sweep": "shared-sweep"}
 
 

@@ -29,7 +29,7 @@ from simhosts import hosts_for_test, run_on_hosts
 from nccl_bench.render.prom import SUSPECT_KINDS
 from tests.conftest import REPO, worker_env
 
-pytestmark = pytest.mark.xdist_group("links")
+pytestmark = pytest.mark.alone
 
 HOSTS = 4
 SHAPED_RATE = "200mbit"

@@ -9,7 +9,7 @@ import pytest
 from link_history import RATE_KBIT, check_run, record_run, shape
 from simhosts import hosts_for_test
 
-pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("links")]
+pytestmark = [pytest.mark.integration, pytest.mark.alone]
 UNCHANGED = 5
 
 

@@ -54,6 +54,7 @@ def test_sweep_sbatch_verbatim_labelled_output_read_by_report(slurm, tmp_path, c
     assert done.stdout == (tmp_path / f"results/sweep-{job}/results.csv").read_text()
 
 
+@pytest.mark.alone  # judges a tc-shaped host's bandwidth
 def test_doctor_sbatch_names_a_shaped_host_and_one_never_started(slurm, tmp_path):
     slurm.hosts.shape_host(2, SHAPED_RATE)  # node03: every packet it sends through one token bucket
     try:

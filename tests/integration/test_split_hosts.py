@@ -19,7 +19,7 @@ from nccl_bench.results.csv_reader import read_rows
 from nccl_bench.results.run_folder import read_meta
 from tests.conftest import REPO, worker_env
 
-pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("links")]
+pytestmark = [pytest.mark.integration, pytest.mark.alone]
 
 SHAPED_RATE = "50mbit"  # ~0.006 GB/s: far below an unshaped veth pair, even on a loaded machine
 MASTER_PORT = "29591"
