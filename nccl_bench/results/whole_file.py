@@ -45,15 +45,17 @@ def replace_whole(path: Path, pieces: str | bytes | Iterable[str]) -> None:
     """Write `pieces` (text, or the bytes of a figure) so that `path` holds the old content or the new,
     never half of one: into a hidden file beside it (its name does not end as path's does, so a collector
     watching *.prom skips it), synced, then renamed over path. A path that exists and is no regular file
-    (/dev/stdout, a pipe) is written directly. OSError as the system raised it; no temporary file is left."""
+    (a pipe, a device) or a process's own descriptor is written directly; a link keeps pointing where it
+    did, its target replaced. OSError as the system raised it; no temporary file is left."""
     path = Path(path)
     binary = isinstance(pieces, bytes)
     mode, encoding = ("wb", None) if binary else ("w", "utf-8")
     pieces = [pieces] if isinstance(pieces, (str, bytes)) else pieces
-    if path.exists() and not path.is_file():
+    if (path.exists() and not path.is_file()) or _a_descriptor(path):
         with open(path, mode, encoding=encoding) as handle:
             handle.writelines(pieces)
         return
+    path = Path(os.path.realpath(path))  # a rename over a link would replace the link, not what it names
     temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         with open(temporary, mode, encoding=encoding) as handle:
@@ -64,6 +66,23 @@ def replace_whole(path: Path, pieces: str | bytes | Iterable[str]) -> None:
     finally:
         with contextlib.suppress(OSError):
             temporary.unlink()
+
+
+MAX_LINK_HOPS = 40  # the kernel's own limit on links followed in one lookup (Linux: ELOOP after 40)
+
+
+def _a_descriptor(path: Path) -> bool:
+    """Whether `path` names an open descriptor through /proc or /dev/fd: /dev/stdout is a link to
+    /proc/self/fd/1, which is a regular file when stdout is redirected to one, yet renaming a file over
+    it would replace the system's /dev/stdout link and leave the process's stdout empty."""
+    hop = path
+    for _ in range(MAX_LINK_HOPS):
+        if not hop.is_symlink():
+            return False
+        hop = hop.parent / os.readlink(hop)
+        if str(hop).startswith(("/proc/", "/dev/fd/")):
+            return True
+    return True  # a loop of links: opening it fails with the system's own message
 
 
 def write_text_file(path: Path, pieces: str | bytes | Iterable[str]) -> None:

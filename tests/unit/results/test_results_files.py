@@ -240,3 +240,32 @@ def test_a_device_given_as_the_output_is_written_in_place_never_replaced():
         write_text_file(Path("/dev/full"), "x" * 100_000)
     for device in ("/dev/null", "/dev/full"):
         assert stat.S_ISCHR(os.stat(device).st_mode), device
+
+
+def test_a_link_to_a_processs_own_stdout_is_written_through_never_replaced(tmp_path):
+    """`--json /dev/stdout` with stdout redirected to a file: /dev/stdout links to /proc/self/fd/1, a regular
+    file then; a rename over it would put a file where the system's link was and leave stdout empty. The
+    same link, made in tmp_path, is the case (the host's own /dev/stdout is never put at stake)."""
+    import os
+    import subprocess
+    import sys
+
+    link, captured = tmp_path / "stdout", tmp_path / "captured.txt"
+    link.symlink_to("/proc/self/fd/1")
+    write = f"from pathlib import Path; from nccl_bench.results.whole_file import replace_whole; " \
+            f"replace_whole(Path({str(link)!r}), 'through the link\\n')"
+    with open(captured, "w") as stdout:
+        subprocess.run([sys.executable, "-c", write], stdout=stdout, check=True)
+    assert captured.read_text() == "through the link\n"
+    assert os.readlink(link) == "/proc/self/fd/1"
+
+
+def test_a_link_to_a_file_stays_a_link_and_its_target_is_replaced_whole(tmp_path):
+    from nccl_bench.results.whole_file import replace_whole
+
+    target, link = tmp_path / "run.json", tmp_path / "latest.json"
+    target.write_text("old\n")
+    link.symlink_to(target.name)
+    replace_whole(link, "new\n")
+    assert link.is_symlink() and target.read_text() == "new\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["latest.json", "run.json"]
