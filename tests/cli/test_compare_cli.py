@@ -13,7 +13,7 @@ import pytest
 
 from nccl_bench import options
 from nccl_bench.results.schema import ResultRow
-from tests.result_rows import write_run
+from tests.helpers.rows import write_run
 
 MiB = 1024 * 1024
 

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from nccl_bench.history.records import read_record
-from tests.conftest import worker_env
-from tests.forked_cli import run_forked
-from tests.history_runs import sweep_run
+from tests.helpers.forked_cli import run_forked
+from tests.helpers.history_runs import sweep_run
+from tests.helpers.launch import worker_env
 
 STEADY = ((1, 1.0), (2, 0.99), (3, 1.01), (4, 1.0), (5, 0.995))
 NEW_NCCL = {"versions": {"torch": "2.5.1", "nccl": "2.23.4"}, "env": {"NCCL_ALGO": "Tree"}}

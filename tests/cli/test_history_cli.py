@@ -14,9 +14,9 @@ from nccl_bench.cli import on_ranks
 from nccl_bench.history import recording
 from nccl_bench.history.address import parse_address
 from nccl_bench.render import history_page
-from tests.conftest import worker_env
-from tests.forked_cli import run_forked
-from tests.history_runs import doctor_run, sweep_run
+from tests.helpers.forked_cli import run_forked
+from tests.helpers.history_runs import doctor_run, sweep_run
+from tests.helpers.launch import worker_env
 
 SERIES_KEYS = {"op", "placement", "size_bytes", "dtype", "world_size", "nodes", "backend", "system", "runs",
                "latest_busbw_gbps", "median_busbw_gbps", "min_busbw_gbps", "max_busbw_gbps", "change_pct"}
@@ -132,12 +132,11 @@ def test_a_newer_store_is_refused_in_one_line(tmp_path):
 
 
 def test_a_host_flagged_in_two_doctor_runs_is_the_one_to_drain(store_url, tmp_path):
-    """Two doctor runs whose verdicts (the doctor's own judge, tests/doctor_reports.py) name host c."""
-    from doctor_reports import three_node_header, three_node_judgement
-
+    """Two doctor runs whose verdicts (the doctor's own judge, tests/helpers/doctor_reports.py) name host c."""
     from nccl_bench.doctor.doctor_report import DoctorReport, report_json
     from nccl_bench.results.run_folder import write_meta
-    from tests.history_runs import sweep_meta
+    from tests.helpers.doctor_reports import three_node_header, three_node_judgement
+    from tests.helpers.history_runs import sweep_meta
 
     folders = []
     for day in (1, 2):

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from nccl_bench.hardware.detect import detect_limits, host_gpu_peak
-from tests.conftest import REPO, worker_env
-from tests.forked_cli import run_forked
+from tests.helpers.forked_cli import run_forked
+from tests.helpers.launch import REPO, worker_env
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "nvidia_smi"
 

@@ -22,8 +22,8 @@ from nccl_bench.errors import EXIT_RUN_FAILED
 from nccl_bench.ranks.deadline import GRACE_S, MARGIN_S
 from nccl_bench.results.csv_reader import read_rows
 from nccl_bench.results.run_folder import read_meta
-from tests.conftest import REPO, worker_env
-from tests.forked_cli import run_forked
+from tests.helpers.forked_cli import run_forked
+from tests.helpers.launch import REPO, worker_env
 
 pytestmark = pytest.mark.integration
 

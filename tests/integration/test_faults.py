@@ -22,7 +22,7 @@ from nccl_bench.ranks.native_output import backend_error_text
 from nccl_bench.ranks.roll_call import process_state
 from nccl_bench.results.csv_reader import read_rows
 from nccl_bench.results.run_folder import read_meta
-from tests.conftest import child_pids, rank_of
+from tests.helpers.processes import child_pids, rank_of
 
 # Enough small points that the sweep is still running when the fault lands, each one quick.
 SWEEP = ["--op", "all_reduce", "--min-bytes", "1K", "--max-bytes", "64M", "--iters", "20", "--warmup", "1"]

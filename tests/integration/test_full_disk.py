@@ -13,8 +13,8 @@ import pytest
 from nccl_bench.errors import EXIT_RUN_FAILED
 from nccl_bench.results.csv_reader import read_rows
 from nccl_bench.results.run_folder import read_meta
-from tests.conftest import REPO, worker_env
-from tests.small_disk import fill, small_disk
+from tests.helpers.launch import REPO, worker_env
+from tests.helpers.small_disk import fill, small_disk
 
 pytestmark = pytest.mark.integration
 

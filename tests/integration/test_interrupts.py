@@ -21,7 +21,7 @@ import pytest
 from nccl_bench.errors import EXIT_RUN_FAILED
 from nccl_bench.results.csv_reader import read_rows
 from nccl_bench.results.run_folder import read_meta
-from tests.conftest import run_cli, worker_env
+from tests.helpers.launch import run_cli, worker_env
 
 pytestmark = pytest.mark.integration
 

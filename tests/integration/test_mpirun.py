@@ -1,6 +1,6 @@
 """Real Open MPI `mpirun` across simulated hosts, without nccl_bench.
 
-The `mpi` fixture (tests/conftest.py, tests/simmpi.py) gives three hosts node01..node03; mpirun
+The `mpi` fixture (tests/conftest.py, tests/helpers/simmpi.py) gives three hosts node01..node03; mpirun
 runs on node01 and reaches the others through an rsh agent that enters their namespaces with the
 bare environment of an ssh login. These tests pin down what mpirun really sets and prints
 (tests/SCHEDULERS.md writes it down for the launcher code).
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO
+from tests.helpers.launch import REPO
 
 pytestmark = pytest.mark.integration
 

@@ -15,8 +15,9 @@ import time
 from pathlib import Path
 
 from nccl_bench.ranks.planted import FAULT_ENV
-from tests.conftest import REPO, child_pids, worker_env
-from tests.forked_cli import run_forked
+from tests.helpers.forked_cli import run_forked
+from tests.helpers.launch import REPO, worker_env
+from tests.helpers.processes import child_pids
 
 SWEEP = ["sweep", "--workers", "2", "--op", "all_reduce", "--sizes", "1K", "--iters", "2", "--warmup", "0"]
 ORPHAN_LIMIT_S = 15  # the ranks poll their parent every 0.5 s; the rest is their ending on a loaded host

@@ -23,7 +23,7 @@ import pytest
 from nccl_bench.errors import EXIT_INTERRUPTED
 from nccl_bench.ranks import faults, planted, set_up
 from nccl_bench.ranks.dist import DEFAULT_PG_PREFIX
-from tests.conftest import REPO, worker_env
+from tests.helpers.launch import REPO, worker_env
 
 pytestmark = pytest.mark.integration
 

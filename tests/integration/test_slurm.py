@@ -1,6 +1,6 @@
 """Real Slurm (slurmctld, slurmd, srun, sbatch, scancel, sinfo) on simulated hosts, without nccl_bench.
 
-The `slurm` fixture (tests/conftest.py, tests/simslurm.py) runs munged and slurmctld on node01 and
+The `slurm` fixture (tests/conftest.py, tests/helpers/simslurm.py) runs munged and slurmctld on node01 and
 a slurmd on node01-node03, each in its own network namespace with its own hostname; node04 is in
 slurm.conf but never started. These tests pin down what the real programs do (environment,
 labels, signals, states), which tests/SCHEDULERS.md writes down for the launcher code.
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO
+from tests.helpers.launch import REPO
 
 pytestmark = pytest.mark.integration
 
@@ -278,7 +278,7 @@ def test_a_task_imports_torch_from_the_projects_venv(slurm):
 @pytest.fixture
 def slurm3(tmp_path_factory):
     """A cluster of its own (node01-node03, all started) for a test that breaks a host."""
-    from tests.conftest import start_slurm
+    from tests.helpers.simslurm import start_slurm
 
     yield from start_slurm(tmp_path_factory, 3)
 

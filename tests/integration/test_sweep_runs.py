@@ -11,7 +11,7 @@ import pytest
 
 from nccl_bench.results.csv_reader import read_rows
 from nccl_bench.units.op_table import OPS
-from tests.conftest import run_cli, run_torchrun, worker_env
+from tests.helpers.launch import run_cli, run_torchrun, worker_env
 
 pytestmark = pytest.mark.integration
 

@@ -5,13 +5,12 @@ from __future__ import annotations
 import json
 import re
 
-from doctor_reports import three_node_header, three_node_judgement
-
 from nccl_bench.doctor.doctor_report import DoctorReport, report_json
 from nccl_bench.doctor.verdicts import judge
 from nccl_bench.render import html as page
 from nccl_bench.render.formats import to_markdown
 from nccl_bench.results.schema import PLACEMENT_IN, PLACEMENT_OUT, ResultRow
+from tests.helpers.doctor_reports import three_node_header, three_node_judgement
 
 
 def _doctor_json(judgement) -> dict:

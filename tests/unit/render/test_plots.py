@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from png_files import png_size
-
 from nccl_bench.render import plots
 from nccl_bench.results.loader import load_rows
 from nccl_bench.results.schema import PLACEMENT_IN, PLACEMENT_OUT, ResultRow
+from tests.helpers.png_files import png_size
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "nccl_tests"
 

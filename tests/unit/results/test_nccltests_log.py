@@ -5,13 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from result_rows import row_at
 
 from nccl_bench.errors import UserInputError
 from nccl_bench.results import nccltests_log, nccltests_names, nccltests_rows
 from nccl_bench.results.input_lines import ResultsWarning
 from nccl_bench.results.loader import LogHints, load_rows
 from nccl_bench.results.schema import PLACEMENT_IN, PLACEMENT_OUT
+from tests.helpers.rows import row_at
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "nccl_tests"
 

@@ -23,7 +23,7 @@ from nccl_bench.results.run_folder import (
     process_start,
     release_run_dir,
 )
-from tests.races import race
+from tests.helpers.races import race
 
 RACERS = 8
 
