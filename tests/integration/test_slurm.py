@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers.launch import REPO
+from tests.helpers.processes import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -43,14 +44,6 @@ def _task_env(stdout: str) -> dict[int, dict[str, str]]:
 def _labelled(stdout: str) -> dict[int, str]:
     """`srun --label` output with one line per task -> {task: line}."""
     return {int(label): text for label, _, text in (line.partition(": ") for line in stdout.splitlines())}
-
-
-def _wait_for(predicate, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"waited {timeout:.0f}s for {what}")
-        time.sleep(0.1)
 
 
 def test_srun_places_two_tasks_on_each_of_three_hosts(slurm):
@@ -171,7 +164,7 @@ def _start_and_cancel(slurm, tmp_path, name: str, argv: list[str], tasks: int):
     Returns (srun's exit code, its stderr, seconds from scancel to srun's exit, the scancel time)."""
     srun = slurm.popen(["srun", "-J", name, "-N", "2", "--ntasks-per-node", str(tasks // 2), *argv], host=1)
     try:
-        _wait_for(lambda: all((tmp_path / f"task{t}").exists() for t in range(tasks)), 20, "every task to start")
+        wait_for(lambda: all((tmp_path / f"task{t}").exists() for t in range(tasks)), 20, "every task to start")
         job = _job_id(slurm, name)
         cancelled = time.time()
         _ok(slurm.run(["scancel", job]))
@@ -229,7 +222,7 @@ def test_scancel_of_a_task_that_exits_on_sigterm(slurm, tmp_path):
 def test_scancel_ends_srun_sleep(slurm, tmp_path):
     srun = slurm.popen(["srun", "-J", "nbsleep", "-N", "3", "sleep", "300"])
     try:
-        _wait_for(lambda: slurm.run(["squeue", "--noheader", "--steps", "--name", "nbsleep"]).stdout.strip(), 20,
+        wait_for(lambda: slurm.run(["squeue", "--noheader", "--steps", "--name", "nbsleep"]).stdout.strip(), 20,
                   "the step to run")
         job = _job_id(slurm, "nbsleep")
         _ok(slurm.run(["scancel", job]))
@@ -296,7 +289,7 @@ def test_a_host_lost_after_allocation(slurm3, tmp_path):
     slurm3.wait_nodes(STARTED, ("alloc", "mix"), timeout=20)  # mix: one of the node's 4 CPUs in use
     slurm3.kill_host(2)  # node03's slurmd and everything else in its namespace, at once
     go.touch()
-    _wait_for(lambda: out.exists() and "srun rc=" in out.read_text(), 40, "the step to fail")
+    wait_for(lambda: out.exists() and "srun rc=" in out.read_text(), 40, "the step to fail")
     lines = out.read_text().splitlines()
     assert sorted(line for line in lines if line[:1].isdigit()) == ["0: node01 3 3", "1: node02 3 3"]
     assert f"srun: error: Task launch for StepId={job}.0 failed on node node03: Communication connection failure" \
