@@ -3,12 +3,20 @@
 from __future__ import annotations
 
 import dataclasses
+from functools import partial
 from pathlib import Path
 
 from nccl_bench.render import nccltests_text
 from nccl_bench.results import nccltests_log
 from nccl_bench.results.loader import load_rows
-from nccl_bench.results.schema import PLACEMENT_IN, PLACEMENT_OUT, ResultRow
+from nccl_bench.results.schema import PLACEMENT_IN, PLACEMENT_OUT
+from tests.helpers.rows import row
+
+# A two-rank all_gather at 1 MiB as nccl-tests reports it.
+_row = partial(row, op="all_gather", placement=PLACEMENT_OUT, size_bytes=1048576, count=131072, dtype="float32",
+               redop="none", iters=50, trials=3, time_us=2083.734, time_min_us=2000.0, time_max_us=2100.0,
+               p50_us=1381.4, p99_us=2500.0, algbw_gbps=0.503222, busbw_gbps=0.251611, busbw_factor=0.5,
+               slowest_rank=1)
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "nccl_tests"
 
@@ -24,17 +32,6 @@ def test_float_format_follows_nccl_tests_getfloatstr():
     assert nccltests_text._float_str(10094.0, 7) == "10094.0"
     assert nccltests_text._float_str(1234.56, 6) == "1234.6"
     assert nccltests_text._float_str(123456789.0, 7) == "1.2e+08"
-
-
-def _row(**changes) -> ResultRow:
-    base = dict(
-        op="all_gather", placement=PLACEMENT_OUT, size_bytes=1048576, count=131072, dtype="float32", redop="none",
-        root=-1, world_size=2, nodes=1, backend="gloo", iters=50, trials=3, time_us=2083.734, time_min_us=2000.0,
-        time_max_us=2100.0, p50_us=1381.4, p99_us=2500.0, algbw_gbps=0.503222, busbw_gbps=0.251611,
-        busbw_factor=0.5, wrong=0, slowest_rank=1, agg="max",
-    )
-    base.update(changes)
-    return ResultRow(**base)
 
 
 def test_export_layout_and_footer():
