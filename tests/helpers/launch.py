@@ -45,3 +45,9 @@ def run_cli(args: list[str], *, env: dict[str, str] | None = None, timeout: floa
             cwd: Path | None = None) -> subprocess.CompletedProcess:
     """`python -m nccl_bench ARGS` as a user would type it (no launcher)."""
     return run_forked(args, cwd=cwd or REPO, env=worker_env(env), timeout=timeout)
+
+
+def ok(done: subprocess.CompletedProcess) -> str:
+    """The stdout of a command that must have exited 0; a failure shows all that it said."""
+    assert done.returncode == 0, f"exit {done.returncode}\nstdout:\n{done.stdout}\nstderr:\n{done.stderr}"
+    return done.stdout

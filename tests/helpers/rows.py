@@ -1,4 +1,4 @@
-"""ResultRows for the tests: one builder, a run folder writer, a lookup by size and placement."""
+"""ResultRows for the tests: one builder, run folders and their results.csv, an nccl-tests log read, a lookup."""
 
 from __future__ import annotations
 
@@ -62,6 +62,13 @@ def rows_on_disk(folder: Path) -> int:
         return max(0, len((folder / "results.csv").read_text().splitlines()) - 1)
     except OSError:
         return 0
+
+
+def log_rows(text: str, **hints) -> list[ResultRow]:
+    """A log's rows as the loader reads them: one pass over its lines (nccltests_log.scan_log)."""
+    from nccl_bench.results import nccltests_log
+
+    return nccltests_log.scan_log(text.splitlines(), **hints).rows
 
 
 def row_at(rows, size_bytes: int, placement: str) -> ResultRow:
