@@ -1,7 +1,7 @@
 """`nccl-bench doctor` on simulated hosts: launch and set-up time, memory, time per round against the
 printed estimate, shaped vs unshaped pair busbw, verdicts.
 
-Builds the same namespaces as tests/integration/test_doctor_hosts.py (tests/simhosts.py: one
+Builds the same namespaces as tests/integration/test_doctor_hosts.py (tests/helpers/simhosts.py: one
 rank per host, hosts node001, node002, ..., a Linux bridge, gloo over each host's own interface),
 then for each scenario runs the doctor --runs times and prints, per run: the wall time of the whole
 launch (process start to the last exit), the set-up costs meta.json records (init_s: the process
@@ -39,9 +39,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "tests"))
+sys.path.insert(0, str(REPO))
 
-from simhosts import simulated_hosts, why_no_namespaces  # noqa: E402
+from tests.helpers.simhosts import simulated_hosts, why_no_namespaces  # noqa: E402
 
 SCENARIOS = ("healthy", "node", "link")
 MEMORY_POLL_S = 0.5  # how often the ranks' resident memory is summed

@@ -1,4 +1,4 @@
-"""The history's false alarms and detection power on real runs over a tc-shaped link (tests/link_history.py):
+"""The history's false alarms and detection power on real runs over a tc-shaped link (tests/helpers/link_history.py):
 `--unchanged` runs at one rate, then `--changed` runs with the link `--slower` (15% by default), each judged
 by `history check --run` as CI would. Prints each run's busbw, its within-run spread, the band and the
 verdict, then the false alarms among the unchanged runs and whether the first slower run was flagged.
@@ -19,11 +19,10 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "tests"))
 sys.path.insert(0, str(REPO))
 
-from link_history import RATE_KBIT, check_run, record_run, shape  # noqa: E402
-from simhosts import simulated_hosts, why_no_namespaces  # noqa: E402
+from tests.helpers.link_history import RATE_KBIT, check_run, record_run, shape  # noqa: E402
+from tests.helpers.simhosts import simulated_hosts, why_no_namespaces  # noqa: E402
 
 
 def _latest(store: str, folder: Path) -> dict:

@@ -1,7 +1,7 @@
 """Time and peak RSS of the history's commands on a large store: `--runs` runs spread over `--systems`
 systems, each run with one value in each of its system's 20 series (5 ops x 4 sizes), one run in 50 a
 failed one. SQLite in a temporary folder by default; `--postgres` starts a PostgreSQL server of its own
-(tests/history_stores.py: Debian's postgresql, as root) or `--history URL` names one.
+(tests/helpers/history_stores.py: Debian's postgresql, as root) or `--history URL` names one.
 
 The store is filled through its own schema (open_store's migrations) in bulk, then each command runs as
 `python -m nccl_bench ...` in a fresh process; its wall time (interpreter start included), peak RSS
@@ -122,8 +122,7 @@ def main() -> int:
     options = parser.parse_args()
     with tempfile.TemporaryDirectory() as folder:
         if options.postgres:
-            sys.path.insert(0, str(REPO / "tests"))
-            from history_stores import PostgresServer, why_no_postgres
+            from tests.helpers.history_stores import PostgresServer, why_no_postgres
 
             reason = why_no_postgres()
             if reason:

@@ -29,6 +29,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from nccl_bench.results.schema import COLUMNS, PLACEMENT_IN, PLACEMENT_OUT, ResultRow, csv_cells  # noqa: E402
+from tests.helpers.rows import row  # noqa: E402
 
 LINES_PER_TABLE = 1_000  # nccl-tests result lines per table of the generated log
 # Targets. A streamed report holds one row (or one log table) at a time: its peak RSS is the
@@ -40,17 +41,13 @@ MAX_JUNIT_PER_ROW_GROWTH = 2.0
 OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce")
 
 
-def _row(index: int, placement: str = PLACEMENT_IN) -> ResultRow:
+def _nth_row(index: int, placement: str = PLACEMENT_IN) -> ResultRow:
+    """Row `index` of the generated results: ops in turn, each size once per op, its time from its size."""
     op = OPS[index % len(OPS)]
     size = 8 * (index // len(OPS) + 1)
-    time_us = 10.0 + size / 1e4
-    return ResultRow(
-        op=op, placement=placement, size_bytes=size, count=size // 4, dtype="float32",
-        redop="none" if op in ("all_gather", "broadcast") else "sum", root=0 if op in ("broadcast", "reduce") else -1,
-        world_size=8, nodes=1, backend="nccl", iters=20, trials=1, time_us=time_us, time_min_us=time_us,
-        time_max_us=time_us, p50_us=time_us, p99_us=time_us, algbw_gbps=size / time_us / 1e3,
-        busbw_gbps=size / time_us / 1e3, busbw_factor=1.0, wrong=0, slowest_rank=0, agg="max",
-    )
+    return row(op=op, placement=placement, size_bytes=size, time_us=10.0 + size / 1e4, spread=0.0, dtype="float32",
+               redop="none" if op in ("all_gather", "broadcast") else "sum",
+               root=0 if op in ("broadcast", "reduce") else -1, world_size=8, backend="nccl", iters=20)
 
 
 def write_csv(path: Path, rows: int) -> None:
@@ -59,7 +56,7 @@ def write_csv(path: Path, rows: int) -> None:
         writer = csv.writer(handle, lineterminator="\n")
         writer.writerow(COLUMNS)
         for index in range(rows):
-            writer.writerow(csv_cells(_row(index)))
+            writer.writerow(csv_cells(_nth_row(index)))
 
 
 def write_log(path: Path, rows: int) -> None:
@@ -71,7 +68,7 @@ def write_log(path: Path, rows: int) -> None:
     for index in range(LINES_PER_TABLE):
         size = 8 * (index + 1)
         for placement in (PLACEMENT_OUT, PLACEMENT_IN):
-            row = _row(index * len(OPS), placement)  # every index a multiple of len(OPS): all_reduce
+            row = _nth_row(index * len(OPS), placement)  # every index a multiple of len(OPS): all_reduce
             table.append(dataclasses.replace(row, size_bytes=size, count=size // 4))
     text = format_text(table)
     lines = rows // 2

@@ -23,30 +23,17 @@ import tempfile
 import time
 from pathlib import Path
 
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from tests.helpers.processes import child_pids, rank_of  # noqa: E402
+
 SAMPLE_INTERVAL_S = 1.0  # fine enough to see a point-by-point climb, cheap on 2 shared cores
 LEAK_TOLERANCE = 0.05  # allocator and page-cache jitter between equal-sized points stays below 5%
 LEAK_SLACK_BYTES = 32 * 2**20  # absolute slack for small ranks, where 5% is a few MiB
 # Every point's buffers are views of two stores allocated once, so even a 256 MiB sweep on 4 ranks
 # finishes in well under this; a stuck run must still end.
 RUN_LIMIT_S = 3 * 3600
-
-
-def _children(pid: int) -> list[int]:
-    try:
-        return [int(x) for x in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
-    except OSError:
-        return []
-
-
-def _rank_of(pid: int) -> int | None:
-    try:
-        environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
-    except OSError:
-        return None
-    for entry in environ:
-        if entry.startswith(b"RANK="):
-            return int(entry[5:])
-    return None
 
 
 def _rss_bytes(pid: int) -> int | None:
@@ -91,8 +78,8 @@ def run(ranks: int, max_bytes: str, out: Path, extra: list[str]) -> dict:
             if time.monotonic() - started > RUN_LIMIT_S:
                 proc.terminate()
                 break
-            for child in _children(proc.pid):
-                rank = _rank_of(child)
+            for child in child_pids(proc.pid):
+                rank = rank_of(child)
                 if rank is not None:
                     pids.setdefault(rank, child)
             rss = {rank: _rss_bytes(pid) for rank, pid in pids.items()}

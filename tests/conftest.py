@@ -1,50 +1,19 @@
-"""Shared helpers: run the real CLI under torch's own launcher (torchrun), gloo on CPU; real Slurm and
-Open MPI on simulated hosts (the `slurm` and `mpi` fixtures, tests/simslurm.py and tests/simmpi.py)."""
+"""The suite's fixtures and hooks, and nothing else: what they are built on is in tests/helpers/ (the real CLI
+and torchrun in launch.py; real Slurm and Open MPI on simulated hosts in simslurm.py and simmpi.py)."""
 
 from __future__ import annotations
 
-import itertools
 import os
 import signal
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from tests.forked_cli import run_forked
-
-REPO = Path(__file__).resolve().parents[1]
-
-
-def worker_env(extra: dict[str, str] | None = None) -> dict[str, str]:
-    env = dict(os.environ)
-    env.setdefault("OMP_NUM_THREADS", "1")
-    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
-    # A suite run inside a launcher (an srun step, mpirun) must not hand its layout to the tool.
-    launcher_vars = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
-                     "TORCHELASTIC_RUN_ID")
-    for name in list(env):
-        if name in launcher_vars or name.startswith(("SLURM_", "OMPI_COMM_WORLD_")):
-            env.pop(name)
-    env.update(extra or {})
-    return env
-
-
-def run_torchrun(nproc: int, args: list[str], *, env: dict[str, str] | None = None, timeout: float = 180,
-                 cwd: Path | None = None) -> subprocess.CompletedProcess:
-    """`torchrun --standalone --nproc_per_node N -m nccl_bench ARGS`; --standalone picks a free port.
-    torchrun's own process is forked from one that has imported torch (tests/forked_cli.py)."""
-    argv = ["--standalone", "--nproc_per_node", str(nproc), "-m", "nccl_bench", *args]
-    return run_forked(argv, module="torch.distributed.run", cwd=cwd or REPO, env=worker_env(env), timeout=timeout)
-
-
-def run_cli(args: list[str], *, env: dict[str, str] | None = None, timeout: float = 180,
-            cwd: Path | None = None) -> subprocess.CompletedProcess:
-    """`python -m nccl_bench ARGS` as a user would type it (no launcher), its process forked from one
-    that has imported torch (tests/forked_cli.py); tests that signal or watch the process start it
-    themselves."""
-    return run_forked(args, cwd=cwd or REPO, env=worker_env(env), timeout=timeout)
+from tests.helpers.groups import fixture_group
+from tests.helpers.launch import SHARED_SWEEP, run_cli, run_torchrun
+from tests.helpers.simmpi import start_mpi
+from tests.helpers.simslurm import start_slurm
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -55,12 +24,12 @@ def _session_history_store(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def postgres_server():
-    """A real PostgreSQL server of the session's (tests/history_stores.py), or the reason it cannot run here.
+    """A real PostgreSQL server of the session's (tests/helpers/history_stores.py), or the reason it cannot run here.
     Its folder is a fresh one under /tmp: pytest's own are closed to the `postgres` user."""
     import shutil
     import tempfile
 
-    from tests.history_stores import PostgresServer, why_no_postgres
+    from tests.helpers.history_stores import PostgresServer, why_no_postgres
 
     why = why_no_postgres()
     if why is not None:
@@ -90,86 +59,14 @@ def cli():
     return run_cli
 
 
-# One real two-rank sweep that several modules only read (tables, reports, plots, exports): run once.
-SHARED_SWEEP = ["sweep", "--workers", "2", "--op", "all_reduce,all_gather", "--sizes", "1K,64K,2M", "--iters", "3",
-                "-w", "1", "--peak", "20"]
-
-
 @pytest.fixture(scope="session")
 def shared_sweep(tmp_path_factory) -> tuple[Path, str]:
-    """(run folder, what the sweep printed with its stdout piped at COLUMNS=80) of SHARED_SWEEP.
+    """(run folder, what the sweep printed with its stdout piped at COLUMNS=80) of launch.SHARED_SWEEP.
     Tests must not change the folder: copy it first."""
     run_dir = tmp_path_factory.mktemp("shared") / "run"
     done = run_cli([*SHARED_SWEEP, "--out", str(run_dir)], env={"COLUMNS": "80"})
     assert done.returncode == 0, done.stderr[-2000:]
     return run_dir, done.stdout
-
-
-def child_pids(pid: int) -> list[int]:
-    """The direct children of a process (a launcher's workers)."""
-    try:
-        return [int(x) for x in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
-    except OSError:
-        return []
-
-
-def rank_of(pid: int) -> int | None:
-    """The RANK a worker process was started with, from its environment."""
-    try:
-        for entry in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0"):
-            if entry.startswith(b"RANK="):
-                return int(entry[5:])
-    except OSError:
-        return None
-    return None
-
-
-_layouts = itertools.count(1)
-
-
-def layout_tag() -> str:
-    """A tag for simulated hosts' namespace names that no other layout alive in this machine uses:
-    the pid (as test_doctor_hosts.py uses it) plus one digit counting this process's layouts, past any
-    whose namespace exists. The count alone is not enough: this file is imported twice in one process
-    (as pytest's `conftest` and as `tests.conftest`), each copy counting from 1, so a module's cluster and
-    a test's own cluster once both took the same names ("ip netns add ...: File exists")."""
-    for _ in range(10):
-        tag = f"{os.getpid() % 10000:04d}{next(_layouts) % 10}"
-        if not Path(f"/run/netns/nbsw{tag}").exists():  # simhosts' switch namespace
-            break
-    return tag
-
-
-def _started(why_not, opened):
-    """Generator for a fixture: what `opened()` yields, or the exact reason to skip (the tools missing,
-    or hosts that cannot be built here); everything torn down afterwards, failed test or not."""
-    from simhosts import SetupError
-
-    reason = why_not()
-    if reason:
-        pytest.skip(reason)
-    try:
-        with opened() as made:
-            yield made
-    except SetupError as exc:
-        pytest.skip(f"cannot build simulated hosts here: {exc}")
-
-
-def start_slurm(tmp_path_factory, count: int, **kwargs):
-    """A real Slurm cluster (simslurm.slurm_cluster's keywords): every daemon killed and every
-    namespace deleted afterwards."""
-    from simslurm import slurm_cluster, why_no_slurm
-
-    yield from _started(why_no_slurm, lambda: slurm_cluster(count, tmp_path_factory.mktemp("slurm"), layout_tag(),
-                                                            **kwargs))
-
-
-def start_mpi(tmp_path_factory, count: int, **kwargs):
-    """Simulated hosts ready for a real mpirun (simmpi.mpi_hosts): every process in them killed and the
-    namespaces deleted afterwards."""
-    from simmpi import mpi_hosts, why_no_mpi
-
-    yield from _started(why_no_mpi, lambda: mpi_hosts(count, tmp_path_factory.mktemp("mpi"), layout_tag(), **kwargs))
 
 
 @pytest.fixture(scope="module")
@@ -217,17 +114,6 @@ def stop_signals_as_at_start():
 # `pytest.mark.alone` is for a module that measures bandwidth through tc-shaped links between
 # simulated hosts: gloo over a veth pair is bound by the CPU where the link is not shaped, so the
 # load of a parallel neighbour moves the very ratios those tests judge.
-FIXTURE_GROUPS = {"postgres_server": "postgresql", "slurm": "slurm", "mpi": "mpi", "shared_sweep": "shared-sweep"}
-
-
-def fixture_group(item: pytest.Item) -> str | None:
-    """The group a test's fixtures put it in, or None; `store_url` needs the server only as postgresql."""
-    params = getattr(getattr(item, "callspec", None), "params", {})
-    if params.get("store_url") == "postgresql":
-        return FIXTURE_GROUPS["postgres_server"]
-    return next((group for name, group in FIXTURE_GROUPS.items() if name in item.fixturenames), None)
-
-
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the marks
 def pytest_collection_modifyitems(config, items):
     for item in items:

@@ -3,7 +3,7 @@ nothing on stdout, no traceback, and no worker or process group started.
 
 Each case here is one row of the table in docs/bad-input.md. The command runs as
 `python -m nccl_bench ...` in a process of its own (exit code, stdout and stderr as a user sees
-them), forked from one that has already imported torch (tests/forked_cli.py); the --help cases and
+them), forked from one that has already imported torch (tests/helpers/forked_cli.py); the --help cases and
 one refusal that imports torch start a fresh interpreter.
 """
 
@@ -24,10 +24,10 @@ from nccl_bench.results.run_folder import write_meta
 from nccl_bench.results.schema import COLUMNS
 from nccl_bench.sweep.sweep_config import CONFIG_KEYS
 from nccl_bench.units.op_table import OP_NAMES
-from tests.conftest import REPO, worker_env
-from tests.forked_cli import run_forked, run_fresh
-from tests.result_rows import row, write_run
-from tests.small_disk import small_disk
+from tests.helpers.forked_cli import run_forked, run_fresh
+from tests.helpers.launch import REPO, worker_env
+from tests.helpers.rows import row, write_run
+from tests.helpers.small_disk import small_disk
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "nccl_tests"
 TRACES = Path(__file__).resolve().parents[1] / "fixtures" / "traces"
@@ -39,7 +39,7 @@ ADDRESS_SPACE_LIMIT = 4 * 2**30
 
 
 def _run(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    """The command in a process of its own, forked from one that has imported torch (tests/forked_cli.py)."""
+    """The command in a process of its own, forked from one that has imported torch (tests/helpers/forked_cli.py)."""
     return run_forked(list(args), cwd=tmp_path, env=worker_env({"COLUMNS": "200", **(env or {})}),
                       address_space=ADDRESS_SPACE_LIMIT)
 
@@ -408,9 +408,8 @@ def _poisoned_run(folder: Path, column: str, value: str) -> None:
 
 
 def _doctor_run(folder: Path) -> None:
-    from doctor_reports import three_node_header, three_node_judgement
-
     from nccl_bench.doctor.doctor_report import DoctorReport, report_json
+    from tests.helpers.doctor_reports import three_node_header, three_node_judgement
 
     folder.mkdir()
     report = DoctorReport(run_dir=folder, header=three_node_header(), judgement=three_node_judgement(), wall_s=4.0)
@@ -550,8 +549,8 @@ def _store_error(result: subprocess.CompletedProcess, code: int = 3) -> str:
 
 
 def _history_of_one_run(folder: Path) -> Path:
-    from tests.history_runs import sweep_run
-    from tests.history_stores import sqlite_store_with_run
+    from tests.helpers.history_runs import sweep_run
+    from tests.helpers.history_stores import sqlite_store_with_run
 
     folder.mkdir(parents=True, exist_ok=True)
     return sqlite_store_with_run(folder / "h.sqlite", sweep_run(folder / "run", 1))
@@ -573,7 +572,7 @@ def test_a_history_missing_a_table_is_one_line_and_exit_3(tmp_path, command):
 
 
 def test_a_history_in_a_read_only_folder_is_read_and_refuses_writes_in_one_line(tmp_path):
-    from tests.history_stores import read_only_folder
+    from tests.helpers.history_stores import read_only_folder
 
     store = _history_of_one_run(tmp_path / "store")
     write_run(tmp_path / "base", [row()])
@@ -669,7 +668,7 @@ def test_a_postgresql_lock_is_waited_for_said_then_exit_3(tmp_path, postgres_ser
 
 
 def test_an_unreachable_or_silent_postgresql_server_is_one_line_and_exit_3(tmp_path):
-    from tests.history_stores import silent_server
+    from tests.helpers.history_stores import silent_server
 
     gone = "postgresql://ci@/bench?host=/nonexistent-socket-dir"
     assert _store_error(_run(tmp_path, "history", "show", "--history", gone)).startswith(
@@ -687,8 +686,8 @@ def test_a_postgresql_server_stopped_during_add_is_one_line_and_exit_3(tmp_path)
     import shutil
     import tempfile
 
-    from tests.history_runs import sweep_run
-    from tests.history_stores import PostgresServer, why_no_postgres
+    from tests.helpers.history_runs import sweep_run
+    from tests.helpers.history_stores import PostgresServer, why_no_postgres
 
     if why_no_postgres() is not None:
         pytest.skip(why_no_postgres())
@@ -740,7 +739,7 @@ def test_show_json_stays_strict_over_a_history_holding_inf_and_nan(tmp_path, sto
     from nccl_bench.history.address import parse_address
     from nccl_bench.history.records import read_record
     from nccl_bench.history.store import open_store
-    from tests.history_runs import sweep_run
+    from tests.helpers.history_runs import sweep_run
 
     with open_store(parse_address(store_url)) as store:
         for day in (1, 2, 3):

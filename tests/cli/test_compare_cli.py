@@ -12,45 +12,32 @@ from pathlib import Path
 import pytest
 
 from nccl_bench import options
-from nccl_bench.results.schema import ResultRow
-from tests.result_rows import write_run
-
-MiB = 1024 * 1024
-
-
-def _row(size_bytes: int, time_us: float) -> ResultRow:
-    busbw = size_bytes / time_us / 1e3
-    return ResultRow(
-        op="all_reduce", placement="in_place", size_bytes=size_bytes, count=size_bytes // 4, dtype="float",
-        redop="sum", root=-1, world_size=2, nodes=1, backend="gloo", iters=10, trials=1,
-        time_us=time_us, time_min_us=None, time_max_us=None, p50_us=time_us, p99_us=time_us,
-        algbw_gbps=busbw, busbw_gbps=busbw, busbw_factor=1.0, wrong=0, slowest_rank=0, agg="max",
-    )
+from tests.helpers.forked_cli import run_fresh
+from tests.helpers.launch import REPO, worker_env
+from tests.helpers.rows import MiB, row, write_run
 
 
-def run_cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    import os
-
-    full_env = {k: v for k, v in os.environ.items() if k != "GITHUB_STEP_SUMMARY"}
-    full_env.update(env or {})
-    full_env["COLUMNS"] = "200"
-    return subprocess.run(
-        [sys.executable, "-m", "nccl_bench", "compare", *args],
-        capture_output=True, text=True, env=full_env, timeout=60,
-    )
+def _compare(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    """`nccl-bench compare ARGS` at COLUMNS=200, writing no CI job's step summary unless env names one: a fresh
+    interpreter whose stdout is a pipe, as a shell pipeline gives it (`--json /dev/stdout`)."""
+    env = worker_env({"GITHUB_STEP_SUMMARY": "", **(env or {}), "COLUMNS": "200"})
+    return run_fresh(["compare", *args], cwd=REPO, env=env, timeout=60)
 
 
 @pytest.fixture
 def runs(tmp_path):
-    base = write_run(tmp_path / "base", [_row(1024, 10.0), _row(MiB, 100.0), _row(4 * MiB, 400.0)])
-    same = write_run(tmp_path / "same", [_row(1024, 10.5), _row(MiB, 104.0), _row(4 * MiB, 390.0)])
-    slow = write_run(tmp_path / "slow", [_row(1024, 10.0), _row(MiB, 100.0), _row(4 * MiB, 600.0)])
+    base = write_run(tmp_path / "base", [row(size_bytes=1024, time_us=10.0), row(size_bytes=MiB, time_us=100.0),
+                                         row(size_bytes=4 * MiB, time_us=400.0)])
+    same = write_run(tmp_path / "same", [row(size_bytes=1024, time_us=10.5), row(size_bytes=MiB, time_us=104.0),
+                                         row(size_bytes=4 * MiB, time_us=390.0)])
+    slow = write_run(tmp_path / "slow", [row(size_bytes=1024, time_us=10.0), row(size_bytes=MiB, time_us=100.0),
+                                         row(size_bytes=4 * MiB, time_us=600.0)])
     return base, same, slow
 
 
 def test_equal_runs_exit_0_with_summary(runs):
     base, same, _ = runs
-    result = run_cli(str(base), str(same))
+    result = _compare(str(base), str(same))
     assert result.returncode == 0, result.stderr
     assert "OK: 3 rows compared (3 ok)" in result.stdout
     assert result.stderr == ""
@@ -58,7 +45,7 @@ def test_equal_runs_exit_0_with_summary(runs):
 
 def test_regression_exits_1_and_names_the_row(runs, tmp_path):
     base, _, slow = runs
-    result = run_cli(
+    result = _compare(
         str(base), str(slow / "results.csv"),
         "--markdown", str(tmp_path / "r.md"), "--junit", str(tmp_path / "r.xml"), "--json", str(tmp_path / "r.json"),
     )
@@ -74,13 +61,13 @@ def test_regression_exits_1_and_names_the_row(runs, tmp_path):
 def test_tolerance_as_fraction_lets_the_drop_through(runs):
     base, _, slow = runs
     # 400 -> 600 us is a 33.3% busbw drop
-    assert run_cli(str(base), str(slow), "--tolerance", "0.34").returncode == 0
-    assert run_cli(str(base), str(slow), "--tolerance", "33%").returncode == 1
+    assert _compare(str(base), str(slow), "--tolerance", "0.34").returncode == 0
+    assert _compare(str(base), str(slow), "--tolerance", "33%").returncode == 1
 
 
 def test_min_bytes_moves_rows_to_latency_judging(runs):
     base, _, slow = runs
-    result = run_cli(str(base), str(slow), "--min-bytes", "8M", "--json", "/dev/stdout")
+    result = _compare(str(base), str(slow), "--min-bytes", "8M", "--json", "/dev/stdout")
     data = json.loads(result.stdout[result.stdout.index("{"):])
     assert {r["metric"] for r in data["rows"]} == {"time_us"}
     assert data["rows"][2]["delta_pct"] == pytest.approx(50.0)
@@ -90,7 +77,7 @@ def test_step_summary_is_appended_when_set(runs, tmp_path):
     base, same, _ = runs
     summary = tmp_path / "step_summary.md"
     summary.write_text("# job\n")
-    result = run_cli(str(base), str(same), env={"GITHUB_STEP_SUMMARY": str(summary)})
+    result = _compare(str(base), str(same), env={"GITHUB_STEP_SUMMARY": str(summary)})
     assert result.returncode == 0
     text = summary.read_text()
     assert text.startswith("# job\n### nccl-bench compare: ok")
@@ -99,7 +86,7 @@ def test_step_summary_is_appended_when_set(runs, tmp_path):
 
 def test_a_step_summary_that_cannot_be_appended_is_one_warning(runs, tmp_path):
     base, same, _ = runs
-    result = run_cli(str(base), str(same), env={"GITHUB_STEP_SUMMARY": str(tmp_path)})  # a folder
+    result = _compare(str(base), str(same), env={"GITHUB_STEP_SUMMARY": str(tmp_path)})  # a folder
     assert result.returncode == 0
     assert result.stderr.startswith(f"nccl-bench: warning: cannot append to $GITHUB_STEP_SUMMARY ({tmp_path}): ")
     assert len(result.stderr.splitlines()) == 1 and "ok" in result.stdout
@@ -117,7 +104,7 @@ def test_foreign_csv_is_one_line_exit_2(runs, tmp_path):
     base, _, _ = runs
     foreign = tmp_path / "nccl_tests.csv"
     foreign.write_text("size,count,type,redop,root,time,algbw,busbw,#wrong\n8,2,float,sum,-1,9.1,0.00,0.00,0\n")
-    line = one_error_line(run_cli(str(base), str(foreign)))
+    line = one_error_line(_compare(str(base), str(foreign)))
     assert line.startswith("nccl-bench: error: CURRENT:")
     assert "not an nccl_bench results CSV" in line
 
@@ -127,24 +114,24 @@ def test_malformed_csv_is_one_line_exit_2(runs, tmp_path):
     text = (base / "results.csv").read_text().splitlines()
     broken = tmp_path / "broken.csv"
     broken.write_text(text[0] + "\n" + text[1].replace(",1048576,", ",lots,", 1).replace(",1024,", ",lots,", 1) + "\n")
-    line = one_error_line(run_cli(str(broken), str(base)))
+    line = one_error_line(_compare(str(broken), str(base)))
     assert line.startswith("nccl-bench: error: BASELINE:") and "line 2" in line
 
 
 def test_missing_path_and_bad_options_are_one_line_exit_2(runs, tmp_path):
     base, same, _ = runs
-    assert "no results found" in one_error_line(run_cli(str(base), str(tmp_path / "nope")))
-    assert "--tolerance" in one_error_line(run_cli(str(base), str(same), "--tolerance", "10"))
-    assert "--min-bytes" in one_error_line(run_cli(str(base), str(same), "--min-bytes", "lots"))
-    assert "--junit" in one_error_line(run_cli(str(base), str(same), "--junit", str(tmp_path / "no" / "r.xml")))
+    assert "no results found" in one_error_line(_compare(str(base), str(tmp_path / "nope")))
+    assert "--tolerance" in one_error_line(_compare(str(base), str(same), "--tolerance", "10"))
+    assert "--min-bytes" in one_error_line(_compare(str(base), str(same), "--min-bytes", "lots"))
+    assert "--junit" in one_error_line(_compare(str(base), str(same), "--junit", str(tmp_path / "no" / "r.xml")))
 
 
 def test_world_size_mismatch_exit_2_unless_allowed(runs, tmp_path):
     base, _, _ = runs
-    four = write_run(tmp_path / "four", [dataclasses.replace(_row(MiB, 100.0), world_size=4)])
-    line = one_error_line(run_cli(str(base), str(four)))
+    four = write_run(tmp_path / "four", [dataclasses.replace(row(size_bytes=MiB, time_us=100.0), world_size=4)])
+    line = one_error_line(_compare(str(base), str(four)))
     assert "world size differs" in line and "--allow-mismatch" in line
-    allowed = run_cli(str(base), str(four), "--allow-mismatch")
+    allowed = _compare(str(base), str(four), "--allow-mismatch")
     assert allowed.returncode == 0, allowed.stderr
     assert "missing in current" in allowed.stdout  # 1K and 4M exist only in the baseline
 
@@ -157,7 +144,7 @@ def test_nccl_tests_log_against_its_report_conversion(tmp_path):
         capture_output=True, text=True, timeout=60,
     )
     assert done.returncode == 0, done.stderr
-    result = run_cli(str(converted), str(log))
+    result = _compare(str(converted), str(log))
     assert result.returncode == 0, result.stderr
     assert "OK: 8 rows compared (8 ok)" in result.stdout
 

@@ -10,14 +10,14 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.conftest import REPO, worker_env
-from tests.forked_cli import run_forked
+from tests.helpers.forked_cli import run_forked
+from tests.helpers.launch import REPO, worker_env
 
 ERROR = "nccl-bench: error: "
 
 
 def _run(cwd: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    """The command in a process of its own, forked from one that has imported torch (tests/forked_cli.py)."""
+    """The command in a process of its own, forked from one that has imported torch (tests/helpers/forked_cli.py)."""
     return run_forked(list(args), cwd=cwd, env=worker_env({"COLUMNS": "200"}), timeout=timeout)
 
 

@@ -9,9 +9,9 @@ import sys
 import pytest
 
 from nccl_bench.errors import EXIT_RUN_FAILED
-from tests.conftest import REPO, run_cli, worker_env
-from tests.result_rows import row, write_run
-from tests.small_disk import fill, small_disk
+from tests.helpers.launch import REPO, run_cli, worker_env
+from tests.helpers.rows import row, write_run
+from tests.helpers.small_disk import fill, small_disk
 
 
 def _assert_one_line(result, message: str) -> None:

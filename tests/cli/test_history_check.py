@@ -4,38 +4,31 @@ lacks), what changed for a regression in every output, `accept` with its reason,
 from __future__ import annotations
 
 import json
-import subprocess
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
 
 from nccl_bench.history.records import read_record
-from tests.conftest import worker_env
-from tests.forked_cli import run_forked
-from tests.history_runs import sweep_run
+from tests.helpers.history_runs import sweep_run
+from tests.helpers.history_stores import history_cli
 
 STEADY = ((1, 1.0), (2, 0.99), (3, 1.01), (4, 1.0), (5, 0.995))
 NEW_NCCL = {"versions": {"torch": "2.5.1", "nccl": "2.23.4"}, "env": {"NCCL_ALGO": "Tree"}}
-
-
-def _history(tmp_path: Path, store: str, *args: str) -> subprocess.CompletedProcess:
-    return run_forked(["history", *args, "--history", store], cwd=tmp_path,
-                      env=worker_env({"COLUMNS": "200"}), timeout=120)
 
 
 def _steady_then(tmp_path: Path, store: str, *later: tuple[int, float, dict]) -> list[str]:
     """Five steady runs, then `later` (day, scale, meta); each run's id, in order."""
     runs = [sweep_run(tmp_path / f"r{day}", day, scale) for day, scale in STEADY]
     runs += [sweep_run(tmp_path / f"r{day}", day, scale, **meta) for day, scale, meta in later]
-    added = _history(tmp_path, store, "add", *map(str, runs))
+    added = history_cli(tmp_path, store, "add", *map(str, runs))
     assert added.returncode == 0, added.stderr
     return [read_record(run, "RUN", "").run_id for run in runs]
 
 
 def test_a_slower_run_with_a_new_nccl_and_a_variable_is_flagged_naming_both(store_url, tmp_path):
     ids = _steady_then(tmp_path, store_url, (6, 0.85, NEW_NCCL))
-    checked = _history(tmp_path, store_url, "check", "--json", "--markdown", "check.md", "--junit", "check.xml")
+    checked = history_cli(tmp_path, store_url, "check", "--json", "--markdown", "check.md", "--junit", "check.xml")
     assert checked.returncode == 1, checked.stderr
     lines = [line for line in checked.stderr.splitlines() if line.startswith("nccl-bench: error: regression:")]
     assert len(lines) == 2  # 64K and 1M
@@ -57,7 +50,7 @@ def test_a_slower_run_with_a_new_nccl_and_a_variable_is_flagged_naming_both(stor
 
 def test_the_same_drop_with_nothing_changed_says_so(store_url, tmp_path):
     _steady_then(tmp_path, store_url, (6, 0.85, {}))
-    checked = _history(tmp_path, store_url, "check")
+    checked = history_cli(tmp_path, store_url, "check")
     assert checked.returncode == 1
     assert "nothing recorded changed" in checked.stderr
 
@@ -65,40 +58,40 @@ def test_the_same_drop_with_nothing_changed_says_so(store_url, tmp_path):
 def test_check_run_judges_exactly_that_run_and_fails_for_a_run_not_recorded(store_url, tmp_path):
     ids = _steady_then(tmp_path, store_url, (6, 0.85, {}), (7, 1.0, {}))
     # the latest run is back to normal; the run before it was slow, and --run judges that one
-    assert _history(tmp_path, store_url, "check").returncode == 0
-    judged = _history(tmp_path, store_url, "check", "--run", ids[5][:12])
+    assert history_cli(tmp_path, store_url, "check").returncode == 0
+    judged = history_cli(tmp_path, store_url, "check", "--run", ids[5][:12])
     assert judged.returncode == 1 and f"judged run {ids[5][:12]}" in judged.stderr
-    assert _history(tmp_path, store_url, "check", "--run", ids[4]).returncode == 0
-    missing = _history(tmp_path, store_url, "check", "--run", "0123456789ab")
+    assert history_cli(tmp_path, store_url, "check", "--run", ids[4]).returncode == 0
+    missing = history_cli(tmp_path, store_url, "check", "--run", "0123456789ab")
     assert missing.returncode == 3
     assert len(missing.stderr.strip().splitlines()) == 1
     assert missing.stderr.startswith("nccl-bench: error: --run: no run 0123456789ab in the history ")
-    bad = _history(tmp_path, store_url, "check", "--run", "not-an-id")
+    bad = history_cli(tmp_path, store_url, "check", "--run", "not-an-id")
     assert bad.returncode == 2 and "--run: 'not-an-id' is not a run id" in bad.stderr
 
 
 def test_accept_turns_a_failing_series_green_with_its_reason(store_url, tmp_path):
     ids = _steady_then(tmp_path, store_url, (6, 0.8, NEW_NCCL), (7, 0.81, NEW_NCCL))
-    assert _history(tmp_path, store_url, "check").returncode == 1  # the step lasts: still failing
-    no_reason = _history(tmp_path, store_url, "accept", ids[5][:12])
+    assert history_cli(tmp_path, store_url, "check").returncode == 1  # the step lasts: still failing
+    no_reason = history_cli(tmp_path, store_url, "accept", ids[5][:12])
     assert no_reason.returncode == 2 and "--reason" in no_reason.stderr
-    accepted = _history(tmp_path, store_url, "accept", ids[5][:12], "--reason", "NCCL 2.23 <is> slower by design")
+    accepted = history_cli(tmp_path, store_url, "accept", ids[5][:12], "--reason", "NCCL 2.23 <is> slower by design")
     assert accepted.returncode == 0, accepted.stderr
     assert f"accepted run {ids[5][:12]}" in accepted.stderr and "NCCL 2.23 <is> slower by design" in accepted.stderr
-    checked = _history(tmp_path, store_url, "check", "--json")
+    checked = history_cli(tmp_path, store_url, "check", "--json")
     assert checked.returncode == 0, checked.stderr
     assert {s["verdict"] for s in json.loads(checked.stdout)["series"]} == {"ok"}
-    at_accepted = _history(tmp_path, store_url, "check", "--run", ids[5][:12])
+    at_accepted = history_cli(tmp_path, store_url, "check", "--run", ids[5][:12])
     assert at_accepted.returncode == 0
     assert "is the new normal: NCCL 2.23 <is> slower by design" in at_accepted.stderr
 
 
 def test_diff_shows_each_series_change_and_what_changed(store_url, tmp_path):
     ids = _steady_then(tmp_path, store_url, (6, 0.5, NEW_NCCL))
-    shown = _history(tmp_path, store_url, "diff", ids[4][:12], ids[5][:12])
+    shown = history_cli(tmp_path, store_url, "diff", ids[4][:12], ids[5][:12])
     assert shown.returncode == 0, shown.stderr
     assert "-49.7%" in shown.stdout and "changed: nccl version 2.21.5 -> 2.23.4" in shown.stdout
-    document = json.loads(_history(tmp_path, store_url, "diff", ids[4], ids[5], "--json").stdout)
+    document = json.loads(history_cli(tmp_path, store_url, "diff", ids[4], ids[5], "--json").stdout)
     assert [round(s["change_pct"], 1) for s in document["series"]] == [-49.7, -49.7]
     assert {"what": "NCCL_ALGO", "before": "unset", "after": "Tree"} in document["changed"]
 
@@ -106,15 +99,15 @@ def test_diff_shows_each_series_change_and_what_changed(store_url, tmp_path):
 @pytest.mark.parametrize("window", ["2", "0"])
 def test_a_window_that_can_never_judge_is_refused(store_url, tmp_path, window):
     _steady_then(tmp_path, store_url)
-    refused = _history(tmp_path, store_url, "check", "--window", window)
+    refused = history_cli(tmp_path, store_url, "check", "--window", window)
     assert refused.returncode == 2
     assert len(refused.stderr.strip().splitlines()) == 1 and "--window" in refused.stderr
 
 
 def test_too_few_runs_are_said_never_ok(store_url, tmp_path):
     runs = [sweep_run(tmp_path / f"r{day}", day) for day in (1, 2)]
-    assert _history(tmp_path, store_url, "add", *map(str, runs)).returncode == 0
-    checked = _history(tmp_path, store_url, "check", "--json")
+    assert history_cli(tmp_path, store_url, "add", *map(str, runs)).returncode == 0
+    checked = history_cli(tmp_path, store_url, "check", "--json")
     assert checked.returncode == 0
     assert {s["verdict"] for s in json.loads(checked.stdout)["series"]} == {"too_few"}
     assert "2 with too few runs" in checked.stderr

@@ -14,31 +14,27 @@ from nccl_bench.cli import on_ranks
 from nccl_bench.history import recording
 from nccl_bench.history.address import parse_address
 from nccl_bench.render import history_page
-from tests.conftest import worker_env
-from tests.forked_cli import run_forked
-from tests.history_runs import doctor_run, sweep_run
+from tests.helpers.forked_cli import run_forked
+from tests.helpers.history_runs import doctor_run, sweep_run
+from tests.helpers.history_stores import history_cli
+from tests.helpers.launch import worker_env
 
 SERIES_KEYS = {"op", "placement", "size_bytes", "dtype", "world_size", "nodes", "backend", "system", "runs",
                "latest_busbw_gbps", "median_busbw_gbps", "min_busbw_gbps", "max_busbw_gbps", "change_pct"}
 
 
-def _history(tmp_path: Path, store: str, *args: str) -> subprocess.CompletedProcess:
-    return run_forked(["history", *args, "--history", store], cwd=tmp_path,
-                      env=worker_env({"COLUMNS": "200"}), timeout=120)
-
-
 def test_three_steady_runs_pass_and_half_the_bandwidth_added_twice_fails(store_url, tmp_path):
     runs = [sweep_run(tmp_path / f"r{day}", day, scale) for day, scale in ((1, 1.0), (2, 0.99), (3, 1.01))]
-    added = _history(tmp_path, store_url, "add", *map(str, runs))
+    added = history_cli(tmp_path, store_url, "add", *map(str, runs))
     assert added.returncode == 0, added.stderr
-    assert _history(tmp_path, store_url, "check").returncode == 0
+    assert history_cli(tmp_path, store_url, "check").returncode == 0
     half = sweep_run(tmp_path / "half", 4, 0.5)
     for _ in range(2):
-        assert _history(tmp_path, store_url, "add", str(half)).returncode == 0
-    shown = json.loads(_history(tmp_path, store_url, "show", "--json").stdout)
+        assert history_cli(tmp_path, store_url, "add", str(half)).returncode == 0
+    shown = json.loads(history_cli(tmp_path, store_url, "show", "--json").stdout)
     assert shown["runs"] == 4
     assert all(SERIES_KEYS <= set(series) and series["runs"] == 4 for series in shown["series"])
-    checked = _history(tmp_path, store_url, "check", "--markdown", "check.md", "--junit", "check.xml")
+    checked = history_cli(tmp_path, store_url, "check", "--markdown", "check.md", "--junit", "check.xml")
     assert checked.returncode == 1, checked.stderr
     assert "nccl-bench: error: regression: all_reduce in_place 1M float on cpu@vm" in checked.stderr
     assert "2 regression(s) in 2 series" in checked.stderr
@@ -48,10 +44,10 @@ def test_three_steady_runs_pass_and_half_the_bandwidth_added_twice_fails(store_u
 
 def test_show_and_nodes_print_tables(tmp_path):
     store = str(tmp_path / "h.sqlite")
-    _history(tmp_path, store, "add", str(sweep_run(tmp_path / "r1", 1)), str(doctor_run(tmp_path / "d", 1)))
-    shown = _history(tmp_path, store, "show", "--op", "all_reduce")
+    history_cli(tmp_path, store, "add", str(sweep_run(tmp_path / "r1", 1)), str(doctor_run(tmp_path / "d", 1)))
+    shown = history_cli(tmp_path, store, "show", "--op", "all_reduce")
     assert shown.returncode == 0 and "too few runs" in shown.stdout and "cpu@vm" in shown.stdout
-    nodes = json.loads(_history(tmp_path, store, "nodes", "--json").stdout)
+    nodes = json.loads(history_cli(tmp_path, store, "nodes", "--json").stdout)
     assert nodes == {"hosts": [{"host": h, "runs": 1, "flagged": 0, "kinds": {}, "last_flagged_utc": None}
                                for h in "abc"]}
 
@@ -63,7 +59,7 @@ def test_seven_concurrent_adds_into_a_new_store_keep_all_seven(store_url, tmp_pa
                              stderr=subprocess.PIPE, text=True) for run in runs]
     results = [(add.wait(timeout=300), add.stderr.read()) for add in adds]
     assert [code for code, _ in results] == [0] * 7, results
-    assert json.loads(_history(tmp_path, store_url, "show", "--json").stdout)["runs"] == 7
+    assert json.loads(history_cli(tmp_path, store_url, "show", "--json").stdout)["runs"] == 7
 
 
 def test_an_unreachable_store_loses_no_run(tmp_path, capsys):
@@ -88,8 +84,8 @@ def test_the_page_is_one_file_with_no_external_reference(tmp_path):
     store = str(tmp_path / "h.sqlite")
     runs = [sweep_run(tmp_path / f"r{day}", day, scale) for day, scale in ((1, 1.0), (2, 1.0), (3, 1.0), (4, 0.5))]
     hostile = doctor_run(tmp_path / "d", 1, hosts=("<script>x</script>", "b"), suspects=[("node", ["b"])])
-    assert _history(tmp_path, store, "add", *map(str, runs), str(hostile)).returncode == 0
-    made = _history(tmp_path, store, "html", "page.html")
+    assert history_cli(tmp_path, store, "add", *map(str, runs), str(hostile)).returncode == 0
+    made = history_cli(tmp_path, store, "html", "page.html")
     assert made.returncode == 0, made.stderr
     page = (tmp_path / "page.html").read_text()
     assert page.count("<svg") == 2 and page.count('class="run regression"') == 2
@@ -119,12 +115,12 @@ def test_nccl_bench_history_names_the_store(tmp_path):
 
 def test_a_newer_store_is_refused_in_one_line(tmp_path):
     store = str(tmp_path / "h.sqlite")
-    _history(tmp_path, store, "add", str(sweep_run(tmp_path / "r1", 1)))
+    history_cli(tmp_path, store, "add", str(sweep_run(tmp_path / "r1", 1)))
     import sqlite3
 
     with sqlite3.connect(store) as connection:
         connection.execute("UPDATE store_info SET value = '7' WHERE name = 'schema_version'")
-    done = _history(tmp_path, store, "show")
+    done = history_cli(tmp_path, store, "show")
     assert done.returncode == 2
     assert done.stderr == (f"nccl-bench: error: --history: {store} was written by a newer nccl-bench (store schema 7; "
                            "this one reads up to 2): upgrade nccl-bench\n")
@@ -132,12 +128,11 @@ def test_a_newer_store_is_refused_in_one_line(tmp_path):
 
 
 def test_a_host_flagged_in_two_doctor_runs_is_the_one_to_drain(store_url, tmp_path):
-    """Two doctor runs whose verdicts (the doctor's own judge, tests/doctor_reports.py) name host c."""
-    from doctor_reports import three_node_header, three_node_judgement
-
+    """Two doctor runs whose verdicts (the doctor's own judge, tests/helpers/doctor_reports.py) name host c."""
     from nccl_bench.doctor.doctor_report import DoctorReport, report_json
     from nccl_bench.results.run_folder import write_meta
-    from tests.history_runs import sweep_meta
+    from tests.helpers.doctor_reports import three_node_header, three_node_judgement
+    from tests.helpers.history_runs import sweep_meta
 
     folders = []
     for day in (1, 2):
@@ -148,11 +143,11 @@ def test_a_host_flagged_in_two_doctor_runs_is_the_one_to_drain(store_url, tmp_pa
         write_meta(folder, {**sweep_meta(f"2026-02-0{day}T00:00:00+00:00", hosts=("a", "a", "b", "b", "c", "c")),
                             "command": "doctor"})
         folders.append(str(folder))
-    assert _history(tmp_path, store_url, "add", *folders).returncode == 0
-    hosts = {h["host"]: h for h in json.loads(_history(tmp_path, store_url, "nodes", "--json").stdout)["hosts"]}
+    assert history_cli(tmp_path, store_url, "add", *folders).returncode == 0
+    hosts = {h["host"]: h for h in json.loads(history_cli(tmp_path, store_url, "nodes", "--json").stdout)["hosts"]}
     assert {name: (h["runs"], h["flagged"]) for name, h in hosts.items()} == {"a": (2, 0), "b": (2, 0), "c": (2, 2)}
     assert hosts["c"]["last_flagged_utc"] == "2026-02-02T00:00:00+00:00" and set(hosts["c"]["kinds"]) == {"node"}
-    table = _history(tmp_path, store_url, "nodes").stdout
+    table = history_cli(tmp_path, store_url, "nodes").stdout
     assert "node x2" in table
 
 
@@ -174,7 +169,7 @@ def test_the_doctor_records_its_run_once_its_workers_are_done(monkeypatch, tmp_p
     with pytest.raises(SystemExit) as ended:
         main()
     assert ended.value.code == 1
-    nodes = json.loads(_history(tmp_path, str(store), "nodes", "--json").stdout)["hosts"]
+    nodes = json.loads(history_cli(tmp_path, str(store), "nodes", "--json").stdout)["hosts"]
     assert [(h["host"], h["flagged"]) for h in nodes] == [("a", 0), ("b", 0), ("c", 1)]
 
 
@@ -195,4 +190,4 @@ def test_rank_0_under_a_launcher_records_the_doctor_run(monkeypatch, tmp_path):
     monkeypatch.setattr(sys, "argv", ["nccl-bench", "doctor", "--backend", "gloo", "--out", str(out),
                                       "--history", str(store)])
     main()
-    assert json.loads(_history(tmp_path, str(store), "nodes", "--json").stdout)["hosts"][2]["flagged"] == 1
+    assert json.loads(history_cli(tmp_path, str(store), "nodes", "--json").stdout)["hosts"][2]["flagged"] == 1

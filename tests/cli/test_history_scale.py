@@ -8,7 +8,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from tests.conftest import REPO
+from tests.helpers.launch import REPO
 
 
 def test_the_scale_benchmark_runs_at_a_small_size():

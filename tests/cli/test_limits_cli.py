@@ -7,8 +7,7 @@ from pathlib import Path
 import pytest
 
 from nccl_bench.hardware.detect import detect_limits, host_gpu_peak
-from tests.conftest import REPO, worker_env
-from tests.forked_cli import run_forked
+from tests.helpers.launch import run_cli
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "nvidia_smi"
 
@@ -88,37 +87,37 @@ def test_all_inactive_message_falls_back_to_pcie(fake_smi, tmp_path):
     assert gpu.peak_gbps == pytest.approx(63.0154, abs=1e-4)
 
 
-def run_cli(*args, path_prefix=None, fixture=None, columns=None):
-    env = worker_env()
+def _limits(*args, path_prefix=None, fixture=None, columns=None):
+    env = {}
     if path_prefix:
-        env["PATH"] = f"{path_prefix}{os.pathsep}{env['PATH']}"
+        env["PATH"] = f"{path_prefix}{os.pathsep}{os.environ['PATH']}"
     if fixture:
         env["FAKE_NVIDIA_SMI_DIR"] = str(FIXTURES / fixture)
     if columns:
         env["COLUMNS"] = columns
-    return run_forked(["limits", *args], cwd=REPO, env=env)
+    return run_cli(["limits", *args], env=env)
 
 
 def test_cli_without_gpu_reports_memcpy():
-    done = run_cli("--json")
+    done = _limits("--json")
     assert done.returncode == 0, done.stderr
     data = json.loads(done.stdout)
     if data["gpus"]:
         pytest.skip("this host has a GPU")
     assert data["peak"]["source"] == "host-memcpy"
     assert data["peak"]["peak_gbps"] == data["memcpy_gbps"] > 0
-    text = run_cli()
+    text = _limits()
     assert "No NVIDIA GPU found" in text.stdout and "Host memory copy" in text.stdout
 
 
 def test_cli_table_with_fake_nvidia_smi():
-    done = run_cli("--json", path_prefix=FIXTURES, fixture="v100_sxm2_inactive")
+    done = _limits("--json", path_prefix=FIXTURES, fixture="v100_sxm2_inactive")
     data = json.loads(done.stdout)
     if data["source"] == "nvml":
         pytest.skip("real NVML present")
     assert data["peak"]["peak_gbps"] == 100.0
     assert data["gpus"][0]["links_active"] == 4
-    text = run_cli(path_prefix=FIXTURES, fixture="v100_sxm2_inactive")
+    text = _limits(path_prefix=FIXTURES, fixture="v100_sxm2_inactive")
     assert "Tesla V100-SXM2-32GB" in text.stdout and "100.00" in text.stdout
 
 
@@ -144,7 +143,7 @@ def test_an_8xh100_node_shows_the_public_figures_with_their_sources_beside_the_p
     machine.mkdir()
     (machine / "topo_m.txt").write_text((FIXTURES / "h100_sxm_topo" / "topo_m.txt").read_text())
     (machine / "query.txt").write_text((FIXTURES / "h100_sxm_query" / "query.txt").read_text())
-    done = run_cli("--json", path_prefix=FIXTURES, fixture=machine)
+    done = _limits("--json", path_prefix=FIXTURES, fixture=machine)
     data = json.loads(done.stdout)
     if data["source"] == "nvml":
         pytest.skip("real NVML present")
@@ -154,7 +153,7 @@ def test_an_8xh100_node_shows_the_public_figures_with_their_sources_beside_the_p
     assert (aib_1g["busbw_gbps"], aib_1g["size_bytes"], aib_1g["kind"], aib_1g["nccl_version"]) == (
         466.35, 1024**3, "measured", "2.18.5")
     assert aib_1g["source_url"].startswith("https://github.com/Azure/AI-benchmarking-guide/")
-    text = run_cli(path_prefix=FIXTURES, fixture=machine, columns="400").stdout
+    text = _limits(path_prefix=FIXTURES, fixture=machine, columns="400").stdout
     lines = text.splitlines()
     heading = lines.index("Measured on such systems (public figures, busbw; GB/s = 1e9 B/s):")
     assert lines[heading - 1].startswith("Peak to compare busbw with: 450.00 GB/s")
@@ -171,13 +170,13 @@ def test_an_8xh100_node_shows_the_public_figures_with_their_sources_beside_the_p
     (ring,) = [e for e in data["expected"] if e["id"] == "nccl-tests-212-h100-all_reduce-ring-peak"]
     assert (ring["algorithm"], ring["kind"], ring["size_basis"]) == ("ring", "stated", "peak")
     assert any(line.startswith("  all_reduce 16G: 460 GB/s pass threshold") for line in figures)
-    multi = json.loads(run_cli("--json", "--multi-node", path_prefix=FIXTURES, fixture=machine).stdout)
+    multi = json.loads(_limits("--json", "--multi-node", path_prefix=FIXTURES, fixture=machine).stdout)
     assert multi["expected"] == []  # how many nodes is unknown here: no figure fits for sure
 
 
 def test_a_system_no_figure_fits_shows_none():
-    data = json.loads(run_cli("--json", path_prefix=FIXTURES, fixture="v100_sxm2_inactive").stdout)
+    data = json.loads(_limits("--json", path_prefix=FIXTURES, fixture="v100_sxm2_inactive").stdout)
     if data["source"] == "nvml":
         pytest.skip("real NVML present")
     assert data["expected"] == []
-    assert "Measured on such systems" not in run_cli(path_prefix=FIXTURES, fixture="v100_sxm2_inactive").stdout
+    assert "Measured on such systems" not in _limits(path_prefix=FIXTURES, fixture="v100_sxm2_inactive").stdout

@@ -8,8 +8,8 @@ import json
 from collections import Counter
 from pathlib import Path
 
-from tests.conftest import worker_env
-from tests.forked_cli import run_forked
+from tests.helpers.forked_cli import run_forked
+from tests.helpers.launch import worker_env
 
 TRACES = Path(__file__).resolve().parents[1] / "fixtures" / "traces"
 PUBLIC_2GPU = TRACES / "nccl_2gpu_rank0.json.gz"

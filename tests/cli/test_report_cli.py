@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from tests.conftest import run_cli
+from tests.helpers.launch import run_cli
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "nccl_tests"
 
@@ -52,7 +52,7 @@ def test_not_a_result_file(tmp_path):
 
 
 def _run_with_a_cut_last_line(tmp_path: Path) -> Path:
-    from tests.result_rows import MiB, row, write_run
+    from tests.helpers.rows import MiB, row, write_run
 
     run = write_run(tmp_path / "run", [row(dtype="float32", size_bytes=size) for size in (MiB, 2 * MiB)])
     text = (run / "results.csv").read_text()
@@ -102,7 +102,7 @@ def _without_matplotlib(tmp_path: Path) -> dict[str, str]:
     blocker = tmp_path / "blocker" / "matplotlib"
     blocker.mkdir(parents=True)
     (blocker / "__init__.py").write_text("raise ImportError('matplotlib is blocked for this test')\n")
-    from tests.conftest import REPO
+    from tests.helpers.launch import REPO
 
     return {"PYTHONPATH": f"{blocker.parent}{os.pathsep}{REPO}"}
 
@@ -164,7 +164,7 @@ def _doctor_folder(tmp_path: Path) -> Path:
 
     from nccl_bench.doctor.doctor_report import DoctorReport, report_json
     from nccl_bench.results.run_folder import write_meta
-    from tests.doctor_reports import three_node_header, three_node_judgement
+    from tests.helpers.doctor_reports import three_node_header, three_node_judgement
 
     folder = tmp_path / "doctor_run"
     folder.mkdir()
@@ -196,7 +196,7 @@ def test_report_of_a_doctor_run_refuses_formats_of_result_rows(tmp_path):
 
 
 def test_a_streamed_export_is_written_whole_or_not_at_all(tmp_path):
-    from tests.result_rows import row, write_run
+    from tests.helpers.rows import row, write_run
 
     write_run(tmp_path / "run", [row(size_bytes=1024), row(size_bytes=2048)])
     done = run_cli(["report", str(tmp_path / "run"), "--format", "csv", "--output", str(tmp_path / "out.csv")])
@@ -222,7 +222,7 @@ def test_report_and_compare_of_a_run_whose_writer_is_gone_say_it_never_finished(
     import json
     import socket
 
-    from tests.result_rows import MiB, row, write_run
+    from tests.helpers.rows import MiB, row, write_run
 
     run = write_run(tmp_path / "run", [row(dtype="float32", size_bytes=MiB)])
     pid = _gone_pid()
@@ -246,7 +246,7 @@ def test_report_of_a_run_still_running_elsewhere_or_unknown_says_it_is_unfinishe
     import subprocess
     import sys
 
-    from tests.result_rows import MiB, row, write_run
+    from tests.helpers.rows import MiB, row, write_run
 
     run = write_run(tmp_path / "run", [row(dtype="float32", size_bytes=MiB)])
     host = socket.gethostname()

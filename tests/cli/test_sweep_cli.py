@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-from result_rows import MiB, row, write_run
 
 from nccl_bench.cli import sweep
 from nccl_bench.cli.on_ranks import worker_args
@@ -13,6 +12,7 @@ from nccl_bench.render import live
 from nccl_bench.results import whole_file
 from nccl_bench.sweep.sweep_config import SweepConfig
 from nccl_bench.sweep.sweep_entry import SweepJob
+from tests.helpers.rows import MiB, row, write_run
 
 KEPT_AWAY = (*SWEEP_BASELINE_OPTIONS, WORKERS)  # what the sweep keeps from its local workers
 

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from nccl_bench.results.csv_reader import read_rows
-from tests.conftest import run_cli
+from tests.helpers.launch import run_cli
 
 pytestmark = pytest.mark.integration
 

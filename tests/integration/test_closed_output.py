@@ -17,8 +17,8 @@ import pytest
 from nccl_bench.errors import EXIT_OK
 from nccl_bench.results.csv_reader import read_rows
 from nccl_bench.results.run_folder import read_meta
-from tests.conftest import REPO, worker_env
-from tests.result_rows import row, write_run
+from tests.helpers.launch import REPO, worker_env
+from tests.helpers.rows import row, write_run
 
 pytestmark = pytest.mark.integration
 

@@ -18,8 +18,8 @@ import pytest
 
 from nccl_bench.results.csv_appender import ResultsWriter
 from nccl_bench.results.csv_reader import read_rows
-from tests.conftest import REPO, worker_env
-from tests.forked_cli import run_forked
+from tests.helpers.forked_cli import run_forked
+from tests.helpers.launch import REPO, worker_env
 
 pytestmark = pytest.mark.integration
 

@@ -22,8 +22,9 @@ from nccl_bench.errors import EXIT_RUN_FAILED
 from nccl_bench.ranks.deadline import GRACE_S, MARGIN_S
 from nccl_bench.results.csv_reader import read_rows
 from nccl_bench.results.run_folder import read_meta
-from tests.conftest import REPO, worker_env
-from tests.forked_cli import run_forked
+from tests.helpers.forked_cli import run_forked
+from tests.helpers.launch import REPO, worker_env
+from tests.helpers.rows import rows_on_disk
 
 pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("timing")]
 
@@ -50,7 +51,7 @@ def _run(command: list[str], fault: str, out: Path) -> tuple[subprocess.Complete
                             stderr=subprocess.PIPE, env=worker_env({"NCCL_BENCH_FAULT": fault}))
     rows_at, limit = None, time.monotonic() + 120
     while proc.poll() is None and time.monotonic() < limit:
-        if rows_at is None and _rows(out) >= 2:
+        if rows_at is None and rows_on_disk(out) >= 2:
             rows_at = time.monotonic()
         time.sleep(0.05)
     if proc.poll() is None:
@@ -58,13 +59,6 @@ def _run(command: list[str], fault: str, out: Path) -> tuple[subprocess.Complete
     stdout, stderr = proc.communicate()
     assert rows_at is not None, f"never reached 2 rows\n{stderr[-3000:]}"
     return subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr), time.monotonic() - rows_at
-
-
-def _rows(out: Path) -> int:
-    try:
-        return max(0, len((out / "results.csv").read_text().splitlines()) - 1)
-    except OSError:
-        return 0
 
 
 def _rank_errors(result) -> list[str]:

@@ -18,7 +18,8 @@ import time
 import pytest
 
 from nccl_bench.results.run_folder import read_meta
-from tests.conftest import child_pids, rank_of, worker_env
+from tests.helpers.launch import worker_env
+from tests.helpers.processes import child_pids, rank_of
 
 pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("timing")]
 

@@ -24,10 +24,10 @@ import time
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
-from simhosts import hosts_for_test, run_on_hosts
 
 from nccl_bench.render.prom import SUSPECT_KINDS
-from tests.conftest import REPO, worker_env
+from tests.helpers.launch import REPO, worker_env
+from tests.helpers.simhosts import hosts_for_test, run_on_hosts
 
 pytestmark = pytest.mark.alone
 

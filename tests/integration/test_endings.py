@@ -9,7 +9,7 @@ import pytest
 
 from nccl_bench.errors import EXIT_OK
 from nccl_bench.results.run_folder import read_meta
-from tests.conftest import run_cli
+from tests.helpers.launch import run_cli
 
 pytestmark = pytest.mark.integration
 

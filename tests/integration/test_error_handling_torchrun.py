@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from tests.conftest import worker_env
+from tests.helpers.launch import worker_env
 
 pytestmark = pytest.mark.integration
 

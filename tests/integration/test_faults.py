@@ -19,10 +19,10 @@ import pytest
 
 from nccl_bench.ranks.faults import FAILURE_ROLL_CALL_S
 from nccl_bench.ranks.native_output import backend_error_text
-from nccl_bench.ranks.roll_call import process_state
 from nccl_bench.results.csv_reader import read_rows
 from nccl_bench.results.run_folder import read_meta
-from tests.conftest import child_pids, rank_of
+from tests.helpers.processes import alive, child_pids, rank_of
+from tests.helpers.rows import rows_on_disk
 
 pytestmark = pytest.mark.xdist_group("timing")
 
@@ -45,22 +45,11 @@ def _start(out: Path, nproc: int, timeout_s: float | None, logs: Path) -> subpro
     )
 
 
-def _alive(pid: int) -> bool:
-    return process_state(pid) not in (None, "Z")
-
-
-def _csv_rows(out: Path) -> int:
-    try:
-        return max(0, len((out / "results.csv").read_text().splitlines()) - 1)
-    except OSError:
-        return 0
-
-
 def _ranks_after_rows(proc: subprocess.Popen, out: Path, nproc: int, rows: int, limit_s: float = 120) -> dict[int, int]:
     """Rank -> pid, once results.csv holds `rows` rows."""
     deadline = time.monotonic() + limit_s
     while time.monotonic() < deadline and proc.poll() is None:
-        if _csv_rows(out) >= rows:
+        if rows_on_disk(out) >= rows:
             ranks = {rank_of(child): child for child in child_pids(proc.pid)}
             ranks.pop(None, None)
             if len(ranks) == nproc:
@@ -71,9 +60,9 @@ def _ranks_after_rows(proc: subprocess.Popen, out: Path, nproc: int, rows: int, 
 
 def _wait_gone(pids, limit_s: float) -> float:
     start = time.monotonic()
-    while any(_alive(pid) for pid in pids):
+    while any(alive(pid) for pid in pids):
         if time.monotonic() - start > limit_s:
-            pytest.fail(f"processes still running after {limit_s:.0f} s: {[p for p in pids if _alive(p)]}")
+            pytest.fail(f"processes still running after {limit_s:.0f} s: {[p for p in pids if alive(p)]}")
         time.sleep(0.05)
     return time.monotonic() - start
 
@@ -84,7 +73,7 @@ def _error_lines(logs: Path) -> list[str]:
 
 def _thaw_and_cleanup(proc: subprocess.Popen, ranks: dict[int, int]) -> None:
     for pid in ranks.values():
-        if _alive(pid):
+        if alive(pid):
             os.kill(pid, signal.SIGCONT)
     _cleanup(proc)
 
@@ -101,7 +90,7 @@ def test_sigkill_of_one_rank_names_it_and_keeps_every_finished_row(tmp_path):
     proc = _start(out, 3, timeout_s, tmp_path)
     try:
         ranks = _ranks_after_rows(proc, out, 3, rows=2)
-        rows_before = _csv_rows(out)
+        rows_before = rows_on_disk(out)
         os.kill(ranks[2], signal.SIGKILL)
         killed_at = time.monotonic()
         survivors_s = _wait_gone([ranks[0], ranks[1]], timeout_s + SLACK_S)
@@ -121,7 +110,7 @@ def test_sigkill_of_one_rank_names_it_and_keeps_every_finished_row(tmp_path):
     assert all(r.status == "ok" and r.wrong == 0 for r in rows)
     meta = read_meta(out)
     assert meta["status"] == "failed" and meta["rows"] == len(rows)
-    assert not child_pids(proc.pid) and not any(_alive(pid) for pid in ranks.values())
+    assert not child_pids(proc.pid) and not any(alive(pid) for pid in ranks.values())
 
 
 @pytest.mark.integration
@@ -147,7 +136,7 @@ def test_frozen_rank_is_named_after_the_timeout(tmp_path):
     assert "rank 1 on host " in errors[0] and "(process " in errors[0] and "--timeout 5 s" in errors[0]
     rows = read_rows(out)
     assert len(rows) >= 2 and read_meta(out)["status"] == "failed"
-    assert not any(_alive(pid) for pid in ranks.values())
+    assert not any(alive(pid) for pid in ranks.values())
 
 
 @pytest.mark.integration
@@ -156,7 +145,7 @@ def test_sigterm_through_torchrun_leaves_a_partial_csv_marked_interrupted(tmp_pa
     proc = _start(out, 2, 60.0, tmp_path)
     try:
         ranks = _ranks_after_rows(proc, out, 2, rows=2)
-        rows_before = _csv_rows(out)
+        rows_before = rows_on_disk(out)
         os.kill(proc.pid, signal.SIGTERM)
         code = proc.wait(timeout=60)
     finally:
@@ -168,7 +157,7 @@ def test_sigterm_through_torchrun_leaves_a_partial_csv_marked_interrupted(tmp_pa
     meta = read_meta(out)
     assert meta["status"] == "interrupted"
     assert meta["rows"] == len(rows) >= rows_before
-    assert not any(_alive(pid) for pid in ranks.values())
+    assert not any(alive(pid) for pid in ranks.values())
 
 
 def test_backend_errors_lose_their_source_location_and_boilerplate():

@@ -13,8 +13,9 @@ import pytest
 from nccl_bench.errors import EXIT_RUN_FAILED
 from nccl_bench.results.csv_reader import read_rows
 from nccl_bench.results.run_folder import read_meta
-from tests.conftest import REPO, worker_env
-from tests.small_disk import fill, small_disk
+from tests.helpers.launch import REPO, worker_env
+from tests.helpers.rows import rows_on_disk
+from tests.helpers.small_disk import fill, small_disk
 
 pytestmark = pytest.mark.integration
 
@@ -30,7 +31,7 @@ def test_a_disk_that_fills_mid_sweep_is_one_line_and_keeps_the_rows(tmp_path):
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=worker_env(), cwd=REPO)
         try:
             deadline = time.monotonic() + 120
-            while _rows(out) < 1 and proc.poll() is None and time.monotonic() < deadline:
+            while rows_on_disk(out) < 1 and proc.poll() is None and time.monotonic() < deadline:
                 time.sleep(0.05)
             fill(disk)
             _, stderr = proc.communicate(timeout=120)
@@ -51,10 +52,3 @@ def test_a_disk_that_fills_mid_sweep_is_one_line_and_keeps_the_rows(tmp_path):
             assert errors[0].endswith(f'no space left on {out / "meta.json"}: it still says "running"')
         else:
             assert meta["status"] == "failed" and meta["rows"] == len(rows)
-
-
-def _rows(out) -> int:
-    try:
-        return len((out / "results.csv").read_text().splitlines()) - 1
-    except OSError:
-        return 0

@@ -12,7 +12,7 @@ import sys
 import tarfile
 from pathlib import Path
 
-from tests.conftest import REPO, worker_env
+from tests.helpers.launch import REPO, worker_env
 
 
 def _script(name: str, out: Path, *args: str, steps: str, scale: str = "4") -> tuple[int, list[str]]:

@@ -1,13 +1,14 @@
 """The history's rule on real runs over a link-bound series: two simulated hosts whose NICs are shaped
-by tc (tests/link_history.py). Five unchanged runs raise no alarm; the link made 15% slower is flagged
+by tc (tests/helpers/link_history.py). Five unchanged runs raise no alarm; the link made 15% slower is flagged
 at the first run after the change, naming the op. The fourth run is the first with enough history
 (three before it); the sixth, over the slower link, is judged on five."""
 
 from __future__ import annotations
 
 import pytest
-from link_history import RATE_KBIT, check_run, record_run, shape
-from simhosts import hosts_for_test
+
+from tests.helpers.link_history import RATE_KBIT, check_run, record_run, shape
+from tests.helpers.simhosts import hosts_for_test
 
 pytestmark = [pytest.mark.integration, pytest.mark.alone]
 UNCHANGED = 5

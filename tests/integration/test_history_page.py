@@ -13,8 +13,8 @@ import subprocess
 import pytest
 
 from nccl_bench.history.records import read_record
-from tests.conftest import run_cli
-from tests.history_runs import doctor_run, sweep_run
+from tests.helpers.history_runs import doctor_run, sweep_run
+from tests.helpers.launch import run_cli
 
 pytestmark = pytest.mark.integration
 

@@ -16,8 +16,8 @@ import pytest
 from nccl_bench.history.records import read_record
 from nccl_bench.results.csv_reader import read_rows
 from nccl_bench.results.run_folder import read_meta, write_meta
-from tests.conftest import run_cli, worker_env
-from tests.result_rows import write_run
+from tests.helpers.launch import run_cli, worker_env
+from tests.helpers.rows import write_run
 
 pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("timing")]
 
@@ -134,7 +134,7 @@ def test_ctrl_c_or_sigterm_while_a_sweep_waits_for_its_history_ends_at_once_sayi
     import sys
     import time
 
-    from tests.conftest import REPO
+    from tests.helpers.launch import REPO
 
     store = tmp_path / "locked.sqlite"
     holder = _locked_sqlite(store)
@@ -190,7 +190,7 @@ def test_a_stale_claim_of_a_killed_run_is_taken_over_by_the_next_run_with_its_ou
     import subprocess
     import sys
 
-    from tests.conftest import REPO
+    from tests.helpers.launch import REPO
 
     out = tmp_path / "run"
     claim = ("import os, signal; from nccl_bench.results.run_folder import claim_run_dir; "

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -21,7 +20,10 @@ import pytest
 from nccl_bench.errors import EXIT_RUN_FAILED
 from nccl_bench.results.csv_reader import read_rows
 from nccl_bench.results.run_folder import read_meta
-from tests.conftest import run_cli, worker_env
+from tests.helpers.launch import run_cli, worker_env
+from tests.helpers.ports import free_port
+from tests.helpers.processes import wait_for
+from tests.helpers.rows import rows_on_disk
 
 pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("timing")]
 
@@ -38,26 +40,10 @@ def _start(args: list[str], logs: Path, env: dict[str, str] | None = None) -> su
     )
 
 
-def _rows_on_disk(out: Path) -> int:
-    try:
-        return max(0, len((out / "results.csv").read_text().splitlines()) - 1)
-    except OSError:
-        return 0
-
-
-def _wait_for(condition, proc: subprocess.Popen, limit_s: float = 120) -> None:
-    deadline = time.monotonic() + limit_s
-    while time.monotonic() < deadline and proc.poll() is None:
-        if condition():
-            return
-        time.sleep(0.05)
-    pytest.fail(f"the condition never held (exit {proc.poll()})")
-
-
 def _interrupt_after_rows(proc: subprocess.Popen, out: Path, rows: int, send) -> int:
     """Once results.csv holds `rows` rows, send() the interrupt; the command's exit code (killed if it hangs)."""
     try:
-        _wait_for(lambda: _rows_on_disk(out) >= rows, proc)
+        wait_for(lambda: rows_on_disk(out) >= rows, 120, proc=proc)
         send()
         return proc.wait(timeout=60)
     finally:
@@ -95,7 +81,7 @@ def test_an_interrupted_doctor_says_one_line_too(tmp_path):
     proc = _start(["doctor", "--workers", "2", "--samples", "500", "--iters", "50", "--size", "64K",
                    "--out", str(out)], tmp_path)
     try:
-        _wait_for(lambda: (out / "meta.json").is_file(), proc)
+        wait_for(lambda: (out / "meta.json").is_file(), 120, proc=proc)
         time.sleep(0.5)
         os.killpg(proc.pid, signal.SIGINT)
         code = proc.wait(timeout=60)
@@ -111,7 +97,7 @@ def test_an_interrupt_before_the_sweep_began_leaves_no_folder(tmp_path):
     out = tmp_path / "run"
     proc = _start([*SWEEP, "--out", str(out)], tmp_path)
     try:
-        _wait_for(lambda: out.is_dir(), proc)  # made by the command, before any rank measured
+        wait_for(lambda: out.is_dir(), 120, proc=proc)  # made by the command, before any rank measured
         os.kill(proc.pid, signal.SIGTERM)
         code = proc.wait(timeout=60)
     finally:
@@ -127,17 +113,11 @@ def test_an_interrupt_before_the_sweep_began_leaves_no_folder(tmp_path):
         assert errors == [f"{ERROR}interrupted by SIGTERM before the sweep began; nothing was measured"]
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 @pytest.mark.parametrize("rank", [0, 1])
 def test_a_rendezvous_nobody_answers_is_one_line_naming_address_port_and_timeout(tmp_path, rank):
     """Rank 1 cannot reach the store (nothing listens): the rendezvous's address, port and wait. Rank 0
     holds the store and waits for rank 1 alone: the rank that never joined."""
-    port = _free_port()
+    port = free_port()
     env = {"SLURM_PROCID": str(rank), "SLURM_NTASKS": "2", "SLURM_STEP_ID": "0", "SLURM_LOCALID": "0",
            "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}
     out = tmp_path / "run"

@@ -26,7 +26,8 @@ import typer
 
 from nccl_bench.cli.entry import app
 from nccl_bench.options import DOCTOR_OPTIONS, SWEEP_OPTIONS
-from tests.conftest import REPO, layout_tag, worker_env
+from tests.helpers.launch import REPO, worker_env
+from tests.helpers.simhosts import layout_tag
 
 yaml = pytest.importorskip("yaml", reason="PyYAML is not installed (pip install -e '.[test]' installs it)")
 
@@ -93,7 +94,7 @@ def test_the_commands_are_accepted_by_the_cli_as_written(name):
 
 
 def _hosts(names: tuple[str, ...]):
-    from simhosts import SetupError, simulated_hosts, why_no_namespaces
+    from tests.helpers.simhosts import SetupError, simulated_hosts, why_no_namespaces
 
     reason = why_no_namespaces()
     if reason:

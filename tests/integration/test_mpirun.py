@@ -1,6 +1,6 @@
 """Real Open MPI `mpirun` across simulated hosts, without nccl_bench.
 
-The `mpi` fixture (tests/conftest.py, tests/simmpi.py) gives three hosts node01..node03; mpirun
+The `mpi` fixture (tests/conftest.py, tests/helpers/simmpi.py) gives three hosts node01..node03; mpirun
 runs on node01 and reaches the others through an rsh agent that enters their namespaces with the
 bare environment of an ssh login. These tests pin down what mpirun really sets and prints
 (tests/SCHEDULERS.md writes it down for the launcher code).
@@ -18,17 +18,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO
+from tests.helpers.launch import REPO, ok
 
 pytestmark = pytest.mark.integration
 
 LAYOUT_VARS = ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
                "OMPI_COMM_WORLD_LOCAL_SIZE", "OMPI_COMM_WORLD_NODE_RANK", "PMIX_HOSTNAME")
-
-
-def _ok(done) -> str:
-    assert done.returncode == 0, f"exit {done.returncode}\nstdout:\n{done.stdout}\nstderr:\n{done.stderr}"
-    return done.stdout
 
 
 def _tagged(stdout: str) -> dict[int, list[str]]:
@@ -42,11 +37,11 @@ def _tagged(stdout: str) -> dict[int, list[str]]:
 
 
 def test_mpirun_four_ranks_on_two_hosts(mpi):
-    out = _ok(mpi.mpirun(["-np", "4", "--host", "node01:2,node02:2", "--tag-output", "printenv", *LAYOUT_VARS]))
+    out = ok(mpi.mpirun(["-np", "4", "--host", "node01:2,node02:2", "--tag-output", "printenv", *LAYOUT_VARS]))
     ranks = _tagged(out)
     # by slot: ranks 0,1 fill node01's two slots, 2,3 node02's
     assert ranks == {r: [str(r), "4", str(r % 2), "2", str(r % 2), f"node0{r // 2 + 1}"] for r in range(4)}
-    hosts = _ok(mpi.mpirun(["-np", "4", "--host", "node01:2,node02:2", "sh", "-c",
+    hosts = ok(mpi.mpirun(["-np", "4", "--host", "node01:2,node02:2", "sh", "-c",
                             "echo $OMPI_COMM_WORLD_RANK $(hostname)"]))
     assert sorted(hosts.splitlines()) == ["0 node01", "1 node01", "2 node02", "3 node02"]
 
@@ -54,8 +49,8 @@ def test_mpirun_four_ranks_on_two_hosts(mpi):
 def test_mpirun_hostfile_and_map_by_node(mpi):
     hostfile = mpi.hostfile(2)
     show = ["sh", "-c", "echo $OMPI_COMM_WORLD_RANK $OMPI_COMM_WORLD_LOCAL_RANK $(hostname)"]
-    by_slot = _ok(mpi.mpirun(["-np", "6", "--hostfile", str(hostfile), *show]))
-    by_node = _ok(mpi.mpirun(["-np", "6", "--hostfile", str(hostfile), "--map-by", "node", *show]))
+    by_slot = ok(mpi.mpirun(["-np", "6", "--hostfile", str(hostfile), *show]))
+    by_node = ok(mpi.mpirun(["-np", "6", "--hostfile", str(hostfile), "--map-by", "node", *show]))
     assert sorted(by_slot.splitlines()) == [f"{r} {r % 2} node0{r // 2 + 1}" for r in range(6)]
     assert sorted(by_node.splitlines()) == [f"{r} {r // 3} node0{r % 3 + 1}" for r in range(6)]
 
@@ -63,7 +58,7 @@ def test_mpirun_hostfile_and_map_by_node(mpi):
 def test_tag_output_prefixes(mpi):
     done = mpi.mpirun(["-np", "2", "--host", "node01,node02", "--tag-output", "sh", "-c",
                        "echo out; echo err >&2; printf tail"])
-    _ok(done)
+    ok(done)
     # an unterminated last line gets no newline of its own: two ranks' tails run together
     assert sorted(done.stdout.replace("tail[", "tail\n[").splitlines()) == [
         "[1,0]<stdout>:out", "[1,0]<stdout>:tail", "[1,1]<stdout>:out", "[1,1]<stdout>:tail"]
@@ -75,8 +70,8 @@ def test_remote_ranks_get_only_what_mpirun_forwards(mpi):
     arrive, so MASTER_ADDR/MASTER_PORT, PATH and PYTHONPATH must be forwarded as the README shows."""
     show = ["--tag-output", "sh", "-c", "echo ${NB_PROBE-unset} ${MASTER_ADDR-unset} ${MASTER_PORT-unset}"]
     env = {"NB_PROBE": "here", "MASTER_ADDR": "node01", "MASTER_PORT": "29500"}
-    plain = _tagged(_ok(mpi.mpirun(["-np", "2", "--host", "node01,node02", *show], env=env)))
-    forwarded = _tagged(_ok(mpi.mpirun(["-np", "2", "--host", "node01,node02", "-x", "MASTER_ADDR", "-x",
+    plain = _tagged(ok(mpi.mpirun(["-np", "2", "--host", "node01,node02", *show], env=env)))
+    forwarded = _tagged(ok(mpi.mpirun(["-np", "2", "--host", "node01,node02", "-x", "MASTER_ADDR", "-x",
                                         "MASTER_PORT", "-x", "NB_PROBE", *show], env=env)))
     assert plain == {0: ["here node01 29500"], 1: ["unset unset unset"]}
     assert forwarded == {0: ["here node01 29500"], 1: ["here node01 29500"]}
@@ -146,6 +141,6 @@ def test_a_rank_imports_torch_from_the_projects_venv(mpi):
            "PYTHONPATH": str(REPO)}
     code = "import os, sys, torch; print(os.uname().nodename, sys.prefix, torch.__version__, os.environ['PYTHONPATH'])"
     # one rank, on another host than mpirun's: it sees only what -x forwards
-    out = _ok(mpi.mpirun(["-np", "1", "--host", "node02", "-x", "PATH", "-x", "PYTHONPATH", "python", "-c", code],
+    out = ok(mpi.mpirun(["-np", "1", "--host", "node02", "-x", "PATH", "-x", "PYTHONPATH", "python", "-c", code],
                          env=env, timeout=120))
     assert out.split() == ["node02", sys.prefix, importlib.metadata.version("torch"), str(REPO)]

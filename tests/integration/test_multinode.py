@@ -14,12 +14,12 @@ import subprocess
 import sys
 
 import pytest
-from simhosts import sh as _sh
-from simhosts import why_no_namespaces as _why_no_namespaces
 
 from nccl_bench.results.csv_reader import read_rows
 from nccl_bench.results.run_folder import read_meta
 from nccl_bench.units.op_table import OP_NAMES
+from tests.helpers.simhosts import sh as _sh
+from tests.helpers.simhosts import why_no_namespaces as _why_no_namespaces
 
 SUBNET = "10.77.{}.{}"  # private, and only ever configured inside this test's own namespaces
 RDZV_PORT = 29577

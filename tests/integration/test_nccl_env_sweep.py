@@ -8,7 +8,7 @@ import pytest
 
 from nccl_bench.results.csv_reader import read_rows
 from nccl_bench.results.run_folder import read_meta
-from tests.conftest import run_cli
+from tests.helpers.launch import run_cli
 
 pytestmark = pytest.mark.integration
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from nccl_bench.render.tables import result_columns
-from tests.conftest import REPO, SHARED_SWEEP, run_cli, worker_env
+from tests.helpers.launch import REPO, SHARED_SWEEP, run_cli, worker_env
 
 pytestmark = pytest.mark.integration
 

@@ -14,9 +14,9 @@ import pytest
 
 from nccl_bench.replay.profile import profile_traces
 from nccl_bench.replay.trace_reader import ANNOTATIONS, read_trace
-from tests.conftest import run_cli
-from tests.replay_job import GRADIENT_ELEMENTS, TRAINING_STEPS, WORLD_SIZE, trace_ddp_job
-from tests.result_rows import row, write_run
+from tests.helpers.launch import run_cli
+from tests.helpers.replay_job import GRADIENT_ELEMENTS, TRAINING_STEPS, WORLD_SIZE, trace_ddp_job
+from tests.helpers.rows import row, write_run
 
 
 @pytest.fixture(scope="module")

@@ -8,19 +8,19 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
-from png_files import png_size
 
 from nccl_bench.render import live, plots
 from nccl_bench.results.csv_reader import read_rows
 from nccl_bench.results.loader import load_rows
-from tests.conftest import run_cli
+from tests.helpers.launch import run_cli
+from tests.helpers.png_files import png_size
 
 pytestmark = pytest.mark.integration
 
 
 @pytest.fixture
 def gloo_run(shared_sweep) -> Path:
-    """A two-rank all_reduce,all_gather sweep at 1K, 64K and 2M (tests/conftest.py SHARED_SWEEP); read only."""
+    """A two-rank all_reduce,all_gather sweep at 1K, 64K and 2M (tests/helpers/launch.py SHARED_SWEEP); read only."""
     return shared_sweep[0]
 
 

@@ -17,8 +17,9 @@ from pathlib import Path
 import pytest
 
 from nccl_bench.ranks.planted import FAULT_ENV
-from tests.conftest import REPO, child_pids, worker_env
-from tests.forked_cli import run_forked
+from tests.helpers.forked_cli import run_forked
+from tests.helpers.launch import REPO, worker_env
+from tests.helpers.processes import alive, child_pids
 
 pytestmark = pytest.mark.xdist_group("timing")
 
@@ -83,26 +84,18 @@ def test_ranks_whose_parent_is_sigkilled_end_keeping_their_rows(tmp_path):
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=30)
         deadline = time.monotonic() + ORPHAN_LIMIT_S
-        while time.monotonic() < deadline and any(_alive(pid) for pid in ranks):
+        while time.monotonic() < deadline and any(alive(pid) for pid in ranks):
             time.sleep(0.1)
-        assert not any(_alive(pid) for pid in ranks), "a rank outlived its parent"
+        assert not any(alive(pid) for pid in ranks), "a rank outlived its parent"
     finally:
         for pid in [*ranks, proc.pid]:
-            if _alive(pid):
+            if alive(pid):
                 os.kill(pid, signal.SIGKILL)
     meta = json.loads((out / "meta.json").read_text())
     assert meta["status"] == "interrupted"
     assert meta["stopped_because"].startswith("the process that started this rank (pid ")
     assert meta["rows"] >= 2 and len((out / "results.csv").read_text().splitlines()) == meta["rows"] + 1
     assert list(temp.iterdir()) == []  # the agent's temporary folder went with the ranks it orphaned
-
-
-def _alive(pid: int) -> bool:
-    """Running, not a zombie waiting for a parent's wait (init reaps orphans)."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 

@@ -23,7 +23,8 @@ import pytest
 from nccl_bench.errors import EXIT_INTERRUPTED
 from nccl_bench.ranks import faults, planted, set_up
 from nccl_bench.ranks.dist import DEFAULT_PG_PREFIX
-from tests.conftest import REPO, worker_env
+from tests.helpers.launch import REPO, worker_env
+from tests.helpers.ports import free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("timing")]
 
@@ -34,12 +35,6 @@ EXIT_SLACK_S = 20.0
 START_LIMIT_S = 180.0  # for every launched rank to register, however loaded the machine
 # Far past the signal's bound: a rank that only its set-up deadline ended would fail the test.
 LONG_TIMEOUT_S = 120.0
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def _launch(world: int, ranks: list[int], port: int, fault: str, tmp_path,
@@ -100,7 +95,7 @@ def _ended(procs: dict[int, subprocess.Popen], by: float, tmp_path,
 def _run(world: int, ranks: list[int], fault: str, tmp_path):
     """Launch `ranks` of a world of `world` with the planted fault; (each rank's exit code and stderr,
     the processes), every rank having ended within the bound counted from the last join."""
-    port = _free_port()
+    port = free_port()
     procs = _launch(world, ranks, port, fault, tmp_path)
     try:
         joined = _all_joined_at(port, len(ranks), procs)
@@ -146,7 +141,7 @@ def test_a_stop_signal_ends_a_rank_blocked_in_native_code_during_set_up_within_s
     """The main thread sits in a C++ store wait, where Python never runs the signal's handler: the
     signal's own thread ends the rank UNANSWERED_SIGNAL_S later with its line, long before the set-up
     deadline (--timeout + its grace) would."""
-    port = _free_port()
+    port = free_port()
     procs = _launch(2, [0], port, "stall-set-up:0", tmp_path, timeout_s=LONG_TIMEOUT_S)
     try:
         _when(port, procs, lambda store: store.check([f"{planted.STALLED_KEY}/0"]), "rank 0 never stalled")

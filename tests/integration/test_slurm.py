@@ -1,6 +1,6 @@
 """Real Slurm (slurmctld, slurmd, srun, sbatch, scancel, sinfo) on simulated hosts, without nccl_bench.
 
-The `slurm` fixture (tests/conftest.py, tests/simslurm.py) runs munged and slurmctld on node01 and
+The `slurm` fixture (tests/conftest.py, tests/helpers/simslurm.py) runs munged and slurmctld on node01 and
 a slurmd on node01-node03, each in its own network namespace with its own hostname; node04 is in
 slurm.conf but never started. These tests pin down what the real programs do (environment,
 labels, signals, states), which tests/SCHEDULERS.md writes down for the launcher code.
@@ -18,16 +18,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO
+from tests.helpers.launch import REPO, ok
+from tests.helpers.processes import wait_for
 
 pytestmark = pytest.mark.integration
 
 STARTED = ("node01", "node02", "node03")
-
-
-def _ok(done) -> str:
-    assert done.returncode == 0, f"exit {done.returncode}\nstdout:\n{done.stdout}\nstderr:\n{done.stderr}"
-    return done.stdout
 
 
 def _task_env(stdout: str) -> dict[int, dict[str, str]]:
@@ -45,18 +41,10 @@ def _labelled(stdout: str) -> dict[int, str]:
     return {int(label): text for label, _, text in (line.partition(": ") for line in stdout.splitlines())}
 
 
-def _wait_for(predicate, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"waited {timeout:.0f}s for {what}")
-        time.sleep(0.1)
-
-
 def test_srun_places_two_tasks_on_each_of_three_hosts(slurm):
     fields = ("$(hostname) $SLURM_PROCID $SLURM_LOCALID $SLURM_NODEID $SLURM_NTASKS $SLURM_STEP_NUM_NODES "
               "$SLURM_STEP_NUM_TASKS $SLURM_JOB_NODELIST $SLURM_STEP_ID $SLURM_TASKS_PER_NODE")
-    out = _ok(slurm.run(["srun", "-N", "3", "--ntasks-per-node", "2", "sh", "-c", f"echo {fields}"], host=1))
+    out = ok(slurm.run(["srun", "-N", "3", "--ntasks-per-node", "2", "sh", "-c", f"echo {fields}"], host=1))
     rows = sorted((line.split() for line in out.splitlines()), key=lambda row: int(row[1]))
     assert Counter(row[0] for row in rows) == {name: 2 for name in STARTED}
     # block distribution: tasks 0,1 on the first node, 2,3 on the second...; one step (0) of one job
@@ -67,8 +55,8 @@ def test_srun_places_two_tasks_on_each_of_three_hosts(slurm):
 def test_srun_uneven_and_cyclic_layouts(slurm):
     fields = "$(hostname) $SLURM_PROCID $SLURM_LOCALID $SLURM_TASKS_PER_NODE $SLURM_STEP_TASKS_PER_NODE"
     two = ["srun", "-N", "2", "-n", "3", "-w", "node01,node02"]  # the nodes named: any two may be picked
-    block = _ok(slurm.run([*two, "sh", "-c", f"echo {fields}"]))
-    cyclic = _ok(slurm.run([*two, "--distribution", "cyclic", "sh", "-c", f"echo {fields}"]))
+    block = ok(slurm.run([*two, "sh", "-c", f"echo {fields}"]))
+    cyclic = ok(slurm.run([*two, "--distribution", "cyclic", "sh", "-c", f"echo {fields}"]))
     assert sorted(block.splitlines(), key=lambda line: line.split()[1]) == [
         "node01 0 0 2,1 2,1", "node01 1 1 2,1 2,1", "node02 2 0 2,1 2,1"]
     assert sorted(cyclic.splitlines(), key=lambda line: line.split()[1]) == [
@@ -77,7 +65,7 @@ def test_srun_uneven_and_cyclic_layouts(slurm):
 
 def test_srun_task_environment(slurm):
     """Every variable a task gets (printed in full on failure): the launcher code reads these."""
-    out = _ok(slurm.run(["srun", "-N", "2", "--ntasks-per-node", "2", "--label", "env"], host=2,
+    out = ok(slurm.run(["srun", "-N", "2", "--ntasks-per-node", "2", "--label", "env"], host=2,
                         env={"NB_PROBE": "from-the-client"}))
     tasks = _task_env(out)
     assert sorted(tasks) == [0, 1, 2, 3]
@@ -105,13 +93,13 @@ def test_srun_task_environment(slurm):
 
 def test_srun_label_prefixes(slurm):
     few = slurm.run(["srun", "-N", "3", "-n", "3", "--label", "sh", "-c", "echo out; echo err >&2; printf tail"])
-    _ok(few)
+    ok(few)
     assert sorted(few.stdout.splitlines()) == sorted(f"{t}: {text}" for t in range(3) for text in ("out", "tail"))
     # srun's own notes share stderr: an allocation that waits for the last test's job to drain says
     # "srun: job N queued and waiting for resources", then "srun: job N has been allocated resources"
     tasks = [line for line in few.stderr.splitlines() if not line.startswith("srun: job ")]
     assert sorted(tasks) == [f"{t}: err" for t in range(3)]
-    many = _ok(slurm.run(["srun", "-N", "3", "-n", "12", "--label", "echo", "hi"]))
+    many = ok(slurm.run(["srun", "-N", "3", "-n", "12", "--label", "echo", "hi"]))
     # the label is right-aligned to the widest task number: " 0: " ... "11: "
     assert sorted(many.splitlines()) == sorted(f"{t:>2}: hi" for t in range(12))
 
@@ -125,7 +113,7 @@ def test_sbatch_script_writes_its_output(slurm, tmp_path):
         "srun --label sh -c 'echo $(hostname) $SLURM_PROCID $SLURM_STEP_ID'\n"
         "srun -N 1 -n 1 sh -c 'echo second step $SLURM_STEP_ID'\n")
     out_pattern = tmp_path / "job-%j.out"
-    job = _ok(slurm.run(["sbatch", "--parsable", "--output", str(out_pattern), str(script)], host=2)).strip()
+    job = ok(slurm.run(["sbatch", "--parsable", "--output", str(out_pattern), str(script)], host=2)).strip()
     assert job.isdigit(), job
     slurm.wait_job_gone(job, timeout=30)
     text = (tmp_path / f"job-{job}.out").read_text()
@@ -174,10 +162,10 @@ def _start_and_cancel(slurm, tmp_path, name: str, argv: list[str], tasks: int):
     Returns (srun's exit code, its stderr, seconds from scancel to srun's exit, the scancel time)."""
     srun = slurm.popen(["srun", "-J", name, "-N", "2", "--ntasks-per-node", str(tasks // 2), *argv], host=1)
     try:
-        _wait_for(lambda: all((tmp_path / f"task{t}").exists() for t in range(tasks)), 20, "every task to start")
+        wait_for(lambda: all((tmp_path / f"task{t}").exists() for t in range(tasks)), 20, "every task to start")
         job = _job_id(slurm, name)
         cancelled = time.time()
-        _ok(slurm.run(["scancel", job]))
+        ok(slurm.run(["scancel", job]))
         _, err = srun.communicate(timeout=slurm.kill_wait + 20)
         return srun.returncode, err, time.time() - cancelled, cancelled
     finally:
@@ -232,10 +220,10 @@ def test_scancel_of_a_task_that_exits_on_sigterm(slurm, tmp_path):
 def test_scancel_ends_srun_sleep(slurm, tmp_path):
     srun = slurm.popen(["srun", "-J", "nbsleep", "-N", "3", "sleep", "300"])
     try:
-        _wait_for(lambda: slurm.run(["squeue", "--noheader", "--steps", "--name", "nbsleep"]).stdout.strip(), 20,
+        wait_for(lambda: slurm.run(["squeue", "--noheader", "--steps", "--name", "nbsleep"]).stdout.strip(), 20,
                   "the step to run")
         job = _job_id(slurm, "nbsleep")
-        _ok(slurm.run(["scancel", job]))
+        ok(slurm.run(["scancel", job]))
         _, err = srun.communicate(timeout=slurm.kill_wait + 20)
     finally:
         if srun.poll() is None:
@@ -250,7 +238,7 @@ def test_a_host_whose_slurmd_never_started_is_not_usable(slurm):
     states = slurm.node_states()
     assert {name: states[name] for name in STARTED} == {name: "idle" for name in STARTED}
     assert states["node04"] in ("unk", "unk*", "down", "down*"), states
-    shown = _ok(slurm.run(["scontrol", "show", "node", "node04"]))
+    shown = ok(slurm.run(["scontrol", "show", "node", "node04"]))
     assert "State=UNKNOWN" in shown or "State=DOWN" in shown, shown
     # Slurm never hands it out: a job that needs it waits (here: gives up after --immediate)
     done = slurm.run(["srun", "-N", "4", "--immediate=1", "hostname"], timeout=30)
@@ -259,9 +247,9 @@ def test_a_host_whose_slurmd_never_started_is_not_usable(slurm):
 
 def test_gpus_become_cuda_visible_devices(slurm):
     show = ["--label", "sh", "-c", "echo ${CUDA_VISIBLE_DEVICES-unset}"]
-    per_node = _ok(slurm.run(["srun", "-N", "2", "--ntasks-per-node", "2", "--gpus-per-node", "2", *show]))
-    per_task = _ok(slurm.run(["srun", "-N", "2", "--ntasks-per-node", "2", "--gpus-per-task", "1", *show]))
-    none = _ok(slurm.run(["srun", "-N", "2", *show]))
+    per_node = ok(slurm.run(["srun", "-N", "2", "--ntasks-per-node", "2", "--gpus-per-node", "2", *show]))
+    per_task = ok(slurm.run(["srun", "-N", "2", "--ntasks-per-node", "2", "--gpus-per-task", "1", *show]))
+    none = ok(slurm.run(["srun", "-N", "2", *show]))
     assert _labelled(per_node) == {t: "0,1" for t in range(4)}  # every task sees both of its node's GPUs
     assert _labelled(per_task) == {t: str(t % 2) for t in range(4)}  # one each, so each task's is cuda:0
     assert _labelled(none) == {0: "unset", 1: "unset"}
@@ -274,14 +262,14 @@ def test_a_task_imports_torch_from_the_projects_venv(slurm):
     env = {"PATH": venv_bin + os.pathsep + os.environ.get("PATH", ""), "PYTHONPATH": str(REPO)}
     code = "import os, sys, torch; print(os.uname().nodename, sys.prefix, torch.__version__, os.environ['PYTHONPATH'])"
     # one task on another host than the client's (importing torch takes seconds of these 2 cores)
-    out = _ok(slurm.run(["srun", "-w", "node03", "-n", "1", "python", "-c", code], env=env, timeout=120))
+    out = ok(slurm.run(["srun", "-w", "node03", "-n", "1", "python", "-c", code], env=env, timeout=120))
     assert out.split() == ["node03", sys.prefix, importlib.metadata.version("torch"), str(REPO)]
 
 
 @pytest.fixture
 def slurm3(tmp_path_factory):
     """A cluster of its own (node01-node03, all started) for a test that breaks a host."""
-    from tests.conftest import start_slurm
+    from tests.helpers.simslurm import start_slurm
 
     yield from start_slurm(tmp_path_factory, 3)
 
@@ -295,14 +283,14 @@ def test_a_host_lost_after_allocation(slurm3, tmp_path):
     script.write_text(f"#!/bin/sh\nwhile [ ! -e {go} ]; do sleep 0.1; done\n"
                       "srun --label sh -c 'echo $(hostname) $SLURM_STEP_NUM_NODES $SLURM_NTASKS'\necho srun rc=$?\n"
                       "sleep 300\n")
-    job = _ok(slurm3.run(["sbatch", "--parsable", "-N", "3", "--output", str(out), str(script)])).strip()
+    job = ok(slurm3.run(["sbatch", "--parsable", "-N", "3", "--output", str(out), str(script)])).strip()
     slurm3.wait_nodes(STARTED, ("alloc", "mix"), timeout=20)  # mix: one of the node's 4 CPUs in use
     slurm3.kill_host(2)  # node03's slurmd and everything else in its namespace, at once
     go.touch()
-    _wait_for(lambda: out.exists() and "srun rc=" in out.read_text(), 40, "the step to fail")
+    wait_for(lambda: out.exists() and "srun rc=" in out.read_text(), 40, "the step to fail")
     lines = out.read_text().splitlines()
     assert sorted(line for line in lines if line[:1].isdigit()) == ["0: node01 3 3", "1: node02 3 3"]
     assert f"srun: error: Task launch for StepId={job}.0 failed on node node03: Communication connection failure" \
         in lines, lines
     assert lines[-1] != "srun rc=0", lines
-    _ok(slurm3.run(["scancel", job]))
+    ok(slurm3.run(["scancel", job]))

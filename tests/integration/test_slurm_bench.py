@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from tests.conftest import REPO, worker_env
+from tests.helpers.launch import REPO, worker_env
 
 pytestmark = pytest.mark.integration
 

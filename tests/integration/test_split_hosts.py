@@ -1,4 +1,4 @@
-"""`sweep --split` on simulated hosts (network namespaces on a bridge, see tests/simhosts.py).
+"""`sweep --split` on simulated hosts (network namespaces on a bridge, see tests/helpers/simhosts.py).
 
 Every group measures at once and gets a row of its own; the group holding a shaped path is the
 slow one and the summary names it: one host's egress shaped under --split div:2 on four one-rank
@@ -12,12 +12,12 @@ from __future__ import annotations
 import sys
 
 import pytest
-from simhosts import hosts_for_test, run_on_hosts
 
 from nccl_bench.errors import EXIT_BAD_INPUT
 from nccl_bench.results.csv_reader import read_rows
 from nccl_bench.results.run_folder import read_meta
-from tests.conftest import REPO, worker_env
+from tests.helpers.launch import REPO, worker_env
+from tests.helpers.simhosts import hosts_for_test, run_on_hosts
 
 pytestmark = [pytest.mark.integration, pytest.mark.alone]
 

@@ -18,7 +18,7 @@ from nccl_bench.errors import EXIT_RUN_FAILED
 from nccl_bench.ranks.planted import FAULT_ENV, LATE_BACKEND_ENV
 from nccl_bench.results.csv_reader import read_rows
 from nccl_bench.results.run_folder import read_meta
-from tests.conftest import run_cli, run_torchrun
+from tests.helpers.launch import run_cli, run_torchrun
 
 pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("timing")]
 

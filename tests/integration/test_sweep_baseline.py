@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from nccl_bench.results.csv_reader import read_rows
-from tests.result_rows import MiB, row, write_run
+from tests.helpers.rows import MiB, row, write_run
 
 pytestmark = pytest.mark.integration
 

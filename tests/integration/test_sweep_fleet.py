@@ -9,7 +9,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from nccl_bench.results.csv_reader import read_rows
-from tests.conftest import run_cli, run_torchrun
+from tests.helpers.launch import run_cli, run_torchrun
 
 pytestmark = pytest.mark.integration
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import sys
 
@@ -11,7 +10,8 @@ import pytest
 
 from nccl_bench.results.csv_reader import read_rows
 from nccl_bench.units.op_table import OPS
-from tests.conftest import run_cli, run_torchrun, worker_env
+from tests.helpers.launch import run_cli, run_torchrun, worker_env
+from tests.helpers.ports import free_port
 
 pytestmark = pytest.mark.integration
 
@@ -113,15 +113,9 @@ def test_without_launcher_workers_start_through_torch_launcher(tmp_path):
     assert [(r.op, r.world_size, r.wrong) for r in rows] == [("broadcast", 2, 0)]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_open_mpi_layout_two_processes(tmp_path):
     out = tmp_path / "run"
-    port = str(_free_port())
+    port = str(free_port())
     procs = []
     for rank in range(2):
         env = worker_env({
@@ -141,7 +135,7 @@ def test_open_mpi_layout_two_processes(tmp_path):
 def test_slurm_layout_single_task(tmp_path):
     out = tmp_path / "run"
     env = {"SLURM_PROCID": "0", "SLURM_NTASKS": "1", "SLURM_LOCALID": "0", "SLURM_STEP_ID": "0",
-           "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(_free_port())}
+           "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port())}
     result = run_cli(
         ["sweep", "--op", "all_reduce,sendrecv", "--sizes", "1K", "--iters", "2", "--out", str(out)], env=env
     )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from nccl_bench.results.csv_reader import read_rows
-from tests.conftest import run_torchrun
+from tests.helpers.launch import run_torchrun
 
 pytestmark = pytest.mark.integration
 

@@ -6,12 +6,12 @@ import dataclasses
 from pathlib import Path
 
 import pytest
-from result_rows import MiB, row
 
 from nccl_bench import comparison as cmp
 from nccl_bench.errors import UserInputError
 from nccl_bench.options import TOLERANCE
 from nccl_bench.results.schema import STATUS_UNSUPPORTED, STATUS_WRONG, RunRows
+from tests.helpers.rows import MiB, row
 
 
 def only(comparison: cmp.Comparison) -> cmp.RowComparison:

@@ -4,6 +4,10 @@ The tests have no ``__init__.py`` files, so pytest imports each test file and ea
 its bare name. Two consequences are checked here: two test files with one basename collide, and a
 bare ``import conftest`` binds whichever conftest.py pytest imported first under that name (the
 one in tests/unit/ranks/ in a full run, tests/conftest.py in a single file's run).
+
+What tests share lives in one package, tests/helpers/ (imported as ``tests.helpers.<module>``): a
+conftest.py holds fixtures and hooks only, no module imports one, and a helper the package has is
+never written again beside a test.
 """
 
 from __future__ import annotations
@@ -13,6 +17,11 @@ from collections import Counter
 from pathlib import Path
 
 TESTS = Path(__file__).resolve().parents[1]
+HELPERS = TESTS / "helpers"
+# Helpers tests/helpers/ has (ports.free_port, rows.row, processes.alive/dead_pid/wait_for, launch.run_cli ...):
+# a function of one of these names anywhere else is a copy of one.
+SHARED_NAMES = {"_free_port", "_row", "_alive", "_dead_pid", "_wait_for", "run_cli", "run_torchrun", "worker_env",
+                "child_pids", "rank_of", "layout_tag", "_parsed"}
 
 
 def _test_sources() -> list[Path]:
@@ -79,9 +88,74 @@ def test_a_test_that_measures_through_shaped_links_runs_alone():
 
 
 def test_every_group_a_module_names_is_one_the_conftest_knows():
-    from tests.conftest import FIXTURE_GROUPS
+    from tests.helpers.groups import FIXTURE_GROUPS
 
     known = {"timing", *FIXTURE_GROUPS.values()}
     named = {name for path in _test_sources() for name in
              __import__("re").findall(r'xdist_group\("([^"]+)"\)', _module_marks(path))}
     assert named and named <= known, named - known
+
+
+def _trees() -> dict[str, ast.Module]:
+    sources = [*_test_sources(), *sorted((TESTS.parent / "benchmarks").rglob("*.py"))]
+    return {str(path.relative_to(TESTS.parent)): ast.parse(path.read_text(), filename=str(path)) for path in sources}
+
+
+def test_no_module_imports_a_conftest():
+    importers = [name for name, tree in _trees().items() for node in ast.walk(tree)
+                 if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[-1] == "conftest"
+                 or isinstance(node, ast.Import) and any(a.name.split(".")[-1] == "conftest" for a in node.names)]
+    assert importers == [], "import what a test shares from tests.helpers, never from a conftest.py"
+
+
+def _is_fixture(node: ast.FunctionDef) -> bool:
+    def name(expr: ast.expr) -> str:
+        expr = expr.func if isinstance(expr, ast.Call) else expr
+        return ast.unparse(expr)
+
+    return any(name(decorator) in ("pytest.fixture", "fixture") for decorator in node.decorator_list)
+
+
+def _public_names(tree: ast.Module) -> list[str]:
+    """What a module defines for others: public functions, classes and assigned names."""
+    names = []
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            names.append(node.name)
+        elif isinstance(node, ast.Assign):
+            names.extend(target.id for target in node.targets if isinstance(target, ast.Name))
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            names.append(node.target.id)
+    return [name for name in names if not name.startswith("_")]
+
+
+def test_a_conftest_holds_only_fixtures_and_hooks():
+    for path in TESTS.rglob("conftest.py"):
+        tree = ast.parse(path.read_text(), filename=str(path))
+        fixtures = {node.name for node in tree.body if isinstance(node, ast.FunctionDef) and _is_fixture(node)}
+        helpers = [name for name in _public_names(tree) if name not in fixtures and not name.startswith("pytest_")]
+        assert helpers == [], f"{path.relative_to(TESTS)}: move {helpers} to tests/helpers/"
+
+
+def test_shared_helpers_are_not_written_again_beside_the_tests():
+    copies = [f"{name}: {node.name}" for name, tree in _trees().items() if not name.startswith("tests/helpers/")
+              for node in ast.walk(tree)
+              if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name in SHARED_NAMES
+              or isinstance(node, ast.Assign) and isinstance(node.value, ast.Lambda)
+              and any(isinstance(t, ast.Name) and t.id in SHARED_NAMES for t in node.targets)]
+    assert copies == [], "use tests/helpers/ (a partial of rows.row for a test's own kind of row)"
+
+
+def test_helpers_live_in_the_helpers_package():
+    loose = sorted(path.name for path in TESTS.glob("*.py") if path.name != "conftest.py")
+    assert loose == [], "a module the tests share belongs in tests/helpers/"
+    assert (HELPERS / "__init__.py").is_file()
+
+
+def test_ports_come_from_the_free_port_helper():
+    """A fixed port outside a private network namespace collides with a parallel test or another user
+    of the machine; the kernel's pick (a bind to port 0, ports.free_port) never does."""
+    binders = [name for name, tree in _trees().items() if not name.startswith("tests/helpers/")
+               for node in ast.walk(tree)
+               if isinstance(node, ast.Attribute) and node.attr == "getsockname"]
+    assert binders == [], "use tests.helpers.ports.free_port"

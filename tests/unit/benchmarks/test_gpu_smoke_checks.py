@@ -11,7 +11,7 @@ import pytest
 
 from nccl_bench.errors import RunFailedError
 from nccl_bench.results.run_folder import write_meta
-from tests.result_rows import row, write_run
+from tests.helpers.rows import row, write_run
 
 REPO = Path(__file__).resolve().parents[3]
 _spec = importlib.util.spec_from_file_location("gpu_smoke_checks", REPO / "benchmarks" / "gpu_smoke_checks.py")

@@ -6,12 +6,12 @@ import dataclasses
 import json
 
 import pytest
-from doctor_reports import three_node_header, three_node_judgement
 
 from nccl_bench.doctor.doctor_report import DoctorReport, report_json
 from nccl_bench.doctor.roster import exclude_file_text, excluded_hosts, expected_hosts, missing_hosts, missing_suspects
 from nccl_bench.doctor.verdicts import Suspect
 from nccl_bench.errors import UserInputError
+from tests.helpers.doctor_reports import three_node_header, three_node_judgement
 
 SLURM_ENV = {"SLURM_JOB_NODELIST": "node[01-04]", "SLURM_STEP_NODELIST": "node[01-03]"}
 

@@ -3,6 +3,7 @@ the recorded `nvidia-smi topo -m` outputs (tests/fixtures/nvidia_smi/README.md g
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -10,7 +11,11 @@ import pytest
 from nccl_bench.hardware.nvidia_smi import parse_topo_matrix
 from nccl_bench.hardware.nvls import NVLS_FLAG, nvls_likely, probe_nvswitch, switched
 from nccl_bench.render.tables import nvls_lines
-from nccl_bench.results.schema import PLACEMENT_IN, ResultRow
+from tests.helpers.rows import row
+
+# An 8-GPU all_reduce at 1 GiB on NVSwitch, against the 450 GB/s NVLink peak.
+_row = partial(row, size_bytes=2**30, dtype="float32", world_size=8, backend="nccl", iters=20, time_us=1.0, spread=0.0,
+               p50_us=None, p99_us=None, busbw_factor=1.75, peak=450.0)
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "nvidia_smi"
 
@@ -44,18 +49,11 @@ def test_only_all_reduce_above_the_peak_on_a_switch_is_nvls():
     assert not nvls_likely("all_reduce", None, True)
 
 
-def _row(busbw: float, flags: str) -> ResultRow:
-    return ResultRow(op="all_reduce", placement=PLACEMENT_IN, size_bytes=2**30, count=2**28, dtype="float32",
-                     redop="sum", root=-1, world_size=8, nodes=1, backend="nccl", iters=20, trials=1,
-                     time_us=1.0, time_min_us=1.0, time_max_us=1.0, p50_us=None, p99_us=None, algbw_gbps=busbw / 1.75,
-                     busbw_gbps=busbw, busbw_factor=1.75, wrong=0, slowest_rank=0, agg="max", peak_gbps=450.0,
-                     pct_of_peak=100 * busbw / 450.0, flags=flags)
-
-
 def test_the_end_of_the_sweep_names_nvls_and_how_to_measure_the_ring():
-    rows = [_row(480.0, NVLS_FLAG), _row(470.0, f"noisy;{NVLS_FLAG}"), _row(300.0, "")]
+    rows = [_row(busbw=480.0, flags=NVLS_FLAG), _row(busbw=470.0, flags=f"noisy;{NVLS_FLAG}"),
+            _row(busbw=300.0, flags="")]
     [line] = nvls_lines(rows)
     assert line.startswith("# note: all_reduce busbw reaches 107% of the NVLink per-direction peak on a system "
                            "with NVSwitch: NVLink SHARP (NVLS) is the likely cause")
     assert line.endswith("NCCL_NVLS_ENABLE=0 measures the ring that busbw's formula describes")
-    assert nvls_lines([_row(480.0, "")]) == []
+    assert nvls_lines([_row(busbw=480.0, flags="")]) == []

@@ -171,7 +171,7 @@ def test_false_alarms_stay_rare_on_normal_noise(sigma):
 
 def test_rows_replayed_from_a_trace_join_no_series():
     from nccl_bench.history.records import series_values
-    from tests.result_rows import row
+    from tests.helpers.rows import row
 
     measured = row(busbw_gbps=10.0)
     replayed = row(busbw_gbps=1.0, source="trace:job.json")

@@ -9,7 +9,7 @@ from nccl_bench.history.address import parse_address
 from nccl_bench.history.hosts import host_records
 from nccl_bench.history.records import read_record, system_of
 from nccl_bench.history.store import StoreError, open_store
-from tests.history_runs import doctor_run, sweep_run
+from tests.helpers.history_runs import doctor_run, sweep_run
 
 
 def _add(store, folder):

@@ -18,7 +18,7 @@ from nccl_bench.history.hosts import host_records
 from nccl_bench.history.records import read_record
 from nccl_bench.history.store import open_store, refuse_bad_values
 from nccl_bench.history.store_schema import MIGRATIONS, SCHEMA_VERSION
-from tests.history_runs import doctor_run, sweep_run
+from tests.helpers.history_runs import doctor_run, sweep_run
 
 
 def _record(folder, day=1, **changes):

@@ -7,12 +7,12 @@ reductions run as in a sweep.
 from __future__ import annotations
 
 import datetime
-import socket
 
 import pytest
 
 from nccl_bench.ranks import runner
 from nccl_bench.ranks.dist import DistContext
+from tests.helpers.ports import free_port
 
 
 @pytest.fixture
@@ -20,10 +20,7 @@ def one_rank():
     import torch
     import torch.distributed as dist
 
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=1,
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{free_port()}", rank=0, world_size=1,
                             timeout=datetime.timedelta(seconds=30))
     try:
         yield DistContext(0, 1, 0, "gloo", torch.device("cpu"))

@@ -2,22 +2,20 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 from nccl_bench.render.tables import summary_lines
-from nccl_bench.results.schema import ResultRow
 from nccl_bench.sweep.sweep_report import SweepSummary
+from tests.helpers.rows import row
 
-
-def _row(size_bytes: int, flags: str) -> ResultRow:
-    return ResultRow(op="all_reduce", placement="in_place", size_bytes=size_bytes, count=size_bytes // 4,
-                     dtype="float32", redop="sum", root=-1, world_size=2, nodes=1, backend="gloo", iters=100,
-                     trials=3, time_us=10.0, time_min_us=9.0, time_max_us=12.0, p50_us=9.5, p99_us=20.0,
-                     algbw_gbps=1.0, busbw_gbps=1.0, busbw_factor=1.0, wrong=0, slowest_rank=0, agg="max",
-                     flags=flags)
+_row = partial(row, dtype="float32", iters=100, trials=3, time_us=10.0, time_min_us=9.0, time_max_us=12.0, p50_us=9.5,
+               p99_us=20.0, busbw=1.0)
 
 
 def test_noisy_and_short_rows_get_one_warning_each_with_a_next_step():
-    summary = SweepSummary(run_dir=None, rows=[_row(1024, "noisy"), _row(2048, "noisy;below_timer_resolution"),
-                                               _row(4096, "")], status="complete")
+    summary = SweepSummary(run_dir=None, rows=[_row(size_bytes=1024, flags="noisy"),
+                                               _row(size_bytes=2048, flags="noisy;below_timer_resolution"),
+                                               _row(size_bytes=4096, flags="")], status="complete")
     lines = summary_lines(summary)
     noisy = [line for line in lines if "vary more than 10%" in line]
     short = [line for line in lines if "too short for the timer" in line]
@@ -27,5 +25,5 @@ def test_noisy_and_short_rows_get_one_warning_each_with_a_next_step():
 
 
 def test_quiet_rows_get_no_warning():
-    lines = summary_lines(SweepSummary(run_dir=None, rows=[_row(1024, "")], status="complete"))
+    lines = summary_lines(SweepSummary(run_dir=None, rows=[_row(size_bytes=1024, flags="")], status="complete"))
     assert not any("warning" in line for line in lines)

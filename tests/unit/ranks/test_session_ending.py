@@ -11,7 +11,7 @@ import pytest
 from nccl_bench.errors import EXIT_RUN_FAILED, RunFailedError
 from nccl_bench.ranks.session import _LifeCycle
 from nccl_bench.results.run_folder import write_meta
-from tests.small_disk import fill, small_disk
+from tests.helpers.small_disk import fill, small_disk
 
 
 def _ending_on_a_full_disk(disk) -> _LifeCycle:

@@ -4,8 +4,6 @@ who stalled in an earlier step; and the join's own wait, which ends --timeout af
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 import time
 
 import pytest
@@ -13,6 +11,7 @@ import pytest
 from nccl_bench.errors import RunFailedError
 from nccl_bench.ranks import set_up
 from nccl_bench.ranks.dist import hostname
+from tests.helpers.processes import dead_pid
 
 
 @pytest.fixture
@@ -20,12 +19,6 @@ def store():
     import torch.distributed as tdist
 
     return tdist.HashStore()
-
-
-def _dead_pid() -> int:
-    """The pid of a process that has ended (and been reaped)."""
-    done = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
-    return int(done.stdout)
 
 
 def _watch(rank: int, world_size: int, store, timeout_s: float = 30.0) -> set_up.SetUp:
@@ -66,7 +59,7 @@ def test_a_rank_that_died_here_and_one_stalled_in_an_earlier_step_are_named_and_
         store, monkeypatch):
     monkeypatch.setattr(set_up, "ROLL_CALL_S", 0.2)
     watch = _watch(0, 5, store)
-    dead = _dead_pid()
+    dead = dead_pid()
     store.set("nccl_bench/set_up/joined/1", f"{hostname()} {dead}")  # joined, then died on this host
     store.set("nccl_bench/set_up/joined/2", "node003 77")  # stuck in its join: its own watchdog fired
     store.set("nccl_bench/set_up/failed/2", "2|1|joining the rendezvous made no progress for more than 30 s")

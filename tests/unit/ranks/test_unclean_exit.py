@@ -4,7 +4,6 @@ kernels that peers stopped at other op counts never launch, and the report would
 from __future__ import annotations
 
 import os
-import socket
 import threading
 import time
 
@@ -14,6 +13,7 @@ from nccl_bench.ranks import dist as rank_dist
 from nccl_bench.ranks.faults import Interrupted
 from nccl_bench.ranks.layout import LaunchEnv
 from nccl_bench.ranks.set_up import SetUp
+from tests.helpers.ports import free_port
 
 
 @pytest.fixture(autouse=True)
@@ -23,12 +23,6 @@ def _environment_restored():
     yield
     os.environ.clear()
     os.environ.update(saved)
-
-
-def _free_port() -> str:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return str(probe.getsockname()[1])
 
 
 @pytest.fixture
@@ -54,7 +48,7 @@ def blocking_destroy(monkeypatch):
 
 def _launch() -> LaunchEnv:
     return LaunchEnv(rank=0, world_size=1, local_rank=0, local_world_size=1, launcher="torchrun",
-                     master_addr="127.0.0.1", master_port=_free_port())
+                     master_addr="127.0.0.1", master_port=str(free_port()))
 
 
 @pytest.mark.parametrize("stop", [RuntimeError("Connection reset by peer"), Interrupted("SIGTERM")])

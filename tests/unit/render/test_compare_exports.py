@@ -6,11 +6,11 @@ import json
 import xml.etree.ElementTree as ET
 
 import pytest
-from result_rows import MiB, row
 
 from nccl_bench import comparison as cmp
 from nccl_bench.render import compare_exports as ex
 from nccl_bench.results.schema import STATUS_UNSUPPORTED
+from tests.helpers.rows import MiB, row
 
 
 @pytest.fixture

@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from doctor_reports import three_node_header, three_node_judgement
 from rich.console import Console
 
 from nccl_bench.render.doctor_text import (
@@ -15,6 +14,7 @@ from nccl_bench.render.doctor_text import (
     pair_matrix,
     suspect_lines,
 )
+from tests.helpers.doctor_reports import three_node_header, three_node_judgement
 
 
 def test_pair_matrix_takes_the_slowest_rail_symmetric():

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import json
 import re
-
-from doctor_reports import three_node_header, three_node_judgement
+from functools import partial
 
 from nccl_bench.doctor.doctor_report import DoctorReport, report_json
 from nccl_bench.doctor.verdicts import judge
 from nccl_bench.render import html as page
 from nccl_bench.render.formats import to_markdown
-from nccl_bench.results.schema import PLACEMENT_IN, PLACEMENT_OUT, ResultRow
+from nccl_bench.results.schema import PLACEMENT_IN, PLACEMENT_OUT
+from tests.helpers.doctor_reports import three_node_header, three_node_judgement
+from tests.helpers.rows import row
 
 
 def _doctor_json(judgement) -> dict:
@@ -23,17 +24,10 @@ def _doctor_json(judgement) -> dict:
 DOCTOR = _doctor_json(three_node_judgement())  # nodes a, b, c; every pair with c slow: c is the suspect
 
 
-def _row(op, placement, size, busbw, peak=20.0) -> ResultRow:
-    return ResultRow(
-        op=op, placement=placement, size_bytes=size, count=size // 4, dtype="float32", redop="sum", root=-1,
-        world_size=2, nodes=1, backend="gloo", iters=10, trials=1, time_us=size / busbw / 1e3,
-        time_min_us=size / busbw / 1e3,
-        time_max_us=None, p50_us=None, p99_us=None, algbw_gbps=busbw, busbw_gbps=busbw, busbw_factor=1.0, wrong=0,
-        slowest_rank=0, agg="max", peak_gbps=peak, pct_of_peak=100 * busbw / peak,
-    )
-
-
-ROWS = [_row("all_reduce", PLACEMENT_IN, 1 << 20, 1.25), _row("all_gather", PLACEMENT_OUT, 1 << 20, 0.5)]
+# Each row's time follows from its busbw; 20 GB/s is the peak its %peak is of.
+_row = partial(row, size_bytes=1 << 20, dtype="float32", spread=0.0, p50_us=None, p99_us=None, peak=20.0)
+ROWS = [_row(op="all_reduce", placement=PLACEMENT_IN, busbw=1.25),
+        _row(op="all_gather", placement=PLACEMENT_OUT, busbw=0.5)]
 
 
 def test_page_is_self_contained_and_ends_with_a_newline():
@@ -58,7 +52,8 @@ def test_html_headings_are_the_markdown_headings():
 
 
 def test_two_runs_get_a_compare_verdict():
-    slower = [_row("all_reduce", PLACEMENT_IN, 1 << 20, 0.5), _row("all_gather", PLACEMENT_OUT, 1 << 20, 0.5)]
+    slower = [_row(op="all_reduce", placement=PLACEMENT_IN, busbw=0.5),
+              _row(op="all_gather", placement=PLACEMENT_OUT, busbw=0.5)]
     text = page.html_report([page.RunPage("base", ROWS), page.RunPage("new", slower)])
     assert "Compare: new against baseline base" in text
     assert 'class="verdict bad">REGRESSION: 2 rows compared (1 regression, 1 ok)' in text

@@ -6,15 +6,15 @@ import io
 import sys
 from pathlib import Path
 
-from doctor_reports import three_node_header, three_node_judgement
-from png_files import png_size
-from result_rows import row
 from rich.console import Console
 
 from nccl_bench.doctor.doctor_report import DoctorReport
 from nccl_bench.doctor.verdicts import judge
 from nccl_bench.render import live
 from nccl_bench.sweep.sweep_report import SweepSummary
+from tests.helpers.doctor_reports import three_node_header, three_node_judgement
+from tests.helpers.png_files import png_size
+from tests.helpers.rows import row
 
 
 def test_a_sweep_without_matplotlib_says_once_that_no_plot_was_drawn(tmp_path, monkeypatch):

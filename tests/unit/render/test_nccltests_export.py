@@ -3,19 +3,21 @@
 from __future__ import annotations
 
 import dataclasses
+from functools import partial
 from pathlib import Path
 
 from nccl_bench.render import nccltests_text
-from nccl_bench.results import nccltests_log
 from nccl_bench.results.loader import load_rows
-from nccl_bench.results.schema import PLACEMENT_IN, PLACEMENT_OUT, ResultRow
+from nccl_bench.results.schema import PLACEMENT_IN, PLACEMENT_OUT
+from tests.helpers.rows import log_rows, row
+
+# A two-rank all_gather at 1 MiB as nccl-tests reports it.
+_row = partial(row, op="all_gather", placement=PLACEMENT_OUT, size_bytes=1048576, count=131072, dtype="float32",
+               redop="none", iters=50, trials=3, time_us=2083.734, time_min_us=2000.0, time_max_us=2100.0,
+               p50_us=1381.4, p99_us=2500.0, algbw_gbps=0.503222, busbw_gbps=0.251611, busbw_factor=0.5,
+               slowest_rank=1)
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "nccl_tests"
-
-
-def _parsed(text: str, **hints) -> list:
-    """A log's rows as the loader reads them: one pass over its lines (nccltests_log.scan_log)."""
-    return nccltests_log.scan_log(text.splitlines(), **hints).rows
 
 
 def test_float_format_follows_nccl_tests_getfloatstr():
@@ -24,17 +26,6 @@ def test_float_format_follows_nccl_tests_getfloatstr():
     assert nccltests_text._float_str(10094.0, 7) == "10094.0"
     assert nccltests_text._float_str(1234.56, 6) == "1234.6"
     assert nccltests_text._float_str(123456789.0, 7) == "1.2e+08"
-
-
-def _row(**changes) -> ResultRow:
-    base = dict(
-        op="all_gather", placement=PLACEMENT_OUT, size_bytes=1048576, count=131072, dtype="float32", redop="none",
-        root=-1, world_size=2, nodes=1, backend="gloo", iters=50, trials=3, time_us=2083.734, time_min_us=2000.0,
-        time_max_us=2100.0, p50_us=1381.4, p99_us=2500.0, algbw_gbps=0.503222, busbw_gbps=0.251611,
-        busbw_factor=0.5, wrong=0, slowest_rank=1, agg="max",
-    )
-    base.update(changes)
-    return ResultRow(**base)
 
 
 def test_export_layout_and_footer():
@@ -60,7 +51,7 @@ def test_export_reparses_to_the_same_printed_numbers():
         FIXTURES / "all_reduce_perf_nccl2.18.3_wrong.txt"
     )
     text = nccltests_text.format_text(source)
-    again = _parsed(text)
+    again = log_rows(text)
     keep = ("op", "placement", "size_bytes", "count", "dtype", "redop", "root", "world_size", "time_us",
             "algbw_gbps", "busbw_gbps", "wrong", "status")
     assert [tuple(getattr(r, k) for k in keep) for r in again] == [tuple(getattr(r, k) for k in keep) for r in source]
@@ -70,7 +61,7 @@ def test_export_reparses_to_the_same_printed_numbers():
 def test_export_of_measured_rows_rounds_like_nccl_tests():
     rows = [_row(), _row(op="all_reduce", placement=PLACEMENT_IN, count=262144, redop="sum", busbw_factor=1.0,
                          time_us=2274.876, algbw_gbps=0.460937, busbw_gbps=0.460937)]
-    again = _parsed(nccltests_text.format_text(rows))
+    again = log_rows(nccltests_text.format_text(rows))
     assert [(r.op, r.placement, r.time_us, r.algbw_gbps, r.busbw_gbps) for r in again] == [
         ("all_gather", PLACEMENT_OUT, 2083.73, 0.50, 0.25),
         ("all_reduce", PLACEMENT_IN, 2274.88, 0.46, 0.46),
@@ -82,4 +73,4 @@ def test_export_of_measured_rows_rounds_like_nccl_tests():
 def test_export_skips_points_that_were_not_measured():
     rows = [_row(), dataclasses.replace(_row(size_bytes=2097152), time_us=None, algbw_gbps=None, busbw_gbps=None,
                                         status="unsupported")]
-    assert [r.size_bytes for r in _parsed(nccltests_text.format_text(rows))] == [1048576]
+    assert [r.size_bytes for r in log_rows(nccltests_text.format_text(rows))] == [1048576]

@@ -2,29 +2,23 @@
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
-
-from png_files import png_size
 
 from nccl_bench.render import plots
 from nccl_bench.results.loader import load_rows
-from nccl_bench.results.schema import PLACEMENT_IN, PLACEMENT_OUT, ResultRow
+from nccl_bench.results.schema import PLACEMENT_IN, PLACEMENT_OUT
+from tests.helpers.png_files import png_size
+from tests.helpers.rows import row
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "nccl_tests"
-
-
-def _row(op, placement, size, busbw, time_us=10.0, peak=None) -> ResultRow:
-    return ResultRow(
-        op=op, placement=placement, size_bytes=size, count=size // 4, dtype="float32", redop="sum", root=-1,
-        world_size=2, nodes=1, backend="gloo", iters=10, trials=1, time_us=time_us, time_min_us=None,
-        time_max_us=None, p50_us=None, p99_us=None, algbw_gbps=busbw, busbw_gbps=busbw, busbw_factor=1.0, wrong=0,
-        slowest_rank=0, agg="max", peak_gbps=peak,
-    )
+_row = partial(row, dtype="float32", time_us=10.0, p50_us=None, p99_us=None)
 
 
 def test_one_line_per_op_and_placement_when_both_exist():
-    rows = [_row("all_reduce", PLACEMENT_IN, s, s / 1e6) for s in (1024, 1 << 20, 1 << 26)]
-    rows += [_row("all_gather", p, s, s / 2e6) for p in (PLACEMENT_OUT, PLACEMENT_IN) for s in (1024, 1 << 26)]
+    rows = [_row(size_bytes=s, busbw=s / 1e6) for s in (1024, 1 << 20, 1 << 26)]
+    rows += [_row(op="all_gather", placement=p, size_bytes=s, busbw=s / 2e6)
+             for p in (PLACEMENT_OUT, PLACEMENT_IN) for s in (1024, 1 << 26)]
     figure = plots.busbw_figure([("run", rows)])
     bw_axis, lat_axis = figure.axes
     assert [line.get_label() for line in bw_axis.get_lines()] == [
@@ -41,7 +35,7 @@ def test_one_line_per_op_and_placement_when_both_exist():
 
 
 def test_size_labels_are_powers_of_1024():
-    rows = [_row("all_reduce", PLACEMENT_IN, 1 << e, 1.0) for e in range(10, 31, 2)]
+    rows = [_row(size_bytes=1 << e, busbw=1.0) for e in range(10, 31, 2)]
     figure = plots.busbw_figure([("run", rows)], peak_gbps=2.0)
     figure.canvas.draw()
     labels = [tick.get_text() for tick in figure.axes[0].get_xticklabels()]
@@ -53,7 +47,7 @@ def _peak_lines(figure):
 
 
 def test_peak_near_the_data_is_a_labelled_dashed_line_on_the_scale():
-    rows = [_row("all_reduce", PLACEMENT_IN, 1 << 20, 20.0, peak=23.14)]
+    rows = [_row(size_bytes=1 << 20, busbw=20.0, peak_gbps=23.14)]
     figure = plots.busbw_figure([("r", rows)])
     [peak] = _peak_lines(figure)
     assert peak.get_linestyle() == "--" and list(peak.get_ydata()) == [23.14, 23.14]
@@ -61,13 +55,13 @@ def test_peak_near_the_data_is_a_labelled_dashed_line_on_the_scale():
     assert figure.axes[0].get_ylim() == (0, 23.14 * plots.Y_HEADROOM)
     figure = plots.busbw_figure([("r", rows)], peak_gbps=50)
     assert [line.get_label() for line in _peak_lines(figure)] == ["peak 50.0 GB/s"]
-    no_peak = [_row("all_reduce", PLACEMENT_IN, 1 << 20, 3.0)]
+    no_peak = [_row(size_bytes=1 << 20, busbw=3.0)]
     assert not _peak_lines(plots.busbw_figure([("r", no_peak)]))
 
 
 def test_peak_far_above_the_data_is_a_note_and_the_data_sets_the_scale():
     """CPU busbw of 0.69 GB/s against a 21.4 GB/s memcpy peak: the curves fill the axes."""
-    rows = [_row("all_reduce", PLACEMENT_IN, 1 << 20, 0.69, peak=21.43)]
+    rows = [_row(size_bytes=1 << 20, busbw=0.69, peak_gbps=21.43)]
     figure = plots.busbw_figure([("r", rows)])
     axis = figure.axes[0]
     assert not _peak_lines(figure)
@@ -84,7 +78,7 @@ def test_round_gbps_and_time_labels_exact():
 
 
 def test_latency_is_on_a_log_axis_and_the_legend_sits_outside_both_panels():
-    rows = [_row("all_reduce", PLACEMENT_IN, s, s / 1e6, time_us=s / 100) for s in (1024, 1 << 16, 1 << 20)]
+    rows = [_row(size_bytes=s, busbw=s / 1e6, time_us=s / 100) for s in (1024, 1 << 16, 1 << 20)]
     figure = plots.busbw_figure([("run", rows)])
     bw_axis, lat_axis = figure.axes
     assert lat_axis.get_yscale() == "log" and bw_axis.get_yscale() == "linear"
@@ -96,7 +90,7 @@ def test_latency_is_on_a_log_axis_and_the_legend_sits_outside_both_panels():
 
 def test_more_than_ten_series_differ_in_colour_and_marker():
     ops = [f"op{i}" for i in range(14)]
-    rows = [_row(op, PLACEMENT_IN, 1 << 20, 1.0 + i) for i, op in enumerate(ops)]
+    rows = [_row(op=op, size_bytes=1 << 20, busbw=1.0 + i) for i, op in enumerate(ops)]
     lines = plots.busbw_figure([("r", rows)]).axes[0].get_lines()
     styles = [(line.get_color(), line.get_marker()) for line in lines]
     assert len(styles) == 14 and len(set(styles)) == 14
@@ -105,14 +99,14 @@ def test_more_than_ten_series_differ_in_colour_and_marker():
 
 
 def test_plot_formats_by_suffix(tmp_path):
-    rows = [_row("all_reduce", PLACEMENT_IN, s, s / 1e6) for s in (1024, 1 << 20)]
+    rows = [_row(size_bytes=s, busbw=s / 1e6) for s in (1024, 1 << 20)]
     assert plots.write_plot([("r", rows)], tmp_path / "p.svg").read_text().lstrip().startswith("<?xml")
     assert plots.write_plot([("r", rows)], tmp_path / "p.pdf").read_bytes()[:5] == b"%PDF-"
     assert "<svg" in plots.figure_svg([("r", rows)])
 
 
 def test_several_runs_are_told_apart_in_the_legend():
-    ours = [_row("all_reduce", PLACEMENT_IN, 1 << 20, 3.0)]
+    ours = [_row(size_bytes=1 << 20, busbw=3.0)]
     theirs = load_rows(FIXTURES / "v2.20.0_all_reduce_perf_2ranks.txt")
     figure = plots.busbw_figure([("ours", ours), ("nccl-tests", theirs)])
     labels = [line.get_label() for line in figure.axes[0].get_lines()]
@@ -126,7 +120,7 @@ def test_write_plot_png_of_the_expected_size(tmp_path):
 
 
 def test_runs_side_by_side_keep_a_whole_title_inside_the_figure():
-    rows = [_row("all_reduce", PLACEMENT_IN, s, s / 1e6) for s in (1024, 1 << 20)]
+    rows = [_row(size_bytes=s, busbw=s / 1e6) for s in (1024, 1 << 20)]
     runs = [("results/20261123T101500Z_all_reduce_all_gather_baseline_of_the_dgx_h100_nodes", rows),
             ("results/20261123T111500Z_all_reduce_all_gather_after_the_nccl_upgrade", rows)]
     figure = plots.busbw_figure(runs, title=" vs ".join(label for label, _ in runs))

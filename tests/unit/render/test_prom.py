@@ -7,10 +7,10 @@ import os
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
-from result_rows import MiB, row
 
 from nccl_bench.render.prom import doctor_metrics, sweep_metrics
 from nccl_bench.results import whole_file
+from tests.helpers.rows import MiB, row
 
 META = {"status": "complete", "backend": "gloo", "world_size": 2, "nodes": 1,
         "versions": {"torch": "2.13.0+cpu", "python": "3.11.7"}}

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from result_rows import MiB, row
-
 from nccl_bench.render import formats, repeats, tables
+from tests.helpers.rows import MiB, row
 
 
 def test_the_cycle_line_says_where_a_run_is():

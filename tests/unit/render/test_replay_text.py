@@ -8,7 +8,7 @@ from pathlib import Path
 
 from nccl_bench.render.replay_text import duration, envelope_lines, profile_lines, replay_lines
 from nccl_bench.replay.profile import CountMismatch, Profile, ProfileRow
-from tests.result_rows import row
+from tests.helpers.rows import row
 
 MB = 1_000_000
 

@@ -2,24 +2,22 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 from nccl_bench import comparison as cmp
 from nccl_bench.render import compare_exports, labels
 from nccl_bench.render.tables import result_columns, sample_span
-from nccl_bench.results.schema import PLACEMENT_IN, ResultRow
+from tests.helpers.rows import row
 
-
-def _row(size: int, iters: int, time_min_us: float | None, busbw: float = 1.0) -> ResultRow:
-    return ResultRow(op="all_reduce", placement=PLACEMENT_IN, size_bytes=size, count=size // 4, dtype="float32",
-                     redop="sum", root=-1, world_size=2, nodes=1, backend="gloo", iters=iters, trials=1,
-                     time_us=time_min_us, time_min_us=time_min_us, time_max_us=time_min_us, p50_us=None, p99_us=None,
-                     algbw_gbps=busbw, busbw_gbps=busbw, busbw_factor=1.0, wrong=0, slowest_rank=0, agg="max")
+_row = partial(row, dtype="float32", spread=0.0, p50_us=None, p99_us=None, busbw=1.0)
 
 
 def test_sample_span_is_iters_times_the_fastest_trial():
-    rows = [_row(1024, 500, 400.0), _row(2048, 16, 402.0), _row(4096, 0, None)]
+    rows = [_row(size_bytes=1024, iters=500, time_us=400.0), _row(size_bytes=2048, iters=16, time_us=402.0),
+            _row(size_bytes=4096, iters=0, time_us=None)]
     shortest_ms, longest_ms, row = sample_span(rows)
     assert (shortest_ms, longest_ms, row.size_bytes) == (16 * 402.0 / 1e3, 500 * 400.0 / 1e3, 2048)
-    assert sample_span([_row(4096, 0, None)]) is None
+    assert sample_span([_row(size_bytes=4096, iters=0, time_us=None)]) is None
 
 
 def test_one_label_table_names_every_column_everywhere():
@@ -35,7 +33,7 @@ def test_compare_json_names_the_paths_without_an_option_word(tmp_path):
 
     for name in ("a", "b"):
         (tmp_path / name).mkdir()
-        (tmp_path / name / "results.csv").write_text(to_csv([_row(1 << 20, 10, 100.0)]))
+        (tmp_path / name / "results.csv").write_text(to_csv([_row(size_bytes=1 << 20, iters=10, time_us=100.0)]))
     from nccl_bench.results.loader import read_run
 
     result = cmp.compare_runs(read_run(tmp_path / "a", "BASELINE"), read_run(tmp_path / "b", "CURRENT"))
@@ -49,9 +47,11 @@ def test_the_summary_says_each_expected_figure_after_the_averages_and_nothing_wi
     from nccl_bench.sweep.sweep_report import SweepSummary
 
     sentence = "all_reduce 1G: 455 GB/s = 97% of the 466.35 GB/s measured on 8xH100 SXM (https://example.org/x)"
-    lines = summary_lines(SweepSummary(run_dir=None, rows=[_row(1024, 10, 5.0)], expected=[sentence]))
+    lines = summary_lines(SweepSummary(run_dir=None, rows=[_row(size_bytes=1024, iters=10, time_us=5.0)],
+                                       expected=[sentence]))
     assert lines[:2] == ["# Avg bus bandwidth (all_reduce, in): 1.000 GB/s", f"# expected: {sentence}"]
-    assert not any("expected" in line for line in summary_lines(SweepSummary(run_dir=None, rows=[_row(1024, 10, 5.0)])))
+    plain = summary_lines(SweepSummary(run_dir=None, rows=[_row(size_bytes=1024, iters=10, time_us=5.0)]))
+    assert not any("expected" in line for line in plain)
 
 
 def test_the_set_up_line_says_each_cost_the_run_has_in_its_unit():

@@ -96,7 +96,7 @@ def test_the_json_schema():
 
 def test_a_replays_rows_fill_the_replay_fields_of_the_same_collective():
     from nccl_bench.replay.profile import with_replay
-    from tests.result_rows import row
+    from tests.helpers.rows import row
 
     profile = profile_traces([_trace([_call(time_us=200.0), _call(op="barrier", size=None, time_us=40.0)])])
     rows = [row(size_bytes=1_000_000, time_us=100.0, dtype="float32", world_size=4),
@@ -113,7 +113,7 @@ def test_a_replays_rows_fill_the_replay_fields_of_the_same_collective():
 
 def test_the_sweeps_row_nearest_in_size_stands_beside_a_collective():
     from nccl_bench.replay.profile import envelope_row
-    from tests.result_rows import row
+    from tests.helpers.rows import row
 
     [entry] = profile_traces([_trace([_call(size=2_500_000)])]).rows
     sweep = [row(size_bytes=size, dtype="float32", world_size=4) for size in (1 << 20, 2 << 20, 4 << 20)]

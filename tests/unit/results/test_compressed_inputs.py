@@ -11,7 +11,7 @@ import pytest
 from nccl_bench.errors import UserInputError
 from nccl_bench.render.formats import render_runs
 from nccl_bench.results.loader import load_rows, stream_rows
-from tests.result_rows import row, write_run
+from tests.helpers.rows import row, write_run
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "nccl_tests"
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from result_rows import row_at
 
 from nccl_bench.errors import UserInputError
 from nccl_bench.results import nccltests_json
 from nccl_bench.results.loader import load_rows
 from nccl_bench.results.schema import PLACEMENT_IN, PLACEMENT_OUT
+from tests.helpers.rows import row_at
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "nccl_tests"
 

@@ -5,20 +5,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from result_rows import row_at
 
 from nccl_bench.errors import UserInputError
-from nccl_bench.results import nccltests_log, nccltests_names, nccltests_rows
+from nccl_bench.results import nccltests_names, nccltests_rows
 from nccl_bench.results.input_lines import ResultsWarning
 from nccl_bench.results.loader import LogHints, load_rows
 from nccl_bench.results.schema import PLACEMENT_IN, PLACEMENT_OUT
+from tests.helpers.rows import log_rows, row_at
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "nccl_tests"
-
-
-def _parsed(text: str, **hints) -> list:
-    """A log's rows as the loader reads them: one pass over its lines (nccltests_log.scan_log)."""
-    return nccltests_log.scan_log(text.splitlines(), **hints).rows
 
 
 def test_v2_20_all_reduce_log():
@@ -104,7 +99,7 @@ def test_infer_world_size():
 
 def test_binary_names_in_a_log_map_to_our_ops():
     text = "mpirun -np 2 /opt/nccl-tests/build/alltoall_perf_mpi -b 8 -e 1M\n" + _table_lines()
-    assert {r.op for r in _parsed(text)} == {"all_to_all"}
+    assert {r.op for r in log_rows(text)} == {"all_to_all"}
 
 
 def _table_lines() -> str:
@@ -115,7 +110,7 @@ def _table_lines() -> str:
 def test_mpirun_output_tags_are_stripped():
     log = (FIXTURES / "v2.20.0_all_reduce_perf_2ranks.txt").read_text()
     tagged = "\n".join(f"[1,0]<stdout>:{line}" for line in log.splitlines())
-    rows = _parsed(tagged)
+    rows = log_rows(tagged)
     assert len(rows) == 8 and row_at(rows, 32768, PLACEMENT_OUT).time_us == 39.56
 
 
@@ -123,7 +118,7 @@ def test_concatenated_logs_keep_each_op():
     text = (FIXTURES / "v2.17.6_all_gather_perf_2ranks.txt").read_text() + (
         FIXTURES / "v2.20.0_all_reduce_perf_2ranks.txt"
     ).read_text()
-    rows = _parsed(text)
+    rows = log_rows(text)
     assert [r.op for r in rows].count("all_gather") == 2 and [r.op for r in rows].count("all_reduce") == 8
 
 
@@ -141,7 +136,7 @@ def _without_rank_lines(name: str) -> str:
 def test_a_world_size_no_number_depends_on_is_left_unknown():
     """broadcast and sendrecv: busbw = algbw whatever the rank count, so a log without Rank lines is read
     as it is, its world size unknown, rather than asking for --ranks."""
-    rows = _parsed(_without_rank_lines("nccl2.9.6_broadcast_perf_2ranks_c0.txt"), source="b.log")
+    rows = log_rows(_without_rank_lines("nccl2.9.6_broadcast_perf_2ranks_c0.txt"), source="b.log")
     with_ranks = load_rows(FIXTURES / "nccl2.9.6_broadcast_perf_2ranks_c0.txt")
     assert {r.world_size for r in rows} == {None} and {r.world_size for r in with_ranks} == {2}
     assert [(r.busbw_gbps, r.busbw_factor) for r in rows] == [(r.busbw_gbps, r.busbw_factor) for r in with_ranks]
@@ -156,7 +151,7 @@ def test_a_world_size_no_number_depends_on_is_left_unknown():
                                          ("all_gather_perf_bfloat16_2gpus.txt", 2)])
 def test_all_gather_without_rank_lines_counts_its_ranks_from_size_and_count(name, ranks):
     """nccl-tests prints all_gather's per-rank count and the gathered size: size = count x type size x n."""
-    rows = _parsed(_without_rank_lines(name), source=name)
+    rows = log_rows(_without_rank_lines(name), source=name)
     assert {r.world_size for r in rows} == {ranks}
     assert [r.busbw_gbps for r in rows] == [r.busbw_gbps for r in load_rows(FIXTURES / name)]
 
@@ -192,7 +187,7 @@ def test_srun_label_prefixes_are_stripped():
 def test_comment_lines_that_lost_their_hash_read_the_same():
     text = (FIXTURES / "srun_label_all_reduce_perf_16ranks_2nodes.txt").read_text()
     bare = "\n".join(line.replace(" 0: #", "", 1).strip() for line in text.splitlines())
-    assert "# " not in bare and _parsed(bare, source="all_reduce_perf.log") == load_rows(
+    assert "# " not in bare and log_rows(bare, source="all_reduce_perf.log") == load_rows(
         FIXTURES / "srun_label_all_reduce_perf_16ranks_2nodes.txt"
     )
 
@@ -248,9 +243,9 @@ def test_op_inferred_only_where_the_columns_leave_one_choice(redop, root, algbw,
     line = f"     1048576        262144     float  {redop:>6}  {root:>6}{half}{half}"
     if expected is None:
         with pytest.raises(UserInputError, match="pass --op"):
-            _parsed(line)
+            log_rows(line)
     else:
-        assert {r.op for r in _parsed(line, ranks=8)} == {expected}
+        assert {r.op for r in log_rows(line, ranks=8)} == {expected}
 
 
 def test_a_large_world_is_not_guessed_from_two_decimals():
@@ -261,7 +256,7 @@ def test_a_large_world_is_not_guessed_from_two_decimals():
 
 def test_the_file_name_names_the_op_anywhere_in_it():
     line = "     1048576        262144     float     sum      -1" + "    10.00  100.00  100.00      0" * 2
-    rows = _parsed(line, source="run3_reduce_scatter_perf_2nodes.log", ranks=2)
+    rows = log_rows(line, source="run3_reduce_scatter_perf_2nodes.log", ranks=2)
     assert {r.op for r in rows} == {"reduce_scatter"}
 
 
@@ -278,7 +273,7 @@ def test_the_file_name_names_the_op_anywhere_in_it():
 ])
 def test_the_op_is_read_from_file_names_as_people_write_them(file_name, op):
     line = "     1048576        262144     float     sum      -1" + "    10.00  100.00  100.00      0" * 2
-    assert {r.op for r in _parsed(line, source=f"/logs/{file_name}", ranks=2)} == {op}
+    assert {r.op for r in log_rows(line, source=f"/logs/{file_name}", ranks=2)} == {op}
 
 
 @pytest.mark.parametrize("file_name", ["gathered_stats.txt", "prescatter.log", "run.log"])
@@ -289,4 +284,4 @@ def test_an_op_name_inside_a_longer_word_names_nothing(file_name):
 def test_the_log_s_own_op_name_wins_over_the_file_name():
     text = "# Collective test starting: all_gather_perf\n" + (
         "     1048576        262144     float    none      -1" + "    10.00  100.00  100.00      0" * 2)
-    assert {r.op for r in _parsed(text, source="allreduce_16nodes.txt", ranks=2)} == {"all_gather"}
+    assert {r.op for r in log_rows(text, source="allreduce_16nodes.txt", ranks=2)} == {"all_gather"}

@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 import os
 import re
+from functools import partial
 from pathlib import Path
 
 import pytest
 
 from nccl_bench.errors import UserInputError
-from nccl_bench.results.csv_appender import ResultsWriter
 from nccl_bench.results.csv_reader import read_rows
 from nccl_bench.results.input_lines import ResultsWarning
 from nccl_bench.results.run_folder import write_meta
@@ -18,33 +18,19 @@ from nccl_bench.results.schema import (
     COLUMNS,
     PLACEMENT_OUT,
     STATUS_UNSUPPORTED,
-    ResultRow,
 )
 from nccl_bench.results.whole_file import read_small_file, strict_json
+from tests.helpers.rows import results_csv, row, write_run
 
-
-def _row(**changes) -> ResultRow:
-    values = dict(
-        op="gather", placement=PLACEMENT_OUT, size_bytes=1024, count=128, dtype="float32", redop="none", root=0,
-        world_size=2, nodes=1, backend="gloo", iters=40, trials=1, time_us=12.345678901234567, time_min_us=None,
-        time_max_us=None, p50_us=1e-05, p99_us=None, algbw_gbps=0.1, busbw_gbps=0.05, busbw_factor=0.5, wrong=None,
-        slowest_rank=None, agg="max",
-    )
-    values.update(changes)
-    return ResultRow(**values)
-
-
-def _write(run_dir, rows) -> str:
-    writer = ResultsWriter(run_dir)
-    for row in rows:
-        writer.append(row)
-    writer.close()
-    return (run_dir / "results.csv").read_text(encoding="utf-8")
+# A gather row whose every kind of cell is there: an empty one, a tiny float, one with all its digits.
+_row = partial(row, op="gather", placement=PLACEMENT_OUT, size_bytes=1024, count=128, dtype="float32", redop="none",
+               root=0, iters=40, time_us=12.345678901234567, p50_us=1e-05, p99_us=None, algbw_gbps=0.1,
+               busbw_gbps=0.05, busbw_factor=0.5, wrong=None, slowest_rank=None)
 
 
 def test_none_is_an_empty_cell_and_reads_back_as_none(tmp_path):
     row = _row()
-    text = _write(tmp_path, [row])
+    text = results_csv(tmp_path, [row])
     assert text.splitlines()[0] == ",".join(COLUMNS)
     cells = dict(zip(COLUMNS, text.splitlines()[1].split(","), strict=False))
     assert (cells["wrong"], cells["time_min_us"], cells["slowest_rank"], cells["flags"]) == ("", "", "", "")
@@ -53,14 +39,14 @@ def test_none_is_an_empty_cell_and_reads_back_as_none(tmp_path):
 
 def test_quoted_flags_survive_the_round_trip(tmp_path):
     rows = [_row(status=STATUS_UNSUPPORTED, flags='gloo: "gather" lacks, in-place\nsecond line'), _row(size_bytes=2048)]
-    _write(tmp_path, rows)
+    write_run(tmp_path, rows)
     assert read_rows(tmp_path) == rows
 
 
 def test_a_cut_last_line_is_named_and_the_complete_rows_are_read(tmp_path):
     # The first row spans lines 2-3 (a quoted newline) and a blank line follows: the cut row is on line 5.
     rows = [_row(flags="a\nb"), _row(size_bytes=2048)]
-    header, first_a, first_b, second, _ = _write(tmp_path, rows).split("\n")
+    header, first_a, first_b, second, _ = results_csv(tmp_path, rows).split("\n")
     for cut_at in (-20, -3, -2):  # cut mid-row, before the last separator, right after it
         cut = "\n".join([header, first_a, first_b, "", second[:cut_at]])
         (tmp_path / "results.csv").write_text(cut, encoding="utf-8")
@@ -69,14 +55,14 @@ def test_a_cut_last_line_is_named_and_the_complete_rows_are_read(tmp_path):
 
 
 def test_a_cut_line_before_the_last_is_refused(tmp_path):
-    header, first, second, _ = _write(tmp_path, [_row(), _row(size_bytes=2048)]).split("\n")
+    header, first, second, _ = results_csv(tmp_path, [_row(), _row(size_bytes=2048)]).split("\n")
     (tmp_path / "results.csv").write_text("\n".join([header, first[:-20], second]) + "\n", encoding="utf-8")
     with pytest.raises(UserInputError, match=r"line 2 is incomplete"):
         read_rows(tmp_path)
 
 
 def test_other_schema_version_and_extra_fields_are_refused(tmp_path):
-    text = _write(tmp_path, [_row()])
+    text = results_csv(tmp_path, [_row()])
     (tmp_path / "results.csv").write_text(text[: -len("4\n")] + "5\n", encoding="utf-8")
     with pytest.raises(UserInputError, match=r"has results format version 5; this nccl_bench reads versions 1, 2, 3 "
                                              r"and 4 \(written by a newer nccl_bench"):
@@ -106,7 +92,7 @@ def _as_version(text: str, version: int = 1) -> str:
 
 def test_a_version_1_file_reads_with_the_new_columns_empty(tmp_path):
     row = _row(p95_us=3.5, cycle=2, group="node 1")
-    version_1 = _as_version(_write(tmp_path, [row]))
+    version_1 = _as_version(results_csv(tmp_path, [row]))
     assert "p95_us" not in version_1 and version_1.splitlines()[1].endswith(",1")
     (tmp_path / "results.csv").write_text(version_1, encoding="utf-8")
     assert read_rows(tmp_path) == [_row()]  # p95_us None, cycle None, group "", as the current version
@@ -114,7 +100,7 @@ def test_a_version_1_file_reads_with_the_new_columns_empty(tmp_path):
 
 def test_a_version_2_file_reads_with_no_variant(tmp_path):
     row = _row(p95_us=3.5, cycle=2, group="node 1", variant="NCCL_ALGO=Ring NCCL_PROTO=LL")
-    version_2 = _as_version(_write(tmp_path, [row]), 2)
+    version_2 = _as_version(results_csv(tmp_path, [row]), 2)
     assert "variant" not in version_2 and "p95_us" in version_2
     (tmp_path / "results.csv").write_text(version_2, encoding="utf-8")
     assert read_rows(tmp_path) == [_row(p95_us=3.5, cycle=2, group="node 1")]
@@ -122,7 +108,7 @@ def test_a_version_2_file_reads_with_no_variant(tmp_path):
 
 def test_a_variant_reads_back_and_anything_else_in_its_cell_is_refused(tmp_path):
     row = _row(variant="NCCL_ALGO=Ring NCCL_PROTO=LL")
-    text = _write(tmp_path, [row])
+    text = results_csv(tmp_path, [row])
     assert read_rows(tmp_path) == [row]
     (tmp_path / "results.csv").write_text(text.replace("NCCL_ALGO=Ring NCCL_PROTO=LL", "=cmd|calc"), encoding="utf-8")
     with pytest.raises(UserInputError, match=re.escape("variant: '=cmd|calc' is not NCCL_NAME=value pairs")):
@@ -130,7 +116,7 @@ def test_a_variant_reads_back_and_anything_else_in_its_cell_is_refused(tmp_path)
 
 
 def test_a_version_2_file_lacking_a_version_2_column_is_refused(tmp_path):
-    text = _write(tmp_path, [_row()])
+    text = results_csv(tmp_path, [_row()])
     header, line = text.splitlines()
     names, cells = header.split(","), line.split(",")
     at = names.index("p95_us")
@@ -210,7 +196,7 @@ def test_small_files_are_read_and_anything_else_refused_unread(tmp_path):
     ("flags", "noisy\x1b]0;x\x07", "flags: 'noisy\\x1b]0;x\\x07' holds a control character"),
 ])
 def test_cells_read_back_are_held_to_what_a_row_can_hold(tmp_path, cell, value, message):
-    _write(tmp_path, [_row()])
+    write_run(tmp_path, [_row()])
     header, line = (tmp_path / "results.csv").read_text().splitlines()
     cells = dict(zip(header.split(","), line.split(","), strict=True))
     cells[cell] = value
@@ -220,7 +206,7 @@ def test_cells_read_back_are_held_to_what_a_row_can_hold(tmp_path, cell, value, 
 
 
 def test_a_repeated_header_line_is_named_as_such(tmp_path):
-    text = _write(tmp_path, [_row()])
+    text = results_csv(tmp_path, [_row()])
     (tmp_path / "results.csv").write_text(text + text)
     with pytest.raises(UserInputError, match=r"line 3 repeats the header line \(files joined\?\); keep one header"):
         read_rows(tmp_path)

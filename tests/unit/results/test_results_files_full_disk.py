@@ -13,8 +13,8 @@ from nccl_bench.results.csv_appender import ResultsWriter
 from nccl_bench.results.csv_reader import read_rows
 from nccl_bench.results.run_folder import MIN_FREE_BYTES, claim_run_dir, write_meta
 from nccl_bench.sweep.saved_baselines import save_baseline
-from tests.result_rows import MiB, row, write_run
-from tests.small_disk import fill, small_disk
+from tests.helpers.rows import MiB, row, write_run
+from tests.helpers.small_disk import fill, small_disk
 
 
 def test_a_row_that_does_not_fit_is_cut_back_off_and_named(tmp_path):

@@ -7,7 +7,6 @@ import datetime as _dt
 import multiprocessing
 import os
 import socket
-import subprocess
 import warnings
 
 import pytest
@@ -23,7 +22,8 @@ from nccl_bench.results.run_folder import (
     process_start,
     release_run_dir,
 )
-from tests.races import race
+from tests.helpers.processes import dead_pid
+from tests.helpers.races import race
 
 RACERS = 8
 
@@ -127,12 +127,6 @@ def test_a_csv_started_afresh_drops_an_earlier_attempts_lines_and_an_appended_on
         assert path.read_text().splitlines() == expected
 
 
-def _dead_pid() -> int:
-    child = subprocess.Popen(["true"])
-    child.wait()
-    return child.pid
-
-
 def _claim_file(folder, text):
     folder.mkdir(parents=True, exist_ok=True)
     (folder / CLAIM_FILE).write_text(text)
@@ -155,9 +149,9 @@ def test_a_claim_names_its_process_and_when_it_started(tmp_path):
 ])
 def test_a_claim_whose_process_is_gone_is_taken_over_with_a_note(tmp_path, owner):
     host = socket.gethostname()
-    text = owner.format(dead=_dead_pid(), me=os.getpid(), my_start=process_start(os.getpid()), host=host,
+    text = owner.format(dead=dead_pid(), me=os.getpid(), my_start=process_start(os.getpid()), host=host,
                         HOST=host.upper())
-    folder = _claim_file(tmp_path / "out", f"pid {_dead_pid()} on {host}, 0123abcd\n{text}\n")
+    folder = _claim_file(tmp_path / "out", f"pid {dead_pid()} on {host}, 0123abcd\n{text}\n")
     with warnings.catch_warnings(record=True) as said:
         warnings.simplefilter("always")
         assert claim_run_dir(folder, "--out", "next run") == folder
@@ -184,7 +178,7 @@ def test_a_claim_whose_process_lives_or_is_on_another_host_is_refused_with_how_t
 
 
 def test_of_runs_racing_for_one_stale_claim_exactly_one_takes_it(tmp_path):
-    folder = _claim_file(tmp_path / "out", f"pid {_dead_pid()} on {socket.gethostname()}, 0123abcd\n")
+    folder = _claim_file(tmp_path / "out", f"pid {dead_pid()} on {socket.gethostname()}, 0123abcd\n")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         outcomes = race(RACERS, lambda i: claim_run_dir(folder, "--out", f"run {i}"))

@@ -5,7 +5,6 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from result_rows import row, write_run
 
 from nccl_bench.errors import UserInputError
 from nccl_bench.render.formats import stream_csv, to_csv, to_json, to_markdown
@@ -13,6 +12,7 @@ from nccl_bench.render.nccltests_text import format_text
 from nccl_bench.results import nccltests_log
 from nccl_bench.results.loader import load_rows, stream_rows
 from nccl_bench.results.schema import COLUMNS, PLACEMENT_IN, PLACEMENT_OUT
+from tests.helpers.rows import row, write_run
 
 
 def _rows(count: int):

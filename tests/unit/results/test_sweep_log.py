@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import pytest
-from test_results_files import _row, _write
+from test_results_files import _row
 
 from nccl_bench.errors import UserInputError
 from nccl_bench.results.loader import load_rows
+from tests.helpers.rows import write_run
 
 HEADER = ["# nccl_bench: backend gloo via slurm, 6 ranks on 3 node(s) (node01, node02, node03)",
           "# results: {folder}", "# op          placement       size", "# complete: 1 row(s) in {folder}"]
@@ -23,7 +24,7 @@ def _log(tmp_path, prefix: str, folder: str) -> object:
 @pytest.mark.parametrize("prefix", ["{n}: ", " {n}: ", "[1,{n}]<stdout>:", ""])
 def test_the_folder_named_is_read_relative_or_beside_the_log(tmp_path, monkeypatch, prefix):
     (tmp_path / "sweep-17").mkdir()
-    _write(tmp_path / "sweep-17", [_row()])
+    write_run(tmp_path / "sweep-17", [_row()])
     monkeypatch.chdir(tmp_path.parent)  # the job's relative folder is found beside its output file
     assert load_rows(_log(tmp_path, prefix, "sweep-17")) == [_row()]
     assert load_rows(_log(tmp_path, prefix, str(tmp_path / "sweep-17"))) == [_row()]

@@ -6,12 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from result_rows import MiB, row
 
 from nccl_bench import comparison as cmp
 from nccl_bench.errors import UserInputError
 from nccl_bench.results.schema import RunRows
 from nccl_bench.sweep import baseline_check
+from tests.helpers.rows import MiB, row
 
 
 def test_plan_baseline_check_checks_the_options_against_each_other():

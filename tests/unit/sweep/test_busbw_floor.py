@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from result_rows import MiB, row
-
 from nccl_bench.results.schema import STATUS_UNSUPPORTED
 from nccl_bench.sweep import busbw_floor
+from tests.helpers.rows import MiB, row
 
 
 def test_the_floor_judges_each_ops_largest_measured_size_in_both_placements():

@@ -6,7 +6,6 @@ import dataclasses
 from pathlib import Path
 
 import pytest
-from result_rows import MiB, row, write_run
 
 from nccl_bench import comparison as cmp
 from nccl_bench.errors import UserInputError
@@ -14,7 +13,8 @@ from nccl_bench.results.csv_reader import read_rows
 from nccl_bench.results.loader import load_rows, read_run
 from nccl_bench.sweep import baseline_check
 from nccl_bench.sweep.saved_baselines import prepare_baselines, save_baseline
-from tests.races import race
+from tests.helpers.races import race
+from tests.helpers.rows import MiB, row, write_run
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "nccl_tests"
 

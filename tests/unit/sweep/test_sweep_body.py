@@ -54,9 +54,8 @@ def _closed(system, rows):
 
 
 def test_meta_json_records_the_entry_each_ops_largest_size_was_compared_with():
-    from result_rows import row
-
     from nccl_bench.hardware.expected import System
+    from tests.helpers.rows import row
 
     rows = [row(size_bytes=G // 2, time_us=2000.0), row(size_bytes=G, time_us=2400.0),  # 447.4 GB/s at 1G
             row(size_bytes=G, time_us=2500.0, placement="out_of_place"), row(op="all_gather", size_bytes=G)]
@@ -73,9 +72,8 @@ def test_meta_json_records_the_entry_each_ops_largest_size_was_compared_with():
 
 
 def test_a_run_of_rings_is_compared_with_a_ring_figure_only(monkeypatch):
-    from result_rows import row
-
     from nccl_bench.hardware.expected import System
+    from tests.helpers.rows import row
 
     monkeypatch.setenv("NCCL_ALGO", "Ring")  # as --nccl-env NCCL_ALGO=Ring sets it in the workers
     meta, _summary = _closed(System(H100, 8, 1, 4, ()), [row(size_bytes=G, time_us=2400.0)])
@@ -84,9 +82,8 @@ def test_a_run_of_rings_is_compared_with_a_ring_figure_only(monkeypatch):
 
 
 def test_no_fitting_figure_records_and_says_nothing():
-    from result_rows import row
-
     from nccl_bench.hardware.expected import System
+    from tests.helpers.rows import row
 
     for system in (None, System(H100, 4, 1, 4, ()), System("NVIDIA Z999", 8, 1, 4, ())):
         meta, summary = _closed(system, [row(size_bytes=G, time_us=2400.0)])

@@ -1,4 +1,4 @@
-"""A link-bound series of real runs for the history's rule: two simulated hosts (tests/simhosts.py), one
+"""A link-bound series of real runs for the history's rule: two simulated hosts (simhosts.py), one
 rank each, both NICs shaped by a tc token bucket, so all_reduce at 1 MiB is bound by the link (about
 0.018 GB/s at 150 Mbit/s, runs within ~1% of each other: as quiet as a GPU fabric). Each sweep records
 itself into one history; `check --run` judges the run just recorded. A slower link is the same bucket
@@ -14,7 +14,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from simhosts import Hosts, run_on_hosts
+from tests.helpers.simhosts import Hosts, run_on_hosts
 
 REPO = Path(__file__).resolve().parents[1]
 RATE_KBIT = 150_000

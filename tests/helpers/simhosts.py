@@ -12,18 +12,22 @@ one pair with an htb class and a u32 destination filter on each side.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, ContextManager, Iterator, TypeVar
 
 SUBNET = "10.{}.{}.{}"  # 10.(78 + rail).x.y: private, only ever configured inside namespaces made here
 FIRST_OCTET2 = 78
 MAX_HOSTS = 254  # host i is 10.(78 + rail).subnet.(i + 1): one /24 per rail
 HOSTNAME_DIGITS = 3  # node001 ... node254, zero-padded as fleets number their hosts
+T = TypeVar("T")
 
 
 def sh(*args: str) -> subprocess.CompletedProcess:
@@ -194,6 +198,48 @@ def simulated_hosts(count: int, tag: str, rails: int = 1,
     finally:
         for name in reversed(made):  # deleting a namespace deletes the veth ends and the bridge in it
             sh("ip", "netns", "delete", name)
+
+
+def kill_namespace(namespace: str) -> None:
+    """SIGKILL every process whose network namespace is this one (only namespaces made here)."""
+    for _ in range(5):
+        done = sh("ip", "netns", "pids", namespace)
+        pids = [int(p) for p in done.stdout.split()] if done.returncode == 0 else []
+        if not pids:
+            return
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        time.sleep(0.2)
+
+
+_layouts = itertools.count(1)
+
+
+def layout_tag() -> str:
+    """A tag for simulated hosts' namespace names that no other layout alive in this machine uses:
+    the pid (as test_doctor_hosts.py uses it) plus one digit counting this process's layouts, past any
+    whose namespace exists (a module's cluster and a test's own cluster are alive at once)."""
+    for _ in range(10):
+        tag = f"{os.getpid() % 10000:04d}{next(_layouts) % 10}"
+        if not Path(f"/run/netns/nbsw{tag}").exists():  # the switch namespace
+            break
+    return tag
+
+
+def started_or_skip(why_not: Callable[[], str | None], opened: Callable[[], ContextManager[T]]) -> Iterator[T]:
+    """For a fixture to yield from: what `opened()` yields, or the exact reason to skip (the tools missing,
+    or hosts that cannot be built here); everything torn down afterwards, failed test or not."""
+    import pytest
+
+    reason = why_not()
+    if reason:
+        pytest.skip(reason)
+    try:
+        with opened() as made:
+            yield made
+    except SetupError as exc:
+        pytest.skip(f"cannot build simulated hosts here: {exc}")
 
 
 def hosts_for_test(count: int, rails: int = 1, hostnames: tuple[str, ...] | None = None) -> Iterator[Hosts]:

@@ -1,4 +1,4 @@
-"""Real Open MPI `mpirun` across simulated hosts (tests/simhosts.py), with an rsh agent instead of ssh.
+"""Real Open MPI `mpirun` across simulated hosts (simhosts.py), with an rsh agent instead of ssh.
 
 mpirun runs as one host (host 0 by default: its namespace, hostname and /etc/hosts) and starts
 its `orted` on every other host through `--mca plm_rsh_agent <folder>/agent`, a script called as
@@ -22,8 +22,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Sequence
 
-from simhosts import Hosts, background, fleet_hostnames, simulated_hosts, why_no_namespaces
-from simslurm import _kill_namespace
+from tests.helpers.simhosts import (
+    Hosts,
+    background,
+    fleet_hostnames,
+    kill_namespace,
+    layout_tag,
+    simulated_hosts,
+    started_or_skip,
+    why_no_namespaces,
+)
 
 INSTALL_HINT = "apt-get install -y openmpi-bin (scripts/dev.sh test does it where root and apt-get are)"
 # What sshd hands a root login on Debian, and nothing more.
@@ -50,7 +58,7 @@ def agent_script(hosts: Hosts, hosts_file: Path) -> str:
     login = " ".join(f"{k}={shlex.quote(v)}" for k, v in LOGIN_ENV.items())
     enter = 'mount --bind "$1" /etc/hosts && hostname "$2" && exec sh -c "$3"'
     return f"""#!/bin/sh
-# Written by tests/simmpi.py: mpirun's rsh agent for simulated hosts (ssh's place, no network login).
+# Written by tests/helpers/simmpi.py: mpirun's rsh agent for simulated hosts (ssh's place, no network login).
 host="$1"; shift
 case "$host" in
 {cases}  *) echo "simmpi agent: no simulated host named '$host'" >&2; exit 255 ;;
@@ -124,4 +132,11 @@ def mpi_hosts(count: int, folder: Path, tag: str, *, hostnames: Sequence[str] | 
             yield MpiHosts(hosts, folder, hosts_file, agent)
         finally:
             for namespace in hosts.namespaces:
-                _kill_namespace(namespace)
+                kill_namespace(namespace)
+
+
+def start_mpi(tmp_path_factory, count: int, **kwargs):
+    """For a fixture to yield from: simulated hosts ready for a real mpirun (mpi_hosts), or a skip naming why
+    not; every process in them killed and the namespaces deleted afterwards."""
+    yield from started_or_skip(why_no_mpi, lambda: mpi_hosts(count, tmp_path_factory.mktemp("mpi"), layout_tag(),
+                                                             **kwargs))

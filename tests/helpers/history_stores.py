@@ -123,3 +123,10 @@ def sqlite_store_with_run(path: Path, run: Path) -> Path:
     with open_store(parse_address(str(path))) as store:
         store.add_run(read_record(run, "RUN", "2026-03-01T00:00:00+00:00"))
     return path
+
+
+def history_cli(folder: Path, store: str, *args: str) -> subprocess.CompletedProcess:
+    """`nccl-bench history ARGS --history STORE` run in `folder`, at COLUMNS=200."""
+    from tests.helpers.launch import run_cli
+
+    return run_cli(["history", *args, "--history", store], cwd=folder, env={"COLUMNS": "200"}, timeout=120)

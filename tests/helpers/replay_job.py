@@ -1,7 +1,7 @@
 """A real 2-rank training job traced as a user would trace theirs: a small torch.nn model trained with
 DistributedDataParallel over gloo on CPU tensors, under torch.profiler, one Kineto trace per rank.
 
-`python -m tests.replay_job FOLDER` writes FOLDER/rank0.json and FOLDER/rank1.json; tests call
+`python -m tests.helpers.replay_job FOLDER` writes FOLDER/rank0.json and FOLDER/rank1.json; tests call
 `trace_ddp_job(folder)`, which runs it in a fresh interpreter (a process group in the test's own
 process would outlive the test).
 """
@@ -22,9 +22,9 @@ GRADIENT_ELEMENTS = sum(inputs * outputs + outputs for inputs, outputs in LAYERS
 
 def trace_ddp_job(folder: Path, timeout_s: float = 120) -> list[Path]:
     """Run the job in a fresh interpreter; the traces it wrote, rank 0 first."""
-    from tests.conftest import REPO, worker_env
+    from tests.helpers.launch import REPO, worker_env
 
-    subprocess.run([sys.executable, "-m", "tests.replay_job", str(folder)], cwd=REPO, env=worker_env(),
+    subprocess.run([sys.executable, "-m", "tests.helpers.replay_job", str(folder)], cwd=REPO, env=worker_env(),
                    check=True, timeout=timeout_s, capture_output=True)
     return [folder / f"rank{rank}.json" for rank in range(WORLD_SIZE)]
 

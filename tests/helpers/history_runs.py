@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from nccl_bench.results.run_folder import DOCTOR_JSON, write_meta
-from tests.result_rows import MiB, row, write_run
+from tests.helpers.rows import MiB, row, write_run
 
 SIZES = (64 * 1024, MiB)
 

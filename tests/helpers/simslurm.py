@@ -1,4 +1,4 @@
-"""A real Slurm cluster on simulated hosts (tests/simhosts.py): munged, slurmctld, one slurmd per host.
+"""A real Slurm cluster on simulated hosts (simhosts.py): munged, slurmctld, one slurmd per host.
 
 Everything runs inside the namespaces simhosts makes: munged and slurmctld in the controller host's
 namespace (host 0 by default, which also runs a slurmd), and each slurmd in its own host's
@@ -13,7 +13,7 @@ exit every daemon and then every process left in the namespaces (slurmstepd, tas
 before the namespaces are deleted. slurmd needs a cgroup plugin even with none of the cgroup
 plugins configured: see CGROUP_CONF. tests/SCHEDULERS.md lists what the real programs do.
 
-Use `slurm_cluster(...)` as a context manager, or the `slurm` fixture in tests/conftest.py.
+Use `slurm_cluster(...)` as a context manager, or the `slurm` fixture in tests/conftest.py (start_slurm).
 """
 
 from __future__ import annotations
@@ -29,7 +29,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator, Sequence
 
-from simhosts import Hosts, background, fleet_hostnames, sh, simulated_hosts, why_no_namespaces
+from tests.helpers.simhosts import (
+    Hosts,
+    background,
+    fleet_hostnames,
+    kill_namespace,
+    layout_tag,
+    simulated_hosts,
+    started_or_skip,
+    why_no_namespaces,
+)
 
 DAEMONS = ("munged", "slurmctld", "slurmd", "slurmstepd")
 CLIENTS = ("srun", "sbatch", "scancel", "squeue", "sinfo", "scontrol")
@@ -206,7 +215,7 @@ class SlurmCluster:
     def kill_host(self, host: int) -> None:
         """Everything in a host's namespace dies at once (slurmd, slurmstepd, tasks; slurmctld too on its host)."""
         self.stop_slurmd(host)
-        _kill_namespace(self.hosts.namespaces[host])
+        kill_namespace(self.hosts.namespaces[host])
 
 
 def _stop(proc: subprocess.Popen, sig: int = signal.SIGTERM, grace: float = 5) -> None:
@@ -220,19 +229,6 @@ def _stop(proc: subprocess.Popen, sig: int = signal.SIGTERM, grace: float = 5) -
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(timeout=grace)
-
-
-def _kill_namespace(namespace: str) -> None:
-    """SIGKILL every process whose network namespace is this one (only namespaces made here)."""
-    for _ in range(5):
-        done = sh("ip", "netns", "pids", namespace)
-        pids = [int(p) for p in done.stdout.split()] if done.returncode == 0 else []
-        if not pids:
-            return
-        for pid in pids:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-        time.sleep(0.2)
 
 
 # slurmd 22.05 initialises its cgroup plugin whatever the other plugins are, and `ip netns exec`
@@ -269,7 +265,7 @@ def slurm_conf(hosts: Hosts, folder: Path, controller: int = 0, cpus: int = 4, k
     nodes = "".join(f"NodeName={h} NodeAddr={a} CPUs={cpus} RealMemory=1000{gres} State=UNKNOWN\n"
                     for h, a in zip(hosts.hostnames, hosts.addresses, strict=True))
     return f"""\
-# Written by tests/simslurm.py for simulated hosts; every address is inside a namespace it made.
+# Written by tests/helpers/simslurm.py for simulated hosts; every address is inside a namespace it made.
 ClusterName=nbsim
 SlurmctldHost={hosts.hostnames[controller]}({hosts.addresses[controller]})
 SlurmUser=root
@@ -358,7 +354,7 @@ def slurm_cluster(count: int, folder: Path, tag: str, *, hostnames: Sequence[str
                 _stop(proc, signal.SIGKILL)
             cluster.daemons.clear()
             for namespace in hosts.namespaces:
-                _kill_namespace(namespace)
+                kill_namespace(namespace)
 
 
 def _wait(ready, timeout: float, what: str, cluster: SlurmCluster, daemon: str) -> None:
@@ -371,3 +367,10 @@ def _wait(ready, timeout: float, what: str, cluster: SlurmCluster, daemon: str) 
         if time.monotonic() > deadline:
             raise SlurmError(f"waited {timeout:.0f}s for {what}; {daemon}'s log:\n{_tail(cluster.log(daemon))}")
         time.sleep(0.2)
+
+
+def start_slurm(tmp_path_factory, count: int, **kwargs):
+    """For a fixture to yield from: a real Slurm cluster (slurm_cluster's keywords), or a skip naming why not;
+    every daemon killed and every namespace deleted afterwards."""
+    yield from started_or_skip(why_no_slurm, lambda: slurm_cluster(count, tmp_path_factory.mktemp("slurm"),
+                                                                   layout_tag(), **kwargs))
