@@ -160,7 +160,7 @@ def _run_app() -> None:
     except RunFailedError as exc:
         messages.end_failed_run(exc)
     except StoreError as exc:  # the history: unusable now (3), or no history at all (2)
-        messages.fail(f"{HISTORY.name}: {exc}", exc.exit_code)
+        messages.fail(f"{HISTORY.name}: {messages.history_named(str(exc))}", exc.exit_code)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
     except KeyboardInterrupt:

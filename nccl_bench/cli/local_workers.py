@@ -50,10 +50,10 @@ def _run(what: str, workers: int, why: Optional[str], args: list[str], out: Opti
         try:
             with interrupts_unwrapped():  # the except clauses below must see an Interrupted as itself
                 if out is None:
-                    run_dir = claim_run_dir(target, RESULTS_ROOT.name, claimant, numbered=True)
+                    run_dir = claim_run_dir(target, RESULTS_ROOT.key, claimant, numbered=True)
                     args = [*args, OUT.name, str(run_dir)]
                 else:
-                    run_dir = claim_run_dir(target, OUT.name, claimant)
+                    run_dir = claim_run_dir(target, OUT.key, claimant)
                 if why is not None:
                     messages.say(f"no launcher found; starting {why} (use {WORKERS.name} N to choose)")
                 messages.notes(notes)
