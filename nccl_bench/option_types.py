@@ -9,14 +9,15 @@ all read from the fields (`declared`, `build_config`). Plain code, cheap to impo
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import math
 import re
 from pathlib import Path
-from typing import Any, Callable, Mapping, NamedTuple
+from typing import Any, Callable, Iterator, Mapping, NamedTuple
 
-from nccl_bench.errors import UserInputError
+from nccl_bench.errors import OptionError, UserInputError
 from nccl_bench.units.sizes import format_size, parse_size
 
 Parser = Callable[[Any, str], Any]  # (raw value, the option as an error names it) -> the checked value
@@ -336,6 +337,30 @@ def declaration(cls: type, key: str) -> Option:
 def option_name(cls: type, key: str) -> str:
     """The flag (or an argument's name) that sets field `key` of `cls`, as messages name it."""
     return declared(cls)[key].item.name
+
+
+def names_of(*classes: type) -> Callable[[str], str]:
+    """How a command of these dataclasses names an option by key: its long flag (an argument's name; a
+    switch's off-flag under errors.off(key)); a key none of them has is named as it is."""
+    from nccl_bench.errors import off
+
+    names = {}
+    for cls in classes:
+        for key, carried in declared(cls).items():
+            names[key] = carried.item.name
+            if getattr(carried.item, "off", None):
+                names[off(key)] = carried.item.off
+    return lambda key: names.get(key, key)
+
+
+@contextlib.contextmanager
+def flags_of(*classes: type) -> Iterator[None]:
+    """An OptionError raised inside, which names options by key, said as the command of these dataclasses
+    says it: with their flags (names_of)."""
+    try:
+        yield
+    except OptionError as exc:
+        raise exc.named(names_of(*classes)) from None
 
 
 def read_values(cls: type, values: Mapping[str, Any], source: str = "") -> dict[str, Any]:

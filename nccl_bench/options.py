@@ -1,33 +1,28 @@
-"""The options that several commands share, declared once (backend, out, results root, timeout, prom,
-tolerance, workers, --json, the history's), and the small dataclasses of the options that are no part
-of a run's config: each command's parameters are the fields of the dataclasses it takes.
+"""Options declared once that no single config owns: those several commands share (backend, out, results
+root, timeout, prom, tolerance, --json) and those of the commands that run no ranks (compare, report,
+limits, the history's).
 
-An option is one field (option_types.option): its flags, parser with the bounds, help and default;
-validation, the error that names it, preset keys, defaults and the command line's help are read from
-the field. The configs of the commands that run on ranks declare their own options beside their fields
-(sweep/sweep_config.py, doctor/doctor_config.py, replay/replay_config.py) and reuse these. A help says
-its default through `{default}`, filled in from the declared default, so the two cannot drift. Plain
-code without typer (cli/params.py makes the typer parameters): `--help` imports this module, so
-importing it must stay cheap.
+An option is one dataclass field (option_types.option): its flags, parser with the bounds, help and
+default; validation, the error that names it, preset keys, defaults and the command line's help are read
+from the field. The configs of the commands that run on ranks declare their own options on their fields
+(sweep/sweep_config.py, doctor/doctor_config.py, replay/replay_config.py) and reuse these; the commands'
+other dataclasses of options are cli/option_sets.py's. A help says its default through `{default}`,
+filled in from the declared default, so the two cannot drift. Plain code without typer (cli/params.py
+makes the typer parameters): `--help` imports this module, so importing it must stay cheap.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from nccl_bench.errors import UserInputError
-from nccl_bench.history.address import DEFAULT_WAIT_S
 from nccl_bench.option_types import (
     Argument,
     Option,
-    PerDevice,
-    argument,
     choice,
     expand_choices,
     number,
-    option,
     path,
     percent,
     shown_size,
@@ -37,7 +32,6 @@ from nccl_bench.option_types import (
     tolerance,
     whole,
 )
-from nccl_bench.ranks.layout import CPU_DEFAULT_WORKERS
 
 
 def expand_ops(names, option: str = "--op") -> tuple[str, ...]:
@@ -62,10 +56,6 @@ TIMEOUT = Option("timeout_s", ("--timeout",), number(),
 PROM = Option("prom", ("--prom",), path,
               "Also write the results as Prometheus metrics (text format) to FILE, replaced whole by a rename "
               "(for node_exporter's textfile collector).", metavar="FILE")
-WORKERS = Option("workers", ("--workers",), whole(1),
-                 "Without a launcher: start this many local ranks (default: {default}).",
-                 default=PerDevice("one per GPU", CPU_DEFAULT_WORKERS), show=lambda workers: f"{workers.gpu}, or "
-                 f"{workers.cpu} on CPU")
 # A file the result is also written to, as JSON: compare's comparison, the doctor's verdicts.
 JSON_FILE = Option("json_file", ("--json",), path, "Also write {what} to FILE.", metavar="FILE")
 
@@ -88,47 +78,6 @@ ALLOW_MISMATCH = Option("allow_mismatch", ("--allow-mismatch",), switch,
                         "Compare even when the world size or backend differs.", default=False)
 
 
-# -- the history's (sweep, doctor, replay and every history command) --------------------------------------
-HISTORY = Option("history", ("--history",), text,
-                 "The history: a file, sqlite:///PATH or postgresql://user@host:port/db (default: "
-                 "$NCCL_BENCH_HISTORY, else <results-root>/history.sqlite).", metavar="URL")
-# How long a command waits for the history (a lock, a server's answer) before it gives up; a run that
-# waited is kept whole, to be added later (history/store.py, history/address.py's DEFAULT_WAIT_S).
-HISTORY_WAIT = Option("history_wait_s", ("--history-wait",), number(),
-                      "Seconds to wait for a locked or silent history before giving up (default {default}).",
-                      default=DEFAULT_WAIT_S, metavar="SECONDS")
-
-
-@dataclass(frozen=True)
-class Workers:
-    """Without a launcher, how many local ranks to start (None: one per GPU, or 2 on CPU)."""
-
-    workers: int | None = option(WORKERS)
-
-
-@dataclass(frozen=True)
-class Recording:
-    """What a command that records its run takes (sweep, doctor, replay): where, how long to wait, or not at all."""
-
-    history: str | None = option(HISTORY)
-    history_wait_s: float = option(HISTORY_WAIT)
-    no_history: bool = option(("--no-history",), switch, "Do not record this run in the history.", default=False,
-                              given_default=True)
-
-
-@dataclass(frozen=True)
-class DoctorJson:
-    json_file: Path | None = option(JSON_FILE, what="the verdicts (doctor.json's schema)")
-
-
-@dataclass(frozen=True)
-class ReplayOutputs:
-    envelope: Path | None = option(
-        ("--envelope",), path, "After a replay, put each collective beside this sweep's busbw at its size (a run "
-        "folder, results.csv or nccl-tests log of the same fabric).", metavar="RUN")
-    json_file: Path | None = option(JSON_FILE, what="the profile, with the replayed times after a replay")
-
-
 # -- compare's -------------------------------------------------------------------------------------
 def _path(value: Any, name: str) -> Path:
     return Path(value)
@@ -148,20 +97,6 @@ MARKDOWN = Option("markdown", ("--markdown",), path, "Also write a Markdown repo
 JUNIT = Option("junit", ("--junit",), path, "Also write JUnit XML (one testcase per row) to FILE.", metavar="FILE")
 
 
-@dataclass(frozen=True)
-class CompareArgs:
-    baseline: Path = argument(BASELINE_RUN)
-    current: Path = argument(CURRENT_RUN)
-    tolerance: float = option(TOLERANCE, given_default=True)
-    min_bytes: int = option(LATENCY_BELOW, given_default=True)
-    allow_mismatch: bool = option(ALLOW_MISMATCH, given_default=True)
-    markdown: Path | None = option(MARKDOWN)
-    junit: Path | None = option(JUNIT)
-    json_file: Path | None = option(JSON_FILE, what="the comparison as JSON")
-    op: str | None = option(LOG_OP)
-    ranks: int | None = option(LOG_RANKS)
-
-
 # -- report's ---------------------------------------------------------------------------------------
 RUNS = Argument("runs", "RUN...", "Run folder, results.csv, nccl_bench JSON, nccl-tests log or nccl-tests -J JSON.",
                 many=True, parse=_paths)
@@ -176,38 +111,11 @@ HTML = Option("html_file", ("--html",), path,
               metavar="FILE.html")
 
 
-@dataclass(frozen=True)
-class ReportArgs:
-    runs: list[Path] = argument(RUNS)
-    plot: Path | None = option(PLOT)
-    fmt: str = option(FORMAT, given_default=True)
-    output: Path | None = option(OUTPUT)
-    op: str | None = option(LOG_OP)
-    ranks: int | None = option(LOG_RANKS)
-    html_file: Path | None = option(HTML)
-
-
 # -- limits' ----------------------------------------------------------------------------------------
 AS_JSON = Option("as_json", ("--json",), switch, "Print JSON instead of a table.", default=False)
 
 
-@dataclass(frozen=True)
-class LimitsArgs:
-    as_json: bool = option(AS_JSON, given_default=True)
-    multi_node: bool = option(("--multi-node",), switch, "Include the network: min(intra-node peak, NIC per rank).",
-                              default=False, given_default=True)
-
-
-# -- every history command's: which history, and how long to wait for it ------------------------------
-@dataclass(frozen=True)
-class HistoryAt:
-    """The history --history (or --results-root) names, and how long to wait for it."""
-
-    history: str | None = option(HISTORY)
-    results_root: Path = option(RESULTS_ROOT)
-    history_wait_s: float = option(HISTORY_WAIT)
-
-
+# -- the history commands' -------------------------------------------------------------------------
 HISTORY_PATHS = Argument("paths", "PATH...",
                          "Run folders, results.csv files, nccl-tests logs or -J JSON files to add to the history.",
                          many=True)
@@ -254,59 +162,6 @@ REASON = Option("reason", ("--reason",), text,
 DIFF_BEFORE = Argument("before", "RUN_A", "The earlier run (its id).", parse=_run_id)
 DIFF_AFTER = Argument("after", "RUN_B", "The later run (its id): each series' change from RUN_A, and what changed.",
                       parse=_run_id)
-
-
-@dataclass(frozen=True)
-class AddArgs:
-    paths: list[str] = argument(HISTORY_PATHS)
-
-
-@dataclass(frozen=True)
-class ShowArgs:
-    op: str | None = option(HISTORY_OP)
-    system: str | None = option(HISTORY_SYSTEM)
-    as_json: bool = option(AS_JSON, given_default=True)
-    window: int = option(WINDOW)
-    floor: float = option(FLOOR)
-
-
-@dataclass(frozen=True)
-class CheckArgs:
-    run: str | None = option(JUDGE_RUN)
-    system: str | None = option(HISTORY_SYSTEM)
-    op: str | None = option(HISTORY_OP)
-    window: int = option(WINDOW)
-    floor: float = option(FLOOR)
-    markdown: Path | None = option(MARKDOWN)
-    junit: Path | None = option(JUNIT)
-    as_json: bool = option(AS_JSON, given_default=True)
-
-
-@dataclass(frozen=True)
-class AcceptArgs:
-    run: str = argument(ACCEPT_RUN)
-    reason: str | None = option(REASON)
-    op: str | None = option(HISTORY_OP)
-
-
-@dataclass(frozen=True)
-class DiffArgs:
-    before: str = argument(DIFF_BEFORE)
-    after: str = argument(DIFF_AFTER)
-    op: str | None = option(HISTORY_OP)
-    as_json: bool = option(AS_JSON, given_default=True)
-
-
-@dataclass(frozen=True)
-class NodesArgs:
-    as_json: bool = option(AS_JSON, given_default=True)
-
-
-@dataclass(frozen=True)
-class HtmlArgs:
-    page: Path = argument(PAGE)
-    window: int = option(WINDOW)
-    floor: float = option(FLOOR)
 
 
 # -- the app's ---------------------------------------------------------------------------------------

@@ -8,9 +8,10 @@ import os
 import typer
 
 from nccl_bench.cli import messages, streams
+from nccl_bench.cli.option_sets import CompareArgs
 from nccl_bench.cli.params import command_of
 from nccl_bench.cli.report import log_hints
-from nccl_bench.options import BASELINE_RUN, CURRENT_RUN, JSON_FILE, JUNIT, MARKDOWN, CompareArgs
+from nccl_bench.options import BASELINE_RUN, CURRENT_RUN, JSON_FILE, JUNIT, MARKDOWN
 
 
 @command_of

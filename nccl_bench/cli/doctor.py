@@ -8,9 +8,10 @@ from typing import TYPE_CHECKING, Optional
 
 from nccl_bench.cli import messages, on_ranks
 from nccl_bench.cli.on_ranks import OnRanks, Ran
+from nccl_bench.cli.option_sets import DoctorJson, Recording, Workers
 from nccl_bench.cli.params import command_of
 from nccl_bench.doctor.doctor_config import DoctorConfig, option_name
-from nccl_bench.options import JSON_FILE, DoctorJson, Recording, Workers
+from nccl_bench.options import JSON_FILE
 
 if TYPE_CHECKING:
     from nccl_bench.doctor.doctor_entry import DoctorJob

@@ -28,6 +28,7 @@ from nccl_bench.cli import (
     sweep,
     typer_shim,
 )
+from nccl_bench.cli.option_sets import HISTORY
 from nccl_bench.cli.params import param
 from nccl_bench.errors import (
     EXIT_BAD_INPUT,
@@ -39,7 +40,7 @@ from nccl_bench.errors import (
     UserInputError,
     os_error_text,
 )
-from nccl_bench.options import HELP_FLAGS, HISTORY, VERSION
+from nccl_bench.options import HELP_FLAGS, VERSION
 
 app = typer.Typer(
     name="nccl-bench",

@@ -10,20 +10,8 @@ from typing import Optional
 import typer
 
 from nccl_bench.cli import messages
-from nccl_bench.cli.params import command_of
-from nccl_bench.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_RUN_FAILED, EXIT_VERDICT, UserInputError
-from nccl_bench.history.recording import store_address
-from nccl_bench.options import (
-    ACCEPT_RUN,
-    DIFF_AFTER,
-    DIFF_BEFORE,
+from nccl_bench.cli.option_sets import (
     HISTORY,
-    HISTORY_PATHS,
-    JUDGE_RUN,
-    JUNIT,
-    MARKDOWN,
-    PAGE,
-    REASON,
     AcceptArgs,
     AddArgs,
     CheckArgs,
@@ -32,6 +20,20 @@ from nccl_bench.options import (
     HtmlArgs,
     NodesArgs,
     ShowArgs,
+)
+from nccl_bench.cli.params import command_of
+from nccl_bench.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_RUN_FAILED, EXIT_VERDICT, UserInputError
+from nccl_bench.history.recording import store_address
+from nccl_bench.options import (
+    ACCEPT_RUN,
+    DIFF_AFTER,
+    DIFF_BEFORE,
+    HISTORY_PATHS,
+    JUDGE_RUN,
+    JUNIT,
+    MARKDOWN,
+    PAGE,
+    REASON,
 )
 from nccl_bench.units.clock import utc_now_iso
 

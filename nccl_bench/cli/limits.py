@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import typer
 
+from nccl_bench.cli.option_sets import LimitsArgs
 from nccl_bench.cli.params import command_of
-from nccl_bench.options import LimitsArgs
 
 
 @command_of

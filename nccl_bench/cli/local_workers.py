@@ -11,8 +11,9 @@ from pathlib import Path
 from typing import Callable, Optional, Sequence
 
 from nccl_bench.cli import messages
+from nccl_bench.cli.option_sets import WORKERS
 from nccl_bench.errors import EXIT_INTERRUPTED, RunFailedError
-from nccl_bench.options import OUT, RESULTS_ROOT, WORKERS
+from nccl_bench.options import OUT, RESULTS_ROOT
 from nccl_bench.ranks.faults import Interrupted, hold_signals, interrupts_unwrapped, signals_raise_interrupted
 from nccl_bench.ranks.launch import VARIANT_ENV, default_workers, run_local_workers, shared_cores_note
 from nccl_bench.ranks.run_owner import new_claimant

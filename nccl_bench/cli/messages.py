@@ -37,9 +37,9 @@ def show_warning(message, category, filename, lineno, file=None, line=None) -> N
 
 def history_named(text: str) -> str:
     """Text from the history's modules, which name the option that sets its wait by key, with its flag."""
+    from nccl_bench.cli.option_sets import HISTORY_WAIT
     from nccl_bench.errors import with_names
     from nccl_bench.history.address import WAIT_KEY
-    from nccl_bench.options import HISTORY_WAIT
 
     return with_names(text, (WAIT_KEY,), lambda key: HISTORY_WAIT.name)
 

@@ -14,10 +14,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, NoReturn, Optional, Sequence
 
 from nccl_bench.cli import messages, streams
+from nccl_bench.cli.option_sets import HISTORY, WORKERS, Recording
 from nccl_bench.errors import EXIT_INTERRUPTED, EXIT_OK, RunFailedError, UserInputError
 from nccl_bench.history.recording import record_run, recording_target
 from nccl_bench.option_types import Option
-from nccl_bench.options import HISTORY, WORKERS, Recording
 from nccl_bench.ranks.layout import LaunchEnv, detect_launch
 from nccl_bench.ranks.preflight import check_process_limits
 from nccl_bench.units.nccl_env import Variant

@@ -22,8 +22,7 @@ from typing import Any, Callable, Optional, TypeVar
 
 import typer
 
-from nccl_bench.errors import OptionError, off
-from nccl_bench.option_types import Argument, Declared, Option, Shown, build_config, declared
+from nccl_bench.option_types import Argument, Declared, Option, Shown, build_config, declared, flags_of
 
 Command = TypeVar("Command", bound=Callable[..., Any])
 
@@ -32,23 +31,15 @@ def command_of(function: Command) -> Command:
     """The command typer calls: its parameters made from the fields of `function`'s dataclass parameters,
     its body `function` called with those dataclasses built and checked."""
     parts = [(name, kind) for name, kind in typing.get_type_hints(function).items() if name != "return"]
-    parameters, names = [], {}
-    for _, kind in parts:
-        for carried in (*declared(kind).values(), *_preset_of(kind)):
-            if carried.item.key in names:
-                raise TypeError(f"{function.__name__}: two parameters named {carried.item.key!r}")
-            names[carried.item.key] = carried.item.name
-            if getattr(carried.item, "off", None):
-                names[off(carried.item.key)] = carried.item.off
-            parameters.append(_parameter(carried))
+    parameters = [_parameter(carried) for _, kind in parts for carried in (*declared(kind).values(), *_preset_of(kind))]
+    if len({parameter.name for parameter in parameters}) < len(parameters):
+        raise TypeError(f"{function.__name__}: two of its dataclasses have a field of the same name")
 
     @functools.wraps(function, assigned=("__module__", "__name__", "__qualname__", "__doc__"))
     def command(**given: Any) -> Any:
-        try:
+        with flags_of(*(kind for _, kind in parts)):
             built = {name: build_config(kind, given, _preset_given(kind, given)) for name, kind in parts}
             return function(**built)
-        except OptionError as exc:
-            raise exc.named(lambda key: names.get(key, key)) from None
 
     command.__signature__ = inspect.Signature(parameters)  # what typer reads, with the annotations below
     command.__annotations__ = {parameter.name: parameter.annotation for parameter in parameters}

@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING, Optional
 
 from nccl_bench.cli import messages, on_ranks
 from nccl_bench.cli.on_ranks import OnRanks, Ran
+from nccl_bench.cli.option_sets import Recording, ReplayOutputs, Workers
 from nccl_bench.cli.params import command_of
 from nccl_bench.option_types import declared, option_name
-from nccl_bench.options import Recording, ReplayOutputs, Workers
 from nccl_bench.ranks.layout import detect_launch
 from nccl_bench.replay.replay_config import ReplayConfig
 

@@ -6,9 +6,10 @@ from pathlib import Path
 from typing import Optional
 
 from nccl_bench.cli import messages
+from nccl_bench.cli.option_sets import ReportArgs
 from nccl_bench.cli.params import command_of
 from nccl_bench.errors import UserInputError
-from nccl_bench.options import FORMAT, HTML, OUTPUT, PLOT, ReportArgs
+from nccl_bench.options import FORMAT, HTML, OUTPUT, PLOT
 
 
 @command_of

@@ -9,10 +9,10 @@ from typing import TYPE_CHECKING
 
 from nccl_bench.cli import messages, on_ranks
 from nccl_bench.cli.on_ranks import OnRanks, Ran
+from nccl_bench.cli.option_sets import Recording, Workers
 from nccl_bench.cli.params import command_of
 from nccl_bench.errors import EXIT_VERDICT
 from nccl_bench.option_types import declared
-from nccl_bench.options import Recording, Workers
 from nccl_bench.sweep.sweep_config import BaselineOptions, SweepConfig, option_name
 
 if TYPE_CHECKING:

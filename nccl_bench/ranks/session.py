@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Protocol, Sequence
 
-from nccl_bench.errors import EXIT_INTERRUPTED, RunFailedError, UserInputError, WriteFailedError
+from nccl_bench.errors import EXIT_INTERRUPTED, OptionError, RunFailedError, UserInputError, WriteFailedError
 from nccl_bench.ranks import devices, dist, faults, native_output, roll_call, run_facts, run_owner
 from nccl_bench.ranks.deadline import Deadline, DeadlineExceeded
 from nccl_bench.ranks.launch import LOCAL_WORKER_ENV
@@ -34,7 +34,7 @@ from nccl_bench.units.clock import utc_now_iso
 from nccl_bench.units.passwords import hide_passwords
 
 META_SCHEMA_VERSION = 1
-NO_LAUNCHER = "no rank layout found (run under torchrun, srun or mpirun, or use --workers)"
+NO_LAUNCHER = "no rank layout found (run under torchrun, srun or mpirun, or use {workers})"
 
 
 @dataclass(frozen=True)
@@ -151,7 +151,7 @@ class RunBody(Protocol):
 def require_launch() -> LaunchEnv:
     launch = detect_launch()
     if launch is None:
-        raise UserInputError("launcher", NO_LAUNCHER)
+        raise OptionError("launcher", NO_LAUNCHER, mentions=("workers",))
     return launch
 
 

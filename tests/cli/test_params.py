@@ -9,9 +9,9 @@ import typer.main
 
 import nccl_bench
 from nccl_bench.cli import app
+from nccl_bench.cli.option_sets import WORKERS
 from nccl_bench.doctor.doctor_config import DoctorConfig
 from nccl_bench.option_types import declared
-from nccl_bench.options import WORKERS
 from nccl_bench.sweep.sweep_config import SweepConfig
 
 
