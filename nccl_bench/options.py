@@ -138,7 +138,7 @@ PAGE = Argument("page", "FILE", "The page to write: one self-contained HTML file
 RUN_ID_CHARS = 8  # the fewest leading characters of a run id that name it; the sweep prints twelve
 
 
-def _run_id(value: Any, option: str) -> str:
+def run_id(value: Any, option: str) -> str:
     """A run id or its first RUN_ID_CHARS+ characters (hex), as `recorded run ...` and check print it."""
     import re
 
@@ -152,16 +152,16 @@ def _run_id(value: Any, option: str) -> str:
 HISTORY_SYSTEM = Option("system", ("--system",), text,
                         "Only this system's series, as show names it ('NVIDIA H100 80GB HBM3 x8', 'cpu@nodea').",
                         metavar="SYSTEM")
-JUDGE_RUN = Option("run", ("--run",), _run_id,
+JUDGE_RUN = Option("run", ("--run",), run_id,
                    "Judge this run (its id as the sweep prints it) in every series it has a value in, instead of "
                    "each series' latest; fails (exit 3) when the history does not hold it.", metavar="ID")
-ACCEPT_RUN = Argument("run", "RUN", "The run (its id) that becomes the new normal of every series it has a value in.",
-                      parse=_run_id)
+# read by run_id after --reason, which accept checks first
+ACCEPT_RUN = Argument("run", "RUN", "The run (its id) that becomes the new normal of every series it has a value in.")
 REASON = Option("reason", ("--reason",), text,
                 "Why this run is the new normal (required): shown by check and on the page.", metavar="TEXT")
-DIFF_BEFORE = Argument("before", "RUN_A", "The earlier run (its id).", parse=_run_id)
+DIFF_BEFORE = Argument("before", "RUN_A", "The earlier run (its id).", parse=run_id)
 DIFF_AFTER = Argument("after", "RUN_B", "The later run (its id): each series' change from RUN_A, and what changed.",
-                      parse=_run_id)
+                      parse=run_id)
 
 
 # -- the app's ---------------------------------------------------------------------------------------

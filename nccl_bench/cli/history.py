@@ -9,6 +9,7 @@ from typing import Optional
 
 import typer
 
+from nccl_bench import options
 from nccl_bench.cli import messages
 from nccl_bench.cli.option_sets import (
     HISTORY,
@@ -159,7 +160,7 @@ def accept_command(args: AcceptArgs, at: HistoryAt) -> None:
     reason = " ".join(str(args.reason or "").split())
     if not reason:
         raise UserInputError(REASON.name, "say why this run is the new normal (--reason TEXT); it is shown with it")
-    run_id, op = args.run, args.op
+    run_id, op = options.run_id(args.run, ACCEPT_RUN.name), args.op
     _must_exist(at)
     with _open(at, must_exist=False) as store:
         run_id, started, _, _ = _find_run(store, run_id, ACCEPT_RUN.name)
