@@ -2,6 +2,7 @@
 exit codes every command shares (the README's table)."""
 
 import errno
+from typing import Callable
 
 EXIT_OK = 0
 EXIT_VERDICT = 1  # the measurement's verdict is negative: a regression, a suspect, wrong data, below a floor
@@ -19,6 +20,35 @@ class UserInputError(Exception):
         super().__init__(f"{option}: {problem}")
         self.option = option
         self.problem = problem
+
+
+class OptionError(UserInputError):
+    """Bad input, raised below cli/, where options are known by key (a config's field): it names the option
+    at fault by its key, and each option its problem mentions as {key}; cli/ writes their flags (`named`)."""
+
+    def __init__(self, key: str, problem: str, mentions: tuple[str, ...] = (), value: str | None = None):
+        super().__init__(key if value is None else f"{key} {value}", problem)
+        self.key = key
+        self.mentions = mentions
+        self.value = value  # the value given, where the error names it beside the option (--baseline PATH)
+
+    def named(self, name_of: Callable[[str], str]) -> UserInputError:
+        """The same error as the command line says it: every key written as its option's flag."""
+        problem = with_names(self.problem, self.mentions, name_of)
+        name = name_of(self.key)
+        return UserInputError(name if self.value is None else f"{name} {self.value}", problem)
+
+
+def with_names(text: str, mentions: tuple[str, ...], name_of: Callable[[str], str]) -> str:
+    """`text` with each option it mentions as {key} written as its flag."""
+    for key in mentions:
+        text = text.replace("{" + key + "}", name_of(key))
+    return text
+
+
+def off(key: str) -> str:
+    """How an OptionError names the flag that turns a switch off (--no-check), by the switch's key."""
+    return f"{key}/off"
 
 
 class RunFailedError(Exception):

@@ -1,16 +1,23 @@
-"""What an option is (Option, Argument) and the parsers that check a value: each returns the value
-checked and converted, or raises UserInputError naming the option. Plain code, cheap to import;
-nccl_bench/options.py declares every option of every command with these.
+"""What an option is (Option, Argument), the parsers that check a value (each returns the value checked
+and converted, or raises UserInputError naming the option), and an option as one dataclass field.
+
+An option is one field: `option(...)` makes a dataclasses.field whose default is the declared default
+read by its parser and whose metadata holds the declaration (flags, parser, help, metavar, off-flag)
+and how a command shows it. The command line (cli/params.py), `--help`, preset keys and validation are
+all read from the fields (`declared`, `build_config`). Plain code, cheap to import: `--help` loads it.
 """
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+import functools
 import math
 import re
 from pathlib import Path
-from typing import Any, Callable, NamedTuple
+from typing import Any, Callable, Iterator, Mapping, NamedTuple
 
-from nccl_bench.errors import UserInputError
+from nccl_bench.errors import OptionError, UserInputError
 from nccl_bench.units.sizes import format_size, parse_size
 
 Parser = Callable[[Any, str], Any]  # (raw value, the option as an error names it) -> the checked value
@@ -44,10 +51,10 @@ class Option:
 
     __slots__ = ("key", "flags", "parse", "help", "default", "shown", "off", "metavar", "many")
 
-    def __init__(self, key: str, flags: tuple[str, ...], parse: Parser, help: str, default: Any = None,
+    def __init__(self, key: str | None, flags: tuple[str, ...], parse: Parser, help: str, default: Any = None,
                  off: str | None = None, metavar: str | None = None, show: Callable[[Any], str] = shown,
                  many: bool = False):
-        self.key = key  # the config field, and the key a preset file uses
+        self.key = key  # the field it is, and the key a preset file uses (None until its dataclass is read)
         self.flags = flags  # as typed on the command line; errors name the long one
         self.parse = parse
         # What the option amounts to when it is not given, as a value its parser accepts (a PerDevice
@@ -87,15 +94,20 @@ class Option:
 
 
 class Argument:
-    """One positional argument: its parameter's name, the name help and errors give it, its help."""
+    """One positional argument: its field's name, the name help and errors give it, its help, its parser
+    (which reads every value of an argument given many times at once)."""
 
-    __slots__ = ("key", "name", "help", "many")
+    __slots__ = ("key", "name", "help", "many", "parse")
 
-    def __init__(self, key: str, name: str, help: str, many: bool = False):
+    def __init__(self, key: str | None, name: str, help: str, many: bool = False, parse: Parser | None = None):
         self.key = key
         self.name = name  # BASELINE, RUN...: the metavar, as messages name the argument
         self.help = help
         self.many = many  # one or more values
+        self.parse = parse or (lambda value, option: value)
+
+    def read(self, value: Any, source: str = "") -> Any:
+        return self.parse(value, self.name)
 
     @property
     def given_as(self) -> type:
@@ -247,3 +259,159 @@ def expand_choices(values, choices: tuple[str, ...], option: str, noun: str, nor
     if not expanded:
         raise UserInputError(option, f"no {noun} given")
     return tuple(expanded)
+
+
+# -- an option as a dataclass field -------------------------------------------------------------------
+FIELD = "nccl_bench.option"  # the metadata key under which a field carries its declaration
+FROM_FLAGS = "fields_from_flags"  # a config field that, where a config has it, keeps which fields flags set
+
+
+class Shown(NamedTuple):
+    """How a command shows one of its fields' options. given_default: the command line itself holds the
+    declared default (help shows [default: X]); otherwise an absent option is None and the field's default
+    applies when the config is built (a preset may still set it). prefix: a condition put before the help
+    ("With --baseline"). fill: completes a help that several commands share ({folder}, {step}, {what})."""
+
+    given_default: bool = False
+    prefix: str = ""
+    fill: tuple[tuple[str, str], ...] = ()
+
+
+class Declared(NamedTuple):
+    """What a field carries: its option or argument, and how its command shows it."""
+
+    item: Option | Argument
+    shown: Shown
+
+
+_UNSET: Any = object()
+
+
+def option(flags: tuple[str, ...] | Option, parse: Parser | None = None, help: str = "", default: Any = None, *,
+           off: str | None = None, metavar: str | None = None, show: Callable[[Any], str] = shown,
+           many: bool = False, unset: Any = _UNSET, given_default: bool = False, prefix: str = "",
+           **fill: str) -> Any:
+    """A dataclass field that is an option: `flags` and the rest declare it (see Option), or `flags` is a
+    declaration several fields share. The field's default is the declared default as its parser reads it;
+    None where the default depends on the device, or `unset` where the config leaves the value open until
+    run time. given_default, prefix and fill: how this field's command shows it (Shown)."""
+    item = flags if isinstance(flags, Option) else Option(None, tuple(flags), parse, help, default, off, metavar,
+                                                          show, many)
+    if unset is not _UNSET:
+        value = unset
+    elif item.default is None or isinstance(item.default, PerDevice):
+        value = None
+    else:
+        value = item.read_default()
+    return dataclasses.field(default=value,
+                             metadata={FIELD: Declared(item, Shown(given_default, prefix, tuple(fill.items())))})
+
+
+def argument(item: Argument) -> Any:
+    """A dataclass field that is a required positional argument."""
+    return dataclasses.field(metadata={FIELD: Declared(item, Shown())})
+
+
+@functools.cache
+def declared(cls: type) -> dict[str, Declared]:
+    """The fields of `cls` that are options or arguments, by name, in field order; each declaration's key is
+    its field's name (a shared declaration must be used under its own key)."""
+    found = {}
+    for each in dataclasses.fields(cls):
+        carried = each.metadata.get(FIELD)
+        if carried is None:
+            continue
+        if carried.item.key is None:
+            carried.item.key = each.name
+        elif carried.item.key != each.name:
+            raise TypeError(f"{cls.__name__}.{each.name} carries the declaration of {carried.item.key!r}")
+        found[each.name] = carried
+    return found
+
+
+def declaration(cls: type, key: str) -> Option:
+    """The option that sets field `key` of `cls`."""
+    return declared(cls)[key].item
+
+
+def option_name(cls: type, key: str) -> str:
+    """The flag (or an argument's name) that sets field `key` of `cls`, as messages name it."""
+    return declared(cls)[key].item.name
+
+
+def names_of(*classes: type) -> Callable[[str], str]:
+    """How a command of these dataclasses names an option by key: its long flag (an argument's name; a
+    switch's off-flag under errors.off(key)); a key none of them has is named as it is."""
+    from nccl_bench.errors import off
+
+    names = {}
+    for cls in classes:
+        for key, carried in declared(cls).items():
+            names[key] = carried.item.name
+            if getattr(carried.item, "off", None):
+                names[off(key)] = carried.item.off
+    return lambda key: names.get(key, key)
+
+
+@contextlib.contextmanager
+def flags_of(*classes: type) -> Iterator[None]:
+    """An OptionError raised inside, which names options by key, said as the command of these dataclasses
+    says it: with their flags (names_of)."""
+    try:
+        yield
+    except OptionError as exc:
+        raise exc.named(names_of(*classes)) from None
+
+
+def read_values(cls: type, values: Mapping[str, Any], source: str = "") -> dict[str, Any]:
+    """Each value read by its field's declaration; a key that no field has is named (a preset's typo).
+    `source`: the preset file the values come from, which errors then name with the key."""
+    fields = declared(cls)
+    checked = {}
+    for key, value in values.items():
+        if key not in fields:
+            raise UserInputError(source, f"unknown key {key!r}; known keys: {', '.join(fields)}")
+        checked[key] = fields[key].item.read(value, source)
+    return checked
+
+
+MAX_PRESET_BYTES = 1 << 20  # a preset is a few lines; anything larger is not one
+
+
+def load_preset(cls: type, path: Path) -> dict[str, Any]:
+    """A TOML preset of `cls` (`cls.PRESET` names the option that gives the file): its keys are field names,
+    each value read by its field's declaration; `description` is the preset's own note."""
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        import tomli as tomllib
+    from nccl_bench.results.whole_file import read_small_file
+
+    name, path = cls.PRESET.name, Path(path)
+    try:
+        data = tomllib.loads(read_small_file(path, MAX_PRESET_BYTES).decode("utf-8"))
+    except FileNotFoundError:
+        raise UserInputError(name, f"no such file: {path}") from None
+    except OSError as exc:
+        raise UserInputError(name, f"cannot read {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise UserInputError(name, f"{path} is not valid TOML: not UTF-8 text") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise UserInputError(name, f"{path} is not valid TOML: {exc}") from None
+    data.pop("description", None)
+    return read_values(cls, data, source=str(path))
+
+
+def build_config(cls: type, given: Mapping[str, Any], preset: Path | None = None) -> Any:
+    """An instance of `cls` from its declared fields: defaults < the preset file < `given`. A value that is
+    None (or an option given no times) was not given; `given` may hold other keys (the command's other
+    options), and each dataclass reads its own. A config with `check_together` has it called."""
+    values = {} if preset is None else load_preset(cls, preset)
+    flags = {key: given[key] for key in declared(cls) if given.get(key) not in (None, (), [])}
+    values.update(read_values(cls, flags))
+    if FROM_FLAGS in {each.name for each in dataclasses.fields(cls)}:
+        values[FROM_FLAGS] = tuple(flags)
+    built = cls(**values)
+    if hasattr(built, "check_together"):
+        built.check_together()
+    return built

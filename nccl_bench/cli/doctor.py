@@ -4,40 +4,37 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Optional
 
 from nccl_bench.cli import messages, on_ranks
 from nccl_bench.cli.on_ranks import OnRanks, Ran
-from nccl_bench.cli.params import read_given, takes, use
-from nccl_bench.options import DOCTOR_OPTION, DOCTOR_OPTIONS, JSON_FILE, RECORDING_OPTIONS, WORKERS
+from nccl_bench.cli.option_sets import DoctorJson, Recording, Workers
+from nccl_bench.cli.params import command_of
+from nccl_bench.doctor.doctor_config import DoctorConfig, option_name
+from nccl_bench.options import JSON_FILE
 
 if TYPE_CHECKING:
     from nccl_bench.doctor.doctor_entry import DoctorJob
 
 
-@takes(*DOCTOR_OPTIONS, WORKERS, JSON_FILE, *RECORDING_OPTIONS,
-       quick=use(given_default=True), tolerance=use(given_default=True), out=use(folder="doctor"),
-       timeout_s=use(step="exchange"), json_file=use(what="the verdicts (doctor.json's schema)"),
-       no_history=use(given_default=True))
-def doctor_command(**given: Any) -> None:
+@command_of
+def doctor_command(config: DoctorConfig, local: Workers, verdicts: DoctorJson, recording: Recording) -> None:
     """Find the slow node, rail or link: every node's all_reduce and every node pair in one launch; exit 1 on a suspect."""  # noqa: E501
     on_ranks.ready_for_ranks()
-    workers = read_given(WORKERS, given[WORKERS.key])
-    from nccl_bench.doctor.doctor_entry import plan_doctor  # what a run needs loads with it, never for --help
+    from nccl_bench.doctor.doctor_entry import DoctorJob  # what a run needs loads with it, never for --help
     from nccl_bench.render.formats import check_output_file
     from nccl_bench.results.run_folder import new_run_dir
 
-    job = plan_doctor(given)
-    config = job.config
-    json_path = check_output_file(read_given(JSON_FILE, given[JSON_FILE.key]), JSON_FILE.name)
-    check_output_file(config.exclude_file, DOCTOR_OPTION["exclude_file"].name)  # written by rank 0 with doctor.json
-    check_output_file(config.prom, DOCTOR_OPTION["prom"].name)
-    store = on_ranks.recording_target_of(given, config.results_root)
+    job = DoctorJob(config)
+    json_path = check_output_file(verdicts.json_file, JSON_FILE.name)
+    check_output_file(config.exclude_file, option_name("exclude_file"))  # written by rank 0 with doctor.json
+    check_output_file(config.prom, option_name("prom"))
+    store = on_ranks.recording_target_of(recording, config.results_root)
     ran = on_ranks.run_on_ranks(OnRanks(
         "doctor", job.preflight, lambda launch: _on_this_rank(job, json_path, launch), config.out,
         new_run_dir(config.results_root, ["doctor"]), "measurements so far are kept",
         verdict_on_disk=job.verdict_on_disk,
-    ), workers)
+    ), local.workers)
     if ran.run_dir is not None:
         on_ranks.record_in_history(ran.run_dir, store)
     if ran.verdict:

@@ -28,6 +28,7 @@ from nccl_bench.cli import (
     sweep,
     typer_shim,
 )
+from nccl_bench.cli.option_sets import HISTORY
 from nccl_bench.cli.params import param
 from nccl_bench.errors import (
     EXIT_BAD_INPUT,
@@ -39,7 +40,7 @@ from nccl_bench.errors import (
     UserInputError,
     os_error_text,
 )
-from nccl_bench.options import HELP_FLAGS, HISTORY, VERSION
+from nccl_bench.options import HELP_FLAGS, VERSION
 
 app = typer.Typer(
     name="nccl-bench",
@@ -160,7 +161,7 @@ def _run_app() -> None:
     except RunFailedError as exc:
         messages.end_failed_run(exc)
     except StoreError as exc:  # the history: unusable now (3), or no history at all (2)
-        messages.fail(f"{HISTORY.name}: {exc}", exc.exit_code)
+        messages.fail(f"{HISTORY.name}: {messages.history_named(str(exc))}", exc.exit_code)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
     except KeyboardInterrupt:

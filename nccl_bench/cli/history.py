@@ -5,32 +5,36 @@ from __future__ import annotations
 
 import signal
 from pathlib import Path
-from typing import Any, Optional
+from typing import Optional
 
 import typer
 
+from nccl_bench import options
 from nccl_bench.cli import messages
-from nccl_bench.cli.params import read_given, read_or_default, takes, use
+from nccl_bench.cli.option_sets import (
+    HISTORY,
+    AcceptArgs,
+    AddArgs,
+    CheckArgs,
+    DiffArgs,
+    HistoryAt,
+    HtmlArgs,
+    NodesArgs,
+    ShowArgs,
+)
+from nccl_bench.cli.params import command_of
 from nccl_bench.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_RUN_FAILED, EXIT_VERDICT, UserInputError
 from nccl_bench.history.recording import store_address
 from nccl_bench.options import (
     ACCEPT_RUN,
-    AS_JSON,
     DIFF_AFTER,
     DIFF_BEFORE,
-    FLOOR,
-    HISTORY,
-    HISTORY_OP,
     HISTORY_PATHS,
-    HISTORY_SYSTEM,
-    HISTORY_WAIT,
     JUDGE_RUN,
     JUNIT,
     MARKDOWN,
     PAGE,
     REASON,
-    RESULTS_ROOT,
-    WINDOW,
 )
 from nccl_bench.units.clock import utc_now_iso
 
@@ -38,7 +42,7 @@ app = typer.Typer(help="Every run kept in the history: add runs, show series, ch
                   no_args_is_help=True, add_completion=False, rich_markup_mode=None)
 
 
-def _open(given: dict[str, Any], must_exist: bool = True, whole_store: bool = True):
+def _open(at: HistoryAt, must_exist: bool = True, whole_store: bool = True):
     """The history --history (or --results-root) names; one that must hold runs already must exist (and is
     only read). Every failure of the store is a StoreError, which the CLI's edge says in one line; a
     Ctrl-C or SIGTERM while it keeps the command waiting ends the command at once. whole_store: the
@@ -49,11 +53,10 @@ def _open(given: dict[str, Any], must_exist: bool = True, whole_store: bool = Tr
 
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, _end_interrupted)
-    address = store_address(given[HISTORY.key], given[RESULTS_ROOT.key],
-                            read_or_default(HISTORY_WAIT, given.get(HISTORY_WAIT.key)))
+    address = store_address(at.history, at.results_root, at.history_wait_s)
     if must_exist and address.kind == SQLITE and not Path(address.target).exists():
         raise UserInputError(HISTORY.name, f"{address.target} does not exist; record a run first")
-    store = open_store(address, messages.say, reading=must_exist)
+    store = open_store(address, messages.say_naming_history, reading=must_exist)
     if must_exist and whole_store:
         _note_skipped(store.unusable_values(), address.shown)
     return store
@@ -71,13 +74,13 @@ def _end_interrupted(signum, frame) -> None:
 
 
 @app.command("add")
-@takes(HISTORY_PATHS, HISTORY, RESULTS_ROOT, HISTORY_WAIT)
-def add_command(**given: Any) -> None:
+@command_of
+def add_command(args: AddArgs, at: HistoryAt) -> None:
     """Add run folders, results.csv files and nccl-tests logs/JSON to the history; a run in it already is kept once."""
     from nccl_bench.history.records import read_record
     from nccl_bench.history.store import refuse_bad_values
 
-    paths = given[HISTORY_PATHS.key]
+    paths = args.paths
     runs = []
     for path in paths:  # every input read before the store is touched; one that is no run is skipped
         try:
@@ -91,32 +94,30 @@ def add_command(**given: Any) -> None:
         runs.append((path, record))
     if not runs:
         raise UserInputError(HISTORY_PATHS.name, f"none of the {len(paths)} inputs is a run; nothing added")
-    with _open(given, must_exist=False) as store:
+    with _open(at, must_exist=False) as store:
         for path, record in runs:
             added = store.add_run(record)
             messages.plain(f"{'added' if added else 'already stored'}: {path} (run {record.run_id[:12]})")
 
 
 @app.command("show")
-@takes(HISTORY_OP, HISTORY_SYSTEM, AS_JSON, WINDOW, FLOOR, HISTORY, RESULTS_ROOT, HISTORY_WAIT,
-       as_json=use(given_default=True))
-def show_command(**given: Any) -> None:
+@command_of
+def show_command(args: ShowArgs, at: HistoryAt) -> None:
     """Per series: runs, latest, median, min and max busbw, and the latest's change against its reference."""
     from nccl_bench.history import series
     from nccl_bench.render import history_text
 
-    asked = _series_asked(given)
-    with _open(given) as store:
+    asked = series.Asked(args.op, args.system, args.window, args.floor, None)
+    with _open(at) as store:
         found = series.in_order(series.summaries(store, asked, aggregates=True))
         total = store.run_count()
-    _print(history_text.show_json(total, found) if given[AS_JSON.key] else None,
+    _print(history_text.show_json(total, found) if args.as_json else None,
            lambda width: history_text.show_lines(found, width))
 
 
 @app.command("check")
-@takes(JUDGE_RUN, HISTORY_SYSTEM, HISTORY_OP, WINDOW, FLOOR, MARKDOWN, JUNIT, AS_JSON, HISTORY, RESULTS_ROOT,
-       HISTORY_WAIT, as_json=use(given_default=True))
-def check_command(**given: Any) -> None:
+@command_of
+def check_command(args: CheckArgs, at: HistoryAt) -> None:
     """Is a run below what its series' own noise allows? Each series' latest run, or --run's. Exit 0 ok,
     1 regression, 2 bad input, 3 the --run is not in the history (or did not complete)."""
     from nccl_bench.history import series
@@ -125,10 +126,10 @@ def check_command(**given: Any) -> None:
     from nccl_bench.render.formats import check_output_file
     from nccl_bench.results.whole_file import write_text_file
 
-    asked = _series_asked(given)
-    markdown_path = check_output_file(read_given(MARKDOWN, given[MARKDOWN.key]), MARKDOWN.name)
-    junit_path = check_output_file(read_given(JUNIT, given[JUNIT.key]), JUNIT.name)
-    with _open(given, whole_store=False) as store:
+    asked = series.Asked(args.op, args.system, args.window, args.floor, args.run)
+    markdown_path = check_output_file(args.markdown, MARKDOWN.name)
+    junit_path = check_output_file(args.junit, JUNIT.name)
+    with _open(at, whole_store=False) as store:
         if asked.run_id is not None:
             asked = _judging(store, asked)
         found = series.with_changes(store, series.in_order(series.summaries(store, asked)))
@@ -138,7 +139,7 @@ def check_command(**given: Any) -> None:
                       "(a doctor run, or every row failed)", EXIT_RUN_FAILED)
     failed = [summary for summary in found if summary.verdict.status == REGRESSION]
     now = utc_now_iso()
-    if given[AS_JSON.key]:
+    if args.as_json:
         typer.echo(history_text.check_json(found, now))
     for summary in failed:
         messages.error(f"regression: {series.describe(summary)}")
@@ -152,17 +153,16 @@ def check_command(**given: Any) -> None:
 
 
 @app.command("accept")
-@takes(ACCEPT_RUN, REASON, HISTORY_OP, HISTORY, RESULTS_ROOT, HISTORY_WAIT)
-def accept_command(**given: Any) -> None:
+@command_of
+def accept_command(args: AcceptArgs, at: HistoryAt) -> None:
     """Make a run the new normal of its series (a slower driver by design): check judges the runs after it
     against it, and the page marks it with the reason."""
-    reason = " ".join(str(given[REASON.key] or "").split())
+    reason = " ".join(str(args.reason or "").split())
     if not reason:
         raise UserInputError(REASON.name, "say why this run is the new normal (--reason TEXT); it is shown with it")
-    run_id = JUDGE_RUN.read(given[ACCEPT_RUN.key], ACCEPT_RUN.name)
-    op = read_given(HISTORY_OP, given.get(HISTORY_OP.key))
-    _must_exist(given)
-    with _open(given, must_exist=False) as store:
+    run_id, op = options.run_id(args.run, ACCEPT_RUN.name), args.op
+    _must_exist(at)
+    with _open(at, must_exist=False) as store:
         run_id, started, _, _ = _find_run(store, run_id, ACCEPT_RUN.name)
         names = [name for name, *values in store.run_series(run_id) if op is None or values[0] == op]
         if not names:
@@ -174,17 +174,15 @@ def accept_command(**given: Any) -> None:
 
 
 @app.command("diff")
-@takes(DIFF_BEFORE, DIFF_AFTER, HISTORY_OP, AS_JSON, HISTORY, RESULTS_ROOT, HISTORY_WAIT,
-       as_json=use(given_default=True))
-def diff_command(**given: Any) -> None:
+@command_of
+def diff_command(args: DiffArgs, at: HistoryAt) -> None:
     """Two runs side by side: each series' busbw change from RUN_A to RUN_B, and what changed between them."""
     from nccl_bench.history.changes import differences
     from nccl_bench.history.store_schema import SERIES_COLUMNS
     from nccl_bench.render import history_text
 
-    wanted = [JUDGE_RUN.read(given[arg.key], arg.name) for arg in (DIFF_BEFORE, DIFF_AFTER)]
-    op = read_given(HISTORY_OP, given.get(HISTORY_OP.key))
-    with _open(given) as store:
+    wanted, op = [args.before, args.after], args.op
+    with _open(at) as store:
         runs = [_find_run(store, run_id, arg.name) for run_id, arg in zip(wanted, (DIFF_BEFORE, DIFF_AFTER),
                                                                            strict=True)]
         keys = {name: dict(zip(SERIES_COLUMNS, values, strict=True))
@@ -193,28 +191,28 @@ def diff_command(**given: Any) -> None:
         metas = store.run_metas([run[0] for run in runs])
     changed = differences(metas.get(runs[1][0], {}), [metas.get(runs[0][0], {})])
     rows = history_text.diff_rows(keys, values[0], values[1], op)
-    if given[AS_JSON.key]:
+    if args.as_json:
         typer.echo(history_text.diff_json(runs, rows, changed))
     else:
         _print(None, lambda width: history_text.diff_lines(runs, rows, changed, width))
 
 
 @app.command("nodes")
-@takes(AS_JSON, HISTORY, RESULTS_ROOT, HISTORY_WAIT, as_json=use(given_default=True))
-def nodes_command(**given: Any) -> None:
+@command_of
+def nodes_command(args: NodesArgs, at: HistoryAt) -> None:
     """Per host, from the doctor's runs: runs taken part in, times flagged, of which kind, and when last."""
     from nccl_bench.history.hosts import host_records
     from nccl_bench.render import history_text
 
-    with _open(given) as store:
+    with _open(at) as store:
         hosts = host_records(store)
-    _print(history_text.nodes_json(hosts) if given[AS_JSON.key] else None,
+    _print(history_text.nodes_json(hosts) if args.as_json else None,
            lambda width: history_text.nodes_lines(hosts, width))
 
 
 @app.command("html")
-@takes(PAGE, WINDOW, FLOOR, HISTORY, RESULTS_ROOT, HISTORY_WAIT)
-def html_command(**given: Any) -> None:
+@command_of
+def html_command(args: HtmlArgs, at: HistoryAt) -> None:
     """One self-contained page: a trend plot per op and size with regressions marked, each host's doctor record."""
     from nccl_bench.history import series
     from nccl_bench.history.hosts import host_records
@@ -222,9 +220,9 @@ def html_command(**given: Any) -> None:
     from nccl_bench.render.history_page import page as history_page
     from nccl_bench.results.whole_file import write_text_file
 
-    asked = _series_asked(given)
-    path = check_output_file(Path(given[PAGE.key]), PAGE.name)
-    with _open(given) as store:
+    asked = series.Asked(None, None, args.window, args.floor, None)
+    path = check_output_file(args.page, PAGE.name)
+    with _open(at) as store:
         found = series.with_changes(store, series.in_order(series.summaries(store, asked, aggregates=True)))
         found = [summary.newest(2 * asked.window + 1) for summary in found]  # its size: series x window
         metas = store.run_metas(sorted({p.run_id for s in found for p in s.window}))
@@ -232,16 +230,6 @@ def html_command(**given: Any) -> None:
         total = store.run_count()
     write_text_file(path, history_page(found, hosts, total, metas, utc_now_iso()))
     messages.plain(f"wrote the history page to {path}")
-
-
-def _series_asked(given: dict[str, Any]):
-    """--op and --system (None: every one), --window, --floor and --run, read by their declarations."""
-    from nccl_bench.history.series import Asked
-
-    return Asked(read_given(HISTORY_OP, given.get(HISTORY_OP.key)),
-                 read_given(HISTORY_SYSTEM, given.get(HISTORY_SYSTEM.key)),
-                 read_or_default(WINDOW, given.get(WINDOW.key)), read_or_default(FLOOR, given.get(FLOOR.key)),
-                 read_given(JUDGE_RUN, given.get(JUDGE_RUN.key)))
 
 
 def _narrowed(asked) -> str:
@@ -273,13 +261,12 @@ def _judging(store, asked):
     return replace(asked, run_id=run_id, until=(started, run_id))
 
 
-def _must_exist(given: dict[str, Any]) -> None:
+def _must_exist(at: HistoryAt) -> None:
     """A command that writes into a history that must hold runs already (accept): a missing SQLite file
     is said, never made."""
     from nccl_bench.history.address import SQLITE
 
-    address = store_address(given[HISTORY.key], given[RESULTS_ROOT.key],
-                            read_or_default(HISTORY_WAIT, given.get(HISTORY_WAIT.key)))
+    address = store_address(at.history, at.results_root, at.history_wait_s)
     if address.kind == SQLITE and not Path(address.target).exists():
         raise UserInputError(HISTORY.name, f"{address.target} does not exist; record a run first")
 

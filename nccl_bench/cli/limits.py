@@ -2,21 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import typer
 
-from nccl_bench.cli.params import takes, use
-from nccl_bench.options import AS_JSON, MULTI_NODE
+from nccl_bench.cli.option_sets import LimitsArgs
+from nccl_bench.cli.params import command_of
 
 
-@takes(AS_JSON, MULTI_NODE, as_json=use(given_default=True), multi_node=use(given_default=True))
-def limits_command(**given: Any) -> None:
+@command_of
+def limits_command(args: LimitsArgs) -> None:
     """Show what the links promise per GPU (NVLink, PCIe) and the peak busbw is compared with."""
     from nccl_bench.hardware.detect import detect_limits, peak_from_limits
     from nccl_bench.hardware.expected import host_entries
 
-    as_json, multi_node = given[AS_JSON.key], given[MULTI_NODE.key]
+    as_json, multi_node = args.as_json, args.multi_node
     limits = detect_limits()
     device_kind = "cuda" if limits.gpus else "cpu"
     peak, peak_warnings = peak_from_limits(limits, multi_node, device_kind)

@@ -11,8 +11,9 @@ from pathlib import Path
 from typing import Callable, Optional, Sequence
 
 from nccl_bench.cli import messages
+from nccl_bench.cli.option_sets import WORKERS
 from nccl_bench.errors import EXIT_INTERRUPTED, RunFailedError
-from nccl_bench.options import OUT, RESULTS_ROOT, WORKERS
+from nccl_bench.options import OUT, RESULTS_ROOT
 from nccl_bench.ranks.faults import Interrupted, hold_signals, interrupts_unwrapped, signals_raise_interrupted
 from nccl_bench.ranks.launch import VARIANT_ENV, default_workers, run_local_workers, shared_cores_note
 from nccl_bench.ranks.run_owner import new_claimant
@@ -50,10 +51,10 @@ def _run(what: str, workers: int, why: Optional[str], args: list[str], out: Opti
         try:
             with interrupts_unwrapped():  # the except clauses below must see an Interrupted as itself
                 if out is None:
-                    run_dir = claim_run_dir(target, RESULTS_ROOT.name, claimant, numbered=True)
+                    run_dir = claim_run_dir(target, RESULTS_ROOT.key, claimant, numbered=True)
                     args = [*args, OUT.name, str(run_dir)]
                 else:
-                    run_dir = claim_run_dir(target, OUT.name, claimant)
+                    run_dir = claim_run_dir(target, OUT.key, claimant)
                 if why is not None:
                     messages.say(f"no launcher found; starting {why} (use {WORKERS.name} N to choose)")
                 messages.notes(notes)

@@ -35,6 +35,20 @@ def show_warning(message, category, filename, lineno, file=None, line=None) -> N
     say(f"warning: {message}")
 
 
+def history_named(text: str) -> str:
+    """Text from the history's modules, which name the option that sets its wait by key, with its flag."""
+    from nccl_bench.cli.option_sets import HISTORY_WAIT
+    from nccl_bench.errors import with_names
+    from nccl_bench.history.address import WAIT_KEY
+
+    return with_names(text, (WAIT_KEY,), lambda key: HISTORY_WAIT.name)
+
+
+def say_naming_history(message: str) -> None:
+    """`say` for the history's modules (history_named)."""
+    say(history_named(message))
+
+
 def error(message: str) -> None:
     say(f"error: {message}")
 

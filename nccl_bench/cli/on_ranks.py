@@ -7,17 +7,17 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shlex
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Mapping, NoReturn, Optional, Sequence
+from typing import TYPE_CHECKING, Callable, NoReturn, Optional, Sequence
 
 from nccl_bench.cli import messages, streams
-from nccl_bench.cli.params import read_given
+from nccl_bench.cli.option_sets import HISTORY, WORKERS, Recording
 from nccl_bench.errors import EXIT_INTERRUPTED, EXIT_OK, RunFailedError, UserInputError
 from nccl_bench.history.recording import record_run, recording_target
 from nccl_bench.option_types import Option
-from nccl_bench.options import HISTORY, HISTORY_WAIT, NO_HISTORY, WORKERS
 from nccl_bench.ranks.layout import LaunchEnv, detect_launch
 from nccl_bench.ranks.preflight import check_process_limits
 from nccl_bench.units.nccl_env import Variant
@@ -50,11 +50,10 @@ class OnRanks:
     verdict_on_disk: Callable[[Path], int] = lambda run_dir: EXIT_OK  # a verdict the workers left in the folder
 
 
-def recording_target_of(given: Mapping[str, Any], results_root: Optional[Path]):
+def recording_target_of(recording: Recording, results_root: Path):
     """Where the run will be recorded (None: --no-history), from the command's recording options:
     a history that cannot be one is refused before the run."""
-    wait_s = read_given(HISTORY_WAIT, given[HISTORY_WAIT.key])
-    return recording_target(given[HISTORY.key], given[NO_HISTORY.key], results_root, wait_s)
+    return recording_target(recording.history, recording.no_history, results_root, recording.history_wait_s)
 
 
 def ready_for_ranks() -> None:
@@ -126,22 +125,31 @@ def record_in_history(run_dir: Path, address) -> None:
     saying the run is whole and how to add it later."""
     if address is None:
         return
-    from nccl_bench.history.recording import add_later
     from nccl_bench.ranks.faults import Interrupted, signals_raise_interrupted
 
     try:
         with signals_raise_interrupted():
-            recorded = record_run(run_dir, address, messages.say)
+            recorded = record_run(run_dir, address, messages.say_naming_history)
     except (Interrupted, KeyboardInterrupt) as exc:
         why = f"by {exc}" if isinstance(exc, Interrupted) else "by SIGINT"
         messages.fail(f"interrupted {why} while recording the run: it was not recorded in the history; it is whole "
                       f"in {run_dir}: add it later with `{add_later(run_dir, address)}`", EXIT_INTERRUPTED)
     if recorded.failure is not None:
-        messages.say(f"warning: the run was not recorded in the history ({recorded.failure}); it is whole in "
+        messages.say(f"warning: the run was not recorded in the history ({messages.history_named(recorded.failure)}); "
+                     "it is whole in "
                      f"{run_dir}: add it later with `{add_later(run_dir, address)}`")
         return
     # where the command wrote, as `wrote csv to`; the id is what `history check --run` judges in CI
     messages.plain(f"recorded run {(recorded.run_id or '')[:12]} in the history {address.shown}")
+
+
+def add_later(run_dir: Path, address) -> str:
+    """The command that adds the run to the same history later (a server's URL left for the user to give:
+    its password is never printed)."""
+    from nccl_bench.history.address import SQLITE
+
+    where = shlex.quote(address.target) if address.kind == SQLITE else "URL"
+    return f"nccl-bench history add {shlex.quote(str(run_dir))} {HISTORY.name} {where}"
 
 
 def _end_interrupted_rank(job: OnRanks, launch: LaunchEnv, exc: Interrupted) -> NoReturn:

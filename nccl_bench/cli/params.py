@@ -1,61 +1,70 @@
-"""A declared option or argument (nccl_bench/options.py) as a typer parameter: the one place the CLI
-makes typer parameters.
+"""Commands whose parameters are dataclasses of declared fields: the one place the CLI makes typer parameters.
 
-A command lists the declarations it takes (`takes`), and its parameters are made from them: named
-after the config keys they set, typed as the declaration's parser is given its value, with the
-declaration's flags, help, metavar and default. The command receives the values as one mapping by
-key, so an option is written once, in its declaration, and read once, where it acts.
+A command is written with its parameters readable where it is defined:
+
+    @command_of
+    def sweep_command(config: SweepConfig, baseline: BaselineOptions, recording: Recording, local: Workers)
+
+Each annotation is a dataclass whose fields carry their options (option_types.option); `command_of`
+makes one typer parameter per field, in field order and annotation order (a config that reads a preset
+file adds its option after its fields), each shown as the field says (Shown). When the command runs,
+every dataclass is built from the values given (option_types.build_config: defaults < preset < flags,
+each value read by its field's parser) and the function is called with the instances. Errors raised
+below cli/ name options by key (errors.OptionError); here they get the flags of this command.
 """
 
 from __future__ import annotations
 
+import functools
 import inspect
-from dataclasses import dataclass, field
+import typing
 from typing import Any, Callable, Optional, TypeVar
 
 import typer
 
-from nccl_bench.option_types import Argument, Option
+from nccl_bench.option_types import Argument, Declared, Option, Shown, build_config, declared, flags_of
 
 Command = TypeVar("Command", bound=Callable[..., Any])
 
 
-@dataclass(frozen=True)
-class Use:
-    """How one command shows a declaration: see `param`."""
+def command_of(function: Command) -> Command:
+    """The command typer calls: its parameters made from the fields of `function`'s dataclass parameters,
+    its body `function` called with those dataclasses built and checked."""
+    parts = [(name, kind) for name, kind in typing.get_type_hints(function).items() if name != "return"]
+    parameters = [_parameter(carried) for _, kind in parts for carried in (*declared(kind).values(), *_preset_of(kind))]
+    if len({parameter.name for parameter in parameters}) < len(parameters):
+        raise TypeError(f"{function.__name__}: two of its dataclasses have a field of the same name")
 
-    given_default: bool = False
-    prefix: str = ""
-    fill: dict[str, str] = field(default_factory=dict)
+    @functools.wraps(function, assigned=("__module__", "__name__", "__qualname__", "__doc__"))
+    def command(**given: Any) -> Any:
+        with flags_of(*(kind for _, kind in parts)):
+            built = {name: build_config(kind, given, _preset_given(kind, given)) for name, kind in parts}
+            return function(**built)
 
-
-def use(*, given_default: bool = False, prefix: str = "", **fill: str) -> Use:
-    return Use(given_default, prefix, fill)
-
-
-def takes(*declared: Option | Argument, **how: Use) -> Callable[[Command], Command]:
-    """The command's parameters made from `declared`, in order; `how` (by key) says how this command shows one.
-
-    The command is written `def command(**given)`: typer reads the signature made here, and calls it
-    with every parameter's value by key."""
-    unknown = set(how) - {item.key for item in declared}
-    if unknown:
-        raise ValueError(f"no declaration has the key(s) {sorted(unknown)}")
-
-    def made(command: Command) -> Command:
-        command.__signature__ = inspect.Signature([_parameter(item, how.get(item.key, Use())) for item in declared])
-        return command
-
-    return made
+    command.__signature__ = inspect.Signature(parameters)  # what typer reads, with the annotations below
+    command.__annotations__ = {parameter.name: parameter.annotation for parameter in parameters}
+    return command
 
 
-def _parameter(item: Option | Argument, shown: Use) -> inspect.Parameter:
+def _preset_of(kind: type) -> tuple[Declared, ...]:
+    preset = getattr(kind, "PRESET", None)
+    return () if preset is None else (Declared(preset, Shown()),)
+
+
+def _preset_given(kind: type, given: dict[str, Any]) -> Any:
+    preset = getattr(kind, "PRESET", None)
+    return None if preset is None or given.get(preset.key) is None else preset.read(given[preset.key])
+
+
+def _parameter(carried: Declared) -> inspect.Parameter:
+    item, shown = carried
     if isinstance(item, Argument):
         return inspect.Parameter(item.key, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=argument(item),
                                  annotation=item.given_as)
     typed = item.given_as if shown.given_default else Optional[item.given_as]
     return inspect.Parameter(item.key, inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=typed,
-                             default=param(item, given_default=shown.given_default, prefix=shown.prefix, **shown.fill))
+                             default=param(item, given_default=shown.given_default, prefix=shown.prefix,
+                                           **dict(shown.fill)))
 
 
 def param(option: Option, *, given_default: bool = False, prefix: str = "",
@@ -63,9 +72,9 @@ def param(option: Option, *, given_default: bool = False, prefix: str = "",
     """The typer parameter of `option`; `fill` completes a help text that several commands share.
 
     given_default: the command line itself holds the declared default when the option is absent
-    (help shows it as [default: X]); otherwise an absent option is None, and the config or the
-    command takes the default later (a preset may still set it). prefix: a condition the command
-    puts before the help, e.g. "With --baseline".
+    (help shows it as [default: X]); otherwise an absent option is None, and the dataclass takes the
+    field's default (a preset may still set it). prefix: a condition the command puts before the help,
+    e.g. "With --baseline".
     """
     flags = option.flags if option.off is None else (*option.flags[:-1], f"{option.flags[-1]}/{option.off}")
     help_text = option.help.format(**fill) if fill else option.help
@@ -81,13 +90,3 @@ def param(option: Option, *, given_default: bool = False, prefix: str = "",
 def argument(declared: Argument) -> Any:
     """The typer parameter of a required positional argument."""
     return typer.Argument(..., help=declared.help, metavar=declared.name)
-
-
-def read_given(option: Option, value: Any) -> Any:
-    """The value checked by its option, or None when the option was not given."""
-    return None if value is None else option.read(value)
-
-
-def read_or_default(option: Option, value: Any) -> Any:
-    """The value checked by its option, or the option's declared default when it was not given."""
-    return option.read_default() if value is None else option.read(value)

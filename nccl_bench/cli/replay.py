@@ -7,42 +7,41 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Optional
 
 from nccl_bench.cli import messages, on_ranks
 from nccl_bench.cli.on_ranks import OnRanks, Ran
-from nccl_bench.cli.params import read_given, takes, use
-from nccl_bench.options import ENVELOPE, JSON_FILE, RECORDING_OPTIONS, REPLAY_OPTIONS, TRACES, WORKERS
+from nccl_bench.cli.option_sets import Recording, ReplayOutputs, Workers
+from nccl_bench.cli.params import command_of
+from nccl_bench.option_types import declared, option_name
 from nccl_bench.ranks.layout import detect_launch
+from nccl_bench.replay.replay_config import ReplayConfig
 
 if TYPE_CHECKING:
     from nccl_bench.replay.profile import Profile
     from nccl_bench.replay.replay_entry import ReplayJob
 
 
-@takes(TRACES, *REPLAY_OPTIONS, WORKERS, ENVELOPE, JSON_FILE, *RECORDING_OPTIONS,
-       out=use(folder="replay"), timeout_s=use(step="collective"),
-       json_file=use(what="the profile, with the replayed times after a replay"), no_history=use(given_default=True))
-def replay_command(**given: Any) -> None:
+@command_of
+def replay_command(config: ReplayConfig, local: Workers, outputs: ReplayOutputs, recording: Recording) -> None:
     """A job's collectives from its PyTorch profiler traces, the costliest first; under a launcher or --workers, replayed here beside the job's times."""  # noqa: E501
-    workers = read_given(WORKERS, given[WORKERS.key])
+    workers = local.workers
     from nccl_bench.render.formats import check_output_file  # what a replay needs loads with it, never for --help
     from nccl_bench.replay.replay_entry import read_replay_job
 
-    json_path = check_output_file(read_given(JSON_FILE, given[JSON_FILE.key]), JSON_FILE.name)
-    job = read_replay_job(given)
+    json_path = check_output_file(outputs.json_file, option_name(ReplayOutputs, "json_file"))
+    job = read_replay_job(config, outputs.envelope, option_name(ReplayOutputs, "envelope"))
     if workers is None and detect_launch() is None:  # no ranks: the profile is the answer
         _say(job, job.profile, json_path, replayed=False)
         return
     on_ranks.ready_for_ranks()
     from nccl_bench.results.run_folder import new_run_dir
 
-    config = job.config
-    store = on_ranks.recording_target_of(given, config.results_root)
+    store = on_ranks.recording_target_of(recording, config.results_root)
     ran = on_ranks.run_on_ranks(OnRanks(
         "replay", job.preflight, lambda launch: _on_this_rank(job, launch), config.out,
         new_run_dir(config.results_root, ["replay"]), "collectives replayed so far are kept",
-        kept_away=(JSON_FILE, ENVELOPE)), workers)
+        kept_away=tuple(carried.item for carried in declared(ReplayOutputs).values())), workers)
     if ran.run_dir is None:  # a rank that does not speak for the run
         return
     _say(job, job.replayed_profile(ran.run_dir), json_path, replayed=True)
@@ -70,7 +69,7 @@ def _say(job: ReplayJob, profile: Profile, json_path: Optional[Path], replayed: 
     if replayed:
         print_lines(console, replay_text.replay_lines(profile))
     if replayed or job.envelope is not None:
-        print_lines(console, replay_text.envelope_lines(profile, job.envelope, ENVELOPE.name))
+        print_lines(console, replay_text.envelope_lines(profile, job.envelope, option_name(ReplayOutputs, "envelope")))
     if json_path is not None:
         write_text_file(json_path, json.dumps(profile_json(profile), indent=1) + "\n")
         messages.plain(f"wrote the profile to {json_path}")

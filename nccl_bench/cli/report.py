@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Optional
+from typing import Optional
 
 from nccl_bench.cli import messages
-from nccl_bench.cli.params import read_given, takes, use
+from nccl_bench.cli.option_sets import ReportArgs
+from nccl_bench.cli.params import command_of
 from nccl_bench.errors import UserInputError
-from nccl_bench.options import FORMAT, HTML, LOG_OP, LOG_RANKS, OUTPUT, PLOT, RUNS
+from nccl_bench.options import FORMAT, HTML, OUTPUT, PLOT
 
 
-@takes(RUNS, PLOT, FORMAT, OUTPUT, LOG_OP, LOG_RANKS, HTML, fmt=use(given_default=True))
-def report_command(**given: Any) -> None:
+@command_of
+def report_command(args: ReportArgs) -> None:
     """Re-render runs (ours or nccl-tests') as a table or another format, and plot them."""
     from nccl_bench.render import formats as render_formats
     from nccl_bench.render import live
@@ -20,13 +21,12 @@ def report_command(**given: Any) -> None:
     from nccl_bench.results.run_folder import never_finished
     from nccl_bench.results.whole_file import write_text_file
 
-    runs, plot, fmt, output, html_file = (given[item.key] for item in (RUNS, PLOT, FORMAT, OUTPUT, HTML))
-    log_op, log_ranks = given[LOG_OP.key], given[LOG_RANKS.key]
+    fmt, log_op, log_ranks = args.fmt, args.op, args.ranks
     render_formats.check_format(fmt, FORMAT.name)
-    plot_path = _checked_plot_path(plot)
-    output_path = render_formats.check_output_file(read_given(OUTPUT, output), OUTPUT.name)
-    html_path = render_formats.check_output_file(read_given(HTML, html_file), HTML.name, suffix=".html")
-    paths = [Path(run) for run in runs]
+    plot_path = _checked_plot_path(args.plot)
+    output_path = render_formats.check_output_file(args.output, OUTPUT.name)
+    html_path = render_formats.check_output_file(args.html_file, HTML.name, suffix=".html")
+    paths = args.runs
     messages.notes(filter(None, map(never_finished, paths)))
     doctors = _doctor_runs(paths, fmt, plot_path)
     chosen = render_formats.FORMATS[fmt]
@@ -164,7 +164,7 @@ def _checked_plot_path(plot: Optional[Path]) -> Optional[Path]:
     from nccl_bench.render import plots as plotting
     from nccl_bench.render.formats import check_output_file
 
-    path = check_output_file(PLOT.read(plot), PLOT.name)
+    path = check_output_file(plot, PLOT.name)
     if path.suffix.lower() not in plotting.PLOT_SUFFIXES:
         raise UserInputError(PLOT.name, f"{path} should end in {', '.join(plotting.PLOT_SUFFIXES)}")
     if not plotting.have_matplotlib():
@@ -173,7 +173,7 @@ def _checked_plot_path(plot: Optional[Path]) -> Optional[Path]:
 
 
 def log_hints(op: Optional[str], ranks: Optional[int]):
-    """The log hints of report and compare (--op, --ranks), checked: one known collective, at least 1 rank."""
+    """The log hints of report and compare (--op, --ranks), as their fields read them."""
     from nccl_bench.results.loader import LogHints
 
-    return LogHints(read_given(LOG_OP, op), read_given(LOG_RANKS, ranks))
+    return LogHints(op, ranks)

@@ -5,47 +5,35 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from nccl_bench.cli import messages, on_ranks
 from nccl_bench.cli.on_ranks import OnRanks, Ran
-from nccl_bench.cli.params import read_given, takes, use
+from nccl_bench.cli.option_sets import Recording, Workers
+from nccl_bench.cli.params import command_of
 from nccl_bench.errors import EXIT_VERDICT
-from nccl_bench.options import (
-    BASELINE,
-    PRESET,
-    RECORDING_OPTIONS,
-    SWEEP_BASELINE_OPTIONS,
-    SWEEP_OPTION,
-    SWEEP_OPTIONS,
-    WORKERS,
-)
+from nccl_bench.option_types import declared
+from nccl_bench.sweep.sweep_config import BaselineOptions, SweepConfig, option_name
 
 if TYPE_CHECKING:
     from nccl_bench.sweep.sweep_entry import SweepJob
 
-WITH_BASELINE = f"With {BASELINE.name}"
 
-
-@takes(*SWEEP_OPTIONS, PRESET, WORKERS, *SWEEP_BASELINE_OPTIONS, *RECORDING_OPTIONS,
-       out=use(folder="<ops>"), timeout_s=use(step="collective"), tolerance=use(prefix=WITH_BASELINE),
-       replace_baseline=use(given_default=True), allow_mismatch=use(given_default=True, prefix=WITH_BASELINE),
-       no_history=use(given_default=True))
-def sweep_command(**given: Any) -> None:
+@command_of
+def sweep_command(config: SweepConfig, local: Workers, baseline: BaselineOptions, recording: Recording) -> None:
     """Sweep message sizes for one or more collectives; print an nccl-tests-style table, write CSV + meta.json."""
     on_ranks.ready_for_ranks()
-    workers = read_given(WORKERS, given[WORKERS.key])
     from nccl_bench.render.formats import check_output_file  # what a run needs loads with it, never for --help
     from nccl_bench.results.run_folder import new_run_dir
     from nccl_bench.sweep.sweep_entry import plan_sweep
 
-    job = plan_sweep(given)
-    store = on_ranks.recording_target_of(given, job.config.results_root)
-    check_output_file(job.config.prom, SWEEP_OPTION["prom"].name)
+    job = plan_sweep(config, baseline)
+    store = on_ranks.recording_target_of(recording, config.results_root)
+    check_output_file(config.prom, option_name("prom"))
     ran = on_ranks.run_on_ranks(OnRanks(
-        "sweep", job.preflight, lambda launch: _on_this_rank(job, launch), job.config.out,
-        new_run_dir(job.config.results_root, job.config.ops), "results measured so far are kept", job.variants,
-        kept_away=SWEEP_BASELINE_OPTIONS), workers)
+        "sweep", job.preflight, lambda launch: _on_this_rank(job, launch), config.out,
+        new_run_dir(config.results_root, config.ops), "results measured so far are kept", job.variants,
+        kept_away=tuple(carried.item for carried in declared(BaselineOptions).values())), local.workers)
     if ran.run_dir is None:  # a rank that does not speak for the run
         return
     if job.config.nccl_env:  # the tuning answer, over every variant's rows

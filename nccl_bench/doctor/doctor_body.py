@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from nccl_bench.doctor import roster, schedule, verdicts
-from nccl_bench.doctor.doctor_config import ELEMENT_BYTES, DoctorConfig, resolve_size
+from nccl_bench.doctor.doctor_config import ELEMENT_BYTES, PHASES, DoctorConfig, resolve_size
 from nccl_bench.doctor.doctor_report import (
     DOCTOR_CSV,
     RECORD_COLUMNS,
@@ -37,8 +37,7 @@ from nccl_bench.doctor.doctor_report import (
     SilentObserver,
     write_report_json,
 )
-from nccl_bench.errors import RunFailedError, UserInputError
-from nccl_bench.options import DOCTOR_OPTION, PHASES, WORKERS
+from nccl_bench.errors import OptionError, RunFailedError
 from nccl_bench.ranks import devices, dist, faults, run_owner, session
 from nccl_bench.ranks.layout import LaunchEnv
 from nccl_bench.ranks.planted import NoFaults, fault_seam
@@ -77,7 +76,7 @@ def execute(config: DoctorConfig, observer_factory: Callable[[int], DoctorObserv
     request = session.RunRequest(
         command="doctor", backend=backend, timeout_s=config.timeout_s, out=config.out,
         results_root=config.results_root, folder_label=("doctor",), bytes_per_rank=2 * size,
-        size_option=DOCTOR_OPTION["size_bytes"].name,
+        size_option="size_bytes",
         config={k: (str(v) if isinstance(v, Path) else v) for k, v in dataclasses.asdict(config).items()},
     )
     body = _Doctor(config, size, observer_factory)
@@ -92,14 +91,15 @@ def preflight(config: DoctorConfig, local_ranks: int) -> str:
     size = resolve_size(config, devices.device_kind(backend) == "cuda")
     refused = schedule.nothing_to_measure(config.phases, [local_ranks])  # local workers share one host
     if refused is not None:
-        raise UserInputError(_phase_or(config, WORKERS.name), refused)
-    check_local_workers("doctor", backend, local_ranks, 2 * size, DOCTOR_OPTION["size_bytes"].name)
+        raise OptionError(_phase_or(config, "workers"), refused)
+    check_local_workers("doctor", backend, local_ranks, 2 * size, "size_bytes")
     return backend
 
 
-def _phase_or(config: DoctorConfig, layout_option: str) -> str:
-    """The option to name when nothing can be measured: --phase when it narrowed the phases, else the layout's."""
-    return DOCTOR_OPTION["phases"].name if config.phases != PHASES else layout_option
+def _phase_or(config: DoctorConfig, layout_key: str) -> str:
+    """The option (its key) to name when nothing can be measured: --phase when it narrowed the phases, else
+    the layout's."""
+    return "phases" if config.phases != PHASES else layout_key
 
 
 class _Doctor:
@@ -139,7 +139,7 @@ class _Doctor:
         self.nodes = group_nodes(run.hostnames)
         refused = schedule.nothing_to_measure(self.config.phases, [len(n.ranks) for n in self.nodes])
         if refused is not None:
-            raise UserInputError(_phase_or(self.config, "launcher"), refused)
+            raise OptionError(_phase_or(self.config, "launcher"), refused)
         self.header = self._header()
         self.report.header = self.header
 

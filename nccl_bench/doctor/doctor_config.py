@@ -1,7 +1,8 @@
-"""The doctor's configuration: the frozen DoctorConfig, its defaults, and the message size it uses.
+"""The doctor's options and configuration: the frozen DoctorConfig, whose fields carry their options'
+declarations (parsers shared with the sweep's where the meaning is the same), and the message size it uses.
 
-Every value is checked by the doctor's options as declared in nccl_bench/options.py, with the same
-parsers as the sweep's, and every default is the option's declared one. Plain code without torch.
+This is the doctor's declaration module: the doctor's other modules name an option by its key, and this
+one and cli/ write its flag. Plain code without torch.
 """
 
 from __future__ import annotations
@@ -10,45 +11,96 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from nccl_bench.options import DOCTOR_ELEMENT_BYTES, DOCTOR_OPTION, DOCTOR_OPTIONS, DOCTOR_SIZE_BYTES, read_values
+from nccl_bench.option_types import (
+    PerDevice,
+    declaration,
+    expand_choices,
+    number,
+    option,
+    path,
+    percent,
+    shown_size,
+    size,
+    switch,
+    tolerance,
+    whole,
+)
+from nccl_bench.option_types import option_name as _option_name
+from nccl_bench.options import BACKEND, OUT, PROM, RESULTS_ROOT, TIMEOUT
+from nccl_bench.units import hostlist
 
-ELEMENT_BYTES = DOCTOR_ELEMENT_BYTES  # float32 buffers
+PHASES = ("nodes", "pairs")  # in the order they run
+ELEMENT_BYTES = 4  # the doctor's buffers are float32
+# One large-ish message per measurement. GPU: where NVLink and IB reach their plateau in
+# nccl-tests. CPU/gloo: big enough that a pair exchange is bandwidth-bound (not latency-bound)
+# on a veth link, small enough that a shaped link of a few hundred Mbit/s still takes < 0.2 s.
+SIZE_BYTES = PerDevice(gpu=256 * 1024**2, cpu=4 * 1024**2)
 
 
-def _default(key: str) -> Any:
-    """A field's default: its option's declared default, read as a given value would be."""
-    return DOCTOR_OPTION[key].read_default()
+def _phases(values: Any, option: str) -> tuple[str, ...]:
+    """Phases may repeat or hold commas; 'all' (or none given) means every phase; PHASES order."""
+    chosen = expand_choices(values or ["all"], PHASES, option, "phase", normalize=str.lower)
+    return tuple(p for p in PHASES if p in chosen)
+
+
+def _hostlist(value: Any, option: str) -> tuple[str, ...]:
+    return tuple(hostlist.expand(str(value), option))
 
 
 @dataclass(frozen=True)
 class DoctorConfig:
-    phases: tuple[str, ...] = _default("phases")
-    size_bytes: int | None = None  # None: the option's default for the device
-    iters: int = _default("iters")
-    samples: int = _default("samples")
-    warmup: int = _default("warmup")
-    quick: bool = _default("quick")
-    quick_rounds: int = _default("quick_rounds")
-    seed: int = _default("seed")
-    tolerance: float = _default("tolerance")
-    expect_gbps: float | None = None
-    expect_hosts: tuple[str, ...] | None = None  # None: SLURM_JOB_NODELIST under srun, else nobody expected
-    exclude_file: Path | None = None
-    backend: str = _default("backend")
-    out: Path | None = None
-    results_root: Path = _default("results_root")
-    timeout_s: float = _default("timeout_s")
-    prom: Path | None = None
+    phases: tuple[str, ...] = option(
+        ("--phase",), _phases, "nodes (intra-node all_reduce per host), pairs (every node pair, rail by rail) or "
+        "{default} (default); repeat or comma-separate.", default=PHASES,
+        show=lambda phases: "all" if phases == PHASES else ",".join(phases), many=True)
+    quick: bool = option(
+        ("--quick",), switch, "A few random pairings, then suspects re-tested against nodes that passed, instead of "
+        "all pairs.", default=False, given_default=True)
+    quick_rounds: int = option(  # each node meets up to this many partners
+        ("--quick-rounds",), whole(1), "Random pairings in --quick (default {default}).", default=3)
+    seed: int = option(("--seed",), whole(None),
+                       "Seed of --quick's pairings (default {default}): the same seed, the same pairs.", default=0)
+    size_bytes: int | None = option(  # None: the option's default for the device
+        ("--size",), size(ELEMENT_BYTES, "one float32"),
+        "Message size per measurement, e.g. 4M, 256M (default: {default}).", default=SIZE_BYTES, show=shown_size)
+    iters: int = option(("--iters",), whole(1), "Exchanges (or all_reduces) per sample (default {default}).",
+                        default=4)
+    samples: int = option(  # verdicts judge the fastest sample, so a disturbed one costs nothing
+        ("--samples",), whole(1), "Samples per measurement: verdicts judge the fastest, doctor.csv also has the "
+        "median (default {default}).", default=3)
+    warmup: int = option(  # untimed exchanges first: connection set-up and first-touch pages
+        ("-w", "--warmup"), whole(0), "Untimed exchanges before each measurement (default {default}).", default=1)
+    tolerance: float = option(  # healthy simulated hosts stayed within 15% of their run's median (docs/doctor.md)
+        ("--tolerance",), tolerance, "Suspect when below the fleet median by more than this (and 3 MAD-sigmas): "
+        "{default} (default) or 0.2.", default=0.20, show=percent, given_default=True)
+    expect_gbps: float | None = option(
+        ("--expect",), number(), "Also suspect any pair below this busbw in GB/s (what the fabric should give).",
+        metavar="GBPS")
+    expect_hosts: tuple[str, ...] | None = option(  # None: SLURM_JOB_NODELIST under srun, else nobody expected
+        ("--expect-hosts",), _hostlist, "Hosts that should take part, as a Slurm hostlist (node[01-08],gpu3); one "
+        "that does not join is a 'missing' suspect (default under srun: SLURM_JOB_NODELIST).", metavar="LIST")
+    exclude_file: Path | None = option(
+        ("--exclude-file",), path, "Write the hosts to keep out (node, rail and missing suspects) to PATH, one per "
+        "line; empty when none.", metavar="PATH")
+    backend: str = option(BACKEND)
+    out: Path | None = option(OUT, folder="doctor")
+    results_root: Path = option(RESULTS_ROOT)
+    timeout_s: float = option(TIMEOUT, step="exchange")
+    prom: Path | None = option(PROM)
 
 
-def build_config(**values: Any) -> DoctorConfig:
-    """Each value checked by its declared option; values that are None take the defaults. The command's
-    other options may be among `values`: the config reads the keys of its own."""
-    own = {option.key for option in DOCTOR_OPTIONS}
-    return DoctorConfig(**read_values(DOCTOR_OPTIONS, {k: v for k, v in values.items() if k in own and v is not None}))
+def option_name(key: str) -> str:
+    """The doctor option that sets a DoctorConfig field, for messages."""
+    return _option_name(DoctorConfig, key)
+
+
+def option_usage(key: str) -> str:
+    """The option with its value's name, as a message suggests it: `--expect GBPS`."""
+    option = declaration(DoctorConfig, key)
+    return f"{option.name} {option.metavar}"
 
 
 def resolve_size(config: DoctorConfig, on_gpu: bool) -> int:
     """The message size, rounded down to whole float32 elements."""
-    size = config.size_bytes or (DOCTOR_SIZE_BYTES.gpu if on_gpu else DOCTOR_SIZE_BYTES.cpu)
+    size = config.size_bytes or (SIZE_BYTES.gpu if on_gpu else SIZE_BYTES.cpu)
     return size - size % ELEMENT_BYTES

@@ -1,7 +1,7 @@
-"""The doctor as the CLI calls it: `plan_doctor` makes the job from the command line's values, and the
-job refuses what local workers would refuse, runs on this rank, and reads the verdict a run reached.
+"""The doctor as the CLI calls it: the job of a checked DoctorConfig refuses what local workers would
+refuse, runs on this rank, and reads the verdict a run reached.
 
-Every call the command makes into doctor/ is `plan_doctor` or a method of its DoctorJob (placed as
+Every call the command makes into doctor/ is a method of its DoctorJob (placed as
 sweep/sweep_entry.py's). The body and torch load inside the methods that use them; the CLI imports this
 module when the doctor runs, never for `--help`.
 """
@@ -11,9 +11,9 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Callable
 
-from nccl_bench.doctor.doctor_config import DoctorConfig, build_config
+from nccl_bench.doctor.doctor_config import DoctorConfig
 from nccl_bench.doctor.doctor_report import DoctorObserver, DoctorReport
 from nccl_bench.errors import EXIT_OK, EXIT_VERDICT, RunFailedError
 from nccl_bench.results.run_folder import DOCTOR_JSON
@@ -51,7 +51,3 @@ class DoctorJob:
         suspects = verdict_file.is_file() and json.loads(verdict_file.read_text())["verdict"] == "suspects"
         return EXIT_VERDICT if suspects else EXIT_OK
 
-
-def plan_doctor(given: Mapping[str, Any]) -> DoctorJob:
-    """The command line's values -> the job: DoctorConfig, each value checked by its declared option."""
-    return DoctorJob(build_config(**given))

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Mapping, Sequence
 
+from nccl_bench.doctor.doctor_config import option_name
 from nccl_bench.doctor.verdicts import Suspect
-from nccl_bench.options import DOCTOR_OPTION
 from nccl_bench.units import hostlist
 
 MISSING = "missing"
@@ -23,7 +23,7 @@ def expected_hosts(given: Sequence[str] | None, launcher: str,
                    environ: Mapping[str, str]) -> tuple[tuple[str, ...], str]:
     """(hosts expected to join, where that list came from); no hosts when nothing says."""
     if given:
-        return tuple(given), DOCTOR_OPTION["expect_hosts"].name
+        return tuple(given), option_name("expect_hosts")
     if launcher == "slurm" and environ.get(SLURM_NODELIST):
         return tuple(hostlist.expand(environ[SLURM_NODELIST], SLURM_NODELIST)), SLURM_NODELIST
     return (), ""

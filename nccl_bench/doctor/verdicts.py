@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
-from nccl_bench.options import DOCTOR_OPTION
+from nccl_bench.doctor.doctor_config import option_name, option_usage
 from nccl_bench.units import stats
 
 # One slow partner proves nothing about a node: it takes two to tell a node from a link.
@@ -121,7 +121,7 @@ def gbps(value: float) -> str:
 def _versus(value: float, fleet: float, expect_gbps: float | None) -> str:
     text = f"fleet median {gbps(fleet)} GB/s ({(value / fleet - 1) * 100:+.0f}%)" if fleet > 0 else "no fleet median"
     if expect_gbps is not None and value < expect_gbps:
-        text += f", below {DOCTOR_OPTION['expect_gbps'].name} {gbps(expect_gbps)} GB/s"
+        text += f", below {option_name('expect_gbps')} {gbps(expect_gbps)} GB/s"
     return text
 
 
@@ -202,7 +202,7 @@ def _spread_notes(pair_fleet: FleetStat | None, intra_fleet: FleetStat | None, t
             if spread > SPREAD_WARNING_SHARE * tolerance:
                 notes.append(
                     f"the fleet's {what} busbw varies by {spread:.0%} (MAD-based sigma), more than half of "
-                    f"{DOCTOR_OPTION['tolerance'].name} {tolerance:.0%}: results are judged {MAD_Z:g} sigmas "
+                    f"{option_name('tolerance')} {tolerance:.0%}: results are judged {MAD_Z:g} sigmas "
                     "below the median at least; a quieter fabric gives sharper verdicts"
                 )
     return notes
@@ -290,8 +290,7 @@ def judge(
         for a, b, rail in sorted(best, key=lambda k: (order[k[0]], order[k[1]], k[2]))
     ]
     if len(hosts) == 2 and best and expect_gbps is None:
-        expect = DOCTOR_OPTION["expect_gbps"]
-        notes.append(f"two nodes: their pair has no fleet to be judged against; give {expect.name} {expect.metavar} "
+        notes.append(f"two nodes: their pair has no fleet to be judged against; give {option_usage('expect_gbps')} "
                      "for a floor")
     notes.extend(_spread_notes(pair_fleet, intra_fleet, tolerance))
     retest_pairs = sorted({(a, b) for a, b, _ in low - confirmed}, key=lambda p: (order[p[0]], order[p[1]]))

@@ -13,7 +13,6 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from nccl_bench.options import HISTORY_WAIT
 from nccl_bench.units.passwords import hide_passwords
 
 SQLITE = "sqlite"
@@ -22,7 +21,8 @@ STORE_FILE = "history.sqlite"  # the default store: <results-root>/history.sqlit
 ENV_VAR = "NCCL_BENCH_HISTORY"  # the store when --history is not given (never recorded: a URL may hold a password)
 # How long a command waits for a history that is locked, busy or slow to answer (--history-wait):
 # eight CI jobs finishing at once each write in well under a second; a lock held longer is news.
-DEFAULT_WAIT_S: float = HISTORY_WAIT.read_default()
+DEFAULT_WAIT_S = 20.0
+WAIT_KEY = "history_wait_s"  # the option that sets an address's wait_s, by its key (cli/ writes its flag)
 _POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 _SQLITE_SCHEME = "sqlite://"
 # libpq's keyword/value form: `key=value` pairs, a value bare or single-quoted with \' and \\ escapes.

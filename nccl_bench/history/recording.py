@@ -7,40 +7,37 @@ the run. Prints nothing but the wait's note: the CLI says what the outcome says.
 from __future__ import annotations
 
 import os
-import shlex
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from nccl_bench.errors import UserInputError, first_line
+from nccl_bench.errors import OptionError, UserInputError, first_line
 from nccl_bench.history.address import (
     DEFAULT_WAIT_S,
     ENV_VAR,
-    SQLITE,
     AddressError,
     StoreAddress,
     default_address,
     parse_address,
 )
-from nccl_bench.options import HISTORY, RESULTS_ROOT
 from nccl_bench.units.clock import utc_now_iso
 
 
-def store_address(history: str | None, results_root: Path | None, wait_s: float | None = None) -> StoreAddress:
+def store_address(history: str | None, results_root: Path, wait_s: float = DEFAULT_WAIT_S) -> StoreAddress:
     """--history, else $NCCL_BENCH_HISTORY, else <results-root>/history.sqlite; parsed once, here."""
-    wait = DEFAULT_WAIT_S if wait_s is None else wait_s
     given = history if history is not None else os.environ.get(ENV_VAR) or None
     if given is None:
-        root = RESULTS_ROOT.read_default() if results_root is None else RESULTS_ROOT.read(results_root)
-        return default_address(root, wait)
+        return default_address(Path(results_root), wait_s)
     try:
-        return parse_address(given, wait)
+        return parse_address(given, wait_s)
     except AddressError as exc:
-        raise UserInputError(HISTORY.name if history is not None else ENV_VAR, str(exc)) from None
+        if history is not None:
+            raise OptionError("history", str(exc)) from None
+        raise UserInputError(ENV_VAR, str(exc)) from None
 
 
-def recording_target(history: str | None, no_history: bool, results_root: Path | None,
-                     wait_s: float | None = None) -> StoreAddress | None:
+def recording_target(history: str | None, no_history: bool, results_root: Path,
+                     wait_s: float = DEFAULT_WAIT_S) -> StoreAddress | None:
     """Where sweep or doctor will record its run (None: --no-history): a bad URL fails before the run."""
     return None if no_history else store_address(history, results_root, wait_s)
 
@@ -70,9 +67,3 @@ def record_run(run_dir: Path, address: StoreAddress, say: Callable[[str], None] 
         return Recorded(run_dir, address, first_line(exc))
     return Recorded(run_dir, address, run_id=record.run_id)
 
-
-def add_later(run_dir: Path, address: StoreAddress) -> str:
-    """The command that adds the run to the same history later (a server's URL left for the user to give:
-    its password is never printed)."""
-    where = shlex.quote(address.target) if address.kind == SQLITE else "URL"
-    return f"nccl-bench history add {shlex.quote(str(run_dir))} {HISTORY.name} {where}"

@@ -14,9 +14,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from nccl_bench.errors import EXIT_BAD_INPUT, EXIT_RUN_FAILED, StoreError, UserInputError, first_line
-from nccl_bench.history.address import POSTGRESQL, StoreAddress
+from nccl_bench.history.address import POSTGRESQL, WAIT_KEY, StoreAddress
 from nccl_bench.history.store_schema import TABLES
-from nccl_bench.options import HISTORY_WAIT
 from nccl_bench.units.passwords import hide_passwords
 
 LOCKED_OR_BUSY = "locked by another writer, or busy"  # what a long wait for a statement is, as said
@@ -70,7 +69,7 @@ class Guard:
             if since is not None and time.monotonic() - since >= NOTE_AFTER_S and self._waiting_for:
                 self._said = True
                 self._say(f"waiting for the history {self.address.shown}: {self._waiting_for} "
-                          f"(at most {self.address.wait_s:g} s; {HISTORY_WAIT.name} sets it)")
+                          f"(at most {self.address.wait_s:g} s; {{{WAIT_KEY}}} sets it)")
                 return
 
     def stop(self) -> None:
@@ -92,7 +91,7 @@ def _cause(exc: BaseException, address: StoreAddress) -> tuple[str, int]:
     """What went wrong, in words, and whether the history is unusable now (3) or no history at all (2)."""
     said = first_line(exc)
     text, sqlstate = said.lower(), getattr(exc, "sqlstate", None)
-    waited = f"gave up after {address.wait_s:g} s ({HISTORY_WAIT.name} sets how long)"
+    waited = f"gave up after {address.wait_s:g} s ({{{WAIT_KEY}}} sets how long)"
     if locked(exc):
         return f"locked by another writer; {waited}", EXIT_RUN_FAILED
     if sqlstate == "57014":

@@ -9,8 +9,7 @@ import os
 import re
 from typing import Mapping
 
-from nccl_bench.errors import UserInputError
-from nccl_bench.options import BACKEND, WORKERS
+from nccl_bench.errors import OptionError, UserInputError
 
 # init_process_group(device_id=...) appeared in torch 2.3 (pytorch #114916; the first release whose
 # signature has it), which is why 2.3 is the minimum torch.
@@ -39,7 +38,7 @@ def choose_backend(requested: str, cuda_available: bool) -> str:
     """auto = nccl with CUDA, else gloo; an explicit choice is taken as given."""
     if requested != "auto":
         if requested == "nccl" and not cuda_available:
-            raise UserInputError(BACKEND.name, "nccl needs CUDA GPUs, and none is available here; use gloo")
+            raise OptionError("backend", "nccl needs CUDA GPUs, and none is available here; use gloo")
         return requested
     return "nccl" if cuda_available else "gloo"
 
@@ -54,7 +53,7 @@ def check_backend_built(backend: str) -> None:
         "mpi": dist.is_mpi_available, "ucc": dist.is_ucc_available,
     }.get(backend)
     if built is not None and not built():
-        raise UserInputError(BACKEND.name, f"this torch ({torch.__version__}) was built without {backend}; use gloo")
+        raise OptionError("backend", f"this torch ({torch.__version__}) was built without {backend}; use gloo")
 
 
 def cuda_device_index(local_rank: int, local_world_size: int, device_count: int,
@@ -67,7 +66,7 @@ def cuda_device_index(local_rank: int, local_world_size: int, device_count: int,
     never narrows it, so there the ranks would share GPUs, which NCCL refuses: say so now.
     """
     if device_count < 1:
-        raise UserInputError(BACKEND.name, "nccl needs a CUDA GPU, and none is visible to this rank; use gloo")
+        raise OptionError("backend", "nccl needs a CUDA GPU, and none is visible to this rank; use gloo")
     if local_rank < device_count and local_world_size <= device_count:
         return local_rank
     if launcher in ("slurm", "mpirun") and environ.get("CUDA_VISIBLE_DEVICES", "").strip():
@@ -88,9 +87,9 @@ def cuda_device_index(local_rank: int, local_world_size: int, device_count: int,
 def check_workers_fit(workers: int, device_count: int) -> None:
     """Local workers on NCCL: one GPU each (they all see the same GPUs), refused before any starts."""
     if workers > device_count:
-        raise UserInputError(
-            WORKERS.name, f"{workers} NCCL workers need {workers} GPUs, but {device_count} is visible here; "
-            f"use {WORKERS.name} {device_count} or fewer (or {BACKEND.name} gloo)",
+        raise OptionError(
+            "workers", f"{workers} NCCL workers need {workers} GPUs, but {device_count} is visible here; "
+            f"use {{workers}} {device_count} or fewer (or {{backend}} gloo)", mentions=("workers", "backend"),
         )
 
 

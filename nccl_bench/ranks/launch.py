@@ -18,11 +18,10 @@ import uuid
 from typing import Iterator
 
 from nccl_bench.errors import EXIT_BAD_INPUT, EXIT_RUN_FAILED, EXIT_VERDICT, RunFailedError
-from nccl_bench.options import WORKERS
 from nccl_bench.ranks import run_owner
 from nccl_bench.ranks.faults import Interrupted
+from nccl_bench.ranks.layout import CPU_DEFAULT_WORKERS
 
-CPU_DEFAULT_WORKERS = WORKERS.default.cpu  # the option's declared default without CUDA
 # How long the agent waits, after SIGTERM, before it SIGKILLs a worker that has not exited. A rank
 # reports and writes meta.json within a few seconds of a SIGTERM (its roll call waits at most 3 s);
 # one that cannot (stuck in a kernel) would otherwise hold the command for torch's 30 s.

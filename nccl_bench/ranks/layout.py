@@ -17,6 +17,7 @@ from nccl_bench.errors import UserInputError
 from nccl_bench.units import hostlist
 
 DEFAULT_MASTER_PORT = "29500"
+CPU_DEFAULT_WORKERS = 2  # local workers without CUDA: the smallest world in which every collective communicates
 
 
 @dataclass(frozen=True)

@@ -6,8 +6,7 @@ cycle on each rank (ranks/session.py) and the launcher-less path before any work
 
 from __future__ import annotations
 
-from nccl_bench.errors import UserInputError
-from nccl_bench.options import WORKERS
+from nccl_bench.errors import OptionError, UserInputError
 from nccl_bench.ranks import devices
 
 # Share of the free memory a run may plan to use; the rest is for torch, NCCL and the OS.
@@ -17,18 +16,18 @@ MEMORY_HEADROOM = 0.9
 RANK_PROCESS_BYTES = 200 * 2**20
 
 
-def check_memory(required_per_rank: int, ranks_sharing: int, available: int | None, where: str, option: str,
+def check_memory(required_per_rank: int, ranks_sharing: int, available: int | None, where: str, key: str,
                  command: str) -> None:
-    """Refuse, before allocating, buffers that cannot fit; say the numbers."""
+    """Refuse, before allocating, buffers that cannot fit; say the numbers and the option (its key) to lower."""
     if available is None:
         return
     needed = required_per_rank * ranks_sharing
     if needed > available * MEMORY_HEADROOM:
-        raise UserInputError(
-            option,
+        raise OptionError(
+            key,
             f"the {command} needs {needed / 2**20:,.0f} MiB of {where} memory "
             f"({ranks_sharing} rank(s) x {required_per_rank / 2**20:,.0f} MiB) "
-            f"but only {available / 2**20:,.0f} MiB is available; lower {option}",
+            f"but only {available / 2**20:,.0f} MiB is available; lower {{{key}}}", mentions=(key,),
         )
 
 
@@ -52,17 +51,18 @@ def chosen_backend(requested: str) -> str:
     return backend
 
 
-def check_local_workers(command: str, backend: str, workers: int, bytes_per_rank: int, size_option: str) -> None:
+def check_local_workers(command: str, backend: str, workers: int, bytes_per_rank: int, size_key: str) -> None:
     """What a launcher-less run refuses before starting workers: more NCCL workers than GPUs, and
-    host memory for the ranks' processes (and, on CPU, their buffers)."""
+    host memory for the ranks' processes (and, on CPU, their buffers). size_key: the option that makes
+    the buffers large."""
     import torch
 
     on_gpu = devices.device_kind(backend) == "cuda"
     if on_gpu:
         devices.check_workers_fit(workers, torch.cuda.device_count())
     buffers = 0 if on_gpu else bytes_per_rank  # GPU memory: each worker checks its own
-    option = size_option if buffers > RANK_PROCESS_BYTES else WORKERS.name
-    check_memory(buffers + RANK_PROCESS_BYTES, workers, host_available_bytes(), "host", option, command)
+    key = size_key if buffers > RANK_PROCESS_BYTES else "workers"
+    check_memory(buffers + RANK_PROCESS_BYTES, workers, host_available_bytes(), "host", key, command)
 
 
 # The soft limit on open files below which a run does not start: on CPU (gloo, torch 2.13), runs of 2

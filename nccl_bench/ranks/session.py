@@ -21,8 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Protocol, Sequence
 
-from nccl_bench.errors import EXIT_INTERRUPTED, RunFailedError, UserInputError, WriteFailedError
-from nccl_bench.options import OUT, RESULTS_ROOT
+from nccl_bench.errors import EXIT_INTERRUPTED, OptionError, RunFailedError, UserInputError, WriteFailedError
 from nccl_bench.ranks import devices, dist, faults, native_output, roll_call, run_facts, run_owner
 from nccl_bench.ranks.deadline import Deadline, DeadlineExceeded
 from nccl_bench.ranks.launch import LOCAL_WORKER_ENV
@@ -35,7 +34,7 @@ from nccl_bench.units.clock import utc_now_iso
 from nccl_bench.units.passwords import hide_passwords
 
 META_SCHEMA_VERSION = 1
-NO_LAUNCHER = "no rank layout found (run under torchrun, srun or mpirun, or use --workers)"
+NO_LAUNCHER = "no rank layout found (run under torchrun, srun or mpirun, or use {workers})"
 
 
 @dataclass(frozen=True)
@@ -49,7 +48,7 @@ class RunRequest:
     results_root: Path
     folder_label: Sequence[str]  # words of the default folder name (the ops, "doctor", "replay")
     bytes_per_rank: int  # buffers this rank allocates, for the memory check
-    size_option: str  # the option that makes the buffers large (named when memory is short)
+    size_option: str  # the option (its key) that makes the buffers large (named when memory is short)
     config: dict[str, Any]  # the command's options as meta.json records them
     continues: bool = False  # a later --nccl-env variant: the run folder is the first variant's, kept as it is
     control: bool = False  # the helpers' exchanges on a gloo side group (dist.DistContext.control)
@@ -153,7 +152,7 @@ class RunBody(Protocol):
 def require_launch() -> LaunchEnv:
     launch = detect_launch()
     if launch is None:
-        raise UserInputError("launcher", NO_LAUNCHER)
+        raise OptionError("launcher", NO_LAUNCHER, mentions=("workers",))
     return launch
 
 
@@ -226,9 +225,9 @@ def _run_folder(request: RunRequest) -> tuple[Path, bool]:
         target = find_claimed(request.results_root, claimant)
     if target is not None:
         made = not target.exists()
-        return claim_run_dir(target, (OUT if request.out is not None else RESULTS_ROOT).name, claimant), made
+        return claim_run_dir(target, "out" if request.out is not None else "results_root", claimant), made
     default = new_run_dir(request.results_root, request.folder_label)
-    return claim_run_dir(default, RESULTS_ROOT.name, claimant, numbered=True), True
+    return claim_run_dir(default, "results_root", claimant, numbered=True), True
 
 
 class _Ending:

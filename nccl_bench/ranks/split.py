@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from nccl_bench.options import SWEEP_OPTION
 from nccl_bench.units.split_spec import Split
 
 # A line that names a group's ranks lists at most this many (a rail of 64 hosts has 64 ranks); a longer
@@ -88,6 +87,6 @@ def check_sizes(found: list[Group], size: int, split: Split) -> None:
     sizes = sorted({len(group.ranks) for group in found})
     if sizes != [size]:
         listed = ", ".join(f"{group.name}: {len(group.ranks)}" for group in found)
-        raise ValueError(f"{SWEEP_OPTION['split'].name} {split} gives groups of {' and '.join(map(str, sizes))} "
+        raise ValueError(f"{split} gives groups of {' and '.join(map(str, sizes))} "
                          f"ranks ({listed}); the sizes were planned for groups of {size}: every host must run "
                          "as many ranks")

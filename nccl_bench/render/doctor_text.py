@@ -13,10 +13,10 @@ from rich import box
 from rich.table import Table
 from rich.text import Text
 
+from nccl_bench.doctor.doctor_config import option_name
 from nccl_bench.doctor.doctor_report import DoctorHeader, DoctorReport
 from nccl_bench.doctor.roster import excluded_hosts
 from nccl_bench.doctor.verdicts import Judgement, gbps
-from nccl_bench.options import DOCTOR_OPTION
 from nccl_bench.render.fit import Column, render_lines
 from nccl_bench.render.tables import header_tail, setup_lines, versions_line
 from nccl_bench.units.hostlist import compress
@@ -44,7 +44,7 @@ def header_lines(header: DoctorHeader) -> list[str]:
         "pairs: two-way isend/irecv, busbw = size/time (factor 1, as sendrecv); "
         "nodes: all_reduce, busbw factor 2(n-1)/n",
         f"# verdicts: suspect below the fleet median by more than {header.tolerance:.0%}"
-        + (f" or below {DOCTOR_OPTION['expect_gbps'].name} {gbps(header.expect_gbps)} GB/s"
+        + (f" or below {option_name('expect_gbps')} {gbps(header.expect_gbps)} GB/s"
            if header.expect_gbps is not None else "")
         + ", confirmed by a re-test",
     ]

@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Iterable
 
-from nccl_bench.options import SWEEP_OPTION
 from nccl_bench.render.labels import placement_text
 from nccl_bench.results.schema import ResultRow
+from nccl_bench.sweep.sweep_config import option_name
 from nccl_bench.units import stats
 from nccl_bench.units.sizes import format_size
 
@@ -71,7 +71,7 @@ def fastest_variant_lines(rows: Iterable[ResultRow]) -> list[str]:
     found = fastest_variants(rows)
     if not found:
         return []
-    lines = [f"# fastest {SWEEP_OPTION['nccl_env'].name} variant per point (busbw; time per op without one):"]
+    lines = [f"# fastest {option_name('nccl_env')} variant per point (busbw; time per op without one):"]
     for point in found:
         where = f"{point.op} {placement_text(point.placement)} {format_size(point.size_bytes)}"
         where += f" [{point.group}]" if point.group else ""

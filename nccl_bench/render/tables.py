@@ -15,12 +15,12 @@ from typing import Callable, Iterable, Iterator, Sequence
 from rich.text import Text
 
 from nccl_bench.hardware.nvls import NVLS_FLAG, nvls_sentence
-from nccl_bench.options import SWEEP_OPTION
 from nccl_bench.render import labels, repeats
 from nccl_bench.render.fit import Cell, Column, Layout, fit, fit_widths, natural_width, widen
 from nccl_bench.render.labels import placement_text
 from nccl_bench.results.loader import RESULTS_LINE
 from nccl_bench.results.schema import STATUS_UNSUPPORTED, STATUS_WRONG, ResultRow
+from nccl_bench.sweep.sweep_config import option_name
 from nccl_bench.units import stats
 from nccl_bench.units.op_table import OPS
 from nccl_bench.units.sizes import format_size
@@ -316,10 +316,10 @@ def summary_lines(summary) -> list[str]:
     if noisy:
         lines.append(
             f"# warning: {len(noisy)} row(s) vary more than 10% between trials; rerun with more "
-            f"{SWEEP_OPTION['trials'].name} or a longer {SWEEP_OPTION['min_sample_ms'].name}, on a quieter machine"
+            f"{option_name('trials')} or a longer {option_name('min_sample_ms')}, on a quieter machine"
         )
     if short:
-        iters = SWEEP_OPTION["iters"].name
+        iters = option_name("iters")
         lines.append(
             f"# warning: {len(short)} row(s) have samples too short for the timer; use {iters} auto or more {iters}"
         )

@@ -45,13 +45,11 @@ class ReplaySummary:
 def execute(config: ReplayConfig, plan: ReplayPlan,
             on_stuck: Callable[[RunFailedError], None] | None = None) -> ReplaySummary:
     """Replay `plan` on this rank through the shared life cycle; on_stuck: see session.execute."""
-    from nccl_bench.options import TRACES
-
     session.require_launch()
     request = session.RunRequest(
         command="replay", backend=chosen_backend(config.backend), timeout_s=config.timeout_s, out=config.out,
         results_root=config.results_root, folder_label=("replay",), bytes_per_rank=plan.bytes_per_rank,
-        size_option=TRACES.name, config=config.as_meta(),
+        size_option="traces", config=config.as_meta(),
     )
     body = _Replay(config, plan)
     session.execute(request, body, on_stuck)

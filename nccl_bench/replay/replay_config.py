@@ -1,32 +1,37 @@
-"""The replay's configuration: the frozen ReplayConfig, every value checked by its declared option
-(nccl_bench/options.py: the sweep's timing options, shared, and the run's folder, backend and deadline).
-Plain code without torch.
+"""The replay's options and configuration: the frozen ReplayConfig, whose fields carry their options'
+declarations (the sweep's timing options, shared, and the run's folder, backend and deadline).
+
+This is the replay's declaration module: the replay's other modules name an option by its key, and this
+one and cli/ write its flag. Plain code without torch.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
-from nccl_bench.options import MIN_SAMPLE_MS, REPLAY_OPTION, REPLAY_OPTIONS, TRACES, read_values
+from nccl_bench.option_types import Argument, argument, declaration, option
+from nccl_bench.option_types import option_name as _option_name
+from nccl_bench.options import BACKEND, OUT, RESULTS_ROOT, TIMEOUT
+from nccl_bench.sweep.sweep_config import MIN_SAMPLE_MS, SweepConfig
 
-
-def _default(key: str) -> Any:
-    return REPLAY_OPTION[key].read_default()
+TRACES = Argument(None, "TRACE...",
+                  "A job's PyTorch profiler trace (Kineto JSON, or its gzip): one file, or one per rank of one job.",
+                  many=True, parse=lambda values, name: tuple(Path(value) for value in values))
 
 
 @dataclass(frozen=True)
 class ReplayConfig:
-    traces: tuple[Path, ...]
-    warmup: int = _default("warmup")
-    iters: int | None = _default("iters")  # None = auto: calibrated per collective to last min_sample_ms
-    min_sample_ms: float | None = None  # None: the option's default for the device
-    trials: int = _default("trials")
-    backend: str = _default("backend")
-    out: Path | None = None
-    results_root: Path = _default("results_root")
-    timeout_s: float = _default("timeout_s")
+    traces: tuple[Path, ...] = argument(TRACES)
+    warmup: int = option(declaration(SweepConfig, "warmup"))
+    iters: int | None = option(declaration(SweepConfig, "iters"))  # None = auto: calibrated to last min_sample_ms
+    min_sample_ms: float | None = option(declaration(SweepConfig, "min_sample_ms"))  # None: the device's default
+    trials: int = option(declaration(SweepConfig, "trials"))
+    backend: str = option(BACKEND)
+    out: Path | None = option(OUT, folder="replay")
+    results_root: Path = option(RESULTS_ROOT)
+    timeout_s: float = option(TIMEOUT, step="collective")
 
     def sample_ms(self, on_gpu: bool) -> float:
         if self.min_sample_ms is not None:
@@ -41,9 +46,6 @@ class ReplayConfig:
                 "timeout_s": self.timeout_s}
 
 
-def build_config(given: Mapping[str, Any]) -> ReplayConfig:
-    """The command line's values -> ReplayConfig; values that are None take the defaults. The command's
-    other options may be among `given`: the config reads the keys of its own."""
-    own = {option.key for option in REPLAY_OPTIONS}
-    values = read_values(REPLAY_OPTIONS, {k: v for k, v in given.items() if k in own and v is not None})
-    return ReplayConfig(traces=tuple(Path(path) for path in given[TRACES.key]), **values)
+def option_name(key: str) -> str:
+    """The replay option (or argument) that sets a ReplayConfig field, for messages."""
+    return _option_name(ReplayConfig, key)

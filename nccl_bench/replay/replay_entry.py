@@ -12,12 +12,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import TYPE_CHECKING, Callable
 
 from nccl_bench.errors import RunFailedError
-from nccl_bench.options import ENVELOPE, TRACES
 from nccl_bench.replay.profile import Profile, profile_traces, with_replay
-from nccl_bench.replay.replay_config import ReplayConfig, build_config
+from nccl_bench.replay.replay_config import ReplayConfig
 from nccl_bench.replay.replay_plan import ReplayPlan, points_for_launch, refuse_too_few_ranks, replayed_trace
 from nccl_bench.replay.trace_reader import RankTrace, read_trace
 from nccl_bench.results.schema import ResultRow
@@ -51,7 +50,7 @@ class ReplayJob:
         refuse_too_few_ranks(self.replayed, workers)
         plan = self.points(workers)
         backend = chosen_backend(self.config.backend)
-        check_local_workers("replay", backend, workers, plan.bytes_per_rank, TRACES.name)
+        check_local_workers("replay", backend, workers, plan.bytes_per_rank, "traces")
         return backend, list(plan.left_out)
 
     def run(self, launch, on_stuck: Callable[[RunFailedError], None]) -> ReplaySummary:
@@ -68,14 +67,13 @@ class ReplayJob:
         return with_replay(self.profile, read_run(run_dir, "run").rows)
 
 
-def read_replay_job(given: Mapping[str, Any]) -> ReplayJob:
-    """The command line's values -> the job: every trace read (one line, exit 2, for one that is no
-    trace or holds no collective) and profiled; --envelope's rows read."""
-    config = build_config(given)
+def read_replay_job(config: ReplayConfig, envelope: Path | None = None, envelope_label: str = "") -> ReplayJob:
+    """The checked config -> the job: every trace read (one line, exit 2, for one that is no trace or holds
+    no collective) and profiled; the envelope's rows read (errors name it by `envelope_label`)."""
     traces = tuple(read_trace(path) for path in config.traces)
-    envelope = None
-    if given.get(ENVELOPE.key) is not None:
+    rows = None
+    if envelope is not None:
         from nccl_bench.results.loader import load_rows
 
-        envelope = tuple(load_rows(ENVELOPE.read(given[ENVELOPE.key]), ENVELOPE.name))
-    return ReplayJob(config, traces, profile_traces(traces), envelope)
+        rows = tuple(load_rows(envelope, envelope_label))
+    return ReplayJob(config, traces, profile_traces(traces), rows)

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
-from nccl_bench.errors import UserInputError, WriteFailedError
+from nccl_bench.errors import OptionError, WriteFailedError
 from nccl_bench.results.whole_file import read_json_or_none, replace_whole, strict_json
 
 RESULTS_CSV = "results.csv"
@@ -53,13 +53,14 @@ def claim_run_dir(path: Path, option: str, claimant: str, numbered: bool = False
     so of runs started at once on one folder exactly one gets it, and nothing of two runs is mixed.
     A folder already claimed by `claimant` is this run's own (the ranks of a run whose launcher-less
     CLI claimed it; a restarted attempt of an elastic job), and is given back as it is.
-    numbered: `path` is a default name; one taken gets -2, -3, ... instead of a refusal.
+    numbered: `path` is a default name; one taken gets -2, -3, ... instead of a refusal. option: the option
+    that named the folder, by its key (cli/ writes its flag) or as a flag.
     """
     path = Path(path)
     if path.is_symlink() and not path.exists():
-        raise UserInputError(option, f"{path} is a symbolic link to {os.readlink(path)}, which does not exist")
+        raise OptionError(option, f"{path} is a symbolic link to {os.readlink(path)}, which does not exist")
     if path.exists() and not path.is_dir():
-        raise UserInputError(option, f"{path} is a file, not a folder")
+        raise OptionError(option, f"{path} is a file, not a folder")
     try:
         _check_room(path, option)
         if numbered:
@@ -68,7 +69,7 @@ def claim_run_dir(path: Path, option: str, claimant: str, numbered: bool = False
             path.mkdir(parents=True, exist_ok=True)
         _claim(path, option, claimant)
     except OSError as exc:
-        raise UserInputError(option, f"cannot write to {path}: {exc.strerror or exc}") from None
+        raise OptionError(option, f"cannot write to {path}: {exc.strerror or exc}") from None
     return path
 
 
@@ -94,15 +95,15 @@ def _claim(path: Path, option: str, claimant: str) -> None:
         if holder == claimant:
             return
         if _holds_results(path):
-            raise UserInputError(option, f"{path} already exists and is not empty; a run never overwrites results"
+            raise OptionError(option, f"{path} already exists and is not empty; a run never overwrites results"
                                  ) from None
         if not _take_over(path, option, claimant):
-            raise UserInputError(option, _taken(path)) from None
+            raise OptionError(option, _taken(path)) from None
         return
     _write_claim(fd, claimant)
     if _holds_results(path):  # a folder with someone's files, claimed by none: never written into
         claim.unlink()
-        raise UserInputError(option, f"{path} already exists and is not empty; a run never overwrites results")
+        raise OptionError(option, f"{path} already exists and is not empty; a run never overwrites results")
 
 
 def _write_claim(fd: int, claimant: str) -> None:
@@ -261,7 +262,7 @@ def _check_room(path: Path, option: str) -> None:
         return
     free = stat.f_bavail * stat.f_frsize
     if free < MIN_FREE_BYTES:
-        raise UserInputError(
+        raise OptionError(
             option, f"no space left on {path}: {free:,} bytes free, a run needs at least {MIN_FREE_BYTES:,}"
         )
 

@@ -6,8 +6,8 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from nccl_bench.errors import EXIT_OK, EXIT_VERDICT
-from nccl_bench.options import SWEEP_OPTION
 from nccl_bench.results.schema import STATUS_UNSUPPORTED, ResultRow
+from nccl_bench.sweep.sweep_config import option_name
 from nccl_bench.units.sizes import format_size
 
 
@@ -26,7 +26,7 @@ class FloorCheck:
 
     @property
     def option_text(self) -> str:
-        return f"{SWEEP_OPTION['min_busbw_gbps'].name} {self.floor_gbps:g} GB/s"
+        return f"{option_name('min_busbw_gbps')} {self.floor_gbps:g} GB/s"
 
     def notes(self) -> list[str]:
         """One note per op that had nothing to check."""

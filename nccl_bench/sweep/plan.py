@@ -8,8 +8,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from nccl_bench.errors import UserInputError
-from nccl_bench.options import SWEEP_OPTION
+from nccl_bench.errors import OptionError, off
 from nccl_bench.ranks import check, devices, split
 from nccl_bench.ranks.collectives import store_elems
 from nccl_bench.ranks.nccl_trace import debug_conflict
@@ -43,8 +42,6 @@ class Point:
     recv_elems: int
 
 
-_FLAG = {key: option.name for key, option in SWEEP_OPTION.items()}  # messages name flags through it
-
 # torch captures point-to-point NCCL ops in a CUDA graph only from 2.7 on (pytorch #148462; on 2.4
 # the capture fails, pytorch #133984).
 GRAPH_P2P_SINCE = (2, 7)
@@ -55,15 +52,15 @@ def graph_exclusions(config: cfg.SweepConfig, on_gpu: bool, torch_version: str |
     if not (config.cuda_graph and on_gpu):
         return {}
     excluded = {}
-    graph = _FLAG["cuda_graph"]
+    graph = cfg.option_name("cuda_graph")
     for name in config.ops:
         if OPS[name].factor is None:  # barrier: ProcessGroupNCCL's ends in a CPU-side stream sync
             excluded[name] = f"{graph} captures only ops with a bandwidth factor (a barrier synchronizes the CPU)"
         elif name == "sendrecv" and torch_version and devices.version_tuple(torch_version) < GRAPH_P2P_SINCE:
             excluded[name] = f"{graph} cannot capture point-to-point ops on torch {torch_version} (needs >= 2.7)"
     if excluded and len(excluded) == len(config.ops):
-        raise UserInputError(graph, f"nothing left to capture in {_FLAG['ops']} {','.join(config.ops)}: "
-                             + "; ".join(f"{op}: {why}" for op, why in excluded.items()))
+        raise OptionError("cuda_graph", f"nothing left to capture in {{ops}} {','.join(config.ops)}: "
+                          + "; ".join(f"{op}: {why}" for op, why in excluded.items()), mentions=("ops",))
     return excluded
 
 
@@ -123,37 +120,36 @@ def buffer_bytes(points: list[Point], element_bytes: int) -> tuple[int, int]:
 
 
 def size_option(config: cfg.SweepConfig) -> str:
-    """The option that makes the buffers large, named when memory is short."""
-    return _FLAG["sizes"] if config.sizes is not None else _FLAG["max_bytes"]
+    """The option (its key) that makes the buffers large, named when memory is short."""
+    return "sizes" if config.sizes is not None else "max_bytes"
 
 
 def _check_root(config: cfg.SweepConfig, world_size: int) -> None:
     if config.root >= world_size and any(OPS[op].rooted for op in config.ops):
-        raise UserInputError(_FLAG["root"], f"{config.root} is not a rank of a world of {world_size}")
+        raise OptionError("root", f"{config.root} is not a rank of a world of {world_size}")
 
 
 def _check_gpu_only_options(config: cfg.SweepConfig, backend: str) -> None:
     """--cuda-graph and --blocking change how CUDA work is timed; on CPU they would only be recorded."""
     if devices.device_kind(backend) == "cuda":
         return
-    for option, given in ((_FLAG["cuda_graph"], config.cuda_graph), (_FLAG["blocking"], config.blocking)):
+    for key, given in (("cuda_graph", config.cuda_graph), ("blocking", config.blocking)):
         if given:
-            raise UserInputError(option, f"only applies on GPUs (NCCL); this run uses {backend} on CPU")
+            raise OptionError(key, f"only applies on GPUs (NCCL); this run uses {backend} on CPU")
 
 
 def _check_trace(config: cfg.SweepConfig) -> None:
     """--nccl-trace keeps the user's NCCL debug settings or refuses them here, before anything runs."""
     conflict = debug_conflict(os.environ) if config.nccl_trace else None
     if conflict is not None:
-        raise UserInputError(_FLAG["nccl_trace"], conflict)
+        raise OptionError("nccl_trace", conflict)
 
 
 def _check_plan(config: cfg.SweepConfig, points: list[Point], notes: list[str], on_gpu: bool) -> list[str]:
     """Refuse a plan with nothing to measure or one that would run for days; say when it runs long."""
     if not points:
-        inplace = SWEEP_OPTION["inplace"]
-        option = inplace.off if config.inplace is False else inplace.name if config.inplace else _FLAG["ops"]
-        raise UserInputError(option, "nothing to measure: " + "; ".join(notes))
+        key = off("inplace") if config.inplace is False else "inplace" if config.inplace else "ops"
+        raise OptionError(key, "nothing to measure: " + "; ".join(notes))
     floor_s = stats.sweep_seconds_at_least(
         len(points), config.warmup, config.iters, config.trials,
         cfg.min_sample_ms(config, on_gpu) / 1e3, OP_FLOOR_S["cuda" if on_gpu else "cpu"],
@@ -167,16 +163,16 @@ def _check_plan(config: cfg.SweepConfig, points: list[Point], notes: list[str], 
     if floor_s > MAX_SWEEP_S:
         warm_s = len(points) * config.warmup * OP_FLOOR_S["cuda" if on_gpu else "cpu"]
         if warm_s > floor_s / 2:
-            option = _FLAG["warmup"]
+            key = "warmup"
         elif config.iters is not None:
-            option = _FLAG["iters"] if config.iters > config.trials else _FLAG["trials"]
+            key = "iters" if config.iters > config.trials else "trials"
         else:  # calibrated samples: their length or their number
             by_length = config.min_sample_ms is not None and config.trials == 1
-            option = _FLAG["min_sample_ms"] if by_length else _FLAG["trials"]
-        raise UserInputError(
-            option,
+            key = "min_sample_ms" if by_length else "trials"
+        raise OptionError(
+            key,
             f"the sweep would take at least {_duration(floor_s)} ({what}); at most {_duration(MAX_SWEEP_S)}: "
-            f"lower {option} or measure fewer sizes",
+            f"lower {{{key}}} or measure fewer sizes", mentions=(key,),
         )
     return [f"this sweep takes at least {_duration(floor_s)} ({what}); Ctrl-C keeps every finished point"]
 
@@ -221,7 +217,7 @@ def group_size(config: cfg.SweepConfig, world_size: int, ranks_per_host: int) ->
     try:
         return split.group_size(config.split, world_size, ranks_per_host)
     except ValueError as exc:
-        raise UserInputError(_FLAG["split"], str(exc)) from None
+        raise OptionError("split", str(exc)) from None
 
 
 def plan_run(config: cfg.SweepConfig, world_size: int, torch_version: str | None = None,

@@ -9,12 +9,12 @@ import shutil
 import uuid
 from pathlib import Path
 
-from nccl_bench.errors import UserInputError, WriteFailedError
-from nccl_bench.options import BASELINE, REPLACE_BASELINE, SAVE_BASELINE
+from nccl_bench.errors import OptionError, WriteFailedError
 from nccl_bench.results.csv_reader import read_rows
 from nccl_bench.results.loader import read_run
 from nccl_bench.results.run_folder import CLAIM_FILE
 from nccl_bench.results.schema import ResultRow
+from nccl_bench.sweep.sweep_config import option_name
 
 BASELINES_DIR = "baselines"
 _NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
@@ -24,12 +24,12 @@ MAX_NAME_CHARS = 200
 SAVE_TRIES = 3
 
 
-def validate_baseline_name(name: str, option: str = SAVE_BASELINE.name) -> str:
+def validate_baseline_name(name: str, option: str = "save_baseline") -> str:
     """A name is one folder: letters, digits, '.', '_' or '-', never a path, short enough to save."""
     if not _NAME_PATTERN.fullmatch(name) or name in (".", ".."):
-        raise UserInputError(option, f"{name!r} is not a baseline name; use letters, digits, '.', '_' or '-'")
+        raise OptionError(option, f"{name!r} is not a baseline name; use letters, digits, '.', '_' or '-'")
     if len(name) > MAX_NAME_CHARS:
-        raise UserInputError(option, f"a baseline name is at most {MAX_NAME_CHARS} characters, got {len(name)}")
+        raise OptionError(option, f"a baseline name is at most {MAX_NAME_CHARS} characters, got {len(name)}")
     return name
 
 
@@ -41,8 +41,8 @@ def refuse_existing_baseline(results_root: Path, name: str) -> None:
     """A saved baseline is the known-good reference: replacing it takes its own option."""
     target = baseline_dir(results_root, name)
     if target.exists():
-        raise UserInputError(SAVE_BASELINE.name, f"baseline {name!r} already exists at {target}; "
-                             f"pass {REPLACE_BASELINE.name} to replace it")
+        raise OptionError("save_baseline", f"baseline {name!r} already exists at {target}; "
+                          "pass {replace_baseline} to replace it", mentions=("replace_baseline",))
 
 
 def prepare_baselines(
@@ -52,7 +52,7 @@ def prepare_baselines(
     and the name it will be saved under valid and, unless replacing, free."""
     rows: tuple[ResultRow, ...] = ()
     if baseline is not None:
-        rows = read_run(baseline, BASELINE.name).rows
+        rows = read_run(baseline, option_name("baseline")).rows
     if save_name is not None:
         validate_baseline_name(save_name)
         if results_root is not None and not replace:
@@ -71,7 +71,7 @@ def save_baseline(run_dir: Path, name: str, results_root: Path, replace: bool = 
     if not replace:
         refuse_existing_baseline(results_root, name)
     run_dir = Path(run_dir)
-    read_rows(run_dir, SAVE_BASELINE.name)  # refuse to store a run that has no readable results
+    read_rows(run_dir, option_name("save_baseline"))  # refuse to store a run that has no readable results
     named = target
     if target.is_symlink():  # a baseline kept elsewhere and linked here: replaced where it lives
         target = target.resolve()
@@ -92,15 +92,16 @@ def save_baseline(run_dir: Path, name: str, results_root: Path, replace: bool = 
                 raise WriteFailedError(target, exc) from None
             if not replace:
                 shutil.rmtree(staging, ignore_errors=True)
-                raise UserInputError(SAVE_BASELINE.name, f"baseline {name!r} was saved at {target} by another run "
-                                     f"while this one measured; pass {REPLACE_BASELINE.name} to replace it") from None
+                raise OptionError("save_baseline", f"baseline {name!r} was saved at {target} by another run "
+                                  "while this one measured; pass {replace_baseline} to replace it",
+                                  mentions=("replace_baseline",)) from None
             continue
         finally:
             if old is not None:
                 shutil.rmtree(old, ignore_errors=True)
         return named
     shutil.rmtree(staging, ignore_errors=True)
-    raise UserInputError(SAVE_BASELINE.name, f"baseline {name!r} at {target} kept being replaced by other runs")
+    raise OptionError("save_baseline", f"baseline {name!r} at {target} kept being replaced by other runs")
 
 
 def _moved_aside(target: Path) -> Path | None:

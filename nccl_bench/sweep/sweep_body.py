@@ -17,7 +17,6 @@ from typing import Any, Callable
 from nccl_bench.errors import RunFailedError, first_line
 from nccl_bench.hardware.expected import System, run_algorithm, yardsticks
 from nccl_bench.hardware.nvls import NVLS_OPS
-from nccl_bench.options import OUT, SWEEP_OPTION
 from nccl_bench.ranks import check, dist, faults, run_facts, run_owner, session, split
 from nccl_bench.ranks.collectives import CALLS, OpArgs, make_buffers
 from nccl_bench.ranks.launch import worker_variant
@@ -173,8 +172,8 @@ class _Sweep:
         planned = self.plan.group_size
         try:
             split.check_sizes(self.groups, planned, self.config.split)
-        except ValueError as exc:
-            raise RunFailedError(str(exc)) from None
+        except ValueError as exc:  # the layout the hosts gave, named after the option that asked for groups
+            raise RunFailedError(f"{cfg.option_name('split')} {exc}") from None
         started = time.perf_counter()
         made = dist.make_groups(self.ctx, [group.ranks for group in self.groups])
         run.time_set_up("split_s", time.perf_counter() - started)
@@ -208,10 +207,10 @@ class _Sweep:
         order = worker_variant(os.environ)
         if self.variant:
             which = f" {order[0]} of {order[1]}" if order else ""
-            notes += (f"{SWEEP_OPTION['nccl_env'].name} variant{which}: {self.variant} (fresh ranks for each)",)
+            notes += (f"{cfg.option_name('nccl_env')} variant{which}: {self.variant} (fresh ranks for each)",)
         if self.groups:
             listed = "; ".join(f"{group.name}: ranks {split.ranks_text(group.ranks)}" for group in self.groups)
-            notes += (f"{SWEEP_OPTION['split'].name} {config.split}: {len(self.groups)} groups of "
+            notes += (f"{cfg.option_name('split')} {config.split}: {len(self.groups)} groups of "
                       f"{self.op_ctx.world_size} ranks measure at once ({listed})",)
         return SweepHeader(
             run=run.facts(),
@@ -235,7 +234,7 @@ class _Sweep:
         if run_owner.attempt(os.environ) == 0:
             return
         self.run.renew("reading the rows of the earlier attempt")
-        kept = list(iter_rows(self.run.run_dir, OUT.name)) if self.run.run_dir is not None else None
+        kept = list(iter_rows(self.run.run_dir, cfg.option_name("out"))) if self.run.run_dir is not None else None
         kept = dist.gather_objects(self.ctx, kept)[0]
         self.run.disarm()
         for row in kept:

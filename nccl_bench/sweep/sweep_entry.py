@@ -1,4 +1,4 @@
-"""The sweep as the CLI calls it: `plan_sweep` makes the job from the command line's values, and the
+"""The sweep as the CLI calls it: `plan_sweep` makes the job from the checked config and baseline options, and the
 job refuses what the ranks would refuse before any starts, runs on this rank, and judges the finished run.
 
 Every call the command makes into sweep/ is `plan_sweep` or a method of its SweepJob, so an option can be
@@ -10,19 +10,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import TYPE_CHECKING, Callable
 
 from nccl_bench.comparison import Comparison
-from nccl_bench.errors import EXIT_OK, RunFailedError, UserInputError
-from nccl_bench.options import (
-    ALLOW_MISMATCH,
-    BASELINE,
-    PRESET,
-    REPLACE_BASELINE,
-    SAVE_BASELINE,
-    SWEEP_OPTION,
-    TOLERANCE,
-)
+from nccl_bench.errors import EXIT_OK, OptionError, RunFailedError
 from nccl_bench.ranks.launch import is_local_worker
 from nccl_bench.results.loader import read_run
 from nccl_bench.sweep.baseline_check import (
@@ -34,7 +25,7 @@ from nccl_bench.sweep.baseline_check import (
 )
 from nccl_bench.sweep.busbw_floor import FloorCheck, check_floor
 from nccl_bench.sweep.saved_baselines import prepare_baselines, save_baseline
-from nccl_bench.sweep.sweep_config import SweepConfig, build_config
+from nccl_bench.sweep.sweep_config import BaselineOptions, SweepConfig, option_name
 from nccl_bench.sweep.sweep_report import SweepObserver, SweepSummary
 from nccl_bench.units.nccl_env import Variant, label, shell_loop, variants
 
@@ -97,12 +88,11 @@ class SweepJob:
                              self.baseline.replace_baseline)
 
 
-def plan_sweep(given: Mapping[str, Any]) -> SweepJob:
-    """The command line's values -> the job: config (defaults < --config preset < flags), the baseline
-    options checked against it and each other, the baseline read and the name to save under free."""
-    config = build_config(given, given.get(PRESET.key))
-    baseline = plan_baseline_check(given.get(BASELINE.key), given.get(TOLERANCE.key), given.get(SAVE_BASELINE.key),
-                                   given.get(ALLOW_MISMATCH.key, False), given.get(REPLACE_BASELINE.key, False))
+def plan_sweep(config: SweepConfig, options: BaselineOptions) -> SweepJob:
+    """The checked config and baseline options -> the job: the baseline options checked against the config
+    and each other, the baseline read and the name to save under free."""
+    baseline = plan_baseline_check(options.baseline, options.tolerance, options.save_baseline,
+                                   options.allow_mismatch, options.replace_baseline)
     refuse_repeats(config, baseline)
     if baseline is not None:
         baseline = baseline.with_rows(prepare_baselines(baseline.baseline, baseline.save_name, config.results_root,
@@ -114,10 +104,9 @@ def _refuse_variants_under_launcher(config: SweepConfig, launch) -> None:
     """Each --nccl-env variant needs fresh ranks; a launcher's ranks cannot be restarted from inside."""
     if not config.nccl_env or is_local_worker():
         return
-    option = SWEEP_OPTION["nccl_env"].name
-    loop = shell_loop(config.nccl_env, f"{launch.launcher} ... nccl-bench sweep ... (without {option})")
-    raise UserInputError(option, f"needs fresh ranks for each variant, and {launch.launcher} started these once; "
-                         f"loop in the shell instead: {loop}")
+    loop = shell_loop(config.nccl_env, f"{launch.launcher} ... nccl-bench sweep ... (without {{nccl_env}})")
+    raise OptionError("nccl_env", f"needs fresh ranks for each variant, and {launch.launcher} started these once; "
+                      f"loop in the shell instead: {loop}", mentions=("nccl_env",))
 
 
 @dataclass(frozen=True)
@@ -137,5 +126,5 @@ class SweepVerdicts:
         if self.comparison is not None and self.comparison.exit_code:
             return "the run regressed"
         if self.floor is not None and self.floor.exit_code:
-            return f"the run is below {SWEEP_OPTION['min_busbw_gbps'].name}"
+            return f"the run is below {option_name('min_busbw_gbps')}"
         return None

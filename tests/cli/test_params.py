@@ -1,4 +1,4 @@
-"""cli/params.py: a declared option becomes the typer parameter with the same flags, default and help."""
+"""cli/params.py: a field's option becomes the typer parameter with the same flags, default and help."""
 
 from __future__ import annotations
 
@@ -9,7 +9,10 @@ import typer.main
 
 import nccl_bench
 from nccl_bench.cli import app
-from nccl_bench.options import DOCTOR_OPTIONS, SWEEP_OPTIONS, WORKERS
+from nccl_bench.cli.option_sets import WORKERS
+from nccl_bench.doctor.doctor_config import DoctorConfig
+from nccl_bench.option_types import declared
+from nccl_bench.sweep.sweep_config import SweepConfig
 
 
 def _params(command: str) -> dict:
@@ -18,9 +21,9 @@ def _params(command: str) -> dict:
 
 
 def test_each_declaration_is_its_commands_parameter():
-    for command, declared in (("sweep", SWEEP_OPTIONS), ("doctor", DOCTOR_OPTIONS)):
+    for command, config in (("sweep", SweepConfig), ("doctor", DoctorConfig)):
         params = _params(command)
-        for option in (*declared, WORKERS):
+        for option in (*(carried.item for carried in declared(config).values()), WORKERS):
             param = params[option.key]  # parameters are named after the keys they set
             assert tuple(param.opts) == option.flags
             assert tuple(param.secondary_opts) == ((option.off,) if option.off else ())
@@ -43,7 +46,7 @@ def _makes_a_typer_parameter(node: ast.AST) -> bool:
 
 
 def test_typer_parameters_are_made_only_in_params():
-    """Every option and argument is a declaration in options.py, made a typer parameter by cli/params.py."""
+    """Every option and argument is a dataclass field, made a typer parameter by cli/params.py."""
     package = Path(nccl_bench.__file__).parent
     made_elsewhere = [
         f"{path.relative_to(package)}:{node.lineno}"

@@ -6,15 +6,17 @@ import pytest
 
 from nccl_bench.cli import sweep
 from nccl_bench.cli.on_ranks import worker_args
+from nccl_bench.cli.option_sets import WORKERS
 from nccl_bench.errors import EXIT_RUN_FAILED, RunFailedError
-from nccl_bench.options import SWEEP_BASELINE_OPTIONS, WORKERS
+from nccl_bench.option_types import declared
 from nccl_bench.render import live
 from nccl_bench.results import whole_file
-from nccl_bench.sweep.sweep_config import SweepConfig
+from nccl_bench.sweep.sweep_config import BaselineOptions, SweepConfig
 from nccl_bench.sweep.sweep_entry import SweepJob
 from tests.helpers.rows import MiB, row, write_run
 
-KEPT_AWAY = (*SWEEP_BASELINE_OPTIONS, WORKERS)  # what the sweep keeps from its local workers
+KEPT_AWAY = (*(carried.item for carried in declared(BaselineOptions).values()),
+             WORKERS)  # what the sweep keeps from its local workers
 
 
 def test_local_workers_do_not_get_the_baseline_options():

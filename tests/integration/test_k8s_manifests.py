@@ -25,7 +25,9 @@ import pytest
 import typer
 
 from nccl_bench.cli.entry import app
-from nccl_bench.options import DOCTOR_OPTIONS, SWEEP_OPTIONS
+from nccl_bench.doctor.doctor_config import DoctorConfig
+from nccl_bench.option_types import declared
+from nccl_bench.sweep.sweep_config import SweepConfig
 from tests.helpers.launch import REPO, worker_env
 from tests.helpers.simhosts import layout_tag
 
@@ -86,7 +88,7 @@ def test_the_commands_are_accepted_by_the_cli_as_written(name):
         command, *args = _tool_argv(_script(doc)[0])
         parent = group.make_context("nccl-bench", [command, *args])
         params = group.get_command(parent, command).make_context(command, list(args), parent=parent).params
-        options = SWEEP_OPTIONS if command == "sweep" else DOCTOR_OPTIONS
+        options = [carried.item for carried in declared(SweepConfig if command == "sweep" else DoctorConfig).values()]
         given = [o for o in options if params.get(o.key) not in (None, o.default)]
         assert given, params  # the manifests pass options, and each one reads under its own parser
         for option in given:

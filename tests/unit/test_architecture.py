@@ -4,6 +4,7 @@ itself and the layers below it, and the pure layer never imports torch."""
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -54,8 +55,8 @@ LAYERS: dict[str, tuple[int, tuple[str, ...]]] = {
                    "render.repeats", "render.replay_text", "render.tables")),
     # the shell: one module per command, local workers, messages, the typer shim
     "cli": (8, ("cli", "cli.compare", "cli.doctor", "cli.entry", "cli.history", "cli.limits", "cli.local_workers",
-                "cli.messages", "cli.on_ranks", "cli.ops", "cli.params", "cli.replay", "cli.report", "cli.streams",
-                "cli.sweep", "cli.typer_shim")),
+                "cli.messages", "cli.on_ranks", "cli.option_sets", "cli.ops", "cli.params", "cli.replay", "cli.report",
+                "cli.streams", "cli.sweep", "cli.typer_shim")),
     "__main__": (8, ("__main__",)),
 }
 HEAVY = ("torch", "pandas", "matplotlib")
@@ -205,3 +206,51 @@ def test_no_module_writes_another_objects_private_fields():
                     and not node.attr.startswith("__") and getattr(node.value, "id", None) not in ("self", "cls")):
                 writes.add(module)
     assert writes == {"cli.typer_shim"}
+
+
+# The rank side: what runs on ranks or below the command line (ranks/, each command's package, the history).
+RANK_SIDE = ("ranks", "sweep", "doctor", "replay", "history")
+# Where a command that runs on ranks declares its options: its config's fields carry them (the flags too).
+CONFIG_DECLARATIONS = ("sweep.sweep_config", "doctor.doctor_config", "replay.replay_config")
+COMMAND_LINE = ("nccl_bench.options", "nccl_bench.option_types", "nccl_bench.cli")
+FLAG = re.compile(r"(?<![\w-])--[a-z][a-z-]+")
+
+
+def _rank_side() -> list[tuple[str, Path]]:
+    return [(module, path) for module, path in _modules()
+            if module.split(".")[0] in RANK_SIDE and module not in CONFIG_DECLARATIONS]
+
+
+@pytest.mark.parametrize("module,path", _rank_side(), ids=[m for m, _ in _rank_side()])
+def test_rank_side_code_does_not_import_the_command_line(module, path):
+    """Rank-side code knows an option by its key (a config field) and reads its value from the config; the
+    declarations (flags, parsers, help) are the command line's and the config modules' alone."""
+    imported = [name for name, _ in _imports(path) if name.startswith(COMMAND_LINE)]
+    assert imported == [], f"{module} imports {imported}"
+
+
+def _raised_errors(path: Path) -> list[tuple[int, ast.AST]]:
+    return [(node.lineno, node.exc) for node in ast.walk(ast.parse(path.read_text()))
+            if isinstance(node, ast.Raise) and node.exc is not None]
+
+
+@pytest.mark.parametrize("module,path", _rank_side(), ids=[m for m, _ in _rank_side()])
+def test_rank_side_errors_name_options_by_key(module, path):
+    """No input error raised on the rank side spells a flag or asks a config module for one: it names its
+    option by key (errors.OptionError, other options it mentions as {key}), and cli/ writes the flags.
+    (A run that failed, a RunFailedError, says what happened in the run's own words: `--timeout N s`.)"""
+    for line, exc in _raised_errors(path):
+        if isinstance(exc, ast.Call) and getattr(exc.func, "id", None) in ("UserInputError", "OptionError"):
+            spelled = [found for node in ast.walk(exc) if isinstance(node, ast.Constant)
+                       and isinstance(node.value, str) for found in FLAG.findall(node.value)]
+            assert spelled == [], f"{module}:{line} raises an error that spells {spelled}"
+            named_by = [node.func for node in ast.walk(exc) if isinstance(node, ast.Call)
+                        and getattr(node.func, "attr", getattr(node.func, "id", "")) in ("option_name", "option_usage")]
+            assert named_by == [], f"{module}:{line} names an option by its flag in an input error"
+
+
+def test_the_rank_side_rule_sees_a_flag_in_an_error(tmp_path):
+    spelling = tmp_path / "spelling.py"
+    spelling.write_text('def f():\n    raise OptionError("workers", "use --workers 2")\n')
+    with pytest.raises(AssertionError, match="spells"):
+        test_rank_side_errors_name_options_by_key("ranks.spelling", spelling)

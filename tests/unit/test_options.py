@@ -1,5 +1,5 @@
-"""Options declared once (options.py): a declaration's parser serves its flag and its preset key alike,
-a violated bound names the option, and shared options are one declaration."""
+"""Options declared once, as dataclass fields: a declaration's parser serves its flag and its preset key
+alike, a violated bound names the option, and shared options are one declaration."""
 
 from __future__ import annotations
 
@@ -11,8 +11,12 @@ import pytest
 import typer.main
 
 from nccl_bench import option_types, options
+from nccl_bench.cli import option_sets
+from nccl_bench.doctor import doctor_config
 from nccl_bench.doctor.doctor_config import DoctorConfig
 from nccl_bench.errors import UserInputError
+from nccl_bench.option_types import build_config, declaration, declared, read_values
+from nccl_bench.replay import replay_config
 from nccl_bench.sweep import sweep_config as cfg
 from nccl_bench.units import op_table
 from nccl_bench.units.op_table import OP_NAMES
@@ -54,42 +58,49 @@ def test_unknown_op_names_the_option():
     assert info.value.option == "--op" and "allreduce" in info.value.problem
 
 
-def test_every_config_field_has_one_declaration_in_field_order():
-    assert tuple(option.key for option in options.SWEEP_OPTIONS) == cfg.CONFIG_KEYS
-    assert {option.key for option in options.DOCTOR_OPTIONS} == {f.name for f in dataclasses.fields(DoctorConfig)}
+def test_every_config_field_is_an_option():
+    fields = dataclasses.fields(cfg.SweepConfig)
+    assert cfg.CONFIG_KEYS == tuple(f.name for f in fields if f.name != "fields_from_flags")
+    assert set(declared(DoctorConfig)) == {f.name for f in dataclasses.fields(DoctorConfig)}
     assert set(VALID) == set(cfg.CONFIG_KEYS)
 
 
 def test_options_the_commands_share_are_one_declaration():
-    shared = (options.BACKEND, options.OUT, options.RESULTS_ROOT, options.TIMEOUT, options.PROM)
+    shared = (options.BACKEND, options.OUT, options.RESULTS_ROOT, options.TIMEOUT)
     for option in shared:
-        assert options.SWEEP_OPTION[option.key] is option and options.DOCTOR_OPTION[option.key] is option
+        for config in (cfg.SweepConfig, DoctorConfig, replay_config.ReplayConfig):
+            assert declaration(config, option.key) is option
+    assert declaration(cfg.SweepConfig, "prom") is declaration(DoctorConfig, "prom") is options.PROM
+    for key in ("warmup", "iters", "min_sample_ms", "trials"):  # the replay times collectives as the sweep does
+        assert declaration(replay_config.ReplayConfig, key) is declaration(cfg.SweepConfig, key)
 
 
 @pytest.mark.parametrize("key", sorted(VALID))
 def test_a_preset_key_is_read_by_the_same_parser_as_its_flag(key):
-    assert cfg.normalize({key: VALID[key]}, source="p.toml") == cfg.normalize({key: VALID[key]})
+    given = {key: VALID[key]}
+    assert read_values(cfg.SweepConfig, given, source="p.toml") == read_values(cfg.SweepConfig, given)
 
 
 @pytest.mark.parametrize("key", sorted(INVALID))
 def test_a_bound_violated_names_the_flag_or_the_preset_key(key):
     value, problem = INVALID[key]
-    flag = options.SWEEP_OPTION[key].name
+    flag = cfg.option_name(key)
     with pytest.raises(UserInputError) as from_flag:
-        cfg.normalize({key: value})
+        read_values(cfg.SweepConfig, {key: value})
     with pytest.raises(UserInputError) as from_preset:
-        cfg.normalize({key: value}, source="p.toml")
+        read_values(cfg.SweepConfig, {key: value}, source="p.toml")
     assert from_flag.value.option == flag and from_flag.value.problem.startswith(problem)
     assert from_preset.value.option == f"p.toml: {key}" and from_preset.value.problem == from_flag.value.problem
 
 
 def test_an_option_is_named_by_its_long_flag():
-    assert [options.SWEEP_OPTION[key].name for key in ("ops", "min_bytes", "timeout_s", "peak_gbps")] == [
+    assert [cfg.option_name(key) for key in ("ops", "min_bytes", "timeout_s", "peak_gbps")] == [
         "--op", "--min-bytes", "--timeout", "--peak"]
-    assert options.DOCTOR_OPTION["warmup"].name == "--warmup"
+    assert doctor_config.option_name("warmup") == "--warmup"
 
 
-@pytest.mark.parametrize("option", options.DOCTOR_OPTIONS, ids=lambda option: option.key)
+@pytest.mark.parametrize("option", [carried.item for carried in declared(DoctorConfig).values()],
+                         ids=lambda option: option.key)
 def test_the_doctors_help_states_its_configs_default(option):
     stated = re.search(r"\(default (\d+)\)", option.help)
     if stated:
@@ -97,7 +108,13 @@ def test_the_doctors_help_states_its_configs_default(option):
 
 
 def _declared(kind):
-    return sorted({id(value): value for value in vars(options).values() if isinstance(value, kind)}.values(),
+    """Every declaration of `kind`: the fields' of every options dataclass, and those not on a field."""
+    modules = (options, option_sets, cfg, doctor_config, replay_config)
+    found = [value for module in modules for value in vars(module).values() if isinstance(value, kind)]
+    found += [carried.item for module in modules for value in vars(module).values()
+              if dataclasses.is_dataclass(value) and isinstance(value, type)
+              for carried in declared(value).values() if isinstance(carried.item, kind)]
+    return sorted({id(value): value for value in found}.values(),
                   key=lambda value: (value.key, getattr(value, "flags", ())))
 
 
@@ -135,8 +152,8 @@ def test_a_help_that_spells_another_default_is_caught(help_text, default, show):
 
 def test_the_configs_start_from_the_declared_defaults():
     sweep, doctor = cfg.SweepConfig(), DoctorConfig()
-    for declared, config in ((options.SWEEP_OPTIONS, sweep), (options.DOCTOR_OPTIONS, doctor)):
-        for option in declared:
+    for config in (sweep, doctor):
+        for option in (carried.item for carried in declared(type(config)).values()):
             value = getattr(config, option.key)
             if option.default is None or isinstance(option.default, option_types.PerDevice):
                 assert value is None, option.key  # chosen at run time, as the help says
@@ -166,7 +183,7 @@ def test_options_several_commands_share_are_one_declaration_each():
     assert declared_help("sweep", "--tolerance").endswith(options.TOLERANCE.help.split(",", 1)[1])
     assert declared_help("sweep", "--allow-mismatch").lower().endswith(options.ALLOW_MISMATCH.help.lower())
     assert declared_help("compare", "--allow-mismatch") == options.ALLOW_MISMATCH.help
-    assert options.DOCTOR_OPTION["tolerance"] is not options.TOLERANCE  # another default, another meaning
+    assert declaration(DoctorConfig, "tolerance") is not options.TOLERANCE  # another default, another meaning
     assert declared_help("doctor", "--json").startswith("Also write") and declared_help("compare", "--json").endswith(
         "to FILE.")
 
@@ -180,26 +197,27 @@ def test_the_op_names_are_the_tables_and_each_has_its_torch_call():
 
 
 def test_the_split_is_read_once_into_its_value_and_written_as_text():
-    config = cfg.build_config({"split": "MOD:2"})
+    config = build_config(cfg.SweepConfig, {"split": "MOD:2"})
     assert config.split == Split("mod", 2) and cfg.as_dict(config)["split"] == "mod:2"
-    assert cfg.as_dict(cfg.build_config({}))["split"] is None
+    assert cfg.as_dict(build_config(cfg.SweepConfig, {}))["split"] is None
 
 
-# Flags that messages outside options.py still spell in their text: the layers below options.py
+# Flags that messages outside the declaration modules still spell in their text: the layers below options.py
 # (comparison, results/, units/) and other programs' flags (torchrun's --nproc, srun's --gpus-per-task).
 MAX_SPELLED_FLAGS = 25
+DECLARATION_MODULES = ("options.py", "option_sets.py", "sweep_config.py", "doctor_config.py", "replay_config.py")
 
 
 def test_messages_name_flags_through_their_declarations():
-    """A flag spelled as text outside options.py is a message a rename would leave stale; the few left are
-    counted (string constants, docstrings aside) so that the number can only fall."""
+    """A flag spelled as text outside the declaration modules is a message a rename would leave stale; the few
+    left are counted (string constants, docstrings aside) so that the number can only fall."""
     import ast
 
     package = Path(options.__file__).parent
     flag = re.compile(r"--[a-z][a-z-]+")
     spelled = []
     for path in package.rglob("*.py"):
-        if path.name == "options.py":
+        if path.name in DECLARATION_MODULES:
             continue
         tree = ast.parse(path.read_text(encoding="utf-8"))
         docstrings = {id(node.body[0].value) for node in ast.walk(tree)

@@ -5,25 +5,30 @@ from __future__ import annotations
 
 import pytest
 
-from nccl_bench.doctor.doctor_config import build_config, resolve_size
+from nccl_bench.doctor.doctor_config import DoctorConfig, resolve_size
 from nccl_bench.errors import UserInputError
+from nccl_bench.option_types import build_config
+
+
+def _config(**values):
+    return build_config(DoctorConfig, values)
 
 
 def test_phases():
-    assert build_config(phases=None).phases == ("nodes", "pairs")
-    assert build_config(phases=["pairs,nodes"]).phases == ("nodes", "pairs")
-    assert build_config(phases=["pairs", "pairs"]).phases == ("pairs",)
+    assert _config(phases=None).phases == ("nodes", "pairs")
+    assert _config(phases=["pairs,nodes"]).phases == ("nodes", "pairs")
+    assert _config(phases=["pairs", "pairs"]).phases == ("pairs",)
     with pytest.raises(UserInputError, match="--phase: unknown phase 'links'"):
-        build_config(phases=["links"])
+        _config(phases=["links"])
 
 
 def test_build_config_and_size():
-    config = build_config(size_bytes=1026, iters=None, quick=True)
+    config = _config(size_bytes=1026, iters=None, quick=True)
     assert config.quick and config.iters == 4 and resolve_size(config, on_gpu=False) == 1024
-    assert resolve_size(build_config(), on_gpu=True) == 256 * 1024**2
-    assert resolve_size(build_config(), on_gpu=False) == 4 * 1024**2
+    assert resolve_size(_config(), on_gpu=True) == 256 * 1024**2
+    assert resolve_size(_config(), on_gpu=False) == 4 * 1024**2
     with pytest.raises(UserInputError, match="--samples: must be at least 1, got 0"):
-        build_config(samples=0)
+        _config(samples=0)
 
 
 @pytest.mark.parametrize("values, message", [
@@ -36,11 +41,11 @@ def test_build_config_and_size():
 ])
 def test_every_value_is_checked_by_its_declared_option(values, message):
     with pytest.raises(UserInputError) as info:
-        build_config(**values)
+        _config(**values)
     assert str(info.value) == message
 
 
 def test_text_values_are_converted_as_on_the_command_line():
-    config = build_config(size_bytes="1M", backend="GLOO", phases=["pairs"], seed=-3, out="run")
+    config = _config(size_bytes="1M", backend="GLOO", phases=["pairs"], seed=-3, out="run")
     assert (config.size_bytes, config.backend, config.phases, config.seed) == (2**20, "gloo", ("pairs",), -3)
     assert str(config.out) == "run"

@@ -35,8 +35,8 @@ def test_the_default_store_is_in_the_results_root(tmp_path):
 
 
 def test_the_history_option_names_the_variable_this_module_reads():
+    from nccl_bench.cli.option_sets import HISTORY
     from nccl_bench.history.address import ENV_VAR
-    from nccl_bench.options import HISTORY
 
     assert f"${ENV_VAR}" in HISTORY.help
 

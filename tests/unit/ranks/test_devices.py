@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import pytest
 
+from nccl_bench.cli.option_sets import Workers
 from nccl_bench.errors import UserInputError
+from nccl_bench.option_types import flags_of
 from nccl_bench.ranks import devices
+from nccl_bench.sweep.sweep_config import SweepConfig
 
 
 @pytest.mark.parametrize(
@@ -50,7 +53,7 @@ def test_no_visible_gpu_is_refused():
 
 def test_more_workers_than_gpus_is_refused_before_any_starts():
     devices.check_workers_fit(2, 2)
-    with pytest.raises(UserInputError) as caught:
+    with pytest.raises(UserInputError) as caught, flags_of(SweepConfig, Workers):  # as the sweep says it
         devices.check_workers_fit(4, 2)
     assert str(caught.value) == ("--workers: 4 NCCL workers need 4 GPUs, but 2 is visible here; "
                                  "use --workers 2 or fewer (or --backend gloo)")

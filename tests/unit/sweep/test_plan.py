@@ -5,13 +5,15 @@ from __future__ import annotations
 import pytest
 
 from nccl_bench.errors import UserInputError
+from nccl_bench.option_types import build_config, flags_of
 from nccl_bench.sweep import plan
 from nccl_bench.sweep.plan import plan_run
-from nccl_bench.sweep.sweep_config import SweepConfig, build_config, ignored_options
+from nccl_bench.sweep.sweep_config import SweepConfig, ignored_options
 
 
 def test_a_long_sweep_is_announced_with_its_floor():
-    config = build_config({"min_bytes": "1K", "max_bytes": "2M", "step_bytes": "1K", "trials": 10, "backend": "gloo"})
+    config = build_config(SweepConfig, {"min_bytes": "1K", "max_bytes": "2M", "step_bytes": "1K", "trials": 10,
+                                        "backend": "gloo"})
     plan = plan_run(config, 2)
     assert plan.before_start == (
         "this sweep takes at least 1.1 h (2,048 point(s) x (5 warmup + 10 trial(s) x 200 ms)); "
@@ -20,29 +22,29 @@ def test_a_long_sweep_is_announced_with_its_floor():
 
 
 def test_a_short_sweep_says_nothing():
-    assert plan_run(build_config({"sizes": "1K,1M", "backend": "gloo"}), 2).before_start == ()
+    assert plan_run(build_config(SweepConfig, {"sizes": "1K,1M", "backend": "gloo"}), 2).before_start == ()
 
 
 def test_fixed_iters_are_counted_at_the_floor_per_op():
     # 1 point x (1,000,000 warmup + 1,000 trials x 1,000,000 iters) x 5 us = 1.4 h on CPU
-    config = build_config({"sizes": "1K", "ops": ["all_gather"], "inplace": False, "warmup": 1_000_000,
+    config = build_config(SweepConfig, {"sizes": "1K", "ops": ["all_gather"], "inplace": False, "warmup": 1_000_000,
                            "iters": 1_000_000, "trials": 1000, "backend": "gloo"})
     assert plan_run(config, 2).before_start[0].startswith("this sweep takes at least 1.4 h")
-    config = build_config({"sizes": "1K,2K,4K,8K,16K,32K,64K,128K,256K,512K,1M,2M,4M", "ops": ["all"],
+    config = build_config(SweepConfig, {"sizes": "1K,2K,4K,8K,16K,32K,64K,128K,256K,512K,1M,2M,4M", "ops": ["all"],
                            "warmup": 1_000_000, "iters": 1_000_000, "trials": 1000, "backend": "gloo"})
-    with pytest.raises(UserInputError, match="would take at least") as info:
+    with pytest.raises(UserInputError, match="would take at least") as info, flags_of(SweepConfig):
         plan_run(config, 2)
     assert info.value.option == "--iters"
 
 
 def test_options_no_chosen_op_uses_are_named_once():
-    config = build_config({"ops": ["all_gather"], "reduce_op": "max", "root": 1, "sizes": "1K"})
+    config = build_config(SweepConfig, {"ops": ["all_gather"], "reduce_op": "max", "root": 1, "sizes": "1K"})
     assert ignored_options(config) == [
         "--reduce-op max is ignored: none of all_gather reduces",
         "--root 1 is ignored: none of all_gather has a root",
     ]
-    assert ignored_options(build_config({"ops": ["reduce"], "reduce_op": "max", "root": 1})) == []
-    assert ignored_options(build_config({"ops": ["barrier"], "dtype": "int8"})) == [
+    assert ignored_options(build_config(SweepConfig, {"ops": ["reduce"], "reduce_op": "max", "root": 1})) == []
+    assert ignored_options(build_config(SweepConfig, {"ops": ["barrier"], "dtype": "int8"})) == [
         "--dtype int8 is ignored: none of barrier sends data"
     ]
 
@@ -59,7 +61,7 @@ def test_cuda_graph_skips_barrier_with_a_note():
 
 def test_cuda_graph_with_only_barrier_is_refused_naming_both_options():
     config = SweepConfig(ops=("barrier",), sizes=(1024,), cuda_graph=10)
-    with pytest.raises(UserInputError) as caught:
+    with pytest.raises(UserInputError) as caught, flags_of(SweepConfig):
         plan.plan_points(config, 2, on_gpu=True, torch_version="2.11.0")
     assert str(caught.value).startswith("--cuda-graph: nothing left to capture in --op barrier: barrier: ")
 

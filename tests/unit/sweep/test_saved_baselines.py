@@ -9,10 +9,14 @@ import pytest
 
 from nccl_bench import comparison as cmp
 from nccl_bench.errors import UserInputError
+from nccl_bench.option_types import flags_of
+from nccl_bench.options import TOLERANCE
 from nccl_bench.results.csv_reader import read_rows
 from nccl_bench.results.loader import load_rows, read_run
 from nccl_bench.sweep import baseline_check
-from nccl_bench.sweep.saved_baselines import prepare_baselines, save_baseline
+from nccl_bench.sweep.saved_baselines import prepare_baselines
+from nccl_bench.sweep.saved_baselines import save_baseline as save_baseline_by_key
+from nccl_bench.sweep.sweep_config import BaselineOptions, SweepConfig
 from tests.helpers.races import race
 from tests.helpers.rows import MiB, row, write_run
 
@@ -25,11 +29,20 @@ def compare_paths(baseline: Path, current: Path, **rule) -> cmp.Comparison:
 
 
 def plan(baseline, tolerance, save_name, allow_mismatch=False, replace_baseline=False, results_root=None):
-    """What `sweep --baseline/--save-baseline` does before measuring: the options, then the files they name."""
-    check = baseline_check.plan_baseline_check(baseline, tolerance, save_name, allow_mismatch, replace_baseline)
-    if check is None:
-        return None
-    return check.with_rows(prepare_baselines(check.baseline, save_name, results_root, replace_baseline))
+    """What `sweep --baseline/--save-baseline` does before measuring: the options read and checked against
+    each other, then the files they name; a refusal said with the sweep's flags."""
+    with flags_of(SweepConfig, BaselineOptions):
+        tolerance = None if tolerance is None else TOLERANCE.read(tolerance)
+        check = baseline_check.plan_baseline_check(baseline, tolerance, save_name, allow_mismatch, replace_baseline)
+        if check is None:
+            return None
+        return check.with_rows(prepare_baselines(check.baseline, save_name, results_root, replace_baseline))
+
+
+def save_baseline(*args, **kwargs):
+    """--save-baseline after the sweep: a refusal said with the sweep's flags."""
+    with flags_of(SweepConfig, BaselineOptions):
+        return save_baseline_by_key(*args, **kwargs)
 
 
 def test_compare_reads_results_written_by_the_writer(tmp_path):
@@ -138,7 +151,8 @@ def test_plan_read_from_disk_is_checked_against_the_baseline(tmp_path):
     key = ("all_reduce", MiB, "float", "sum", "in_place")
     baseline_check.check_plan_against_baseline(check, 2, "gloo", {key})
     with pytest.raises(UserInputError, match="world size differs: the baseline has 2, this sweep would run with 3"):
-        baseline_check.check_plan_against_baseline(check, 3, "gloo", {key})
+        with flags_of(SweepConfig, BaselineOptions):
+            baseline_check.check_plan_against_baseline(check, 3, "gloo", {key})
     lenient = plan(run, None, None, allow_mismatch=True)
     baseline_check.check_plan_against_baseline(lenient, 3, "nccl", {key})
 

@@ -3,6 +3,7 @@ from pathlib import Path
 import pytest
 
 from nccl_bench.errors import UserInputError
+from nccl_bench.option_types import build_config
 from nccl_bench.sweep import sweep_config as cfg
 
 REPO = Path(__file__).resolve().parents[3]
@@ -11,7 +12,7 @@ REPO = Path(__file__).resolve().parents[3]
 def test_flags_win_over_preset_and_preset_over_defaults(tmp_path):
     preset = tmp_path / "p.toml"
     preset.write_text('ops = ["broadcast"]\nwarmup = 9\ntrials = 2\nsizes = ["1K", "4K"]\n')
-    config = cfg.build_config({"trials": 4, "dtype": None}, preset)
+    config = build_config(cfg.SweepConfig, {"trials": 4, "dtype": None}, preset)
     assert config.ops == ("broadcast",)
     assert config.warmup == 9
     assert config.trials == 4
@@ -23,7 +24,7 @@ def test_preset_unknown_key_is_named(tmp_path):
     preset = tmp_path / "p.toml"
     preset.write_text("itres = 5\n")
     with pytest.raises(UserInputError) as info:
-        cfg.build_config({}, preset)
+        build_config(cfg.SweepConfig, {}, preset)
     assert "itres" in str(info.value)
 
 
@@ -31,13 +32,13 @@ def test_preset_not_toml_is_one_clear_error(tmp_path):
     preset = tmp_path / "p.toml"
     preset.write_text("ops = [\n")
     with pytest.raises(UserInputError) as info:
-        cfg.build_config({}, preset)
+        build_config(cfg.SweepConfig, {}, preset)
     assert info.value.option == "--config" and "not valid TOML" in info.value.problem
 
 
 @pytest.mark.parametrize("name", ["quick", "full", "ci"])
 def test_shipped_presets_load(name):
-    config = cfg.build_config({}, REPO / "configs" / f"{name}.toml")
+    config = build_config(cfg.SweepConfig, {}, REPO / "configs" / f"{name}.toml")
     assert config.ops
 
 
@@ -56,17 +57,17 @@ def test_shipped_presets_load(name):
 )
 def test_invalid_combinations_name_the_option(flags, option):
     with pytest.raises(UserInputError) as info:
-        cfg.build_config(flags)
+        build_config(cfg.SweepConfig, flags)
     assert info.value.option == option
 
 
 def test_iters_auto_means_calibrate():
-    assert cfg.build_config({"iters": "auto"}).iters is None
-    assert cfg.build_config({"iters": "20"}).iters == 20
+    assert build_config(cfg.SweepConfig, {"iters": "auto"}).iters is None
+    assert build_config(cfg.SweepConfig, {"iters": "20"}).iters == 20
 
 
 def test_host_default_ranges():
-    config = cfg.build_config({})
+    config = build_config(cfg.SweepConfig, {})
     cpu = cfg.resolve_sizes(config, on_gpu=False)
     gpu = cfg.resolve_sizes(config, on_gpu=True)
     assert (cpu[0], cpu[-1], len(cpu)) == (1024, 64 * 2**20, 17)
@@ -74,7 +75,7 @@ def test_host_default_ranges():
 
 
 def test_max_below_cpu_default_min_still_gives_a_range():
-    config = cfg.build_config({"max_bytes": "256"})
+    config = build_config(cfg.SweepConfig, {"max_bytes": "256"})
     assert cfg.resolve_sizes(config, on_gpu=False) == [256]
 
 
@@ -91,5 +92,5 @@ def test_every_config_key_names_an_option_of_the_sweep_command():
 
 def test_errors_name_the_flag_not_the_field():
     with pytest.raises(UserInputError) as info:
-        cfg.build_config({"timeout_s": 0})
+        build_config(cfg.SweepConfig, {"timeout_s": 0})
     assert str(info.value) == "--timeout: must be greater than 0, got 0"
