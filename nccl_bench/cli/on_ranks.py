@@ -78,7 +78,7 @@ def run_on_ranks(job: OnRanks, workers: Optional[int]) -> Ran:
         ran = job.run_here(launch)
     except Interrupted as exc:
         _end_interrupted_rank(job, launch, exc)
-    return Ran(ran.run_dir if speaks_for_run(launch) else None, ran.verdict)
+    return Ran(ran.run_dir if speaks_for_run(launch) else None, ran.verdict if carries_verdict(launch) else EXIT_OK)
 
 
 def _with_local_workers(job: OnRanks, workers: Optional[int]) -> Ran:
@@ -117,6 +117,20 @@ def speaks_for_run(launch: LaunchEnv) -> bool:
     from nccl_bench.ranks.launch import is_local_worker
 
     return launch.rank == 0 and not is_local_worker()
+
+
+def carries_verdict(launch: LaunchEnv) -> bool:
+    """Rank 0 alone exits with the run's negative verdict (exit 1); every other rank reaches the same
+    verdict from the same gathered numbers and exits 0.
+
+    A launcher may end the whole job at the first non-zero exit: Open MPI's mpirun kills every other
+    process at once, srun does with --kill-on-bad-exit, torchrun SIGTERMs the other workers. Were every
+    rank to exit 1, the first to leave would cut rank 0 off while it still says the run's last lines
+    (the report's closing lines, --prom, the history): the others have nothing left to say, so rank 0,
+    the last to need its time, is the one whose exit ends the job. The launcher's code is unchanged
+    (mpirun, srun and torchrun exit 1, and --workers reads rank 0's); failures and interrupts keep their
+    codes on every rank (each has its own rule for who speaks, ranks/faults.py)."""
+    return launch.rank == 0
 
 
 def record_in_history(run_dir: Path, address) -> None:

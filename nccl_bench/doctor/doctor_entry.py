@@ -41,7 +41,8 @@ class DoctorJob:
 
     @staticmethod
     def verdict_of(report: DoctorReport) -> int:
-        """Every rank's exit: the verdict was reached from the same gathered numbers."""
+        """The run's verdict as an exit code, reached alike on every rank from the same gathered numbers
+        (rank 0 alone exits with it: cli/on_ranks.carries_verdict)."""
         return EXIT_VERDICT if report.judgement is not None and report.judgement.suspects else EXIT_OK
 
     @staticmethod

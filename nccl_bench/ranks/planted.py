@@ -22,6 +22,10 @@ Grammar of NCCL_BENCH_FAULT:
   torchrun --max-restarts starts the job again, and the restarted attempt goes on.
 - `killed[:RANK]`: RANK's process is killed (SIGKILL) once its run has ended (the final meta.json
   written, the report printed), as by an OOM killer or a scheduler during the teardown.
+- `outlive[:RANK]`: RANK says its run's last lines (the observer's `finished`, after the final
+  meta.json) only once every other rank on its host has ended (at most OUTLIVE_WAIT_S), as a rank 0
+  slowed by a loaded host or terminal would: a launcher that ends the whole job at the first
+  non-zero exit (mpirun) would kill it before those lines if another rank could exit non-zero first.
 - `crash-set-up[:RANK]`: RANK's process is killed (SIGKILL) during set-up, once it has registered in
   the rendezvous store and before its process group is made, as a host lost while the job starts.
 - `stall-set-up[:RANK]`: RANK blocks at the same place in native code (a store client of its own
@@ -44,7 +48,7 @@ import os
 import signal
 import time
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Callable, Mapping
 
 from nccl_bench.ranks.run_owner import attempt
 
@@ -56,7 +60,12 @@ STALL_S = 86_400
 STALLED_KEY = "nccl_bench/fault/stalled"
 # torch.cuda._sleep spins this many GPU cycles (over an hour at 2 GHz): a stream that never drains.
 STALL_GPU_CYCLES = 10**13
-KINDS = ("corrupt", "stall", "stall-gpu", "stall-behind-gpu", "killed", "crash", "crash-set-up", "stall-set-up")
+# The longest an outlive rank waits for the other ranks on its host to end: a rank that never ends
+# must not hold the test past its own timeout.
+OUTLIVE_WAIT_S = 30.0
+OUTLIVE_POLL_S = 0.1
+KINDS = ("corrupt", "stall", "stall-gpu", "stall-behind-gpu", "killed", "outlive", "crash", "crash-set-up",
+         "stall-set-up")
 
 
 class NoFaults:
@@ -68,6 +77,10 @@ class NoFaults:
     def output_checked(self, recv, first_index: int | None, rank: int, holder: int) -> None:
         """Called after a point's output has landed in `recv` and before it is counted; `first_index`
         is the first element the check verifies (None: nothing to verify), `holder` the rank holding it."""
+
+    def last_lines_due(self, rank: int, others_running: Callable[[], bool]) -> None:
+        """Called on every rank after its final meta.json, before the observer says the run's last lines;
+        `others_running()`: whether another rank on this host is still running."""
 
     def run_ended(self, rank: int) -> None:
         """Called on every rank after its run's ending (final meta.json, report)."""
@@ -101,6 +114,13 @@ class Fault(NoFaults):
         if self.kind == "corrupt" and first_index is not None and rank == holder:
             recv[first_index] += 1
 
+    def last_lines_due(self, rank: int, others_running: Callable[[], bool]) -> None:
+        if self.kind == "outlive" and rank == self.rank:
+            for _ in range(round(OUTLIVE_WAIT_S / OUTLIVE_POLL_S)):  # counted polls: a bound, no clock to read
+                if not others_running():
+                    return
+                time.sleep(OUTLIVE_POLL_S)
+
     def run_ended(self, rank: int) -> None:
         if self.kind == "killed" and rank == self.rank:
             os.kill(os.getpid(), signal.SIGKILL)
@@ -122,8 +142,8 @@ def planted_fault(environ: Mapping[str, str]) -> Fault | None:
         numbers = [int(f) for f in fields[:2]] + [float(f) for f in fields[2:]]
     except ValueError:
         raise ValueError(f"{FAULT_ENV}={raw!r}: expected corrupt, stall[:RANK[:POINT[:SECONDS]]], "
-                         "stall-gpu|stall-behind-gpu[:RANK[:POINT]], crash[:RANK[:POINT]], killed[:RANK] or "
-                         "crash-set-up|stall-set-up[:RANK]") from None
+                         "stall-gpu|stall-behind-gpu[:RANK[:POINT]], crash[:RANK[:POINT]], killed[:RANK], "
+                         "outlive[:RANK] or crash-set-up|stall-set-up[:RANK]") from None
     return Fault(kind, *numbers)
 
 

@@ -13,9 +13,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from nccl_bench.comparison import Comparison
-from nccl_bench.errors import EXIT_OK, OptionError, RunFailedError
+from nccl_bench.errors import EXIT_OK, EXIT_VERDICT, OptionError, RunFailedError
 from nccl_bench.ranks.launch import is_local_worker
 from nccl_bench.results.loader import read_run
+from nccl_bench.results.run_folder import read_meta
 from nccl_bench.sweep.baseline_check import (
     BaselineCheck,
     check_against_baseline,
@@ -81,6 +82,14 @@ class SweepJob:
         run = read_run(run_dir, "run") if floor_gbps is not None or compared else None
         return SweepVerdicts(check_floor(run.rows, floor_gbps) if floor_gbps is not None else None,
                              check_against_baseline(self.baseline, run) if compared else None)
+
+    @staticmethod
+    def verdict_on_disk(run_dir: Path) -> int:
+        """What a completed run's meta.json says: EXIT_VERDICT when the data check counted wrong elements
+        (local workers: the process that started them reads it, whichever worker ended how; a run that
+        failed keeps its own code)."""
+        meta = read_meta(run_dir) or {}
+        return EXIT_VERDICT if meta.get("status") == "complete" and meta.get("wrong_total") else EXIT_OK
 
     def keep_baseline(self, run_dir: Path) -> Path:
         """--save-baseline NAME: the run folder copied to <results-root>/baselines/NAME/; where it is now."""

@@ -8,6 +8,7 @@ is not installed there. `--tag-output` output is read back by `report`.
 from __future__ import annotations
 
 import json
+import re
 import sys
 
 import pytest
@@ -40,9 +41,27 @@ def test_mpirun_doctor_names_the_host_that_never_joined(mpi, tmp_path):
     done = mpi.mpirun(["-np", "4", "-H", "node01:2,node02:2", *FORWARD, sys.executable, "-m", "nccl_bench", "doctor",
                        "--size", "1M", "--tolerance", "70%", "--timeout", "60", "--expect-hosts", "node[01-03]",
                        "--exclude-file", str(exclude), "--out", str(tmp_path / "run")], cwd=tmp_path, timeout=150)
-    assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]  # mpirun passes on the ranks' 1
+    assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]  # mpirun passes on rank 0's 1
     verdict = json.loads((tmp_path / "run" / "doctor.json").read_text())
     assert [(s["kind"], s["hosts"]) for s in verdict["suspects"]] == [("missing", ["node03"])]
     assert [n["host"] for n in verdict["nodes"]] == ["node01", "node02"]
     assert exclude.read_text() == "node03\n"
     assert f"# exclude: node03 (sbatch --exclude=node03); written to {exclude}" in done.stdout
+
+
+def test_mpirun_doctor_with_suspects_ends_the_job_only_after_rank_0_has_said_its_last_line(mpi, tmp_path):
+    # mpirun kills every rank once one exits non-zero. Rank 0 says its closing lines only after the other
+    # rank on its host has ended (the planted outlive fault), so a verdict exit from any rank but rank 0
+    # would cut them off every time; what rank 0 does after the run (the history) must come through too.
+    exclude = tmp_path / "exclude.txt"
+    done = mpi.mpirun(["-np", "4", "-H", "node01:2,node02:2", *FORWARD, "-x", "NCCL_BENCH_FAULT=outlive:0",
+                       sys.executable, "-m", "nccl_bench", "doctor", "--size", "64K", "--tolerance", "70%",
+                       "--timeout", "60", "--expect-hosts", "node[01-03]", "--exclude-file", str(exclude),
+                       "--out", str(tmp_path / "run")], cwd=tmp_path, timeout=150)
+    said = done.stdout[-3000:] + done.stderr[-3000:]
+    assert done.returncode == 1, said
+    assert re.search(r"Process name: \[\[\d+,\d+\],0\]", done.stderr), said  # the first to exit non-zero: rank 0
+    assert f"# exclude: node03 (sbatch --exclude=node03); written to {exclude}" in done.stdout, said
+    assert done.stdout.rstrip().splitlines()[-1].startswith("# complete: 4 measurement(s) in "), said
+    assert "recorded run " in done.stderr, said
+    assert exclude.read_text() == "node03\n"

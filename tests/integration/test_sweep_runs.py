@@ -103,6 +103,17 @@ def test_corrupted_result_is_caught_and_fails_the_run(tmp_path):
     assert "wrong element" in result.stderr
 
 
+def test_corrupted_result_under_local_workers_is_said_once_by_rank_0_and_exits_1(tmp_path):
+    # rank 0 alone exits with the verdict (cli/on_ranks.carries_verdict); the command reads it back
+    out = tmp_path / "run"
+    result = run_cli(["sweep", "--workers", "2", "--op", "all_gather", "--sizes", "1K", "--iters", "2", "-w", "0",
+                      "--no-inplace", "--out", str(out)], env={"NCCL_BENCH_FAULT": "corrupt"})
+    assert result.returncode == 1, result.stderr[-3000:]
+    assert [(r.wrong, r.status) for r in read_rows(out)] == [(1, "wrong")]
+    said = [line for line in result.stderr.splitlines() if line.startswith("nccl-bench: ") and "launcher" not in line]
+    assert said == ["nccl-bench: error: 1 wrong element(s) in the data check"], said
+
+
 def test_without_launcher_workers_start_through_torch_launcher(tmp_path):
     result = run_cli(["sweep", "--workers", "2", "--op", "broadcast", "--sizes", "1K", "--iters", "2",
                       "--results-root", str(tmp_path)])

@@ -13,7 +13,7 @@ from nccl_bench.ranks import planted
      ("stall:1:2", planted.Fault("stall", 1, 2)), ("stall:0:2:2.5", planted.Fault("stall", 0, 2, 2.5)),
      ("stall-gpu:0:1", planted.Fault("stall-gpu", 0, 1)),
      ("stall-behind-gpu:1:0", planted.Fault("stall-behind-gpu", 1, 0)), ("killed:1", planted.Fault("killed", 1)),
-     ("crash:1:2", planted.Fault("crash", 1, 2))],
+     ("outlive", planted.Fault("outlive")), ("crash:1:2", planted.Fault("crash", 1, 2))],
 )
 def test_planted_fault_grammar(raw, fault):
     assert planted.planted_fault({planted.FAULT_ENV: raw}) == fault
@@ -94,3 +94,20 @@ def test_crash_kills_only_in_the_first_attempt(monkeypatch):
         seam.point_starts(1, 1)  # another point
         seam.point_starts(1, 2)
         assert killed == expected
+
+
+def test_outlive_waits_on_its_rank_only_until_the_others_here_have_ended(monkeypatch):
+    monkeypatch.setattr(planted.time, "sleep", lambda seconds: None)
+    seam = planted.fault_seam({planted.FAULT_ENV: "outlive:1"})
+    running = iter([True, True, False])
+    seam.last_lines_due(0, lambda: pytest.fail("another rank must not wait"))
+    seam.last_lines_due(1, lambda: next(running))
+    assert next(running, "all asked") == "all asked"
+    planted.NoFaults().last_lines_due(1, lambda: pytest.fail("a normal run must not wait"))
+
+
+def test_outlive_gives_up_on_a_rank_that_never_ends(monkeypatch):
+    slept = []
+    monkeypatch.setattr(planted.time, "sleep", slept.append)
+    planted.fault_seam({planted.FAULT_ENV: "outlive"}).last_lines_due(0, lambda: True)
+    assert sum(slept) == pytest.approx(planted.OUTLIVE_WAIT_S)
