@@ -106,9 +106,10 @@ def stop_signals_as_at_start():
 # dev.sh runs the suite in two passes. The first spreads every test over pytest-xdist workers
 # (--dist loadgroup); the tests of one group run one after another on one worker. The second runs
 # the tests marked `alone` by themselves, after the rest.
-# Groups are of two kinds: what a module declares with `pytest.mark.xdist_group("timing")` (a deadline,
-# a signal or a timeout measured in seconds: one at a time, so two stalls never share the cores'
-# slack), and what follows from the fixtures a test uses, derived here: a daemon a worker starts once
+# Groups are of two kinds: what a test declares with `pytest.mark.xdist_group(...)`, "timing" (a deadline
+# or a wait measured in seconds) or "signals" (a signal sent to a run, its ending watched): one at a
+# time within each, so two stalls or two dying runs never share the cores' slack; and what follows
+# from the fixtures a test uses, derived here: a daemon a worker starts once
 # for its session (PostgreSQL), a cluster a module starts (Slurm, Open MPI) or a run that several
 # modules read (shared_sweep) is made on one worker only.
 # `pytest.mark.alone` is for a module that measures bandwidth through tc-shaped links between

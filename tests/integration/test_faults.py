@@ -24,7 +24,7 @@ from nccl_bench.results.run_folder import read_meta
 from tests.helpers.processes import alive, child_pids, rank_of
 from tests.helpers.rows import rows_on_disk
 
-pytestmark = pytest.mark.xdist_group("timing")
+pytestmark = pytest.mark.xdist_group("signals")
 
 # Enough small points that the sweep is still running when the fault lands, each one quick.
 SWEEP = ["--op", "all_reduce", "--min-bytes", "1K", "--max-bytes", "64M", "--iters", "20", "--warmup", "1"]

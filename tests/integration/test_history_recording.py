@@ -19,7 +19,7 @@ from nccl_bench.results.run_folder import read_meta, write_meta
 from tests.helpers.launch import run_cli, worker_env
 from tests.helpers.rows import write_run
 
-pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("timing")]
+pytestmark = pytest.mark.integration
 
 TINY_SWEEP = ["sweep", "--workers", "2", "--sizes", "1M", "--trials", "3", "--min-sample-ms", "50", "-w", "2"]
 
@@ -88,6 +88,7 @@ def _add_later_line(run: Path, where: str) -> str:
     return f"add it later with `nccl-bench history add {run} --history {where}`"
 
 
+@pytest.mark.xdist_group("timing")
 def test_a_sweep_whose_sqlite_history_is_locked_ends_with_its_own_code_and_the_add_later_line(tmp_path):
     import time
 
@@ -109,6 +110,7 @@ def test_a_sweep_whose_sqlite_history_is_locked_ends_with_its_own_code_and_the_a
     assert "Traceback" not in done.stderr
 
 
+@pytest.mark.xdist_group("timing")
 def test_a_sweep_whose_postgresql_history_is_locked_ends_with_its_own_code(tmp_path, postgres_server):
     import psycopg
 
@@ -126,6 +128,7 @@ def test_a_sweep_whose_postgresql_history_is_locked_ends_with_its_own_code(tmp_p
     assert warning.endswith(_add_later_line(tmp_path / "run", "URL"))
 
 
+@pytest.mark.xdist_group("signals")
 @pytest.mark.parametrize("signal_name", ["SIGINT", "SIGTERM"])
 def test_ctrl_c_or_sigterm_while_a_sweep_waits_for_its_history_ends_at_once_saying_how_to_add_it(
         tmp_path, signal_name):

@@ -25,7 +25,7 @@ from tests.helpers.ports import free_port
 from tests.helpers.processes import wait_for
 from tests.helpers.rows import rows_on_disk
 
-pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("timing")]
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("signals")]
 
 # Enough small points that the sweep is still running when the signal lands.
 SWEEP = ["sweep", "--op", "all_reduce", "--sizes", "1K,2K,4K,8K,16K,32K,64K,128K", "--iters", "20",

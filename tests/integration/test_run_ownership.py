@@ -21,7 +21,7 @@ from tests.helpers.forked_cli import run_forked
 from tests.helpers.launch import REPO, worker_env
 from tests.helpers.processes import alive, child_pids
 
-pytestmark = pytest.mark.xdist_group("timing")
+pytestmark = pytest.mark.xdist_group("signals")
 
 SWEEP = ["sweep", "--workers", "2", "--op", "all_reduce", "--sizes", "1K", "--iters", "2", "--warmup", "0"]
 ORPHAN_LIMIT_S = 15  # the ranks poll their parent every 0.5 s; the rest is their ending on a loaded host
