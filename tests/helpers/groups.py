@@ -1,9 +1,17 @@
-"""The pytest-xdist group a test's fixtures put it in (tests/conftest.py says why groups exist)."""
+"""The pytest-xdist group a test's fixtures put it in (tests/conftest.py says why groups exist).
+
+A fixture wider than a test (module or session scope) is made once per worker that needs it: spread
+over six workers, a module whose fixture runs two sweeps would run them up to six times. So every test
+that uses such a fixture of the suite's own goes where the others that use it go: a module's fixture
+keeps its module's tests on one worker, a session's fixture its users across modules.
+"""
 
 from __future__ import annotations
 
 import pytest
 
+# Fixtures shared across modules, each with the group its users form; a daemon or a cluster started
+# once for a worker's session is named for what it runs.
 FIXTURE_GROUPS = {"postgres_server": "postgresql", "slurm": "slurm", "mpi": "mpi", "shared_sweep": "shared-sweep"}
 
 
@@ -12,4 +20,25 @@ def fixture_group(item: pytest.Item) -> str | None:
     params = getattr(getattr(item, "callspec", None), "params", {})
     if params.get("store_url") == "postgresql":
         return FIXTURE_GROUPS["postgres_server"]
-    return next((group for name, group in FIXTURE_GROUPS.items() if name in item.fixturenames), None)
+    named = next((group for name, group in FIXTURE_GROUPS.items() if name in item.fixturenames), None)
+    return named or _wide_fixture_group(item)
+
+
+def _wide_fixture_group(item: pytest.Item) -> str | None:
+    """`module:<file>` or `session:<fixture>` for a test using a wider-than-test fixture written in tests/
+    (pytest's and xdist's own, such as tmp_path_factory, cost nothing to make again), else None."""
+    for name in item.fixturenames:
+        definitions = item._fixtureinfo.name2fixturedefs.get(name) or ()
+        if not definitions or not _ours(definitions[-1]) or name.startswith("_"):
+            continue
+        if definitions[-1].scope == "module":
+            return f"module:{item.nodeid.split('::')[0]}"
+        if definitions[-1].scope in ("session", "package"):
+            return f"session:{name}"
+    return None
+
+
+def _ours(definition) -> bool:
+    """A fixture written in this suite (a conftest.py or a test module), not one of pytest's or a plugin's."""
+    module = definition.func.__module__
+    return module.startswith(("tests.", "test_")) or module.split(".")[-1] == "conftest"

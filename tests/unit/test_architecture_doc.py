@@ -11,6 +11,7 @@ says so.
 from __future__ import annotations
 
 import ast
+import functools
 import re
 import sys
 from pathlib import Path
@@ -358,18 +359,21 @@ def _imports(tree: ast.Module, root: str) -> bool:
     return any(name == root or name.startswith(root + ".") for node in ast.walk(tree) for name in _imported_names(node))
 
 
+@functools.cache  # the source is read once; the answer does not change within a run
 def _defining(name: str) -> set[str]:
     """The modules that define a function or class called `name` at their top level."""
     return {module for module, tree in MODULES.items() for node in tree.body
             if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name == name}
 
 
+@functools.cache
 def _life_cycle() -> str:
     """The module of the shared run life cycle: the one that declares what a command's body is (RunBody)."""
     [module] = _defining("RunBody")
     return module
 
 
+@functools.cache
 def _bodies() -> set[str]:
     """The commands' bodies on the life cycle: the modules that import it at module level."""
     return {module for module, tree in MODULES.items() for node in tree.body
