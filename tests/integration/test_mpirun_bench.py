@@ -17,6 +17,10 @@ from tests.helpers.launch import REPO
 
 pytestmark = pytest.mark.integration
 
+# What these tests check is the launcher's part (who joined, what the ranks print and exit with), not
+# bandwidth: a pair would have to fall below 1% of the fleet's median to be named, which the load of
+# the tests beside them never makes it (tests/integration/test_doctor_hosts.py judges bandwidth, alone).
+LOOSE = "99%"
 FORWARD = ["-x", "MASTER_ADDR=node01", "-x", "MASTER_PORT=29500", "-x", f"PYTHONPATH={REPO}", "-x", "OMP_NUM_THREADS=1"]
 
 
@@ -39,7 +43,7 @@ def test_mpirun_sweep_tagged_output_read_by_report(mpi, tmp_path, cli):
 def test_mpirun_doctor_names_the_host_that_never_joined(mpi, tmp_path):
     exclude = tmp_path / "exclude.txt"
     done = mpi.mpirun(["-np", "4", "-H", "node01:2,node02:2", *FORWARD, sys.executable, "-m", "nccl_bench", "doctor",
-                       "--size", "1M", "--tolerance", "70%", "--timeout", "60", "--expect-hosts", "node[01-03]",
+                       "--size", "1M", "--tolerance", LOOSE, "--timeout", "60", "--expect-hosts", "node[01-03]",
                        "--exclude-file", str(exclude), "--out", str(tmp_path / "run")], cwd=tmp_path, timeout=150)
     assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]  # mpirun passes on rank 0's 1
     verdict = json.loads((tmp_path / "run" / "doctor.json").read_text())
@@ -55,7 +59,7 @@ def test_mpirun_doctor_with_suspects_ends_the_job_only_after_rank_0_has_said_its
     # would cut them off every time; what rank 0 does after the run (the history) must come through too.
     exclude = tmp_path / "exclude.txt"
     done = mpi.mpirun(["-np", "4", "-H", "node01:2,node02:2", *FORWARD, "-x", "NCCL_BENCH_FAULT=outlive:0",
-                       sys.executable, "-m", "nccl_bench", "doctor", "--size", "64K", "--tolerance", "70%",
+                       sys.executable, "-m", "nccl_bench", "doctor", "--size", "64K", "--tolerance", LOOSE,
                        "--timeout", "60", "--expect-hosts", "node[01-03]", "--exclude-file", str(exclude),
                        "--out", str(tmp_path / "run")], cwd=tmp_path, timeout=150)
     said = done.stdout[-3000:] + done.stderr[-3000:]

@@ -76,9 +76,10 @@ def test_doctor_sbatch_names_a_shaped_host_and_one_never_started(slurm, tmp_path
 
 
 def test_srun_doctor_expects_the_jobs_nodelist_and_writes_an_empty_exclude_file(slurm, tmp_path):
+    # --tolerance 99%: the launcher's part is checked here, not bandwidth, which the load beside it moves
     exclude = tmp_path / "exclude.txt"
     done = slurm.run(["srun", *LAYOUT, sys.executable, "-m", "nccl_bench", "doctor", "--size", "1M", "--tolerance",
-                      "70%", "--timeout", "60", "--out", str(tmp_path / "run"), "--exclude-file", str(exclude)],
+                      "99%", "--timeout", "60", "--out", str(tmp_path / "run"), "--exclude-file", str(exclude)],
                      env=_env(), cwd=tmp_path, timeout=150)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
     verdict = json.loads((tmp_path / "run" / "doctor.json").read_text())
