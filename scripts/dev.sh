@@ -73,7 +73,7 @@ case "$job" in
     # which a pass that a test selection leaves empty is; the command fails if either pass fails.
     passed() { [ "$1" = 0 ] || [ "$1" = 5 ]; }
     parallel=0; alone=0
-    "$py" -m pytest -n "${NCCL_BENCH_TEST_WORKERS:-6}" --dist loadgroup -m "not alone" "$@" || parallel=$?
+    "$py" -m pytest -n "${NCCL_BENCH_TEST_WORKERS:-4}" --dist loadgroup -m "not alone" "$@" || parallel=$?
     "$py" -m pytest -p no:xdist -m alone "$@" || alone=$?
     if [ "$parallel" = 5 ] && [ "$alone" = 5 ]; then exit 5; fi
     passed "$parallel" && passed "$alone" && exit 0
