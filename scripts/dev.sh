@@ -76,7 +76,8 @@ case "$job" in
     "$py" -m pytest -n "${NCCL_BENCH_TEST_WORKERS:-4}" --dist loadgroup -m "not alone" "$@" || parallel=$?
     "$py" -m pytest -p no:xdist -m alone "$@" || alone=$?
     if [ "$parallel" = 5 ] && [ "$alone" = 5 ]; then exit 5; fi
-    passed "$parallel" && passed "$alone" && exit 0
-    exit "$( [ "$parallel" != 0 ] && [ "$parallel" != 5 ] && echo "$parallel" || echo "$alone" )" ;;
+    passed "$parallel" || exit "$parallel"
+    passed "$alone" || exit "$alone"
+    exit 0 ;;
   *) echo "usage: bash scripts/dev.sh sweep|test [options]" >&2; exit 2 ;;
 esac

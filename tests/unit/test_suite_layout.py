@@ -73,8 +73,8 @@ def _judges_bandwidth(node: ast.FunctionDef, text: str) -> bool:
     with a tolerance that the load beside it could cross."""
     on_hosts = any(arg.arg in CLUSTERS for arg in node.args.args)
     doctor = '"doctor"' in text or "doctor.sbatch" in text
-    loose = any(f'"--tolerance", {value}' in " ".join(text.split()) or f'"--tolerance", "{value}"' in
-                " ".join(text.split()) for value in LOOSE_TOLERANCE)
+    flat = " ".join(text.split())  # an argument list wrapped over lines reads as one
+    loose = any(f'"--tolerance", {value}' in flat or f'"--tolerance", "{value}"' in flat for value in LOOSE_TOLERANCE)
     return any(name in text for name in SHAPING) or (on_hosts and doctor and not loose)
 
 
