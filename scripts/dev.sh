@@ -17,6 +17,9 @@ pip_quiet=(-m pip install --quiet --disable-pip-version-check)
 
 has_gpu() { command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; }
 
+# torch first chosen (the CPU build where no GPU is seen), then installed in the same pip call as the
+# package, so that one resolver run serves both; a separate index of torch wheels needs its own call.
+torch_spec=""
 if ! "$py" -c "import torch" >/dev/null 2>&1; then
   if [ -n "${NCCL_BENCH_TORCH:-}" ]; then
     torch_spec="$NCCL_BENCH_TORCH"
@@ -25,20 +28,19 @@ if ! "$py" -c "import torch" >/dev/null 2>&1; then
   else
     torch_spec="torch==2.13.0"  # the CPU build this workplace keeps on disk (see README)
   fi
-  echo "dev.sh: installing $torch_spec into $venv" >&2
   if [ -n "${NCCL_BENCH_TORCH_INDEX:-}" ]; then
+    echo "dev.sh: installing $torch_spec into $venv from $NCCL_BENCH_TORCH_INDEX" >&2
     "$py" "${pip_quiet[@]}" --index-url "$NCCL_BENCH_TORCH_INDEX" "$torch_spec"
-  else
-    "$py" "${pip_quiet[@]}" "$torch_spec"
+    torch_spec=""
   fi
 fi
 
-# Reinstall the package only when its declared dependencies change.
+# Reinstall the package only when its declared dependencies change (or torch comes with it).
 stamp="$venv/.nccl-bench-installed"
 want="$(sha256sum pyproject.toml | cut -d' ' -f1)"
-if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
-  echo "dev.sh: installing nccl-bench (editable) with its test and plot extras" >&2
-  "$py" "${pip_quiet[@]}" -e ".[test,plot]"
+if [ -n "$torch_spec" ] || [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+  echo "dev.sh: installing ${torch_spec:+$torch_spec and }nccl-bench (editable) with its test and plot extras into $venv" >&2
+  "$py" "${pip_quiet[@]}" ${torch_spec:+"$torch_spec"} -e ".[test,plot]"
   echo "$want" > "$stamp"
 fi
 
@@ -47,22 +49,21 @@ shift || true
 case "$job" in
   sweep) exec "$venv/bin/nccl-bench" sweep "$@" ;;
   test)
-    # The two-host test builds network namespaces with iproute2; install it where we may.
-    if ! command -v ip >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-      (apt-get update -qq && apt-get install -y -qq iproute2) >/dev/null 2>&1 || echo "dev.sh: could not install iproute2; the two-host test will skip" >&2
-    fi
-    # The HTML report test opens the page in headless Chromium (Debian's chromium package).
-    if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-      (apt-get update -qq && apt-get install -y -qq chromium) >/dev/null 2>&1 || echo "dev.sh: could not install chromium; the HTML report test will skip" >&2
-    fi
-    # The Slurm and mpirun tests start real munged, slurmctld, slurmd and Open MPI (Debian's packages).
+    # System programs some tests start for real, installed where we may (root with apt), all in one apt
+    # call: iproute2 (network namespaces for simulated hosts), chromium (the HTML report opened headless),
+    # slurm-wlm, munge and openmpi-bin (real slurmctld, slurmd, munged and mpirun), postgresql (initdb and
+    # pg_ctl for the PostgreSQL results store). A test whose program is missing skips, naming it.
     has() { command -v "$1" >/dev/null 2>&1 || [ -x "/usr/sbin/$1" ]; }
-    if ! { has slurmd && has slurmctld && has munged && has mpirun; } && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-      (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq -o DPkg::Lock::Timeout=120 slurm-wlm munge openmpi-bin) >/dev/null 2>&1 || echo "dev.sh: could not install slurm-wlm, munge and openmpi-bin; the Slurm and mpirun tests will skip" >&2
-    fi
-    # The results store's tests start a real PostgreSQL server (Debian's postgresql package: initdb, pg_ctl).
-    if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-      (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq -o DPkg::Lock::Timeout=120 postgresql) >/dev/null 2>&1 || echo "dev.sh: could not install postgresql; the PostgreSQL store tests will skip" >&2
+    missing=()
+    has ip || missing+=(iproute2)
+    has chromium || missing+=(chromium)
+    { has slurmd && has slurmctld && has munged; } || missing+=(slurm-wlm munge)
+    has mpirun || missing+=(openmpi-bin)
+    ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing+=(postgresql)
+    if [ "${#missing[@]}" -gt 0 ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+      echo "dev.sh: installing ${missing[*]} for the tests that start them" >&2
+      (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq -o DPkg::Lock::Timeout=120 \
+        "${missing[@]}") >/dev/null 2>&1 || echo "dev.sh: could not install ${missing[*]}; the tests that need them will skip" >&2
     fi
     "$venv/bin/ruff" check nccl_bench tests benchmarks  # a lint error fails the command before any test runs
     # Two passes (tests/conftest.py says which test goes where). First every test but the `alone` ones,

@@ -54,5 +54,6 @@ def _on_this_rank(job: DoctorJob, json_path: Optional[Path], launch) -> Ran:
         write_report_json(report, json_path)
     if config.prom is not None and launch.rank == 0 and report.judgement is not None:
         verdicts = report_json(report)
-        live.write_prom(config.prom, report.run_dir, lambda meta, now: doctor_metrics(verdicts, meta, now))
+        live.write_prom(config.prom, report.run_dir, lambda meta, now: doctor_metrics(verdicts, meta, now),
+                        option_name("prom"))
     return Ran(report.run_dir if report.judgement is not None else None, job.verdict_of(report))

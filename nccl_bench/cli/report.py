@@ -22,7 +22,7 @@ def report_command(args: ReportArgs) -> None:
     from nccl_bench.results.whole_file import write_text_file
 
     fmt, log_op, log_ranks = args.fmt, args.op, args.ranks
-    render_formats.check_format(fmt, FORMAT.name)
+    render_formats.check_format(fmt)
     plot_path = _checked_plot_path(args.plot)
     output_path = render_formats.check_output_file(args.output, OUTPUT.name)
     html_path = render_formats.check_output_file(args.html_file, HTML.name, suffix=".html")

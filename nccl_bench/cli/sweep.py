@@ -9,10 +9,11 @@ from typing import TYPE_CHECKING
 
 from nccl_bench.cli import messages, on_ranks
 from nccl_bench.cli.on_ranks import OnRanks, Ran
-from nccl_bench.cli.option_sets import Recording, Workers
+from nccl_bench.cli.option_sets import Recording, ReportArgs, Workers
 from nccl_bench.cli.params import command_of
 from nccl_bench.errors import EXIT_VERDICT
 from nccl_bench.option_types import declared
+from nccl_bench.option_types import option_name as option_name_of
 from nccl_bench.sweep.sweep_config import BaselineOptions, SweepConfig, option_name
 
 if TYPE_CHECKING:
@@ -54,9 +55,12 @@ def _on_this_rank(job: SweepJob, launch) -> Ran:
     plan = job.plan_on_ranks(launch)
     if on_ranks.speaks_for_run(launch):  # local workers: the process that started them said it
         messages.notes(plan.before_start)
-    summary = job.run(plan, lambda rank: LiveReporter() if rank == 0 else SilentObserver(), messages.end_stuck_rank)
+    replot_flag = option_name_of(ReportArgs, "plot")
+    summary = job.run(plan, lambda rank: LiveReporter(replot_flag) if rank == 0 else SilentObserver(),
+                      messages.end_stuck_rank)
     if job.config.prom is not None and summary.run_dir is not None:
-        write_prom(job.config.prom, summary.run_dir, lambda meta, now: sweep_metrics(summary.rows, meta, now))
+        write_prom(job.config.prom, summary.run_dir, lambda meta, now: sweep_metrics(summary.rows, meta, now),
+                   option_name("prom"))
     if summary.wrong_total and on_ranks.carries_verdict(launch):
         messages.fail(f"{summary.wrong_total} wrong element(s) in the data check", EXIT_VERDICT)
     return Ran(summary.run_dir)

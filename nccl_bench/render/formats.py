@@ -14,8 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Sequence
 
-from nccl_bench.errors import UserInputError
-from nccl_bench.options import FORMAT
+from nccl_bench.errors import OptionError, UserInputError
 from nccl_bench.results.loader import JSON_FORMAT_NAME
 from nccl_bench.results.schema import (
     COLUMNS,
@@ -132,9 +131,10 @@ FORMATS: dict[str, Format] = {
 }
 
 
-def check_format(fmt: str, option: str = FORMAT.name) -> str:
+def check_format(fmt: str) -> str:
+    """`fmt` if it is a format's name; an error naming the option by key (`fmt`) if not."""
     if fmt not in FORMATS:
-        raise UserInputError(option, f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
+        raise OptionError("fmt", f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
     return fmt
 
 

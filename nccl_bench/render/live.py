@@ -18,7 +18,6 @@ from rich.console import Console
 from rich.text import Text
 
 from nccl_bench.errors import RunFailedError, first_line
-from nccl_bench.options import PLOT, PROM
 from nccl_bench.render import formats, repeats, tables
 from nccl_bench.render.escape import terminal_text
 from nccl_bench.render.fit import Layout
@@ -33,10 +32,11 @@ SWEEP_PLOT = "busbw.png"
 HEATMAP_PNG = "pairs.png"
 
 
-def write_prom(path: Path, run_dir: Path | None, metrics: Callable[[dict, float], str]) -> None:
+def write_prom(path: Path, run_dir: Path | None, metrics: Callable[[dict, float], str], option: str) -> None:
     """The metrics file of a finished run, written by rank 0 and replaced whole by a rename: `metrics`
     renders it from the run's final meta.json and the time now. A file that cannot be written fails
-    the command (exit 3), and says that the results on disk are kept."""
+    the command (exit 3), naming `option` (the flag that asked for the file), and says that the results
+    on disk are kept."""
     import time
 
     from nccl_bench.results.run_folder import read_meta
@@ -47,7 +47,7 @@ def write_prom(path: Path, run_dir: Path | None, metrics: Callable[[dict, float]
         replace_whole(path, metrics(meta, time.time()))
     except OSError as exc:
         problem = f"cannot write {path}: {exc.strerror} (the results on disk are kept)"
-        raise RunFailedError(f"{PROM.name}: {problem}") from None
+        raise RunFailedError(f"{option}: {problem}") from None
 
 
 def make_console() -> Console:
@@ -142,8 +142,9 @@ def _progress(console: Console, what: str, total: int):
 class LiveReporter:
     """Rank 0's observer of a sweep: header, rows as they finish, a progress bar on a terminal, summary."""
 
-    def __init__(self, console: Console | None = None):
+    def __init__(self, plot_flag: str, console: Console | None = None):
         self.console = console or make_console()
+        self.plot_flag = plot_flag  # report's flag that draws busbw.png later, which a note may suggest
         self._progress = None
         self._task = None
         self._layout: Layout | None = None
@@ -175,7 +176,7 @@ class LiveReporter:
             self._progress.stop()
         plot_note = None
         if summary.run_dir is not None:
-            summary.plot_path, plot_note = _sweep_plot(summary)
+            summary.plot_path, plot_note = _sweep_plot(summary, self.plot_flag)
         print_lines(self.console, tables.summary_lines(summary))
         if plot_note:
             print_lines(self.console, [f"# note: {plot_note}"])
@@ -191,7 +192,7 @@ def write_sweep_plot(rows: list[ResultRow], run_dir: Path, peak_gbps: float | No
     return plots.write_plot([(run_dir.name, rows)], run_dir / SWEEP_PLOT, peak_gbps=peak_gbps, title=run_dir.name)
 
 
-def _sweep_plot(summary) -> tuple[Path | None, str | None]:
+def _sweep_plot(summary, plot_flag: str) -> tuple[Path | None, str | None]:
     """busbw.png beside the CSV, or why not (said once, at the end); a plot never fails a run.
 
     Not after a signal: a scheduler's grace before SIGKILL (Slurm's KillWait, 30 s by default) must
@@ -201,7 +202,7 @@ def _sweep_plot(summary) -> tuple[Path | None, str | None]:
         return None, None
     if summary.status == "interrupted":
         return None, (f"{SWEEP_PLOT} not drawn after the interruption; `nccl-bench report {summary.run_dir} "
-                      f"{PLOT.name} {SWEEP_PLOT}` draws it")
+                      f"{plot_flag} {SWEEP_PLOT}` draws it")
     try:
         from nccl_bench.render.plots import MATPLOTLIB_MISSING, have_matplotlib
 

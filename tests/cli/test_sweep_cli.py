@@ -42,7 +42,7 @@ def test_a_metrics_file_that_cannot_be_written_after_the_run_is_one_line_exit_3(
 
     monkeypatch.setattr(whole_file, "replace_whole", full)
     with pytest.raises(RunFailedError) as ended:
-        live.write_prom(tmp_path / "m.prom", tmp_path, lambda meta, now: "")
+        live.write_prom(tmp_path / "m.prom", tmp_path, lambda meta, now: "", "--prom")
     assert ended.value.exit_code == EXIT_RUN_FAILED == 3 and not ended.value.quiet
     assert str(ended.value) == (f"--prom: cannot write {tmp_path / 'm.prom'}: No space left on device "
                                 "(the results on disk are kept)")

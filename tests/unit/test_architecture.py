@@ -229,6 +229,15 @@ def test_rank_side_code_does_not_import_the_command_line(module, path):
     assert imported == [], f"{module} imports {imported}"
 
 
+def test_no_option_declaration_is_imported_below_the_command_line():
+    """The declarations in options.py are read by cli/ and the config modules whose fields carry them;
+    the rest (rank side, results, render) names options by key and is given flags by cli/ where a message
+    must spell one."""
+    importers = {module for module, path in _modules() for name, _ in _imports(path)
+                 if name.startswith("nccl_bench.options")}
+    assert importers - set(CONFIG_DECLARATIONS) <= {m for m in importers if m.startswith("cli")}, importers
+
+
 def _raised_errors(path: Path) -> list[tuple[int, ast.AST]]:
     return [(node.lineno, node.exc) for node in ast.walk(ast.parse(path.read_text()))
             if isinstance(node, ast.Raise) and node.exc is not None]

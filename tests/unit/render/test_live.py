@@ -20,7 +20,7 @@ from tests.helpers.rows import row
 def test_a_sweep_without_matplotlib_says_once_that_no_plot_was_drawn(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # `import matplotlib` raises ImportError
     out = io.StringIO()
-    reporter = live.LiveReporter(Console(file=out, width=200, soft_wrap=True))
+    reporter = live.LiveReporter("--plot", Console(file=out, width=200, soft_wrap=True))
     reporter.finished(SweepSummary(run_dir=Path(tmp_path), rows=[row(size_bytes=1024)], status="complete"))
     lines = out.getvalue().splitlines()
     notes = [line for line in lines if "busbw.png" in line]
@@ -30,7 +30,7 @@ def test_a_sweep_without_matplotlib_says_once_that_no_plot_was_drawn(tmp_path, m
 
 def test_an_interrupted_sweep_draws_no_plot_and_says_how_to_draw_it(tmp_path):
     out = io.StringIO()
-    reporter = live.LiveReporter(Console(file=out, width=300, soft_wrap=True))
+    reporter = live.LiveReporter("--plot", Console(file=out, width=300, soft_wrap=True))
     reporter.finished(SweepSummary(run_dir=Path(tmp_path), rows=[row(size_bytes=1024)], status="interrupted"))
     notes = [line for line in out.getvalue().splitlines() if "busbw.png" in line]
     assert notes == [f"# note: busbw.png not drawn after the interruption; `nccl-bench report {tmp_path} --plot "
