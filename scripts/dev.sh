@@ -66,6 +66,10 @@ case "$job" in
         "${missing[@]}") >/dev/null 2>&1 || echo "dev.sh: could not install ${missing[*]}; the tests that need them will skip" >&2
     fi
     "$venv/bin/ruff" check nccl_bench tests benchmarks  # a lint error fails the command before any test runs
+    # Every test starts ranks, each a fresh interpreter: compiled once here (and pytest's rewritten test
+    # modules cached by the first worker), they are read, not compiled again, by the thousand processes after.
+    unset PYTHONDONTWRITEBYTECODE
+    "$py" -m compileall -q nccl_bench >/dev/null
     # Two passes (tests/conftest.py says which test goes where). First every test but the `alone` ones,
     # in parallel (pytest-xdist): most integration tests wait on processes and timeouts, so more workers
     # than cores keep both cores busy, and a group that must not run beside its own kind shares one

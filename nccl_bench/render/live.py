@@ -193,12 +193,15 @@ def write_sweep_plot(rows: list[ResultRow], run_dir: Path, peak_gbps: float | No
 
 
 def _sweep_plot(summary, plot_flag: str) -> tuple[Path | None, str | None]:
-    """busbw.png beside the CSV, or why not (said once, at the end); a plot never fails a run.
+    """busbw.png beside the CSV where some op has a curve (two sizes or more), or why not (said once, at
+    the end); a plot never fails a run.
 
     Not after a signal: a scheduler's grace before SIGKILL (Slurm's KillWait, 30 s by default) must
     go to the summary and a clean exit, and drawing took seconds on a loaded host; every rank's exit
     waits for rank 0's."""
-    if not any(row.busbw_gbps is not None for row in summary.rows):
+    from nccl_bench.render.plots import draws_a_curve
+
+    if not draws_a_curve(summary.rows):
         return None, None
     if summary.status == "interrupted":
         return None, (f"{SWEEP_PLOT} not drawn after the interruption; `nccl-bench report {summary.run_dir} "

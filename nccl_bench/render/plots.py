@@ -97,6 +97,13 @@ def curves(runs: Sequence[Run]) -> dict[str, list[ResultRow]]:
     return {key: sorted(points, key=lambda r: r.size_bytes) for key, points in named.items()}
 
 
+def draws_a_curve(rows: Sequence[ResultRow]) -> bool:
+    """Whether some curve of these rows has a bandwidth at two sizes or more: a sweep of one size per
+    op would plot dots, which its table already says exactly, so the sweep draws no busbw.png then."""
+    return any(len({r.size_bytes for r in points if r.busbw_gbps is not None}) >= 2
+               for points in curves([("", rows)]).values())
+
+
 def peak_of(runs: Sequence[Run], peak_gbps: float | None = None) -> float | None:
     if peak_gbps is not None:
         return peak_gbps

@@ -17,11 +17,27 @@ from tests.helpers.png_files import png_size
 from tests.helpers.rows import row
 
 
+def _a_curve():
+    return [row(size_bytes=size, time_us=100.0) for size in (1024, 4096)]
+
+
+def test_a_sweep_of_one_size_per_op_draws_no_plot_and_says_nothing_of_it(tmp_path):
+    """Dots are what the table says exactly; no busbw.png, no note."""
+    out = io.StringIO()
+    reporter = live.LiveReporter("--plot", Console(file=out, width=200, soft_wrap=True))
+    one_size = [row(op=op, size_bytes=1024, time_us=100.0) for op in ("all_reduce", "all_gather")]
+    reporter.finished(SweepSummary(run_dir=Path(tmp_path), rows=one_size, status="complete"))
+    assert "busbw.png" not in out.getvalue() and "plot" not in out.getvalue()
+    assert not (tmp_path / "busbw.png").exists()
+    reporter.finished(SweepSummary(run_dir=Path(tmp_path), rows=_a_curve(), status="complete"))
+    assert (tmp_path / "busbw.png").exists()
+
+
 def test_a_sweep_without_matplotlib_says_once_that_no_plot_was_drawn(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # `import matplotlib` raises ImportError
     out = io.StringIO()
     reporter = live.LiveReporter("--plot", Console(file=out, width=200, soft_wrap=True))
-    reporter.finished(SweepSummary(run_dir=Path(tmp_path), rows=[row(size_bytes=1024)], status="complete"))
+    reporter.finished(SweepSummary(run_dir=Path(tmp_path), rows=_a_curve(), status="complete"))
     lines = out.getvalue().splitlines()
     notes = [line for line in lines if "busbw.png" in line]
     assert notes == ["# note: busbw.png not drawn: matplotlib is not installed; pip install 'nccl-bench[plot]'"]
@@ -31,7 +47,7 @@ def test_a_sweep_without_matplotlib_says_once_that_no_plot_was_drawn(tmp_path, m
 def test_an_interrupted_sweep_draws_no_plot_and_says_how_to_draw_it(tmp_path):
     out = io.StringIO()
     reporter = live.LiveReporter("--plot", Console(file=out, width=300, soft_wrap=True))
-    reporter.finished(SweepSummary(run_dir=Path(tmp_path), rows=[row(size_bytes=1024)], status="interrupted"))
+    reporter.finished(SweepSummary(run_dir=Path(tmp_path), rows=_a_curve(), status="interrupted"))
     notes = [line for line in out.getvalue().splitlines() if "busbw.png" in line]
     assert notes == [f"# note: busbw.png not drawn after the interruption; `nccl-bench report {tmp_path} --plot "
                      "busbw.png` draws it"]
