@@ -23,8 +23,9 @@ from nccl_bench.cli.option_sets import (
     ShowArgs,
 )
 from nccl_bench.cli.params import command_of
-from nccl_bench.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_RUN_FAILED, EXIT_VERDICT, UserInputError
+from nccl_bench.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_RUN_FAILED, EXIT_VERDICT, OptionError, UserInputError
 from nccl_bench.history.recording import store_address
+from nccl_bench.history.store_schema import SERIES_COLUMNS
 from nccl_bench.options import (
     ACCEPT_RUN,
     DIFF_AFTER,
@@ -134,6 +135,10 @@ def check_command(args: CheckArgs, at: HistoryAt) -> None:
             asked = _judging(store, asked)
         found = series.with_changes(store, series.in_order(series.summaries(store, asked)))
         _note_skipped(sum(summary.skipped for summary in found), store.address.shown)
+        stored = None if found or asked.run_id is not None else f"{store.address.shown}; it holds {_stored_text(store)}"
+    if stored is not None:  # a gate that judged nothing must not pass: a typo in a CI job would switch it off
+        key = "system" if args.system is not None else "op" if args.op is not None else "history"
+        raise OptionError(key, f"no series{_narrowed(asked)} to judge in {stored}")
     if asked.run_id is not None and not found:
         messages.fail(f"{JUDGE_RUN.name}: run {asked.run_id[:12]} has no series{_narrowed(asked)} to judge "
                       "(a doctor run, or every row failed)", EXIT_RUN_FAILED)
@@ -150,6 +155,19 @@ def check_command(args: CheckArgs, at: HistoryAt) -> None:
     if junit_path is not None:
         write_text_file(junit_path, history_text.check_junit(found))
     raise typer.Exit(EXIT_VERDICT if failed else EXIT_OK)
+
+
+def _stored_text(store) -> str:
+    """What a history holds, for a selection that named nothing in it: its systems and ops."""
+    from nccl_bench.render.escape import terminal_text
+
+    keys = list(store.series_keys(None, None))
+    if not keys:
+        return "no series yet (nccl-bench history add RUN, or a sweep records itself)"
+    index = {name: position for position, name in enumerate(SERIES_COLUMNS, 1)}
+    systems = sorted({str(key[index["system"]]) for key in keys})
+    ops = sorted({str(key[index["op"]]) for key in keys})
+    return terminal_text(f"{len(keys)} series of system(s) {', '.join(systems)} and op(s) {', '.join(ops)}")
 
 
 @app.command("accept")

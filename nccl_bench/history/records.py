@@ -141,15 +141,18 @@ P95_Z = 1.645  # the 95th percentile of a normal sample, in standard deviations 
 
 
 def within_run_noise(row: ResultRow) -> float | None:
-    """One trial's spread in log space, from the row's own samples: ln(slowest / fastest trial) / d2(trials)
-    with --trials >= 2; with one trial, ln(p95 / p50) / 1.645 of its single-op latencies. The rule takes a
-    run's value to be no steadier than one of its trials (conditions change between runs, not within a
-    trial), so a noisy machine's series raise no alarm from noise before they have many runs."""
+    """The uncertainty of the row's own figure in log space, from its samples. With --trials >= 2: one
+    trial's spread, ln(slowest / fastest trial mean) / d2(trials), over the root of the trials (the
+    figure is their median: sqrt(pi / 2) / sqrt(n) of one trial's sigma). With one trial: the single-op
+    spread ln(p95 / p50) / 1.645 over the root of the ops the mean averages, a lower bound (ops in a row
+    are not independent). Single ops vary far more than a mean of hundreds of them, so their spread
+    itself would hide any drop (the rule's band would allow everything)."""
     if row.trials >= 2 and row.time_min_us and row.time_max_us and row.time_min_us > 0:
         known = max(n for n in RANGE_TO_SIGMA if n <= row.trials)
-        return math.log(row.time_max_us / row.time_min_us) / RANGE_TO_SIGMA[known]
+        one_trial = math.log(row.time_max_us / row.time_min_us) / RANGE_TO_SIGMA[known]
+        return one_trial * math.sqrt(math.pi / 2 / row.trials)
     if row.p50_us and row.p95_us and row.p50_us > 0 and row.p95_us >= row.p50_us:
-        return math.log(row.p95_us / row.p50_us) / P95_Z
+        return math.log(row.p95_us / row.p50_us) / P95_Z / math.sqrt(max(1, row.iters))
     return None
 
 

@@ -7,7 +7,7 @@ the reference runs before it:
 
     center    = median of y over the reference runs of the current level (since the last accepted run)
     s_between = 1.4826 x median |successive difference of the reference runs' y| / sqrt(2),  dof = diffs / 2
-    s_within  = median of the runs' own within-run spread (log sigma of one trial; records.py)
+    s_within  = median of the uncertainty of each run's own figure (records.within_run_noise)
     s         = max(s_between, s_within),  dof += m x min(1, (2 s_within / s_between)^2)  (m runs with a spread)
     smallest  = -ln(1 - floor) x max(1, SETTLED_RUNS / r)      (r: passing runs the walk has seen before)
     allowed   = max(t(Z_ALARM, dof) x s x sqrt(1 + pi / (2 n)),  smallest)
@@ -19,10 +19,14 @@ the reference runs before it:
   Abramowitz & Stegun 26.7.5) for the evidence the spread rests on: few runs, a wide band. Z_ALARM = 4
   keeps the chance that normal noise flags a series under 1 in 30,000 per judged run once the spread
   is known; a MAD carries about half of what as many squared differences would (MAD_EFFICIENCY).
-- The within-run spread is a floor of the spread (a run is no steadier than one of its trials) and
-  each run's counts as WITHIN_DOF_PER_RUN = 1 difference while the runs agree no worse than twice it:
-  a quiet series is judged by its trials before its runs are many; where runs disagree more, their
-  own spread decides.
+- The uncertainty of a run's own figure is a floor of the spread (no series is steadier than what each
+  of its runs could measure) and each run's counts as WITHIN_DOF_PER_RUN = 1 difference while the runs
+  agree no worse than twice it: a quiet series is judged by its trials before its runs are many; where
+  runs disagree more, their own spread decides. It is the uncertainty of the figure (the spread of trial
+  means over the root of their count), never the spread of single ops, which a mean over hundreds of
+  ops does not carry: on a CPU host single ops vary 4-8x while whole runs agree within a few percent.
+- A series whose allowed drop reaches a halving (MAX_JUDGED_DROP) is too noisy to judge: it is said
+  so (TOO_NOISY), with its band, never "ok"; more trials, longer samples or a quieter host steady it.
 - sqrt(1 + pi/(2n)) is the prediction interval's widening for a center that is a median of n runs.
 - floor is the smallest change worth flagging (--floor, a few percent): a quiet series with a MAD of
   0 does not flag a 1% wobble, yet a 10% drop on a fabric whose spread is 1% is flagged at once.
@@ -72,7 +76,11 @@ AGREE = 2.0  # runs whose spread is within twice their trials' agree with them (
 ANCHOR_RUNS = 5  # the accepted level: the median of a level's first five runs
 DEPTH_WINDOWS = 3  # the walk reads the newest 3 x window runs: a step is judged against the window before it
 
-OK, REGRESSION, TOO_FEW, ACCEPTED = "ok", "regression", "too_few", "accepted"
+# A series whose allowed drop reaches a halving is too noisy to judge: no drop short of that would be
+# flagged, so "ok" would say nothing. It is said so, with its spread, never "ok".
+MAX_JUDGED_DROP = math.log(2)
+
+OK, REGRESSION, TOO_FEW, ACCEPTED, TOO_NOISY = "ok", "regression", "too_few", "accepted", "too_noisy"
 DROP, DRIFT = "drop", "drift"  # what flagged a regression: the recent runs, or the accepted level
 
 
@@ -81,13 +89,13 @@ class Point:
     run_id: str
     started_utc: str
     busbw_gbps: float
-    noise: float | None = None  # the run's within-run spread: log sigma of one trial (records.py)
+    noise: float | None = None  # the uncertainty of the run's own figure, log sigma (records.within_run_noise)
     accepted: str | None = None  # the reason, when a person accepted this run as the new normal
 
 
 @dataclass(frozen=True)
 class Verdict:
-    status: str  # OK, REGRESSION, TOO_FEW or ACCEPTED
+    status: str  # OK, REGRESSION, TOO_FEW, ACCEPTED or TOO_NOISY
     latest: Point
     median_gbps: float | None  # the reference level: the center the run was judged against
     threshold_gbps: float | None
@@ -179,6 +187,9 @@ def walk(points: Sequence[Point], window: int, floor: float, anchor: Sequence[Po
 
 def _judge_one(point: Point, reference: Sequence[Point], anchor: Sequence[Point], floor: float,
                runs_seen: int) -> Verdict:
+    # A figure of 0 (or less) is no level to judge against: such runs are left out of the reference.
+    reference = [p for p in reference if p.busbw_gbps > 0]
+    anchor = [p for p in anchor if p.busbw_gbps > 0]
     if len(reference) < MIN_PRIOR_RUNS:
         center = median([p.busbw_gbps for p in reference]) if reference else None
         return Verdict(TOO_FEW, point, center, None, reference=tuple(reference))
@@ -199,7 +210,8 @@ def _judge_one(point: Point, reference: Sequence[Point], anchor: Sequence[Point]
         if not flagged and y < anchor_center - anchor_allowed:
             flagged = DRIFT
             center, allowed = anchor_center, anchor_allowed
-    return Verdict(REGRESSION if flagged else OK, point, math.exp(center), math.exp(center - allowed),
+    status = REGRESSION if flagged else TOO_NOISY if allowed >= MAX_JUDGED_DROP else OK
+    return Verdict(status, point, math.exp(center), math.exp(center - allowed),
                    reference=tuple(reference), flagged_by=flagged, anchor_gbps=anchor_gbps)
 
 

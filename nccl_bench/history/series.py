@@ -66,7 +66,7 @@ class SeriesSummary:
             "latest_utc": self.latest.started_utc, "verdict": verdict.status, "flagged_by": verdict.flagged_by or None,
             "step_start_run": None if verdict.step_start is None else verdict.step_start.run_id,
             "step_runs": verdict.step_runs, "accepted_reason": self.latest.accepted,
-            "changed": [c.as_json() for c in self.changed],
+            "changed": [c.as_json() for c in self.changed], "figure": figure_name(self.key),
         }
 
 
@@ -78,7 +78,7 @@ def summaries(store, asked: Asked, aggregates: bool = False) -> Iterator[SeriesS
         key = dict(zip(SERIES_COLUMNS, values, strict=True))
         if (asked.op and key["op"] != asked.op) or (asked.system and key["system"] != asked.system):
             continue
-        points, anchor = _read(store, str(series), asked)
+        points, anchor = _read(store, str(series), int(key["size_bytes"]), asked)
         if not points or (asked.run_id and points[-1].run_id != asked.run_id):
             continue
         runs, low, high = totals.get(series, (None, None, None)) if totals is not None else (None, None, None)
@@ -93,7 +93,7 @@ def _aggregates(store, op: str | None) -> dict[str, tuple[int, float, float]]:
             for runs, low, high in [rest[len(SERIES_COLUMNS):]]}
 
 
-def _read(store, series: str, asked: Asked) -> tuple[list[rule.Point], list[rule.Point]]:
+def _read(store, series: str, size_bytes: int, asked: Asked) -> tuple[list[rule.Point], list[rule.Point]]:
     """The series' newest runs (oldest first) with the accepted ones marked, and the first runs of its
     accepted level when that level started before them."""
     depth = rule.DEPTH_WINDOWS * asked.window + 1
@@ -103,16 +103,36 @@ def _read(store, series: str, asked: Asked) -> tuple[list[rule.Point], list[rule
     last = (rows[-1][1], rows[-1][0])
     accepts = {run_id: (started, reason) for run_id, started, reason, _ in store.accepts_of(series)
                if (started, run_id) <= last}
-    points = [rule.Point(run_id, started, float(busbw), None if noise is None else float(noise),
-                         accepts.get(run_id, (None, None))[1]) for run_id, started, busbw, noise in rows]
+
+    def points_of(stored) -> list[rule.Point]:
+        return [rule.Point(run_id, started, judged_figure(float(busbw), time_us, size_bytes),
+                           None if noise is None else float(noise), accepts.get(run_id, (None, None))[1])
+                for run_id, started, busbw, noise, time_us in stored]
+
+    points = points_of(rows)
     if len(rows) < depth:
         return points, []  # the whole series is read: its first runs or its accepted run are among them
     level = max(((started, run_id) for run_id, (started, _) in accepts.items()), default=None)
     if level is not None and level >= (points[0].started_utc, points[0].run_id):
         return points, []
-    first = store.series_first(series, rule.ANCHOR_RUNS, level)
-    return points, [rule.Point(run_id, started, float(busbw), None if noise is None else float(noise),
-                               accepts.get(run_id, (None, None))[1]) for run_id, started, busbw, noise in first]
+    return points, points_of(store.series_first(series, rule.ANCHOR_RUNS, level))
+
+
+def judged_figure(busbw_gbps: float, time_us: float | None, size_bytes: int) -> float:
+    """The figure a series is judged on: its busbw, or, where the busbw is 0 by definition (an (n-1)/n
+    collective at one rank moves nothing between ranks), its algbw (size / time), which still says how
+    fast the run went; 0 where neither says anything (the rule then leaves the run out)."""
+    if busbw_gbps > 0 or not time_us or time_us <= 0:
+        return busbw_gbps
+    return size_bytes / time_us / 1e3
+
+
+def figure_name(key: dict[str, Any]) -> str:
+    """What a series' GB/s are: busbw, or algbw for a series whose busbw is 0 by definition (judged_figure)."""
+    from nccl_bench.units.op_table import bus_factor
+
+    ranks = key.get("world_size")
+    return "algbw" if ranks and bus_factor(str(key["op"]), int(ranks)) == 0 else "busbw"
 
 
 def with_changes(store, found: Iterable[SeriesSummary]) -> list[SeriesSummary]:
@@ -144,8 +164,9 @@ def system_label(key: dict[str, Any]) -> str:
 def where(key: dict[str, Any]) -> str:
     from nccl_bench.units.sizes import format_size
 
+    judged_on = "; judged on algbw, busbw being 0 at one rank" if figure_name(key) == "algbw" else ""
     return (f"{key['op']} {key['placement']} {format_size(key['size_bytes'])} {key['dtype']} "
-            f"on {system_label(key)} ({key['world_size']} ranks, {key['nodes']} node(s), {key['backend']})")
+            f"on {system_label(key)} ({key['world_size']} ranks, {key['nodes']} node(s), {key['backend']}{judged_on})")
 
 
 def describe(summary: SeriesSummary) -> str:

@@ -357,21 +357,21 @@ class Store:
                          + (f" WHERE {' AND '.join(where)}" if where else "") + " ORDER BY series", params)
 
     def series_recent(self, series: str, newest: int, until: tuple[str, str] | None = None) -> list[tuple]:
-        """(run_id, started_utc, busbw, noise) of the series' `newest` usable runs up to and including the run
+        """(run_id, started_utc, busbw, noise, time_us) of the series' `newest` usable runs up to and including the run
         `until` (started_utc, run_id; None: the newest), newest first."""
         bound, params = ("", ()) if until is None else (
             " AND (started_utc < ? OR (started_utc = ? AND run_id <= ?))", (until[0], until[0], until[1]))
         return list(self.rows(
-            f"SELECT run_id, started_utc, busbw_gbps, noise FROM results WHERE series = ? AND usable = 1 AND "
+            f"SELECT run_id, started_utc, busbw_gbps, noise, time_us FROM results WHERE series = ? AND usable = 1 AND "
             f"{_GOOD_VALUES}{bound} ORDER BY started_utc DESC, run_id DESC LIMIT ?", (series, *params, newest)))
 
     def series_first(self, series: str, count: int, since: tuple[str, str] | None = None) -> list[tuple]:
-        """(run_id, started_utc, busbw, noise) of the series' first `count` usable runs from the run `since`
+        """(run_id, started_utc, busbw, noise, time_us) of the series' first `count` usable runs from the run `since`
         (started_utc, run_id) on, or from its first run; oldest first."""
         bound, params = ("", ()) if since is None else (
             " AND (started_utc > ? OR (started_utc = ? AND run_id >= ?))", (since[0], since[0], since[1]))
         return list(self.rows(
-            f"SELECT run_id, started_utc, busbw_gbps, noise FROM results WHERE series = ? AND usable = 1 AND "
+            f"SELECT run_id, started_utc, busbw_gbps, noise, time_us FROM results WHERE series = ? AND usable = 1 AND "
             f"{_GOOD_VALUES}{bound} ORDER BY started_utc, run_id LIMIT ?", (series, *params, count)))
 
     def accepts_of(self, series: str) -> list[tuple]:

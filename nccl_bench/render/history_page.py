@@ -19,7 +19,7 @@ from typing import Any, Sequence
 
 from nccl_bench.history.changes import Change, differences
 from nccl_bench.history.hosts import HostSummary
-from nccl_bench.history.rule import ACCEPTED, REGRESSION, TOO_FEW
+from nccl_bench.history.rule import ACCEPTED, REGRESSION, TOO_FEW, TOO_NOISY
 from nccl_bench.history.series import SeriesSummary, describe, system_label
 from nccl_bench.units.sizes import format_size
 
@@ -153,8 +153,8 @@ def _figure(summary: SeriesSummary, metas: dict[str, dict[str, Any]]) -> str:
     for t, point, verdict in zip(times, points, verdicts, strict=True):
         x, y = x_of(t), y_of(point.busbw_gbps)
         bad = verdict.status == REGRESSION
-        state = {TOO_FEW: "too few runs to judge", ACCEPTED: f"accepted: {point.accepted}"}.get(
-            verdict.status, verdict.status)
+        state = {TOO_FEW: "too few runs to judge", TOO_NOISY: "too noisy to judge",
+                 ACCEPTED: f"accepted: {point.accepted}"}.get(verdict.status, verdict.status)
         band_text = "" if verdict.threshold_gbps is None else f", band {verdict.threshold_gbps:.4g} GB/s"
         tip = (f"run {point.run_id[:12]}\n{point.started_utc}\n{point.busbw_gbps:.4g} GB/s ({state}{band_text})\n"
                f"{_versions(metas.get(point.run_id, {}))}")
@@ -167,7 +167,8 @@ def _figure(summary: SeriesSummary, metas: dict[str, dict[str, Any]]) -> str:
     title = (f"{key['op']} {key['placement']} {format_size(key['size_bytes'])} {key['dtype']}, {key['world_size']} "
              f"ranks, {key['nodes']} node(s), {key['backend']} on {system_label(key)}")
     verdict = summary.verdict
-    said = {REGRESSION: "regression", TOO_FEW: "too few runs", ACCEPTED: "accepted"}.get(verdict.status, "ok")
+    said = {REGRESSION: "regression", TOO_FEW: "too few runs", TOO_NOISY: "too noisy",
+            ACCEPTED: "accepted"}.get(verdict.status, "ok")
     return (f"<figure class=\"series\" data-system=\"{_e(system_label(key))}\" data-op=\"{_e(key['op'])}\">"
             f"<figcaption><b>{_e(title)}</b>: <span class=\"{'bad' if said == 'regression' else ''}\">{said}</span>"
             f"</figcaption><svg width=\"{WIDTH}\" height=\"{HEIGHT}\" role=\"img\" aria-label=\"{_e(title)}\">"

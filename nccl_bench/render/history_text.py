@@ -9,7 +9,7 @@ from typing import Any, Sequence
 
 from nccl_bench.history.changes import Change
 from nccl_bench.history.hosts import HostSummary
-from nccl_bench.history.rule import ACCEPTED, REGRESSION, TOO_FEW
+from nccl_bench.history.rule import ACCEPTED, REGRESSION, TOO_FEW, TOO_NOISY
 from nccl_bench.history.series import SeriesSummary, describe, system_label, where
 from nccl_bench.render.escape import markdown_text
 from nccl_bench.render.fit import Column, render_lines
@@ -32,7 +32,15 @@ def _state(summary: SeriesSummary) -> str:
         return "drift"
     if verdict.status == REGRESSION and verdict.step_runs > 1:
         return f"step x{verdict.step_runs}"
-    return {TOO_FEW: "too few runs"}.get(verdict.status, verdict.status)
+    return {TOO_FEW: "too few runs", TOO_NOISY: "too noisy"}.get(verdict.status, verdict.status)
+
+
+def too_noisy_text(summary: SeriesSummary) -> str:
+    """Why a series was not judged although it has runs enough: its band, and what steadies it."""
+    verdict = summary.verdict
+    band = 100 * (1 - verdict.threshold_gbps / verdict.median_gbps)
+    return (f"{where(summary.key)}: too noisy to judge: its runs wander so far that only a drop of more than "
+            f"{band:.0f}% would be flagged; more --trials, longer --min-sample-ms or a quieter host steady them")
 
 
 def age_seconds(started_utc: str, now_utc: str) -> float | None:
@@ -75,9 +83,15 @@ def check_lines(found: Sequence[SeriesSummary], now_utc: str) -> list[str]:
     for s in found:
         if s.verdict.status == ACCEPTED:
             lines.append(f"accepted: {where(s.key)}: run {s.latest.run_id[:12]} is the new normal: {s.latest.accepted}")
-    counted = {status: sum(s.verdict.status == status for s in found) for status in (REGRESSION, TOO_FEW, ACCEPTED)}
-    lines.append(f"{counted[REGRESSION]} regression(s) in {len(found)} series ({len(found) - counted[TOO_FEW]} judged, "
-                 f"{counted[TOO_FEW]} with too few runs, {counted[ACCEPTED]} accepted)")
+    noisy = [s for s in found if s.verdict.status == TOO_NOISY]
+    lines += [too_noisy_text(s) for s in noisy[:3]]
+    if len(noisy) > 3:
+        lines.append(f"... and {len(noisy) - 3} more series too noisy to judge")
+    counted = {status: sum(s.verdict.status == status for s in found)
+               for status in (REGRESSION, TOO_FEW, ACCEPTED, TOO_NOISY)}
+    judged = len(found) - counted[TOO_FEW] - counted[TOO_NOISY] - counted[ACCEPTED]
+    lines.append(f"{counted[REGRESSION]} regression(s) in {len(found)} series ({judged} judged, "
+                 f"{counted[TOO_FEW]} with too few runs, {counted[TOO_NOISY]} too noisy, {counted[ACCEPTED]} accepted)")
     return lines
 
 
@@ -135,7 +149,7 @@ def check_junit(found: Sequence[SeriesSummary]) -> str:
     import xml.etree.ElementTree as ET
 
     failures = sum(s.verdict.status == REGRESSION for s in found)
-    skipped = sum(s.verdict.status == TOO_FEW for s in found)
+    skipped = sum(s.verdict.status in (TOO_FEW, TOO_NOISY) for s in found)
     counts = {"tests": str(len(found)), "failures": str(failures), "errors": "0", "skipped": str(skipped)}
     root = ET.Element("testsuites", {**counts, "time": "0.0"})
     suite = ET.SubElement(root, "testsuite", {"name": "nccl_bench.history", **counts, "time": "0"})
@@ -146,6 +160,8 @@ def check_junit(found: Sequence[SeriesSummary]) -> str:
             ET.SubElement(case, "failure", {"message": describe(s), "type": REGRESSION}).text = describe(s)
         elif s.verdict.status == TOO_FEW:
             ET.SubElement(case, "skipped", {"message": f"{len(s.verdict.reference)} earlier run(s): too few to judge"})
+        elif s.verdict.status == TOO_NOISY:
+            ET.SubElement(case, "skipped", {"message": too_noisy_text(s)})
     return ET.tostring(root, encoding="unicode") + "\n"
 
 

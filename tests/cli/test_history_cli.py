@@ -13,9 +13,10 @@ import pytest
 from nccl_bench.cli import on_ranks
 from nccl_bench.history import recording
 from nccl_bench.history.address import parse_address
+from nccl_bench.history.records import read_record
 from nccl_bench.render import history_page
 from tests.helpers.forked_cli import run_forked
-from tests.helpers.history_runs import doctor_run, sweep_run
+from tests.helpers.history_runs import doctor_run, one_rank_run, sweep_run
 from tests.helpers.history_stores import history_cli
 from tests.helpers.launch import worker_env
 
@@ -40,6 +41,46 @@ def test_three_steady_runs_pass_and_half_the_bandwidth_added_twice_fails(store_u
     assert "2 regression(s) in 2 series" in checked.stderr
     assert "| all_reduce | 1M | cpu@vm |" in (tmp_path / "check.md").read_text()
     assert 'failures="2"' in (tmp_path / "check.xml").read_text()
+
+
+def test_a_one_rank_history_is_read_by_every_reader_and_judged_on_algbw(tmp_path):
+    """busbw is 0 at one rank for an (n-1)/n op: every reader works (no log of 0), and the check judges the
+    runs by algbw, so a run at half the speed is still a regression."""
+    store = str(tmp_path / "h.sqlite")
+    runs = [one_rank_run(tmp_path / f"r{day}", day, speed) for day, speed in ((1, 1.0), (2, 0.99), (3, 1.01), (4, 1.0))]
+    assert history_cli(tmp_path, store, "add", *map(str, runs)).returncode == 0
+    for argv in (["show"], ["show", "--json"], ["check"], ["check", "--json"], ["html", str(tmp_path / "h.html")]):
+        done = history_cli(tmp_path, store, *argv)
+        assert done.returncode == 0 and "Traceback" not in done.stderr, (argv, done.stderr)
+    shown = json.loads(history_cli(tmp_path, store, "show", "--json").stdout)
+    assert {(s["figure"], s["verdict"]) for s in shown["series"]} == {("algbw", "ok")}
+    assert sorted(s["latest_busbw_gbps"] for s in shown["series"]) == pytest.approx([1.0, 10.0])
+    half = one_rank_run(tmp_path / "half", 5, 0.5)
+    assert history_cli(tmp_path, store, "add", str(half)).returncode == 0
+    checked = history_cli(tmp_path, store, "check")
+    assert checked.returncode == 1, checked.stderr
+    assert "judged on algbw, busbw being 0 at one rank" in checked.stderr
+    assert "2 regression(s) in 2 series" in checked.stderr
+    first, last = (read_record(run, "RUN", "").run_id for run in (runs[0], half))
+    diffed = history_cli(tmp_path, store, "diff", first, last, "--json")
+    assert diffed.returncode == 0, diffed.stderr
+    assert "Traceback" not in diffed.stderr and json.loads(diffed.stdout)
+
+
+@pytest.mark.parametrize("narrowing,named", [(["--system", "cpu@vn"], "--system"), (["--op", "all_gather"], "--op"),
+                                              ([], "--history")])
+def test_a_check_that_names_no_series_fails_and_lists_what_is_stored(tmp_path, narrowing, named):
+    """A typo in a CI job's --system must not turn the gate off: exit 2, one line, what the store holds."""
+    store = str(tmp_path / "h.sqlite")
+    if narrowing:
+        assert history_cli(tmp_path, store, "add", str(sweep_run(tmp_path / "r1", 1))).returncode == 0
+    else:
+        history_cli(tmp_path, store, "add", str(doctor_run(tmp_path / "d", 1)))  # a store with no series
+    checked = history_cli(tmp_path, store, "check", *narrowing, "--junit", str(tmp_path / "c.xml"))
+    assert checked.returncode == 2, checked.stderr
+    assert checked.stderr.count("\n") == 1 and checked.stderr.startswith(f"nccl-bench: error: {named}: no series")
+    held = "2 series of system(s) cpu@vm and op(s) all_reduce" if narrowing else "no series yet"
+    assert held in checked.stderr
 
 
 def test_show_and_nodes_print_tables(tmp_path):

@@ -21,12 +21,26 @@ def sweep_meta(started: str, hosts=("vm", "vm"), status: str = "complete", versi
 
 def sweep_run(folder: Path, day: int, busbw_scale: float = 1.0, **meta) -> Path:
     """A two-rank all_reduce run at 64K and 1M whose busbw is `busbw_scale` x 1 GB/s and 10 GB/s; five trials
-    within 2% of each other (the within-run spread the rule knows: 0.86%)."""
+    within 2% of each other (one trial's spread 0.86%, so the uncertainty of the run's figure the rule knows
+    is 0.48%: records.within_run_noise)."""
     times = [size / (busbw * busbw_scale) / 1e3 for size, busbw in zip(SIZES, (1.0, 10.0), strict=True)]
     rows = [row(size_bytes=size, time_us=time, trials=5, spread=0.01 * time) for size, time in zip(SIZES, times,
                                                                                                    strict=True)]
     write_run(folder, rows)
     write_meta(folder, sweep_meta(f"2026-01-{day:02d}T00:00:00+00:00", **meta))
+    return folder
+
+
+def one_rank_run(folder: Path, day: int, speed: float = 1.0) -> Path:
+    """A one-rank all_reduce run at 64K and 1M, as `sweep --workers 1` records it: busbw 0 by definition
+    ((n-1)/n at n = 1), algbw `speed` x 1 GB/s and 10 GB/s, three trials within 2%."""
+    rows = []
+    for size, algbw in zip(SIZES, (1.0, 10.0), strict=True):
+        time = size / (algbw * speed) / 1e3
+        rows.append(row(size_bytes=size, time_us=time, busbw=0.0, algbw_gbps=size / time / 1e3, busbw_factor=0.0,
+                        world_size=1, trials=3, spread=0.01 * time))
+    write_run(folder, rows)
+    write_meta(folder, sweep_meta(f"2026-03-{day:02d}T00:00:00+00:00", hosts=("vm",)))
     return folder
 
 

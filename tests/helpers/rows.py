@@ -27,7 +27,8 @@ def row(op="all_reduce", size_bytes=MiB, time_us=_FOLLOWS, trials=1, spread=None
         busbw = None if time_us is None else size_bytes / time_us / 1e3
         algbw = busbw
     else:
-        algbw = None if busbw is None else busbw / changes.get("busbw_factor", 1.0)
+        factor = changes.get("busbw_factor", 1.0)
+        algbw = None if busbw is None else busbw / factor if factor else changes.get("algbw_gbps")
     lo, hi = (None, None) if spread is None or time_us is None else (time_us - spread, time_us + spread)
     fields = dict(
         op=op, placement="in_place", size_bytes=size_bytes, count=size_bytes // 4, dtype="float",

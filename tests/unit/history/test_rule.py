@@ -86,6 +86,28 @@ def test_a_noisy_series_raises_nothing_from_its_noise():
     assert rule.REGRESSION not in _statuses(values, noise=0.3)
 
 
+def test_a_series_whose_band_holds_a_halving_is_too_noisy_to_judge_never_ok():
+    # runs that wander by a factor of 2: a drop to half is inside their noise, so nothing they pass is "ok"
+    rng = random.Random(7)
+    values = [rng.lognormvariate(0, 0.5) for _ in range(12)]
+    verdicts = rule.walk(_points(*values, 0.6), 20, FLOOR)
+    assert verdicts[-1].status == rule.TOO_NOISY and not verdicts[-1].judged
+    assert verdicts[-1].threshold_gbps <= verdicts[-1].median_gbps / 2
+    assert rule.OK not in {v.status for v in verdicts[rule.MIN_PRIOR_RUNS:]} - {rule.REGRESSION}
+
+
+def test_a_quiet_series_is_judged_not_too_noisy():
+    values = [1.0, 1.01, 0.99, 1.0, 1.02, 0.98]
+    assert _statuses(values, noise=0.005)[-1] == rule.OK
+
+
+def test_runs_whose_figure_is_zero_are_no_reference_and_never_crash():
+    # a figure of 0 (a value with no time, as a store may hold) is left out of the reference
+    assert _statuses([0.0, 0.0, 0.0, 0.0]) == [rule.TOO_FEW] * 4
+    assert _statuses([1.0, 0.0, 1.01, 0.99, 1.0], noise=0.005)[-1] == rule.OK
+    assert _statuses([1.0, 1.01, 0.99, 1.0, 0.0], noise=0.005)[-1] == rule.REGRESSION
+
+
 def test_step_then_collapse_fails_from_the_step_on_and_names_where_it_started():
     values = (1, 1, 1, 1, 1, .5, .5, .5, .5, .5, 0.01)
     statuses = _statuses(values)
