@@ -15,7 +15,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
-from nccl_bench.errors import EXIT_OK, EXIT_VERDICT, UserInputError
+from nccl_bench.errors import EXIT_BAD_INPUT, EXIT_OK, EXIT_VERDICT, UserInputError
 from nccl_bench.option_types import percent
 from nccl_bench.results.schema import (
     KEY_COLUMNS,
@@ -47,6 +47,8 @@ VERDICT_ONLY_BASELINE = "missing in current"
 VERDICT_ONLY_CURRENT = "missing in baseline"
 
 FAILING_VERDICTS = frozenset({VERDICT_REGRESSION, VERDICT_WRONG})
+# Rows with a verdict on their numbers; a comparison with none of them judged nothing and does not pass.
+JUDGED_VERDICTS = frozenset({VERDICT_REGRESSION, VERDICT_WRONG, VERDICT_NOISY, VERDICT_OK, VERDICT_FASTER})
 VERDICT_ORDER = (
     VERDICT_REGRESSION, VERDICT_WRONG, VERDICT_NOISY, VERDICT_OK, VERDICT_FASTER,
     VERDICT_UNSUPPORTED, VERDICT_NO_DATA, VERDICT_ONLY_BASELINE, VERDICT_ONLY_CURRENT,
@@ -112,8 +114,14 @@ class Comparison:
         return tuple(r for r in self.rows if r.failed)
 
     @property
+    def judged(self) -> int:
+        """Rows whose numbers were judged (the rest are listed: unsupported, no data, unmatched)."""
+        return sum(row.verdict in JUDGED_VERDICTS for row in self.rows)
+
+    @property
     def exit_code(self) -> int:
-        return EXIT_VERDICT if self.failures else EXIT_OK
+        """1 for a failure; 2 where nothing was judged (a gate that judged nothing must not pass); else 0."""
+        return EXIT_VERDICT if self.failures else EXIT_BAD_INPUT if not self.judged else EXIT_OK
 
     def counts(self) -> dict[str, int]:
         """Rows per verdict, in VERDICT_ORDER, verdicts that occur only."""
@@ -125,7 +133,7 @@ class Comparison:
     def summary(self) -> str:
         """One line: the outcome, the counts, the rule applied."""
         counts = self.counts()
-        head = "REGRESSION" if self.failures else "OK"
+        head = "REGRESSION" if self.failures else "NOTHING JUDGED" if not self.judged else "OK"
         body = ", ".join(f"{n} {v}" for v, n in counts.items()) or "no rows"
         return (
             f"{head}: {len(self.rows)} rows compared ({body}); "
@@ -267,7 +275,9 @@ def _index(rows: Iterable[ResultRow], across_world_sizes: bool, label: str) -> d
 
 
 def _metric_for(size_bytes: int, baseline: ResultRow, current: ResultRow, min_bytes: int) -> str:
-    if size_bytes < min_bytes or baseline.busbw_gbps is None or current.busbw_gbps is None:
+    """Time below min_bytes, and where a side has no busbw or a busbw of 0 by definition (an (n-1)/n
+    collective at one rank moves nothing between ranks, yet its time still says how fast the run went)."""
+    if size_bytes < min_bytes or not baseline.busbw_gbps or not current.busbw_gbps:
         return METRIC_TIME
     return METRIC_BUSBW
 

@@ -96,7 +96,7 @@ def report_comparison(result: Comparison, outputs: dict, environ) -> None:
     print_lines(console, compare_exports.comparison_lines(result, table_width(console)))
     print_lines(console, (f"note: {note}" for note in result.notes))
     print_lines(console, compare_exports.failure_lines(result), style="red")
-    print_lines(console, [result.summary()], style="bold red" if result.failures else "bold green")
+    print_lines(console, [result.summary()], style="bold red" if result.exit_code else "bold green")
     compare_exports.write_exports(result, **outputs)
     summary_file = compare_exports.step_summary_path(environ)
     if summary_file is not None:

@@ -16,7 +16,7 @@ from nccl_bench.ranks.preflight import check_local_workers, chosen_backend
 from nccl_bench.results.schema import PLACEMENT_IN
 from nccl_bench.sweep import sweep_config as cfg
 from nccl_bench.units import stats
-from nccl_bench.units.op_table import OPS, buffer_elems, round_size
+from nccl_bench.units.op_table import OPS, buffer_elems, bus_factor, round_size
 
 # Extra memory per rank besides the buffers: the check's chunked expected values and indices.
 CHECK_OVERHEAD_BYTES = check.CHUNK_ELEMS * 8 * 4
@@ -129,6 +129,17 @@ def _check_root(config: cfg.SweepConfig, world_size: int) -> None:
         raise OptionError("root", f"{config.root} is not a rank of a world of {world_size}")
 
 
+def _check_busbw_floor(config: cfg.SweepConfig, world_size: int) -> None:
+    """--min-busbw judges busbw, which an (n-1)/n collective at one rank has at 0 by definition: such a run
+    would fail every such op whatever its speed (and pass broadcast at copy speed), so it is refused."""
+    if config.min_busbw_gbps is None:
+        return
+    zero = [op for op in config.ops if bus_factor(op, world_size) == 0]
+    if zero:
+        raise OptionError("min_busbw_gbps", f"busbw is 0 by definition at {world_size} rank for {', '.join(zero)} "
+                          "((n-1)/n of the data crosses between ranks); judge a run of 2 ranks or more")
+
+
 def _check_gpu_only_options(config: cfg.SweepConfig, backend: str) -> None:
     """--cuda-graph and --blocking change how CUDA work is timed; on CPU they would only be recorded."""
     if devices.device_kind(backend) == "cuda":
@@ -230,6 +241,7 @@ def plan_run(config: cfg.SweepConfig, world_size: int, torch_version: str | None
     _check_gpu_only_options(config, backend)
     _check_trace(config)
     _check_root(config, world_size)
+    _check_busbw_floor(config, world_size)
     on_gpu = devices.device_kind(backend) == "cuda"
     points, notes = plan_points(config, world_size, on_gpu, torch_version)  # on GPU: --cuda-graph refusals
     before_start = cfg.ignored_options(config) + _check_plan(config, points, notes, on_gpu)

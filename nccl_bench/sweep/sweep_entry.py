@@ -127,13 +127,17 @@ class SweepVerdicts:
 
     @property
     def exit_code(self) -> int:
-        return max(self.floor.exit_code if self.floor else EXIT_OK,
-                   self.comparison.exit_code if self.comparison else EXIT_OK)
+        """A negative verdict (1) before a comparison that judged nothing (2), either before success."""
+        codes = {self.floor.exit_code if self.floor else EXIT_OK,
+                 self.comparison.exit_code if self.comparison else EXIT_OK}
+        return EXIT_VERDICT if EXIT_VERDICT in codes else max(codes)
 
     def why_not_saved(self) -> str | None:
         """Why --save-baseline keeps this run out (None: it may be saved): only a run that passed is a baseline."""
-        if self.comparison is not None and self.comparison.exit_code:
+        if self.comparison is not None and self.comparison.failures:
             return "the run regressed"
+        if self.comparison is not None and self.comparison.exit_code:
+            return "the comparison with the baseline judged no row"
         if self.floor is not None and self.floor.exit_code:
             return f"the run is below {option_name('min_busbw_gbps')}"
         return None

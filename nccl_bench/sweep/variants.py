@@ -27,7 +27,8 @@ class Fastest:
 
     @property
     def on_busbw(self) -> bool:
-        return self.best.busbw_gbps is not None and self.runner_up.busbw_gbps is not None
+        """Ranked by busbw where both have one above 0 (at one rank an (n-1)/n op's is 0 by definition)."""
+        return bool(self.best.busbw_gbps) and bool(self.runner_up.busbw_gbps)
 
     @property
     def margin(self) -> float:
@@ -38,8 +39,8 @@ class Fastest:
 
 
 def _speed(row: ResultRow) -> float:
-    """Larger is faster: busbw, else the inverse of the time per op."""
-    if row.busbw_gbps is not None:
+    """Larger is faster: busbw, else (none, or 0 by definition at one rank) the inverse of the time per op."""
+    if row.busbw_gbps:
         return row.busbw_gbps
     return 1.0 / row.time_us if row.time_us else 0.0
 

@@ -215,3 +215,26 @@ def test_runs_are_named_by_argument_in_messages_and_by_path_in_reports():
     with pytest.raises(UserInputError) as info:
         cmp.compare_runs(base, RunRows(Path("b"), "CURRENT", ()))
     assert str(info.value).startswith("CURRENT b")
+
+
+def test_one_rank_runs_are_judged_on_time_since_their_busbw_is_zero_by_definition():
+    def one_rank(time_us):
+        return row(size_bytes=MiB, time_us=time_us, busbw=0.0, algbw_gbps=MiB / time_us / 1e3, busbw_factor=0.0,
+                   world_size=1)
+
+    result = cmp.compare_rows([one_rank(100.0)], [one_rank(200.0)], tolerance=0.10)
+    assert (only(result).verdict, only(result).metric) == (cmp.VERDICT_REGRESSION, cmp.METRIC_TIME)
+    same = cmp.compare_rows([one_rank(100.0)], [one_rank(101.0)], tolerance=0.10)
+    assert (only(same).verdict, same.judged, same.exit_code) == (cmp.VERDICT_OK, 1, 0)
+
+
+def test_a_comparison_that_judged_no_row_does_not_pass():
+    """Every row listed but none judged (no data, unsupported): exit 2, the summary says so, JUnit has an error."""
+    from nccl_bench.render.compare_exports import to_junit_xml
+
+    result = cmp.compare_rows([row(time_us=None, busbw=None)], [row(time_us=None, busbw=None)])
+    assert only(result).verdict == cmp.VERDICT_NO_DATA
+    assert result.judged == 0 and result.exit_code == 2
+    assert result.summary().startswith("NOTHING JUDGED: 1 rows compared (1 no data)")
+    junit = to_junit_xml(result)
+    assert 'errors="1"' in junit and 'type="nothing judged"' in junit and 'failures="0"' in junit

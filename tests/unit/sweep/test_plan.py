@@ -74,3 +74,16 @@ def test_cuda_graph_sendrecv_needs_torch_2_7():
                      "(needs >= 2.7)"]
     points, notes = plan.plan_points(config, 2, on_gpu=True, torch_version="2.7.1")
     assert {p.op for p in points} == {"all_reduce", "sendrecv"} and notes == []
+
+
+def test_a_busbw_floor_at_one_rank_is_refused_for_ops_whose_busbw_is_zero_there():
+    config = build_config(SweepConfig, {"sizes": "1K", "ops": ["all_reduce", "broadcast"], "min_busbw_gbps": 1e-6,
+                                        "backend": "gloo"})
+    with pytest.raises(UserInputError) as refused, flags_of(SweepConfig):
+        plan_run(config, 1)
+    assert str(refused.value) == ("--min-busbw: busbw is 0 by definition at 1 rank for all_reduce ((n-1)/n of the "
+                                  "data crosses between ranks); judge a run of 2 ranks or more")
+    assert plan_run(config, 2).points  # two ranks: judged
+    broadcast = build_config(SweepConfig, {"sizes": "1K", "ops": ["broadcast"], "min_busbw_gbps": 1e-6,
+                                           "backend": "gloo"})
+    assert plan_run(broadcast, 1).points  # factor 1 at any rank count: busbw means the copy speed

@@ -41,3 +41,11 @@ def test_one_variant_or_none_gives_no_answer():
     assert fastest_variants([_row(variant="NCCL_ALGO=Ring", size_bytes=1024, busbw=2.0),
                              _row(variant="", size_bytes=1024, busbw=3.0)]) == []
     assert fastest_variant_lines([_row(variant="", size_bytes=1024, busbw=3.0)]) == []
+
+
+def test_at_one_rank_busbw_of_zero_ranks_nothing_and_the_time_decides():
+    # busbw is 0 by definition for an (n-1)/n op at one rank: Tree at 30 us beats Ring at 900 us
+    rows = [_row(variant="NCCL_ALGO=Ring", size_bytes=4096, busbw=0.0, time_us=900.0, world_size=1),
+            _row(variant="NCCL_ALGO=Tree", size_bytes=4096, busbw=0.0, time_us=30.0, world_size=1)]
+    [found] = fastest_variants(rows)
+    assert (found.best.variant, found.on_busbw, found.margin) == ("NCCL_ALGO=Tree", False, 29.0)
