@@ -17,7 +17,7 @@ collective alone on the launch's ranks, its busbw, and efficiency = replayed tim
 from __future__ import annotations
 
 import math
-from collections import Counter, defaultdict
+from collections import defaultdict
 from dataclasses import dataclass, replace
 from typing import Any, Sequence
 
@@ -41,9 +41,11 @@ class ProfileRow:
     total_time_us: float | None  # None: no call of this row has a time in the trace
     job_time_us: float | None  # median per call
     job_busbw_gbps: float | None
-    algo: str | None  # the most frequent among its calls' kernels
-    proto: str | None
     share_of_window: float | None  # total_time_us over the traced window
+    # NCCL's algorithm and protocol, only from NCCL's own record of its choice (its tuning log): a
+    # trace holds none (kernel names do not say, replay/trace_vocabulary.py), so a profile has None.
+    algo: str | None = None
+    proto: str | None = None
     replay_time_us: float | None = None
     replay_busbw_gbps: float | None = None
     efficiency: float | None = None  # replay_time_us / job_time_us, once replayed
@@ -159,12 +161,10 @@ def _row(key: ProfileKey, calls_per_rank: list[list[CollectiveCall]], window_us:
     if size_bytes is not None and group_size is not None:
         busbw = bandwidth.busbw_gbps(bandwidth.algbw_gbps(size_bytes, job_time_us),
                                      op_table.bus_factor(op, group_size))
-    choices = Counter((call.algo, call.proto) for calls in calls_per_rank for call in calls if call.algo is not None)
-    algo, proto = choices.most_common(1)[0][0] if choices else (None, None)
     return ProfileRow(
         op=op, size_bytes=size_bytes, dtype=dtype, group_size=group_size,
         count=max(len(calls) for calls in calls_per_rank), total_time_us=total_time_us, job_time_us=job_time_us,
-        job_busbw_gbps=busbw, algo=algo, proto=proto,
+        job_busbw_gbps=busbw,
         share_of_window=total_time_us / window_us if total_time_us is not None and window_us else None,
     )
 

@@ -43,7 +43,6 @@ from typing import Any
 
 from nccl_bench.replay.trace_events import TraceError, stream_trace
 from nccl_bench.replay.trace_vocabulary import (
-    algo_proto_of_kernel,
     chunk_to_whole,
     dtype_of,
     is_nccl_kernel,
@@ -67,8 +66,6 @@ class CollectiveCall:
     group_ranks: tuple[int, ...] | None  # global ranks of its process group; None: not named (the world)
     start_us: float  # when the CPU called it (trace clock): the job's order
     job_time_us: float | None  # how long it took in the job (module docstring); None: not in the trace
-    algo: str | None = None  # NCCL's algorithm and protocol from the kernel's name
-    proto: str | None = None
     process_group: str | None = None  # torch's name of the process group ("0" is the default group)
     in_split_sizes: tuple[int, ...] = ()  # all_to_allv's per-peer element counts
     out_split_sizes: tuple[int, ...] = ()
@@ -140,7 +137,7 @@ class _Anchor:
     in_splits: tuple[int, ...] = ()
     out_splits: tuple[int, ...] = ()
     cpu_time_is_job_time: bool = False  # gloo: the annotation spans the collective's run
-    kernels: list[tuple[float, str | None, str | None]] = field(default_factory=list)
+    kernels: list[float] = field(default_factory=list)  # the durations of its NCCL kernels
 
     @property
     def end_us(self) -> float:
@@ -153,14 +150,13 @@ class _Anchor:
             elements = nccl_tests_elements(self.op, self.in_elements, self.out_elements, group_size)
             size_bytes = None if elements is None else elements * self.dtype[1]
         if self.kernels:
-            job_time_us = math.fsum(duration for duration, _, _ in self.kernels)
+            job_time_us = math.fsum(self.kernels)
         else:
             job_time_us = self.duration_us if self.cpu_time_is_job_time else None
-        algo, proto = next(((a, p) for _, a, p in self.kernels if a is not None), (None, None))
         return CollectiveCall(
             op=self.op, size_bytes=size_bytes, dtype=None if self.dtype is None else self.dtype[0],
             group_size=group_size, group_ranks=self.group_ranks, start_us=self.start_us, job_time_us=job_time_us,
-            algo=algo, proto=proto, process_group=self.process_group, in_split_sizes=self.in_splits,
+            process_group=self.process_group, in_split_sizes=self.in_splits,
             out_split_sizes=self.out_splits,
         )
 
@@ -175,10 +171,9 @@ class _Scan:
         self.annotations: list[_Anchor] = []
         # (pid, tid, start, end, group size) of c10d:: all_gather and reduce_scatter ops (module docstring)
         self.group_hints: list[tuple[Any, Any, float, float, int]] = []
-        self.kernels: list[tuple[Any, Any, float, str | None, str | None]] = []  # ext id, correlation, dur, algo, proto
+        self.kernels: list[tuple[Any, Any, float]] = []  # External id, correlation, duration
         self.first_us = math.inf
         self.last_us = -math.inf
-        self._kernel_names: dict[str, tuple[str | None, str | None]] = {}
 
     def add(self, event: dict[str, Any]) -> None:
         if event.get("ph") != "X":
@@ -194,7 +189,7 @@ class _Scan:
         category = event.get("cat")
         if category == "kernel":
             if is_nccl_kernel(name):
-                self._add_kernel(event, name, duration)
+                self._add_kernel(event, duration)
         elif name == RECORD_PARAM_COMMS:
             self._add_record_param_comms(event, start, duration)
         elif not self.rpc_anchors:
@@ -206,12 +201,9 @@ class _Scan:
     def window_us(self) -> float | None:
         return self.last_us - self.first_us if self.last_us >= self.first_us else None
 
-    def _add_kernel(self, event: dict[str, Any], name: str, duration: float) -> None:
-        algo_proto = self._kernel_names.get(name)
-        if algo_proto is None:
-            algo_proto = self._kernel_names[name] = algo_proto_of_kernel(name)
+    def _add_kernel(self, event: dict[str, Any], duration: float) -> None:
         args = _args(event)
-        self.kernels.append((args.get("External id"), args.get("correlation"), duration, *algo_proto))
+        self.kernels.append((args.get("External id"), args.get("correlation"), duration))
 
     def _add_record_param_comms(self, event: dict[str, Any], start: float, duration: float) -> None:
         args = _args(event)
@@ -274,12 +266,12 @@ def _match_kernels(anchors: list[_Anchor], kernels: list, stream) -> int:
     """Give each NCCL kernel to its anchor (module docstring); the number no anchor was found for."""
     by_external_id = {anchor.external_id: anchor for anchor in anchors if anchor.external_id is not None}
     unmatched = []
-    for external_id, correlation, duration, algo, proto in kernels:
+    for external_id, correlation, duration in kernels:
         anchor = by_external_id.get(external_id)
         if anchor is not None:
-            anchor.kernels.append((duration, algo, proto))
+            anchor.kernels.append(duration)
         else:
-            unmatched.append((correlation, duration, algo, proto))
+            unmatched.append((correlation, duration))
     if not unmatched:
         return 0
     launches = _launches(stream, {correlation for correlation, *_ in unmatched if correlation is not None})
@@ -288,12 +280,12 @@ def _match_kernels(anchors: list[_Anchor], kernels: list, stream) -> int:
         by_thread[anchor.pid, anchor.tid].append(anchor)
     starts = {thread: [a.start_us for a in thread_anchors] for thread, thread_anchors in by_thread.items()}
     left = 0
-    for correlation, duration, algo, proto in unmatched:
+    for correlation, duration in unmatched:
         anchor = _anchor_around(launches.get(correlation), by_thread, starts)
         if anchor is None:
             left += 1
         else:
-            anchor.kernels.append((duration, algo, proto))
+            anchor.kernels.append(duration)
     return left
 
 
