@@ -21,7 +21,7 @@ from nccl_bench.ranks.preflight import chosen_backend
 from nccl_bench.ranks.runner import Measurement, PointRunner, TimingPlan
 from nccl_bench.ranks.split import ranks_text
 from nccl_bench.replay.replay_config import ReplayConfig
-from nccl_bench.replay.replay_plan import ReplayPlan, ReplayPoint
+from nccl_bench.replay.replay_plan import ReplayPlan, ReplayPoint, group_label
 from nccl_bench.results.csv_appender import ResultsWriter
 from nccl_bench.results.schema import STATUS_OK, STATUS_UNSUPPORTED, ResultRow
 from nccl_bench.units import bandwidth, stats
@@ -147,7 +147,7 @@ class _Replay:
             redop=REDUCE_OP if collective.reduces else "none", root=ROOT if collective.rooted else -1,
             world_size=group_size, nodes=len(hosts), backend=self.run.request.backend, agg="max",
             busbw_factor=factor, source=self.plan.source,
-            group="" if group_size == self.run.launch.world_size else f"ranks {ranks_text(point.ranks)}",
+            group=group_label(point.ranks, self.run.launch.world_size),
         )
         if measurement is None:
             return ResultRow(**common, iters=0, trials=0, time_us=None, time_min_us=None, time_max_us=None,

@@ -63,8 +63,9 @@ class ReplayJob:
     def replayed_profile(self, run_dir: Path) -> Profile:
         """The profile with the replayed times of a finished run's rows."""
         from nccl_bench.results.loader import read_run
+        from nccl_bench.results.run_folder import read_meta
 
-        return with_replay(self.profile, read_run(run_dir, "run").rows)
+        return with_replay(self.profile, read_run(run_dir, "run").rows, read_meta(run_dir)["world_size"])
 
 
 def read_replay_job(config: ReplayConfig, envelope: Path | None = None, envelope_label: str = "") -> ReplayJob:

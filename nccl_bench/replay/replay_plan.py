@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from nccl_bench.errors import UserInputError
+from nccl_bench.ranks.split import ranks_text
 from nccl_bench.replay.trace_reader import CollectiveCall, RankTrace
 from nccl_bench.units import op_table
 from nccl_bench.units.stats import median
@@ -41,7 +42,8 @@ class ReplayPoint:
 
     @property
     def key(self) -> tuple[str, int, str, int]:
-        """The profile's row key (replay/profile.ProfileKey)."""
+        """(op, size, dtype, group size): the profile's row key without the trace's ranks, which the
+        launch's ranks stand in for."""
         return self.op, self.size_bytes, self.dtype, self.group_size
 
     @property
@@ -93,10 +95,10 @@ def refuse_too_few_ranks(trace: RankTrace, world_size: int) -> None:
                                               f"ranks; this launch has {world_size}")
 
 
-def launch_ranks(call: CollectiveCall, world_size: int) -> tuple[int, ...]:
-    """The launch's ranks for the call's group (module docstring); the group fits, as checked first."""
-    size = call.group_size or 1
-    own = call.group_ranks
+def launch_ranks(group_size: int | None, group_ranks: tuple[int, ...] | None, world_size: int) -> tuple[int, ...]:
+    """The launch's ranks for a group of the trace (module docstring); the group fits, as checked first."""
+    size = group_size or 1
+    own = group_ranks
     if own and len(own) == size and len(set(own)) == size and max(own) < world_size and min(own) >= 0:
         return tuple(sorted(own))  # a group's ranks in rank order, as torch numbers them within it
     return tuple(range(size))
@@ -112,7 +114,7 @@ def points_for_launch(trace: RankTrace, world_size: int) -> ReplayPlan:
         if reason is not None:
             why_not[reason] = why_not.get(reason, 0) + 1
             continue
-        ranks = launch_ranks(call, world_size)
+        ranks = launch_ranks(call.group_size, call.group_ranks, world_size)
         found.setdefault((call.op, call.size_bytes or 0, call.dtype or "float32", ranks), []).append(call)
     points = []
     for (op, size_bytes, dtype, ranks), calls in found.items():
@@ -123,6 +125,12 @@ def points_for_launch(trace: RankTrace, world_size: int) -> ReplayPlan:
     if not points:
         raise UserInputError(str(trace.path), "nothing to replay: " + "; ".join(left_out))
     return ReplayPlan(tuple(points), source_of(trace), left_out)
+
+
+def group_label(ranks: tuple[int, ...], world_size: int) -> str:
+    """A point's `group` column: "" for the launch's whole world, else "ranks 0,4" or "ranks 0-3"; a
+    replayed row and its profile row are joined by it (replay/profile.with_replay)."""
+    return "" if len(ranks) == world_size else f"ranks {ranks_text(ranks)}"
 
 
 def source_of(trace: RankTrace) -> str:
