@@ -14,14 +14,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from nccl_bench.errors import RunFailedError, first_line
+from nccl_bench.errors import OptionError, RunFailedError, first_line
 from nccl_bench.ranks import dist, faults, session
 from nccl_bench.ranks.collectives import CALLS, Buffers, OpArgs
 from nccl_bench.ranks.preflight import chosen_backend
 from nccl_bench.ranks.runner import Measurement, PointRunner, TimingPlan
 from nccl_bench.ranks.split import ranks_text
 from nccl_bench.replay.replay_config import ReplayConfig
-from nccl_bench.replay.replay_plan import ReplayPlan, ReplayPoint, group_label
+from nccl_bench.replay.replay_plan import ReplayPlan, ReplayPoint, group_label, plans_disagree
 from nccl_bench.results.csv_appender import ResultsWriter
 from nccl_bench.results.schema import STATUS_OK, STATUS_UNSUPPORTED, ResultRow
 from nccl_bench.units import bandwidth, stats
@@ -72,6 +72,9 @@ class _Replay:
         self.run = run
         self.summary.run_dir = run.run_dir
         ctx = run.ctx
+        problem = plans_disagree(dist.gather_objects(ctx, (self.plan.digest, self.plan.source)))
+        if problem is not None:  # seen alike by every rank, before any group exists: refused on every rank
+            raise OptionError("traces", problem)
         world = tuple(range(ctx.world_size))
         self.contexts = dist.make_groups(ctx, [ranks for ranks in self.plan.groups if ranks != world])
         if world in self.plan.groups:  # the world's points run in the default group itself

@@ -14,6 +14,8 @@ starts: "needs 128 ranks; this launch has 2".
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import dataclass
 
 from nccl_bench.errors import UserInputError
@@ -69,6 +71,14 @@ class ReplayPlan:
     def groups(self) -> tuple[tuple[int, ...], ...]:
         """Every distinct set of ranks a point runs on, in order of first use."""
         return tuple(dict.fromkeys(point.ranks for point in self.points))
+
+    @property
+    def digest(self) -> str:
+        """What the ranks run, in order, as one hash: ranks whose digests differ would make different
+        groups or call different collectives, and hang or pair up wrongly (replay_body.py compares them
+        before the first group is made)."""
+        runs = [(point.op, point.size_bytes, point.dtype, point.ranks) for point in self.points]
+        return hashlib.sha256(json.dumps(runs).encode()).hexdigest()[:16]
 
     @property
     def bytes_per_rank(self) -> int:
@@ -131,6 +141,22 @@ def group_label(ranks: tuple[int, ...], world_size: int) -> str:
     """A point's `group` column: "" for the launch's whole world, else "ranks 0,4" or "ranks 0-3"; a
     replayed row and its profile row are joined by it (replay/profile.with_replay)."""
     return "" if len(ranks) == world_size else f"ranks {ranks_text(ranks)}"
+
+
+def plans_disagree(plans: list[tuple[str, str]]) -> str | None:
+    """Each rank's (plan digest, trace source), by rank -> None where every rank has one plan, else the
+    problem in one line naming which ranks replay which traces, the lowest rank's first."""
+    by_digest: dict[str, list[int]] = {}
+    for rank, (digest, _) in enumerate(plans):
+        by_digest.setdefault(digest, []).append(rank)
+    if len(by_digest) == 1:
+        return None
+    parts = []
+    for ranks in by_digest.values():
+        sources = ", ".join(dict.fromkeys(plans[rank][1].removeprefix("trace:") for rank in ranks))
+        parts.append(f"rank{'s' if len(ranks) > 1 else ''} {ranks_text(tuple(ranks))} planned from {sources}")
+    return ("the ranks were given traces that plan different replays (" + "; ".join(parts)
+            + "): give every rank the same trace files")
 
 
 def source_of(trace: RankTrace) -> str:
