@@ -94,14 +94,25 @@ class RankTrace:
 
 
 def read_trace(path: Path | str) -> RankTrace:
-    """The collectives of one rank's trace; TraceError for a file that is no trace or holds none."""
+    """The collectives of one rank's trace; TraceError for a file that is no trace, holds none, or holds
+    a value no job can have (Impossible), before anything is measured or written."""
     stream = stream_trace(path)
+    try:
+        return _read(stream)
+    except Impossible as exc:
+        raise TraceError(stream.path, f"impossible value: {exc}") from None
+
+
+def _read(stream) -> RankTrace:
     scan = _Scan()
     for event in stream:
         scan.add(event)
     info = stream.metadata.get("distributedInfo")
     info = info if isinstance(info, dict) else {}
-    world_size = _int(info.get("world_size"))
+    world_size = _count(info, "world_size", "distributedInfo's world_size", least=1)
+    rank = _count(info, "rank", "distributedInfo's rank", least=0)
+    if rank is not None and world_size is not None and rank >= world_size:
+        raise Impossible(f"distributedInfo's rank is {rank}, in a world of {world_size}")
     scan.name_groups()
     anchors, source = (scan.rpc_anchors, RECORD_PARAM_COMMS) if scan.rpc_anchors else (scan.annotations, ANNOTATIONS)
     if not anchors:
@@ -109,9 +120,11 @@ def read_trace(path: Path | str) -> RankTrace:
                                       "no nccl:* or gloo:* annotation")
     unmatched = _match_kernels(anchors, scan.kernels, stream)
     calls = sorted((anchor.call(world_size) for anchor in anchors), key=lambda call: call.start_us)
+    for call in calls:
+        _check_call(call, world_size)
     backend = info.get("backend") if isinstance(info.get("backend"), str) else ("nccl" if scan.kernels else None)
     return RankTrace(
-        path=stream.path, backend=backend, rank=_int(info.get("rank")), world_size=world_size,
+        path=stream.path, backend=backend, rank=rank, world_size=world_size,
         nccl_version=info.get("nccl_version") if isinstance(info.get("nccl_version"), str) else None,
         process_groups=_process_groups(info.get("pg_config")), calls=tuple(calls), source=source,
         window_us=scan.window_us(), unmatched_kernels=unmatched,
@@ -181,6 +194,8 @@ class _Scan:
         start, duration = event.get("ts"), event.get("dur", 0)
         if not isinstance(start, (int, float)) or not isinstance(duration, (int, float)):
             return
+        if not _usable_times(event, start, duration):
+            return
         self.first_us = min(self.first_us, start)
         self.last_us = max(self.last_us, start + duration)
         name = event.get("name")
@@ -218,11 +233,15 @@ class _Scan:
             self.annotations.clear()
             self.group_hints.clear()
         dtype = args.get("dtype")
+        if any(size < 0 for size in in_splits + out_splits):
+            raise Impossible(f"a split size of {name} is negative")
         self.rpc_anchors.append(_Anchor(
             op=op, pid=event.get("pid"), tid=event.get("tid"), start_us=start, duration_us=duration,
-            external_id=args.get("External id"), in_elements=_int(args.get("In msg nelems")),
-            out_elements=_int(args.get("Out msg nelems")), dtype=dtype_of(dtype) if isinstance(dtype, str) else None,
-            group_size=_int(args.get("Group size")), group_ranks=_int_list(args.get("Process Group Ranks")),
+            external_id=args.get("External id"), in_elements=_elements(args, "In msg nelems", name),
+            out_elements=_elements(args, "Out msg nelems", name),
+            dtype=dtype_of(dtype) if isinstance(dtype, str) else None,
+            group_size=_count(args, "Group size", f"the Group size of {name}", least=1),
+            group_ranks=_int_list(args.get("Process Group Ranks")),
             process_group=_text(args.get("Process Group Name")), in_splits=in_splits, out_splits=out_splits,
         ))
 
@@ -315,6 +334,60 @@ def _anchor_around(launch, by_thread, starts) -> _Anchor | None:
     return anchor if launched_us <= anchor.end_us else None
 
 
+# torch counts a tensor's elements in int64: a collective of more elements, or of more bytes, is no call
+# a job made.
+MAX_ELEMENTS = 2**63 - 1
+
+
+class Impossible(ValueError):
+    """A value no job's trace can hold (a negative size, a world of 0 ranks, a NaN duration): the trace is
+    refused whole, before anything is measured, so that no such number reaches a table or a file."""
+
+
+def _usable_times(event: dict[str, Any], start: float, duration: float) -> bool:
+    """Whether an event's times count. A non-finite time is impossible anywhere; a negative duration is
+    impossible for what times a collective (an NCCL kernel, a gloo:* or nccl:* annotation), and any other
+    event with one joins nothing, not even the window."""
+    if not math.isfinite(start) or not math.isfinite(duration):
+        raise Impossible(f"an event's {'ts' if not math.isfinite(start) else 'dur'} is "
+                         f"{start if not math.isfinite(start) else duration}")
+    if duration >= 0:
+        return True
+    name = str(event.get("name"))
+    if event.get("cat") == "kernel" and is_nccl_kernel(name):
+        raise Impossible(f"an NCCL kernel's duration is {duration:g} us")
+    if name.startswith(_ANNOTATION_PREFIXES):
+        raise Impossible(f"the duration of {name} is {duration:g} us")
+    return False
+
+
+def _count(mapping: dict[str, Any], key: str, what: str, least: int) -> int | None:
+    """An integer field that must be at least `least` where it is given; None where it is not."""
+    value = _int(mapping.get(key))
+    if value is not None and value < least:
+        raise Impossible(f"{what} is {value}")
+    return value
+
+
+def _elements(args: dict[str, Any], key: str, name: str) -> int | None:
+    value = _count(args, key, f"the {key} of {name}", least=0)
+    if value is not None and value > MAX_ELEMENTS:
+        raise Impossible(f"the {key} of {name} is {value:.3g}, more elements than a tensor holds")
+    return value
+
+
+def _check_call(call: CollectiveCall, world_size: int | None) -> None:
+    """A call's group within the world, and its size within what a tensor holds."""
+    if call.group_ranks and min(call.group_ranks) < 0:
+        raise Impossible(f"the group of {call.op} holds rank {min(call.group_ranks)}")
+    if call.group_ranks and world_size is not None and max(call.group_ranks) >= world_size:
+        raise Impossible(f"the group of {call.op} holds rank {max(call.group_ranks)}, in a world of {world_size}")
+    if call.group_size is not None and world_size is not None and call.group_size > world_size:
+        raise Impossible(f"{call.op} runs on {call.group_size} ranks, in a world of {world_size}")
+    if call.size_bytes is not None and call.size_bytes > MAX_ELEMENTS:
+        raise Impossible(f"{call.op} of {call.size_bytes:.3g} bytes, more than a tensor holds")
+
+
 def _args(event: dict[str, Any]) -> dict[str, Any]:
     args = event.get("args")
     return args if isinstance(args, dict) else {}
@@ -358,6 +431,8 @@ def _input_elements(args: dict[str, Any]) -> tuple[int | None, tuple[str, int] |
         known = dtype_of(type_name) if isinstance(type_name, str) else None
         if known is None or not isinstance(shape, list) or not all(_int(n) is not None for n in shape):
             continue
+        if any(n < 0 for n in shape):
+            raise Impossible(f"a collective's Input Dims hold {min(shape)}")
         elements += math.prod(shape)
         dtype = dtype or known
     return (elements, dtype) if dtype is not None else (None, None)
