@@ -92,8 +92,14 @@ def replayed_trace(traces: list[RankTrace]) -> RankTrace:
 
 
 def ranks_needed(trace: RankTrace) -> int:
-    """The most ranks any of the trace's collectives runs on."""
-    return max((call.group_size or 1 for call in trace.calls), default=1)
+    """The most ranks any of the trace's collectives runs on; a collective on the world of a trace that
+    does not say the world's size is refused, naming what the trace lacks (never guessed as 1 rank)."""
+    unsized = next((call for call in trace.calls if call.group_size is None), None)
+    if unsized is not None:
+        raise UserInputError(str(trace.path), f"its {unsized.op} runs on the whole world, and the trace does not "
+                                              "say how many ranks that is: give the job's traces with their "
+                                              "distributedInfo (world_size), as torch.profiler writes them")
+    return max((call.group_size for call in trace.calls), default=1)
 
 
 def refuse_too_few_ranks(trace: RankTrace, world_size: int) -> None:
@@ -169,6 +175,9 @@ def _why_not_replayed(call: CollectiveCall) -> str | None:
     collective = op_table.OPS.get(call.op)
     if collective is None:
         return f"{call.op} is no collective nccl_bench runs"
+    if call.ranks_cut:
+        return (f"{call.op} on a group of {call.group_size} ranks whose ranks the trace cuts short (torch's "
+                "profiler writes 30) and its distributedInfo pg_config does not list")
     if not collective.moves_data:  # barrier: no buffer, no size
         return None
     if call.size_bytes is None or call.dtype is None:

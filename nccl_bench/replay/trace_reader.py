@@ -69,6 +69,7 @@ class CollectiveCall:
     process_group: str | None = None  # torch's name of the process group ("0" is the default group)
     in_split_sizes: tuple[int, ...] = ()  # all_to_allv's per-peer element counts
     out_split_sizes: tuple[int, ...] = ()
+    ranks_cut: bool = False  # the trace cut its group's rank list short, and holds it nowhere whole
 
 
 @dataclass(frozen=True)
@@ -114,6 +115,8 @@ def _read(stream) -> RankTrace:
     if rank is not None and world_size is not None and rank >= world_size:
         raise Impossible(f"distributedInfo's rank is {rank}, in a world of {world_size}")
     scan.name_groups()
+    process_groups = _process_groups(info.get("pg_config"))
+    _whole_groups(scan.rpc_anchors, process_groups)
     anchors, source = (scan.rpc_anchors, RECORD_PARAM_COMMS) if scan.rpc_anchors else (scan.annotations, ANNOTATIONS)
     if not anchors:
         raise TraceError(stream.path, "no collectives in it: no record_param_comms with a collective name, "
@@ -126,7 +129,7 @@ def _read(stream) -> RankTrace:
     return RankTrace(
         path=stream.path, backend=backend, rank=rank, world_size=world_size,
         nccl_version=info.get("nccl_version") if isinstance(info.get("nccl_version"), str) else None,
-        process_groups=_process_groups(info.get("pg_config")), calls=tuple(calls), source=source,
+        process_groups=process_groups, calls=tuple(calls), source=source,
         window_us=scan.window_us(), unmatched_kernels=unmatched,
     )
 
@@ -149,6 +152,7 @@ class _Anchor:
     process_group: str | None = None
     in_splits: tuple[int, ...] = ()
     out_splits: tuple[int, ...] = ()
+    ranks_cut: bool = False
     cpu_time_is_job_time: bool = False  # gloo: the annotation spans the collective's run
     kernels: list[float] = field(default_factory=list)  # the durations of its NCCL kernels
 
@@ -170,7 +174,7 @@ class _Anchor:
             op=self.op, size_bytes=size_bytes, dtype=None if self.dtype is None else self.dtype[0],
             group_size=group_size, group_ranks=self.group_ranks, start_us=self.start_us, job_time_us=job_time_us,
             process_group=self.process_group, in_split_sizes=self.in_splits,
-            out_split_sizes=self.out_splits,
+            out_split_sizes=self.out_splits, ranks_cut=self.ranks_cut,
         )
 
 
@@ -242,6 +246,7 @@ class _Scan:
             dtype=dtype_of(dtype) if isinstance(dtype, str) else None,
             group_size=_count(args, "Group size", f"the Group size of {name}", least=1),
             group_ranks=_int_list(args.get("Process Group Ranks")),
+            ranks_cut=_cut_short(args.get("Process Group Ranks")),
             process_group=_text(args.get("Process Group Name")), in_splits=in_splits, out_splits=out_splits,
         ))
 
@@ -386,6 +391,21 @@ def _check_call(call: CollectiveCall, world_size: int | None) -> None:
         raise Impossible(f"{call.op} runs on {call.group_size} ranks, in a world of {world_size}")
     if call.size_bytes is not None and call.size_bytes > MAX_ELEMENTS:
         raise Impossible(f"{call.op} of {call.size_bytes:.3g} bytes, more than a tensor holds")
+
+
+def _cut_short(ranks: Any) -> bool:
+    """torch's profiler writes at most 30 of a list's entries, then `...` ("[0, 1, ..., 29, ...]")."""
+    return isinstance(ranks, str) and "..." in ranks
+
+
+def _whole_groups(anchors: list[_Anchor], groups: tuple[ProcessGroupInfo, ...]) -> None:
+    """A group whose rank list the profiler cut short, made whole from distributedInfo's pg_config, which
+    lists each process group's ranks in full under the name the collective carries."""
+    by_name = {group.name: group.ranks for group in groups}
+    for anchor in anchors:
+        whole = by_name.get(anchor.process_group) if anchor.ranks_cut else None
+        if whole is not None and len(whole) == anchor.group_size:
+            anchor.group_ranks, anchor.ranks_cut = whole, False
 
 
 def _args(event: dict[str, Any]) -> dict[str, Any]:
