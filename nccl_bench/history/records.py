@@ -28,7 +28,7 @@ from nccl_bench.units.stats import median
 
 UNKNOWN = "unknown"
 COMPLETE = "complete"
-SWEEP, DOCTOR, IMPORTED = "sweep", "doctor", "import"
+SWEEP, DOCTOR, REPLAY, IMPORTED = "sweep", "doctor", "replay", "import"
 
 
 @dataclass(frozen=True)
@@ -54,7 +54,7 @@ class HostRecord:
 @dataclass(frozen=True)
 class RunRecord:
     run_id: str
-    kind: str  # SWEEP, DOCTOR or IMPORTED (no meta.json: a bare CSV, an nccl-tests log)
+    kind: str  # SWEEP, DOCTOR, REPLAY or IMPORTED (no meta.json: a bare CSV, an nccl-tests log)
     status: str  # meta.json's status; only complete runs are judged
     started_utc: str
     source: str  # the path it was read from
@@ -106,12 +106,19 @@ def _sweep_record(path: Path, meta: dict[str, Any] | None, rows: list[ResultRow]
     system = system_of(meta)
     first = rows[0]
     return RunRecord(
-        run_id=_run_id(meta, [row_to_record(row) for row in rows]), kind=SWEEP if meta else IMPORTED,
+        run_id=_run_id(meta, [row_to_record(row) for row in rows]), kind=_kind(meta),
         status=str(meta.get("status", UNKNOWN)) if meta else COMPLETE,
         started_utc=str(meta.get("started_utc") or started) if meta else started, source=str(path),
         system=system, backend=first.backend, world_size=first.world_size, nodes=first.nodes, verdict="",
         meta=meta or {}, values=tuple(series_values(rows, system)), hosts=(),
     )
+
+
+def _kind(meta: dict[str, Any] | None) -> str:
+    """A run folder's kind is the command that made it (meta.json's `command`); a file without one is imported."""
+    if not meta:
+        return IMPORTED
+    return REPLAY if meta.get("command") == "replay" else SWEEP
 
 
 def series_values(rows: list[ResultRow], system: str) -> list[SeriesValue]:

@@ -14,6 +14,7 @@ from typing import Sequence
 
 from rich.text import Text
 
+from nccl_bench.ranks.split import brief_ranks_text
 from nccl_bench.render.fit import Column, fit
 from nccl_bench.replay.profile import Profile, ProfileRow, envelope_row
 from nccl_bench.results.schema import ResultRow
@@ -24,6 +25,7 @@ _COLUMNS = (
     Column("size", align="right"),
     Column("dtype", align="left", priority=3),
     Column("ranks", align="right"),
+    Column("group", align="left", priority=3),
     Column("calls", align="right"),
     Column("total", "(ms)"),
     Column("per call", "(us)"),
@@ -57,16 +59,17 @@ def profile_notes(profile: Profile) -> list[str]:
     """Rows whose count differs between ranks' traces: the count shown is the most any rank made."""
     notes = []
     for mismatch in profile.count_mismatches:
-        op, size_bytes, _, group_size = mismatch.key
+        op, size_bytes, _, group_size, group_ranks = mismatch.key
+        group = f"ranks {brief_ranks_text(group_ranks)}" if group_ranks else f"{group_size} ranks"
         counts = ", ".join(f"rank {'?' if rank is None else rank}: {count}" for rank, count in mismatch.counts)
-        notes.append(f"{op} {_size(size_bytes)} on {group_size} ranks was called a different number of times by "
+        notes.append(f"{op} {_size(size_bytes)} on {group} was called a different number of times by "
                      f"the ranks read ({counts}): a shorter traced window, or another sub-group")
     return notes
 
 
 def replay_lines(profile: Profile) -> list[str]:
     """One sentence per replayed collective, the costliest first: its time in the job beside its time alone."""
-    return [_replay_sentence(row) for row in profile.rows if row.replay_time_us is not None]
+    return [_replay_sentence(row, _head(row, profile)) for row in profile.rows if row.replay_time_us is not None]
 
 
 def envelope_lines(profile: Profile, sweep_rows: Sequence[ResultRow] | None, option: str) -> list[str]:
@@ -78,7 +81,7 @@ def envelope_lines(profile: Profile, sweep_rows: Sequence[ResultRow] | None, opt
         if row.size_bytes is None or (row.job_busbw_gbps is None and row.replay_busbw_gbps is None):
             continue
         swept = envelope_row(row, sweep_rows)
-        head = f"{row.op} {_size(row.size_bytes)}"
+        head = _head(row, profile)
         if swept is None:
             lines.append(f"{head}: the sweep has no {row.op} of {row.dtype} on {row.group_size} ranks")
             continue
@@ -90,8 +93,17 @@ def envelope_lines(profile: Profile, sweep_rows: Sequence[ResultRow] | None, opt
     return lines
 
 
-def _replay_sentence(row: ProfileRow) -> str:
-    head = f"{row.op} {_size(row.size_bytes)}, {row.count} call{'s' if row.count != 1 else ''}"
+def _head(row: ProfileRow, profile: Profile) -> str:
+    """The op and size, and the group's ranks where it is a sub-group the trace names (groups of one
+    size are rows apart)."""
+    head = f"{row.op} {_size(row.size_bytes)}"
+    if row.group_ranks and len(row.group_ranks) != profile.world_size:
+        head += f" on ranks {row.group_text}"
+    return head
+
+
+def _replay_sentence(row: ProfileRow, head: str) -> str:
+    head = f"{head}, {row.count} call{'s' if row.count != 1 else ''}"
     alone = f"{duration(row.replay_time_us)} alone here"
     if row.job_time_us is None:
         return f"{head}: no time in the trace; {alone}"
@@ -128,7 +140,7 @@ def _header(profile: Profile, paths: Sequence[Path]) -> list[str]:
 
 def _cells(row: ProfileRow, replayed: bool) -> list[str]:
     cells = [
-        row.op, _size(row.size_bytes), row.dtype or "-", str(row.group_size or "-"), str(row.count),
+        row.op, _size(row.size_bytes), row.dtype or "-", str(row.group_size or "-"), row.group_text, str(row.count),
         _number(None if row.total_time_us is None else row.total_time_us / 1e3, 3),
         _number(row.job_time_us, 1), _number(row.job_busbw_gbps, 2), row.algo or "-", row.proto or "-",
         _number(None if row.share_of_window is None else 100 * row.share_of_window, 2),

@@ -1,5 +1,5 @@
-"""A job's communication profile: its collectives grouped by (op, size, dtype, group size), the costliest
-first, with the time each took in the job and the bus bandwidth that time means (pure: traces in).
+"""A job's communication profile: its collectives grouped by (op, size, dtype, process group), the
+costliest first, with the time each took in the job and the bus bandwidth that time means (pure: traces in).
 
 Several files, one per rank, are one job: a collective every rank calls is counted once (the count
 is the largest any rank saw: ranks of a job call the same collectives, and a rank that saw fewer was
@@ -17,18 +17,22 @@ collective alone on the launch's ranks, its busbw, and efficiency = replayed tim
 from __future__ import annotations
 
 import math
-from collections import Counter, defaultdict
+from collections import defaultdict
 from dataclasses import dataclass, replace
 from typing import Any, Sequence
 
+from nccl_bench.ranks.split import brief_ranks_text
+from nccl_bench.replay.replay_plan import group_label, launch_ranks
 from nccl_bench.replay.trace_events import TraceError
 from nccl_bench.replay.trace_reader import CollectiveCall, RankTrace
 from nccl_bench.results.schema import STATUS_OK, ResultRow
 from nccl_bench.units import bandwidth, op_table
 from nccl_bench.units.stats import median
 
-# (op, size_bytes, dtype, group_size): one row of the profile.
-ProfileKey = tuple[str, "int | None", "str | None", "int | None"]
+# (op, size_bytes, dtype, group_size, group_ranks): one row of the profile. Groups of one size are kept
+# apart by their ranks (a TP group [0-3] and a DP group [0,4,8,12] run at different speeds); a group the
+# trace does not name (None) is the world.
+ProfileKey = tuple[str, "int | None", "str | None", "int | None", "tuple[int, ...] | None"]
 
 
 @dataclass(frozen=True)
@@ -37,20 +41,28 @@ class ProfileRow:
     size_bytes: int | None
     dtype: str | None
     group_size: int | None
+    group_ranks: tuple[int, ...] | None  # the process group's global ranks; None: not named (the world)
     count: int
     total_time_us: float | None  # None: no call of this row has a time in the trace
     job_time_us: float | None  # median per call
     job_busbw_gbps: float | None
-    algo: str | None  # the most frequent among its calls' kernels
-    proto: str | None
     share_of_window: float | None  # total_time_us over the traced window
+    # NCCL's algorithm and protocol, only from NCCL's own record of its choice (its tuning log): a
+    # trace holds none (kernel names do not say, replay/trace_vocabulary.py), so a profile has None.
+    algo: str | None = None
+    proto: str | None = None
     replay_time_us: float | None = None
     replay_busbw_gbps: float | None = None
     efficiency: float | None = None  # replay_time_us / job_time_us, once replayed
 
     @property
     def key(self) -> ProfileKey:
-        return self.op, self.size_bytes, self.dtype, self.group_size
+        return self.op, self.size_bytes, self.dtype, self.group_size, self.group_ranks
+
+    @property
+    def group_text(self) -> str:
+        """The group as a line shows it: its ranks where the trace names them ('0,4,8,12'), else '-'."""
+        return "-" if not self.group_ranks else brief_ranks_text(self.group_ranks)
 
 
 @dataclass(frozen=True)
@@ -78,7 +90,7 @@ def profile_traces(traces: Sequence[RankTrace]) -> Profile:
     for trace in traces:
         grouped: dict[ProfileKey, list[CollectiveCall]] = defaultdict(list)
         for call in trace.calls:
-            grouped[call.op, call.size_bytes, call.dtype, call.group_size].append(call)
+            grouped[_key(call)].append(call)
         calls_by_rank.append(grouped)
     windows = [trace.window_us for trace in traces if trace.window_us]
     window_us = max(windows) if windows else None
@@ -102,7 +114,8 @@ def profile_json(profile: Profile) -> dict[str, Any]:
                   "nccl_version": profile.nccl_version, "ranks_read": list(profile.ranks_read)},
         "collectives": [
             {"op": row.op, "bytes": row.size_bytes, "dtype": row.dtype, "group_size": row.group_size,
-             "count": row.count, "job_time_us": row.job_time_us, "job_busbw_gbps": row.job_busbw_gbps,
+             "group_ranks": None if row.group_ranks is None else list(row.group_ranks), "count": row.count,
+             "job_time_us": row.job_time_us, "job_busbw_gbps": row.job_busbw_gbps,
              "algo": row.algo, "proto": row.proto, "replay_time_us": row.replay_time_us,
              "replay_busbw_gbps": row.replay_busbw_gbps, "efficiency": row.efficiency}
             for row in profile.rows
@@ -110,16 +123,19 @@ def profile_json(profile: Profile) -> dict[str, Any]:
     }
 
 
-def with_replay(profile: Profile, rows: Sequence[ResultRow]) -> Profile:
-    """The profile with each row's replay fields from the replay's row of the same collective (an op
-    without data, barrier, matched by its group size alone); rows left unmatched keep None."""
+def with_replay(profile: Profile, rows: Sequence[ResultRow], world_size: int) -> Profile:
+    """The profile with each row's replay fields from the replay's row of the same collective on the
+    ranks that stood in for its group on a launch of `world_size` ranks (an op without data, barrier,
+    matched by its group alone); rows left unmatched keep None."""
     replayed = {}
     for row in rows:
         if row.status == STATUS_OK and row.time_us is not None:
-            replayed[_replay_key(row.op, row.size_bytes, row.dtype, row.world_size)] = row
+            replayed[_replay_key(row.op, row.size_bytes, row.dtype, row.world_size, row.group)] = row
     filled = []
     for entry in profile.rows:
-        row = replayed.get(_replay_key(*entry.key))
+        ranks = launch_ranks(entry.group_size, entry.group_ranks, world_size)
+        row = replayed.get(_replay_key(entry.op, entry.size_bytes, entry.dtype, len(ranks),
+                                       group_label(ranks, world_size)))
         if row is None:
             filled.append(entry)
             continue
@@ -142,14 +158,18 @@ def envelope_row(entry: ProfileRow, sweep_rows: Sequence[ResultRow]) -> ResultRo
     return min(candidates, key=lambda row: (abs(math.log(row.size_bytes / entry.size_bytes)), row.size_bytes))
 
 
-def _replay_key(op: str, size_bytes: int | None, dtype: str | None, group_size: int | None) -> tuple:
+def _key(call: CollectiveCall) -> ProfileKey:
+    return call.op, call.size_bytes, call.dtype, call.group_size, call.group_ranks
+
+
+def _replay_key(op: str, size_bytes: int | None, dtype: str | None, group_size: int, group: str) -> tuple:
     if not op_table.moves_data(op):
-        return op, group_size
-    return op, size_bytes, dtype, group_size
+        return op, group_size, group
+    return op, size_bytes, dtype, group_size, group
 
 
 def _row(key: ProfileKey, calls_per_rank: list[list[CollectiveCall]], window_us: float | None) -> ProfileRow:
-    op, size_bytes, dtype, group_size = key
+    op, size_bytes, dtype, group_size, group_ranks = key
     times = [call.job_time_us for calls in calls_per_rank for call in calls if call.job_time_us is not None]
     rank_totals = [math.fsum(c.job_time_us for c in calls if c.job_time_us is not None)
                    for calls in calls_per_rank if any(c.job_time_us is not None for c in calls)]
@@ -159,12 +179,10 @@ def _row(key: ProfileKey, calls_per_rank: list[list[CollectiveCall]], window_us:
     if size_bytes is not None and group_size is not None:
         busbw = bandwidth.busbw_gbps(bandwidth.algbw_gbps(size_bytes, job_time_us),
                                      op_table.bus_factor(op, group_size))
-    choices = Counter((call.algo, call.proto) for calls in calls_per_rank for call in calls if call.algo is not None)
-    algo, proto = choices.most_common(1)[0][0] if choices else (None, None)
     return ProfileRow(
-        op=op, size_bytes=size_bytes, dtype=dtype, group_size=group_size,
+        op=op, size_bytes=size_bytes, dtype=dtype, group_size=group_size, group_ranks=group_ranks,
         count=max(len(calls) for calls in calls_per_rank), total_time_us=total_time_us, job_time_us=job_time_us,
-        job_busbw_gbps=busbw, algo=algo, proto=proto,
+        job_busbw_gbps=busbw,
         share_of_window=total_time_us / window_us if total_time_us is not None and window_us else None,
     )
 
@@ -175,9 +193,13 @@ def _costliest_first(row: ProfileRow) -> tuple:
 
 
 def _count_mismatches(keys, calls_by_rank, ranks) -> tuple[CountMismatch, ...]:
+    """Rows whose count differs between the ranks of its group read (a rank outside a named group calls
+    none of its collectives, and is no mismatch)."""
     mismatches = []
     for key in keys:
-        counts = tuple((rank, len(grouped.get(key, []))) for rank, grouped in zip(ranks, calls_by_rank, strict=True))
+        members = key[4]
+        counts = tuple((rank, len(grouped.get(key, []))) for rank, grouped in zip(ranks, calls_by_rank, strict=True)
+                       if members is None or rank is None or rank in members)
         if len({count for _, count in counts}) > 1:
             mismatches.append(CountMismatch(key, counts))
     return tuple(mismatches)

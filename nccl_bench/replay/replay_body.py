@@ -11,23 +11,29 @@ sweep/sweep_body.py.
 
 from __future__ import annotations
 
+import functools
+import os
+import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from nccl_bench.errors import RunFailedError, first_line
+from nccl_bench.errors import OptionError, RunFailedError, first_line
 from nccl_bench.ranks import dist, faults, session
 from nccl_bench.ranks.collectives import CALLS, Buffers, OpArgs
 from nccl_bench.ranks.preflight import chosen_backend
 from nccl_bench.ranks.runner import Measurement, PointRunner, TimingPlan
 from nccl_bench.ranks.split import ranks_text
 from nccl_bench.replay.replay_config import ReplayConfig
-from nccl_bench.replay.replay_plan import ReplayPlan, ReplayPoint
+from nccl_bench.replay.replay_plan import ReplayPlan, ReplayPoint, group_label, plans_disagree
 from nccl_bench.results.csv_appender import ResultsWriter
 from nccl_bench.results.schema import STATUS_OK, STATUS_UNSUPPORTED, ResultRow
 from nccl_bench.units import bandwidth, stats
 from nccl_bench.units.op_table import OPS, PLACEMENT_IN, Collective
 from nccl_bench.units.sizes import format_size
 
+# How often a rank outside a point's group looks for the group's next step: well inside any --timeout
+# (1 s at the least), and a few store reads a second.
+IDLE_POLL_S = 0.05
 # A trace does not say which reduction a job used, nor a root: sum (what gradients use) and rank 0.
 REDUCE_OP = "sum"
 ROOT = 0
@@ -66,12 +72,18 @@ class _Replay:
         self.run: session.Run | None = None
         self.contexts: dict[tuple[int, ...], dist.DistContext] = {}  # this rank's groups, by their ranks
         self.writer: ResultsWriter | None = None
+        self.beats: _Heartbeat | None = None
 
     # -- the life cycle's steps -----------------------------------------------------------------
     def set_up(self, run: session.Run) -> None:
         self.run = run
         self.summary.run_dir = run.run_dir
         ctx = run.ctx
+        plans = dist.gather_objects(ctx, (self.plan.digest, self.plan.source, os.urandom(8).hex()))
+        problem = plans_disagree([(digest, source) for digest, source, _ in plans])
+        if problem is not None:  # seen alike by every rank, before any group exists: refused on every rank
+            raise OptionError("traces", problem)
+        self.beats = _Heartbeat(ctx.store, plans[0][2])
         world = tuple(range(ctx.world_size))
         self.contexts = dist.make_groups(ctx, [ranks for ranks in self.plan.groups if ranks != world])
         if world in self.plan.groups:  # the world's points run in the default group itself
@@ -83,10 +95,17 @@ class _Replay:
     def measure(self, run: session.Run) -> None:
         if run.run_dir is not None:
             self.writer = ResultsWriter(run.run_dir)
-        for point in self.plan.points:
+        for index, point in enumerate(self.plan.points):
             self.where = f"{point.op} at {format_size(point.size_bytes)} on ranks {ranks_text(point.ranks)}"
             run.renew(self.where)
-            mine = self._point(point) if run.ctx.rank in point.ranks else None
+            leader = run.ctx.rank == point.ranks[0]
+            if run.ctx.rank in point.ranks:
+                mine = self._point(point, functools.partial(self.beats.beat, index) if leader else _no_beat)
+                if leader:
+                    self.beats.done(index)
+            else:  # sits the point out, each of the group's steps renewing its deadline
+                mine = None
+                self.beats.wait(index, lambda: run.renew(self.where))
             row = dist.gather_objects(run.ctx, mine)[point.ranks[0]]  # the group's first rank measured it
             run.disarm()
             if run.ctx.rank == 0:
@@ -110,8 +129,9 @@ class _Replay:
                 self.writer.append(row)
             self.summary.rows.append(row)
 
-    def _point(self, point: ReplayPoint) -> ResultRow | None:
-        """Measure one point on this rank's group; its first rank returns the row."""
+    def _point(self, point: ReplayPoint, beat: Callable[[], None]) -> ResultRow | None:
+        """Measure one point on this rank's group; its first rank returns the row. beat() as each step
+        of the timing starts (the ranks outside the group renew their deadlines by it)."""
         import torch
 
         ctx = self.contexts[point.ranks]
@@ -131,7 +151,11 @@ class _Replay:
             return self._row(point, collective, placement, None, reason) if leader else None
         timing = TimingPlan(warmup=self.config.warmup, iters=self.config.iters,
                             min_sample_s=self.config.sample_ms(ctx.on_gpu) / 1e3, trials=self.config.trials, agg="max")
-        measurement = PointRunner(ctx, timing, progress=self.run.renew).measure(run_once)
+        def progress() -> None:
+            self.run.renew()
+            beat()
+
+        measurement = PointRunner(ctx, timing, progress=progress).measure(run_once)
         self.run.renew()
         return self._row(point, collective, placement, measurement, None) if leader else None
 
@@ -147,7 +171,7 @@ class _Replay:
             redop=REDUCE_OP if collective.reduces else "none", root=ROOT if collective.rooted else -1,
             world_size=group_size, nodes=len(hosts), backend=self.run.request.backend, agg="max",
             busbw_factor=factor, source=self.plan.source,
-            group="" if group_size == self.run.launch.world_size else f"ranks {ranks_text(point.ranks)}",
+            group=group_label(point.ranks, self.run.launch.world_size),
         )
         if measurement is None:
             return ResultRow(**common, iters=0, trials=0, time_us=None, time_min_us=None, time_max_us=None,
@@ -162,6 +186,40 @@ class _Replay:
             algbw_gbps=algbw, busbw_gbps=bandwidth.busbw_gbps(algbw, factor), wrong=None,
             slowest_rank=point.ranks[measurement.slowest_rank], status=STATUS_OK, flags=";".join(measurement.flags()),
         )
+
+
+def _no_beat() -> None:
+    """A group's other ranks: the first rank speaks for the group's steps."""
+
+
+class _Heartbeat:
+    """The steps of a point's group, told through the rendezvous store to the ranks outside it.
+
+    A rank outside a point's group has nothing of its own to time, so one deadline step for the whole
+    point would expire under a long point while nothing is stuck. The group's first rank counts each
+    of its timing steps (each shorter than --timeout, as it is on the group's own ranks) and marks the
+    point done; the others poll and renew their deadline at each new step. Keys carry the run's nonce
+    (rank 0's), so a restarted attempt on the same store never reads an earlier one's.
+    """
+
+    def __init__(self, store: Any, nonce: str):
+        self.store, self.prefix = store, f"nccl_bench/replay/{nonce}/"
+
+    def beat(self, point: int) -> None:
+        self.store.add(f"{self.prefix}{point}/steps", 1)
+
+    def done(self, point: int) -> None:
+        self.store.set(f"{self.prefix}{point}/done", "1")
+
+    def wait(self, point: int, renew: Callable[[], None]) -> None:
+        """Until the point's group is done; renew() at each new step of it."""
+        steps_key, done_key, seen = f"{self.prefix}{point}/steps", f"{self.prefix}{point}/done", 0
+        while not self.store.check([done_key]):
+            steps = self.store.add(steps_key, 0)
+            if steps != seen:
+                seen = steps
+                renew()
+            time.sleep(IDLE_POLL_S)
 
 
 def _why_unsupported(ctx: dist.DistContext, run_once) -> str | None:

@@ -14,10 +14,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
-from nccl_bench.errors import RunFailedError
+from nccl_bench.errors import RunFailedError, UserInputError
 from nccl_bench.replay.profile import Profile, profile_traces, with_replay
 from nccl_bench.replay.replay_config import ReplayConfig
 from nccl_bench.replay.replay_plan import ReplayPlan, points_for_launch, refuse_too_few_ranks, replayed_trace
+from nccl_bench.replay.trace_events import is_stream
 from nccl_bench.replay.trace_reader import RankTrace, read_trace
 from nccl_bench.results.schema import ResultRow
 
@@ -47,6 +48,10 @@ class ReplayJob:
         host memory; the backend they will use and what will not be replayed."""
         from nccl_bench.ranks.preflight import check_local_workers, chosen_backend
 
+        for path in self.config.traces:  # each worker reads the traces again, where a pipe has nothing left
+            if is_stream(path):
+                raise UserInputError(str(path), "a pipe or FIFO is read once, and local workers read the traces "
+                                                "again: save it to a file first")
         refuse_too_few_ranks(self.replayed, workers)
         plan = self.points(workers)
         backend = chosen_backend(self.config.backend)
@@ -63,8 +68,9 @@ class ReplayJob:
     def replayed_profile(self, run_dir: Path) -> Profile:
         """The profile with the replayed times of a finished run's rows."""
         from nccl_bench.results.loader import read_run
+        from nccl_bench.results.run_folder import read_meta
 
-        return with_replay(self.profile, read_run(run_dir, "run").rows)
+        return with_replay(self.profile, read_run(run_dir, "run").rows, read_meta(run_dir)["world_size"])
 
 
 def read_replay_job(config: ReplayConfig, envelope: Path | None = None, envelope_label: str = "") -> ReplayJob:

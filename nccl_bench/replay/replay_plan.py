@@ -14,9 +14,12 @@ starts: "needs 128 ranks; this launch has 2".
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import dataclass
 
 from nccl_bench.errors import UserInputError
+from nccl_bench.ranks.split import ranks_text
 from nccl_bench.replay.trace_reader import CollectiveCall, RankTrace
 from nccl_bench.units import op_table
 from nccl_bench.units.stats import median
@@ -41,7 +44,8 @@ class ReplayPoint:
 
     @property
     def key(self) -> tuple[str, int, str, int]:
-        """The profile's row key (replay/profile.ProfileKey)."""
+        """(op, size, dtype, group size): the profile's row key without the trace's ranks, which the
+        launch's ranks stand in for."""
         return self.op, self.size_bytes, self.dtype, self.group_size
 
     @property
@@ -69,6 +73,14 @@ class ReplayPlan:
         return tuple(dict.fromkeys(point.ranks for point in self.points))
 
     @property
+    def digest(self) -> str:
+        """What the ranks run, in order, as one hash: ranks whose digests differ would make different
+        groups or call different collectives, and hang or pair up wrongly (replay_body.py compares them
+        before the first group is made)."""
+        runs = [(point.op, point.size_bytes, point.dtype, point.ranks) for point in self.points]
+        return hashlib.sha256(json.dumps(runs).encode()).hexdigest()[:16]
+
+    @property
     def bytes_per_rank(self) -> int:
         """The largest point's buffers: one point's buffers exist at a time."""
         return max((point.buffer_bytes() for point in self.points), default=0)
@@ -80,8 +92,14 @@ def replayed_trace(traces: list[RankTrace]) -> RankTrace:
 
 
 def ranks_needed(trace: RankTrace) -> int:
-    """The most ranks any of the trace's collectives runs on."""
-    return max((call.group_size or 1 for call in trace.calls), default=1)
+    """The most ranks any of the trace's collectives runs on; a collective on the world of a trace that
+    does not say the world's size is refused, naming what the trace lacks (never guessed as 1 rank)."""
+    unsized = next((call for call in trace.calls if call.group_size is None), None)
+    if unsized is not None:
+        raise UserInputError(str(trace.path), f"its {unsized.op} runs on the whole world, and the trace does not "
+                                              "say how many ranks that is: give the job's traces with their "
+                                              "distributedInfo (world_size), as torch.profiler writes them")
+    return max((call.group_size for call in trace.calls), default=1)
 
 
 def refuse_too_few_ranks(trace: RankTrace, world_size: int) -> None:
@@ -93,10 +111,10 @@ def refuse_too_few_ranks(trace: RankTrace, world_size: int) -> None:
                                               f"ranks; this launch has {world_size}")
 
 
-def launch_ranks(call: CollectiveCall, world_size: int) -> tuple[int, ...]:
-    """The launch's ranks for the call's group (module docstring); the group fits, as checked first."""
-    size = call.group_size or 1
-    own = call.group_ranks
+def launch_ranks(group_size: int | None, group_ranks: tuple[int, ...] | None, world_size: int) -> tuple[int, ...]:
+    """The launch's ranks for a group of the trace (module docstring); the group fits, as checked first."""
+    size = group_size or 1
+    own = group_ranks
     if own and len(own) == size and len(set(own)) == size and max(own) < world_size and min(own) >= 0:
         return tuple(sorted(own))  # a group's ranks in rank order, as torch numbers them within it
     return tuple(range(size))
@@ -112,7 +130,7 @@ def points_for_launch(trace: RankTrace, world_size: int) -> ReplayPlan:
         if reason is not None:
             why_not[reason] = why_not.get(reason, 0) + 1
             continue
-        ranks = launch_ranks(call, world_size)
+        ranks = launch_ranks(call.group_size, call.group_ranks, world_size)
         found.setdefault((call.op, call.size_bytes or 0, call.dtype or "float32", ranks), []).append(call)
     points = []
     for (op, size_bytes, dtype, ranks), calls in found.items():
@@ -125,6 +143,28 @@ def points_for_launch(trace: RankTrace, world_size: int) -> ReplayPlan:
     return ReplayPlan(tuple(points), source_of(trace), left_out)
 
 
+def group_label(ranks: tuple[int, ...], world_size: int) -> str:
+    """A point's `group` column: "" for the launch's whole world, else "ranks 0,4" or "ranks 0-3"; a
+    replayed row and its profile row are joined by it (replay/profile.with_replay)."""
+    return "" if len(ranks) == world_size else f"ranks {ranks_text(ranks)}"
+
+
+def plans_disagree(plans: list[tuple[str, str]]) -> str | None:
+    """Each rank's (plan digest, trace source), by rank -> None where every rank has one plan, else the
+    problem in one line naming which ranks replay which traces, the lowest rank's first."""
+    by_digest: dict[str, list[int]] = {}
+    for rank, (digest, _) in enumerate(plans):
+        by_digest.setdefault(digest, []).append(rank)
+    if len(by_digest) == 1:
+        return None
+    parts = []
+    for ranks in by_digest.values():
+        sources = ", ".join(dict.fromkeys(plans[rank][1].removeprefix("trace:") for rank in ranks))
+        parts.append(f"rank{'s' if len(ranks) > 1 else ''} {ranks_text(tuple(ranks))} planned from {sources}")
+    return ("the ranks were given traces that plan different replays (" + "; ".join(parts)
+            + "): give every rank the same trace files")
+
+
 def source_of(trace: RankTrace) -> str:
     """`trace:FILE`, the file's name made printable: it lands in results.csv and on terminals."""
     name = "".join(ch if ch.isprintable() else "?" for ch in trace.path.name)
@@ -135,6 +175,9 @@ def _why_not_replayed(call: CollectiveCall) -> str | None:
     collective = op_table.OPS.get(call.op)
     if collective is None:
         return f"{call.op} is no collective nccl_bench runs"
+    if call.ranks_cut:
+        return (f"{call.op} on a group of {call.group_size} ranks whose ranks the trace cuts short (torch's "
+                "profiler writes 30) and its distributedInfo pg_config does not list")
     if not collective.moves_data:  # barrier: no buffer, no size
         return None
     if call.size_bytes is None or call.dtype is None:

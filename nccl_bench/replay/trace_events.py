@@ -10,14 +10,19 @@ such as distributedInfo, small in every trace) are decoded whole and handed over
 
 from __future__ import annotations
 
+import gzip
 import io
 import json
+import os
 import re
+import shutil
+import stat
+import tempfile
 from pathlib import Path
-from typing import Any, Iterator
+from typing import IO, Any, Iterator
 
 from nccl_bench.errors import UserInputError
-from nccl_bench.results.input_lines import GZIP_ERRORS, open_bytes
+from nccl_bench.results.input_lines import GZIP_ERRORS, GZIP_MAGIC, open_bytes
 
 # Text decoded per read: large enough that a read's overhead vanishes, small beside any memory.
 CHUNK_CHARS = 1 << 20
@@ -42,24 +47,68 @@ class TraceStream:
     """The events of one trace file, in file order, each a dict, read as they are iterated.
 
     `metadata` holds the top level's other keys once the iteration has ended (distributedInfo may
-    follow traceEvents in the file). Iterating again reads the file again.
+    follow traceEvents in the file). Iterating again reads the file again; a path that is no regular
+    file (a FIFO, a shell's `<(...)`) can be read only once, so its bytes are kept in a temporary file
+    as they are first read, and read again from there.
     """
 
     def __init__(self, path: Path):
         self.path = path
         self.metadata: dict[str, Any] = {}
+        self._kept: IO[bytes] | None = None  # a stream's bytes, once read
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         self.metadata = {}
         try:
-            with open_bytes(self.path) as raw, io.TextIOWrapper(raw, encoding="utf-8") as text:
+            with self._open() as raw, io.TextIOWrapper(raw, encoding="utf-8") as text:
                 yield from _Cursor(text, self.path).trace(self.metadata)
+        except RecursionError:  # raw_decode recurses once per level of nesting
+            raise TraceError(self.path, "not a trace: its JSON nests deeper than any trace's events") from None
         except GZIP_ERRORS as exc:
             raise TraceError(self.path, f"its gzip data is cut short or damaged ({type(exc).__name__})") from None
         except UnicodeDecodeError:
             raise TraceError(self.path, "not a trace: its text is not UTF-8") from None
         except OSError as exc:
             raise TraceError(self.path, exc.strerror or type(exc).__name__) from None
+
+
+    def _open(self) -> IO[bytes]:
+        """The file's bytes, decompressed where they are gzip (told by their first bytes)."""
+        if self._kept is None and not is_stream(self.path):
+            return open_bytes(self.path)
+        if self._kept is None:
+            self._kept = _read_once(self.path)
+        raw = open(os.dup(self._kept.fileno()), "rb")  # noqa: SIM115 - the caller closes it; the copy stays open
+        raw.seek(0)
+        if raw.read(len(GZIP_MAGIC)) == GZIP_MAGIC:
+            raw.seek(0)
+            return gzip.GzipFile(fileobj=raw, mode="rb")  # type: ignore[return-value]
+        raw.seek(0)
+        return raw
+
+
+def is_stream(path: Path) -> bool:
+    """Neither a regular file nor a missing one (whose open says so): a FIFO, a pipe, a character device."""
+    try:
+        return not stat.S_ISREG(os.stat(path).st_mode)
+    except OSError:
+        return False
+
+
+def _read_once(path: Path) -> IO[bytes]:
+    """A stream's bytes, read to its end into a temporary file. Opened without waiting for a writer
+    (a FIFO nobody writes to would hold the open forever): with no writer its read ends at once, and
+    no bytes is a stream nothing was written to."""
+    descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    os.set_blocking(descriptor, True)
+    kept = tempfile.TemporaryFile()  # noqa: SIM115 - held by the TraceStream
+    with open(descriptor, "rb") as source:
+        shutil.copyfileobj(source, kept, CHUNK_CHARS)
+    kept.flush()  # read again through another descriptor, which sees only what reached the file
+    if kept.tell() == 0:
+        kept.close()
+        raise OSError(0, "nothing to read: no program has written to it (a pipe or FIFO is read as it is written)")
+    return kept
 
 
 def stream_trace(path: Path | str) -> TraceStream:

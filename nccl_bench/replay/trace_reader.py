@@ -43,7 +43,6 @@ from typing import Any
 
 from nccl_bench.replay.trace_events import TraceError, stream_trace
 from nccl_bench.replay.trace_vocabulary import (
-    algo_proto_of_kernel,
     chunk_to_whole,
     dtype_of,
     is_nccl_kernel,
@@ -67,11 +66,10 @@ class CollectiveCall:
     group_ranks: tuple[int, ...] | None  # global ranks of its process group; None: not named (the world)
     start_us: float  # when the CPU called it (trace clock): the job's order
     job_time_us: float | None  # how long it took in the job (module docstring); None: not in the trace
-    algo: str | None = None  # NCCL's algorithm and protocol from the kernel's name
-    proto: str | None = None
     process_group: str | None = None  # torch's name of the process group ("0" is the default group)
     in_split_sizes: tuple[int, ...] = ()  # all_to_allv's per-peer element counts
     out_split_sizes: tuple[int, ...] = ()
+    ranks_cut: bool = False  # the trace cut its group's rank list short, and holds it nowhere whole
 
 
 @dataclass(frozen=True)
@@ -97,26 +95,41 @@ class RankTrace:
 
 
 def read_trace(path: Path | str) -> RankTrace:
-    """The collectives of one rank's trace; TraceError for a file that is no trace or holds none."""
+    """The collectives of one rank's trace; TraceError for a file that is no trace, holds none, or holds
+    a value no job can have (Impossible), before anything is measured or written."""
     stream = stream_trace(path)
+    try:
+        return _read(stream)
+    except Impossible as exc:
+        raise TraceError(stream.path, f"impossible value: {exc}") from None
+
+
+def _read(stream) -> RankTrace:
     scan = _Scan()
     for event in stream:
         scan.add(event)
     info = stream.metadata.get("distributedInfo")
     info = info if isinstance(info, dict) else {}
-    world_size = _int(info.get("world_size"))
+    world_size = _count(info, "world_size", "distributedInfo's world_size", least=1)
+    rank = _count(info, "rank", "distributedInfo's rank", least=0)
+    if rank is not None and world_size is not None and rank >= world_size:
+        raise Impossible(f"distributedInfo's rank is {rank}, in a world of {world_size}")
     scan.name_groups()
+    process_groups = _process_groups(info.get("pg_config"))
+    _whole_groups(scan.rpc_anchors, process_groups)
     anchors, source = (scan.rpc_anchors, RECORD_PARAM_COMMS) if scan.rpc_anchors else (scan.annotations, ANNOTATIONS)
     if not anchors:
         raise TraceError(stream.path, "no collectives in it: no record_param_comms with a collective name, "
                                       "no nccl:* or gloo:* annotation")
     unmatched = _match_kernels(anchors, scan.kernels, stream)
     calls = sorted((anchor.call(world_size) for anchor in anchors), key=lambda call: call.start_us)
+    for call in calls:
+        _check_call(call, world_size)
     backend = info.get("backend") if isinstance(info.get("backend"), str) else ("nccl" if scan.kernels else None)
     return RankTrace(
-        path=stream.path, backend=backend, rank=_int(info.get("rank")), world_size=world_size,
+        path=stream.path, backend=backend, rank=rank, world_size=world_size,
         nccl_version=info.get("nccl_version") if isinstance(info.get("nccl_version"), str) else None,
-        process_groups=_process_groups(info.get("pg_config")), calls=tuple(calls), source=source,
+        process_groups=process_groups, calls=tuple(calls), source=source,
         window_us=scan.window_us(), unmatched_kernels=unmatched,
     )
 
@@ -139,8 +152,9 @@ class _Anchor:
     process_group: str | None = None
     in_splits: tuple[int, ...] = ()
     out_splits: tuple[int, ...] = ()
+    ranks_cut: bool = False
     cpu_time_is_job_time: bool = False  # gloo: the annotation spans the collective's run
-    kernels: list[tuple[float, str | None, str | None]] = field(default_factory=list)
+    kernels: list[float] = field(default_factory=list)  # the durations of its NCCL kernels
 
     @property
     def end_us(self) -> float:
@@ -153,15 +167,14 @@ class _Anchor:
             elements = nccl_tests_elements(self.op, self.in_elements, self.out_elements, group_size)
             size_bytes = None if elements is None else elements * self.dtype[1]
         if self.kernels:
-            job_time_us = math.fsum(duration for duration, _, _ in self.kernels)
+            job_time_us = math.fsum(self.kernels)
         else:
             job_time_us = self.duration_us if self.cpu_time_is_job_time else None
-        algo, proto = next(((a, p) for _, a, p in self.kernels if a is not None), (None, None))
         return CollectiveCall(
             op=self.op, size_bytes=size_bytes, dtype=None if self.dtype is None else self.dtype[0],
             group_size=group_size, group_ranks=self.group_ranks, start_us=self.start_us, job_time_us=job_time_us,
-            algo=algo, proto=proto, process_group=self.process_group, in_split_sizes=self.in_splits,
-            out_split_sizes=self.out_splits,
+            process_group=self.process_group, in_split_sizes=self.in_splits,
+            out_split_sizes=self.out_splits, ranks_cut=self.ranks_cut,
         )
 
 
@@ -175,16 +188,17 @@ class _Scan:
         self.annotations: list[_Anchor] = []
         # (pid, tid, start, end, group size) of c10d:: all_gather and reduce_scatter ops (module docstring)
         self.group_hints: list[tuple[Any, Any, float, float, int]] = []
-        self.kernels: list[tuple[Any, Any, float, str | None, str | None]] = []  # ext id, correlation, dur, algo, proto
+        self.kernels: list[tuple[Any, Any, float]] = []  # External id, correlation, duration
         self.first_us = math.inf
         self.last_us = -math.inf
-        self._kernel_names: dict[str, tuple[str | None, str | None]] = {}
 
     def add(self, event: dict[str, Any]) -> None:
         if event.get("ph") != "X":
             return
         start, duration = event.get("ts"), event.get("dur", 0)
         if not isinstance(start, (int, float)) or not isinstance(duration, (int, float)):
+            return
+        if not _usable_times(event, start, duration):
             return
         self.first_us = min(self.first_us, start)
         self.last_us = max(self.last_us, start + duration)
@@ -194,7 +208,7 @@ class _Scan:
         category = event.get("cat")
         if category == "kernel":
             if is_nccl_kernel(name):
-                self._add_kernel(event, name, duration)
+                self._add_kernel(event, duration)
         elif name == RECORD_PARAM_COMMS:
             self._add_record_param_comms(event, start, duration)
         elif not self.rpc_anchors:
@@ -206,12 +220,9 @@ class _Scan:
     def window_us(self) -> float | None:
         return self.last_us - self.first_us if self.last_us >= self.first_us else None
 
-    def _add_kernel(self, event: dict[str, Any], name: str, duration: float) -> None:
-        algo_proto = self._kernel_names.get(name)
-        if algo_proto is None:
-            algo_proto = self._kernel_names[name] = algo_proto_of_kernel(name)
+    def _add_kernel(self, event: dict[str, Any], duration: float) -> None:
         args = _args(event)
-        self.kernels.append((args.get("External id"), args.get("correlation"), duration, *algo_proto))
+        self.kernels.append((args.get("External id"), args.get("correlation"), duration))
 
     def _add_record_param_comms(self, event: dict[str, Any], start: float, duration: float) -> None:
         args = _args(event)
@@ -226,11 +237,16 @@ class _Scan:
             self.annotations.clear()
             self.group_hints.clear()
         dtype = args.get("dtype")
+        if any(size < 0 for size in in_splits + out_splits):
+            raise Impossible(f"a split size of {name} is negative")
         self.rpc_anchors.append(_Anchor(
             op=op, pid=event.get("pid"), tid=event.get("tid"), start_us=start, duration_us=duration,
-            external_id=args.get("External id"), in_elements=_int(args.get("In msg nelems")),
-            out_elements=_int(args.get("Out msg nelems")), dtype=dtype_of(dtype) if isinstance(dtype, str) else None,
-            group_size=_int(args.get("Group size")), group_ranks=_int_list(args.get("Process Group Ranks")),
+            external_id=args.get("External id"), in_elements=_elements(args, "In msg nelems", name),
+            out_elements=_elements(args, "Out msg nelems", name),
+            dtype=dtype_of(dtype) if isinstance(dtype, str) else None,
+            group_size=_count(args, "Group size", f"the Group size of {name}", least=1),
+            group_ranks=_int_list(args.get("Process Group Ranks")),
+            ranks_cut=_cut_short(args.get("Process Group Ranks")),
             process_group=_text(args.get("Process Group Name")), in_splits=in_splits, out_splits=out_splits,
         ))
 
@@ -274,12 +290,12 @@ def _match_kernels(anchors: list[_Anchor], kernels: list, stream) -> int:
     """Give each NCCL kernel to its anchor (module docstring); the number no anchor was found for."""
     by_external_id = {anchor.external_id: anchor for anchor in anchors if anchor.external_id is not None}
     unmatched = []
-    for external_id, correlation, duration, algo, proto in kernels:
+    for external_id, correlation, duration in kernels:
         anchor = by_external_id.get(external_id)
         if anchor is not None:
-            anchor.kernels.append((duration, algo, proto))
+            anchor.kernels.append(duration)
         else:
-            unmatched.append((correlation, duration, algo, proto))
+            unmatched.append((correlation, duration))
     if not unmatched:
         return 0
     launches = _launches(stream, {correlation for correlation, *_ in unmatched if correlation is not None})
@@ -288,12 +304,12 @@ def _match_kernels(anchors: list[_Anchor], kernels: list, stream) -> int:
         by_thread[anchor.pid, anchor.tid].append(anchor)
     starts = {thread: [a.start_us for a in thread_anchors] for thread, thread_anchors in by_thread.items()}
     left = 0
-    for correlation, duration, algo, proto in unmatched:
+    for correlation, duration in unmatched:
         anchor = _anchor_around(launches.get(correlation), by_thread, starts)
         if anchor is None:
             left += 1
         else:
-            anchor.kernels.append((duration, algo, proto))
+            anchor.kernels.append(duration)
     return left
 
 
@@ -321,6 +337,75 @@ def _anchor_around(launch, by_thread, starts) -> _Anchor | None:
         return None
     anchor = by_thread[pid, tid][index]
     return anchor if launched_us <= anchor.end_us else None
+
+
+# torch counts a tensor's elements in int64: a collective of more elements, or of more bytes, is no call
+# a job made.
+MAX_ELEMENTS = 2**63 - 1
+
+
+class Impossible(ValueError):
+    """A value no job's trace can hold (a negative size, a world of 0 ranks, a NaN duration): the trace is
+    refused whole, before anything is measured, so that no such number reaches a table or a file."""
+
+
+def _usable_times(event: dict[str, Any], start: float, duration: float) -> bool:
+    """Whether an event's times count. A non-finite time is impossible anywhere; a negative duration is
+    impossible for what times a collective (an NCCL kernel, a gloo:* or nccl:* annotation), and any other
+    event with one joins nothing, not even the window."""
+    if not math.isfinite(start) or not math.isfinite(duration):
+        raise Impossible(f"an event's {'ts' if not math.isfinite(start) else 'dur'} is "
+                         f"{start if not math.isfinite(start) else duration}")
+    if duration >= 0:
+        return True
+    name = str(event.get("name"))
+    if event.get("cat") == "kernel" and is_nccl_kernel(name):
+        raise Impossible(f"an NCCL kernel's duration is {duration:g} us")
+    if name.startswith(_ANNOTATION_PREFIXES):
+        raise Impossible(f"the duration of {name} is {duration:g} us")
+    return False
+
+
+def _count(mapping: dict[str, Any], key: str, what: str, least: int) -> int | None:
+    """An integer field that must be at least `least` where it is given; None where it is not."""
+    value = _int(mapping.get(key))
+    if value is not None and value < least:
+        raise Impossible(f"{what} is {value}")
+    return value
+
+
+def _elements(args: dict[str, Any], key: str, name: str) -> int | None:
+    value = _count(args, key, f"the {key} of {name}", least=0)
+    if value is not None and value > MAX_ELEMENTS:
+        raise Impossible(f"the {key} of {name} is {value:.3g}, more elements than a tensor holds")
+    return value
+
+
+def _check_call(call: CollectiveCall, world_size: int | None) -> None:
+    """A call's group within the world, and its size within what a tensor holds."""
+    if call.group_ranks and min(call.group_ranks) < 0:
+        raise Impossible(f"the group of {call.op} holds rank {min(call.group_ranks)}")
+    if call.group_ranks and world_size is not None and max(call.group_ranks) >= world_size:
+        raise Impossible(f"the group of {call.op} holds rank {max(call.group_ranks)}, in a world of {world_size}")
+    if call.group_size is not None and world_size is not None and call.group_size > world_size:
+        raise Impossible(f"{call.op} runs on {call.group_size} ranks, in a world of {world_size}")
+    if call.size_bytes is not None and call.size_bytes > MAX_ELEMENTS:
+        raise Impossible(f"{call.op} of {call.size_bytes:.3g} bytes, more than a tensor holds")
+
+
+def _cut_short(ranks: Any) -> bool:
+    """torch's profiler writes at most 30 of a list's entries, then `...` ("[0, 1, ..., 29, ...]")."""
+    return isinstance(ranks, str) and "..." in ranks
+
+
+def _whole_groups(anchors: list[_Anchor], groups: tuple[ProcessGroupInfo, ...]) -> None:
+    """A group whose rank list the profiler cut short, made whole from distributedInfo's pg_config, which
+    lists each process group's ranks in full under the name the collective carries."""
+    by_name = {group.name: group.ranks for group in groups}
+    for anchor in anchors:
+        whole = by_name.get(anchor.process_group) if anchor.ranks_cut else None
+        if whole is not None and len(whole) == anchor.group_size:
+            anchor.group_ranks, anchor.ranks_cut = whole, False
 
 
 def _args(event: dict[str, Any]) -> dict[str, Any]:
@@ -366,6 +451,8 @@ def _input_elements(args: dict[str, Any]) -> tuple[int | None, tuple[str, int] |
         known = dtype_of(type_name) if isinstance(type_name, str) else None
         if known is None or not isinstance(shape, list) or not all(_int(n) is not None for n in shape):
             continue
+        if any(n < 0 for n in shape):
+            raise Impossible(f"a collective's Input Dims hold {min(shape)}")
         elements += math.prod(shape)
         dtype = dtype or known
     return (elements, dtype) if dtype is not None else (None, None)

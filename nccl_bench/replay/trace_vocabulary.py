@@ -5,14 +5,15 @@
   (units/op_table.OP_NAMES) or None for a record that is no collective (wait, coalesced).
 - Element types: torch's ScalarType names (`dtype`: Float, BFloat16, Long) and the C++ type names of
   `Input type` (float, c10::Half, long int), each our dtype name and its bytes.
-- Kernel names: NCCL's algorithm and protocol, as its kernels carry them
-  (ncclKernel_AllReduce_RING_LL_Sum_float, ncclDevKernel_AllReduce_Sum_f32_TREE_LL128).
+- Kernel names: which GPU kernels are NCCL's. A kernel's name says nothing of NCCL's algorithm or
+  protocol: since NCCL 2.19 every collective launches through a `<coll>_..._RING_LL` or `_TREE_LL`
+  kernel whatever was chosen (src/device/generate.py, best_kernel), and before it LL128 and SIMPLE ran
+  in the LL kernel; only NCCL's tuning log says what ran.
 - Sizes: an op's byte count as nccl-tests means it (units/op_table.py), from a call's element counts.
 """
 
 from __future__ import annotations
 
-from nccl_bench.results.nccl_tuning import ALGORITHMS, PROTOCOLS
 from nccl_bench.units.op_table import OPS
 
 # A name with its source's prefix and underscores dropped, lower-cased, starts with one of an op's trace
@@ -68,33 +69,9 @@ def dtype_of(type_name: str) -> tuple[str, int] | None:
     return _DTYPES.get(type_name.strip().lower().removeprefix("c10::"))
 
 
-# NCCL before 2.11 named its one CollNet algorithm COLLNET.
-_ALGORITHMS = frozenset(ALGORITHMS) | {"COLLNET"}
-_PROTOCOLS = frozenset(PROTOCOLS)
-
-
 def is_nccl_kernel(name: str) -> bool:
     """A GPU kernel NCCL (or RCCL) launched: ncclKernel_*, ncclDevKernel_*."""
     return name.startswith("nccl")
-
-
-def algo_proto_of_kernel(name: str) -> tuple[str | None, str | None]:
-    """NCCL's algorithm and protocol as a kernel's name carries them, (None, None) where it does not.
-
-    The kernel names a protocol right after its algorithm: ..._RING_LL_..., ..._NVLS_TREE_SIMPLE,
-    ..._f32_TREE_LL128; a generic kernel (ncclDevKernel_Generic, SendRecv before a protocol) names
-    neither, and the one chosen per call is then in NCCL's tuning log, not in the trace.
-    """
-    tokens = name.split("(", 1)[0].split("_")
-    for index, token in enumerate(tokens):
-        if token not in _PROTOCOLS or index == 0:
-            continue
-        pair = "_".join(tokens[max(index - 2, 0):index])
-        if index >= 2 and pair in _ALGORITHMS:
-            return pair, token
-        if tokens[index - 1] in _ALGORITHMS:
-            return tokens[index - 1], token
-    return None, None
 
 
 # A buffer of this many elements over this many ranks tells an op's whole buffer from its chunk.

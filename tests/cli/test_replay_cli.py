@@ -1,5 +1,6 @@
 """`nccl-bench replay` without ranks: a public 2-GPU NCCL trace's communication profile, every collective its
-record_param_comms events name, counted and sized as the events say, with NCCL's algorithm and protocol."""
+record_param_comms events name, counted and sized as the events say, and no NCCL algorithm or protocol
+claimed (its kernels' names do not say)."""
 
 from __future__ import annotations
 
@@ -32,7 +33,7 @@ def test_the_profile_of_a_public_nccl_trace_lists_every_collective_its_records_n
     assert profile["trace"] == {"backend": "nccl", "world_size": 2, "nccl_version": "2.17.1", "ranks_read": [0]}
     listed = profile["collectives"]
     assert Counter({(c["op"], c["bytes"]): c["count"] for c in listed}) == expected
-    assert all((c["algo"], c["proto"], c["group_size"]) == ("RING", "LL", 2) for c in listed)
+    assert all((c["algo"], c["proto"], c["group_size"]) == (None, None, 2) for c in listed)
     assert all(c["replay_time_us"] is None and c["efficiency"] is None for c in listed)
     totals = [c["count"] * c["job_time_us"] for c in listed]
     assert totals[0] >= totals[-1]  # the costliest first
@@ -40,6 +41,7 @@ def test_the_profile_of_a_public_nccl_trace_lists_every_collective_its_records_n
     lines = result.stdout.splitlines()
     assert lines[0].startswith("# communication profile of 1 trace(s)") and "NCCL 2.17.1" in lines[0]
     table = [line.split() for line in lines if line.startswith(("all_reduce", "broadcast"))]
-    assert len(table) == len(listed) and all(cells[-3:-1] == ["RING", "LL"] for cells in table)
+    assert len(table) == len(listed) and all(cells[-3:-1] == ["-", "-"] for cells in table)
+    assert "RING" not in result.stdout and "LL" not in result.stdout
     assert "alone here" not in result.stdout  # nothing replayed without ranks
     assert not (tmp_path / "results").exists()  # and no run folder made

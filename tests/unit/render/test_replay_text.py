@@ -14,8 +14,8 @@ MB = 1_000_000
 
 
 def _entry(**changes) -> ProfileRow:
-    base = ProfileRow(op="all_reduce", size_bytes=31_500_000, dtype="float32", group_size=8, count=150,
-                      total_time_us=315_000.0, job_time_us=2100.0, job_busbw_gbps=26.25, algo="RING", proto="LL",
+    base = ProfileRow(op="all_reduce", size_bytes=31_500_000, dtype="float32", group_size=8, group_ranks=None,
+                      count=150, total_time_us=315_000.0, job_time_us=2100.0, job_busbw_gbps=26.25,
                       share_of_window=0.25)
     return dataclasses.replace(base, **changes)
 
@@ -37,19 +37,34 @@ def test_the_sentence_puts_the_jobs_time_beside_the_time_alone_here():
 
 
 def test_the_table_has_the_replayed_columns_only_after_a_replay():
-    profile = _profile(_entry(), mismatches=(CountMismatch(("all_reduce", 31_500_000, "float32", 8),
+    profile = _profile(_entry(), mismatches=(CountMismatch(("all_reduce", 31_500_000, "float32", 8, None),
                                                            ((0, 150), (1, 149))),))
     lines = [str(line) for line in profile_lines(profile, [Path("r0.json"), Path("r1.json")], None)]
     assert lines[0] == ("# communication profile of 2 trace(s) (r0.json, r1.json): backend nccl, 8 ranks, NCCL 2.21.5; "
                         "rank(s) read: 0, 1")
     assert lines[1] == "# traced window 1.26 s; collectives took 25.0% of it; the costliest first"
     assert "alone here" not in lines[2] and lines[4].split() == [
-        "all_reduce", "31.5", "MB", "float32", "8", "150", "315.000", "2,100.0", "26.25", "RING", "LL", "25.00"]
+        "all_reduce", "31.5", "MB", "float32", "8", "-", "150", "315.000", "2,100.0", "26.25", "-", "-", "25.00"]
     assert lines[-1] == ("note: all_reduce 31.5 MB on 8 ranks was called a different number of times by the ranks "
                          "read (rank 0: 150, rank 1: 149): a shorter traced window, or another sub-group")
     replayed = _profile(_entry(replay_time_us=1200.0, replay_busbw_gbps=45.94, efficiency=1200 / 2100))
     lines = [str(line) for line in profile_lines(replayed, [Path("r0.json")], None)]
     assert "alone here" in lines[2] and lines[4].split()[-3:] == ["1,200.0", "45.94", "57"]
+
+
+def test_groups_of_one_size_are_rows_and_sentences_apart():
+    tp = _entry(size_bytes=4 * MB, group_size=4, group_ranks=(0, 1, 2, 3), job_time_us=100.0, replay_time_us=90.0,
+                efficiency=0.9, count=1)
+    dp = _entry(size_bytes=4 * MB, group_size=4, group_ranks=(0, 4, 8, 12), job_time_us=900.0, replay_time_us=850.0,
+                efficiency=850 / 900, count=1)
+    profile = dataclasses.replace(_profile(tp, dp), world_size=16)
+    table = [str(line).split() for line in profile_lines(profile, [Path("r0.json")], None)][4:6]
+    assert [cells[5] for cells in table] == ["0-3", "0,4,8,12"]
+    assert replay_lines(profile) == [
+        "all_reduce 4 MB on ranks 0-3, 1 call: 100 us in the job, 90 us alone here (90%): the job loses 10 us per "
+        "call to overlap or placement",
+        "all_reduce 4 MB on ranks 0,4,8,12, 1 call: 900 us in the job, 850 us alone here (94%): the job loses "
+        "50 us per call to overlap or placement"]
 
 
 def test_the_sweep_stands_beside_the_job_and_the_replay():

@@ -14,9 +14,9 @@ from nccl_bench.replay.trace_reader import RECORD_PARAM_COMMS, CollectiveCall, R
 TRACES = Path(__file__).resolve().parents[2] / "fixtures" / "traces"
 
 
-def _call(op="all_reduce", size=1_000_000, time_us=100.0, group=4, start=0.0, algo=None, proto=None):
-    return CollectiveCall(op=op, size_bytes=size, dtype="float32", group_size=group, group_ranks=None,
-                          start_us=start, job_time_us=time_us, algo=algo, proto=proto)
+def _call(op="all_reduce", size=1_000_000, time_us=100.0, group=4, start=0.0, ranks=None):
+    return CollectiveCall(op=op, size_bytes=size, dtype="float32", group_size=group, group_ranks=ranks,
+                          start_us=start, job_time_us=time_us)
 
 
 def _trace(calls, rank=0, world_size=4, window_us=10_000.0, backend="nccl"):
@@ -49,12 +49,6 @@ def test_a_row_without_any_time_has_no_time_and_comes_last():
         "all_reduce", 1, None, None, None)
 
 
-def test_the_most_frequent_algorithm_and_protocol():
-    calls = [_call(algo="RING", proto="LL"), _call(algo="TREE", proto="LL128"), _call(algo="TREE", proto="LL128")]
-    row = profile_traces([_trace(calls)]).rows[0]
-    assert (row.algo, row.proto) == ("TREE", "LL128")
-
-
 def test_ranks_merge_one_count_the_median_of_all_and_the_slowest_total():
     rank0 = _trace([_call(time_us=100.0), _call(time_us=100.0)], rank=0)
     rank1 = _trace([_call(time_us=300.0), _call(time_us=500.0)], rank=1, window_us=20_000.0)
@@ -68,7 +62,7 @@ def test_ranks_that_disagree_on_a_count_are_listed():
     profile = profile_traces([_trace([_call(), _call()], rank=0), _trace([_call()], rank=1)])
     assert profile.rows[0].count == 2
     [mismatch] = profile.count_mismatches
-    assert mismatch.key == ("all_reduce", 1_000_000, "float32", 4) and mismatch.counts == ((0, 2), (1, 1))
+    assert mismatch.key == ("all_reduce", 1_000_000, "float32", 4, None) and mismatch.counts == ((0, 2), (1, 1))
 
 
 @pytest.mark.parametrize("second,problem", [
@@ -85,12 +79,12 @@ def test_the_json_schema():
     document = profile_json(profile_traces([read_trace(TRACES / "nccl_2gpu_rank0.json.gz")]))
     assert document["trace"] == {"backend": "nccl", "world_size": 2, "nccl_version": "2.17.1", "ranks_read": [0]}
     first = document["collectives"][0]
-    assert list(first) == ["op", "bytes", "dtype", "group_size", "count", "job_time_us", "job_busbw_gbps", "algo",
-                           "proto", "replay_time_us", "replay_busbw_gbps", "efficiency"]
+    assert list(first) == ["op", "bytes", "dtype", "group_size", "group_ranks", "count", "job_time_us",
+                           "job_busbw_gbps", "algo", "proto", "replay_time_us", "replay_busbw_gbps", "efficiency"]
     # the costliest: all_reduce of 2,049,000 floats, 3 calls; its median kernel took 3306.963 us
     assert (first["op"], first["bytes"], first["count"], first["job_time_us"]) == ("all_reduce", 8_196_000, 3, 3306.963)
     assert first["job_busbw_gbps"] == pytest.approx(8_196_000 / 3306.963e-6 / 1e9 * 1.0)
-    assert (first["algo"], first["proto"], first["replay_time_us"], first["efficiency"]) == ("RING", "LL", None, None)
+    assert (first["algo"], first["proto"], first["replay_time_us"], first["efficiency"]) == (None, None, None, None)
     assert sum(row["count"] for row in document["collectives"]) == 21
 
 
@@ -102,13 +96,45 @@ def test_a_replays_rows_fill_the_replay_fields_of_the_same_collective():
     rows = [row(size_bytes=1_000_000, time_us=100.0, dtype="float32", world_size=4),
             row(op="barrier", size_bytes=0, time_us=30.0, dtype="float32", world_size=4, busbw_gbps=None),
             row(size_bytes=2_000_000, time_us=5.0, dtype="float32", world_size=4)]  # no such row in the job
-    filled = {entry.op: entry for entry in with_replay(profile, rows).rows}
+    filled = {entry.op: entry for entry in with_replay(profile, rows, 4).rows}
     assert (filled["all_reduce"].replay_time_us, filled["all_reduce"].efficiency) == (100.0, 0.5)
     assert filled["all_reduce"].replay_busbw_gbps == rows[0].busbw_gbps
     assert (filled["barrier"].replay_time_us, filled["barrier"].efficiency) == (30.0, 0.75)
-    assert profile_json(with_replay(profile, rows))["collectives"][0]["efficiency"] == 0.5
+    assert profile_json(with_replay(profile, rows, 4))["collectives"][0]["efficiency"] == 0.5
     # another group size is another collective
-    assert with_replay(profile, [row(size_bytes=1_000_000, dtype="float32", world_size=2)]).rows == profile.rows
+    assert with_replay(profile, [row(size_bytes=1_000_000, dtype="float32", world_size=2)], 4).rows == profile.rows
+
+
+TP, DP = (0, 1, 2, 3), (0, 4, 8, 12)
+
+
+def test_groups_of_one_size_are_rows_apart_and_each_joins_its_own_replay():
+    """A TP group [0-3] at 100 us and a DP group [0,4,8,12] at 900 us: two rows, each with its own median,
+    and on a 16-rank launch each beside the replay on its own ranks."""
+    from nccl_bench.replay.profile import with_replay
+    from tests.helpers.rows import row
+
+    calls = [_call(size=4 << 20, time_us=100.0, ranks=TP) for _ in range(3)]
+    calls += [_call(size=4 << 20, time_us=900.0, ranks=DP) for _ in range(3)]
+    profile = profile_traces([_trace(calls, world_size=16)])
+    assert [(entry.group_ranks, entry.count, entry.job_time_us) for entry in profile.rows] == [
+        (DP, 3, 900.0), (TP, 3, 100.0)]
+    rows = [row(size_bytes=4 << 20, time_us=90.0, dtype="float32", world_size=4, group="ranks 0-3"),
+            row(size_bytes=4 << 20, time_us=850.0, dtype="float32", world_size=4, group="ranks 0,4,8,12")]
+    filled = {entry.group_ranks: entry for entry in with_replay(profile, rows, 16).rows}
+    assert (filled[TP].replay_time_us, filled[TP].efficiency) == (90.0, 0.9)
+    assert (filled[DP].replay_time_us, filled[DP].efficiency) == (850.0, pytest.approx(850 / 900))
+    # on 4 ranks both groups replay on ranks 0-3, the whole launch: one replayed row for both
+    on_four = with_replay(profile, [row(size_bytes=4 << 20, time_us=80.0, dtype="float32", world_size=4)], 4)
+    assert [entry.replay_time_us for entry in on_four.rows] == [80.0, 80.0]
+    assert [c["group_ranks"] for c in profile_json(profile)["collectives"]] == [list(DP), list(TP)]
+
+
+def test_a_rank_outside_a_named_group_is_no_count_mismatch():
+    rank0 = _trace([_call(ranks=(0, 1)), _call(ranks=(0, 1))], rank=0)
+    rank2 = _trace([_call(ranks=(2, 3)), _call(ranks=(2, 3))], rank=2)
+    profile = profile_traces([rank0, rank2])
+    assert len(profile.rows) == 2 and profile.count_mismatches == ()
 
 
 def test_the_sweeps_row_nearest_in_size_stands_beside_a_collective():

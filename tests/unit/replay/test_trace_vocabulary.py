@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from nccl_bench.replay.trace_vocabulary import algo_proto_of_kernel, dtype_of, nccl_tests_elements, op_of_name
+from nccl_bench.replay.trace_vocabulary import dtype_of, nccl_tests_elements, op_of_name
 from nccl_bench.units.op_table import OP_NAMES
 
 
@@ -42,22 +42,6 @@ def test_all_to_all_with_split_sizes_is_all_to_allv():
 ])
 def test_dtypes(name, ours):
     assert dtype_of(name) == ours
-
-
-@pytest.mark.parametrize("kernel,algo_proto", [
-    ("ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)", ("RING", "LL")),
-    ("ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t(ncclWorkElem)", ("RING", "SIMPLE")),
-    ("ncclKernel_AllReduce_TREE_LL128_Sum_bfloat16(ncclWorkElem)", ("TREE", "LL128")),
-    ("ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*, unsigned long, ncclWork*)", ("RING", "LL")),
-    ("ncclDevKernel_AllGather_NVLS_TREE_SIMPLE(ncclDevKernelArgsStorage<4096ul>)", ("NVLS_TREE", "SIMPLE")),
-    ("ncclDevKernel_ReduceScatter_Sum_bf16_COLLNET_DIRECT_SIMPLE", ("COLLNET_DIRECT", "SIMPLE")),
-    ("ncclDevKernel_AllReduce_Sum_f32_NVLS_SIMPLE", ("NVLS", "SIMPLE")),
-    ("ncclKernel_AllReduce_COLLNET_LL_Sum_float", ("COLLNET", "LL")),
-    ("ncclDevKernel_Generic_4(ncclDevKernelArgsStorage<4096ul>)", (None, None)),
-    ("ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)", (None, None)),
-])
-def test_kernel_names(kernel, algo_proto):
-    assert algo_proto_of_kernel(kernel) == algo_proto
 
 
 @pytest.mark.parametrize("op,in_elements,out_elements,group,expected", [
