@@ -40,7 +40,7 @@ from nccl_bench.history.records import RunRecord
 from nccl_bench.history.store_guard import LOCKED_OR_BUSY, Guard
 from nccl_bench.history.store_schema import MIGRATIONS, SCHEMA_VERSION, SERIES_COLUMNS, TABLES
 from nccl_bench.units.clock import utc_now_iso
-from nccl_bench.units.passwords import hide_passwords, hide_passwords_in
+from nccl_bench.units.passwords import hide_passwords_in
 
 __all__ = ["StoreError", "Store", "open_store", "refuse_bad_values"]
 
@@ -91,8 +91,7 @@ def _connect_postgres(address: StoreAddress):
         connection = psycopg.connect(address.target, autocommit=True,
                                      connect_timeout=max(2, math.ceil(address.wait_s)))
     except psycopg.ProgrammingError as exc:  # libpq could not read the address itself
-        raise StoreError(f"{address.shown}: not a PostgreSQL address libpq reads ({hide_passwords(first_line(exc))})",
-                         EXIT_BAD_INPUT) from None
+        raise _unreadable(address, exc) from None
     try:
         for name, seconds in (("lock_timeout", address.wait_s), ("statement_timeout", STATEMENT_LIMIT_S)):
             connection.execute("SELECT set_config(%s, %s, false)", (name, f"{round(seconds * 1000)}ms"))
@@ -100,6 +99,27 @@ def _connect_postgres(address: StoreAddress):
         connection.close()
         raise
     return connection
+
+
+def refuse_unreadable(address: StoreAddress) -> None:
+    """A PostgreSQL address libpq cannot read (a bad '%' escape, an unterminated quote) refused before a
+    run that would record into it measures; nothing is connected. Without psycopg the run's record says so."""
+    if address.kind != POSTGRESQL:
+        return
+    try:
+        import psycopg
+        from psycopg.conninfo import conninfo_to_dict
+    except ImportError:
+        return
+    try:
+        conninfo_to_dict(address.target)
+    except psycopg.ProgrammingError as exc:
+        raise _unreadable(address, exc) from None
+
+
+def _unreadable(address: StoreAddress, exc: BaseException) -> StoreError:
+    return StoreError(f"{address.shown}: not a PostgreSQL address libpq reads ({address.hide(first_line(exc))})",
+                      EXIT_BAD_INPUT)
 
 
 def _connect_sqlite(address: StoreAddress, waits: Guard, reading: bool):
