@@ -168,6 +168,11 @@ def accept_command(args: AcceptArgs, at: HistoryAt) -> None:
         if not names:
             messages.fail(f"{ACCEPT_RUN.name}: run {run_id[:12]} has no series{f' of {op}' if op else ''} to "
                           "accept", EXIT_RUN_FAILED)
+        earlier = store.other_reasons(run_id, names, reason)
+        if earlier:
+            raise UserInputError(REASON.name, f"run {run_id[:12]} is the new normal already, accepted "
+                                 f"{earlier[0][1]} with the reason {earlier[0][0]!r}; that reason is kept (an "
+                                 "accept is a record: a later run accepted says the new reason)")
         added = store.add_accepts(run_id, started, names, reason)
     messages.plain(f"accepted run {run_id[:12]} ({started}) as the new normal of {len(names)} series"
                    f"{f' ({len(names) - added} already were)' if added < len(names) else ''}: {reason}")
