@@ -23,6 +23,7 @@ from nccl_bench.cli.option_sets import (
     ShowArgs,
 )
 from nccl_bench.cli.params import command_of
+from nccl_bench.cli.verdict_files import VerdictFiles, judged_or_said
 from nccl_bench.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_RUN_FAILED, EXIT_VERDICT, UserInputError
 from nccl_bench.history.recording import store_address
 from nccl_bench.options import (
@@ -121,14 +122,21 @@ def check_command(args: CheckArgs, at: HistoryAt) -> None:
     """Is a run below what its series' own noise allows? Each series' latest run, or --run's. Exit 0 ok,
     1 regression, 2 bad input, 3 the --run is not in the history (or did not complete)."""
     from nccl_bench.history import series
-    from nccl_bench.history.rule import REGRESSION
-    from nccl_bench.render import history_text
     from nccl_bench.render.formats import check_output_file
-    from nccl_bench.results.whole_file import write_text_file
 
     asked = series.Asked(args.op, args.system, args.window, args.floor, args.run)
     markdown_path = check_output_file(args.markdown, MARKDOWN.name)
     junit_path = check_output_file(args.junit, JUNIT.name)
+    with judged_or_said(VerdictFiles("nccl-bench history check", junit_path, markdown_path)):
+        _check(asked, at, markdown_path, junit_path, args.as_json)
+
+
+def _check(asked, at: HistoryAt, markdown_path: Optional[Path], junit_path: Optional[Path], as_json: bool) -> None:
+    from nccl_bench.history import series
+    from nccl_bench.history.rule import REGRESSION
+    from nccl_bench.render import history_text
+    from nccl_bench.results.whole_file import write_text_file
+
     with _open(at, whole_store=False) as store:
         if asked.run_id is not None:
             asked = _judging(store, asked)
@@ -139,12 +147,16 @@ def check_command(args: CheckArgs, at: HistoryAt) -> None:
                       "(a doctor run, or every row failed)", EXIT_RUN_FAILED)
     failed = [summary for summary in found if summary.verdict.status == REGRESSION]
     now = utc_now_iso()
-    if args.as_json:
+    if as_json:
         typer.echo(history_text.check_json(found, now))
     for summary in failed:
         messages.error(f"regression: {series.describe(summary)}")
-    for line in history_text.check_lines(found, now):
-        messages.plain(line)
+    lines = history_text.check_lines(found, now)
+    if as_json:  # stdout is the JSON; the report's lines go beside the errors
+        for line in lines:
+            messages.plain(line)
+    else:
+        _print(None, lambda width: lines)
     if markdown_path is not None:
         write_text_file(markdown_path, history_text.check_markdown(found, now))
     if junit_path is not None:

@@ -60,7 +60,7 @@ def test_check_run_judges_exactly_that_run_and_fails_for_a_run_not_recorded(stor
     # the latest run is back to normal; the run before it was slow, and --run judges that one
     assert history_cli(tmp_path, store_url, "check").returncode == 0
     judged = history_cli(tmp_path, store_url, "check", "--run", ids[5][:12])
-    assert judged.returncode == 1 and f"judged run {ids[5][:12]}" in judged.stderr
+    assert judged.returncode == 1 and f"judged run {ids[5][:12]}" in judged.stdout
     assert history_cli(tmp_path, store_url, "check", "--run", ids[4]).returncode == 0
     missing = history_cli(tmp_path, store_url, "check", "--run", "0123456789ab")
     assert missing.returncode == 3
@@ -83,7 +83,7 @@ def test_accept_turns_a_failing_series_green_with_its_reason(store_url, tmp_path
     assert {s["verdict"] for s in json.loads(checked.stdout)["series"]} == {"ok"}
     at_accepted = history_cli(tmp_path, store_url, "check", "--run", ids[5][:12])
     assert at_accepted.returncode == 0
-    assert "is the new normal: NCCL 2.23 <is> slower by design" in at_accepted.stderr
+    assert "is the new normal: NCCL 2.23 <is> slower by design" in at_accepted.stdout
 
 
 def test_diff_shows_each_series_change_and_what_changed(store_url, tmp_path):
@@ -140,7 +140,7 @@ def test_a_host_name_with_control_characters_is_stored_escaped_and_every_reader_
     checked = history_cli(tmp_path, store_url, "check", "--json")
     assert len(json.loads(checked.stdout)["series"]) == 4
     judged = history_cli(tmp_path, store_url, "check", "--run", read_record(odd[2], "RUN", "").run_id)
-    assert judged.returncode == 0 and "in 2 series" in judged.stdout + judged.stderr, judged.stderr
+    assert judged.returncode == 0 and "in 2 series" in judged.stdout, judged.stderr
     assert history_cli(tmp_path, store_url, "html", "page.html").returncode == 0
     page = (tmp_path / "page.html").read_text()
     assert "cpu@no\\x1b[31mde" in page and "\x1b" not in page
