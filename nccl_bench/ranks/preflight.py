@@ -23,12 +23,25 @@ def check_memory(required_per_rank: int, ranks_sharing: int, available: int | No
         return
     needed = required_per_rank * ranks_sharing
     if needed > available * MEMORY_HEADROOM:
-        raise OptionError(
-            key,
-            f"the {command} needs {needed / 2**20:,.0f} MiB of {where} memory "
-            f"({ranks_sharing} rank(s) x {required_per_rank / 2**20:,.0f} MiB) "
-            f"but only {available / 2**20:,.0f} MiB is available; lower {{{key}}}", mentions=(key,),
-        )
+        raise OptionError(key, memory_refusal(required_per_rank, ranks_sharing, available, where, command)
+                          + f"; lower {{{key}}}", mentions=(key,))
+
+
+def memory_refusal(required_per_rank: int, ranks_sharing: int, available: int, where: str, command: str) -> str:
+    """The refusal's numbers as they add up: the buffers, plus the share of what is available that is kept
+    for torch, NCCL and the OS (MEMORY_HEADROOM), above what is available. Each is shown rounded up, the
+    available rounded down, so the sum shown exceeds it as the sum refused did."""
+    needed = required_per_rank * ranks_sharing
+    kept = available * (1 - MEMORY_HEADROOM)
+    mib = 2**20
+    return (f"the {command} needs {_mib_up(needed):,} MiB of {where} memory ({ranks_sharing} rank(s) x "
+            f"{_mib_up(required_per_rank):,} MiB) + {_mib_up(kept):,} MiB kept free for torch, NCCL and the OS "
+            f"({1 - MEMORY_HEADROOM:.0%} of it) = {_mib_up(needed) + _mib_up(kept):,} MiB, but only "
+            f"{int(available // mib):,} MiB is available")
+
+
+def _mib_up(count: float) -> int:
+    return -int(-count // 2**20)
 
 
 def host_available_bytes() -> int | None:

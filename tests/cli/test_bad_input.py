@@ -321,8 +321,8 @@ LAUNCHER = [
 # Messages that carry numbers of this machine or library wording: matched as patterns.
 PATTERN = [
     ("sizes beyond free memory", ["sweep", "--sizes", "1K,1T", "--workers", "2"],
-     r"--sizes: the sweep needs [\d,]+ MiB of host memory \(2 rank\(s\) x [\d,]+ MiB\) "
-     r"but only [\d,]+ MiB is available; lower --sizes"),
+     r"--sizes: the sweep needs [\d,]+ MiB of host memory \(2 rank\(s\) x [\d,]+ MiB\) \+ [\d,]+ MiB kept free for "
+     r"torch, NCCL and the OS \(10% of it\) = [\d,]+ MiB, but only [\d,]+ MiB is available; lower --sizes"),
     ("backend not built into torch", ["sweep", "--backend", "mpi", "--workers", "2", "--sizes", "1K"],
      r"--backend: this torch \(\S+\) was built without mpi; use gloo"),
     ("malformed config", ["sweep", "--config", "{tmp}/malformed.toml"],
@@ -330,8 +330,8 @@ PATTERN = [
     ("unknown option", ["sweep", "--bogus"], r"No such option: --bogus.*"),
     ("not a number", ["sweep", "--warmup", "x"], r"Invalid value for '-w' / '--warmup': .+"),
     ("workers beyond host memory", ["sweep", "--workers", "10000", "--sizes", "1K"],
-     r"--workers: the sweep needs [\d,]+ MiB of host memory \(10000 rank\(s\) x [\d,]+ MiB\) "
-     r"but only [\d,]+ MiB is available; lower --workers"),
+     r"--workers: the sweep needs [\d,]+ MiB of host memory \(10000 rank\(s\) x [\d,]+ MiB\) \+ [\d,]+ MiB kept "
+     r"free for torch, NCCL and the OS \(10% of it\) = [\d,]+ MiB, but only [\d,]+ MiB is available; lower --workers"),
 ]
 
 
