@@ -56,12 +56,28 @@ def host_available_bytes() -> int | None:
 
 
 def chosen_backend(requested: str) -> str:
-    """--backend resolved for this host (auto: nccl with CUDA, else gloo) and checked against the build."""
+    """--backend resolved for this host (auto: nccl with CUDA, else gloo) and checked against the build;
+    the environment's NCCL choices checked first (check_nccl_choices), as every command on ranks asks here."""
+    import os
+
     import torch
+
+    check_nccl_choices(os.environ)
 
     backend = devices.choose_backend(requested, torch.cuda.is_available())
     devices.check_backend_built(backend)
     return backend
+
+
+def check_nccl_choices(environ) -> None:
+    """NCCL_ALGO and NCCL_PROTO from the environment, refused when NCCL would not know a name in them
+    (units/nccl_env.choice_problem): each row would carry a label for a choice that never happened."""
+    from nccl_bench.units.nccl_env import CHOICES, choice_problem
+
+    for name in CHOICES:
+        problem = choice_problem(name, environ.get(name, ""))
+        if problem is not None:
+            raise UserInputError(name, f"{problem}; fix or unset it")
 
 
 def check_local_workers(command: str, backend: str, workers: int, bytes_per_rank: int, size_key: str) -> None:
