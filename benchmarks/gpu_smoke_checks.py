@@ -54,6 +54,9 @@ def _line(name: str, ok: bool, detail: str) -> int:
 
 def check_run(run_dir: Path, name: str, status: str, min_rows: int, ranks: int | None = None) -> int:
     from nccl_bench.ranks.runner import FLAG_EMPTY_GRAPH
+    from nccl_bench.sweep.rows import FLAG_ONE_RANK_IN_PLACE
+
+    nothing_measured = (FLAG_EMPTY_GRAPH, FLAG_ONE_RANK_IN_PLACE)
     from nccl_bench.results.csv_reader import read_rows
     from nccl_bench.results.run_folder import read_meta
 
@@ -63,8 +66,9 @@ def check_run(run_dir: Path, name: str, status: str, min_rows: int, ranks: int |
     rows = read_rows(run_dir)
     wrong = sum(r.wrong or 0 for r in rows)
     unchecked = [f"{r.op}@{r.size_bytes}" for r in rows if r.wrong is None and r.status == "ok" and r.op != "barrier"]
-    # A capture that held no GPU work timed nothing: such a row measured nothing, whatever its figures.
-    empty = [r for r in rows if r.status == "ok" and FLAG_EMPTY_GRAPH in r.flags.split(";")]
+    # A capture that held no GPU work, or an in-place collective of one rank, timed nothing: such a row
+    # measured nothing, whatever its figures.
+    empty = [r for r in rows if r.status == "ok" and set(nothing_measured) & set(r.flags.split(";"))]
     measured = [r for r in rows if r.status == "ok" and r not in empty]
     missing_meta = [key for key in ("versions", "config", "hostnames", "devices", "ended_utc") if not meta.get(key)]
     problems = []
@@ -81,7 +85,8 @@ def check_run(run_dir: Path, name: str, status: str, min_rows: int, ranks: int |
     if missing_meta:
         problems.append(f"meta.json lacks {', '.join(missing_meta)}")
     ops = sorted({r.op for r in measured})
-    not_counted = f" ({len(empty)} more captured nothing: {FLAG_EMPTY_GRAPH}, not counted)" if empty else ""
+    said = ", ".join(flag for flag in nothing_measured if any(flag in r.flags.split(";") for r in empty))
+    not_counted = f" ({len(empty)} more measured nothing: {said}, not counted)" if empty else ""
     detail = "; ".join(problems) + not_counted if problems else (
         f"{len(measured)} measured of {len(rows)} rows{not_counted}, 0 wrong, status {status}, "
         f"world {meta.get('world_size')}, ops {','.join(ops)}")

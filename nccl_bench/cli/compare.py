@@ -11,6 +11,7 @@ from nccl_bench.cli import messages, streams
 from nccl_bench.cli.option_sets import CompareArgs
 from nccl_bench.cli.params import command_of
 from nccl_bench.cli.report import log_hints
+from nccl_bench.cli.verdict_files import VerdictFiles, judged_or_said
 from nccl_bench.options import BASELINE_RUN, CURRENT_RUN, JSON_FILE, JUNIT, MARKDOWN
 
 
@@ -18,6 +19,7 @@ from nccl_bench.options import BASELINE_RUN, CURRENT_RUN, JSON_FILE, JUNIT, MARK
 def compare_command(args: CompareArgs) -> None:
     """Compare a run against a baseline per op and size; exit 0 ok, 1 regression, 2 bad input."""
     from nccl_bench import comparison
+    from nccl_bench.render.compare_exports import JUNIT_SUITE_NAME
     from nccl_bench.render.formats import check_output_file
     from nccl_bench.render.live import report_comparison
     from nccl_bench.results.loader import read_run
@@ -33,10 +35,11 @@ def compare_command(args: CompareArgs) -> None:
     hints = log_hints(args.op, args.ranks)
     baseline, current = args.baseline, args.current
     messages.notes(filter(None, map(never_finished, dict.fromkeys((baseline, current)))))
-    result = comparison.compare_runs(
-        read_run(baseline, BASELINE_RUN.name, hints), read_run(current, CURRENT_RUN.name, hints),
-        tolerance=args.tolerance, min_bytes=args.min_bytes, allow_mismatch=args.allow_mismatch,
-    )
-    report_comparison(result, outputs, os.environ)
+    with judged_or_said(VerdictFiles(JUNIT_SUITE_NAME, outputs["junit"], outputs["markdown"], outputs["json_path"])):
+        result = comparison.compare_runs(
+            read_run(baseline, BASELINE_RUN.name, hints), read_run(current, CURRENT_RUN.name, hints),
+            tolerance=args.tolerance, min_bytes=args.min_bytes, allow_mismatch=args.allow_mismatch,
+        )
+        report_comparison(result, outputs, os.environ)
     raise typer.Exit(result.exit_code)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
-from nccl_bench.cli import messages, on_ranks
+from nccl_bench.cli import messages, on_ranks, verdict_files
 from nccl_bench.cli.on_ranks import OnRanks, Ran
 from nccl_bench.cli.option_sets import DoctorJson, Recording, Workers
 from nccl_bench.cli.params import command_of
@@ -30,6 +30,7 @@ def doctor_command(config: DoctorConfig, local: Workers, verdicts: DoctorJson, r
     check_output_file(config.exclude_file, option_name("exclude_file"))  # written by rank 0 with doctor.json
     check_output_file(config.prom, option_name("prom"))
     store = on_ranks.recording_target_of(recording, config.results_root)
+    verdict_files.cleared(json_path, config.exclude_file)
     ran = on_ranks.run_on_ranks(OnRanks(
         "doctor", job.preflight, lambda launch: _on_this_rank(job, json_path, launch), config.out,
         new_run_dir(config.results_root, ["doctor"]), "measurements so far are kept",

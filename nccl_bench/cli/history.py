@@ -23,6 +23,7 @@ from nccl_bench.cli.option_sets import (
     ShowArgs,
 )
 from nccl_bench.cli.params import command_of
+from nccl_bench.cli.verdict_files import VerdictFiles, judged_or_said
 from nccl_bench.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_RUN_FAILED, EXIT_VERDICT, OptionError, UserInputError
 from nccl_bench.history.recording import store_address
 from nccl_bench.history.store_schema import SERIES_COLUMNS
@@ -122,14 +123,21 @@ def check_command(args: CheckArgs, at: HistoryAt) -> None:
     """Is a run below what its series' own noise allows? Each series' latest run, or --run's. Exit 0 ok,
     1 regression, 2 bad input, 3 the --run is not in the history (or did not complete)."""
     from nccl_bench.history import series
-    from nccl_bench.history.rule import REGRESSION
-    from nccl_bench.render import history_text
     from nccl_bench.render.formats import check_output_file
-    from nccl_bench.results.whole_file import write_text_file
 
     asked = series.Asked(args.op, args.system, args.window, args.floor, args.run)
     markdown_path = check_output_file(args.markdown, MARKDOWN.name)
     junit_path = check_output_file(args.junit, JUNIT.name)
+    with judged_or_said(VerdictFiles("nccl-bench history check", junit_path, markdown_path)):
+        _check(asked, at, markdown_path, junit_path, args.as_json)
+
+
+def _check(asked, at: HistoryAt, markdown_path: Optional[Path], junit_path: Optional[Path], as_json: bool) -> None:
+    from nccl_bench.history import series
+    from nccl_bench.history.rule import REGRESSION
+    from nccl_bench.render import history_text
+    from nccl_bench.results.whole_file import write_text_file
+
     with _open(at, whole_store=False) as store:
         if asked.run_id is not None:
             asked = _judging(store, asked)
@@ -137,19 +145,23 @@ def check_command(args: CheckArgs, at: HistoryAt) -> None:
         _note_skipped(sum(summary.skipped for summary in found), store.address.shown)
         stored = None if found or asked.run_id is not None else f"{store.address.shown}; it holds {_stored_text(store)}"
     if stored is not None:  # a gate that judged nothing must not pass: a typo in a CI job would switch it off
-        key = "system" if args.system is not None else "op" if args.op is not None else "history"
+        key = "system" if asked.system is not None else "op" if asked.op is not None else "history"
         raise OptionError(key, f"no series{_narrowed(asked)} to judge in {stored}")
     if asked.run_id is not None and not found:
         messages.fail(f"{JUDGE_RUN.name}: run {asked.run_id[:12]} has no series{_narrowed(asked)} to judge "
                       "(a doctor run, or every row failed)", EXIT_RUN_FAILED)
     failed = [summary for summary in found if summary.verdict.status == REGRESSION]
     now = utc_now_iso()
-    if args.as_json:
+    if as_json:
         typer.echo(history_text.check_json(found, now))
     for summary in failed:
         messages.error(f"regression: {series.describe(summary)}")
-    for line in history_text.check_lines(found, now):
-        messages.plain(line)
+    lines = history_text.check_lines(found, now)
+    if as_json:  # stdout is the JSON; the report's lines go beside the errors
+        for line in lines:
+            messages.plain(line)
+    else:
+        _print(None, lambda width: lines)
     if markdown_path is not None:
         write_text_file(markdown_path, history_text.check_markdown(found, now))
     if junit_path is not None:
@@ -186,6 +198,11 @@ def accept_command(args: AcceptArgs, at: HistoryAt) -> None:
         if not names:
             messages.fail(f"{ACCEPT_RUN.name}: run {run_id[:12]} has no series{f' of {op}' if op else ''} to "
                           "accept", EXIT_RUN_FAILED)
+        earlier = store.other_reasons(run_id, names, reason)
+        if earlier:
+            raise UserInputError(REASON.name, f"run {run_id[:12]} is the new normal already, accepted "
+                                 f"{earlier[0][1]} with the reason {earlier[0][0]!r}; that reason is kept (an "
+                                 "accept is a record: a later run accepted says the new reason)")
         added = store.add_accepts(run_id, started, names, reason)
     messages.plain(f"accepted run {run_id[:12]} ({started}) as the new normal of {len(names)} series"
                    f"{f' ({len(names) - added} already were)' if added < len(names) else ''}: {reason}")

@@ -53,10 +53,18 @@ def error(message: str) -> None:
     say(f"error: {message}")
 
 
+class Failed(SystemExit):
+    """The end `fail` said: its exit code, and the line, for the files that must say it too (verdict_files)."""
+
+    def __init__(self, message: str, code: int):
+        super().__init__(code)
+        self.message = message
+
+
 def fail(message: str, code: int) -> NoReturn:
     """End the command with one error line and this exit code."""
     error(message)
-    raise SystemExit(code)
+    raise Failed(message, code)
 
 
 def end_failed_run(exc: RunFailedError) -> NoReturn:

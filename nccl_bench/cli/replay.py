@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
-from nccl_bench.cli import messages, on_ranks
+from nccl_bench.cli import messages, on_ranks, verdict_files
 from nccl_bench.cli.on_ranks import OnRanks, Ran
 from nccl_bench.cli.option_sets import Recording, ReplayOutputs, Workers
 from nccl_bench.cli.params import command_of
@@ -30,6 +30,7 @@ def replay_command(config: ReplayConfig, local: Workers, outputs: ReplayOutputs,
     from nccl_bench.replay.replay_entry import read_replay_job
 
     json_path = check_output_file(outputs.json_file, option_name(ReplayOutputs, "json_file"))
+    verdict_files.cleared(json_path)
     job = read_replay_job(config, outputs.envelope, option_name(ReplayOutputs, "envelope"))
     if workers is None and detect_launch() is None:  # no ranks: the profile is the answer
         _say(job, job.profile, json_path, replayed=False)

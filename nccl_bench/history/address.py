@@ -10,10 +10,10 @@ read) is refused. Every message shows the address with its password hidden. Pure
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from nccl_bench.units.passwords import hide_passwords
+from nccl_bench.units.passwords import hide_passwords, secrets_of
 
 SQLITE = "sqlite"
 POSTGRESQL = "postgresql"
@@ -42,25 +42,33 @@ class StoreAddress:
     kind: str  # SQLITE or POSTGRESQL
     target: str  # the SQLite file's path, or the libpq URI or keyword string
     wait_s: float = DEFAULT_WAIT_S  # the longest wait for a lock or an answer before giving up
+    # The password as the user wrote it, in every form a driver may echo (units/passwords.secrets_of),
+    # PGPASSWORD's too: what every message about this store is masked by
+    secrets: tuple[str, ...] = field(default=(), compare=False, repr=False)
 
     @property
     def shown(self) -> str:
         """For messages: the path, or the URI or keyword string without its password."""
-        return self.target if self.kind == SQLITE else hide_passwords(self.target)
+        return self.target if self.kind == SQLITE else self.hide(self.target)
+
+    def hide(self, text: str) -> str:
+        """`text` (a driver's message about this store) without any form of its password."""
+        return hide_passwords(text, self.secrets)
 
 
 def parse_address(url: str, wait_s: float = DEFAULT_WAIT_S) -> StoreAddress:
     """A file path, sqlite:///PATH (sqlite:////abs/path too), a postgresql:// URI or a libpq keyword string."""
     text = url.strip()
-    shown = repr(hide_passwords(text))
+    secrets = secrets_of(text)
+    shown = repr(hide_passwords(text, secrets))
     if not text:
         raise AddressError(f"empty URL; {_FORMS}")
     if _CONTROL.search(text):
         raise AddressError(f"{shown} holds a control character; {_FORMS}")
     if text.startswith(_POSTGRES_SCHEMES):
-        return StoreAddress(POSTGRESQL, text, wait_s)
+        return StoreAddress(POSTGRESQL, text, wait_s, secrets)
     if _KEYWORD_START.match(text):
-        return StoreAddress(POSTGRESQL, _keyword_string(text, shown), wait_s)
+        return StoreAddress(POSTGRESQL, _keyword_string(text, shown), wait_s, secrets)
     if text.startswith("sqlite:") and not text.startswith(_SQLITE_SCHEME):
         raise AddressError(f"{shown}: write sqlite:///relative/path or sqlite:////absolute/path")
     if text.startswith(_SQLITE_SCHEME):
@@ -71,7 +79,7 @@ def parse_address(url: str, wait_s: float = DEFAULT_WAIT_S) -> StoreAddress:
     if "://" in text:
         raise AddressError(f"{shown}: unknown scheme; {_FORMS}")
     if _NO_SCHEME.match(text):
-        as_url = hide_passwords(f"postgresql://{text}")
+        as_url = hide_passwords(f"postgresql://{text}", secrets)
         raise AddressError(f"{as_url.partition('://')[2]!r} looks like a server without a scheme; write {as_url}")
     return StoreAddress(SQLITE, text, wait_s)
 

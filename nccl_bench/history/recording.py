@@ -7,11 +7,11 @@ the run. Prints nothing but the wait's note: the CLI says what the outcome says.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
 
-from nccl_bench.errors import OptionError, UserInputError, first_line
+from nccl_bench.errors import OptionError, StoreError, UserInputError, first_line
 from nccl_bench.history.address import (
     DEFAULT_WAIT_S,
     ENV_VAR,
@@ -21,6 +21,7 @@ from nccl_bench.history.address import (
     parse_address,
 )
 from nccl_bench.units.clock import utc_now_iso
+from nccl_bench.units.passwords import environment_secrets
 
 
 def store_address(history: str | None, results_root: Path, wait_s: float = DEFAULT_WAIT_S) -> StoreAddress:
@@ -29,17 +30,25 @@ def store_address(history: str | None, results_root: Path, wait_s: float = DEFAU
     if given is None:
         return default_address(Path(results_root), wait_s)
     try:
-        return parse_address(given, wait_s)
+        address = parse_address(given, wait_s)
     except AddressError as exc:
         if history is not None:
             raise OptionError("history", str(exc)) from None
         raise UserInputError(ENV_VAR, str(exc)) from None
+    return replace(address, secrets=address.secrets + environment_secrets(os.environ))
 
 
 def recording_target(history: str | None, no_history: bool, results_root: Path,
                      wait_s: float = DEFAULT_WAIT_S) -> StoreAddress | None:
-    """Where sweep or doctor will record its run (None: --no-history): a bad URL fails before the run."""
-    return None if no_history else store_address(history, results_root, wait_s)
+    """Where sweep or doctor will record its run (None: --no-history): a bad URL, or one libpq cannot read,
+    fails before the run."""
+    from nccl_bench.history.store import refuse_unreadable
+
+    if no_history:
+        return None
+    address = store_address(history, results_root, wait_s)
+    refuse_unreadable(address)
+    return address
 
 
 @dataclass(frozen=True)
@@ -64,6 +73,7 @@ def record_run(run_dir: Path, address: StoreAddress, say: Callable[[str], None] 
         with open_store(address, say) as store:
             store.add_run(record)
     except Exception as exc:  # whatever the store or its driver raised, the run is kept
-        return Recorded(run_dir, address, first_line(exc))
+        said = first_line(exc)  # a StoreError is said without the password already; a driver's text is not
+        return Recorded(run_dir, address, said if isinstance(exc, StoreError) else address.hide(said))
     return Recorded(run_dir, address, run_id=record.run_id)
 

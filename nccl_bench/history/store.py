@@ -40,7 +40,7 @@ from nccl_bench.history.records import RunRecord
 from nccl_bench.history.store_guard import LOCKED_OR_BUSY, Guard
 from nccl_bench.history.store_schema import MIGRATIONS, SCHEMA_VERSION, SERIES_COLUMNS, TABLES
 from nccl_bench.units.clock import utc_now_iso
-from nccl_bench.units.passwords import hide_passwords, hide_passwords_in
+from nccl_bench.units.passwords import hide_passwords_in
 
 __all__ = ["StoreError", "Store", "open_store", "refuse_bad_values"]
 
@@ -91,8 +91,7 @@ def _connect_postgres(address: StoreAddress):
         connection = psycopg.connect(address.target, autocommit=True,
                                      connect_timeout=max(2, math.ceil(address.wait_s)))
     except psycopg.ProgrammingError as exc:  # libpq could not read the address itself
-        raise StoreError(f"{address.shown}: not a PostgreSQL address libpq reads ({hide_passwords(first_line(exc))})",
-                         EXIT_BAD_INPUT) from None
+        raise _unreadable(address, exc) from None
     try:
         for name, seconds in (("lock_timeout", address.wait_s), ("statement_timeout", STATEMENT_LIMIT_S)):
             connection.execute("SELECT set_config(%s, %s, false)", (name, f"{round(seconds * 1000)}ms"))
@@ -100,6 +99,27 @@ def _connect_postgres(address: StoreAddress):
         connection.close()
         raise
     return connection
+
+
+def refuse_unreadable(address: StoreAddress) -> None:
+    """A PostgreSQL address libpq cannot read (a bad '%' escape, an unterminated quote) refused before a
+    run that would record into it measures; nothing is connected. Without psycopg the run's record says so."""
+    if address.kind != POSTGRESQL:
+        return
+    try:
+        import psycopg
+        from psycopg.conninfo import conninfo_to_dict
+    except ImportError:
+        return
+    try:
+        conninfo_to_dict(address.target)
+    except psycopg.ProgrammingError as exc:
+        raise _unreadable(address, exc) from None
+
+
+def _unreadable(address: StoreAddress, exc: BaseException) -> StoreError:
+    return StoreError(f"{address.shown}: not a PostgreSQL address libpq reads ({address.hide(first_line(exc))})",
+                      EXIT_BAD_INPUT)
 
 
 def _connect_sqlite(address: StoreAddress, waits: Guard, reading: bool):
@@ -151,6 +171,18 @@ def _clean(value: Any) -> Any:
     if not isinstance(value, str):
         return value
     return _CONTROL.sub(lambda match: f"\\x{ord(match.group()):02x}", value)
+
+
+def _stored_form(run: RunRecord) -> RunRecord:
+    """The run with its text escaped as the readers give it back (_clean): a series is looked up by the
+    key a reader read, so a key stored raw (a host name holding ESC) would be counted and never found."""
+    from dataclasses import replace
+
+    values = tuple(replace(value, key=tuple(_clean(part) for part in value.key)) for value in run.values)
+    hosts = tuple(replace(host, host=_clean(host.host), kinds=tuple(_clean(kind) for kind in host.kinds))
+                  for host in run.hosts)
+    return replace(run, system=_clean(run.system), backend=_clean(run.backend), source=_clean(run.source),
+                   values=values, hosts=hosts)
 
 
 def _clean_rows(rows: Iterator[tuple]) -> Iterator[tuple]:
@@ -262,6 +294,7 @@ class Store:
     def add_run(self, run: RunRecord) -> bool:
         """Store the run; False when a run with its id is already stored (then nothing changes)."""
         refuse_bad_values(run)
+        run = _stored_form(run)
         recorded = utc_now_iso()
         meta = json.dumps(hide_passwords_in(run.meta), sort_keys=True, default=str, allow_nan=False)
         with self.transaction():
@@ -379,6 +412,13 @@ class Store:
         return list(self.rows("SELECT run_id, started_utc, reason, accepted_utc FROM accepts WHERE series = ? "
                               "ORDER BY started_utc, run_id", (series,)))
 
+    def other_reasons(self, run_id: str, series: list[str], reason: str) -> list[tuple]:
+        """(reason, accepted_utc) of the run's accepts among `series` made with another reason than this one."""
+        wanted, said = set(series), _clean(reason)
+        return sorted({(then, when) for name, then, when in self.rows(
+            "SELECT series, reason, accepted_utc FROM accepts WHERE run_id = ?", (run_id,))
+            if name in wanted and then != said}, key=lambda found: found[1])
+
     def find_runs(self, prefix: str) -> list[tuple]:
         """(run_id, started_utc, recorded_utc, status, system) of the runs whose id starts with `prefix`
         (lower-case hex, as ids are written); at most two: one is the run, two say it is ambiguous."""
@@ -417,7 +457,7 @@ class Store:
             for name in series:
                 cursor = self.execute("INSERT INTO accepts (series, run_id, started_utc, reason, accepted_utc) VALUES "
                                       "(?, ?, ?, ?, ?) ON CONFLICT (series, run_id) DO NOTHING",
-                                      (name, run_id, started_utc, reason, accepted))
+                                      (name, run_id, started_utc, _clean(reason), accepted))
                 added += max(0, cursor.rowcount)
         return added
 

@@ -16,7 +16,6 @@ from typing import Any, Callable
 from nccl_bench.errors import EXIT_BAD_INPUT, EXIT_RUN_FAILED, StoreError, UserInputError, first_line
 from nccl_bench.history.address import POSTGRESQL, WAIT_KEY, StoreAddress
 from nccl_bench.history.store_schema import TABLES
-from nccl_bench.units.passwords import hide_passwords
 
 LOCKED_OR_BUSY = "locked by another writer, or busy"  # what a long wait for a statement is, as said
 NOTE_AFTER_S = 2.0  # a wait longer than this is said, once per command
@@ -78,7 +77,7 @@ class Guard:
     def error(self, exc: BaseException) -> StoreError:
         """The driver's error as one line naming the store, with the exit code of what it means."""
         cause, code = _cause(exc, self.address)
-        return StoreError(f"{self.address.shown}: {hide_passwords(cause)}", code)
+        return StoreError(f"{self.address.shown}: {self.address.hide(cause)}", code)
 
 
 def locked(exc: BaseException) -> bool:

@@ -23,12 +23,25 @@ def check_memory(required_per_rank: int, ranks_sharing: int, available: int | No
         return
     needed = required_per_rank * ranks_sharing
     if needed > available * MEMORY_HEADROOM:
-        raise OptionError(
-            key,
-            f"the {command} needs {needed / 2**20:,.0f} MiB of {where} memory "
-            f"({ranks_sharing} rank(s) x {required_per_rank / 2**20:,.0f} MiB) "
-            f"but only {available / 2**20:,.0f} MiB is available; lower {{{key}}}", mentions=(key,),
-        )
+        raise OptionError(key, memory_refusal(required_per_rank, ranks_sharing, available, where, command)
+                          + f"; lower {{{key}}}", mentions=(key,))
+
+
+def memory_refusal(required_per_rank: int, ranks_sharing: int, available: int, where: str, command: str) -> str:
+    """The refusal's numbers as they add up: the buffers, plus the share of what is available that is kept
+    for torch, NCCL and the OS (MEMORY_HEADROOM), above what is available. Each is shown rounded up, the
+    available rounded down, so the sum shown exceeds it as the sum refused did."""
+    needed = required_per_rank * ranks_sharing
+    kept = available * (1 - MEMORY_HEADROOM)
+    mib = 2**20
+    return (f"the {command} needs {_mib_up(needed):,} MiB of {where} memory ({ranks_sharing} rank(s) x "
+            f"{_mib_up(required_per_rank):,} MiB) + {_mib_up(kept):,} MiB kept free for torch, NCCL and the OS "
+            f"({1 - MEMORY_HEADROOM:.0%} of it) = {_mib_up(needed) + _mib_up(kept):,} MiB, but only "
+            f"{int(available // mib):,} MiB is available")
+
+
+def _mib_up(count: float) -> int:
+    return -int(-count // 2**20)
 
 
 def host_available_bytes() -> int | None:
@@ -43,12 +56,28 @@ def host_available_bytes() -> int | None:
 
 
 def chosen_backend(requested: str) -> str:
-    """--backend resolved for this host (auto: nccl with CUDA, else gloo) and checked against the build."""
+    """--backend resolved for this host (auto: nccl with CUDA, else gloo) and checked against the build;
+    the environment's NCCL choices checked first (check_nccl_choices), as every command on ranks asks here."""
+    import os
+
     import torch
+
+    check_nccl_choices(os.environ)
 
     backend = devices.choose_backend(requested, torch.cuda.is_available())
     devices.check_backend_built(backend)
     return backend
+
+
+def check_nccl_choices(environ) -> None:
+    """NCCL_ALGO and NCCL_PROTO from the environment, refused when NCCL would not know a name in them
+    (units/nccl_env.choice_problem): each row would carry a label for a choice that never happened."""
+    from nccl_bench.units.nccl_env import CHOICES, choice_problem
+
+    for name in CHOICES:
+        problem = choice_problem(name, environ.get(name, ""))
+        if problem is not None:
+            raise UserInputError(name, f"{problem}; fix or unset it")
 
 
 def check_local_workers(command: str, backend: str, workers: int, bytes_per_rank: int, size_key: str) -> None:

@@ -31,7 +31,7 @@ from nccl_bench.ranks.preflight import check_memory, host_available_bytes
 from nccl_bench.ranks.set_up import SetUp
 from nccl_bench.results.run_folder import claim_run_dir, find_claimed, new_run_dir, release_run_dir, write_meta
 from nccl_bench.units.clock import utc_now_iso
-from nccl_bench.units.passwords import hide_passwords
+from nccl_bench.units.passwords import hide_written
 
 META_SCHEMA_VERSION = 1
 NO_LAUNCHER = "no rank layout found (run under torchrun, srun or mpirun, or use {workers})"
@@ -105,7 +105,7 @@ class Run:
             "status": self.status,
             "started_utc": self.started_utc,
             "ended_utc": ended,
-            "command_line": [hide_passwords(arg) for arg in getattr(sys, "orig_argv", sys.argv)],
+            "command_line": [hide_written(arg) for arg in getattr(sys, "orig_argv", sys.argv)],
             "backend": self.request.backend,
             "launcher": self.launch.launcher,
             "world_size": self.launch.world_size,

@@ -329,6 +329,12 @@ def summary_lines(summary) -> list[str]:
             f"# warning: {len(empty)} row(s) replayed an empty CUDA graph (NCCL queues no GPU work for them, "
             "as for an in-place op of one rank): their time is launch overhead, so no bandwidth is given"
         )
+    alone = [r for r in summary.rows if "one_rank_in_place" in r.flags]
+    if alone:
+        lines.append(
+            f"# warning: {len(alone)} in-place row(s) of one rank measure nothing (the collective has nothing to "
+            "move, and NCCL queues no GPU work for it): their time is call overhead, so no bandwidth is given"
+        )
     lines += repeats.slowest_group_lines(summary.rows) + repeats.cycle_spread_lines(summary.rows)
     if summary.wrong_total:
         lines.append(f"# ERROR: {summary.wrong_total} wrong element(s); the data check failed")

@@ -15,7 +15,11 @@ from nccl_bench.results.schema import STATUS_OK, STATUS_UNSUPPORTED, STATUS_WRON
 from nccl_bench.sweep import sweep_config as cfg
 from nccl_bench.sweep.plan import Point
 from nccl_bench.units import bandwidth, stats
-from nccl_bench.units.op_table import Collective
+from nccl_bench.units.op_table import PLACEMENT_IN, Collective
+
+# At one rank an in-place collective has nothing to move: NCCL returns from the enqueue without queuing
+# GPU work (gloo likewise), so its time is the call's overhead and a bandwidth from it means nothing.
+FLAG_ONE_RANK_IN_PLACE = "one_rank_in_place"
 
 
 @dataclass(frozen=True)
@@ -58,8 +62,10 @@ def measured_row(run: RowContext, point: Point, collective: Collective, measurem
     time_us = measurement.time_us
     factor = common["busbw_factor"]
     flags = list(measurement.flags())
+    if factor is not None and run.world_size == 1 and point.placement == PLACEMENT_IN:
+        flags.append(FLAG_ONE_RANK_IN_PLACE)
     # A replay of an empty graph moved no bytes: its time is launch overhead, not a bandwidth.
-    moved = factor is not None and FLAG_EMPTY_GRAPH not in flags
+    moved = factor is not None and not {FLAG_EMPTY_GRAPH, FLAG_ONE_RANK_IN_PLACE} & set(flags)
     algbw = bandwidth.algbw_gbps(point.size_bytes, time_us) if moved else None
     busbw = bandwidth.busbw_gbps(algbw, factor) if moved else None
     pct = (100 * busbw / run.peak_gbps) if (busbw is not None and run.peak_gbps) else None

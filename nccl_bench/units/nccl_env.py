@@ -53,6 +53,9 @@ def parse_assignments(texts: Iterable[str]) -> tuple[Assignment, ...]:
     grouped: dict[str, list[str]] = {}
     for text in texts:
         name, value = parse_setting(text)
+        problem = choice_problem(name, value)
+        if problem is not None:
+            raise ValueError(f"{name}={value}: {problem}")
         values = grouped.setdefault(name, [])
         if value in values:
             raise ValueError(f"{name}={value} is given twice")
@@ -100,28 +103,61 @@ NCCL_PROTOCOLS = ("LL", "LL128", "Simple")
 
 def enabled_for(value: str, function: str, elements: tuple[str, ...] = NCCL_ALGORITHMS) -> frozenset[str] | None:
     """What NCCL_ALGO (or NCCL_PROTO, with elements=NCCL_PROTOCOLS) leaves `function` ("AllReduce"), as
-    NCCL reads it (parseList in src/graph/tuning.cc): `;` separates settings, each `[func:]list`, where
-    only the first may lack a function and then applies to every one, a later setting replaces an
-    earlier one for its function, and a list starting with `^` enables everything but its items. None
-    for a value NCCL refuses (it then fails the communicator) or an empty one (NCCL's own choice)."""
+    NCCL reads it (read_choice). None for a value NCCL refuses (it then fails the communicator) or an
+    empty one (NCCL's own choice)."""
     if not value:
         return None
+    try:
+        chosen = read_choice(value, elements)
+    except ValueError:
+        return None
+    return chosen.get(function.lower(), chosen.get(""))
+
+
+def read_choice(value: str, elements: tuple[str, ...] = NCCL_ALGORITHMS) -> dict[str, frozenset[str]]:
+    """NCCL_ALGO (or NCCL_PROTO, with elements=NCCL_PROTOCOLS) as NCCL reads it (parseList and its callers
+    in src/graph/tuning.cc): `;` separates settings, each `[func:]list`, where only the first may lack a
+    function and then applies to every one; a later setting replaces an earlier one for its function; a
+    list is `,`-separated names, matched without regard to case (strcasecmp), and a leading `^` enables
+    everything but its items. Returns function (lower case; "" for every function) -> the enabled names;
+    ValueError names the first part NCCL does not know, and what it knows there."""
     names = {name.lower(): name for name in elements}
-    functions = {name.lower() for name in NCCL_FUNCTIONS}
-    enabled: frozenset[str] | None = None
+    functions = {name.lower(): name for name in NCCL_FUNCTIONS}
+    chosen: dict[str, frozenset[str]] = {}
     for index, setting in enumerate(part for part in value.split(";") if part):
         prefix, colon, items = setting.partition(":")
         if not colon:
             prefix, items = "", setting
             if index:
-                return None  # only the first setting may apply to every function
+                raise ValueError(f"{setting!r} names no collective; only the first setting may apply to every "
+                                 f"one (write FUNCTION:{setting}, FUNCTION one of {', '.join(NCCL_FUNCTIONS)})")
         elif prefix.lower() not in functions:
-            return None
+            raise ValueError(f"{prefix!r} is not a collective NCCL knows ({', '.join(NCCL_FUNCTIONS)})")
         exclude = items.startswith("^")
         listed = [item for item in items.removeprefix("^").split(",") if item]
-        if any(item.lower() not in names for item in listed):
-            return None
-        chosen = frozenset(names[item.lower()] for item in listed)
-        if not prefix or prefix.lower() == function.lower():
-            enabled = frozenset(elements) - chosen if exclude else chosen
-    return enabled
+        unknown = [item for item in listed if item.lower() not in names]
+        if unknown:
+            raise ValueError(f"{unknown[0]!r} is not a name NCCL knows ({', '.join(elements)}, in any case)")
+        picked = frozenset(names[item.lower()] for item in listed)
+        enabled = frozenset(elements) - picked if exclude else picked
+        if not prefix:
+            chosen = {function: enabled for function in [""] + [name.lower() for name in NCCL_FUNCTIONS]}
+        else:
+            chosen[prefix.lower()] = enabled
+    return chosen
+
+
+CHOICES = {"NCCL_ALGO": NCCL_ALGORITHMS, "NCCL_PROTO": NCCL_PROTOCOLS}  # the variables read_choice reads
+
+
+def choice_problem(name: str, value: str) -> str | None:
+    """What is wrong with NCCL_ALGO's or NCCL_PROTO's value, said before a run: NCCL ignores or refuses
+    a name it does not know (by version and rank count), so the rows would carry a label that did not
+    happen. None for any other variable, an empty value, or a value NCCL reads."""
+    if name not in CHOICES or not value.strip():
+        return None
+    try:
+        read_choice(value.strip(), CHOICES[name])
+    except ValueError as exc:
+        return str(exc)
+    return None

@@ -321,8 +321,8 @@ LAUNCHER = [
 # Messages that carry numbers of this machine or library wording: matched as patterns.
 PATTERN = [
     ("sizes beyond free memory", ["sweep", "--sizes", "1K,1T", "--workers", "2"],
-     r"--sizes: the sweep needs [\d,]+ MiB of host memory \(2 rank\(s\) x [\d,]+ MiB\) "
-     r"but only [\d,]+ MiB is available; lower --sizes"),
+     r"--sizes: the sweep needs [\d,]+ MiB of host memory \(2 rank\(s\) x [\d,]+ MiB\) \+ [\d,]+ MiB kept free for "
+     r"torch, NCCL and the OS \(10% of it\) = [\d,]+ MiB, but only [\d,]+ MiB is available; lower --sizes"),
     ("backend not built into torch", ["sweep", "--backend", "mpi", "--workers", "2", "--sizes", "1K"],
      r"--backend: this torch \(\S+\) was built without mpi; use gloo"),
     ("malformed config", ["sweep", "--config", "{tmp}/malformed.toml"],
@@ -330,8 +330,8 @@ PATTERN = [
     ("unknown option", ["sweep", "--bogus"], r"No such option: --bogus.*"),
     ("not a number", ["sweep", "--warmup", "x"], r"Invalid value for '-w' / '--warmup': .+"),
     ("workers beyond host memory", ["sweep", "--workers", "10000", "--sizes", "1K"],
-     r"--workers: the sweep needs [\d,]+ MiB of host memory \(10000 rank\(s\) x [\d,]+ MiB\) "
-     r"but only [\d,]+ MiB is available; lower --workers"),
+     r"--workers: the sweep needs [\d,]+ MiB of host memory \(10000 rank\(s\) x [\d,]+ MiB\) \+ [\d,]+ MiB kept "
+     r"free for torch, NCCL and the OS \(10% of it\) = [\d,]+ MiB, but only [\d,]+ MiB is available; lower --workers"),
 ]
 
 
@@ -757,3 +757,26 @@ def test_show_json_stays_strict_over_a_history_holding_inf_and_nan(tmp_path, sto
                                "non-negative measurements; skipped\n")
     check = _run(tmp_path, "history", "check", "--history", store_url)
     assert "inf" not in check.stdout + check.stderr and "nan" not in (check.stdout + check.stderr).lower()
+
+
+ALGORITHMS = "Tree, Ring, CollNetDirect, CollNetChain, NVLS, NVLSTree, PAT, in any case"
+
+
+@pytest.mark.parametrize("command", [["sweep", "--sizes", "1K"], ["doctor", "--size", "1K"],
+                                     ["replay", "{traces}/torch211_nccl2289_1gpu_rank0.json.gz"]])
+@pytest.mark.parametrize("env,extra,message", [
+    ({"NCCL_ALGO": "bogus"}, [], f"NCCL_ALGO: 'bogus' is not a name NCCL knows ({ALGORITHMS}); fix or unset it"),
+    ({"NCCL_PROTO": "allreduce:LL;alltoall:Simple"}, [], "NCCL_PROTO: 'alltoall' is not a collective NCCL knows "
+     "(Broadcast, Reduce, AllGather, ReduceScatter, AllReduce); fix or unset it"),
+])
+def test_a_misspelt_nccl_choice_in_the_environment_is_one_line_before_any_run(files, command, env, extra, message):
+    args = [a.format(traces=TRACES) for a in command]
+    assert _one_error_line(_run(files, *args, "--workers", "2", *extra, env=env)) == message
+    assert not (files / "results").exists() or sorted(p.name for p in (files / "results").iterdir()) in (
+        [], ["baselines"])  # refused before any run folder
+
+
+def test_a_misspelt_nccl_choice_in_nccl_env_is_one_line(files):
+    assert _one_error_line(_run(files, "sweep", "--sizes", "1K", "--workers", "2", "--nccl-env", "NCCL_ALGO=Ring",
+                                "--nccl-env", "NCCL_PROTO=bogus")) == (
+        "--nccl-env: NCCL_PROTO=bogus: 'bogus' is not a name NCCL knows (LL, LL128, Simple, in any case)")

@@ -60,7 +60,7 @@ def test_check_run_judges_exactly_that_run_and_fails_for_a_run_not_recorded(stor
     # the latest run is back to normal; the run before it was slow, and --run judges that one
     assert history_cli(tmp_path, store_url, "check").returncode == 0
     judged = history_cli(tmp_path, store_url, "check", "--run", ids[5][:12])
-    assert judged.returncode == 1 and f"judged run {ids[5][:12]}" in judged.stderr
+    assert judged.returncode == 1 and f"judged run {ids[5][:12]}" in judged.stdout
     assert history_cli(tmp_path, store_url, "check", "--run", ids[4]).returncode == 0
     missing = history_cli(tmp_path, store_url, "check", "--run", "0123456789ab")
     assert missing.returncode == 3
@@ -83,7 +83,7 @@ def test_accept_turns_a_failing_series_green_with_its_reason(store_url, tmp_path
     assert {s["verdict"] for s in json.loads(checked.stdout)["series"]} == {"ok"}
     at_accepted = history_cli(tmp_path, store_url, "check", "--run", ids[5][:12])
     assert at_accepted.returncode == 0
-    assert "is the new normal: NCCL 2.23 <is> slower by design" in at_accepted.stderr
+    assert "is the new normal: NCCL 2.23 <is> slower by design" in at_accepted.stdout
 
 
 def test_diff_shows_each_series_change_and_what_changed(store_url, tmp_path):
@@ -111,3 +111,36 @@ def test_too_few_runs_are_said_never_ok(store_url, tmp_path):
     assert checked.returncode == 0
     assert {s["verdict"] for s in json.loads(checked.stdout)["series"]} == {"too_few"}
     assert "2 with too few runs" in checked.stderr
+
+
+def test_accepting_an_accepted_run_with_another_reason_is_refused_and_the_first_reason_kept(store_url, tmp_path):
+    ids = _steady_then(tmp_path, store_url, (6, 0.8, NEW_NCCL))
+    assert history_cli(tmp_path, store_url, "accept", ids[5][:12], "--reason", "reason A").returncode == 0
+    again = history_cli(tmp_path, store_url, "accept", ids[5][:12], "--reason", "reason A")
+    assert again.returncode == 0 and "(2 already were): reason A" in again.stderr
+    other = history_cli(tmp_path, store_url, "accept", ids[5][:12], "--reason", "reason B")
+    assert other.returncode == 2 and other.stdout == ""
+    [line] = other.stderr.splitlines()
+    assert line.startswith(f"nccl-bench: error: --reason: run {ids[5][:12]} is the new normal already, accepted ")
+    assert "with the reason 'reason A'; that reason is kept" in line and "reason B" not in line
+    checked = history_cli(tmp_path, store_url, "check", "--json")
+    assert {s["accepted_reason"] for s in json.loads(checked.stdout)["series"]} == {"reason A"}
+
+
+def test_a_host_name_with_control_characters_is_stored_escaped_and_every_reader_shows_its_series(store_url,
+                                                                                                 tmp_path):
+    odd = [sweep_run(tmp_path / f"odd{day}", day, hosts=("no\x1b[31mde", "no\x1b[31mde")) for day in (1, 2, 3)]
+    plain = [sweep_run(tmp_path / f"r{day}", day) for day in (1, 2, 3)]
+    assert history_cli(tmp_path, store_url, "add", *map(str, odd + plain)).returncode == 0
+    shown = json.loads(history_cli(tmp_path, store_url, "show", "--json").stdout)
+    assert shown["runs"] == 6 and sum(series["runs"] for series in shown["series"]) == 6 * 2  # 2 sizes a run
+    assert {series["system"] for series in shown["series"]} == {"cpu@vm", "cpu@no\\x1b[31mde"}
+    table = history_cli(tmp_path, store_url, "show").stdout
+    assert table.count("cpu@no\\x1b[31mde") == 2 and "\x1b" not in table
+    checked = history_cli(tmp_path, store_url, "check", "--json")
+    assert len(json.loads(checked.stdout)["series"]) == 4
+    judged = history_cli(tmp_path, store_url, "check", "--run", read_record(odd[2], "RUN", "").run_id)
+    assert judged.returncode == 0 and "in 2 series" in judged.stdout, judged.stderr
+    assert history_cli(tmp_path, store_url, "html", "page.html").returncode == 0
+    page = (tmp_path / "page.html").read_text()
+    assert "cpu@no\\x1b[31mde" in page and "\x1b" not in page

@@ -27,7 +27,7 @@ RECORDED = re.compile(r"^recorded run ([0-9a-f]{12}) in the history ", re.M)
 class Judged:
     run_id: str
     code: int  # check --run's exit code
-    lines: str  # its stderr
+    lines: str  # its report (stdout), then its errors (stderr)
 
 
 def shape(hosts: Hosts, rate_kbit: int, change: bool = False) -> None:
@@ -62,4 +62,4 @@ def check_run(store: str, run_id: str, folder: Path) -> Judged:
     done = subprocess.run([sys.executable, "-m", "nccl_bench", "history", "check", "--run", run_id, "--history",
                            store], capture_output=True, text=True, cwd=folder, timeout=120,
                           env=dict(os.environ, PYTHONPATH=str(REPO), COLUMNS="200"))
-    return Judged(run_id, done.returncode, done.stderr)
+    return Judged(run_id, done.returncode, done.stdout + done.stderr)

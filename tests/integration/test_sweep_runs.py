@@ -156,3 +156,19 @@ def test_slurm_layout_single_task(tmp_path):
     rows = {r.op: r for r in read_rows(out)}
     assert rows["all_reduce"].busbw_gbps == 0.0  # 2(n-1)/n is 0 for one rank, as nccl-tests prints
     assert rows["sendrecv"].status == "unsupported" and "at least 2 ranks" in rows["sendrecv"].flags
+
+
+def test_one_rank_in_place_rows_are_flagged_without_bandwidth(tmp_path):
+    """One gloo rank: every in-place collective has nothing to move; out of place still copies."""
+    out = tmp_path / "run"
+    result = run_cli(["sweep", "--workers", "1", "--op", "all_reduce,all_gather", "--sizes", "64K", "--trials", "2",
+                      "-w", "1", "--no-history", "--out", str(out)], env={"COLUMNS": "250"}, cwd=tmp_path)
+    _ok(result)
+    rows = {(r.op, r.placement): r for r in read_rows(out)}
+    for key in (("all_reduce", "in_place"), ("all_gather", "in_place")):
+        assert "one_rank_in_place" in rows[key].flags.split(";"), rows[key]
+        assert (rows[key].algbw_gbps, rows[key].busbw_gbps) == (None, None) and rows[key].time_us > 0
+    copied = rows["all_gather", "out_of_place"]
+    assert "one_rank_in_place" not in copied.flags and copied.algbw_gbps > 0
+    assert ("# warning: 2 in-place row(s) of one rank measure nothing (the collective has nothing to move, and "
+            "NCCL queues no GPU work for it): their time is call overhead, so no bandwidth is given") in result.stdout

@@ -52,11 +52,11 @@ LAYERS: dict[str, tuple[int, tuple[str, ...]]] = {
     "render": (7, ("render", "render.compare_exports", "render.doctor_text", "render.escape", "render.fit",
                    "render.formats", "render.history_page", "render.history_text", "render.html", "render.labels",
                    "render.limits_text", "render.live", "render.nccltests_text", "render.plots", "render.prom",
-                   "render.repeats", "render.replay_text", "render.tables")),
+                   "render.repeats", "render.replay_text", "render.tables", "render.unjudged")),
     # the shell: one module per command, local workers, messages, the typer shim
     "cli": (8, ("cli", "cli.compare", "cli.doctor", "cli.entry", "cli.history", "cli.limits", "cli.local_workers",
                 "cli.messages", "cli.on_ranks", "cli.option_sets", "cli.ops", "cli.params", "cli.replay", "cli.report",
-                "cli.streams", "cli.sweep", "cli.typer_shim")),
+                "cli.streams", "cli.sweep", "cli.typer_shim", "cli.verdict_files")),
     "__main__": (8, ("__main__",)),
 }
 HEAVY = ("torch", "pandas", "matplotlib")

@@ -151,9 +151,18 @@ def test_rows_whose_capture_held_nothing_are_not_counted_as_measured(tmp_path, c
              row(world_size=1, size_bytes=2048, flags="noisy;empty_cuda_graph")]
     folder = _run(tmp_path, [row(world_size=1), *empty])
     code, line = _check(capsys, "run", folder, "--min-rows", "2")
-    assert code == 1 and "1 measured rows, expected >= 2 (2 more captured nothing: empty_cuda_graph" in line
+    assert code == 1 and "1 measured rows, expected >= 2 (2 more measured nothing: empty_cuda_graph" in line
     code, line = _check(capsys, "run", folder)
-    assert code == 0 and "1 measured of 3 rows (2 more captured nothing: empty_cuda_graph, not counted)" in line
+    assert code == 0 and "1 measured of 3 rows (2 more measured nothing: empty_cuda_graph, not counted)" in line
+
+
+def test_in_place_rows_of_one_rank_are_not_counted_as_measured(tmp_path, capsys):
+    alone = [row(world_size=1, placement="in_place", flags="one_rank_in_place"),
+             row(world_size=1, size_bytes=2048, flags="empty_cuda_graph")]
+    folder = _run(tmp_path, [row(world_size=1), *alone])
+    code, line = _check(capsys, "run", folder)
+    assert code == 0 and ("1 measured of 3 rows (2 more measured nothing: empty_cuda_graph, one_rank_in_place, "
+                          "not counted)") in line
 
 
 def test_a_line_says_what_its_step_proves(tmp_path, capsys):

@@ -24,8 +24,26 @@ def test_an_empty_capture_is_flagged_and_given_no_bandwidth():
     row = rows.measured_row(run, point, collective, _measurement(True), 0)
     assert FLAG_EMPTY_GRAPH in row.flags.split(";")
     assert (row.algbw_gbps, row.busbw_gbps, row.pct_of_peak) == (None, None, None) and row.time_us == 0.3
-    full = rows.measured_row(run, point, collective, _measurement(False), 0)
+    two = rows.RowContext(config, world_size=2, nodes=1, backend="nccl", peak_gbps=None)
+    full = rows.measured_row(two, point, collective, _measurement(False), 0)
     assert full.algbw_gbps == pytest.approx((64 << 20) / 0.3e-6 / 1e9) and FLAG_EMPTY_GRAPH not in full.flags
+
+
+@pytest.mark.parametrize("op,placement,flagged", [
+    ("all_reduce", "in_place", True), ("broadcast", "in_place", True), ("all_gather", "in_place", True),
+    ("all_gather", "out_of_place", False),  # one rank still copies its input into the output
+])
+def test_an_in_place_row_of_one_rank_is_flagged_and_given_no_bandwidth(op, placement, flagged):
+    """At one rank NCCL's enqueue returns without queuing work for an in-place collective: nothing moved."""
+    config = SweepConfig(ops=(op,), sizes=(1 << 30,))
+    point = Point(op, placement, 1 << 30, 1 << 30, 1 << 30)
+    one = rows.measured_row(rows.RowContext(config, world_size=1, nodes=1, backend="nccl", peak_gbps=900.0), point,
+                            OPS[op], _measurement(False), 0)
+    assert (rows.FLAG_ONE_RANK_IN_PLACE in one.flags.split(";")) == flagged
+    assert (one.algbw_gbps is None and one.busbw_gbps is None and one.pct_of_peak is None) == flagged
+    two = rows.measured_row(rows.RowContext(config, world_size=2, nodes=1, backend="nccl", peak_gbps=900.0), point,
+                            OPS[op], _measurement(False), 0)
+    assert rows.FLAG_ONE_RANK_IN_PLACE not in two.flags and two.busbw_gbps is not None
 
 
 def test_p50_p95_p99_are_type_7_percentiles_of_the_per_op_times():

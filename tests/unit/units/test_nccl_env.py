@@ -10,10 +10,12 @@ import pytest
 from nccl_bench.units.nccl_env import (
     NCCL_PROTOCOLS,
     as_texts,
+    choice_problem,
     enabled_for,
     label,
     parse_assignments,
     parse_setting,
+    read_choice,
     shell_loop,
     variants,
 )
@@ -107,3 +109,44 @@ def test_nccl_algo_parsed_as_nccl_does(value, function, enabled):
 def test_nccl_proto_uses_the_same_grammar():
     assert enabled_for("^LL128;allreduce:LL128", "AllReduce", NCCL_PROTOCOLS) == {"LL128"}
     assert enabled_for("^LL128;allreduce:LL128", "AllGather", NCCL_PROTOCOLS) == {"LL", "Simple"}
+
+
+# NCCL's grammar (src/graph/tuning.cc, parseList and its callers): `;`-separated settings, each
+# `[function:]list`, only the first without a function; a list of names matched with strcasecmp, `^`
+# for all but them. Names: src/init.cc's ncclFuncStr, ncclAlgoStr, ncclProtoStr.
+@pytest.mark.parametrize("name,value", [
+    ("NCCL_ALGO", "Ring"), ("NCCL_ALGO", "ring,TREE"), ("NCCL_ALGO", "^nvls,nvlstree"),
+    ("NCCL_ALGO", "allreduce:tree;allgather:^ring"), ("NCCL_ALGO", "Ring;AllReduce:CollNetDirect,collnetchain"),
+    ("NCCL_ALGO", "pat"), ("NCCL_PROTO", "LL,ll128"), ("NCCL_PROTO", "^LL128"), ("NCCL_PROTO", "allreduce:Simple"),
+    ("NCCL_PROTO", ""), ("NCCL_SOCKET_IFNAME", "^docker0,lo"),
+])
+def test_values_nccl_reads_pass(name, value):
+    assert choice_problem(name, value) is None
+
+
+@pytest.mark.parametrize("name,value,problem", [
+    ("NCCL_ALGO", "bogus", "'bogus' is not a name NCCL knows (Tree, Ring, CollNetDirect, CollNetChain, NVLS, "
+                           "NVLSTree, PAT, in any case)"),
+    ("NCCL_ALGO", "^ring,tre", "'tre' is not a name NCCL knows (Tree, Ring, CollNetDirect, CollNetChain, NVLS, "
+                               "NVLSTree, PAT, in any case)"),
+    ("NCCL_PROTO", "LL64", "'LL64' is not a name NCCL knows (LL, LL128, Simple, in any case)"),
+    ("NCCL_PROTO", "allreduce:Simple;allgater:LL", "'allgater' is not a collective NCCL knows (Broadcast, Reduce, "
+                                                   "AllGather, ReduceScatter, AllReduce)"),
+    ("NCCL_ALGO", "allreduce:ring;tree", "'tree' names no collective; only the first setting may apply to every one "
+                                         "(write FUNCTION:tree, FUNCTION one of Broadcast, Reduce, AllGather, "
+                                         "ReduceScatter, AllReduce)"),
+    ("NCCL_ALGO", "Simple", "'Simple' is not a name NCCL knows (Tree, Ring, CollNetDirect, CollNetChain, NVLS, "
+                            "NVLSTree, PAT, in any case)"),  # a protocol where an algorithm goes
+])
+def test_a_name_nccl_does_not_know_is_one_line_naming_it(name, value, problem):
+    assert choice_problem(name, value) == problem
+
+
+def test_read_choice_gives_each_function_what_nccl_enables():
+    chosen = read_choice("^LL128;allreduce:LL128", NCCL_PROTOCOLS)
+    assert chosen["allreduce"] == {"LL128"} and chosen["allgather"] == chosen[""] == {"LL", "Simple"}
+
+
+def test_a_misspelt_choice_in_nccl_env_is_refused_with_the_setting():
+    with pytest.raises(ValueError, match=r"^NCCL_PROTO=bogus: 'bogus' is not a name NCCL knows"):
+        parse_assignments(["NCCL_ALGO=Ring", "NCCL_PROTO=bogus"])
