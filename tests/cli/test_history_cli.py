@@ -61,7 +61,7 @@ def test_a_one_rank_history_is_read_by_every_reader_and_judged_on_algbw(tmp_path
     checked = history_cli(tmp_path, store, "check")
     assert checked.returncode == 1, checked.stderr
     assert "judged on algbw, busbw being 0 at one rank" in checked.stderr
-    assert "2 regression(s) in 2 series" in checked.stderr
+    assert "2 regression(s) in 2 series" in checked.stdout
     first, last = (read_record(run, "RUN", "").run_id for run in (runs[0], half))
     diffed = history_cli(tmp_path, store, "diff", first, last, "--json")
     assert diffed.returncode == 0, diffed.stderr
