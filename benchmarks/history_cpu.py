@@ -87,6 +87,7 @@ def main() -> int:
     parser.add_argument("--sweep-args", default="", help="extra sweep options (default: the default sweep)")
     parser.add_argument("--drops", default="", help="comma-separated shares, e.g. 0.5,0.3 (default: none)")
     parser.add_argument("--busy", type=int, default=0, help="busy loops to run beside the sweeps")
+    parser.add_argument("--keep", type=Path, help="copy the history of the unchanged runs here at the end")
     options = parser.parse_args()
     busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(options.busy)]
     try:
@@ -127,6 +128,8 @@ def _measure(options) -> int:
                   + "".join(f"\n    flagged: {s['op']} {s['size_bytes']} {s['latest_busbw_gbps']:.3g} GB/s "
                             f"({s['change_pct']:+.0f}%)" for s in flagged), flush=True)
         print(f"# alarms: {alarms} in {options.runs} runs; load average {os.getloadavg()[0]:.2f}", flush=True)
+        if options.keep is not None:
+            shutil.copyfile(store, options.keep)
         missed = [drop for drop in map(float, filter(None, options.drops.split(",")))
                   if not _judge_drop(folder, store, last_run, drop)]
     return 1 if alarms or missed else 0
