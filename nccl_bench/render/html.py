@@ -215,7 +215,7 @@ def doctor_matrix(doctor: dict[str, Any]) -> tuple[list[str], dict[tuple[str, st
 
 
 # doctor.json's verdicts: the run's (healthy or suspects) and each node's or pair's (ok or suspect).
-_DOCTOR_CLASS = {"healthy": "good", "ok": "good", "suspects": "bad", "suspect": "bad"}
+_DOCTOR_CLASS = {"healthy": "good", "ok": "good", "suspects": "bad", "suspect": "bad", "contended": "bad"}
 
 
 def _doctor_cell(entries: list[dict[str, Any]]) -> str:
