@@ -305,7 +305,8 @@ def _scenarios(args) -> int:
         return 2
     env_extra = dict(item.split("=", 1) for item in args.env)
     print(f"# load average before: {os.getloadavg()}; {args.hosts} hosts, --timeout {args.timeout:g}, env {env_extra}, "
-          f"shaped {args.rate}, NICs {args.nic_rate or 'unlimited'}, doctor options {args.extra}, {args.busy} busy loop(s)")
+          f"shaped {args.rate}, NICs {args.nic_rate or 'unlimited'}, doctor options {args.extra}, "
+          f"{args.busy} busy loop(s)")
     for scenario in args.scenario or SCENARIOS:
         doctor_walls = []
         for run in range(1, args.runs + 1):
