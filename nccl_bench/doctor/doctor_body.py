@@ -159,6 +159,9 @@ class _Doctor:
     def close(self, status: str) -> dict[str, Any]:
         self.report.status = status
         self.report.wall_s = time.monotonic() - self.started_wall
+        if self.report.judgement is None and status != "complete" and self.header is not None and (
+                self.intra or self.pairs):
+            self.report.judgement = self._judged_so_far(status)
         if self.writer is not None:
             self.writer.close()
             if self.report.judgement is not None:
@@ -371,6 +374,16 @@ class _Doctor:
         judgement = verdicts.judge(layout, self.intra, self.pairs, self.config.tolerance, self.config.expect_gbps)
         judgement.suspects.extend(roster.missing_suspects(self.header.expected_hosts, [n.host for n in self.nodes],
                                                          self.header.expected_from))
+        return judgement
+
+    def _judged_so_far(self, status: str) -> verdicts.Judgement:
+        """A run that ended early still says what its finished measurements support: the verdicts of
+        those results, with where it stopped. A low result measured once names nobody (never re-tested)."""
+        judgement = self._judge()
+        results = sum(map(len, self.pairs.values())) + sum(map(len, self.intra.values()))
+        judgement.notes.insert(0, f"the run {status} during {self.where}: these verdicts come from the {results} "
+                                  "result(s) measured before it; a low result measured once names nobody, since "
+                                  "it was never re-tested")
         return judgement
 
     def _judge_with_retests(self) -> verdicts.Judgement:

@@ -126,6 +126,7 @@ def report_json(report: DoctorReport) -> dict[str, Any]:
     }
     return {
         "schema_version": JSON_SCHEMA_VERSION,
+        "status": report.status,  # not "complete": the verdicts of what was measured before the run ended
         "verdict": judgement.verdict,
         "nodes": [
             {"host": n.host, "ranks": list(n.ranks), "intra_busbw_gbps": n.intra_busbw_gbps,
