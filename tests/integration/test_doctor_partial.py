@@ -1,8 +1,8 @@
-"""A doctor that fails after some pair rounds still says what those rounds support: four simulated hosts
-(one rank each, Slurm's layout variables), one rank killed at the start of its third measurement (the last pair round). The
-run fails (rank 0 exits 3, as for any lost rank), and doctor.json holds the verdicts of the results
-measured before, marked with the run's status and where it stopped; no verdict of bandwidth is judged
-here (nothing is shaped), only that the measured rounds were kept and said."""
+"""A doctor that fails after some pair rounds still says what those rounds support: four simulated
+hosts (one rank each, Slurm's layout variables), one rank killed at the start of its third measurement
+(the last pair round). The run fails (rank 0 exits 3, as for any lost rank), and doctor.json holds the
+verdicts of the results measured before, marked with the run's status and where it stopped; no verdict
+of bandwidth is judged here (nothing is shaped), only that the measured rounds were kept and said."""
 
 from __future__ import annotations
 
