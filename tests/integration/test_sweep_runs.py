@@ -156,3 +156,16 @@ def test_slurm_layout_single_task(tmp_path):
     rows = {r.op: r for r in read_rows(out)}
     assert rows["all_reduce"].busbw_gbps == 0.0  # 2(n-1)/n is 0 for one rank, as nccl-tests prints
     assert rows["sendrecv"].status == "unsupported" and "at least 2 ranks" in rows["sendrecv"].flags
+
+
+def test_gloos_smallest_sizes_are_flagged_call_bound_and_its_large_ones_not(tmp_path):
+    """A real 2-rank gloo sweep: the 8 B all_reduce (one element per rank) is the per-call floor itself, so
+    its row is call_bound; 16 MiB takes tens of times a call's cost on any host and is a bandwidth. The end
+    says what the flag means and where NCCL's own latency is seen."""
+    out = tmp_path / "run"
+    result = run_cli(["sweep", "--workers", "2", "--op", "all_reduce", "--sizes", "8,4K,16M", "--iters", "20", "-w",
+                      "1", "--no-history", "--out", str(out)])
+    assert result.returncode == 0, result.stderr[-2000:]
+    flags = {row.size_bytes: row.flags.split(";") for row in read_rows(out / "results.csv")}
+    assert "call_bound" in flags[8] and "call_bound" not in flags[16 << 20]
+    assert "measure what a call costs, not bandwidth" in result.stdout and "--cuda-graph" in result.stdout
