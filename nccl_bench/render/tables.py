@@ -20,6 +20,7 @@ from nccl_bench.render.fit import Cell, Column, Layout, fit, fit_widths, natural
 from nccl_bench.render.labels import placement_text
 from nccl_bench.results.loader import RESULTS_LINE
 from nccl_bench.results.schema import STATUS_UNSUPPORTED, STATUS_WRONG, ResultRow
+from nccl_bench.sweep.rows import CALL_BOUND_FACTOR, FLAG_CALL_BOUND
 from nccl_bench.sweep.sweep_config import option_name
 from nccl_bench.units import stats
 from nccl_bench.units.op_table import OPS
@@ -322,6 +323,13 @@ def summary_lines(summary) -> list[str]:
         iters = option_name("iters")
         lines.append(
             f"# warning: {len(short)} row(s) have samples too short for the timer; use {iters} auto or more {iters}"
+        )
+    bound = [r for r in summary.rows if FLAG_CALL_BOUND in r.flags.split(";")]
+    if bound:
+        lines.append(
+            f"# note: {len(bound)} row(s) are call_bound: their median call is within {CALL_BOUND_FACTOR}x of "
+            "the same op's smallest message, so they measure what a call costs, not bandwidth; for NCCL's own "
+            f"latency without torch's launch path, time them with {option_name('cuda_graph')}"
         )
     empty = [r for r in summary.rows if "empty_cuda_graph" in r.flags]
     if empty:

@@ -19,7 +19,7 @@ from typing import Any, Callable
 
 from nccl_bench.errors import OptionError, RunFailedError, first_line
 from nccl_bench.ranks import dist, faults, session
-from nccl_bench.ranks.collectives import CALLS, Buffers, OpArgs
+from nccl_bench.ranks.collectives import CALLS, Buffers, OpArgs, bind_exchange
 from nccl_bench.ranks.preflight import chosen_backend
 from nccl_bench.ranks.runner import Measurement, PointRunner, TimingPlan
 from nccl_bench.ranks.split import ranks_text
@@ -144,7 +144,8 @@ class _Replay:
                                                                    device=ctx.device)[:send_elems]
         args = OpArgs(ctx.rank, ctx.world_size, ROOT, _sum() if collective.reduces else None, None, ctx.group,
                       () if ctx is self.run.ctx else point.ranks)
-        run_once = CALLS[point.op](Buffers(send=send, recv=recv), args)
+        buffers = Buffers(send=send, recv=recv)
+        run_once = bind_exchange(buffers, args, point.transfers) if point.transfers else CALLS[point.op](buffers, args)
         reason = _why_unsupported(ctx, run_once)
         leader = ctx.rank == 0
         if reason is not None:

@@ -27,6 +27,14 @@ The time a collective took in the job:
   that annotation (the `c10d::` op on the caller's thread only enqueues it).
 - An NCCL collective whose kernel the trace does not hold (cut off at the window's edge) has no time.
 
+Point-to-point: torch's `batch_isend_irecv` opens a coalescing block (ncclGroupStart), writes one
+`record_param_comms` per send and recv (each closed before any kernel exists), and launches the one
+NCCL kernel in `endCoalescing`, inside the `nccl:coalesced` annotation of the block's Work
+(ProcessGroupNCCL.cpp). That kernel belongs to the block: its sends and recvs on the same thread since
+the previous collective or block are one exchange, one call, timed by the block's kernels. A send's
+peer is its record's `Dst Rank`, a recv's its `Src Rank` (global ranks, torch's profiler util.cpp), and
+the exchange runs on this rank and those peers; a lone send or recv is an exchange of its own.
+
 The traced window is the span from the first event's start to the last event's end.
 """
 
@@ -37,7 +45,7 @@ import functools
 import json
 import math
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +60,9 @@ from nccl_bench.replay.trace_vocabulary import (
 
 RECORD_PARAM_COMMS = "record_param_comms"
 ANNOTATIONS = "annotations"
+# The annotation of the Work that endCoalescing makes; a coalescing block's kernel is launched inside it.
+COALESCED = "nccl:coalesced"
+SENDRECV = "sendrecv"
 _ANNOTATION_PREFIXES = ("nccl:", "gloo:")
 
 
@@ -70,6 +81,9 @@ class CollectiveCall:
     in_split_sizes: tuple[int, ...] = ()  # all_to_allv's per-peer element counts
     out_split_sizes: tuple[int, ...] = ()
     ranks_cut: bool = False  # the trace cut its group's rank list short, and holds it nowhere whole
+    # sendrecv: each message of the exchange as (from, to) global ranks; (): not a point-to-point call, or
+    # one whose peers or own rank the trace does not name
+    transfers: tuple[tuple[int, int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -121,7 +135,9 @@ def _read(stream) -> RankTrace:
     if not anchors:
         raise TraceError(stream.path, "no collectives in it: no record_param_comms with a collective name, "
                                       "no nccl:* or gloo:* annotation")
-    unmatched = _match_kernels(anchors, scan.kernels, stream)
+    unmatched = _match_kernels(anchors + scan.coalesced, scan.kernels, stream)
+    anchors = _exchanges(anchors, scan.coalesced, rank)
+    unmatched += sum(len(mark.kernels) for mark in scan.coalesced if not mark.used)
     calls = sorted((anchor.call(world_size) for anchor in anchors), key=lambda call: call.start_us)
     for call in calls:
         _check_call(call, world_size)
@@ -155,6 +171,10 @@ class _Anchor:
     ranks_cut: bool = False
     cpu_time_is_job_time: bool = False  # gloo: the annotation spans the collective's run
     kernels: list[float] = field(default_factory=list)  # the durations of its NCCL kernels
+    peer: int | None = None  # a send's Dst Rank, a recv's Src Rank (global)
+    is_send: bool = False
+    transfers: tuple[tuple[int, int], ...] = ()  # an exchange's messages, (from, to)
+    used: bool = False  # a coalescing block's mark whose kernels went to an exchange
 
     @property
     def end_us(self) -> float:
@@ -170,11 +190,16 @@ class _Anchor:
             job_time_us = math.fsum(self.kernels)
         else:
             job_time_us = self.duration_us if self.cpu_time_is_job_time else None
+        group_ranks = self.group_ranks
+        if self.transfers:  # an exchange runs on its own rank and its peers, whatever group carried it
+            group_ranks = tuple(sorted({rank for transfer in self.transfers for rank in transfer}))
+            group_size = len(group_ranks)
         return CollectiveCall(
             op=self.op, size_bytes=size_bytes, dtype=None if self.dtype is None else self.dtype[0],
-            group_size=group_size, group_ranks=self.group_ranks, start_us=self.start_us, job_time_us=job_time_us,
+            group_size=group_size, group_ranks=group_ranks, start_us=self.start_us, job_time_us=job_time_us,
             process_group=self.process_group, in_split_sizes=self.in_splits,
-            out_split_sizes=self.out_splits, ranks_cut=self.ranks_cut,
+            out_split_sizes=self.out_splits, ranks_cut=self.ranks_cut and not self.transfers,
+            transfers=self.transfers,
         )
 
 
@@ -189,6 +214,7 @@ class _Scan:
         # (pid, tid, start, end, group size) of c10d:: all_gather and reduce_scatter ops (module docstring)
         self.group_hints: list[tuple[Any, Any, float, float, int]] = []
         self.kernels: list[tuple[Any, Any, float]] = []  # External id, correlation, duration
+        self.coalesced: list[_Anchor] = []  # each coalescing block's nccl:coalesced annotation
         self.first_us = math.inf
         self.last_us = -math.inf
 
@@ -211,6 +237,11 @@ class _Scan:
                 self._add_kernel(event, duration)
         elif name == RECORD_PARAM_COMMS:
             self._add_record_param_comms(event, start, duration)
+        elif name == COALESCED:
+            self.coalesced.append(_Anchor(
+                op=COALESCED, pid=event.get("pid"), tid=event.get("tid"), start_us=start, duration_us=duration,
+                external_id=_args(event).get("External id"), in_elements=None, out_elements=None, dtype=None,
+                group_size=None))
         elif not self.rpc_anchors:
             if category == "user_annotation" and name.startswith(_ANNOTATION_PREFIXES):
                 self._add_annotation(event, name, start, duration)
@@ -248,6 +279,7 @@ class _Scan:
             group_ranks=_int_list(args.get("Process Group Ranks")),
             ranks_cut=_cut_short(args.get("Process Group Ranks")),
             process_group=_text(args.get("Process Group Name")), in_splits=in_splits, out_splits=out_splits,
+            peer=_peer(name, args), is_send=name.lower() == "send",
         ))
 
     def _add_annotation(self, event: dict[str, Any], name: str, start: float, duration: float) -> None:
@@ -311,6 +343,58 @@ def _match_kernels(anchors: list[_Anchor], kernels: list, stream) -> int:
         else:
             anchor.kernels.append(duration)
     return left
+
+
+def _exchanges(anchors: list[_Anchor], marks: list[_Anchor], rank: int | None) -> list[_Anchor]:
+    """The anchors with each coalescing block's sends and recvs made one exchange, timed by the kernels
+    of the block's nccl:coalesced mark, and each lone send or recv an exchange of its own (module
+    docstring). A block holds the sendrecv anchors without kernels of their own on the mark's thread
+    since that thread's previous other anchor or mark."""
+    by_thread: dict[tuple, list[tuple[float, int, _Anchor]]] = defaultdict(list)
+    for order, anchor in enumerate(anchors + marks):
+        by_thread[anchor.pid, anchor.tid].append((anchor.start_us, order, anchor))
+    merged: list[_Anchor] = []
+    for events in by_thread.values():
+        block: list[_Anchor] = []
+        for _, _, anchor in sorted(events, key=lambda entry: entry[:2]):
+            if anchor.op == COALESCED:
+                if block:
+                    merged.append(_exchange(block, anchor.kernels, rank))
+                    anchor.used = True
+                block = []
+            elif anchor.op == SENDRECV and not anchor.kernels:
+                block.append(anchor)
+            else:
+                merged.extend(_exchange([one], [], rank) for one in block)
+                block = []
+                merged.append(_exchange([anchor], [], rank) if anchor.op == SENDRECV else anchor)
+        merged.extend(_exchange([one], [], rank) for one in block)
+    return merged
+
+
+def _exchange(records: list[_Anchor], kernels: list[float], rank: int | None) -> _Anchor:
+    """One exchange of a block's send and recv records: the largest message, every message's peers
+    (none where this rank or a peer is not named), the block's kernels."""
+    first = records[0]
+    transfers: tuple[tuple[int, int], ...] = ()
+    if rank is not None and all(record.peer is not None for record in records):
+        transfers = tuple((rank, record.peer) if record.is_send else (record.peer, rank) for record in records)
+    sizes = [record.in_elements for record in records if record.in_elements is not None]
+    return replace(first, in_elements=max(sizes) if sizes else None, out_elements=None,
+                   kernels=first.kernels + list(kernels), transfers=transfers)
+
+
+def _peer(name: str, args: dict[str, Any]) -> int | None:
+    """A send's or recv's peer, its record's Dst Rank or Src Rank (a global rank; None where not given)."""
+    key = {"send": "Dst Rank", "recv": "Src Rank"}.get(name.lower())
+    if key is None:
+        return None
+    peer = _int(args.get(key))
+    if peer is None and isinstance(args.get(key), str) and args[key].strip().isdigit():
+        peer = int(args[key])
+    if peer is not None and peer < 0:
+        raise Impossible(f"the {key} of {name} is {peer}")
+    return peer
 
 
 def _launches(stream, correlations: set) -> dict[Any, tuple[Any, Any, float]]:

@@ -22,7 +22,7 @@ from nccl_bench.ranks.collectives import CALLS, OpArgs, make_buffers
 from nccl_bench.ranks.launch import worker_variant
 from nccl_bench.ranks.nccl_trace import TuningTrace
 from nccl_bench.ranks.planted import NoFaults, fault_seam
-from nccl_bench.ranks.runner import PointRunner, TimingPlan
+from nccl_bench.ranks.runner import Measurement, PointRunner, TimingPlan
 from nccl_bench.results.csv_appender import ResultsWriter
 from nccl_bench.results.csv_reader import iter_rows
 from nccl_bench.results.nccl_tuning import chosen
@@ -32,8 +32,8 @@ from nccl_bench.sweep import sweep_config as cfg
 from nccl_bench.sweep.plan import Plan, Point, buffer_bytes, plan_run, size_option
 from nccl_bench.sweep.rows import RowContext, measured_row, unsupported_row
 from nccl_bench.sweep.sweep_report import SilentObserver, SweepHeader, SweepObserver, SweepSummary
-from nccl_bench.units import alltoallv, nccl_env
-from nccl_bench.units.op_table import OPS, Collective
+from nccl_bench.units import alltoallv, nccl_env, stats
+from nccl_bench.units.op_table import OPS, Collective, buffer_elems, round_size
 from nccl_bench.units.sizes import format_size
 
 NO_PEAK_ONE_RANK = "none: a world of 1 rank crosses no link (give one with --peak)"
@@ -98,6 +98,7 @@ class _Sweep:
         self.send_store: Any = None  # a torch tensor: torch is imported only where a run measures
         self.recv_store: Any = None
         self.runner: PointRunner | None = None
+        self.floors_us: dict[tuple[str, str], float | None] = {}  # (op, placement): its per-call floor
 
     @property
     def where(self) -> str:
@@ -311,17 +312,43 @@ class _Sweep:
         if reason is not None:
             return unsupported_row(self.row_context, point, collective, reason)
         run_once = CALLS[point.op](buffers, args)
+        self._floor_us(point, collective, args)
         if self.trace is not None:
             self.trace.mark()
         measurement = self.runner.measure(run_once)
         self.run.renew()
+        floor_us = self._floor_us(point, collective, args, measurement)
         # what NCCL logged while timing, read before the check's own op
         element_bytes = cfg.DTYPE_BYTES[config.dtype]
         logged = collective.count(point.size_bytes // element_bytes, ctx.world_size) * element_bytes  # NCCL's count
         algo, proto = (chosen(self.trace.lines_since_mark(), point.op, logged) if self.trace else None) or ("", "")
         wrong = self._check(collective, buffers, args, run_once) if config.check and collective.factor else None
-        row = measured_row(self.row_context, point, collective, measurement, wrong)
+        row = measured_row(self.row_context, point, collective, measurement, wrong, floor_us)
         return dataclasses.replace(row, algo=algo, proto=proto) if algo else row
+
+    def _floor_us(self, point: Point, collective: Collective, args: OpArgs,
+                  own: Measurement | None = None) -> float | None:
+        """The median call of the per-call floor of the point's op and placement in this run
+        (sweep/rows.CALL_BOUND_FACTOR): its smallest message, one element per rank, through the same path
+        (runner, launch, clock, --cuda-graph) as every row, so that each row of the op is judged against one
+        figure of this run. Timed once, by every rank of the op's group, before the op's first point; where
+        that point is the smallest message, its own measurement (`own`, None until it is measured). None
+        for an op without bandwidth (barrier)."""
+        key = (point.op, point.placement)
+        if key in self.floors_us or collective.factor is None:
+            return self.floors_us.get(key)
+        ctx, element_bytes = self.op_ctx, cfg.DTYPE_BYTES[self.config.dtype]
+        smallest = round_size(collective, element_bytes * ctx.world_size, element_bytes, ctx.world_size)
+        if point.size_bytes == smallest:
+            if own is not None:
+                self.floors_us[key] = stats.percentile(own.per_op_us, 50)
+            return self.floors_us.get(key)
+        send, recv = buffer_elems(collective, smallest, element_bytes, ctx.world_size)
+        buffers = make_buffers(collective, point.placement, self.send_store, self.recv_store, send, recv, ctx.rank,
+                               ctx.world_size)
+        self.floors_us[key] = stats.percentile(self.runner.measure(CALLS[point.op](buffers, args)).per_op_us, 50)
+        self.run.renew()
+        return self.floors_us[key]
 
     def _why_unsupported(self, collective: Collective, buffers, args) -> str | None:
         """Run the op once; if any rank cannot, every rank learns it and the op is skipped, not fatal."""

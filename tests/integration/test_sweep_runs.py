@@ -172,3 +172,16 @@ def test_one_rank_in_place_rows_are_flagged_without_bandwidth(tmp_path):
     assert "one_rank_in_place" not in copied.flags and copied.algbw_gbps > 0
     assert ("# warning: 2 in-place row(s) of one rank measure nothing (the collective has nothing to move, and "
             "NCCL queues no GPU work for it): their time is call overhead, so no bandwidth is given") in result.stdout
+
+
+def test_gloos_smallest_sizes_are_flagged_call_bound_and_its_large_ones_not(tmp_path):
+    """A real 2-rank gloo sweep: the 8 B all_reduce (one element per rank) is the per-call floor itself, so
+    its row is call_bound; 16 MiB takes tens of times a call's cost on any host and is a bandwidth. The end
+    says what the flag means and where NCCL's own latency is seen."""
+    out = tmp_path / "run"
+    result = run_cli(["sweep", "--workers", "2", "--op", "all_reduce", "--sizes", "8,4K,16M", "--iters", "20", "-w",
+                      "1", "--no-history", "--out", str(out)])
+    assert result.returncode == 0, result.stderr[-2000:]
+    flags = {row.size_bytes: row.flags.split(";") for row in read_rows(out / "results.csv")}
+    assert "call_bound" in flags[8] and "call_bound" not in flags[16 << 20]
+    assert "measure what a call costs, not bandwidth" in result.stdout and "--cuda-graph" in result.stdout
