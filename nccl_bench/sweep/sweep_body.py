@@ -37,6 +37,12 @@ from nccl_bench.units.op_table import OPS, Collective, buffer_elems, round_size
 from nccl_bench.units.sizes import format_size
 
 NO_PEAK_ONE_RANK = "none: a world of 1 rank crosses no link (give one with --peak)"
+# The per-call floor (sweep/rows.CALL_BOUND_FACTOR) is the median of this many timed calls of the smallest
+# message after a few warm-up calls, whatever --iters, --trials and --min-sample-ms ask of the rows: a
+# median of 50 is within a few percent of the call's typical cost, well inside the factor's 20%, and 55
+# calls of the smallest message add milliseconds to a sweep, not a sample per op and placement.
+FLOOR_CALLS = 50
+FLOOR_WARMUP = 5
 
 
 def execute(config: cfg.SweepConfig, observer_factory: Callable[[int], SweepObserver],
@@ -98,6 +104,7 @@ class _Sweep:
         self.send_store: Any = None  # a torch tensor: torch is imported only where a run measures
         self.recv_store: Any = None
         self.runner: PointRunner | None = None
+        self.floor_runner: PointRunner | None = None  # times each op's per-call floor (FLOOR_CALLS)
         self.floors_us: dict[tuple[str, str], float | None] = {}  # (op, placement): its per-call floor
 
     @property
@@ -257,6 +264,8 @@ class _Sweep:
             trials=config.trials, agg=config.agg, blocking=config.blocking, cuda_graph=config.cuda_graph,
         )
         self.runner = PointRunner(ctx, timing, progress=self.run.renew)
+        self.floor_runner = PointRunner(ctx, dataclasses.replace(
+            timing, warmup=FLOOR_WARMUP, iters=FLOOR_CALLS, min_sample_s=0.0, trials=1), progress=self.run.renew)
         unsupported: set[tuple[str, str]] = set()
         cycles = config.cycles
         if cycles == 1:  # a plain sweep: rows without a cycle
@@ -330,8 +339,8 @@ class _Sweep:
                   own: Measurement | None = None) -> float | None:
         """The median call of the per-call floor of the point's op and placement in this run
         (sweep/rows.CALL_BOUND_FACTOR): its smallest message, one element per rank, through the same path
-        (runner, launch, clock, --cuda-graph) as every row, so that each row of the op is judged against one
-        figure of this run. Timed once, by every rank of the op's group, before the op's first point; where
+        (launch, clock, --cuda-graph; FLOOR_CALLS calls) as every row, so that each row of the op is judged
+        against one figure of this run. Timed once, by every rank of the op's group, before the op's first point; where
         that point is the smallest message, its own measurement (`own`, None until it is measured). None
         for an op without bandwidth (barrier)."""
         key = (point.op, point.placement)
@@ -346,7 +355,8 @@ class _Sweep:
         send, recv = buffer_elems(collective, smallest, element_bytes, ctx.world_size)
         buffers = make_buffers(collective, point.placement, self.send_store, self.recv_store, send, recv, ctx.rank,
                                ctx.world_size)
-        self.floors_us[key] = stats.percentile(self.runner.measure(CALLS[point.op](buffers, args)).per_op_us, 50)
+        timed = self.floor_runner.measure(CALLS[point.op](buffers, args))
+        self.floors_us[key] = stats.percentile(timed.per_op_us, 50)
         self.run.renew()
         return self.floors_us[key]
 

@@ -153,9 +153,11 @@ def test_slurm_layout_single_task(tmp_path):
     _ok(result)
     meta = json.loads((out / "meta.json").read_text())
     assert (meta["launcher"], meta["world_size"]) == ("slurm", 1)
-    rows = {r.op: r for r in read_rows(out)}
-    assert rows["all_reduce"].busbw_gbps == 0.0  # 2(n-1)/n is 0 for one rank, as nccl-tests prints
-    assert rows["sendrecv"].status == "unsupported" and "at least 2 ranks" in rows["sendrecv"].flags
+    rows = {(r.op, r.placement): r for r in read_rows(out)}
+    reduced = rows["all_reduce", "in_place"]  # in place at one rank moves nothing: flagged, no bandwidth
+    assert reduced.busbw_gbps is None and "one_rank_in_place" in reduced.flags
+    sendrecv = [r for (op, _), r in rows.items() if op == "sendrecv"]
+    assert sendrecv and all(r.status == "unsupported" and "at least 2 ranks" in r.flags for r in sendrecv)
 
 
 def test_one_rank_in_place_rows_are_flagged_without_bandwidth(tmp_path):
