@@ -24,6 +24,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import nccl_bench
 from nccl_bench.results.schema import ResultRow
 from nccl_bench.units.bandwidth import BYTES_PER_GB
+from nccl_bench.units.op_table import OPS
 
 PREFIX = "nccl_bench_"
 SECONDS_PER_US = 1e-6
@@ -57,12 +58,6 @@ def sweep_metrics(rows: Sequence[ResultRow], meta: Mapping[str, Any], now_s: flo
     return "\n".join(lines) + "\n"
 
 
-# NCCL's names of its collectives (ncclFuncToString, src/collectives.cc), as the Inspector labels them.
-INSPECTOR_COLLECTIVES = {
-    "all_reduce": "AllReduce", "all_gather": "AllGather", "reduce_scatter": "ReduceScatter",
-    "broadcast": "Broadcast", "reduce": "Reduce", "all_to_all": "AlltoAll", "gather": "Gather",
-    "scatter": "Scatter", "sendrecv": "SendRecv",
-}
 INSPECTOR_COMM_NAME = "nccl_bench"  # the comm_name label: a panel tells the benchmark's series from a job's
 _SIZE_UNITS = ("B", "KB", "MB", "GB", "TB")
 
@@ -85,7 +80,8 @@ def inspector_lines(rows: Sequence[ResultRow], meta: Mapping[str, Any], slurm_jo
     node = str((meta.get("hostnames") or ["unknown"])[0])
     job = slurm_job_id or "unknown"  # the Inspector's word for a label it cannot fill
     for row in rows:
-        collective = INSPECTOR_COLLECTIVES.get(row.op)
+        spec = OPS.get(row.op)
+        collective = None if spec is None else spec.nccl_function  # NCCL's name; None: torch's sends, no collective
         if collective is None or row.time_us is None or row.world_size is None:
             continue
         algo_proto = f"{row.algo}_{row.proto}" if row.algo and row.proto else "unknown"

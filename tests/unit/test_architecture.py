@@ -44,10 +44,11 @@ LAYERS: dict[str, tuple[int, tuple[str, ...]]] = {
                   "sweep.sweep_report", "sweep.variants")),
     "replay": (5, ("replay", "replay.profile", "replay.replay_body", "replay.replay_config", "replay.replay_entry",
                    "replay.overlap", "replay.replay_plan", "replay.trace_events", "replay.trace_reader",
-                   "replay.trace_vocabulary")),
+                   "replay.trace_values", "replay.trace_vocabulary")),
     # the history, its series, hosts and the regression rule: reads run folders, above the commands
     "history": (6, ("history", "history.address", "history.changes", "history.hosts", "history.records",
                     "history.recording", "history.rule", "history.series", "history.store", "history.store_guard",
+                    "history.stored_values",
                     "history.store_schema")),
     # rows, comparisons, the doctor's verdicts and the store's answers as text, pages and figures
     "render": (7, ("render", "render.compare_exports", "render.doctor_text", "render.escape", "render.fit",
