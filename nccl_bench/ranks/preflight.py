@@ -6,6 +6,8 @@ cycle on each rank (ranks/session.py) and the launcher-less path before any work
 
 from __future__ import annotations
 
+import warnings
+
 from nccl_bench.errors import OptionError, UserInputError
 from nccl_bench.ranks import devices
 
@@ -57,16 +59,39 @@ def host_available_bytes() -> int | None:
 
 def chosen_backend(requested: str) -> str:
     """--backend resolved for this host (auto: nccl with CUDA, else gloo) and checked against the build;
-    the environment's NCCL choices checked first (check_nccl_choices), as every command on ranks asks here."""
+    the environment's NCCL choices checked first (check_nccl_choices), as every command on ranks asks here.
+    GPUs that CUDA cannot see are said before gloo is chosen for them (check_hidden_gpus)."""
     import os
 
     import torch
 
     check_nccl_choices(os.environ)
-
-    backend = devices.choose_backend(requested, torch.cuda.is_available())
+    cuda = torch.cuda.is_available()
+    if not cuda:
+        check_hidden_gpus(requested, os.environ, torch.version.cuda)
+    backend = devices.choose_backend(requested, cuda)
     devices.check_backend_built(backend)
     return backend
+
+
+class HiddenGpuWarning(UserWarning):
+    """GPUs the driver lists but CUDA does not see: the run goes on with gloo on the CPU."""
+
+
+def check_hidden_gpus(requested: str, environ, cuda_build: str | None) -> None:
+    """Where CUDA sees no GPU but the driver lists some: --backend nccl is refused naming the cause, and
+    auto warns that gloo will run on the CPU instead (a run of the GPUs' host that measures the CPU would
+    otherwise be told apart only by its header). An explicit gloo asks for the CPU: nothing is said."""
+    from nccl_bench.hardware.hidden_gpus import hidden_gpus_text
+
+    if requested not in ("auto", "nccl"):
+        return
+    hidden = hidden_gpus_text(environ, cuda_build)
+    if hidden is None:
+        return
+    if requested == "nccl":
+        raise OptionError("backend", f"nccl needs a GPU that CUDA can use: {hidden}")
+    warnings.warn(f"{hidden}; running gloo on the CPU instead", HiddenGpuWarning, stacklevel=2)
 
 
 def check_nccl_choices(environ) -> None:

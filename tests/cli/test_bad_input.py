@@ -24,6 +24,7 @@ from nccl_bench.results.run_folder import write_meta
 from nccl_bench.results.schema import COLUMNS
 from nccl_bench.sweep.sweep_config import CONFIG_KEYS
 from nccl_bench.units.op_table import OP_NAMES
+from tests.helpers.fake_smi import hidden_h100_env
 from tests.helpers.forked_cli import run_forked, run_fresh
 from tests.helpers.launch import REPO, worker_env
 from tests.helpers.rows import row, write_run
@@ -780,3 +781,15 @@ def test_a_misspelt_nccl_choice_in_nccl_env_is_one_line(files):
     assert _one_error_line(_run(files, "sweep", "--sizes", "1K", "--workers", "2", "--nccl-env", "NCCL_ALGO=Ring",
                                 "--nccl-env", "NCCL_PROTO=bogus")) == (
         "--nccl-env: NCCL_PROTO=bogus: 'bogus' is not a name NCCL knows (LL, LL128, Simple, in any case)")
+
+
+@pytest.mark.parametrize("command", [["sweep", "--sizes", "1K"], ["doctor", "--size", "1K"],
+                                     ["replay", "{traces}/torch211_nccl2289_1gpu_rank0.json.gz"]])
+def test_nccl_on_a_gpu_cuda_cannot_see_is_one_line_naming_the_cause(files, command):
+    args = [a.format(traces=TRACES) for a in command]
+    message = _one_error_line(_run(files, *args, "--backend", "nccl", "--workers", "2", env=hidden_h100_env()))
+    assert message.startswith("--backend: nccl needs a GPU that CUDA can use: "
+                              "1 GPU(s) (NVIDIA H100 80GB HBM3) listed by ")
+    assert "CUDA_VISIBLE_DEVICES=7 names none of them (unset it, or name one by its index, 0, or its UUID)" in message
+    assert not (files / "results").exists() or sorted(p.name for p in (files / "results").iterdir()) in (
+        [], ["baselines"])  # refused before any run folder
