@@ -682,6 +682,18 @@ def test_an_unreachable_or_silent_postgresql_server_is_one_line_and_exit_3(tmp_p
     assert "SECRET" not in done.stderr
 
 
+def test_a_refused_postgresql_password_is_said_as_such_and_exit_3(tmp_path, postgres_server):
+    role = f"ci_{os.getpid()}"
+    url = postgres_server.password_role(role, "Tops3cret")
+    wrong = url.replace(f"//{role}@", f"//{role}:Wr0ng%25pw@")
+    for given, said in ((wrong, f'password authentication failed for user "{role}"'), (url, "no password supplied")):
+        done = _run(tmp_path, "history", "show", "--history", given)
+        message = _store_error(done)
+        assert "the server refused the credentials (" in message and said in message, message
+        assert message.endswith("): check the user and password (the URL, PGPASSWORD or ~/.pgpass)")
+        assert "cannot be reached" not in message and "Wr0ng" not in done.stderr
+
+
 def test_a_postgresql_server_stopped_during_add_is_one_line_and_exit_3(tmp_path):
     """A server of the test's own, stopped while `history add` of 1,000 runs goes on."""
     import shutil
