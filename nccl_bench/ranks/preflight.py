@@ -19,14 +19,15 @@ RANK_PROCESS_BYTES = 200 * 2**20
 
 
 def check_memory(required_per_rank: int, ranks_sharing: int, available: int | None, where: str, key: str,
-                 command: str) -> None:
-    """Refuse, before allocating, buffers that cannot fit; say the numbers and the option (its key) to lower."""
+                 command: str, remedy: str | None = None) -> None:
+    """Refuse, before allocating, buffers that cannot fit; say the numbers and what to do: lower the option
+    (its key) that sized them, or `remedy` where no value of it can be lowered (a replay's traces)."""
     if available is None:
         return
     needed = required_per_rank * ranks_sharing
     if needed > available * MEMORY_HEADROOM:
         raise OptionError(key, memory_refusal(required_per_rank, ranks_sharing, available, where, command)
-                          + f"; lower {{{key}}}", mentions=(key,))
+                          + f"; {remedy or f'lower {{{key}}}'}", mentions=(key,))
 
 
 def memory_refusal(required_per_rank: int, ranks_sharing: int, available: int, where: str, command: str) -> str:
@@ -105,18 +106,19 @@ def check_nccl_choices(environ) -> None:
             raise UserInputError(name, f"{problem}; fix or unset it")
 
 
-def check_local_workers(command: str, backend: str, workers: int, bytes_per_rank: int, size_key: str) -> None:
+def check_local_workers(command: str, backend: str, workers: int, bytes_per_rank: int, size_key: str,
+                        size_remedy: str | None = None) -> None:
     """What a launcher-less run refuses before starting workers: more NCCL workers than GPUs, and
     host memory for the ranks' processes (and, on CPU, their buffers). size_key: the option that makes
-    the buffers large."""
+    the buffers large; size_remedy: what to do where it has no value to lower (check_memory)."""
     import torch
 
     on_gpu = devices.device_kind(backend) == "cuda"
     if on_gpu:
         devices.check_workers_fit(workers, torch.cuda.device_count())
     buffers = 0 if on_gpu else bytes_per_rank  # GPU memory: each worker checks its own
-    key = size_key if buffers > RANK_PROCESS_BYTES else "workers"
-    check_memory(buffers + RANK_PROCESS_BYTES, workers, host_available_bytes(), "host", key, command)
+    key, remedy = (size_key, size_remedy) if buffers > RANK_PROCESS_BYTES else ("workers", None)
+    check_memory(buffers + RANK_PROCESS_BYTES, workers, host_available_bytes(), "host", key, command, remedy)
 
 
 # The soft limit on open files below which a run does not start: on CPU (gloo, torch 2.13), runs of 2

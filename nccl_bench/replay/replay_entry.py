@@ -17,7 +17,13 @@ from typing import TYPE_CHECKING, Callable
 from nccl_bench.errors import RunFailedError, UserInputError
 from nccl_bench.replay.profile import Profile, profile_traces, with_replay
 from nccl_bench.replay.replay_config import ReplayConfig
-from nccl_bench.replay.replay_plan import ReplayPlan, points_for_launch, refuse_too_few_ranks, replayed_trace
+from nccl_bench.replay.replay_plan import (
+    MEMORY_REMEDY,
+    ReplayPlan,
+    points_for_launch,
+    refuse_too_few_ranks,
+    replayed_trace,
+)
 from nccl_bench.replay.trace_events import is_stream
 from nccl_bench.replay.trace_reader import RankTrace, read_trace
 from nccl_bench.results.schema import ResultRow
@@ -55,7 +61,7 @@ class ReplayJob:
         refuse_too_few_ranks(self.replayed, workers)
         plan = self.points(workers)
         backend = chosen_backend(self.config.backend)
-        check_local_workers("replay", backend, workers, plan.bytes_per_rank, "traces")
+        check_local_workers("replay", backend, workers, plan.bytes_per_rank, "traces", MEMORY_REMEDY)
         return backend, list(plan.left_out)
 
     def run(self, launch, on_stuck: Callable[[RunFailedError], None]) -> ReplaySummary:

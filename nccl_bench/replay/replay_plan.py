@@ -61,6 +61,10 @@ class ReplayPoint:
         return (send + recv) * self.element_bytes
 
 
+# What a replay short of memory can do: its buffers are the job's largest collective, which no option lowers.
+MEMORY_REMEDY = "its buffers are the traces' largest collective: free memory, or replay where there is more"
+
+
 @dataclass(frozen=True)
 class ReplayPlan:
     points: tuple[ReplayPoint, ...]  # in the order the job first called each

@@ -29,6 +29,7 @@ from tests.helpers.forked_cli import run_forked, run_fresh
 from tests.helpers.launch import REPO, worker_env
 from tests.helpers.rows import row, write_run
 from tests.helpers.small_disk import small_disk
+from tests.helpers.traces import collective, write_trace
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "nccl_tests"
 TRACES = Path(__file__).resolve().parents[1] / "fixtures" / "traces"
@@ -321,6 +322,10 @@ LAUNCHER = [
 
 # Messages that carry numbers of this machine or library wording: matched as patterns.
 PATTERN = [
+    ("a replay beyond free memory", ["replay", "{tmp}/huge.json", "--workers", "2"],
+     r"TRACE\.\.\.: the replay needs [\d,]+ MiB of host memory \(2 rank\(s\) x [\d,]+ MiB\) \+ [\d,]+ MiB kept free "
+     r"for torch, NCCL and the OS \(10% of it\) = [\d,]+ MiB, but only [\d,]+ MiB is available; its buffers are the "
+     r"traces' largest collective: free memory, or replay where there is more"),
     ("sizes beyond free memory", ["sweep", "--sizes", "1K,1T", "--workers", "2"],
      r"--sizes: the sweep needs [\d,]+ MiB of host memory \(2 rank\(s\) x [\d,]+ MiB\) \+ [\d,]+ MiB kept free for "
      r"torch, NCCL and the OS \(10% of it\) = [\d,]+ MiB, but only [\d,]+ MiB is available; lower --sizes"),
@@ -356,6 +361,7 @@ def files(tmp_path: Path) -> Path:
     write_meta(tmp_path / "empty_run", {"status": "failed"})
     os.mkfifo(tmp_path / "fifo.toml")
     (tmp_path / "big.toml").write_text("#" * 2**21)
+    write_trace(tmp_path / "huge.json", [collective(nelems=10**12)])  # 4 TB buffers: beyond any host's memory
     (tmp_path / "one_line.log").write_text("x" * 3 * 2**20)  # 3 MiB and no newline: read in bounded pieces
     for folder, column, value in (
         ("inf_size", "size_bytes", "inf"), ("negative_size", "size_bytes", "-1024"),
