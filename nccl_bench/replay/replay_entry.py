@@ -12,13 +12,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, Sequence
 
 from nccl_bench.errors import RunFailedError, UserInputError
 from nccl_bench.replay.profile import Profile, profile_traces, with_replay
 from nccl_bench.replay.replay_config import ReplayConfig
 from nccl_bench.replay.replay_plan import (
     MEMORY_REMEDY,
+    TRACE_SOURCE,
     ReplayPlan,
     points_for_launch,
     refuse_too_few_ranks,
@@ -88,4 +89,14 @@ def read_replay_job(config: ReplayConfig, envelope: Path | None = None, envelope
         from nccl_bench.results.loader import load_rows
 
         rows = tuple(load_rows(envelope, envelope_label))
+        refuse_a_replayed_envelope(rows, envelope, envelope_label)
     return ReplayJob(config, traces, profile_traces(traces), rows)
+
+
+def refuse_a_replayed_envelope(rows: Sequence[ResultRow], envelope: Path, label: str) -> None:
+    """The envelope is what the fabric reaches at each size, a sweep's rows: a replay's rows are one job's
+    collectives at that job's sizes, and beside a replay they would be read as the fabric's best."""
+    replayed = next((row.source for row in rows if row.source.startswith(TRACE_SOURCE)), None)
+    if replayed is not None:
+        raise UserInputError(label, f"{envelope} is a replay's run ({replayed}), not a sweep: give the run of "
+                                    "a sweep of this fabric (nccl-bench sweep)")

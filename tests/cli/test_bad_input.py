@@ -296,6 +296,10 @@ EXACT = [
      "{tmp}/cut.json.gz: its gzip data is cut short or damaged (EOFError)"),
     ("JSON that is no trace", ["replay", "{tmp}/twice.json"],
      "{tmp}/twice.json: not a trace: its JSON object has no traceEvents array"),
+    ("a replay's run as the envelope", ["replay", "{traces}/torch211_nccl2289_1gpu_rank0.json.gz", "--envelope",
+                                        "{tmp}/replayed"],
+     "--envelope: {tmp}/replayed is a replay's run (trace:rank0.json), not a sweep: give the run of a sweep of this "
+     "fabric (nccl-bench sweep)"),
 ]
 
 # Under a launcher's rank layout (environment variables), still before any process group.
@@ -354,6 +358,7 @@ def files(tmp_path: Path) -> Path:
     (tmp_path / "afile").write_text("")
     (tmp_path / "link").symlink_to(tmp_path / "gone")
     write_run(tmp_path / "base", [row(dtype="float32")])  # all_reduce, in_place, 1 MiB float32, 2 gloo ranks
+    write_run(tmp_path / "replayed", [row(dtype="float32", source="trace:rank0.json")])  # a replay's run
     write_run(tmp_path / "results" / "baselines" / "main", [row()])
     (tmp_path / "header_only").mkdir()
     (tmp_path / "header_only" / "results.csv").write_text(",".join(COLUMNS) + "\n")
