@@ -225,3 +225,26 @@ def parse_ib_rate_gbps(text: str) -> float | None:
     """Per-direction GB/s from a sysfs IB port rate such as "200 Gb/sec (4X HDR)"; None if unreadable."""
     match = re.match(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*Gb/sec", clean(text))
     return float(match.group(1)) / 8 if match else None
+
+
+@dataclass(frozen=True)
+class ListedGpu:
+    """One GPU as the driver lists it (`nvidia-smi -L`, or NVML): what a hidden GPU is named by."""
+
+    index: int
+    name: str | None
+    uuid: str | None
+
+
+_LISTED_GPU = re.compile(r"^GPU\s+(\d+)\s*:\s*(.*?)\s*(?:\(UUID:\s*([^)\s]+)\s*\))?\s*$")
+
+
+def parse_gpu_list(text: str) -> tuple[ListedGpu, ...]:
+    """GPUs from `nvidia-smi -L` ("GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-...)"); the MIG devices
+    listed under a GPU (indented "MIG ..." lines) are parts of it, not GPUs of their own."""
+    found = []
+    for line in clean(text).splitlines():
+        listed = _LISTED_GPU.match(line)
+        if listed:
+            found.append(ListedGpu(int(listed.group(1)), listed.group(2) or None, listed.group(3)))
+    return tuple(found)

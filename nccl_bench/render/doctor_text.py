@@ -17,6 +17,7 @@ from nccl_bench.doctor.doctor_config import option_name
 from nccl_bench.doctor.doctor_report import DoctorHeader, DoctorReport
 from nccl_bench.doctor.roster import excluded_hosts
 from nccl_bench.doctor.verdicts import Judgement, gbps
+from nccl_bench.render.escape import one_line
 from nccl_bench.render.fit import Column, render_lines
 from nccl_bench.render.tables import header_tail, setup_lines, versions_line
 from nccl_bench.units.hostlist import compress
@@ -48,7 +49,7 @@ def header_lines(header: DoctorHeader) -> list[str]:
            if header.expect_gbps is not None else "")
         + ", confirmed by a re-test",
     ]
-    return lines + header_tail(run.run_dir, header.notes)
+    return [one_line(line) for line in lines] + header_tail(run.run_dir, header.notes)
 
 
 def estimate_line(rounds: int, per_round_s: float) -> str:

@@ -16,6 +16,7 @@ from rich.text import Text
 
 from nccl_bench.hardware.nvls import NVLS_FLAG, nvls_sentence
 from nccl_bench.render import labels, repeats
+from nccl_bench.render.escape import one_line
 from nccl_bench.render.fit import Cell, Column, Layout, fit, fit_widths, natural_width, widen
 from nccl_bench.render.labels import placement_text
 from nccl_bench.results.loader import RESULTS_LINE
@@ -175,7 +176,7 @@ def results_lines(rows: Sequence[ResultRow], width: int | None, title: str | Non
     repeats = repeats_in(rows)
     cells = [result_cells(r, repeats) for r in rows]
     layout = fit(result_columns(repeats), cells, width, MARGIN, HEADER_MARK)
-    lines = [Text(f"# run: {title}")] if title else []
+    lines = [Text(one_line(f"# run: {title}"))] if title else []
     lines += layout.header_lines()
     for row_cells in cells:
         lines += layout.row_lines(row_cells)
@@ -200,7 +201,7 @@ def results_lines_streamed(
     kept = [i for i, column in enumerate(result_columns(every)) if column in result_columns(repeats)]
     layout = fit_widths(result_columns(repeats), [widths[i] for i in kept], width, MARGIN, HEADER_MARK)
     if title:
-        yield Text(f"# run: {title}")
+        yield Text(one_line(f"# run: {title}"))
     yield from layout.header_lines()
     for row in read():
         yield from layout.row_lines(result_cells(row, repeats))
@@ -250,7 +251,7 @@ def header_lines(header) -> list[str]:
     ]
     if header.peak:
         lines.append(f"# peak: {header.peak}")
-    return lines + header_tail(run.run_dir, header.notes)
+    return [one_line(line) for line in lines + header_tail(run.run_dir, header.notes)]
 
 
 def versions_line(versions: dict[str, str]) -> str:
@@ -274,7 +275,7 @@ def _seconds(value: float) -> str:
 def header_tail(run_dir: Path | None, notes: Iterable[str]) -> list[str]:
     """How every command's header ends: the run folder (the line `report` follows from a saved log), then notes."""
     lines = [] if run_dir is None else [f"{RESULTS_LINE}{run_dir}"]
-    return lines + [f"# note: {note}" for note in notes]
+    return [one_line(line) for line in lines + [f"# note: {note}" for note in notes]]
 
 
 def sample_span(rows: Iterable[ResultRow]) -> tuple[float, float, ResultRow] | None:

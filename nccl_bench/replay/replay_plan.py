@@ -67,6 +67,12 @@ class ReplayPoint:
         return (send + recv) * self.element_bytes
 
 
+TRACE_SOURCE = "trace:"  # how a replayed row's `source` starts; a sweep's rows have none
+
+# What a replay short of memory can do: its buffers are the job's largest collective, which no option lowers.
+MEMORY_REMEDY = "its buffers are the traces' largest collective: free memory, or replay where there is more"
+
+
 @dataclass(frozen=True)
 class ReplayPlan:
     points: tuple[ReplayPoint, ...]  # in the order the job first called each
@@ -184,7 +190,7 @@ def plans_disagree(plans: list[tuple[str, str]]) -> str | None:
 def source_of(trace: RankTrace) -> str:
     """`trace:FILE`, the file's name made printable: it lands in results.csv and on terminals."""
     name = "".join(ch if ch.isprintable() else "?" for ch in trace.path.name)
-    return f"trace:{name}"
+    return f"{TRACE_SOURCE}{name}"
 
 
 def _why_not_replayed(call: CollectiveCall) -> str | None:

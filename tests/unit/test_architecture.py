@@ -24,8 +24,8 @@ LAYERS: dict[str, tuple[int, tuple[str, ...]]] = {
                     "results.input_lines", "results.loader", "results.nccl_tuning", "results.nccltests_json",
                     "results.nccltests_log", "results.nccltests_names", "results.nccltests_rows",
                     "results.run_folder", "results.schema", "results.whole_file")),
-    "hardware": (1, ("hardware", "hardware.detect", "hardware.expected", "hardware.host", "hardware.known_gpus",
-                     "hardware.nvidia_smi", "hardware.nvls", "hardware.nvml")),
+    "hardware": (1, ("hardware", "hardware.detect", "hardware.expected", "hardware.hidden_gpus", "hardware.host",
+                     "hardware.known_gpus", "hardware.nvidia_smi", "hardware.nvls", "hardware.nvml")),
     # what an option declaration is, and the parsers with their bounds (pure)
     "option_types": (1, ("option_types",)),
     # the verdict engine (pure, rows in): read by the sweep's baseline check and the renderers
