@@ -53,6 +53,10 @@ class DoctorConfig:
         ("--phase",), _phases, "nodes (intra-node all_reduce per host), pairs (every node pair, rail by rail) or "
         "{default} (default); repeat or comma-separate.", default=PHASES,
         show=lambda phases: "all" if phases == PHASES else ",".join(phases), many=True)
+    config_only: bool = option(  # seconds: no buffers, no pair rounds
+        ("--config-only",), switch, "Only compare every host's configuration (versions, GPUs, ECC, NVLink, PCIe, "
+        "RDMA ports, NCCL_*/CUDA_* variables) against the fleet; measure nothing.", default=False,
+        given_default=True)
     quick: bool = option(
         ("--quick",), switch, "A few random pairings, then suspects re-tested against nodes that passed, instead of "
         "all pairs.", default=False, given_default=True)

@@ -1,0 +1,125 @@
+"""The doctor's configuration phase judged: each host's facts against the fleet's majority, and each
+GPU's health on its own. Pure (facts in, suspects out).
+
+A fact whose value on a host differs from the value most hosts share is a `config` suspect naming
+that host, one line per host and fact (`node004: driver 580.65.06, 3 others 580.159.04`); with no
+value shared by more than half the hosts, one suspect names the split. A difference is a warning
+about the host, not proof that it is broken (a variable may be set on purpose): it makes the verdict
+negative but keeps the host off the exclude list. Degraded hardware (volatile uncorrectable ECC
+errors, an NVLink down, a PCIe link below its maximum generation or width, clocks slowed by the
+hardware) is a suspect even when the whole fleet shares it, and its host goes on the exclude list.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import asdict, dataclass
+from typing import Any, Sequence
+
+from nccl_bench.doctor.verdicts import Suspect
+from nccl_bench.hardware.host_config import GpuHealth, hw_slowdowns
+from nccl_bench.units import hostlist
+
+CONFIG = "config"
+# Facts a host may simply lack (a variable not set, a port not present): absence is a value to compare.
+OPTIONAL_PREFIXES = {"env ": "unset", "rdma ": "absent"}
+
+
+@dataclass(frozen=True)
+class Fact:
+    value: str
+    source: str  # where the value was read: "nvidia-smi -q", "environment", "torch" ...
+
+
+@dataclass(frozen=True)
+class HostFacts:
+    """What one host's first rank contributed to the configuration phase."""
+
+    host: str
+    facts: dict[str, Fact]  # compared across the fleet, by name
+    gpus: tuple[GpuHealth, ...]  # judged one by one (degraded hardware)
+    notes: tuple[str, ...] = ()  # what could not be read there, and why
+
+
+def judge_config(hosts: Sequence[HostFacts]) -> list[Suspect]:
+    """Every fact that differs from the fleet's majority, then every degraded GPU; none for an identical,
+    healthy fleet."""
+    return _differences(hosts) + [s for h in hosts for s in degraded(h)]
+
+
+def _names(hosts: Sequence[HostFacts]) -> list[str]:
+    """Every fact name any host has, in the order of first appearance."""
+    return list(dict.fromkeys(name for h in hosts for name in h.facts))
+
+
+def _value(host: HostFacts, name: str) -> str | None:
+    fact = host.facts.get(name)
+    if fact is not None:
+        return fact.value
+    return next((absent for prefix, absent in OPTIONAL_PREFIXES.items() if name.startswith(prefix)), None)
+
+
+def _differences(hosts: Sequence[HostFacts]) -> list[Suspect]:
+    suspects = []
+    for name in _names(hosts):
+        values = {h.host: v for h in hosts if (v := _value(h, name)) is not None}
+        counts = Counter(values.values())
+        if len(counts) < 2:
+            continue
+        common, count = counts.most_common(1)[0]
+        if count * 2 <= len(values):
+            split = "; ".join(f"{v} on {hostlist.compress([h for h in values if values[h] == v])}"
+                              for v, _ in counts.most_common())
+            suspects.append(Suspect(CONFIG, tuple(values), None, None, None,
+                                    f"{name} differs with no majority: {split}"))
+            continue
+        suspects.extend(Suspect(CONFIG, (host,), None, None, None, f"{name} {value}, {count} others {common}")
+                        for host, value in values.items() if value != common)
+    return suspects
+
+
+def degraded(host: HostFacts) -> list[Suspect]:
+    """The host's GPUs that are unhealthy whatever the fleet says, one suspect per GPU and finding."""
+    return [Suspect(CONFIG, (host.host,), None, None, None, f"GPU {gpu.index}: {finding}", degraded=True)
+            for gpu in host.gpus for finding in gpu_findings(gpu)]
+
+
+def gpu_findings(gpu: GpuHealth) -> list[str]:
+    """What is wrong with one GPU, in words; an idle GPU's lower PCIe generation is power saving, not a fault."""
+    found = []
+    if gpu.ecc_uncorrectable:
+        found.append(f"{gpu.ecc_uncorrectable} volatile uncorrectable ECC error(s)")
+    if gpu.nvlinks_down:
+        found.append(f"NVLink {gpu.nvlinks_down} of {gpu.nvlinks_down + (gpu.nvlinks_up or 0)} links down")
+    narrow = _below(gpu.pcie_width_current, gpu.pcie_width_max)
+    slow = _below(gpu.pcie_gen_current, gpu.pcie_gen_max) and not gpu.idle
+    if narrow or slow:
+        found.append(f"PCIe Gen{gpu.pcie_gen_current} x{gpu.pcie_width_current}, its maximum "
+                     f"Gen{gpu.pcie_gen_max} x{gpu.pcie_width_max}")
+    if slowed := hw_slowdowns(gpu):
+        found.append(f"clocks slowed by {', '.join(slowed)}")
+    return found
+
+
+def _below(current: int | None, most: int | None) -> bool:
+    return current is not None and most is not None and current < most
+
+
+def summary_line(hosts: Sequence[HostFacts], suspects: Sequence[Suspect]) -> str:
+    """One line saying what the phase compared: facts, hosts, GPUs, sources, and what it found."""
+    sources = sorted({f.source for h in hosts for f in h.facts.values()}
+                     | {s for h in hosts for g in h.gpus for s in g.sources})
+    gpus = sum(len(h.gpus) for h in hosts)
+    found = f"{len(suspects)} config suspect(s)" if suspects else "the fleet agrees"
+    return (f"# config: {len(_names(hosts))} fact(s) compared on {len(hosts)} host(s), {gpus} GPU(s) checked "
+            f"(from {', '.join(sources) or 'nothing'}): {found}")
+
+
+def facts_json(hosts: Sequence[HostFacts]) -> list[dict[str, Any]]:
+    """doctor.json's `config.hosts`: each host's facts with their sources, its GPUs and notes."""
+    return [{"host": h.host, "facts": {name: {"value": f.value, "source": f.source} for name, f in h.facts.items()},
+             "gpus": [_gpu_json(g) for g in h.gpus], "notes": list(h.notes)} for h in hosts]
+
+
+def _gpu_json(gpu: GpuHealth) -> dict[str, Any]:
+    return {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(gpu).items()}
