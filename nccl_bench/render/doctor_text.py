@@ -89,8 +89,10 @@ def fleet_lines(judgement: Judgement) -> list[str]:
     return lines
 
 
-def suspect_lines(judgement: Judgement) -> list[str]:
-    return [suspect.line() for suspect in judgement.suspects]
+def suspect_lines(judgement: Judgement, repeat_config: bool = True) -> list[str]:
+    """Every suspect's line; the config suspects, already shown before measuring, only when repeat_config (a
+    measuring run ends with every suspect, a config-only run has just shown them)."""
+    return [suspect.line() for suspect in judgement.suspects if repeat_config or suspect.kind != "config"]
 
 
 def summary_lines(report: DoctorReport) -> list[str]:

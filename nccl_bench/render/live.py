@@ -262,10 +262,12 @@ class DoctorReporter:
                     report.heatmap_path = write_heatmap(judgement, report.run_dir)
                 except Exception as exc:  # a broken font cache must not cost the verdict
                     report.notes.append(f"{HEATMAP_PNG} not written: {first_line(exc)}")
-            if report.header is None or not report.header.config_only:
+            config_only = report.header is not None and report.header.config_only
+            if not config_only:
                 self.console.print(self._text.node_table(judgement))
             print_lines(self.console, self._text.fleet_lines(judgement))
-            print_lines(self.console, self._text.suspect_lines(judgement), style="bold red")
+            print_lines(self.console, self._text.suspect_lines(judgement, repeat_config=not config_only),
+                        style="bold red")
         for line in self._text.summary_lines(report):
             style = None
             if line.startswith("# verdict"):

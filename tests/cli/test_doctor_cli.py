@@ -72,11 +72,12 @@ def test_one_host_two_workers_measures_the_node_and_skips_pairs(tmp_path):
     assert intra.value == verdict["nodes"][0]["intra_busbw_gbps"] * 1e9
     assert "nccl_bench_doctor_pair_busbw_bytes_per_second" not in metrics  # one host: no pair
     assert [(s.labels["kind"], s.value) for s in metrics["nccl_bench_doctor_suspect"]] == [
-        ("node", 0), ("link", 0), ("rail", 0), ("missing", 0)]
+        ("node", 0), ("link", 0), ("rail", 0), ("missing", 0), ("config", 0)]
     assert metrics["nccl_bench_run_info"][0].labels["command"] == "doctor"
     assert verdict == json.loads((out / "doctor.json").read_text())
     assert set(verdict) >= {"schema_version", "verdict", "nodes", "pairs", "suspects", "wall_s"}
-    assert verdict["schema_version"] == 2 and verdict["verdict"] == "healthy"
+    assert verdict["schema_version"] == 3 and verdict["verdict"] == "healthy"
+    assert [h["host"] for h in verdict["config"]["hosts"]] == [node["host"] for node in verdict["nodes"]]
     assert verdict["expected_hosts"] is None and verdict["exclude"] == [] and exclude.read_text() == ""
     (node,) = verdict["nodes"]
     assert node["ranks"] == [0, 1] and node["intra_busbw_gbps"] > 0 and node["pair_median_gbps"] is None
@@ -91,7 +92,23 @@ def test_one_host_two_workers_measures_the_node_and_skips_pairs(tmp_path):
     meta = json.loads((out / "meta.json").read_text())
     assert meta["command"] == "doctor" and meta["status"] == "complete" and meta["world_size"] == 2
     assert "# note: pairs phase skipped" in result.stdout and "# verdict: healthy" in result.stdout
+    assert "# config: " in result.stdout and ": the fleet agrees" in result.stdout
     assert f"# exclude: none; written to {exclude}" in result.stdout
+
+
+@pytest.mark.integration
+def test_config_only_on_one_worker_compares_and_measures_nothing(tmp_path):
+    """One rank on one host is nothing to measure, but a configuration to read: --config-only runs."""
+    out, verdict_file = tmp_path / "run", tmp_path / "v.json"
+    result = _run(REPO, "doctor", "--workers", "1", "--config-only", "--out", str(out), "--json", str(verdict_file))
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    verdict = json.loads(verdict_file.read_text())
+    assert verdict["verdict"] == "healthy" and verdict["pairs"] == [] and verdict["notes"] == []
+    (facts,) = verdict["config"]["hosts"]
+    assert facts["facts"]["torch"]["source"] == "torch" and "gpu count" in facts["facts"]
+    assert (out / "doctor.csv").read_text() == ""  # no measurement (the CSV writes its header with a first row)
+    assert "# phases: config only (--config-only)" in result.stdout and "# measurement" not in result.stdout
+    assert "# config: " in result.stdout and "# estimate" not in result.stdout
 
 
 @pytest.mark.integration
