@@ -50,7 +50,8 @@ def _machine(folder: Path, changes: tuple[tuple[str, str], ...]) -> Path:
     return folder
 
 
-def _config_only(hosts, tmp_path: Path, planted: bool) -> tuple[list[int], str, dict, float]:
+def _doctor(hosts, tmp_path: Path, planted: bool, args: tuple[str, ...] = ("--config-only",)
+            ) -> tuple[list[int], str, dict, float]:
     """Every host's rank (Open MPI's layout); (exit codes, rank 0's log, doctor.json, seconds launch to exit)."""
     hosts_file = hosts.hosts_file(tmp_path)
     out = tmp_path / "run"
@@ -65,7 +66,7 @@ def _config_only(hosts, tmp_path: Path, planted: bool) -> tuple[list[int], str, 
                           "PATH": f"{SMI}{os.pathsep}{os.environ['PATH']}"})
         if planted:
             env.update(PLANTED_ENV.get(host, {}))
-        argv = [sys.executable, "-m", "nccl_bench", "doctor", "--config-only", "--timeout", "60", "--out", str(out),
+        argv = [sys.executable, "-m", "nccl_bench", "doctor", *args, "--timeout", "60", "--out", str(out),
                 "--exclude-file", str(tmp_path / "exclude.txt")]
         launches.append((host, argv, env))
     started = time.monotonic()
@@ -74,13 +75,13 @@ def _config_only(hosts, tmp_path: Path, planted: bool) -> tuple[list[int], str, 
     report = next((log for log in logs if "# nccl_bench doctor" in log), "\n".join(logs))
     doctor = json.loads((out / "doctor.json").read_text()) if (out / "doctor.json").is_file() else {}
     assert doctor, report[-4000:]
-    assert (out / "doctor.csv").read_text() == "", report[-4000:]  # nothing measured
     return codes, report, doctor, took
 
 
 @pytest.mark.integration
 def test_each_planted_difference_is_one_config_line_naming_its_host(hosts, tmp_path):
-    codes, report, doctor, _ = _config_only(hosts, tmp_path, planted=True)
+    codes, report, doctor, _ = _doctor(hosts, tmp_path, planted=True)
+    assert (tmp_path / "run" / "doctor.csv").read_text() == ""  # nothing measured
     assert codes == [1] + [0] * (HOSTS - 1), report[-4000:]
     expected = [  # facts in the order hosts report them (versions, hardware, environment), then degraded GPUs
         "config node003: driver 580.65.06, 4 others 580.159.04",
@@ -103,9 +104,21 @@ def test_each_planted_difference_is_one_config_line_naming_its_host(hosts, tmp_p
 
 @pytest.mark.integration
 def test_an_identical_fleet_raises_no_config_suspect(hosts, tmp_path):
-    codes, report, doctor, took = _config_only(hosts, tmp_path, planted=False)
+    codes, report, doctor, took = _doctor(hosts, tmp_path, planted=False)
     assert codes == [0] * HOSTS, report[-4000:]
     assert doctor["verdict"] == "healthy" and doctor["suspects"] == [] and doctor["exclude"] == []
     assert sorted(h["host"] for h in doctor["config"]["hosts"]) == list(hosts.hostnames)
     assert "the fleet agrees" in report and "# verdict: healthy" in report
     assert took < 60, took  # seconds, not a measurement: most of it is starting Python and torch on 2 cores
+
+
+@pytest.mark.integration
+@pytest.mark.alone  # it measures the pairs too, whose verdicts the load beside it could move
+def test_the_measuring_doctor_shows_config_findings_before_its_first_round(hosts, tmp_path):
+    codes, report, doctor, _ = _doctor(hosts, tmp_path, planted=True, args=("--phase", "pairs", "--size", "256K"))
+    assert codes[0] == 1 and codes[1:] == [0] * (HOSTS - 1), report[-4000:]
+    first = report.index("config node003: driver 580.65.06, 4 others 580.159.04")
+    assert report.index("# config: ") < first < report.index("# estimate: "), report[-4000:]
+    assert len({tuple(p["hosts"]) for p in doctor["pairs"]}) == HOSTS * (HOSTS - 1) // 2  # then every pair
+    assert [s["hosts"] for s in doctor["suspects"] if s["kind"] == "config"] == [
+        ["node003"], ["node002"], ["node004"], ["node005"]]
