@@ -84,8 +84,8 @@ class DoctorConfig:
         ("--expect-hosts",), _hostlist, "Hosts that should take part, as a Slurm hostlist (node[01-08],gpu3); one "
         "that does not join is a 'missing' suspect (default under srun: SLURM_JOB_NODELIST).", metavar="LIST")
     exclude_file: Path | None = option(
-        ("--exclude-file",), path, "Write the hosts to keep out (node, rail and missing suspects) to PATH, one per "
-        "line; empty when none.", metavar="PATH")
+        ("--exclude-file",), path, "Write the hosts to keep out (node, rail and missing suspects, degraded hardware) "
+        "to PATH, one per line; empty when none.", metavar="PATH")
     backend: str = option(BACKEND)
     out: Path | None = option(OUT, folder="doctor")
     results_root: Path = option(RESULTS_ROOT)
