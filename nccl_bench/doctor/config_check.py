@@ -1,13 +1,15 @@
-"""The doctor's configuration phase judged: each host's facts against the fleet's majority, and each
-GPU's health on its own. Pure (facts in, suspects out).
+"""The doctor's configuration phase judged: each host's facts against a golden configuration or the
+fleet's majority, and each GPU's health on its own. Pure (facts in, suspects out).
 
-A fact whose value on a host differs from the value most hosts share is a `config` suspect naming
-that host, one line per host and fact (`node004: driver 580.65.06, 3 others 580.159.04`); with no
-value shared by more than half the hosts, one suspect names the split. A difference is a warning
-about the host, not proof that it is broken (a variable may be set on purpose): it makes the verdict
-negative but keeps the host off the exclude list. Degraded hardware (volatile uncorrectable ECC
-errors, an NVLink down, a PCIe link below its maximum generation or width, clocks slowed by the
-hardware) is a suspect even when the whole fleet shares it, and its host goes on the exclude list.
+A fact the golden configuration (DoctorConfig.expect_config) names is judged against it: a host that
+reports another value, or none, is a `config` suspect. Any other fact whose value on a host differs
+from the value most hosts share is a `config` suspect naming that host, one line per host and fact
+(`node004: driver 580.65.06, 3 others 580.159.04`); with no value shared by more than half the hosts,
+one suspect names the split. A difference is a warning about the host, not proof that it is broken (a
+variable may be set on purpose): it makes the verdict negative but keeps the host off the exclude
+list. Degraded hardware (volatile uncorrectable ECC errors, an NVLink down, a PCIe link below its
+maximum generation or width, clocks slowed by the hardware) is a suspect even when the whole fleet
+shares it, and its host goes on the exclude list.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from collections import Counter
 from dataclasses import asdict, dataclass
 from typing import Any, Sequence
 
+from nccl_bench.doctor.doctor_config import ExpectedConfig, option_name
 from nccl_bench.doctor.verdicts import Suspect
 from nccl_bench.hardware.host_config import GpuHealth, hw_slowdowns
 from nccl_bench.units import hostlist
@@ -41,10 +44,27 @@ class HostFacts:
     notes: tuple[str, ...] = ()  # what could not be read there, and why
 
 
-def judge_config(hosts: Sequence[HostFacts]) -> list[Suspect]:
-    """Every fact that differs from the fleet's majority, then every degraded GPU; none for an identical,
-    healthy fleet."""
-    return _differences(hosts) + [s for h in hosts for s in degraded(h)]
+def judge_config(hosts: Sequence[HostFacts], expected: ExpectedConfig | None = None) -> list[Suspect]:
+    """Every fact that differs from the golden configuration or, where it says nothing, from the fleet's
+    majority, then every degraded GPU; none for an identical, healthy fleet that matches the golden one."""
+    golden = dict(expected.facts) if expected else {}
+    return (_against_golden(hosts, golden, expected.source if expected else "") + _differences(hosts, set(golden))
+            + [s for h in hosts for s in degraded(h)])
+
+
+def unreported(hosts: Sequence[HostFacts], expected: ExpectedConfig | None) -> list[str]:
+    """A note for each golden fact no host reported and no host could lack (a misspelt name, most likely)."""
+    names = set(_names(hosts))
+    return [f"{option_name('expect_config')} {expected.source}: no host reports a fact named {name!r}"
+            for name, _ in (expected.facts if expected else ())
+            if name not in names and not name.startswith(tuple(OPTIONAL_PREFIXES))]
+
+
+def _against_golden(hosts: Sequence[HostFacts], golden: dict[str, str], source: str) -> list[Suspect]:
+    reported = set(_names(hosts))
+    return [Suspect(CONFIG, (h.host,), None, None, None, f"{name} {value or 'not read'}, expected {want} ({source})")
+            for name, want in golden.items() if name in reported or name.startswith(tuple(OPTIONAL_PREFIXES))
+            for h in hosts if (value := _value(h, name)) != want]
 
 
 def _names(hosts: Sequence[HostFacts]) -> list[str]:
@@ -59,9 +79,12 @@ def _value(host: HostFacts, name: str) -> str | None:
     return next((absent for prefix, absent in OPTIONAL_PREFIXES.items() if name.startswith(prefix)), None)
 
 
-def _differences(hosts: Sequence[HostFacts]) -> list[Suspect]:
+def _differences(hosts: Sequence[HostFacts], judged: set[str]) -> list[Suspect]:
+    """Facts not already judged against a golden value, each against the fleet's majority."""
     suspects = []
     for name in _names(hosts):
+        if name in judged:
+            continue
         values = {h.host: v for h in hosts if (v := _value(h, name)) is not None}
         counts = Counter(values.values())
         if len(counts) < 2:

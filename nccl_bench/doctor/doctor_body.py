@@ -222,7 +222,8 @@ class _Doctor:
         mine = host_facts(node.host, os.environ, self.ctx.on_gpu) if node.ranks[0] == self.ctx.rank else None
         self.config_hosts = [facts for facts in dist.gather_objects(self.ctx, mine) if facts is not None]
         self.run.disarm()
-        self.config_suspects = config_check.judge_config(self.config_hosts)
+        self.config_suspects = config_check.judge_config(self.config_hosts, self.config.expect_config)
+        self.report.notes.extend(config_check.unreported(self.config_hosts, self.config.expect_config))
         self.observer.config_checked(config_check.summary_line(self.config_hosts, self.config_suspects),
                                      [suspect.line() for suspect in self.config_suspects])
         self.report.config_hosts = self.config_hosts

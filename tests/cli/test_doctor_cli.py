@@ -36,6 +36,10 @@ BAD = [
     (["--expect-hosts", "node[01-"], "--expect-hosts: '[' without ']' in hostlist 'node[01-'"),
     (["--expect-hosts", "node[4-2]"], "--expect-hosts: range 4-2 runs backwards in hostlist 'node[4-2]'"),
     (["--prom", "{tmp}/nowhere/d.prom"], "--prom: folder {tmp}/nowhere does not exist"),
+    (["--expect-config", "{tmp}/nowhere/g.json"], "--expect-config: no such file: {tmp}/nowhere/g.json"),
+    (["--expect-config", "{tmp}/full"], "--expect-config: cannot read {tmp}/full: Is a directory"),
+    (["--expect-config", "{tmp}/full/doctor.csv"],
+     "--expect-config: {tmp}/full/doctor.csv is not valid JSON: Expecting value: line 1 column 1 (char 0)"),
     (["--prom", "{tmp}"], "--prom: {tmp} is a directory; give a file name"),
     (["--out", "{tmp}/full"], "--out: {tmp}/full already exists and is not empty; a run never overwrites results"),
     (["--workers", "1"], "--workers: 1 rank(s) on 1 host(s) leave the doctor nothing to measure: the nodes phase "
@@ -109,6 +113,23 @@ def test_config_only_on_one_worker_compares_and_measures_nothing(tmp_path):
     assert (out / "doctor.csv").read_text() == ""  # no measurement (the CSV writes its header with a first row)
     assert "# phases: config only (--config-only)" in result.stdout and "# measurement" not in result.stdout
     assert "# config: " in result.stdout and "# estimate" not in result.stdout
+
+
+@pytest.mark.integration
+def test_config_only_against_a_golden_config_names_the_host_that_differs(tmp_path):
+    golden = tmp_path / "golden.toml"
+    golden.write_text('[env]\nNCCL_SOCKET_IFNAME = "eth9"\n')
+    out, verdict_file = tmp_path / "run", tmp_path / "v.json"
+    result = _run(REPO, "doctor", "--workers", "1", "--config-only", "--expect-config", str(golden), "--out", str(out),
+                  "--json", str(verdict_file))
+    assert result.returncode == 1, result.stdout[-3000:] + result.stderr[-3000:]
+    verdict = json.loads(verdict_file.read_text())
+    (suspect,) = verdict["suspects"]
+    assert (suspect["kind"], suspect["degraded"]) == ("config", False) and verdict["exclude"] == []
+    assert suspect["reason"] == f"env NCCL_SOCKET_IFNAME unset, expected eth9 ({golden})"
+    assert f"config {suspect['hosts'][0]}: env NCCL_SOCKET_IFNAME unset, expected eth9" in result.stdout
+    meta = json.loads((out / "meta.json").read_text())
+    assert meta["config"]["expect_config"] == [str(golden), [["env NCCL_SOCKET_IFNAME", "eth9"]]]
 
 
 @pytest.mark.integration

@@ -24,8 +24,8 @@ def fleet(count: int = 4) -> list[HostFacts]:
     return [host(f"node{i:03d}") for i in range(1, count + 1)]
 
 
-def lines(hosts) -> list[str]:
-    return [s.line() for s in judge_config(hosts)]
+def lines(hosts, expected=None) -> list[str]:
+    return [s.line() for s in judge_config(hosts, expected)]
 
 
 def test_an_identical_fleet_raises_nothing():
@@ -143,3 +143,39 @@ def test_doctor_json_holds_the_facts_and_config_suspects_and_reads_back_as_the_s
         "config node003: GPU 0: 1 volatile uncorrectable ECC error(s)"]
     assert [s["degraded"] for s in data["suspects"][:2]] == [False, True]
     assert "node003" in data["exclude"]
+
+
+def golden(path, text: str):
+    from nccl_bench.doctor.doctor_config import _golden
+
+    path.write_text(text)
+    return _golden(str(path), "--expect-config")
+
+
+def test_a_golden_config_judges_its_facts_and_the_fleet_judges_the_rest(tmp_path):
+    from nccl_bench.doctor.config_check import unreported
+
+    expected = golden(tmp_path / "gold.toml",
+                      'driver = "580.159.04"\n"gpu count" = 8\n[env]\nNCCL_SOCKET_IFNAME = "eth0"\n')
+    assert expected.facts == (("driver", "580.159.04"), ("gpu count", "8"), ("env NCCL_SOCKET_IFNAME", "eth0"))
+    hosts = fleet(3) + [host("node004", nccl="2.21.5")]
+    hosts[1] = host("node002", driver="570.86.15")
+    # nccl is not in the golden file: the fleet's majority judges it; no host reports a gpu count (these
+    # hosts have no such fact): a note, never a suspect.
+    assert lines(hosts, expected) == [
+        f"config node002: driver 570.86.15, expected 580.159.04 ({tmp_path / 'gold.toml'})",
+        "config node004: nccl 2.21.5, 3 others 2.27.5"]
+    assert unreported(hosts, expected) == [
+        f"--expect-config {tmp_path / 'gold.toml'}: no host reports a fact named 'gpu count'"]
+    assert judge_config(fleet(4), expected) == []
+
+
+def test_a_whole_fleet_off_the_golden_config_is_named_host_by_host(tmp_path):
+    expected = golden(tmp_path / "gold.json", '{"driver": "580.159.04", "env NCCL_IB_HCA": "mlx5"}')
+    hosts = [host(f"node{i:03d}", driver="580.65.06") for i in (1, 2)]
+    hosts[1] = HostFacts("node002", {k: v for k, v in hosts[1].facts.items() if k != "driver"}, hosts[1].gpus)
+    assert lines(hosts, expected) == [
+        f"config node001: driver 580.65.06, expected 580.159.04 ({tmp_path / 'gold.json'})",
+        f"config node002: driver not read, expected 580.159.04 ({tmp_path / 'gold.json'})",
+        f"config node001: env NCCL_IB_HCA unset, expected mlx5 ({tmp_path / 'gold.json'})",
+        f"config node002: env NCCL_IB_HCA unset, expected mlx5 ({tmp_path / 'gold.json'})"]
