@@ -23,8 +23,10 @@ from nccl_bench.option_types import (
     percent,
     shown_size,
     size,
+    small_text_file,
     switch,
     tolerance,
+    toml_table,
     whole,
 )
 from nccl_bench.option_types import option_name as _option_name
@@ -62,18 +64,10 @@ class ExpectedConfig(NamedTuple):
 def _golden(value: Any, option: str) -> ExpectedConfig:
     """A JSON or (by its .toml suffix) TOML table of fact -> value; a sub-table's keys are prefixed with its
     name (`[env] NCCL_SOCKET_IFNAME = "eth0"` is the fact `env NCCL_SOCKET_IFNAME`). Read once, here."""
-    from nccl_bench.results.whole_file import read_small_file
-
     file = Path(value)
-    try:
-        text = read_small_file(file, MAX_GOLDEN_BYTES).decode("utf-8")
-    except FileNotFoundError:
-        raise UserInputError(option, f"no such file: {file}") from None
-    except OSError as exc:
-        raise UserInputError(option, f"cannot read {file}: {exc.strerror or exc}") from None
-    except UnicodeDecodeError:
-        raise UserInputError(option, f"{file} is not UTF-8 text") from None
-    data = _golden_table(text, file, option)
+    toml = file.suffix.lower() == ".toml"
+    text = small_text_file(file, MAX_GOLDEN_BYTES, option, "TOML" if toml else "JSON")
+    data = toml_table(text, file, option) if toml else _json_table(text, file, option)
     facts: list[tuple[str, str]] = []
     for name, item in data.items():
         inner = item.items() if isinstance(item, dict) else [(None, item)]
@@ -87,16 +81,7 @@ def _golden(value: Any, option: str) -> ExpectedConfig:
     return ExpectedConfig(str(file), tuple(facts))
 
 
-def _golden_table(text: str, file: Path, option: str) -> dict[str, Any]:
-    if file.suffix.lower() == ".toml":
-        try:
-            import tomllib
-        except ModuleNotFoundError:  # Python 3.10
-            import tomli as tomllib
-        try:
-            return tomllib.loads(text)
-        except tomllib.TOMLDecodeError as exc:
-            raise UserInputError(option, f"{file} is not valid TOML: {exc}") from None
+def _json_table(text: str, file: Path, option: str) -> dict[str, Any]:
     try:
         data = json.loads(text)
     except ValueError as exc:
