@@ -60,9 +60,19 @@ def unreported(hosts: Sequence[HostFacts], expected: ExpectedConfig | None) -> l
             if name not in names and not name.startswith(tuple(OPTIONAL_PREFIXES))]
 
 
+def shown(value: str) -> str:
+    """A host's value as one line of a suspect: a line break or other unprintable character in it (an
+    environment variable may hold any) is written as an escape, so it can neither end the line nor forge
+    the next one."""
+    return "".join(c if c.isprintable() else f"\\x{ord(c):02x}" for c in value)
+
+
 def _against_golden(hosts: Sequence[HostFacts], golden: dict[str, str], source: str) -> list[Suspect]:
+    """Each host whose value of a golden fact is another (or none); a fact no host reports is left to
+    `unreported`, unless a host may lack it (a variable)."""
     reported = set(_names(hosts))
-    return [Suspect(CONFIG, (h.host,), None, None, None, f"{name} {value or 'not read'}, expected {want} ({source})")
+    return [Suspect(CONFIG, (h.host,), None, None, None,
+                    f"{shown(name)} {shown(value or 'not read')}, expected {shown(want)} ({shown(source)})")
             for name, want in golden.items() if name in reported or name.startswith(tuple(OPTIONAL_PREFIXES))
             for h in hosts if (value := _value(h, name)) != want]
 
@@ -91,12 +101,13 @@ def _differences(hosts: Sequence[HostFacts], judged: set[str]) -> list[Suspect]:
             continue
         common, count = counts.most_common(1)[0]
         if count * 2 <= len(values):
-            split = "; ".join(f"{v} on {hostlist.compress([h for h in values if values[h] == v])}"
+            split = "; ".join(f"{shown(v)} on {hostlist.compress([h for h in values if values[h] == v])}"
                               for v, _ in counts.most_common())
             suspects.append(Suspect(CONFIG, tuple(values), None, None, None,
-                                    f"{name} differs with no majority: {split}"))
+                                    f"{shown(name)} differs with no majority: {split}"))
             continue
-        suspects.extend(Suspect(CONFIG, (host,), None, None, None, f"{name} {value}, {count} others {common}")
+        suspects.extend(Suspect(CONFIG, (host,), None, None, None,
+                                f"{shown(name)} {shown(value)}, {count} others {shown(common)}")
                         for host, value in values.items() if value != common)
     return suspects
 
