@@ -120,3 +120,18 @@ def test_without_nvidia_smi_the_driver_comes_from_proc(tmp_path):
     hardware = read_host_hardware("no-such-nvidia-smi", sysfs_root=tmp_path, proc_root=tmp_path, use_nvml=False)
     assert hardware.driver == ("550.54.15", "/proc/driver/nvidia")
     assert hardware.gpus == () and "no-such-nvidia-smi not found on PATH" in hardware.notes
+
+
+def test_nvml_gives_link_states_and_pcie_over_nvidia_smi(tmp_path, monkeypatch):
+    """Where nvidia-ml-py answers, NVLink states and the PCIe link are NVML's (it reads the link itself);
+    the rest stays nvidia-smi's. The NVML answers are NvmlGpu records, as hardware/nvml.py returns them."""
+    from nccl_bench.hardware import host_config
+    from nccl_bench.hardware.nvml import NvmlGpu
+
+    answered = (NvmlGpu(0, "NVIDIA H100 80GB HBM3", (True,) * 17 + (False,), 4, 26.562, 5, 4, 16, 16),)
+    monkeypatch.setattr(host_config, "probe_nvml", lambda: (answered, None))
+    monkeypatch.setenv("PATH", f"{SMI}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("FAKE_NVIDIA_SMI_DIR", str(SMI / "h100_sxm5_passthrough_vm"))
+    (gpu,) = read_host_hardware(sysfs_root=tmp_path, proc_root=tmp_path).gpus
+    assert (gpu.nvlinks_up, gpu.nvlinks_down, gpu.pcie_gen_current, gpu.pcie_gen_max) == (17, 1, 4, 5)
+    assert (gpu.ecc_mode, gpu.memory_mib, gpu.sources) == ("Enabled", 81559, ("nvidia-smi -q", "nvml"))
