@@ -38,7 +38,7 @@ def environment_facts(environ: Mapping[str, str]) -> dict[str, Fact]:
 
 def hardware_facts(hardware: HostHardware) -> dict[str, Fact]:
     """The host-wide facts of its GPUs and RDMA ports; per-GPU health stays with the GPUs."""
-    facts: dict[str, Fact] = {}
+    facts: dict[str, Fact] = {"nvidia-smi": Fact(hardware.smi, "nvidia-smi -q")}
     if hardware.driver:
         facts["driver"] = Fact(*hardware.driver)
     if hardware.cuda_driver:

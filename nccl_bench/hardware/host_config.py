@@ -23,6 +23,10 @@ SOURCE_NVLINK = "nvidia-smi nvlink -s"
 SOURCE_NVML = "nvml"
 SOURCE_PROC = "/proc/driver/nvidia"
 SOURCE_SYSFS = "/sys/class/infiniband"
+# A healthy nvidia-smi answers `-q` in about a second; one that hangs is a finding about its host, and
+# the phase must end well inside the doctor's deadline (--timeout, 300 s by default) to report it.
+SMI_TIMEOUT_S = 15.0
+ANSWERED = "answered"
 
 
 @dataclass(frozen=True)
@@ -54,6 +58,7 @@ class RdmaPort:
 
 @dataclass(frozen=True)
 class HostHardware:
+    smi: str  # ANSWERED, or why `nvidia-smi -q` did not (not found, failed, timed out)
     driver: tuple[str, str] | None  # (version, source)
     cuda_driver: tuple[str, str] | None  # the CUDA version the driver supports, (version, source)
     gpus: tuple[GpuHealth, ...]
@@ -80,12 +85,14 @@ def read_rdma_ports(sysfs_root: str | Path = "/sys") -> tuple[RdmaPort, ...]:
 
 
 def read_host_hardware(nvidia_smi: str = "nvidia-smi", sysfs_root: str | Path = "/sys",
-                       proc_root: str | Path = "/proc", use_nvml: bool = True) -> HostHardware:
-    """This host's GPUs and RDMA ports from every source that answers."""
+                       proc_root: str | Path = "/proc", use_nvml: bool = True,
+                       timeout_s: float = SMI_TIMEOUT_S) -> HostHardware:
+    """This host's GPUs and RDMA ports from every source that answers; each nvidia-smi call given up
+    after timeout_s."""
     notes: list[str] = []
     driver = cuda = None
     gpus: list[GpuHealth] = []
-    text, reason = run_nvidia_smi(nvidia_smi, "-q")
+    text, reason = run_nvidia_smi(nvidia_smi, "-q", timeout_s=timeout_s)
     if text is not None:
         facts = parse_query_facts(text)
         driver = (facts.driver, SOURCE_QUERY) if facts.driver else None
@@ -95,16 +102,18 @@ def read_host_hardware(nvidia_smi: str = "nvidia-smi", sysfs_root: str | Path = 
                           g.clock_reasons, (SOURCE_QUERY,)) for g in facts.gpus]
     else:
         notes.append(reason or f"{nvidia_smi} -q: no output")
-    gpus = _with_links(gpus, nvidia_smi, use_nvml, notes)
+    gpus = _with_links(gpus, nvidia_smi, use_nvml, notes, timeout_s)
     if driver is None and (version := proc_driver_version(proc_root)):
         driver = (version, SOURCE_PROC)
     if not gpus:
         gpus = [GpuHealth(i, name, None, None, None, None, None, None, None, None, None, False, (), (SOURCE_PROC,))
                 for i, name in enumerate(proc_gpu_models(proc_root))]
-    return HostHardware(driver, cuda, tuple(gpus), read_rdma_ports(sysfs_root), tuple(notes))
+    smi = ANSWERED if text is not None else (reason or "no output")
+    return HostHardware(smi, driver, cuda, tuple(gpus), read_rdma_ports(sysfs_root), tuple(notes))
 
 
-def _with_links(gpus: list[GpuHealth], nvidia_smi: str, use_nvml: bool, notes: list[str]) -> list[GpuHealth]:
+def _with_links(gpus: list[GpuHealth], nvidia_smi: str, use_nvml: bool, notes: list[str],
+                timeout_s: float) -> list[GpuHealth]:
     """NVLink states (and PCIe from NVML, which reads the link itself) added to each GPU by index."""
     if use_nvml:
         nvml_gpus, reason = probe_nvml()
@@ -113,7 +122,7 @@ def _with_links(gpus: list[GpuHealth], nvidia_smi: str, use_nvml: bool, notes: l
         notes.append(reason or "NVML: no GPU")
     if not gpus:
         return gpus
-    text, reason = run_nvidia_smi(nvidia_smi, "nvlink", "-s")
+    text, reason = run_nvidia_smi(nvidia_smi, "nvlink", "-s", timeout_s=timeout_s)
     if text is None:
         notes.append(reason or f"{nvidia_smi} nvlink -s: no output")
         return gpus

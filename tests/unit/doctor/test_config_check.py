@@ -109,12 +109,13 @@ def test_environment_facts_keep_nccl_cuda_torch_variables_and_hide_secrets():
 
 
 def test_hardware_facts_summarise_the_gpus_and_list_rdma_ports():
-    hardware = HostHardware(("580.159.04", "nvidia-smi -q"), ("13.0", "nvidia-smi -q"),
+    hardware = HostHardware("answered", ("580.159.04", "nvidia-smi -q"), ("13.0", "nvidia-smi -q"),
                             (HEALTHY, replace(HEALTHY, index=1)),
                             (RdmaPort("mlx5_0/1", "ACTIVE", "400 Gb/sec (4X NDR)"),), ())
     facts = hardware_facts(hardware)
     assert {k: f.value for k, f in facts.items()} == {
-        "driver": "580.159.04", "cuda driver": "13.0", "gpu count": "2", "gpu model": "NVIDIA H100 80GB HBM3",
+        "nvidia-smi": "answered", "driver": "580.159.04", "cuda driver": "13.0", "gpu count": "2",
+        "gpu model": "NVIDIA H100 80GB HBM3",
         "gpu memory": "81559 MiB", "ecc mode": "Enabled", "clock event reasons": "none",
         "rdma mlx5_0/1": "ACTIVE 400 Gb/sec (4X NDR)"}
     assert facts["rdma mlx5_0/1"].source == "/sys/class/infiniband"

@@ -4,6 +4,7 @@ RDMA ports from a sysfs tree, and the whole host read through the fake nvidia-sm
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -135,3 +136,17 @@ def test_nvml_gives_link_states_and_pcie_over_nvidia_smi(tmp_path, monkeypatch):
     (gpu,) = read_host_hardware(sysfs_root=tmp_path, proc_root=tmp_path).gpus
     assert (gpu.nvlinks_up, gpu.nvlinks_down, gpu.pcie_gen_current, gpu.pcie_gen_max) == (17, 1, 4, 5)
     assert (gpu.ecc_mode, gpu.memory_mib, gpu.sources) == ("Enabled", 81559, ("nvidia-smi -q", "nvml"))
+
+
+def test_a_hanging_nvidia_smi_is_given_up_and_said(tmp_path):
+    """A host whose nvidia-smi hangs is a finding, not a stalled phase: the call ends at the timeout."""
+    hanging = tmp_path / "bin" / "nvidia-smi"
+    hanging.parent.mkdir()
+    hanging.write_text("#!/bin/sh\nexec sleep 30\n")
+    hanging.chmod(0o755)
+    started = time.monotonic()
+    hardware = read_host_hardware(str(hanging), sysfs_root=tmp_path, proc_root=tmp_path, use_nvml=False,
+                                  timeout_s=0.5)
+    assert time.monotonic() - started < 10
+    assert hardware.smi.startswith(f"{hanging} -q: ") and "timed out after 0.5 seconds" in hardware.smi
+    assert hardware.gpus == () and hardware.notes == (hardware.smi,)
