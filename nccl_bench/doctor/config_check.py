@@ -89,23 +89,45 @@ def _value(host: HostFacts, name: str) -> str | None:
     return next((absent for prefix, absent in OPTIONAL_PREFIXES.items() if name.startswith(prefix)), None)
 
 
+def _values(hosts: Sequence[HostFacts], name: str) -> dict[str, str]:
+    """host -> its value of the fact, for every host that has one (or may lack it: OPTIONAL_PREFIXES)."""
+    return {h.host: v for h in hosts if (v := _value(h, name)) is not None}
+
+
+def _majority(values: dict[str, str]) -> tuple[str, int] | None:
+    """The value more than half the hosts share, and how many do; None when none does."""
+    common, count = Counter(values.values()).most_common(1)[0]
+    return (common, count) if count * 2 > len(values) else None
+
+
+def fleet_values(hosts: Sequence[HostFacts]) -> dict[str, str]:
+    """Each fact's majority value: what a healthy run saw, in the form the golden configuration takes
+    (doctor.json's `config.fleet`, fed back as a golden file)."""
+    found = {}
+    for name in _names(hosts):
+        if (majority := _majority(_values(hosts, name))) is not None:
+            found[name] = majority[0]
+    return found
+
+
 def _differences(hosts: Sequence[HostFacts], judged: set[str]) -> list[Suspect]:
     """Facts not already judged against a golden value, each against the fleet's majority."""
     suspects = []
     for name in _names(hosts):
         if name in judged:
             continue
-        values = {h.host: v for h in hosts if (v := _value(h, name)) is not None}
+        values = _values(hosts, name)
         counts = Counter(values.values())
         if len(counts) < 2:
             continue
-        common, count = counts.most_common(1)[0]
-        if count * 2 <= len(values):
+        majority = _majority(values)
+        if majority is None:
             split = "; ".join(f"{shown(v)} on {hostlist.compress([h for h in values if values[h] == v])}"
                               for v, _ in counts.most_common())
             suspects.append(Suspect(CONFIG, tuple(values), None, None, None,
                                     f"{shown(name)} differs with no majority: {split}"))
             continue
+        common, count = majority
         suspects.extend(Suspect(CONFIG, (host,), None, None, None,
                                 f"{shown(name)} {shown(value)}, {count} others {shown(common)}")
                         for host, value in values.items() if value != common)

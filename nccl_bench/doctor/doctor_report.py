@@ -164,7 +164,8 @@ def report_json(report: DoctorReport) -> dict[str, Any]:
             {"hosts": list(header.expected_hosts), "source": header.expected_from} if header.expected_hosts else None
         ),
         "exclude": roster.excluded_hosts(judgement.suspects),
-        "config": {"hosts": config_check.facts_json(report.config_hosts)},
+        "config": {"fleet": config_check.fleet_values(report.config_hosts),
+                   "hosts": config_check.facts_json(report.config_hosts)},
     }
 
 

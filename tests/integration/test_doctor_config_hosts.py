@@ -108,6 +108,8 @@ def test_an_identical_fleet_raises_no_config_suspect(hosts, tmp_path):
     assert codes == [0] * HOSTS, report[-4000:]
     assert doctor["verdict"] == "healthy" and doctor["suspects"] == [] and doctor["exclude"] == []
     assert sorted(h["host"] for h in doctor["config"]["hosts"]) == list(hosts.hostnames)
+    assert doctor["config"]["fleet"]["driver"] == "580.159.04"  # a golden file for later runs
+    assert doctor["config"]["fleet"]["env NCCL_SOCKET_IFNAME"] == "eth0"
     assert "the fleet agrees" in report and "# verdict: healthy" in report
     assert took < 60, took  # seconds, not a measurement: most of it is starting Python and torch on 2 cores
 

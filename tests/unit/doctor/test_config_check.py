@@ -180,3 +180,20 @@ def test_a_whole_fleet_off_the_golden_config_is_named_host_by_host(tmp_path):
         f"config node002: driver not read, expected 580.159.04 ({tmp_path / 'gold.json'})",
         f"config node001: env NCCL_IB_HCA unset, expected mlx5 ({tmp_path / 'gold.json'})",
         f"config node002: env NCCL_IB_HCA unset, expected mlx5 ({tmp_path / 'gold.json'})"]
+
+
+def test_the_fleets_majority_values_read_back_as_a_golden_config(tmp_path):
+    import json
+
+    from nccl_bench.doctor.config_check import fleet_values
+
+    healthy = fleet(3) + [host("node004", nccl="2.21.5")]
+    values = fleet_values(healthy)
+    assert values == {"driver": "580.159.04", "nccl": "2.27.5", "env NCCL_SOCKET_IFNAME": "eth0"}
+    split = fleet(2) + [host("node003", nccl="2.21.5"), host("node004", nccl="2.21.5")]
+    assert "nccl" not in fleet_values(split)  # no majority, no golden value
+    expected = golden(tmp_path / "fleet.json", json.dumps(values))
+    later = fleet(4)
+    later[2] = host("node003", **{"env NCCL_SOCKET_IFNAME": "ib0"})
+    assert lines(later, expected) == [
+        f"config node003: env NCCL_SOCKET_IFNAME ib0, expected eth0 ({tmp_path / 'fleet.json'})"]
