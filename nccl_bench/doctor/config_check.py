@@ -52,6 +52,17 @@ def judge_config(hosts: Sequence[HostFacts], expected: ExpectedConfig | None = N
             + [s for h in hosts for s in degraded(h)])
 
 
+def fleet_wide_notes(hosts: Sequence[HostFacts], suspects: Sequence[Suspect]) -> list[str]:
+    """A note when degraded hardware is found on more than half the hosts (at least two): a reading the
+    whole fleet shares may be how its platform reports, not a fleet of broken hosts, and the exclude list
+    then holds most of the cluster."""
+    broken = {h for s in suspects if s.degraded for h in s.hosts}
+    if len(broken) < 2 or len(broken) * 2 <= len(hosts):
+        return []
+    return [f"degraded hardware on {len(broken)} of {len(hosts)} hosts, all on the exclude list: check one by hand "
+            "before excluding most of the fleet (a platform may report a link or a counter so on every host)"]
+
+
 def unreported(hosts: Sequence[HostFacts], expected: ExpectedConfig | None) -> list[str]:
     """A note for each golden fact no host reported and no host could lack (a misspelt name, most likely)."""
     names = set(_names(hosts))

@@ -223,7 +223,8 @@ class _Doctor:
         self.config_hosts = [facts for facts in dist.gather_objects(self.ctx, mine) if facts is not None]
         self.run.disarm()
         self.config_suspects = config_check.judge_config(self.config_hosts, self.config.expect_config)
-        self.report.notes.extend(config_check.unreported(self.config_hosts, self.config.expect_config))
+        self.report.notes.extend(config_check.unreported(self.config_hosts, self.config.expect_config)
+                                 + config_check.fleet_wide_notes(self.config_hosts, self.config_suspects))
         self.observer.config_checked(config_check.summary_line(self.config_hosts, self.config_suspects),
                                      [suspect.line() for suspect in self.config_suspects])
         self.report.config_hosts = self.config_hosts

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from nccl_bench.doctor.config_check import Fact, HostFacts, judge_config, summary_line
+from nccl_bench.doctor.config_check import Fact, HostFacts, fleet_wide_notes, judge_config, summary_line
 from nccl_bench.doctor.config_facts import environment_facts, hardware_facts
 from nccl_bench.doctor.roster import excluded_hosts
 from nccl_bench.hardware.host_config import GpuHealth, HostHardware, RdmaPort
@@ -75,6 +75,10 @@ def test_degraded_hardware_is_named_even_when_the_whole_fleet_shares_it_and_is_e
     ]
     assert len(suspects) == 8 and all(s.degraded for s in suspects)
     assert excluded_hosts(suspects) == ["node001", "node002"]
+    assert fleet_wide_notes(hosts, suspects) == [
+        "degraded hardware on 2 of 2 hosts, all on the exclude list: check one by hand before excluding most of "
+        "the fleet (a platform may report a link or a counter so on every host)"]
+    assert fleet_wide_notes(hosts + fleet(2), suspects) == []  # half the fleet: no note
 
 
 def test_an_idle_gpus_lower_generation_is_power_saving_but_a_narrow_link_is_not():
