@@ -179,21 +179,25 @@ class _Doctor:
         self.observer.finished(self.report)
 
     # -- set-up ---------------------------------------------------------------------------------
-    def _header(self) -> DoctorHeader:
+    def _phase_notes(self) -> list[str]:
+        """What the measuring phases skip on this layout, said in the header."""
         notes = []
         config = self.config
-        if config.config_only:
-            pass
-        elif "nodes" in config.phases and all(len(n.ranks) < 2 for n in self.nodes):
+        if "nodes" in config.phases and all(len(n.ranks) < 2 for n in self.nodes):
             notes.append("nodes phase skipped: every node has one rank, so there is no intra-node all_reduce")
         elif "nodes" in config.phases:
             notes.extend(
                 f"node {n.host} has one rank: no intra-node all_reduce" for n in self.nodes if len(n.ranks) < 2
             )
-        if "pairs" in config.phases and len(self.nodes) < 2 and not config.config_only:
+        if "pairs" in config.phases and len(self.nodes) < 2:
             notes.append("pairs phase skipped: one node, no pair of nodes to test")
         if len({len(n.ranks) for n in self.nodes}) > 1:
             notes.append("nodes have different rank counts: a pair uses min(ranks) rails")
+        return notes
+
+    def _header(self) -> DoctorHeader:
+        config = self.config
+        notes = [] if config.config_only else self._phase_notes()  # a config-only run measures nothing
         expected, source = roster.expected_hosts(config.expect_hosts, self.launch.launcher, os.environ)
         return DoctorHeader(
             run=self.run.facts(), nodes=tuple(self.nodes), size_bytes=self.size, iters=config.iters,
