@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, replace
 from typing import Mapping, Sequence
 
 from nccl_bench.doctor.doctor_config import option_name, option_usage
-from nccl_bench.units import stats
+from nccl_bench.units import hostlist, stats
 
 # One slow partner proves nothing about a node: it takes two to tell a node from a link.
 MIN_PARTNERS_FOR_NODE = 2
@@ -80,17 +80,20 @@ class PairVerdict:
 
 @dataclass(frozen=True)
 class Suspect:
-    kind: str  # node | link | rail
+    kind: str  # node | link | rail | missing (doctor/roster.py) | config (doctor/config_check.py)
     hosts: tuple[str, ...]
     rail: int | None
-    measured_gbps: float | None  # None for a host that never joined (doctor/roster.py)
+    measured_gbps: float | None  # None for a host that never joined (doctor/roster.py) and for config
     fleet_median_gbps: float | None
     reason: str
+    degraded: bool = False  # a config suspect for broken hardware, not a mere difference: its host is excluded
 
     def line(self) -> str:
         """One line in words: `node nodec: pair busbw 0.21 GB/s with 3 of 3 partners, fleet median ...`."""
         if self.kind == "rail":
             return f"rail {self.rail} of {self.hosts[0]}: {self.reason}"
+        if self.kind == "config":
+            return f"config {hostlist.compress(self.hosts)}: {self.reason}"
         on_rail = f" (rail {self.rail})" if self.rail is not None else ""
         return f"{self.kind} {'-'.join(self.hosts)}{on_rail}: {self.reason}"
 

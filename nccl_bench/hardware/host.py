@@ -183,7 +183,7 @@ def _read(path: Path) -> str | None:
 
 def run_nvidia_smi(executable: str, *args: str,
                    timeout_s: float = NVIDIA_SMI_TIMEOUT_S) -> tuple[str | None, str | None]:
-    """(stdout, None) on success, (None, reason) when nvidia-smi is missing, fails or hangs."""
+    """(stdout, None) on success, (None, reason) when nvidia-smi is missing, fails or hangs past timeout_s."""
     path = shutil.which(executable)
     if path is None:
         return None, f"{executable} not found on PATH"

@@ -39,7 +39,13 @@ def header_lines(header: DoctorHeader) -> list[str]:
         f"{len(header.nodes)} node(s), {per_node} ({', '.join(n.host for n in header.nodes)})",
         versions_line(run.versions),
         *setup_lines(run.timings),
-        f"# phases: {', '.join(header.phases)}; {header.mode} mode, {rounds}",
+    ]
+    if header.config_only:
+        lines.append(f"# phases: config only ({option_name('config_only')}): every host's configuration against "
+                     "the fleet's, nothing measured")
+        return lines + header_tail(run.run_dir, header.notes)
+    lines += [
+        f"# phases: config, {', '.join(header.phases)}; {header.mode} mode, {rounds}",
         f"# measurement: {format_size(header.size_bytes)} per message, warmup {header.warmup}, "
         f"{header.samples} samples of {header.iters}; "
         "pairs: two-way isend/irecv, busbw = size/time (factor 1, as sendrecv); "
@@ -84,8 +90,10 @@ def fleet_lines(judgement: Judgement) -> list[str]:
     return lines
 
 
-def suspect_lines(judgement: Judgement) -> list[str]:
-    return [suspect.line() for suspect in judgement.suspects]
+def suspect_lines(judgement: Judgement, repeat_config: bool = True) -> list[str]:
+    """Every suspect's line; the config suspects, already shown before measuring, only when repeat_config (a
+    measuring run ends with every suspect, a config-only run has just shown them)."""
+    return [suspect.line() for suspect in judgement.suspects if repeat_config or suspect.kind != "config"]
 
 
 def summary_lines(report: DoctorReport) -> list[str]:
@@ -199,5 +207,7 @@ def recorded_suspect_line(suspect: dict) -> str:
     rail = suspect.get("rail")
     if suspect.get("kind") == "rail":
         return f"rail {rail} of {hosts[0] if hosts else '?'}: {suspect.get('reason')}"
+    if suspect.get("kind") == "config":
+        return f"config {compress(hosts)}: {suspect.get('reason')}"
     on_rail = f" (rail {rail})" if rail is not None else ""
     return f"{suspect.get('kind')} {'-'.join(hosts)}{on_rail}: {suspect.get('reason')}"

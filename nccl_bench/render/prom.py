@@ -28,7 +28,7 @@ from nccl_bench.units.op_table import OPS
 
 PREFIX = "nccl_bench_"
 SECONDS_PER_US = 1e-6
-SUSPECT_KINDS = ("node", "link", "rail", "missing")  # doctor/verdicts.Suspect.kind, doctor/roster.MISSING
+SUSPECT_KINDS = ("node", "link", "rail", "missing", "config")  # verdicts.Suspect.kind, roster.MISSING, config_check
 # A label name is [a-zA-Z_][a-zA-Z0-9_]*; version keys are ours, but keep any other character out.
 _LABEL_NAME_BAD = re.compile(r"[^a-zA-Z0-9_]")
 
@@ -124,7 +124,7 @@ def doctor_metrics(verdicts: Mapping[str, Any], meta: Mapping[str, Any], now_s: 
     lines += _family(
         "doctor_suspect",
         "1 when the doctor names the host in a suspect of this kind (node, link, rail, missing: expected, never "
-        "joined), else 0.",
+        "joined, config: its configuration differs from the fleet's or its hardware is degraded), else 0.",
         [({"host": host, "kind": kind}, int((host, kind) in named)) for host in hosts for kind in SUSPECT_KINDS])
     lines += _run_lines("doctor", meta, now_s)
     return "\n".join(lines) + "\n"

@@ -25,7 +25,8 @@ LAYERS: dict[str, tuple[int, tuple[str, ...]]] = {
                     "results.nccltests_log", "results.nccltests_names", "results.nccltests_rows",
                     "results.run_folder", "results.schema", "results.whole_file")),
     "hardware": (1, ("hardware", "hardware.detect", "hardware.expected", "hardware.hidden_gpus", "hardware.host",
-                     "hardware.known_gpus", "hardware.nvidia_smi", "hardware.nvls", "hardware.nvml")),
+                     "hardware.host_config", "hardware.known_gpus", "hardware.nvidia_smi", "hardware.nvls",
+                     "hardware.nvml")),
     # what an option declaration is, and the parsers with their bounds (pure)
     "option_types": (1, ("option_types",)),
     # the verdict engine (pure, rows in): read by the sweep's baseline check and the renderers
@@ -37,7 +38,8 @@ LAYERS: dict[str, tuple[int, tuple[str, ...]]] = {
                   "ranks.planted", "ranks.preflight", "ranks.roll_call", "ranks.run_facts", "ranks.run_owner",
                   "ranks.runner", "ranks.session", "ranks.set_up", "ranks.split")),
     # the commands on ranks, each with its config, plan, body and report, placed alike
-    "doctor": (5, ("doctor", "doctor.doctor_body", "doctor.doctor_config", "doctor.doctor_entry",
+    "doctor": (5, ("doctor", "doctor.config_check", "doctor.config_facts",
+                   "doctor.doctor_body", "doctor.doctor_config", "doctor.doctor_entry",
                    "doctor.doctor_report", "doctor.roster", "doctor.schedule", "doctor.verdicts")),
     "sweep": (5, ("sweep", "sweep.baseline_check", "sweep.busbw_floor", "sweep.plan", "sweep.rows",
                   "sweep.saved_baselines", "sweep.sweep_body", "sweep.sweep_config", "sweep.sweep_entry",

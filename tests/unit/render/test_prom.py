@@ -96,7 +96,7 @@ def test_doctor_exports_hosts_pairs_and_a_suspect_gauge_per_host_and_kind():
     assert [(s.labels, s.value) for s in pairs] == [({"pair": "nodea,nodec", "rail": "0"}, 40.0e9),
                                                     ({"pair": "nodea,nodec", "rail": "1"}, 3.5e9)]
     suspect = {(s.labels["host"], s.labels["kind"]): s.value for s in found["nccl_bench_doctor_suspect"].samples}
-    assert len(suspect) == 12 and {key for key, value in suspect.items() if value == 1} == {
+    assert len(suspect) == 15 and {key for key, value in suspect.items() if value == 1} == {
         ("nodea", "link"), ("nodec", "link"), ("nodec", "rail")}
     assert ('no"de\\b', "node") in suspect  # a host name's quote and backslash survive the round trip
     assert found["nccl_bench_run_info"].samples[0].labels["command"] == "doctor"
