@@ -17,7 +17,7 @@ from rich.text import Text
 from nccl_bench.hardware.nvls import NVLS_FLAG, nvls_sentence
 from nccl_bench.render import labels, repeats
 from nccl_bench.render.escape import one_line
-from nccl_bench.render.fit import Cell, Column, Layout, fit, fit_widths, natural_width, widen
+from nccl_bench.render.fit import WRAP_MIN_WIDTH, Cell, Column, Layout, fit, fit_widths, natural_width, widen
 from nccl_bench.render.labels import placement_text
 from nccl_bench.results.loader import RESULTS_LINE
 from nccl_bench.results.schema import STATUS_UNSUPPORTED, STATUS_WRONG, ResultRow
@@ -224,7 +224,12 @@ def live_layout(header, width: int | None) -> Layout:
                   variant=header.variant)
         for op, size, count in header.planned
     ]
-    return results_layout(known, width, header.repeats)
+    columns = result_columns(header.repeats)
+    cells = [result_cells(row, header.repeats) for row in known]
+    widths = [natural_width(column, [row[i] for row in cells]) for i, column in enumerate(columns)]
+    # A row's flags are not known before it is measured: room for one is kept, so a flag never runs past the line.
+    widths = [max(w, WRAP_MIN_WIDTH) if column.wrap else w for column, w in zip(columns, widths, strict=True)]
+    return fit_widths(columns, widths, width, MARGIN, HEADER_MARK)
 
 
 def average_busbw(rows: Iterable[ResultRow]) -> dict[tuple[str, str], float]:
