@@ -41,6 +41,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from tests.helpers.processes import busy_loops  # noqa: E402
 from tests.helpers.simhosts import simulated_hosts, why_no_namespaces  # noqa: E402
 
 SCENARIOS = ("healthy", "node", "link")
@@ -287,12 +288,8 @@ def main() -> int:
     parser.add_argument("--busy", type=int, default=0, help="busy loops to run beside every launch")
     parser.add_argument("extra", nargs="*", help="more doctor options after --")
     args = parser.parse_args()
-    busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.busy)]
-    try:
+    with busy_loops(args.busy):
         return _scenarios(args)
-    finally:
-        for loop in busy:
-            loop.kill()
 
 
 def _scenarios(args) -> int:
