@@ -242,7 +242,7 @@ def judge(
             f"pairs (median of each host's best, {gbps(first.pair_fleet.median_gbps)} GB/s), so they were judged "
             f"against the typical pair ({gbps(again.pair_fleet.median_gbps)} GB/s)")
     if _most_named(again, hosts):
-        again = _without_pair_nodes(again, intra)
+        again = _without_pair_nodes(again, _judge_intra(intra, tolerance).confirmed)
         note += ("; no host stands out from that state, so none is named: try a quieter window, "
                  f"{option_usage('expect_gbps')} for an absolute floor, or fewer pairs at once")
     else:
@@ -261,11 +261,11 @@ def _most_named(judgement: Judgement, hosts: Sequence[str]) -> bool:
     return len(_named_hosts(judgement.suspects)) > MAJORITY * len(hosts)
 
 
-def _without_pair_nodes(judgement: Judgement, intra: Mapping[str, Sequence[float]]) -> Judgement:
-    """The judgement with no host named from pairs: in a contended fleet that would be most of it. A host
-    named by its own intra-node result keeps that verdict (no other host's load moves it)."""
+def _without_pair_nodes(judgement: Judgement, intra_confirmed: set[str]) -> Judgement:
+    """The judgement with no host named from pairs alone: in a contended fleet that would be most of it. A
+    host whose own intra-node result is confirmed low keeps its verdict (no other host's load moves it)."""
     kept = [s for s in judgement.suspects if s.kind == "link" or (
-        s.kind == "node" and s.reason.startswith("intra-node"))]
+        s.kind == "node" and intra_confirmed.intersection(s.hosts))]
     named = _named_hosts(kept)
     judgement.suspects = kept
     judgement.nodes = [replace(n, verdict=SUSPECT if n.host in named else OK) for n in judgement.nodes]
