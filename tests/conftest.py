@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers.groups import fixture_group
+from tests.helpers.groups import mark_groups
 from tests.helpers.launch import SHARED_SWEEP, run_cli, run_torchrun
 from tests.helpers.simmpi import start_mpi
 from tests.helpers.simslurm import start_slurm
@@ -117,7 +117,4 @@ def stop_signals_as_at_start():
 # load of a parallel neighbour moves the very ratios those tests judge.
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the marks
 def pytest_collection_modifyitems(config, items):
-    for item in items:
-        group = fixture_group(item)
-        if group is not None and item.get_closest_marker("xdist_group") is None:
-            item.add_marker(pytest.mark.xdist_group(group))
+    mark_groups(items)

@@ -15,6 +15,15 @@ import pytest
 FIXTURE_GROUPS = {"postgres_server": "postgresql", "slurm": "slurm", "mpi": "mpi", "shared_sweep": "shared-sweep"}
 
 
+def mark_groups(items: list[pytest.Item]) -> None:
+    """Each test that its fixtures put in a group and that declares none is marked with that group (run
+    before pytest-xdist reads the marks: tests/conftest.py's collection hook)."""
+    for item in items:
+        group = fixture_group(item)
+        if group is not None and item.get_closest_marker("xdist_group") is None:
+            item.add_marker(pytest.mark.xdist_group(group))
+
+
 def fixture_group(item: pytest.Item) -> str | None:
     """The group a test's fixtures put it in, or None; `store_url` needs the server only as postgresql."""
     params = getattr(getattr(item, "callspec", None), "params", {})

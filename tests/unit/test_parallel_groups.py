@@ -1,0 +1,80 @@
+"""The parallel pass's groups hold on the pytest and pytest-xdist installed here: a module's shared fixture is made
+once and its tests run on one worker, and a declared group runs on one worker (tests/helpers/groups.py).
+
+A real `pytest -n 3 --dist loadgroup` on a throwaway suite that uses the suite's own grouping hook: where
+pytest-xdist loses the groups (it did with pytest 9.2, whose node ids drop xdist's `@group` suffix), the
+timing tests meet on the cores and every worker starts its own Slurm, Open MPI and PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.helpers.launch import REPO
+
+CONFTEST = """
+import pytest
+
+from tests.helpers.groups import mark_groups
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    mark_groups(items)
+"""
+
+TESTS = """
+import os
+from pathlib import Path
+
+import pytest
+
+OUT = Path(os.environ["GROUPS_OUT"])
+
+
+def _note(line):
+    with (OUT / "lines").open("a") as handle:
+        handle.write(line + "\\n")
+
+
+@pytest.fixture(scope="module")
+def made_once():
+    _note("made")
+
+
+@pytest.mark.parametrize("n", range(6))
+def test_shared(made_once, n):
+    _note(f"shared {os.environ['PYTEST_XDIST_WORKER']}")
+
+
+@pytest.mark.xdist_group("timing")
+@pytest.mark.parametrize("n", range(4))
+def test_timed(n):
+    _note(f"timing {os.environ['PYTEST_XDIST_WORKER']}")
+
+
+@pytest.mark.parametrize("n", range(6))
+def test_free(n):
+    _note(f"free {os.environ['PYTEST_XDIST_WORKER']}")
+"""
+
+
+def test_a_modules_fixture_is_made_once_and_each_group_runs_on_one_worker(tmp_path):
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    (suite / "conftest.py").write_text(CONFTEST)
+    (suite / "test_grouped.py").write_text(TESTS)
+    env = dict(os.environ, GROUPS_OUT=str(tmp_path), PYTHONPATH=str(REPO))
+    done = subprocess.run([sys.executable, "-m", "pytest", "-n", "3", "--dist", "loadgroup", "-q", "-p",
+                           "no:cacheprovider", "--rootdir", str(suite), str(suite)],
+                          capture_output=True, text=True, env=env, cwd=suite, timeout=120)
+    assert done.returncode == 0, done.stdout[-2000:]
+    lines = Path(tmp_path / "lines").read_text().splitlines()
+    workers = {kind: {line.split()[1] for line in lines if line.startswith(kind + " ")}
+               for kind in ("shared", "timing", "free")}
+    assert lines.count("made") == 1
+    assert len(workers["shared"]) == 1 and len(workers["timing"]) == 1
+    assert sum(line.startswith("free ") for line in lines) == 6
