@@ -9,8 +9,9 @@ algorithms and protocols), never text copied from the trace.
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 from rich.text import Text
 
@@ -40,13 +41,23 @@ _REPLAY_COLUMNS = (
     Column("busbw here", "(GB/s)", priority=1),
     Column("alone/job", "(%)"),
 )
+# each row's kernels beside compute (replay/exposure.py): with a trace that times kernels
+_OVERLAP_COLUMNS = (
+    Column("comm", "(ms)", priority=2),
+    Column("overlapped", "(ms)", priority=2),
+    Column("exposed", "(ms)", priority=1),
+    Column("overlap", "(%)", priority=1),
+)
+_EXPOSED_HERE = Column("exposed here", "(ms)", priority=1)  # at the replayed speed
+_EXPOSED_SWEPT = Column("exposed swept", "(ms)", priority=1)  # at the speed the --envelope sweep's busbw means
 
 
 def profile_lines(profile: Profile, paths: Sequence[Path], width: int | None) -> list[Text | str]:
     """The header, the table (with the replayed columns once replayed) and the notes."""
     replayed = any(row.replay_time_us is not None for row in profile.rows)
-    columns = _COLUMNS + (_REPLAY_COLUMNS if replayed else ())
-    cells = [_cells(row, replayed) for row in profile.rows]
+    extra = _overlap_columns(profile)
+    columns = _COLUMNS + (_REPLAY_COLUMNS if replayed else ()) + tuple(column for column, _ in extra)
+    cells = [_cells(row, replayed) + [cell(row) for _, cell in extra] for row in profile.rows]
     layout = fit(columns, cells, width)
     lines: list[Text | str] = [*_header(profile, paths), *layout.header_lines()]
     for row_cells in cells:
@@ -136,7 +147,46 @@ def _header(profile: Profile, paths: Sequence[Path]) -> list[str]:
             f"; collectives took {profile.collective_share:.1%} of it" + (
                 " (above 100%: they overlap)" if profile.collective_share > 1 else ""))
         lines.append(f"# traced window {duration(profile.window_us)}{share}; the costliest first")
+    lines += _window_overlap(profile)
     return [one_line(line) for line in lines]
+
+
+def _window_overlap(profile: Profile) -> list[str]:
+    """The traced window's communication beside compute (HTA's figure), of the most exposed rank read."""
+    found = [(overlap.exposed_us, index) for index, overlap in enumerate(profile.overlaps) if overlap is not None]
+    if not found:
+        return []
+    _, index = max(found, key=lambda pair: (pair[0], -pair[1]))
+    overlap, rank = profile.overlaps[index], profile.ranks_read[index]
+    which = f"rank {'?' if rank is None else rank}" + (", the most exposed of the ranks read" if len(found) > 1 else "")
+    return [f"# communication beside compute over the traced window ({which}): {duration(overlap.communication_us)} "
+            f"of NCCL kernels, {duration(overlap.overlapped_us)} overlapped by compute ({overlap.overlap_pct:.1f}%), "
+            f"{duration(overlap.exposed_us)} exposed"]
+
+
+def _overlap_columns(profile: Profile) -> list[tuple[Column, Callable[[ProfileRow], str]]]:
+    """The overlap columns a profile has figures for, each with its cell."""
+    rows = profile.rows
+    if not any(row.overlap is not None for row in rows):
+        return []
+    columns = [(column, functools.partial(_overlap_cell, key)) for column, key in zip(
+        _OVERLAP_COLUMNS, ("communication_us", "overlapped_us", "exposed_us", "overlap_pct"), strict=True)]
+    if any(row.exposed_at_replay_us is not None for row in rows):
+        columns.append((_EXPOSED_HERE, lambda row: _ms(row.exposed_at_replay_us)))
+    if any(row.exposed_at_envelope_us is not None for row in rows):
+        columns.append((_EXPOSED_SWEPT, lambda row: _ms(row.exposed_at_envelope_us)))
+    return columns
+
+
+def _overlap_cell(key: str, row: ProfileRow) -> str:
+    if row.overlap is None:
+        return "-"
+    value = getattr(row.overlap, key)
+    return _number(value, 1) if key == "overlap_pct" else _ms(value)
+
+
+def _ms(time_us: float | None) -> str:
+    return _number(None if time_us is None else time_us / 1e3, 3)
 
 
 def _cells(row: ProfileRow, replayed: bool) -> list[str]:

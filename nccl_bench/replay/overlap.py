@@ -19,7 +19,8 @@ The definition, per rank (one trace file), all CUDA streams together:
   exposed communication the time in the communication union outside the compute union; the overlap figure
   is overlapped / communication time (HTA's `comp_comm_overlap_pctg`, in percent).
 
-Pure but for `read_overlap`, which reads one file once, as a stream.
+Pure but for `read_overlap`, which reads one file once, as a stream; the trace reader gathers the same
+activities in its own one pass (ActivityScan).
 """
 
 from __future__ import annotations
@@ -97,35 +98,58 @@ def overlap_of(communication: Iterable[Interval], compute: Iterable[Interval]) -
 
 
 def read_overlap(path: Path | str, whole_us: bool = False) -> Overlap:
-    """One rank's trace read once: its GPU activities, their launches' start times and its profiler steps;
-    whole_us: each activity rounded inward to whole microseconds, as HTA does (module docstring)."""
-    activities: list[tuple[str, float, float, object]] = []  # kind, start, end, correlation
-    launched: dict[object, float] = {}  # correlation -> the earliest CPU-side event's start
-    steps: dict[str, float] = {}  # each ProfilerStep's name -> its start
+    """One rank's trace read once, its overlap over the traced window; whole_us: each activity rounded inward
+    to whole microseconds, as HTA does (module docstring)."""
+    scan = ActivityScan(whole_us)
     for event in stream_trace(path):
+        scan.add(event)
+    return scan.overlap()
+
+
+class ActivityScan:
+    """One rank's GPU activities, their launches' start times and its profiler steps, gathered event by event
+    (the trace reader hands it each event of its one pass); whole_us: HTA's rounding (module docstring)."""
+
+    def __init__(self, whole_us: bool = False):
+        self.whole_us = whole_us
+        self.activities: list[tuple[str, float, float, object]] = []  # kind, start, end, correlation
+        self.launched: dict[object, float] = {}  # correlation -> the earliest CPU-side event's start
+        self.steps: dict[str, float] = {}  # each ProfilerStep's name -> its start
+
+    def add(self, event: dict) -> None:
         if event.get("ph") != "X":
-            continue
+            return
         name, start, duration = event.get("name"), event.get("ts"), event.get("dur", 0)
         args = event.get("args") if isinstance(event.get("args"), dict) else {}
         if not isinstance(name, str) or not _finite(start) or not _finite(duration):
-            continue
+            return
         if isinstance(args.get("stream"), int) and not isinstance(args.get("stream"), bool):
             kind = kind_of(name)
             if kind in ("communication", "compute"):
                 end = start + duration
-                if whole_us:
+                if self.whole_us:
                     start, end = math.ceil(start), math.floor(end)
-                activities.append((kind, start, end, args.get("correlation")))
+                self.activities.append((kind, start, end, args.get("correlation")))
         elif "correlation" in args:
             correlation = args["correlation"]
-            launched[correlation] = min(start, launched.get(correlation, math.inf))
+            self.launched[correlation] = min(start, self.launched.get(correlation, math.inf))
         elif _PROFILER_STEP.search(name):
-            steps[name] = start
-    if len(steps) >= 2:  # the last step may be incomplete: what it launched is left out
-        last = max(steps.values())
-        activities = [a for a in activities if launched.get(a[3], math.inf) < last]
-    return overlap_of([(s, e) for kind, s, e, _ in activities if kind == "communication"],
-                      [(s, e) for kind, s, e, _ in activities if kind == "compute"])
+            self.steps[name] = start
+
+    def overlap(self) -> Overlap:
+        """The overlap over the traced window: where the trace holds two or more profiler steps, what the last
+        one launched is left out (it may be incomplete)."""
+        activities = self.activities
+        if len(self.steps) >= 2:
+            last = max(self.steps.values())
+            activities = [a for a in activities if self.launched.get(a[3], math.inf) < last]
+        return overlap_of([(s, e) for kind, s, e, _ in activities if kind == "communication"],
+                          [(s, e) for kind, s, e, _ in activities if kind == "compute"])
+
+    def compute(self) -> list[Interval]:
+        """The union of every compute activity of the trace, the last step's too (what a collective's own
+        kernels are set against, wherever in the trace they ran)."""
+        return union((s, e) for kind, s, e, _ in self.activities if kind == "compute")
 
 
 def _finite(value: object) -> bool:

@@ -12,6 +12,10 @@ at the group's size.
 The replay fields stay None here; `with_replay` fills them from a replay's rows: the time of the
 collective alone on the launch's ranks, its busbw, and efficiency = replayed time / time in the job
 (below 1: the job took longer than the fabric needs; the rest went to overlap or placement).
+
+How much communication ran beside compute (replay/overlap.py, replay/exposure.py): each rank's figure over
+its traced window (HTA's), and each row's, its kernels against its rank's compute; the exposed time at the
+replayed speed (`with_replay`) and at the speed a sweep's busbw means (`with_envelope`).
 """
 
 from __future__ import annotations
@@ -22,6 +26,8 @@ from dataclasses import dataclass, replace
 from typing import Any, Sequence
 
 from nccl_bench.ranks.split import brief_ranks_text
+from nccl_bench.replay.exposure import row_overlap, scaled_exposed_us, time_at_busbw_us
+from nccl_bench.replay.overlap import Overlap
 from nccl_bench.replay.replay_plan import group_label, launch_ranks
 from nccl_bench.replay.trace_events import TraceError
 from nccl_bench.replay.trace_reader import CollectiveCall, RankTrace
@@ -54,6 +60,9 @@ class ProfileRow:
     replay_time_us: float | None = None
     replay_busbw_gbps: float | None = None
     efficiency: float | None = None  # replay_time_us / job_time_us, once replayed
+    overlap: Overlap | None = None  # its kernels beside compute, the most exposed rank's; None: no kernel times
+    exposed_at_replay_us: float | None = None  # the exposed time at the replayed time per call
+    exposed_at_envelope_us: float | None = None  # the exposed time at the time the sweep's busbw means
 
     @property
     def key(self) -> ProfileKey:
@@ -81,6 +90,7 @@ class Profile:
     window_us: float | None
     collective_share: float | None  # all rows' total time over the traced window (above 1 where they overlap)
     count_mismatches: tuple[CountMismatch, ...]
+    overlaps: tuple[Overlap | None, ...] = ()  # each file's traced window, in the order given (None: no GPU times)
 
 
 def profile_traces(traces: Sequence[RankTrace]) -> Profile:
@@ -95,8 +105,9 @@ def profile_traces(traces: Sequence[RankTrace]) -> Profile:
     windows = [trace.window_us for trace in traces if trace.window_us]
     window_us = max(windows) if windows else None
     keys = list(dict.fromkeys(key for grouped in calls_by_rank for key in grouped))
-    rows = sorted((_row(key, [grouped.get(key, []) for grouped in calls_by_rank], window_us) for key in keys),
-                  key=_costliest_first)
+    computes = [trace.compute for trace in traces]
+    rows = sorted((_row(key, [grouped.get(key, []) for grouped in calls_by_rank], computes, window_us)
+                   for key in keys), key=_costliest_first)
     totals = [row.total_time_us for row in rows if row.total_time_us is not None]
     first = traces[0]
     return Profile(
@@ -104,6 +115,7 @@ def profile_traces(traces: Sequence[RankTrace]) -> Profile:
         ranks_read=tuple(trace.rank for trace in traces), rows=tuple(rows), window_us=window_us,
         collective_share=math.fsum(totals) / window_us if window_us and totals else None,
         count_mismatches=_count_mismatches(keys, calls_by_rank, [trace.rank for trace in traces]),
+        overlaps=tuple(trace.overlap if trace.overlap and trace.overlap.communication_us else None for trace in traces),
     )
 
 
@@ -111,13 +123,16 @@ def profile_json(profile: Profile) -> dict[str, Any]:
     """The profile as `--json` writes it: {"trace": {...}, "collectives": [...]}, sizes in bytes."""
     return {
         "trace": {"backend": profile.backend, "world_size": profile.world_size,
-                  "nccl_version": profile.nccl_version, "ranks_read": list(profile.ranks_read)},
+                  "nccl_version": profile.nccl_version, "ranks_read": list(profile.ranks_read),
+                  "overlap": [_overlap_json(overlap) for overlap in profile.overlaps]},
         "collectives": [
             {"op": row.op, "bytes": row.size_bytes, "dtype": row.dtype, "group_size": row.group_size,
              "group_ranks": None if row.group_ranks is None else list(row.group_ranks), "count": row.count,
              "job_time_us": row.job_time_us, "job_busbw_gbps": row.job_busbw_gbps,
              "algo": row.algo, "proto": row.proto, "replay_time_us": row.replay_time_us,
-             "replay_busbw_gbps": row.replay_busbw_gbps, "efficiency": row.efficiency}
+             "replay_busbw_gbps": row.replay_busbw_gbps, "efficiency": row.efficiency,
+             **_overlap_json(row.overlap), "exposed_at_replay_us": row.exposed_at_replay_us,
+             "exposed_at_envelope_us": row.exposed_at_envelope_us}
             for row in profile.rows
         ],
     }
@@ -141,8 +156,33 @@ def with_replay(profile: Profile, rows: Sequence[ResultRow], world_size: int) ->
             continue
         efficiency = row.time_us / entry.job_time_us if entry.job_time_us else None
         filled.append(replace(entry, replay_time_us=row.time_us, replay_busbw_gbps=row.busbw_gbps,
-                              efficiency=efficiency))
+                              efficiency=efficiency, exposed_at_replay_us=scaled_exposed_us(
+                                  _exposed(entry), entry.job_time_us, row.time_us)))
     return replace(profile, rows=tuple(filled))
+
+
+def with_envelope(profile: Profile, sweep_rows: Sequence[ResultRow]) -> Profile:
+    """The profile with each row's exposed time at the time per call that the sweep's busbw at its nearest
+    size (envelope_row) means for it; None where the sweep has no such row or the row no exposed time."""
+    filled = []
+    for entry in profile.rows:
+        swept = envelope_row(entry, sweep_rows)
+        time_us = time_at_busbw_us(entry.job_time_us, entry.job_busbw_gbps, None if swept is None else swept.busbw_gbps)
+        filled.append(replace(entry, exposed_at_envelope_us=scaled_exposed_us(_exposed(entry), entry.job_time_us,
+                                                                               time_us)))
+    return replace(profile, rows=tuple(filled))
+
+
+def _exposed(entry: ProfileRow) -> float | None:
+    return None if entry.overlap is None else entry.overlap.exposed_us
+
+
+def _overlap_json(overlap: Overlap | None) -> dict[str, float | None]:
+    """Communication, overlapped and exposed time (us) and the overlap in percent; nulls without GPU times."""
+    if overlap is None:
+        return dict.fromkeys(("communication_us", "overlapped_us", "exposed_us", "overlap_pct"))
+    return {"communication_us": overlap.communication_us, "overlapped_us": overlap.overlapped_us,
+            "exposed_us": overlap.exposed_us, "overlap_pct": overlap.overlap_pct}
 
 
 def envelope_row(entry: ProfileRow, sweep_rows: Sequence[ResultRow]) -> ResultRow | None:
@@ -168,7 +208,8 @@ def _replay_key(op: str, size_bytes: int | None, dtype: str | None, group_size: 
     return op, size_bytes, dtype, group_size, group
 
 
-def _row(key: ProfileKey, calls_per_rank: list[list[CollectiveCall]], window_us: float | None) -> ProfileRow:
+def _row(key: ProfileKey, calls_per_rank: list[list[CollectiveCall]], computes: list, window_us: float | None,
+         ) -> ProfileRow:
     op, size_bytes, dtype, group_size, group_ranks = key
     times = [call.job_time_us for calls in calls_per_rank for call in calls if call.job_time_us is not None]
     rank_totals = [math.fsum(c.job_time_us for c in calls if c.job_time_us is not None)
@@ -184,6 +225,7 @@ def _row(key: ProfileKey, calls_per_rank: list[list[CollectiveCall]], window_us:
         count=max(len(calls) for calls in calls_per_rank), total_time_us=total_time_us, job_time_us=job_time_us,
         job_busbw_gbps=busbw,
         share_of_window=total_time_us / window_us if total_time_us is not None and window_us else None,
+        overlap=row_overlap([[k for call in calls for k in call.kernels] for calls in calls_per_rank], computes),
     )
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Sequence
 
 from nccl_bench.errors import RunFailedError, UserInputError
-from nccl_bench.replay.profile import Profile, profile_traces, with_replay
+from nccl_bench.replay.profile import Profile, profile_traces, with_envelope, with_replay
 from nccl_bench.replay.replay_config import ReplayConfig
 from nccl_bench.replay.replay_plan import (
     MEMORY_REMEDY,
@@ -90,7 +90,8 @@ def read_replay_job(config: ReplayConfig, envelope: Path | None = None, envelope
 
         rows = tuple(load_rows(envelope, envelope_label))
         refuse_a_replayed_envelope(rows, envelope, envelope_label)
-    return ReplayJob(config, traces, profile_traces(traces), rows)
+    profile = profile_traces(traces)
+    return ReplayJob(config, traces, profile if rows is None else with_envelope(profile, rows), rows)
 
 
 def refuse_a_replayed_envelope(rows: Sequence[ResultRow], envelope: Path, label: str) -> None:

@@ -33,7 +33,9 @@ kernel in `endCoalescing`, inside the `nccl:coalesced` annotation of the block's
 the previous collective or block are one exchange, one call, timed by the block's kernels. A send's peer
 is its record's `Dst Rank`, a recv's its `Src Rank` (global ranks, torch's profiler util.cpp), and the
 exchange runs on this rank and those peers; a lone send or recv is an exchange of its own. The traced
-window is the span from the first event's start to the last event's end.
+window is the span from the first event's start to the last event's end. The same pass gathers the GPU
+activities for how much communication ran beside compute (replay/overlap.py): the window's figure and the
+union of compute, which each call's kernels (their intervals kept) are set against.
 """
 
 from __future__ import annotations
@@ -45,14 +47,15 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from nccl_bench.replay.overlap import ActivityScan, Interval, Overlap
 from nccl_bench.replay.trace_events import TraceError, stream_trace
 from nccl_bench.replay.trace_values import (
     ANNOTATION_PREFIXES,
-    MAX_ELEMENTS,
     Impossible,
     ProcessGroupInfo,
     as_int,
     as_text,
+    check_call,
     count_at_least,
     cut_short,
     elements_of,
@@ -95,6 +98,7 @@ class CollectiveCall:
     # sendrecv: each message of the exchange as (from, to) global ranks; (): not a point-to-point call, or
     # one whose peers or own rank the trace does not name
     transfers: tuple[tuple[int, int], ...] = ()
+    kernels: tuple[Interval, ...] = ()  # its NCCL kernels' (start, end), trace clock (NCCL traces)
 
 
 @dataclass(frozen=True)
@@ -111,6 +115,8 @@ class RankTrace:
     source: str  # RECORD_PARAM_COMMS or ANNOTATIONS: which events the calls were read from
     window_us: float | None  # the traced window's length
     unmatched_kernels: int  # NCCL kernels no collective could be found for
+    overlap: Overlap | None = None  # communication beside compute over the traced window (replay/overlap.py)
+    compute: tuple[Interval, ...] = ()  # the union of the trace's compute kernels, in time order
 
 
 def read_trace(path: Path | str) -> RankTrace:
@@ -145,14 +151,14 @@ def _read(stream) -> RankTrace:
     unmatched += sum(len(mark.kernels) for mark in scan.coalesced if not mark.used)
     calls = sorted((anchor.call(world_size) for anchor in anchors), key=lambda call: call.start_us)
     for call in calls:
-        _check_call(call, world_size)
+        check_call(call, world_size)
     backend = info.get("backend") if isinstance(info.get("backend"), str) else ("nccl" if scan.kernels else None)
     return RankTrace(
         path=stream.path, backend=backend, rank=rank, world_size=world_size,
         nccl_version=info.get("nccl_version") if isinstance(info.get("nccl_version"), str) else None,
         process_groups=process_groups, calls=tuple(calls), source=source,
-        window_us=scan.window_us(), unmatched_kernels=unmatched,
-    )
+        window_us=scan.window_us(), unmatched_kernels=unmatched, overlap=scan.activity.overlap(),
+        compute=tuple(scan.activity.compute()))
 
 
 @dataclass(slots=True)
@@ -175,7 +181,7 @@ class _Anchor:
     out_splits: tuple[int, ...] = ()
     ranks_cut: bool = False
     cpu_time_is_job_time: bool = False  # gloo: the annotation spans the collective's run
-    kernels: list[float] = field(default_factory=list)  # the durations of its NCCL kernels
+    kernels: list[tuple[float, float]] = field(default_factory=list)  # its NCCL kernels' (start, duration)
     peer: int | None = None  # a send's Dst Rank, a recv's Src Rank (global)
     is_send: bool = False
     transfers: tuple[tuple[int, int], ...] = ()  # an exchange's messages, (from, to)
@@ -192,7 +198,7 @@ class _Anchor:
             elements = nccl_tests_elements(self.op, self.in_elements, self.out_elements, group_size)
             size_bytes = None if elements is None else elements * self.dtype[1]
         if self.kernels:
-            job_time_us = math.fsum(self.kernels)
+            job_time_us = math.fsum(duration for _, duration in self.kernels)
         else:
             job_time_us = self.duration_us if self.cpu_time_is_job_time else None
         group_ranks = self.group_ranks
@@ -204,8 +210,7 @@ class _Anchor:
             group_size=group_size, group_ranks=group_ranks, start_us=self.start_us, job_time_us=job_time_us,
             process_group=self.process_group, in_split_sizes=self.in_splits,
             out_split_sizes=self.out_splits, ranks_cut=self.ranks_cut and not self.transfers,
-            transfers=self.transfers,
-        )
+            transfers=self.transfers, kernels=tuple((start, start + duration) for start, duration in self.kernels))
 
 
 class _Scan:
@@ -218,12 +223,14 @@ class _Scan:
         self.annotations: list[_Anchor] = []
         # (pid, tid, start, end, group size) of c10d:: all_gather and reduce_scatter ops (module docstring)
         self.group_hints: list[tuple[Any, Any, float, float, int]] = []
-        self.kernels: list[tuple[Any, Any, float]] = []  # External id, correlation, duration
+        self.kernels: list[tuple[Any, Any, tuple[float, float]]] = []  # External id, correlation, (start, dur)
         self.coalesced: list[_Anchor] = []  # each coalescing block's nccl:coalesced annotation
         self.first_us = math.inf
         self.last_us = -math.inf
+        self.activity = ActivityScan()
 
     def add(self, event: dict[str, Any]) -> None:
+        self.activity.add(event)
         if event.get("ph") != "X":
             return
         start, duration = event.get("ts"), event.get("dur", 0)
@@ -239,7 +246,7 @@ class _Scan:
         category = event.get("cat")
         if category == "kernel":
             if is_nccl_kernel(name):
-                self._add_kernel(event, duration)
+                self._add_kernel(event, start, duration)
         elif name == RECORD_PARAM_COMMS:
             self._add_record_param_comms(event, start, duration)
         elif name == COALESCED:
@@ -256,9 +263,9 @@ class _Scan:
     def window_us(self) -> float | None:
         return self.last_us - self.first_us if self.last_us >= self.first_us else None
 
-    def _add_kernel(self, event: dict[str, Any], duration: float) -> None:
+    def _add_kernel(self, event: dict[str, Any], start: float, duration: float) -> None:
         args = event_args(event)
-        self.kernels.append((args.get("External id"), args.get("correlation"), duration))
+        self.kernels.append((args.get("External id"), args.get("correlation"), (start, duration)))
 
     def _add_record_param_comms(self, event: dict[str, Any], start: float, duration: float) -> None:
         args = event_args(event)
@@ -327,12 +334,12 @@ def _match_kernels(anchors: list[_Anchor], kernels: list, stream) -> int:
     """Give each NCCL kernel to its anchor (module docstring); the number no anchor was found for."""
     by_external_id = {anchor.external_id: anchor for anchor in anchors if anchor.external_id is not None}
     unmatched = []
-    for external_id, correlation, duration in kernels:
+    for external_id, correlation, kernel in kernels:
         anchor = by_external_id.get(external_id)
         if anchor is not None:
-            anchor.kernels.append(duration)
+            anchor.kernels.append(kernel)
         else:
-            unmatched.append((correlation, duration))
+            unmatched.append((correlation, kernel))
     if not unmatched:
         return 0
     launches = _launches(stream, {correlation for correlation, *_ in unmatched if correlation is not None})
@@ -341,12 +348,12 @@ def _match_kernels(anchors: list[_Anchor], kernels: list, stream) -> int:
         by_thread[anchor.pid, anchor.tid].append(anchor)
     starts = {thread: [a.start_us for a in thread_anchors] for thread, thread_anchors in by_thread.items()}
     left = 0
-    for correlation, duration in unmatched:
+    for correlation, kernel in unmatched:
         anchor = _anchor_around(launches.get(correlation), by_thread, starts)
         if anchor is None:
             left += 1
         else:
-            anchor.kernels.append(duration)
+            anchor.kernels.append(kernel)
     return left
 
 
@@ -377,7 +384,7 @@ def _exchanges(anchors: list[_Anchor], marks: list[_Anchor], rank: int | None) -
     return merged
 
 
-def _exchange(records: list[_Anchor], kernels: list[float], rank: int | None) -> _Anchor:
+def _exchange(records: list[_Anchor], kernels: list[tuple[float, float]], rank: int | None) -> _Anchor:
     """One exchange of a block's send and recv records: the largest message, every message's peers
     (none where this rank or a peer is not named), the block's kernels."""
     first = records[0]
@@ -426,18 +433,6 @@ def _anchor_around(launch, by_thread, starts) -> _Anchor | None:
         return None
     anchor = by_thread[pid, tid][index]
     return anchor if launched_us <= anchor.end_us else None
-
-
-def _check_call(call: CollectiveCall, world_size: int | None) -> None:
-    """A call's group within the world, and its size within what a tensor holds."""
-    if call.group_ranks and min(call.group_ranks) < 0:
-        raise Impossible(f"the group of {call.op} holds rank {min(call.group_ranks)}")
-    if call.group_ranks and world_size is not None and max(call.group_ranks) >= world_size:
-        raise Impossible(f"the group of {call.op} holds rank {max(call.group_ranks)}, in a world of {world_size}")
-    if call.group_size is not None and world_size is not None and call.group_size > world_size:
-        raise Impossible(f"{call.op} runs on {call.group_size} ranks, in a world of {world_size}")
-    if call.size_bytes is not None and call.size_bytes > MAX_ELEMENTS:
-        raise Impossible(f"{call.op} of {call.size_bytes:.3g} bytes, more than a tensor holds")
 
 
 def _whole_groups(anchors: list[_Anchor], groups: tuple[ProcessGroupInfo, ...]) -> None:

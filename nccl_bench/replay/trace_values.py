@@ -8,9 +8,12 @@ import functools
 import json
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nccl_bench.replay.trace_vocabulary import dtype_of, is_nccl_kernel
+
+if TYPE_CHECKING:
+    from nccl_bench.replay.trace_reader import CollectiveCall
 
 ANNOTATION_PREFIXES = ("nccl:", "gloo:")  # torch's annotations around an NCCL or gloo collective's Work
 
@@ -130,3 +133,15 @@ def process_groups_of(config: Any) -> tuple[ProcessGroupInfo, ...]:
             if ranks is not None:
                 groups.append(ProcessGroupInfo(entry["pg_name"], ranks))
     return tuple(groups)
+
+
+def check_call(call: CollectiveCall, world_size: int | None) -> None:
+    """A call's group within the world, and its size within what a tensor holds."""
+    if call.group_ranks and min(call.group_ranks) < 0:
+        raise Impossible(f"the group of {call.op} holds rank {min(call.group_ranks)}")
+    if call.group_ranks and world_size is not None and max(call.group_ranks) >= world_size:
+        raise Impossible(f"the group of {call.op} holds rank {max(call.group_ranks)}, in a world of {world_size}")
+    if call.group_size is not None and world_size is not None and call.group_size > world_size:
+        raise Impossible(f"{call.op} runs on {call.group_size} ranks, in a world of {world_size}")
+    if call.size_bytes is not None and call.size_bytes > MAX_ELEMENTS:
+        raise Impossible(f"{call.op} of {call.size_bytes:.3g} bytes, more than a tensor holds")

@@ -9,8 +9,11 @@ import json
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
 from tests.helpers.forked_cli import run_forked
 from tests.helpers.launch import worker_env
+from tests.helpers.rows import row, write_run
 
 TRACES = Path(__file__).resolve().parents[1] / "fixtures" / "traces"
 PUBLIC_2GPU = TRACES / "nccl_2gpu_rank0.json.gz"
@@ -30,6 +33,7 @@ def test_the_profile_of_a_public_nccl_trace_lists_every_collective_its_records_n
                         env=worker_env({"COLUMNS": "200"}))
     assert result.returncode == 0, result.stderr[-2000:]
     profile = json.loads((tmp_path / "profile.json").read_text())
+    assert profile["trace"].pop("overlap")[0]["overlap_pct"] > 0  # its figure: tests/unit/replay/test_overlap.py
     assert profile["trace"] == {"backend": "nccl", "world_size": 2, "nccl_version": "2.17.1", "ranks_read": [0]}
     listed = profile["collectives"]
     assert Counter({(c["op"], c["bytes"]): c["count"] for c in listed}) == expected
@@ -41,7 +45,22 @@ def test_the_profile_of_a_public_nccl_trace_lists_every_collective_its_records_n
     lines = result.stdout.splitlines()
     assert lines[0].startswith("# communication profile of 1 trace(s)") and "NCCL 2.17.1" in lines[0]
     table = [line.split() for line in lines if line.startswith(("all_reduce", "broadcast"))]
-    assert len(table) == len(listed) and all(cells[-3:-1] == ["-", "-"] for cells in table)
+    assert len(table) == len(listed) and all(cells[10:12] == ["-", "-"] for cells in table)  # algo, proto
     assert "RING" not in result.stdout and "LL" not in result.stdout
     assert "alone here" not in result.stdout  # nothing replayed without ranks
     assert not (tmp_path / "results").exists()  # and no run folder made
+
+
+def test_a_profile_beside_a_sweep_says_what_each_rows_exposed_time_would_be_at_the_sweeps_busbw(tmp_path):
+    # the sweep: all_reduce float32 on 2 ranks at 8 MiB, 40 GB/s busbw; the trace's 8.2 MB all_reduce is nearest
+    sweep = write_run(tmp_path / "sweep", [row(size_bytes=8 << 20, dtype="float32", busbw=40.0)])
+    result = run_forked(["replay", str(PUBLIC_2GPU), "--envelope", str(sweep), "--json", str(tmp_path / "p.json")],
+                        cwd=tmp_path, env=worker_env({"COLUMNS": "250"}))
+    assert result.returncode == 0, result.stderr[-2000:]
+    first = json.loads((tmp_path / "p.json").read_text())["collectives"][0]
+    assert (first["bytes"], round(first["exposed_us"], 3)) == (8_196_000, 9_916.186)
+    # busbw 2.478 GB/s in the job, 40 at the sweep: 3,306.963 us per call becomes 204.9 us, and so the exposed time
+    assert first["exposed_at_envelope_us"] == pytest.approx(9_916.186 * first["job_busbw_gbps"] / 40.0, abs=1e-3)
+    assert round(first["exposed_at_envelope_us"], 1) == 614.4
+    [line] = [line.split() for line in result.stdout.splitlines() if line.startswith("all_reduce   8.2 MB")]
+    assert line[-1] == "0.614"  # exposed swept (ms)

@@ -45,8 +45,8 @@ LAYERS: dict[str, tuple[int, tuple[str, ...]]] = {
                   "sweep.saved_baselines", "sweep.sweep_body", "sweep.sweep_config", "sweep.sweep_entry",
                   "sweep.sweep_report", "sweep.variants")),
     "replay": (5, ("replay", "replay.profile", "replay.replay_body", "replay.replay_config", "replay.replay_entry",
-                   "replay.overlap", "replay.replay_plan", "replay.trace_events", "replay.trace_reader",
-                   "replay.trace_values", "replay.trace_vocabulary")),
+                   "replay.overlap", "replay.exposure", "replay.replay_plan", "replay.trace_events",
+                   "replay.trace_reader", "replay.trace_values", "replay.trace_vocabulary")),
     # the history, its series, hosts and the regression rule: reads run folders, above the commands
     "history": (6, ("history", "history.address", "history.changes", "history.hosts", "history.records",
                     "history.recording", "history.rule", "history.series", "history.store", "history.store_guard",

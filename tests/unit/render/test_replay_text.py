@@ -89,3 +89,29 @@ def test_a_newline_in_a_trace_s_name_or_what_it_recorded_stays_inside_its_header
     assert lines[0] == ("# communication profile of 1 trace(s) (r0\\x0a# forged.json): backend nccl\\x0a# ranks 99, "
                         "8 ranks, NCCL 2.21\\x0d\\x1b[2J; rank(s) read: 0, 1")
     assert lines[1].startswith("# traced window") and all("\n" not in line for line in lines)
+
+
+def test_the_overlap_columns_and_the_windows_line_come_with_kernel_times():
+    from nccl_bench.replay.overlap import Overlap
+
+    timed = _entry(overlap=Overlap(315_000.0, 78_750.0, 236_250.0), exposed_at_replay_us=135_000.0)
+    untimed = _entry(op="broadcast", size_bytes=4, total_time_us=10.0)
+    profile = dataclasses.replace(_profile(timed, untimed), overlaps=(Overlap(400_000.0, 100_000.0, 300_000.0),
+                                                                      Overlap(400_000.0, 40_000.0, 360_000.0)))
+    lines = [str(line) for line in profile_lines(profile, [Path("r0.json"), Path("r1.json")], None)]
+    assert lines[2] == ("# communication beside compute over the traced window (rank 1, the most exposed of the ranks "
+                        "read): 400 ms of NCCL kernels, 40 ms overlapped by compute (10.0%), 360 ms exposed")
+    assert lines[3].split()[-6:] == ["comm", "overlapped", "exposed", "overlap", "exposed", "here"]
+    assert lines[5].split()[-5:] == ["315.000", "78.750", "236.250", "25.0", "135.000"]
+    assert lines[6].split()[-5:] == ["-", "-", "-", "-", "-"]
+    # without kernel times (gloo): neither the line nor the columns
+    plain = [str(line) for line in profile_lines(_profile(untimed), [Path("r0.json")], None)]
+    assert "overlap" not in " ".join(plain) and len(plain) == 5
+
+
+def test_the_exposed_time_at_the_sweeps_busbw_has_its_column():
+    from nccl_bench.replay.overlap import Overlap
+
+    profile = _profile(_entry(overlap=Overlap(315_000.0, 0.0, 315_000.0), exposed_at_envelope_us=105_000.0))
+    lines = [str(line) for line in profile_lines(profile, [Path("r0.json")], None)]
+    assert lines[2].split()[-2:] == ["exposed", "swept"] and lines[4].split()[-2:] == ["0.0", "105.000"]

@@ -4,11 +4,13 @@ GPU trace the tests hold, against HTA 0.5.0's own figures recorded beside the fi
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pytest
 
 from nccl_bench.replay.overlap import kind_of, overlap_of, read_overlap, union
+from nccl_bench.replay.trace_reader import read_trace
 
 TRACES = Path(__file__).resolve().parents[2] / "fixtures" / "traces"
 HTA = json.loads((TRACES / "hta_overlap.json").read_text())
@@ -52,3 +54,14 @@ def test_exposed_time_is_communication_outside_every_compute_interval():
                                        ("Event Sync", "other"), ("ncclUnrelated", "compute")])
 def test_htas_kernel_classes(name, kind):
     assert kind_of(name) == kind
+
+
+def test_the_trace_readers_one_pass_gives_the_same_window_figure_and_keeps_each_calls_kernels():
+    path = TRACES / "nccl_2gpu_rank0.json.gz"
+    trace = read_trace(path)
+    assert trace.overlap == read_overlap(path)
+    assert trace.compute == tuple(union(trace.compute)) and len(trace.compute) > 1
+    for call in trace.calls:  # an end on the trace's clock (~1.7e12 us) holds a duration to ~1e-3 us
+        assert math.fsum(end - start for start, end in call.kernels) == pytest.approx(call.job_time_us or 0.0,
+                                                                                      abs=1e-3)
+    assert sum(len(call.kernels) for call in trace.calls) == 21  # every NCCL kernel of the fixture

@@ -3,6 +3,7 @@ slowest rank's total, nccl-tests' busbw; several ranks merged; the --json schema
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -85,10 +86,22 @@ def test_a_value_the_first_trace_left_out_is_said_so_never_as_none():
 
 def test_the_json_schema():
     document = profile_json(profile_traces([read_trace(TRACES / "nccl_2gpu_rank0.json.gz")]))
+    overlap = document["trace"].pop("overlap")
     assert document["trace"] == {"backend": "nccl", "world_size": 2, "nccl_version": "2.17.1", "ranks_read": [0]}
+    # the traced window's (HTA's, on the trace's own times: test_overlap.py)
+    assert [round(overlap[0][key], 3) for key in ("communication_us", "overlapped_us", "exposed_us", "overlap_pct")] \
+        == [24_289.05, 3_585.678, 20_703.372, 14.763]
     first = document["collectives"][0]
     assert list(first) == ["op", "bytes", "dtype", "group_size", "group_ranks", "count", "job_time_us",
-                           "job_busbw_gbps", "algo", "proto", "replay_time_us", "replay_busbw_gbps", "efficiency"]
+                           "job_busbw_gbps", "algo", "proto", "replay_time_us", "replay_busbw_gbps", "efficiency",
+                           "communication_us", "overlapped_us", "exposed_us", "overlap_pct", "exposed_at_replay_us",
+                           "exposed_at_envelope_us"]
+    # its 3 kernels, 11,820.962 us, against the compute union (checked by a brute-force sweep over the raw events)
+    assert [round(first[key], 3) for key in ("communication_us", "overlapped_us", "exposed_us", "overlap_pct")] == [
+        11_820.962, 1_904.776, 9_916.186, 16.114]
+    assert (first["exposed_at_replay_us"], first["exposed_at_envelope_us"]) == (None, None)
+    # the 9.7 MB all_reduce and both broadcasts ran beside no compute kernel: all exposed
+    assert [row["overlap_pct"] for row in document["collectives"][4:]] == [0.0, 0.0, 0.0]
     # the costliest: all_reduce of 2,049,000 floats, 3 calls; its median kernel took 3306.963 us
     assert (first["op"], first["bytes"], first["count"], first["job_time_us"]) == ("all_reduce", 8_196_000, 3, 3306.963)
     assert first["job_busbw_gbps"] == pytest.approx(8_196_000 / 3306.963e-6 / 1e9 * 1.0)
@@ -111,6 +124,35 @@ def test_a_replays_rows_fill_the_replay_fields_of_the_same_collective():
     assert profile_json(with_replay(profile, rows, 4))["collectives"][0]["efficiency"] == 0.5
     # another group size is another collective
     assert with_replay(profile, [row(size_bytes=1_000_000, dtype="float32", world_size=2)], 4).rows == profile.rows
+
+
+def test_a_rows_overlap_is_its_most_exposed_ranks_and_its_exposed_time_scales_to_the_replay_and_the_sweep():
+    from nccl_bench.replay.overlap import Overlap
+    from nccl_bench.replay.profile import with_envelope, with_replay
+    from tests.helpers.rows import row
+
+    # rank 0: kernels 0-100 and 200-300 under compute 0-150: exposed 100; rank 1: 0-200 under 50-100: exposed 150
+    rank0 = dataclasses.replace(_trace([_call(time_us=100.0, ranks=(0, 1, 2, 3)) for _ in range(2)], rank=0),
+                                compute=((0.0, 150.0),))
+    rank0 = dataclasses.replace(rank0, calls=(dataclasses.replace(rank0.calls[0], kernels=((0.0, 100.0),)),
+                                              dataclasses.replace(rank0.calls[1], kernels=((200.0, 300.0),))))
+    rank1 = dataclasses.replace(_trace([_call(time_us=200.0, ranks=(0, 1, 2, 3))], rank=1),
+                                compute=((50.0, 100.0),))
+    rank1 = dataclasses.replace(rank1, calls=(dataclasses.replace(rank1.calls[0], kernels=((0.0, 200.0),)),))
+    profile = profile_traces([rank0, rank1])
+    [entry] = profile.rows
+    assert entry.overlap == Overlap(communication_us=200.0, overlapped_us=50.0, exposed_us=150.0)
+    assert entry.job_time_us == 100.0  # the median of 100, 100, 200
+    # replayed at 40 us per call: 150 x 40 / 100
+    replayed = with_replay(profile, [row(size_bytes=1_000_000, time_us=40.0, dtype="float32", world_size=4)], 4)
+    assert replayed.rows[0].exposed_at_replay_us == 60.0
+    # the job's busbw: 1e6 B / 100 us x 1.5 = 15 GB/s; the sweep's 60 GB/s: 25 us per call, 150 x 25 / 100
+    sweep = [row(size_bytes=1 << 20, dtype="float32", world_size=4, busbw_gbps=60.0)]
+    enveloped = with_envelope(replayed, sweep)
+    assert enveloped.rows[0].exposed_at_envelope_us == 37.5 and enveloped.rows[0].exposed_at_replay_us == 60.0
+    assert with_envelope(profile, []).rows[0].exposed_at_envelope_us is None  # the sweep has no such row
+    # a trace without kernel times (gloo) has no figures
+    assert profile_traces([_trace([_call()])]).rows[0].overlap is None
 
 
 TP, DP = (0, 1, 2, 3), (0, 4, 8, 12)
