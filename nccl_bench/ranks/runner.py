@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from nccl_bench.ranks import dist
-from nccl_bench.units import stats
+from nccl_bench.units import arrivals, stats
 
 # Never fewer than this many ops in a sample: one op cannot show back-to-back throughput.
 MIN_AUTO_ITERS = 3
@@ -59,6 +59,9 @@ NOISY_SPREAD = 0.10  # trial range above 10% of the median marks a row noisy (py
 # work: NCCL enqueues nothing for an in-place collective of one rank, so a replay times nothing.
 EMPTY_GRAPH_WARNING = "The CUDA Graph is empty"
 FLAG_EMPTY_GRAPH = "empty_cuda_graph"
+# Barriers read at the start of every point to align the ranks' clocks (units/arrivals.align_clocks):
+# enough rounds that the median ignores a few descheduled exits; each costs one barrier, outside timing.
+ALIGN_ROUNDS = 15
 
 
 @dataclass(frozen=True)
@@ -77,10 +80,16 @@ class Measurement:
     iters: int  # ops per timed sample
     sample_means_us: tuple[float, ...]  # per trial, ranks combined by agg
     per_op_us: tuple[float, ...]  # every timed op's latency, max over ranks, all trials pooled
-    slowest_rank: int
+    max_time_rank: int
     shortest_sample_s: float
     timer_resolution_s: float
     empty_graph: bool = False  # the captured CUDA graph held no GPU work
+    # Per trial, per rank (the group's ranks, in order): its mean time inside the op and its arrival
+    # offset (median lateness behind the earliest rank, aligned clocks), microseconds; and per rank the
+    # error of its clock's alignment.
+    in_op_us: tuple[tuple[float, ...], ...] = ()
+    arrival_us: tuple[tuple[float, ...], ...] = ()
+    clock_error_us: tuple[float, ...] = ()
 
     @property
     def time_us(self) -> float:
@@ -105,14 +114,20 @@ def captured_nothing(caught: list) -> bool:
 
 
 class CpuClock:
+    """perf_counter_ns after every op (its latency) and before it (when the rank arrived at it)."""
+
     resolution_s = max(time.get_clock_info("perf_counter").resolution, 1e-9)
     now_ns = staticmethod(time.perf_counter_ns)
 
     def __init__(self, ops: int, blocking: bool, per_op: bool, events=None):
         self._stamps = [0] * (ops + 1)
+        self._arrived = [0] * (ops + 1)
 
     def start(self) -> None:
         self._stamps[0] = self.now_ns()
+
+    def arrive(self, index: int) -> None:
+        self._arrived[index] = self.now_ns()
 
     def mark(self, index: int) -> None:
         self._stamps[index] = self.now_ns()
@@ -121,6 +136,14 @@ class CpuClock:
         stamps = self._stamps
         per_op = [(stamps[i] - stamps[i - 1]) * 1e-9 for i in range(1, len(stamps))]
         return (stamps[-1] - stamps[0]) * 1e-9, per_op
+
+    def arrivals_ns(self) -> list[float]:
+        """This rank's own clock as it called each op."""
+        return self._arrived[1:]
+
+    def in_op_s(self) -> float:
+        """Seconds spent inside the ops, from each call to its return (waits for late peers included)."""
+        return sum(done - came for done, came in zip(self._stamps[1:], self._arrived[1:], strict=True)) * 1e-9
 
 
 class EventPool:
@@ -139,9 +162,16 @@ class EventPool:
 
 
 class _CudaClock:
+    """CUDA events at the loop's ends (or after every op). The host clock is read once, as the sample
+    starts on an idle stream: that is the rank's arrival; later launches are queued ahead of the GPU,
+    so host stamps per op would not say when the GPU reached each op."""
+
     resolution_s = CUDA_EVENT_RESOLUTION_S
+    arrive = None  # no per-op arrival: the timed loop calls no clock before each op
 
     def __init__(self, ops: int, blocking: bool, per_op: bool, events: EventPool):
+        self._arrived_ns = 0.0
+        self._total_s = 0.0
         self._synchronize = events.synchronize
         self._ops = ops
         self._blocking = blocking
@@ -149,6 +179,7 @@ class _CudaClock:
         self._events = events.take(ops + 1 if self._per_op else 2)
 
     def start(self) -> None:
+        self._arrived_ns = float(time.perf_counter_ns())
         self._events[0].record()
 
     def mark(self, index: int) -> None:
@@ -162,10 +193,16 @@ class _CudaClock:
     def finish(self) -> tuple[float, list[float]]:
         self._synchronize()  # elapsed_time needs both events completed
         events = self._events
-        total_s = events[0].elapsed_time(events[-1]) * 1e-3
+        total_s = self._total_s = events[0].elapsed_time(events[-1]) * 1e-3
         if not self._per_op:
             return total_s, []
         return total_s, [events[i - 1].elapsed_time(events[i]) * 1e-3 for i in range(1, len(events))]
+
+    def arrivals_ns(self) -> list[float]:
+        return [self._arrived_ns]
+
+    def in_op_s(self) -> float:
+        return self._total_s
 
 
 def per_event_cost_s(per_op_sample_s: float, per_op_calls: int, timed_s: float, timed_calls: int) -> float:
@@ -216,17 +253,38 @@ def calls_to_fill_sample(calls: int, elapsed_s: float, min_sample_s: float, max_
     return max(1, min(max_calls - calls, estimate))
 
 
+@dataclass(frozen=True)
+class Block:
+    """One timed block on this rank: its duration, per-call latencies, its own clock as it arrived at
+    each call (the sample's start only, on GPU) and its seconds inside the calls."""
+
+    total_s: float
+    per_call_s: list[float]
+    arrivals_ns: list[float]
+    in_op_s: float
+
+
+def _nothing(index: int) -> None:
+    """The arrival stamp of a clock that takes none (the GPU's), where a pause needs the loop's shape."""
+
+
 class PointRunner:
     """Times one bound op (a zero-argument callable) under a TimingPlan on every rank."""
 
     def __init__(self, ctx: dist.DistContext, plan: TimingPlan, progress: Callable[[], None] = lambda: None,
-                 clock: type | None = None):
+                 clock: type | None = None, hosts: list[str] | None = None,
+                 pause: Callable[[], None] | None = None):
         """progress() is called as each step starts (the deadline's renewal), never inside a sample.
-        clock: a CpuClock subclass with another time source, for tests of the timing logic."""
+        clock: a CpuClock subclass with another time source, for tests of the timing logic.
+        hosts: each of the context's ranks' host name (ranks on one host share a clock); None: every
+        rank's clock is aligned on its own. pause: called before every timed op (a planted late
+        arrival, ranks/planted.py); None in every normal run, whose loop then holds no call for it."""
         self.ctx = ctx
         self.plan = plan
         self._progress = progress
         self._clock = clock or (_CudaClock if ctx.on_gpu else CpuClock)
+        self._hosts = hosts or [str(rank) for rank in range(ctx.world_size)]
+        self._pause = pause
         self._events = None
         if ctx.on_gpu:
             import torch
@@ -234,7 +292,7 @@ class PointRunner:
             self._events = EventPool(lambda: torch.cuda.Event(enable_timing=True), torch.cuda.synchronize)
 
     def _timed(self, call: Callable[[], None], calls: int, per_op: bool = False,
-               sync: Callable[[], None] | None = None) -> tuple[float, list[float]]:
+               sync: Callable[[], None] | None = None) -> Block:
         self._progress()
         clock = self._clock(calls, self.plan.blocking, per_op, self._events)
         if sync is None:
@@ -242,23 +300,47 @@ class PointRunner:
         else:
             sync()
         dist.synchronize(self.ctx)
+        arrive, mark, pause = clock.arrive, clock.mark, self._pause
         clock.start()
-        for index in range(1, calls + 1):
-            call()
-            clock.mark(index)
-        return clock.finish()
+        if pause is not None:
+            arrive = arrive or _nothing
+            for index in range(1, calls + 1):
+                pause()
+                arrive(index)
+                call()
+                mark(index)
+        elif arrive is None:
+            for index in range(1, calls + 1):
+                call()
+                mark(index)
+        else:
+            for index in range(1, calls + 1):
+                arrive(index)
+                call()
+                mark(index)
+        total_s, per_call_s = clock.finish()
+        return Block(total_s, per_call_s, clock.arrivals_ns(), clock.in_op_s())
 
     def time_block(self, call: Callable[[], None], calls: int, sync: Callable[[], None] | None = None) -> float:
         """This rank's seconds for `calls` back-to-back calls after a world barrier (or `sync`: the
         ranks the calls involve meet, and no others), not combined across ranks: the doctor times
         every node and pair of a round on its own."""
-        return self._timed(call, calls, sync=sync)[0]
+        return self._timed(call, calls, sync=sync).total_s
 
     def warm_up(self, call: Callable[[], None]) -> None:
         self._progress()
         for _ in range(self.plan.warmup):
             call()
         dist.synchronize(self.ctx)
+
+    def align_clocks(self) -> arrivals.ClockAlignment:
+        """Every rank's clock offset from rank 0's, from ALIGN_ROUNDS barrier exits (units/arrivals)."""
+        self._progress()
+        readings = []
+        for _ in range(ALIGN_ROUNDS):
+            dist.barrier(self.ctx)
+            readings.append(float(time.perf_counter_ns()))
+        return arrivals.align_clocks(dist.all_gather_floats(self.ctx, readings), self._hosts)
 
     def calibrate(self, call: Callable[[], None], ops_per_call: int) -> int:
         """Smallest op count whose sample lasts min_sample_s, agreed by all ranks (slowest wins).
@@ -272,7 +354,7 @@ class PointRunner:
         calls: int | None = 1
         first = True
         while calls is not None:
-            elapsed_s, _ = self._timed(call, calls)
+            elapsed_s = self._timed(call, calls).total_s
             self._progress()
             elapsed_s = dist.max_across_ranks(self.ctx, [elapsed_s])[0]
             per_op_s = min(per_op_s, elapsed_s / (calls * ops_per_call))
@@ -285,18 +367,21 @@ class PointRunner:
     def measure(self, op: Callable[[], None]) -> Measurement:
         call, ops_per_call, empty_graph = self._maybe_graph(op)
         self.warm_up(call)
+        alignment = self.align_clocks()
         iters = self.plan.iters if self.plan.iters is not None else self.calibrate(call, ops_per_call)
         calls = max(1, math.ceil(iters / ops_per_call))
         iters = calls * ops_per_call
         means_us, per_op_us, rank_totals = [], [], [0.0] * self.ctx.world_size
+        in_op_us, arrival_us = [], []
         shortest, timed_calls = math.inf, 0
         for trial in range(self.plan.trials):
-            total_s, per_call_s = self._timed(call, calls)
+            blocks = [self._timed(call, calls)]
             self._progress()
-            per_rank = [values[0] for values in dist.all_gather_floats(self.ctx, [total_s])]
+            per_rank = [values[0] for values in dist.all_gather_floats(self.ctx, [blocks[0].total_s])]
             if trial == 0 and self.plan.iters is None:
-                calls, per_call_s, per_rank = self._fill_sample(call, calls, ops_per_call, per_call_s, per_rank)
+                calls, blocks, per_rank = self._fill_sample(call, calls, ops_per_call, blocks, per_rank)
                 iters = calls * ops_per_call
+            per_call_s = [s for block in blocks for s in block.per_call_s]
             combined_s, _ = stats.combine_ranks(per_rank, self.plan.agg)
             rank_totals = [a + b for a, b in zip(rank_totals, per_rank, strict=True)]
             timed_calls += calls
@@ -304,23 +389,43 @@ class PointRunner:
             shortest = min(shortest, combined_s)
             if per_call_s and len(per_op_us) < MAX_KEPT_LATENCIES:
                 per_op_us.extend(self._worst_per_op_us(per_call_s, ops_per_call)[: MAX_KEPT_LATENCIES - len(per_op_us)])
+            inside, arrived = self._arrivals(blocks, iters, alignment.offsets_ns[self.ctx.rank])
+            in_op_us.append(tuple(inside))
+            arrival_us.append(tuple(arrived))
         if not per_op_us:  # GPU without --blocking: one more sample, an event after every op
-            total_s, per_call_s = self._timed(call, calls, per_op=True)
-            cost_s = per_event_cost_s(total_s, calls, rank_totals[self.ctx.rank], timed_calls)
-            per_op_us.extend(self._worst_per_op_us(without_event_cost(per_call_s, cost_s), ops_per_call))
+            block = self._timed(call, calls, per_op=True)
+            cost_s = per_event_cost_s(block.total_s, calls, rank_totals[self.ctx.rank], timed_calls)
+            per_op_us.extend(self._worst_per_op_us(without_event_cost(block.per_call_s, cost_s), ops_per_call))
         slowest = max(range(len(rank_totals)), key=lambda r: rank_totals[r])
         return Measurement(
             iters=iters,
             sample_means_us=tuple(means_us),
             per_op_us=tuple(per_op_us),
-            slowest_rank=slowest,
+            max_time_rank=slowest,
             shortest_sample_s=shortest,
             timer_resolution_s=self._clock.resolution_s,
             empty_graph=empty_graph,
+            in_op_us=tuple(in_op_us),
+            arrival_us=tuple(arrival_us),
+            clock_error_us=alignment.errors_us,
         )
 
-    def _fill_sample(self, call, calls: int, ops_per_call: int, per_call_s: list[float],
-                     per_rank: list[float]) -> tuple[int, list[float], list[float]]:
+    def _arrivals(self, blocks: list[Block], iters: int, offset_ns: float) -> tuple[list[float], list[float]]:
+        """Every rank's mean time inside an op and arrival offset over one sample (its blocks), after
+        the timing: per block one reduction gives the earliest arrival at each call, and one gather
+        brings every rank's two figures."""
+        lateness: list[float] = []
+        for block in blocks:
+            aligned = [stamp - offset_ns for stamp in block.arrivals_ns]
+            earliest = [-value for value in dist.max_across_ranks(self.ctx, [-stamp for stamp in aligned])]
+            lateness.extend(arrivals.lateness_us(aligned, earliest))
+        self._progress()
+        mine = [sum(block.in_op_s for block in blocks) / iters * 1e6, arrivals.arrival_offset_us(lateness) or 0.0]
+        gathered = dist.all_gather_floats(self.ctx, mine)
+        return [values[0] for values in gathered], [values[1] for values in gathered]
+
+    def _fill_sample(self, call, calls: int, ops_per_call: int, blocks: list[Block],
+                     per_rank: list[float]) -> tuple[int, list[Block], list[float]]:
         """Extend a first sample that fell short of min_sample_s by more timed ops (after a barrier,
         outside the clock), so no op is timed twice and none is wasted. Every rank decides alike
         from the gathered durations."""
@@ -329,13 +434,13 @@ class PointRunner:
             extra = calls_to_fill_sample(calls, max(per_rank), self.plan.min_sample_s, max_calls)
             if not extra:
                 break
-            more_s, more_per_call_s = self._timed(call, extra)
+            more = self._timed(call, extra)
             self._progress()
-            more = [values[0] for values in dist.all_gather_floats(self.ctx, [more_s])]
-            per_rank = [a + b for a, b in zip(per_rank, more, strict=True)]
-            per_call_s = per_call_s + more_per_call_s
+            gathered = [values[0] for values in dist.all_gather_floats(self.ctx, [more.total_s])]
+            per_rank = [a + b for a, b in zip(per_rank, gathered, strict=True)]
+            blocks = [*blocks, more]
             calls += extra
-        return calls, per_call_s, per_rank
+        return calls, blocks, per_rank
 
     def _worst_per_op_us(self, per_call_s: list[float], ops_per_call: int) -> list[float]:
         self._progress()

@@ -33,7 +33,7 @@ LABELS: dict[str, tuple[str, str]] = {
     "busbw_gbps": ("busbw", "GB/s"),
     "busbw_factor": ("busbw factor", ""),
     "wrong": ("#wrong", ""),
-    "slowest_rank": ("slowest rank", ""),
+    "max_time_rank": ("slowest rank", ""),
     "agg": ("agg", ""),
     "peak_gbps": ("peak", "GB/s"),
     "pct_of_peak": ("%peak", ""),

@@ -218,7 +218,7 @@ def live_layout(header, width: int | None) -> Layout:
                   redop=header.reduce_op, root=-1, world_size=header.run.world_size, nodes=header.run.nodes,
                   backend=header.run.backend,
                   iters=0, trials=0, time_us=None, time_min_us=None, time_max_us=None, p50_us=None, p99_us=None,
-                  algbw_gbps=None, busbw_gbps=None, busbw_factor=None, wrong=None, slowest_rank=None, agg=header.agg,
+                  algbw_gbps=None, busbw_gbps=None, busbw_factor=None, wrong=None, max_time_rank=None, agg=header.agg,
                   variant=header.variant)
         for op, size, count in header.planned
     ]

@@ -170,7 +170,7 @@ def _row(op: str, line: SizeLine, half: Half, table: Table, factor: float | None
         busbw_gbps=half.busbw_gbps,
         busbw_factor=factor,
         wrong=half.wrong,
-        slowest_rank=None,
+        max_time_rank=None,
         agg=table.agg,
         status=STATUS_WRONG if (half.wrong or half.failed) else STATUS_OK,
     )

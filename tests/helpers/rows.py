@@ -34,7 +34,7 @@ def row(op="all_reduce", size_bytes=MiB, time_us=_FOLLOWS, trials=1, spread=None
         op=op, placement="in_place", size_bytes=size_bytes, count=size_bytes // 4, dtype="float",
         redop="sum", root=-1, world_size=2, nodes=1, backend="gloo", iters=10, trials=trials,
         time_us=time_us, time_min_us=lo, time_max_us=hi, p50_us=time_us, p99_us=time_us,
-        algbw_gbps=algbw, busbw_gbps=busbw, busbw_factor=1.0, wrong=0, slowest_rank=0, agg="max",
+        algbw_gbps=algbw, busbw_gbps=busbw, busbw_factor=1.0, wrong=0, max_time_rank=0, agg="max",
     )
     if peak is not None:
         fields.update(peak_gbps=peak, pct_of_peak=None if busbw is None else 100 * busbw / peak)

@@ -18,8 +18,9 @@ PACKAGE = Path(__file__).resolve().parents[2] / "nccl_bench"
 # fails until it is.
 LAYERS: dict[str, tuple[int, tuple[str, ...]]] = {
     "errors": (0, ("errors",)),
-    "units": (0, ("units", "units.alltoallv", "units.bandwidth", "units.clock", "units.hostlist", "units.nccl_env",
-                  "units.op_table", "units.passwords", "units.sizes", "units.split_spec", "units.stats")),
+    "units": (0, ("units", "units.alltoallv", "units.arrivals", "units.bandwidth", "units.clock", "units.hostlist",
+                  "units.nccl_env", "units.op_table", "units.passwords", "units.sizes", "units.split_spec",
+                  "units.stats")),
     "results": (1, ("results", "results.csv_appender", "results.csv_reader", "results.dataframe",
                     "results.input_lines", "results.loader", "results.nccl_tuning", "results.nccltests_json",
                     "results.nccltests_log", "results.nccltests_names", "results.nccltests_rows",

@@ -1,0 +1,139 @@
+"""Who arrives late at a collective: clocks aligned across ranks, arrival offsets, the late-rank rule,
+and nccl-tests' per-iteration spike statistics. Pure: plain numbers in, plain numbers out.
+
+In a collective the rank that arrives late spends the least time inside it: the others wait for it.
+So the rank with the longest time in the op (what --agg max reports) is a victim under a late
+arriver, and the culprit is found from arrivals, on clocks the ranks share.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Sequence
+
+from nccl_bench.units import stats
+
+# A rank is named late at a point when its arrival offset exceeds the median of the other ranks'
+# offsets by more than LATE_SIGMAS robust standard deviations of those offsets (MAD x 1.4826): five
+# sigmas leave a normal spread a chance below 1e-6 per sample to be read as lateness.
+LATE_SIGMAS = 5.0
+# ... and by more than this many microseconds whatever the spread: with 2 to 4 ranks the others'
+# spread can be ~0 (three values, one of them the median), and on a shared CPU host a rank's median
+# per-op arrival moves by tens of microseconds with the scheduler (benchmarks/RESULTS.md, late-rank
+# table: the unplanted medians stayed under it). A straggler worth naming costs more than this per op.
+LATE_FLOOR_US = 100.0
+# ... in more than this share of the point's samples (trials): lateness seen once is a hiccup,
+# lateness in most samples is a rank that holds the collective back.
+LATE_SHARE = 0.5
+
+
+@dataclass(frozen=True)
+class ClockAlignment:
+    """Each rank's clock offset from rank 0's (nanoseconds to subtract) and the offset's error (us)."""
+
+    offsets_ns: tuple[float, ...]
+    errors_us: tuple[float, ...]
+
+
+def align_clocks(readings_ns: Sequence[Sequence[float]], hosts: Sequence[str]) -> ClockAlignment:
+    """Clock offsets from barrier exits: readings_ns[rank][round] is each rank's clock read as it left
+    the round's barrier (every rank leaves a barrier at about the same moment).
+
+    Ranks on one host share its clock (CLOCK_MONOTONIC, which time.perf_counter_ns reads on Linux, is
+    system-wide), so they get their host's offset exactly: arrivals among them are exact. Another
+    host's offset is the median over rounds of its first rank's reading minus rank 0's (the median
+    ignores rounds where one rank was descheduled at the exit); its error is the robust spread of
+    those differences (MAD x 1.4826, Rousseeuw & Croux 1993): how far one barrier exit strays. A skew
+    every exit shares (one host always released later) is not seen by it.
+    """
+    if len(readings_ns) != len(hosts) or not readings_ns or not readings_ns[0]:
+        raise ValueError("one list of readings per rank, at least one round")
+    first: dict[str, int] = {}
+    for rank, host in enumerate(hosts):
+        first.setdefault(host, rank)
+    offsets, errors = [], []
+    for host in hosts:
+        leader = first[host]
+        if host == hosts[0]:
+            offsets.append(0.0)
+            errors.append(0.0)
+            continue
+        differences = [a - b for a, b in zip(readings_ns[leader], readings_ns[0], strict=True)]
+        offsets.append(stats.median(differences))
+        errors.append(stats.mad(differences) * stats.MAD_TO_SIGMA / 1e3)
+    return ClockAlignment(tuple(offsets), tuple(errors))
+
+
+def lateness_us(arrivals_ns: Sequence[float], earliest_ns: Sequence[float]) -> list[float]:
+    """Per op, how long after the earliest rank this rank arrived (microseconds; aligned clocks)."""
+    return [(a - e) / 1e3 for a, e in zip(arrivals_ns, earliest_ns, strict=True)]
+
+
+def arrival_offset_us(lateness: Sequence[float]) -> float | None:
+    """A rank's arrival offset over a sample: the median of its per-op lateness, so the few ops at
+    which the scheduler held it back do not move it; None without a timed op."""
+    return stats.median(lateness) if lateness else None
+
+
+@dataclass(frozen=True)
+class Late:
+    """A rank that arrived late in most samples of a point, and by how much (median excess, us)."""
+
+    rank: int
+    excess_us: float
+    samples: int  # in how many samples it was late
+    of: int  # samples judged
+
+
+def late_in_sample(arrivals_us: Sequence[float], errors_us: Sequence[float]) -> tuple[int, float] | None:
+    """The rank late in one sample and its excess over the others' median offset, or None.
+
+    Late: the latest rank, beyond max(LATE_SIGMAS x the others' robust spread, LATE_FLOOR_US) plus
+    the clock errors of both sides (an offset error moves a rank's arrival by as much).
+    """
+    if len(arrivals_us) < 2:
+        return None
+    latest = max(range(len(arrivals_us)), key=lambda r: arrivals_us[r])
+    others = [a for r, a in enumerate(arrivals_us) if r != latest]
+    other_errors = [e for r, e in enumerate(errors_us) if r != latest]
+    excess = arrivals_us[latest] - stats.median(others)
+    spread = stats.mad(others) * stats.MAD_TO_SIGMA
+    threshold = max(LATE_SIGMAS * spread, LATE_FLOOR_US) + errors_us[latest] + max(other_errors)
+    return (latest, excess) if excess > threshold else None
+
+
+def late_rank(samples: Sequence[Sequence[float]], errors_us: Sequence[float]) -> Late | None:
+    """The rank that arrived late in more than LATE_SHARE of a point's samples (samples[s][rank] is
+    each rank's arrival offset in us), with its median excess over those samples; None when no rank did."""
+    found: dict[int, list[float]] = {}
+    for sample in samples:
+        late = late_in_sample(sample, errors_us)
+        if late is not None:
+            found.setdefault(late[0], []).append(late[1])
+    for rank, excesses in found.items():
+        if len(excesses) > LATE_SHARE * len(samples):
+            return Late(rank, stats.median(excesses), len(excesses), len(samples))
+    return None
+
+
+def nearest_rank_percentile(values: Sequence[float], q: int) -> float:
+    """nccl-tests' -I percentile: the sorted value at index min(n-1, ceil(n*q/100)-1), the nearest-rank
+    definition of its src/util.cu (percentileIndex), which may equal the maximum under 100 values."""
+    if not values:
+        raise ValueError("percentile of no values")
+    ordered = sorted(values)
+    n = len(ordered)
+    return ordered[min(n - 1, (n * q + 99) // 100 - 1)]
+
+
+def cv_pct(values: Sequence[float]) -> float | None:
+    """Coefficient of variation in percent, as nccl-tests -I's cv_pct: the population standard deviation
+    (divided by n, src/util.cu computeIterStats) over the mean, x 100; None for no values or a zero mean."""
+    if not values:
+        return None
+    mean = stats.mean(values)
+    if mean <= 0:
+        return None
+    variance = math.fsum((v - mean) ** 2 for v in values) / len(values)
+    return 100.0 * math.sqrt(variance) / mean
