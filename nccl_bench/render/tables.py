@@ -336,6 +336,7 @@ def summary_lines(summary) -> list[str]:
             "move, and NCCL queues no GPU work for it): their time is call overhead, so no bandwidth is given"
         )
     lines += repeats.slowest_group_lines(summary.rows) + repeats.cycle_spread_lines(summary.rows)
+    lines += repeats.late_lines(summary.rows)
     if summary.wrong_total:
         lines.append(f"# ERROR: {summary.wrong_total} wrong element(s); the data check failed")
     span = sample_span(summary.rows)

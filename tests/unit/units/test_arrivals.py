@@ -1,0 +1,87 @@
+"""Arrivals: clocks aligned from barrier exits, the late-rank rule, nccl-tests' i_p99 and cv%; exact values."""
+
+from __future__ import annotations
+
+import pytest
+
+from nccl_bench.units import arrivals
+from nccl_bench.units.arrivals import LATE_FLOOR_US, LATE_SIGMAS
+
+
+def test_ranks_on_rank_0s_host_share_its_clock_exactly():
+    readings = [[100.0, 200.0], [160.0, 240.0], [5_000.0, 5_100.0]]  # rank 1 left the barriers 60 and 40 ns later
+    alignment = arrivals.align_clocks(readings, ["a", "a", "b"])
+    assert alignment.offsets_ns[:2] == (0.0, 0.0) and alignment.errors_us[:2] == (0.0, 0.0)
+    assert alignment.offsets_ns[2] == 4_900.0  # median of 4,900 and 4,900
+
+
+def test_another_hosts_offset_is_the_median_and_its_error_the_robust_spread():
+    rank0 = [0.0, 1_000.0, 2_000.0, 3_000.0, 4_000.0]
+    # host b's clock runs 1 ms ahead; one exit was descheduled by 50 us, others stray by 2 us
+    rank1 = [1_000_000.0, 1_001_002.0, 1_001_998.0, 1_053_000.0, 1_004_000.0]
+    rank2 = [r + 7.0 for r in rank1]  # host b's second rank: its host's offset, whatever its own readings
+    alignment = arrivals.align_clocks([rank0, rank1, rank2], ["a", "b", "b"])
+    assert alignment.offsets_ns == (0.0, 1_000_000.0, 1_000_000.0)  # differences 1e6, +2, -2, +50000, 0
+    assert alignment.errors_us[1] == pytest.approx(2.0 * 1.4826 / 1e3)  # MAD 2 ns, the 50 us exit ignored
+    assert alignment.errors_us[2] == alignment.errors_us[1]
+
+
+def test_arrival_offset_is_the_median_lateness():
+    lateness = arrivals.lateness_us([1_000.0, 2_000.0, 9_000.0], [0.0, 1_500.0, 3_000.0])
+    assert lateness == [1.0, 0.5, 6.0]
+    assert arrivals.arrival_offset_us(lateness) == 1.0  # the 6 us op (a scheduler hiccup) moves nothing
+    assert arrivals.arrival_offset_us([]) is None
+
+
+def test_a_rank_far_behind_a_quiet_group_is_late():
+    assert arrivals.late_in_sample([0.0, 3.0, 350.0, 5.0], [0.0] * 4) == (2, 347.0)
+
+
+def test_a_lateness_under_the_floor_is_not_named():
+    just_under = LATE_FLOOR_US - 1
+    assert arrivals.late_in_sample([0.0, 0.0, just_under, 0.0], [0.0] * 4) is None
+    assert arrivals.late_in_sample([0.0, 0.0, LATE_FLOOR_US + 1, 0.0], [0.0] * 4) == (2, LATE_FLOOR_US + 1)
+
+
+def test_a_lateness_within_the_others_spread_is_not_named():
+    # others 0, 100, 400: median 100, MAD 100, so late only beyond 100 + 5 x 148.26 = 841.3
+    others = [0.0, 100.0, 400.0]
+    assert arrivals.late_in_sample([*others, 800.0], [0.0] * 4) is None
+    assert arrivals.late_in_sample([*others, 100.0 + LATE_SIGMAS * 148.26 + 1], [0.0] * 4) is not None
+
+
+def test_clock_errors_widen_the_threshold():
+    # 150 us behind: late on one host's clock, not when either side's offset may be 30 us off
+    assert arrivals.late_in_sample([0.0, 0.0, 150.0], [0.0, 0.0, 0.0]) == (2, 150.0)
+    assert arrivals.late_in_sample([0.0, 0.0, 150.0], [30.0, 0.0, 30.0]) is None
+
+
+def test_one_rank_or_none_has_no_late_rank():
+    assert arrivals.late_in_sample([500.0], [0.0]) is None
+
+
+def test_the_late_rank_is_the_one_late_in_most_samples():
+    late_2 = [0.0, 1.0, 400.0, 2.0]
+    late_1 = [0.0, 500.0, 3.0, 2.0]
+    quiet = [0.0, 1.0, 2.0, 3.0]
+    found = arrivals.late_rank([late_2, late_2, late_1], [0.0] * 4)
+    assert found == arrivals.Late(rank=2, excess_us=399.0, samples=2, of=3)  # 400 - median(0, 1, 2)
+    assert arrivals.late_rank([late_2, quiet], [0.0] * 4) is None  # one of two: not most
+    assert arrivals.late_rank([late_2, late_1, quiet], [0.0] * 4) is None  # different ranks: no culprit
+    assert arrivals.late_rank([quiet], [0.0] * 4) is None
+    assert arrivals.late_rank([late_2], [0.0] * 4).rank == 2  # one trial: its one sample decides
+
+
+def test_nearest_rank_percentile_as_nccl_tests_computes_it():
+    values = list(range(1, 101))  # 1..100: index ceil(100*99/100)-1 = 98 -> 99
+    assert arrivals.nearest_rank_percentile(values, 99) == 99
+    assert arrivals.nearest_rank_percentile([5.0, 1.0, 3.0], 99) == 5.0  # under 100 values: the maximum
+    assert arrivals.nearest_rank_percentile([2.0, 4.0, 6.0, 8.0], 50) == 4.0  # index ceil(2)-1 = 1
+    with pytest.raises(ValueError):
+        arrivals.nearest_rank_percentile([], 99)
+
+
+def test_cv_is_the_population_deviation_over_the_mean_in_percent():
+    assert arrivals.cv_pct([2.0, 4.0, 4.0, 4.0, 5.0, 5.0, 7.0, 9.0]) == pytest.approx(40.0)  # sd 2 (over n), mean 5
+    assert arrivals.cv_pct([3.0, 3.0]) == 0.0
+    assert arrivals.cv_pct([]) is None and arrivals.cv_pct([0.0, 0.0]) is None
