@@ -28,7 +28,7 @@ def _sweep(workers: int, sizes: str, out: Path, fault: str | None) -> dict[int, 
     if fault:
         env["NCCL_BENCH_FAULT"] = fault
     done = subprocess.run([sys.executable, "-m", "nccl_bench", "sweep", "--workers", str(workers), "--op",
-                           "all_reduce", "--sizes", sizes, "--out", str(out), "--no-history", "--no-plot"],
+                           "all_reduce", "--sizes", sizes, "--out", str(out), "--no-history"],
                           capture_output=True, text=True, env=env, timeout=600)
     if done.returncode != 0:
         raise SystemExit(f"sweep failed (exit {done.returncode}):\n{done.stderr[-2000:]}")

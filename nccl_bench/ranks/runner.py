@@ -15,6 +15,11 @@ off each of its ops (per_event_cost_s), so p50 and the mean time describe the sa
 come from a pool kept by the runner; a new one is recorded once as it joins the pool, before the
 sample's barrier, because torch creates the CUDA event lazily on first record (cudaEventCreate would
 otherwise run inside the timed loop and, with --blocking, inside every op's time).
+
+Arrivals: on CPU the clock is also read as each op is called, so each rank's time inside the op and
+its lateness behind the earliest rank (clocks aligned from barrier exits at the point's start,
+units/arrivals.py) are known; they are reduced and gathered after the sample, never inside it. On GPU
+the host clock is read once, as the sample starts (its first op's arrival).
 """
 
 from __future__ import annotations
