@@ -19,9 +19,10 @@ from nccl_bench.units import stats
 # sigmas leave a normal spread a chance below 1e-6 per sample to be read as lateness.
 LATE_SIGMAS = 5.0
 # ... and by more than this many microseconds whatever the spread: with 2 to 4 ranks the others'
-# spread can be ~0 (three values, one of them the median), and on a shared CPU host a rank's median
-# per-op arrival moves by tens of microseconds with the scheduler (benchmarks/RESULTS.md, late-rank
-# table: the unplanted medians stayed under it). A straggler worth naming costs more than this per op.
+# spread can be ~0 (three values, one of them the median), so a floor must stand in for it. 100 us is
+# a third of the 300 us delay the rule was built to find; on an oversubscribed CPU host (4 ranks on 2
+# busy cores) arrivals move by hundreds of microseconds and it is not enough (benchmarks/RESULTS.md,
+# "The late-rank rule's error rates on gloo").
 LATE_FLOOR_US = 100.0
 # ... in more than this share of the point's samples (trials): lateness seen once is a hiccup,
 # lateness in most samples is a rank that holds the collective back.
