@@ -401,7 +401,10 @@ class PointRunner:
             block = self._timed(call, calls, per_op=True)
             cost_s = per_event_cost_s(block.total_s, calls, rank_totals[self.ctx.rank], timed_calls)
             per_op_us.extend(self._worst_per_op_us(without_event_cost(block.per_call_s, cost_s), ops_per_call))
-        slowest = max(range(len(rank_totals)), key=lambda r: rank_totals[r])
+        # the most time inside the op (calls to returns), not in the sample: a rank late between ops has
+        # the longest sample and the least time inside the ops, where the others waited for it
+        inside = [sum(trial[r] for trial in in_op_us) for r in range(self.ctx.world_size)]
+        slowest = max(range(len(inside)), key=lambda r: inside[r])
         return Measurement(
             iters=iters,
             sample_means_us=tuple(means_us),

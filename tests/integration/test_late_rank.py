@@ -28,6 +28,7 @@ def test_a_planted_late_rank_is_named_and_no_other(tmp_path):
     rows = read_rows(out)
     assert [(r.size_bytes, r.late_rank) for r in rows] == [(1024, 2), (65536, 2)]
     assert all("late" in r.flags.split(";") and r.late_host and r.late_us > 10_000 for r in rows)
+    assert all(r.max_time_rank != 2 for r in rows)  # the most time in the op is a victim's, never the culprit's
     assert "# rank 2 (" in stdout and "late at 1K-64K (all_reduce in, 2 of 2 sizes)" in stdout
     with (out / RANKS_CSV).open(newline="") as handle:
         lines = list(csv.DictReader(handle))
