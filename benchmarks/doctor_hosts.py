@@ -17,7 +17,7 @@ A run that ends without a verdict shows what the ranks said (each distinct last 
 ranks that said it) and their exit codes; a run past --limit is ended, every rank's process group
 killed, before the namespaces go. Needs root, iproute2, tc.
 
-    python benchmarks/doctor_hosts.py --runs 3 [--hosts 4] [--rate 200mbit] [--tolerance 20%]
+    python benchmarks/doctor_hosts.py --runs 3 [--hosts 4] [--rate 200mbit] [--tolerance 20%] [--busy 2]
     python benchmarks/doctor_hosts.py --hosts 64 --runs 1 --scenario link --nic-rate 200mbit --rate 20mbit -- --size 1M
 """
 
@@ -41,6 +41,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from tests.helpers.processes import busy_loops  # noqa: E402
 from tests.helpers.simhosts import simulated_hosts, why_no_namespaces  # noqa: E402
 
 SCENARIOS = ("healthy", "node", "link")
@@ -284,8 +285,14 @@ def main() -> int:
     parser.add_argument("--limit", type=float, default=900, help="seconds before the harness ends a launch")
     parser.add_argument("--env", action="append", default=[], metavar="KEY=VALUE", help="added to every rank's env")
     parser.add_argument("--scenario", action="append", choices=SCENARIOS, help="default: all three")
+    parser.add_argument("--busy", type=int, default=0, help="busy loops to run beside every launch")
     parser.add_argument("extra", nargs="*", help="more doctor options after --")
     args = parser.parse_args()
+    with busy_loops(args.busy):
+        return _scenarios(args)
+
+
+def _scenarios(args) -> int:
     reason = why_no_namespaces(("ip", "unshare", "mount", "tc"))
     if reason:
         print(f"cannot run: {reason}")
@@ -295,7 +302,8 @@ def main() -> int:
         return 2
     env_extra = dict(item.split("=", 1) for item in args.env)
     print(f"# load average before: {os.getloadavg()}; {args.hosts} hosts, --timeout {args.timeout:g}, env {env_extra}, "
-          f"shaped {args.rate}, NICs {args.nic_rate or 'unlimited'}, doctor options {args.extra}")
+          f"shaped {args.rate}, NICs {args.nic_rate or 'unlimited'}, doctor options {args.extra}, "
+          f"{args.busy} busy loop(s)")
     for scenario in args.scenario or SCENARIOS:
         doctor_walls = []
         for run in range(1, args.runs + 1):

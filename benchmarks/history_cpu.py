@@ -26,6 +26,10 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from tests.helpers.processes import busy_loops  # noqa: E402
+
 RECORDED = re.compile(r"^recorded run ([0-9a-f]{12}) in the history ", re.M)
 
 
@@ -39,7 +43,6 @@ def _cli(args: list[str], folder: Path) -> subprocess.CompletedProcess:
 def _slowed_copy(run: Path, target: Path, drop: float) -> Path:
     """`run` copied to `target` with every time / (1 - drop) and every bandwidth x (1 - drop), recorded an hour
     later with another torch and NCCL_ALGO=Tree: what a CI job would see after such a change."""
-    sys.path.insert(0, str(REPO))
     from nccl_bench.results.csv_appender import ResultsWriter
     from nccl_bench.results.loader import read_run
     from nccl_bench.results.run_folder import read_meta, write_meta
@@ -87,13 +90,10 @@ def main() -> int:
     parser.add_argument("--sweep-args", default="", help="extra sweep options (default: the default sweep)")
     parser.add_argument("--drops", default="", help="comma-separated shares, e.g. 0.5,0.3 (default: none)")
     parser.add_argument("--busy", type=int, default=0, help="busy loops to run beside the sweeps")
+    parser.add_argument("--keep", type=Path, help="copy the history of the unchanged runs here at the end")
     options = parser.parse_args()
-    busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(options.busy)]
-    try:
+    with busy_loops(options.busy):
         return _measure(options)
-    finally:
-        for loop in busy:
-            loop.kill()
 
 
 def _measure(options) -> int:
@@ -127,6 +127,8 @@ def _measure(options) -> int:
                   + "".join(f"\n    flagged: {s['op']} {s['size_bytes']} {s['latest_busbw_gbps']:.3g} GB/s "
                             f"({s['change_pct']:+.0f}%)" for s in flagged), flush=True)
         print(f"# alarms: {alarms} in {options.runs} runs; load average {os.getloadavg()[0]:.2f}", flush=True)
+        if options.keep is not None:
+            shutil.copyfile(store, options.keep)
         missed = [drop for drop in map(float, filter(None, options.drops.split(",")))
                   if not _judge_drop(folder, store, last_run, drop)]
     return 1 if alarms or missed else 0

@@ -378,26 +378,38 @@ def read_values(cls: type, values: Mapping[str, Any], source: str = "") -> dict[
 MAX_PRESET_BYTES = 1 << 20  # a preset is a few lines; anything larger is not one
 
 
-def load_preset(cls: type, path: Path) -> dict[str, Any]:
-    """A TOML preset of `cls` (`cls.PRESET` names the option that gives the file): its keys are field names,
-    each value read by its field's declaration; `description` is the preset's own note."""
+def small_text_file(path: Path, max_bytes: int, option: str, kind: str) -> str:
+    """The text of a small file an option names (a preset, a golden configuration); its problem in one line
+    naming the option: missing, unreadable, not a regular file, too large, not UTF-8 (not valid `kind`)."""
+    from nccl_bench.results.whole_file import read_small_file
+
+    try:
+        return read_small_file(path, max_bytes).decode("utf-8")
+    except FileNotFoundError:
+        raise UserInputError(option, f"no such file: {path}") from None
+    except OSError as exc:
+        raise UserInputError(option, f"cannot read {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise UserInputError(option, f"{path} is not valid {kind}: not UTF-8 text") from None
+
+
+def toml_table(text: str, path: Path, option: str) -> dict[str, Any]:
+    """TOML text as its table; invalid TOML is one line naming the option and the file."""
     try:
         import tomllib
     except ModuleNotFoundError:  # Python 3.10
         import tomli as tomllib
-    from nccl_bench.results.whole_file import read_small_file
-
-    name, path = cls.PRESET.name, Path(path)
     try:
-        data = tomllib.loads(read_small_file(path, MAX_PRESET_BYTES).decode("utf-8"))
-    except FileNotFoundError:
-        raise UserInputError(name, f"no such file: {path}") from None
-    except OSError as exc:
-        raise UserInputError(name, f"cannot read {path}: {exc.strerror or exc}") from None
-    except UnicodeDecodeError:
-        raise UserInputError(name, f"{path} is not valid TOML: not UTF-8 text") from None
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise UserInputError(name, f"{path} is not valid TOML: {exc}") from None
+        raise UserInputError(option, f"{path} is not valid TOML: {exc}") from None
+
+
+def load_preset(cls: type, path: Path) -> dict[str, Any]:
+    """A TOML preset of `cls` (`cls.PRESET` names the option that gives the file): its keys are field names,
+    each value read by its field's declaration; `description` is the preset's own note."""
+    name, path = cls.PRESET.name, Path(path)
+    data = toml_table(small_text_file(path, MAX_PRESET_BYTES, name, "TOML"), path, name)
     data.pop("description", None)
     return read_values(cls, data, source=str(path))
 

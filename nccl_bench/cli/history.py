@@ -80,7 +80,7 @@ def _end_interrupted(signum, frame) -> None:
 def add_command(args: AddArgs, at: HistoryAt) -> None:
     """Add run folders, results.csv files and nccl-tests logs/JSON to the history; a run in it already is kept once."""
     from nccl_bench.history.records import read_record
-    from nccl_bench.history.store import refuse_bad_values
+    from nccl_bench.history.stored_values import refuse_bad_values
 
     paths = args.paths
     runs = []

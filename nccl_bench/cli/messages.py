@@ -12,12 +12,13 @@ import sys
 from typing import Iterable, NoReturn
 
 from nccl_bench.errors import RunFailedError
-from nccl_bench.render.escape import terminal_text
+from nccl_bench.render.escape import one_line, terminal_text
 
 
 def say(message: str) -> None:
-    """One stderr line; text from files in it (a log's failure line, a path) never sends a control character."""
-    print(terminal_text(f"nccl-bench: {message}"), file=sys.stderr, flush=True)
+    """One stderr line; text from files in it (a log's failure line, a path) never sends a control character,
+    nor a newline that would make the one line two."""
+    print(one_line(f"nccl-bench: {message}"), file=sys.stderr, flush=True)
 
 
 def plain(message: str) -> None:

@@ -9,6 +9,7 @@ import contextlib
 import os
 import shlex
 import sys
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, NoReturn, Optional, Sequence
@@ -19,7 +20,7 @@ from nccl_bench.errors import EXIT_INTERRUPTED, EXIT_OK, RunFailedError, UserInp
 from nccl_bench.history.recording import record_run, recording_target
 from nccl_bench.option_types import Option
 from nccl_bench.ranks.layout import LaunchEnv, detect_launch
-from nccl_bench.ranks.preflight import check_process_limits
+from nccl_bench.ranks.preflight import HiddenGpuWarning, check_process_limits
 from nccl_bench.units.nccl_env import Variant
 
 if TYPE_CHECKING:
@@ -74,6 +75,8 @@ def run_on_ranks(job: OnRanks, workers: Optional[int]) -> Ran:
         raise UserInputError(WORKERS.name, f"only applies without a launcher; {started}")
     from nccl_bench.ranks.faults import Interrupted  # the rank side loads when a command runs, never for --help
 
+    if not speaks_for_run(launch):  # what the host hides is said once, by the process that speaks for the run
+        warnings.simplefilter("ignore", HiddenGpuWarning)
     try:
         ran = job.run_here(launch)
     except Interrupted as exc:

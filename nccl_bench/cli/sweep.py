@@ -59,7 +59,9 @@ def _on_this_rank(job: SweepJob, launch) -> Ran:
     summary = job.run(plan, lambda rank: LiveReporter(replot_flag) if rank == 0 else SilentObserver(),
                       messages.end_stuck_rank)
     if job.config.prom is not None and summary.run_dir is not None:
-        write_prom(job.config.prom, summary.run_dir, lambda meta, now: sweep_metrics(summary.rows, meta, now),
+        slurm_job = os.environ.get("SLURM_JOB_ID")
+        write_prom(job.config.prom, summary.run_dir,
+                   lambda meta, now: sweep_metrics(summary.rows, meta, now, slurm_job),
                    option_name("prom"))
     if summary.wrong_total and on_ranks.carries_verdict(launch):
         messages.fail(f"{summary.wrong_total} wrong element(s) in the data check", EXIT_VERDICT)

@@ -1,6 +1,7 @@
-"""The doctor's body on the shared run life cycle (ranks/session.py), on every rank: intra-node
-all_reduce per host, then node pairs rail by rail, re-tests. What it records and reports is in
-doctor/doctor_report.py; the sweep's counterpart is sweep/sweep_body.py.
+"""The doctor's body on the shared run life cycle (ranks/session.py), on every rank: the configuration
+phase (each host's facts gathered in one collective and judged against the fleet, doctor/config_check.py),
+then, unless config_only, intra-node all_reduce per host, node pairs rail by rail, re-tests. What it
+records and reports is in doctor/doctor_report.py; the sweep's counterpart is sweep/sweep_body.py.
 
 Hosts are told apart by hostname (as the sweep counts nodes); a host's ranks, in rank order, are
 its rails 0, 1, ... Rail i of one node exchanges with rail i of the other, so every NIC works.
@@ -24,7 +25,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from nccl_bench.doctor import roster, schedule, verdicts
+from nccl_bench.doctor import config_check, roster, schedule, verdicts
 from nccl_bench.doctor.doctor_config import ELEMENT_BYTES, PHASES, DoctorConfig, resolve_size
 from nccl_bench.doctor.doctor_report import (
     DOCTOR_CSV,
@@ -90,7 +91,7 @@ def preflight(config: DoctorConfig, local_ranks: int) -> str:
     backend = chosen_backend(config.backend)
     size = resolve_size(config, devices.device_kind(backend) == "cuda")
     refused = schedule.nothing_to_measure(config.phases, [local_ranks])  # local workers share one host
-    if refused is not None:
+    if refused is not None and not config.config_only:
         raise OptionError(_phase_or(config, "workers"), refused)
     check_local_workers("doctor", backend, local_ranks, 2 * size, "size_bytes")
     return backend
@@ -117,6 +118,8 @@ class _Doctor:
         self.round_index = 0
         self.measurements = 0  # counts measurements for the planted-fault seam, as the sweep counts points
         self.planted: NoFaults = fault_seam(os.environ)
+        self.config_hosts: list[config_check.HostFacts] = []  # the configuration phase's facts, one per host
+        self.config_suspects: list[verdicts.Suspect] = []
         # Known from set_up on: the run, its process group and layout, when it started, its hosts, the header.
         self.run: session.Run | None = None
         self.ctx: dist.DistContext | None = None
@@ -138,7 +141,7 @@ class _Doctor:
         self.observer = self.observer_factory(self.ctx.rank)
         self.nodes = group_nodes(run.hostnames)
         refused = schedule.nothing_to_measure(self.config.phases, [len(n.ranks) for n in self.nodes])
-        if refused is not None:
+        if refused is not None and not self.config.config_only:
             raise OptionError(_phase_or(self.config, "launcher"), refused)
         self.header = self._header()
         self.report.header = self.header
@@ -153,12 +156,19 @@ class _Doctor:
             self.writer = CsvAppender(run.run_dir / DOCTOR_CSV, RECORD_COLUMNS,
                                       start_afresh=run_owner.attempt(os.environ) > 0)
         self.observer.started(self.header)
+        self._config_phase()
+        if self.config.config_only:
+            self.report.judgement = self._judge()
+            return
         self._measure()
         self.report.judgement = self._judge_with_retests()
 
     def close(self, status: str) -> dict[str, Any]:
         self.report.status = status
         self.report.wall_s = time.monotonic() - self.started_wall
+        if self.report.judgement is None and status != "complete" and self.header is not None and (
+                self.intra or self.pairs):
+            self.report.judgement = self._judged_so_far(status)
         if self.writer is not None:
             self.writer.close()
             if self.report.judgement is not None:
@@ -172,7 +182,8 @@ class _Doctor:
         self.observer.finished(self.report)
 
     # -- set-up ---------------------------------------------------------------------------------
-    def _header(self) -> DoctorHeader:
+    def _phase_notes(self) -> list[str]:
+        """What the measuring phases skip on this layout, said in the header."""
         notes = []
         config = self.config
         if "nodes" in config.phases and all(len(n.ranks) < 2 for n in self.nodes):
@@ -185,21 +196,45 @@ class _Doctor:
             notes.append("pairs phase skipped: one node, no pair of nodes to test")
         if len({len(n.ranks) for n in self.nodes}) > 1:
             notes.append("nodes have different rank counts: a pair uses min(ranks) rails")
+        return notes
+
+    def _header(self) -> DoctorHeader:
+        config = self.config
+        notes = [] if config.config_only else self._phase_notes()  # a config-only run measures nothing
         expected, source = roster.expected_hosts(config.expect_hosts, self.launch.launcher, os.environ)
         return DoctorHeader(
             run=self.run.facts(), nodes=tuple(self.nodes), size_bytes=self.size, iters=config.iters,
-            samples=config.samples, warmup=config.warmup, phases=config.phases,
+            samples=config.samples, warmup=config.warmup, phases=("config",) if config.config_only else config.phases,
             mode="quick" if config.quick else "full", rounds=len(self._first_rounds()),
             tolerance=config.tolerance, expect_gbps=config.expect_gbps, notes=tuple(notes),
             expected_hosts=expected, expected_from=source, exclude_file=config.exclude_file,
         )
 
     def _first_rounds(self) -> list[schedule.Round]:
-        if "pairs" not in self.config.phases:
+        if "pairs" not in self.config.phases or self.config.config_only:
             return []
         if self.config.quick:
             return schedule.random_rounds(len(self.nodes), self.config.quick_rounds, self.config.seed)
         return schedule.circle_rounds(len(self.nodes))
+
+    # -- the configuration phase ----------------------------------------------------------------
+    def _config_phase(self) -> None:
+        """Every host's facts, read by its first rank, gathered to every rank in one collective and judged
+        alike everywhere; the findings are shown before anything is measured."""
+        from nccl_bench.doctor.config_facts import host_facts
+
+        self.where = "the configuration phase"
+        self.run.renew(self.where)
+        node = next(n for n in self.nodes if self.ctx.rank in n.ranks)
+        mine = host_facts(node.host, os.environ, self.ctx.on_gpu) if node.ranks[0] == self.ctx.rank else None
+        self.config_hosts = [facts for facts in dist.gather_objects(self.ctx, mine) if facts is not None]
+        self.run.disarm()
+        self.config_suspects = config_check.judge_config(self.config_hosts, self.config.expect_config)
+        self.report.notes.extend(config_check.unreported(self.config_hosts, self.config.expect_config)
+                                 + config_check.fleet_wide_notes(self.config_hosts, self.config_suspects))
+        self.observer.config_checked(config_check.summary_line(self.config_hosts, self.config_suspects),
+                                     [suspect.line() for suspect in self.config_suspects])
+        self.report.config_hosts = self.config_hosts
 
     # -- measuring ------------------------------------------------------------------------------
     def _measure(self) -> None:
@@ -369,8 +404,19 @@ class _Doctor:
     def _judge(self) -> verdicts.Judgement:
         layout = [(n.host, n.ranks) for n in self.nodes]
         judgement = verdicts.judge(layout, self.intra, self.pairs, self.config.tolerance, self.config.expect_gbps)
+        judgement.suspects[:0] = self.config_suspects
         judgement.suspects.extend(roster.missing_suspects(self.header.expected_hosts, [n.host for n in self.nodes],
                                                          self.header.expected_from))
+        return judgement
+
+    def _judged_so_far(self, status: str) -> verdicts.Judgement:
+        """A run that ended early still says what its finished measurements support: the verdicts of
+        those results, with where it stopped. A low result measured once names nobody (never re-tested)."""
+        judgement = self._judge()
+        results = sum(map(len, self.pairs.values())) + sum(map(len, self.intra.values()))
+        judgement.notes.insert(0, f"the run {status} during {self.where}: these verdicts come from the {results} "
+                                  "result(s) measured before it; a low result measured once names nobody, since "
+                                  "it was never re-tested")
         return judgement
 
     def _judge_with_retests(self) -> verdicts.Judgement:

@@ -7,10 +7,12 @@ one and cli/ write its flag. Plain code without torch.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
+from nccl_bench.errors import UserInputError
 from nccl_bench.option_types import (
     PerDevice,
     declaration,
@@ -21,8 +23,10 @@ from nccl_bench.option_types import (
     percent,
     shown_size,
     size,
+    small_text_file,
     switch,
     tolerance,
+    toml_table,
     whole,
 )
 from nccl_bench.option_types import option_name as _option_name
@@ -47,12 +51,61 @@ def _hostlist(value: Any, option: str) -> tuple[str, ...]:
     return tuple(hostlist.expand(str(value), option))
 
 
+MAX_GOLDEN_BYTES = 1 << 20  # a golden config is a few dozen facts; anything larger is not one
+
+
+class ExpectedConfig(NamedTuple):
+    """A golden configuration: fact name -> the value every host should report, and the file it came from."""
+
+    source: str
+    facts: tuple[tuple[str, str], ...]
+
+
+def _golden(value: Any, option: str) -> ExpectedConfig:
+    """A JSON or (by its .toml suffix) TOML table of fact -> value; a sub-table's keys are prefixed with its
+    name (`[env] NCCL_SOCKET_IFNAME = "eth0"` is the fact `env NCCL_SOCKET_IFNAME`). Read once, here."""
+    file = Path(value)
+    toml = file.suffix.lower() == ".toml"
+    text = small_text_file(file, MAX_GOLDEN_BYTES, option, "TOML" if toml else "JSON")
+    data = toml_table(text, file, option) if toml else _json_table(text, file, option)
+    facts: list[tuple[str, str]] = []
+    for name, item in data.items():
+        inner = item.items() if isinstance(item, dict) else [(None, item)]
+        for key, fact in inner:
+            if isinstance(fact, bool) or not isinstance(fact, (str, int, float)):
+                where = name if key is None else f"{name} {key}"
+                raise UserInputError(option, f"{file}: {where!r} must be a string or a number, got {fact!r}")
+            facts.append((name if key is None else f"{name} {key}", str(fact)))
+    if not facts:
+        raise UserInputError(option, f"{file} names no fact")
+    return ExpectedConfig(str(file), tuple(facts))
+
+
+def _json_table(text: str, file: Path, option: str) -> dict[str, Any]:
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise UserInputError(option, f"{file} is not valid JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise UserInputError(option, f"{file} must hold a JSON object of fact -> value")
+    return data
+
+
 @dataclass(frozen=True)
 class DoctorConfig:
     phases: tuple[str, ...] = option(
         ("--phase",), _phases, "nodes (intra-node all_reduce per host), pairs (every node pair, rail by rail) or "
         "{default} (default); repeat or comma-separate.", default=PHASES,
         show=lambda phases: "all" if phases == PHASES else ",".join(phases), many=True)
+    config_only: bool = option(  # seconds: no buffers, no pair rounds
+        ("--config-only",), switch, "Only compare every host's configuration (versions, GPUs, ECC, NVLink, PCIe, "
+        "RDMA ports, NCCL_*/CUDA_* variables) against the fleet; measure nothing.", default=False,
+        given_default=True)
+    expect_config: ExpectedConfig | None = option(
+        ("--expect-config",), _golden, "A golden configuration (JSON, or TOML by its .toml suffix) of fact -> "
+        "value, e.g. {\"driver\": \"580.159.04\", \"env NCCL_SOCKET_IFNAME\": \"eth0\"}: a host that reports "
+        "another value is a config suspect; facts it does not name are judged against the fleet's majority.",
+        metavar="FILE")
     quick: bool = option(
         ("--quick",), switch, "A few random pairings, then suspects re-tested against nodes that passed, instead of "
         "all pairs.", default=False, given_default=True)
@@ -80,8 +133,8 @@ class DoctorConfig:
         ("--expect-hosts",), _hostlist, "Hosts that should take part, as a Slurm hostlist (node[01-08],gpu3); one "
         "that does not join is a 'missing' suspect (default under srun: SLURM_JOB_NODELIST).", metavar="LIST")
     exclude_file: Path | None = option(
-        ("--exclude-file",), path, "Write the hosts to keep out (node, rail and missing suspects) to PATH, one per "
-        "line; empty when none.", metavar="PATH")
+        ("--exclude-file",), path, "Write the hosts to keep out (node, rail and missing suspects, degraded hardware) "
+        "to PATH, one per line; empty when none.", metavar="PATH")
     backend: str = option(BACKEND)
     out: Path | None = option(OUT, folder="doctor")
     results_root: Path = option(RESULTS_ROOT)

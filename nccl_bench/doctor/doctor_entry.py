@@ -43,12 +43,15 @@ class DoctorJob:
     def verdict_of(report: DoctorReport) -> int:
         """The run's verdict as an exit code, reached alike on every rank from the same gathered numbers
         (rank 0 alone exits with it: cli/on_ranks.carries_verdict)."""
-        return EXIT_VERDICT if report.judgement is not None and report.judgement.suspects else EXIT_OK
+        judged = report.judgement is not None and report.status in ("complete", "")
+        return EXIT_VERDICT if judged and report.judgement.verdict != "healthy" else EXIT_OK
 
     @staticmethod
     def verdict_on_disk(run_dir: Path) -> int:
-        """What a finished run's doctor.json says: EXIT_VERDICT when it names suspects."""
+        """What a finished run's doctor.json says: EXIT_VERDICT when it names suspects or a contended fabric."""
         verdict_file = run_dir / DOCTOR_JSON
-        suspects = verdict_file.is_file() and json.loads(verdict_file.read_text())["verdict"] == "suspects"
-        return EXIT_VERDICT if suspects else EXIT_OK
+        found = json.loads(verdict_file.read_text()) if verdict_file.is_file() else {}
+        # a run that ended early left the verdicts of what it measured: its failure, not them, is its exit
+        negative = found.get("status", "complete") == "complete" and found.get("verdict") in ("suspects", "contended")
+        return EXIT_VERDICT if negative else EXIT_OK
 

@@ -9,12 +9,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from nccl_bench.doctor import roster, verdicts
+from nccl_bench.doctor import config_check, roster, verdicts
 from nccl_bench.ranks.run_facts import RunFacts
 from nccl_bench.results.whole_file import strict_json, write_text_file
 
 DOCTOR_CSV = "doctor.csv"
-JSON_SCHEMA_VERSION = 2  # 2: `missing` suspects, expected_hosts and exclude
+JSON_SCHEMA_VERSION = 3  # 2: `missing` suspects, expected_hosts and exclude; 3: `config` suspects and facts
 CSV_SCHEMA_VERSION = 1
 
 
@@ -43,6 +43,11 @@ class DoctorHeader:
     expected_hosts: tuple[str, ...] = ()  # hosts that should take part (doctor/roster.py)
     exclude_file: Path | None = None
     expected_from: str = ""  # --expect-hosts or SLURM_JOB_NODELIST
+
+    @property
+    def config_only(self) -> bool:
+        """Only the configuration phase runs: nothing is measured."""
+        return self.phases == ("config",)
 
 
 @dataclass(frozen=True)
@@ -81,6 +86,7 @@ class DoctorReport:
     wall_s: float = 0.0
     notes: list[str] = field(default_factory=list)
     heatmap_path: Path | None = None  # set by the reporter that drew it
+    config_hosts: list[config_check.HostFacts] = field(default_factory=list)  # the configuration phase's facts
 
     @property
     def verdict(self) -> str:
@@ -89,6 +95,7 @@ class DoctorReport:
 
 class DoctorObserver(Protocol):
     def started(self, header: DoctorHeader) -> None: ...
+    def config_checked(self, summary: str, suspects: list[str]) -> None: ...
     def pairs_planned(self, rounds: int, per_round_s: float) -> None: ...
     def rounds_added(self, rounds: int, what: list[str]) -> None: ...
     def round_done(self) -> None: ...
@@ -99,6 +106,9 @@ class SilentObserver:
     """The observer of every rank but 0: the doctor runs the same, nothing is shown."""
 
     def started(self, header: DoctorHeader) -> None:
+        pass
+
+    def config_checked(self, summary: str, suspects: list[str]) -> None:
         pass
 
     def pairs_planned(self, rounds: int, per_round_s: float) -> None:
@@ -115,7 +125,7 @@ class SilentObserver:
 
 
 def report_json(report: DoctorReport) -> dict[str, Any]:
-    """doctor.json, schema_version 2 (docs/results.md)."""
+    """doctor.json, schema_version 3 (docs/results.md)."""
     judgement, header = report.judgement, report.header
     fleet = {
         name: (
@@ -126,6 +136,7 @@ def report_json(report: DoctorReport) -> dict[str, Any]:
     }
     return {
         "schema_version": JSON_SCHEMA_VERSION,
+        "status": report.status,  # not "complete": the verdicts of what was measured before the run ended
         "verdict": judgement.verdict,
         "nodes": [
             {"host": n.host, "ranks": list(n.ranks), "intra_busbw_gbps": n.intra_busbw_gbps,
@@ -139,7 +150,7 @@ def report_json(report: DoctorReport) -> dict[str, Any]:
         ],
         "suspects": [
             {"kind": s.kind, "hosts": list(s.hosts), "rail": s.rail, "measured_gbps": s.measured_gbps,
-             "fleet_median_gbps": s.fleet_median_gbps, "reason": s.reason}
+             "fleet_median_gbps": s.fleet_median_gbps, "reason": s.reason, "degraded": s.degraded}
             for s in judgement.suspects
         ],
         "wall_s": report.wall_s,
@@ -154,6 +165,8 @@ def report_json(report: DoctorReport) -> dict[str, Any]:
             {"hosts": list(header.expected_hosts), "source": header.expected_from} if header.expected_hosts else None
         ),
         "exclude": roster.excluded_hosts(judgement.suspects),
+        "config": {"fleet": config_check.fleet_values(report.config_hosts),
+                   "hosts": config_check.facts_json(report.config_hosts)},
     }
 
 

@@ -2,8 +2,10 @@
 
 Expected hosts come from --expect-hosts, else, under srun, from SLURM_JOB_NODELIST (the job's
 allocation: a step may run on part of it). A host expected that never joined is a `missing`
-suspect. The exclude list is every host a `node`, `rail` or `missing` suspect names, as one
-compressed Slurm hostlist for `sbatch --exclude` (a `link` names two hosts that are fine elsewhere).
+suspect. The exclude list is every host a `node`, `rail` or `missing` suspect names, and every host with
+degraded hardware (a `config` suspect marked degraded), as one compressed Slurm hostlist for `sbatch
+--exclude`: a `link` names two hosts that are fine elsewhere, and a host whose configuration merely
+differs from the fleet's may differ on purpose.
 """
 
 from __future__ import annotations
@@ -48,8 +50,8 @@ def missing_suspects(expected: Sequence[str], present: Sequence[str], source: st
 
 
 def excluded_hosts(suspects: Sequence[Suspect]) -> list[str]:
-    """Every host a node, rail or missing suspect names, each once, in the suspects' order."""
-    return list(dict.fromkeys(h for s in suspects if s.kind in EXCLUDED_KINDS for h in s.hosts))
+    """Every host a node, rail, missing or degraded-hardware suspect names, each once, in the suspects' order."""
+    return list(dict.fromkeys(h for s in suspects if s.kind in EXCLUDED_KINDS or s.degraded for h in s.hosts))
 
 
 def exclude_file_text(suspects: Sequence[Suspect]) -> str:

@@ -18,11 +18,11 @@ endpoints are both fine is a `link`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Mapping, Sequence
 
 from nccl_bench.doctor.doctor_config import option_name, option_usage
-from nccl_bench.units import stats
+from nccl_bench.units import hostlist, stats
 
 # One slow partner proves nothing about a node: it takes two to tell a node from a link.
 MIN_PARTNERS_FOR_NODE = 2
@@ -37,6 +37,12 @@ MAD_Z = 3.0
 MAX_WIDENING = 2.0
 # The fleet's spread (sigma from MAD) above this share of the tolerance gets a note in the report.
 SPREAD_WARNING_SHARE = 0.5
+# A fleet in which more than half the hosts measure low against the best pairs is contended (a shared
+# spine, a loaded host running many pairs at once): the lucky rounds set that reference, and most hosts
+# are "slow with all their partners". Judged again against the typical pair instead, only the hosts
+# that stand out from that state are named, and never a majority of the fleet (an exclude list of most
+# of a cluster is a verdict on the fabric, not on its hosts). Small fleets cannot tell: from four hosts on.
+CONTENDED_MIN_HOSTS = 4
 
 OK = "ok"
 SUSPECT = "suspect"
@@ -74,17 +80,20 @@ class PairVerdict:
 
 @dataclass(frozen=True)
 class Suspect:
-    kind: str  # node | link | rail
+    kind: str  # node | link | rail | missing (doctor/roster.py) | config (doctor/config_check.py)
     hosts: tuple[str, ...]
     rail: int | None
-    measured_gbps: float | None  # None for a host that never joined (doctor/roster.py)
+    measured_gbps: float | None  # None for a host that never joined (doctor/roster.py) and for config
     fleet_median_gbps: float | None
     reason: str
+    degraded: bool = False  # a config suspect for broken hardware, not a mere difference: its host is excluded
 
     def line(self) -> str:
         """One line in words: `node nodec: pair busbw 0.21 GB/s with 3 of 3 partners, fleet median ...`."""
         if self.kind == "rail":
             return f"rail {self.rail} of {self.hosts[0]}: {self.reason}"
+        if self.kind == "config":
+            return f"config {hostlist.compress(self.hosts)}: {self.reason}"
         on_rail = f" (rail {self.rail})" if self.rail is not None else ""
         return f"{self.kind} {'-'.join(self.hosts)}{on_rail}: {self.reason}"
 
@@ -101,10 +110,11 @@ class Judgement:
     retest_pairs: list[tuple[str, str]] = field(default_factory=list)  # node pairs with an unconfirmed low
     retest_intra: list[str] = field(default_factory=list)  # hosts with an unconfirmed low intra-node result
     notes: list[str] = field(default_factory=list)
+    contended: bool = False  # most hosts measured low against the best pairs: judged against the typical pair
 
     @property
     def verdict(self) -> str:
-        return "suspects" if self.suspects else "healthy"
+        return "suspects" if self.suspects else "contended" if self.contended else "healthy"
 
 
 def fleet_stat(values: Sequence[float]) -> FleetStat | None:
@@ -219,7 +229,52 @@ def judge(
 
     layout: (host, its ranks) in node order; intra: host -> intra-node all_reduce busbw of each
     attempt (hosts with one rank absent); pairs: (host a, host b, rail) -> pair busbw of each attempt.
+    A contended fleet (CONTENDED_MIN_HOSTS) is judged again against the typical pair; an --expect floor
+    is absolute and names a uniformly slow fleet whole.
     """
+    first = _judge(layout, intra, pairs, tolerance, expect_gbps, typical=False)
+    hosts = [host for host, _ in layout]
+    if expect_gbps is not None or len(hosts) < CONTENDED_MIN_HOSTS or not _most_named(first, hosts):
+        return first
+    again = _judge(layout, intra, pairs, tolerance, None, typical=True)
+    low = len(_named_hosts(first.suspects))
+    note = (f"the fabric is contended or noisy: {low} of {len(hosts)} hosts measured low against the fleet's best "
+            f"pairs (median of each host's best, {gbps(first.pair_fleet.median_gbps)} GB/s), so they were judged "
+            f"against the typical pair ({gbps(again.pair_fleet.median_gbps)} GB/s)")
+    if _most_named(again, hosts):
+        again = _without_pair_nodes(again, _judge_intra(intra, tolerance).confirmed)
+        note += ("; no host stands out from that state, so none is named: try a quieter window, "
+                 f"{option_usage('expect_gbps')} for an absolute floor, or fewer pairs at once")
+    else:
+        note += "; only the hosts and pairs that stand out from it are named"
+    again.notes.insert(0, note)
+    again.contended = True
+    return again
+
+
+def _named_hosts(suspects: Sequence[Suspect]) -> set[str]:
+    """The hosts these suspects would put on the exclude list (node and rail suspects)."""
+    return {h for s in suspects if s.kind in ("node", "rail") for h in s.hosts}
+
+
+def _most_named(judgement: Judgement, hosts: Sequence[str]) -> bool:
+    return len(_named_hosts(judgement.suspects)) > MAJORITY * len(hosts)
+
+
+def _without_pair_nodes(judgement: Judgement, intra_confirmed: set[str]) -> Judgement:
+    """The judgement with no host named from pairs alone: in a contended fleet that would be most of it. A
+    host whose own intra-node result is confirmed low keeps its verdict (no other host's load moves it)."""
+    kept = [s for s in judgement.suspects if s.kind == "link" or (
+        s.kind == "node" and intra_confirmed.intersection(s.hosts))]
+    named = _named_hosts(kept)
+    judgement.suspects = kept
+    judgement.nodes = [replace(n, verdict=SUSPECT if n.host in named else OK) for n in judgement.nodes]
+    return judgement
+
+
+def _judge(layout, intra, pairs, tolerance: float, expect_gbps: float | None, typical: bool) -> Judgement:
+    """judge's verdicts against one pair reference: the median of each endpoint's best pair (a healthy
+    host reaches its capacity with some partner), or, `typical`, the median of every pair."""
     hosts = [host for host, _ in layout]
     order = {host: index for index, host in enumerate(hosts)}
     notes: list[str] = []
@@ -233,7 +288,8 @@ def judge(
     # Pairs: endpoints (host, rail) and their capacity (best pair).
     best = {key: max(values) for key, values in pairs.items() if values}
     partners = _endpoint_partners(pairs)
-    pair_fleet = fleet_stat([max(found.values()) for found in partners.values()])
+    pair_fleet = fleet_stat([values[0] for values in pairs.values() if values] if typical
+                            else [max(found.values()) for found in partners.values()])
     threshold = _threshold(pair_fleet, tolerance, expect_gbps)
     low = {key for key, value in best.items() if threshold is not None and value < threshold}
     confirmed = {key for key in low if len(pairs[key]) >= 2}

@@ -181,14 +181,15 @@ def _read(path: Path) -> str | None:
         return None
 
 
-def run_nvidia_smi(executable: str, *args: str) -> tuple[str | None, str | None]:
-    """(stdout, None) on success, (None, reason) when nvidia-smi is missing, fails or hangs."""
+def run_nvidia_smi(executable: str, *args: str,
+                   timeout_s: float = NVIDIA_SMI_TIMEOUT_S) -> tuple[str | None, str | None]:
+    """(stdout, None) on success, (None, reason) when nvidia-smi is missing, fails or hangs past timeout_s."""
     path = shutil.which(executable)
     if path is None:
         return None, f"{executable} not found on PATH"
     try:
         done = subprocess.run([path, *args], capture_output=True, text=True, errors="replace",
-                              timeout=NVIDIA_SMI_TIMEOUT_S, check=False)
+                              timeout=timeout_s, check=False)
     except (OSError, subprocess.SubprocessError) as exc:
         return None, f"{executable} {' '.join(args)}: {exc}"
     if done.returncode != 0:

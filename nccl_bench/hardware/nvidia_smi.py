@@ -225,3 +225,124 @@ def parse_ib_rate_gbps(text: str) -> float | None:
     """Per-direction GB/s from a sysfs IB port rate such as "200 Gb/sec (4X HDR)"; None if unreadable."""
     match = re.match(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*Gb/sec", clean(text))
     return float(match.group(1)) / 8 if match else None
+
+
+@dataclass(frozen=True)
+class ListedGpu:
+    """One GPU as the driver lists it (`nvidia-smi -L`, or NVML): what a hidden GPU is named by."""
+
+    index: int
+    name: str | None
+    uuid: str | None
+
+
+_LISTED_GPU = re.compile(r"^GPU\s+(\d+)\s*:\s*(.*?)\s*(?:\(UUID:\s*([^)\s]+)\s*\))?\s*$")
+
+
+def parse_gpu_list(text: str) -> tuple[ListedGpu, ...]:
+    """GPUs from `nvidia-smi -L` ("GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-...)"); the MIG devices
+    listed under a GPU (indented "MIG ..." lines) are parts of it, not GPUs of their own."""
+    found = []
+    for line in clean(text).splitlines():
+        listed = _LISTED_GPU.match(line)
+        if listed:
+            found.append(ListedGpu(int(listed.group(1)), listed.group(2) or None, listed.group(3)))
+    return tuple(found)
+
+
+# `nvidia-smi -q` nests sections by indentation; a value line is `Key  : value`, a section header a bare name.
+_QUERY_GPU = re.compile(r"^GPU\s+([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f])$")
+# Clock event reasons that mean the hardware slowed itself (heat, power brake), not a setting or idleness.
+HW_SLOWDOWNS = ("HW Slowdown", "HW Thermal Slowdown", "HW Power Brake Slowdown", "SW Thermal Slowdown")
+# Reasons that say nothing of the GPU's health: an idle GPU clocks down, applications clocks are a setting.
+_QUIET_REASONS = ("Idle", "Applications Clocks Setting", "Display Clock Setting")
+
+
+@dataclass(frozen=True)
+class QueryHealth:
+    """One GPU's configuration and health as `nvidia-smi -q` reports it; None where it says nothing (or N/A)."""
+
+    index: int
+    name: str | None
+    memory_mib: int | None  # FB Memory Usage / Total
+    ecc_mode: str | None  # ECC Mode / Current: Enabled | Disabled
+    ecc_volatile_uncorrectable: int | None  # sum of the Volatile counters whose name says uncorrectable
+    clock_reasons: tuple[str, ...]  # active clock event (throttle) reasons, idleness and settings left out
+    idle: bool  # the Idle reason is active: the PCIe link may sit at a lower generation to save power
+    pcie_gen_max: int | None
+    pcie_gen_current: int | None
+    pcie_width_max: int | None
+    pcie_width_current: int | None
+
+
+@dataclass(frozen=True)
+class QueryFacts:
+    driver: str | None
+    cuda: str | None  # the highest CUDA version the driver supports
+    gpus: tuple[QueryHealth, ...]
+
+
+def query_sections(text: str) -> tuple[dict[tuple[str, ...], str], list[dict[tuple[str, ...], str]]]:
+    """`nvidia-smi -q` as (the values before the first GPU, each GPU's values), keyed by section path:
+    ("ECC Errors", "Volatile", "DRAM Uncorrectable") -> "0". Indentation decides nesting."""
+    top: dict[tuple[str, ...], str] = {}
+    gpus: list[dict[tuple[str, ...], str]] = []
+    stack: list[tuple[int, str]] = []  # (indent, section name) of the open sections
+    for raw in clean(text).expandtabs(4).splitlines():
+        line = raw.strip()
+        if not line or line.startswith("="):
+            continue
+        indent = len(raw) - len(raw.lstrip())
+        if _QUERY_GPU.match(line):
+            gpus.append({})
+            stack = [(indent, "")]
+            continue
+        while stack and stack[-1][0] >= indent and stack[-1][1]:
+            stack.pop()
+        path = tuple(name for _, name in stack if name)
+        if ":" in line:
+            key, _, value = line.partition(":")
+            (gpus[-1] if gpus else top)[(*path, key.strip())] = value.strip()
+        else:
+            stack.append((indent, line))
+    return top, gpus
+
+
+def _known(value: str | None) -> str | None:
+    return None if value is None or value in ("N/A", "") or value.startswith("[") else value
+
+
+def _leading_int(value: str | None) -> int | None:
+    match = re.match(r"^\s*(\d+)", value or "")
+    return int(match.group(1)) if match else None
+
+
+def _gpu_health(index: int, values: dict[tuple[str, ...], str]) -> QueryHealth:
+    def get(*path: str) -> str | None:
+        return _known(values.get(path))
+
+    counters = [_leading_int(v) for k, v in values.items()
+                if len(k) == 3 and k[:2] == ("ECC Errors", "Volatile") and "uncorrectable" in k[2].lower()]
+    # Drivers before R470 nest the counts one level deeper: Volatile / Double Bit / Total.
+    counters += [_leading_int(v) for k, v in values.items()
+                 if k[:3] == ("ECC Errors", "Volatile", "Double Bit") and k[-1] == "Total"]
+    known = [c for c in counters if c is not None]
+    reasons = [k[-1] for k, v in values.items()
+               if k and k[0] in ("Clocks Event Reasons", "Clocks Throttle Reasons") and len(k) >= 2 and v == "Active"]
+    link = ("PCI", "GPU Link Info")
+    return QueryHealth(
+        index=index, name=get("Product Name"), memory_mib=_leading_int(get("FB Memory Usage", "Total")),
+        ecc_mode=get("ECC Mode", "Current"), ecc_volatile_uncorrectable=sum(known) if known else None,
+        clock_reasons=tuple(r for r in reasons if r not in _QUIET_REASONS), idle="Idle" in reasons,
+        pcie_gen_max=_leading_int(get(*link, "PCIe Generation", "Max")),
+        pcie_gen_current=_leading_int(get(*link, "PCIe Generation", "Current")),
+        pcie_width_max=_leading_int(get(*link, "Link Width", "Max")),
+        pcie_width_current=_leading_int(get(*link, "Link Width", "Current")),
+    )
+
+
+def parse_query_facts(text: str) -> QueryFacts:
+    """Driver and CUDA versions and each GPU's configuration and health from `nvidia-smi -q`."""
+    top, gpus = query_sections(text)
+    return QueryFacts(_known(top.get(("Driver Version",))), _known(top.get(("CUDA Version",))),
+                      tuple(_gpu_health(i, values) for i, values in enumerate(gpus)))

@@ -7,6 +7,11 @@ and detection falls back to nvidia-smi.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable, TypeVar
+
+from nccl_bench.hardware.nvidia_smi import ListedGpu
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -34,6 +39,16 @@ MBPS_PER_GBPS = 1000
 
 def probe_nvml() -> tuple[tuple[NvmlGpu, ...] | None, str | None]:
     """GPUs through NVML (nvidia-ml-py); (None, reason) when NVML is not installed or not usable."""
+    return _each_gpu(_nvml_gpu)
+
+
+def list_nvml_gpus() -> tuple[tuple[ListedGpu, ...] | None, str | None]:
+    """The GPUs NVML counts, with their names and UUIDs; (None, reason) when NVML is not usable."""
+    return _each_gpu(_listed)
+
+
+def _each_gpu(read: Callable[[object, int], T]) -> tuple[tuple[T, ...] | None, str | None]:
+    """read(pynvml, index) of every GPU NVML counts, between NVML's init and shutdown."""
     try:
         import pynvml
     except ImportError:
@@ -43,7 +58,7 @@ def probe_nvml() -> tuple[tuple[NvmlGpu, ...] | None, str | None]:
     except Exception as exc:  # NVMLError subclasses, or OSError from a broken library
         return None, f"NVML: {exc}"
     try:
-        return tuple(_nvml_gpu(pynvml, i) for i in range(pynvml.nvmlDeviceGetCount())), None
+        return tuple(read(pynvml, i) for i in range(pynvml.nvmlDeviceGetCount())), None
     except Exception as exc:
         return None, f"NVML: {exc}"
     finally:
@@ -96,3 +111,17 @@ def _nvml_int(getter, handle) -> int | None:
     except Exception:
         return None
 
+
+def _listed(pynvml, index: int) -> ListedGpu:
+    handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+    name, uuid = (_nvml_text(getter, handle) for getter in (pynvml.nvmlDeviceGetName, pynvml.nvmlDeviceGetUUID))
+    return ListedGpu(index, name, uuid)
+
+
+def _nvml_text(getter, handle) -> str | None:
+    """A string NVML answers (bytes in older nvidia-ml-py); None when it cannot."""
+    try:
+        text = getter(handle)
+    except Exception:
+        return None
+    return text.decode(errors="replace") if isinstance(text, bytes) else str(text)

@@ -29,33 +29,34 @@ import json
 import logging
 import math
 import os
-import re
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from nccl_bench.errors import EXIT_BAD_INPUT, StoreError, UserInputError, first_line
+from nccl_bench.errors import EXIT_BAD_INPUT, StoreError, first_line
 from nccl_bench.history.address import POSTGRESQL, StoreAddress
 from nccl_bench.history.records import RunRecord
 from nccl_bench.history.store_guard import LOCKED_OR_BUSY, Guard
 from nccl_bench.history.store_schema import MIGRATIONS, SCHEMA_VERSION, SERIES_COLUMNS, TABLES
+from nccl_bench.history.stored_values import (
+    MAX_BUSBW_GBPS,
+    MAX_TIME_US,
+    clean_rows,
+    clean_text,
+    refuse_bad_values,
+    stored_form,
+)
 from nccl_bench.units.clock import utc_now_iso
 from nccl_bench.units.passwords import hide_passwords_in
 
-__all__ = ["StoreError", "Store", "open_store", "refuse_bad_values"]
+__all__ = ["StoreError", "Store", "open_store"]
 
 SQLITE_TRY_MS = 100  # one try at an SQLite lock inside the driver: a Ctrl-C waits at most this long
 STATEMENT_LIMIT_S = 300.0  # PostgreSQL: the longest one statement may run (a large store answers in seconds)
-# Bounds of a value the store keeps: 1 PB/s is far above any link (NVLink 5: 1.8 TB/s per GPU, NVIDIA's
-# GB200 NVL72 datasheet), and a collective of 10^12 us (11 days) is no measurement.
-MAX_BUSBW_GBPS = 1e6
-MAX_TIME_US = 1e12
-MAX_NOISE = 100.0  # a run's log-space spread (records.within_run_noise): e^100 between its trials is no measurement
 _MIGRATION_LOCK = 0x6E63_6362  # PostgreSQL advisory lock key held while the schema is brought up to date
 # A stored value the readers use: finite (NaN and inf fail both comparisons), non-negative, in bounds.
 _GOOD_VALUES = (f"busbw_gbps >= 0 AND busbw_gbps <= {MAX_BUSBW_GBPS:.0f} "
                 f"AND (time_us IS NULL OR (time_us >= 0 AND time_us <= {MAX_TIME_US:.0f}))")
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 _HOST = "lower(rtrim(host, '.'))"  # a host name as DNS compares it
 
 
@@ -153,43 +154,6 @@ def _writable(path: Path) -> bool:
     return os.access(path, os.W_OK) and os.access(path.parent, os.W_OK)
 
 
-def refuse_bad_values(run: RunRecord) -> None:
-    """A run whose value is not a finite, non-negative busbw (at most MAX_BUSBW_GBPS) and time is never stored."""
-    for value in run.values:
-        for what, number, bound in (("busbw_gbps", value.busbw_gbps, MAX_BUSBW_GBPS),
-                                    ("time_us", value.time_us, MAX_TIME_US), ("noise", value.noise, MAX_NOISE)):
-            if number is None and what != "busbw_gbps":
-                continue
-            if not isinstance(number, (int, float)) or not math.isfinite(number) or not 0 <= number <= bound:
-                point = " ".join(_clean(str(part)) for part in value.key[:4])  # op, placement, size, dtype
-                raise UserInputError(run.source, f"{what} {number!r} of {point} is not a measurement (a finite "
-                                     f"number from 0 to {bound:g}); the run is not stored")
-
-
-def _clean(value: Any) -> Any:
-    """Text from the store with every control character shown as an escape (\\x1b), never raw."""
-    if not isinstance(value, str):
-        return value
-    return _CONTROL.sub(lambda match: f"\\x{ord(match.group()):02x}", value)
-
-
-def _stored_form(run: RunRecord) -> RunRecord:
-    """The run with its text escaped as the readers give it back (_clean): a series is looked up by the
-    key a reader read, so a key stored raw (a host name holding ESC) would be counted and never found."""
-    from dataclasses import replace
-
-    values = tuple(replace(value, key=tuple(_clean(part) for part in value.key)) for value in run.values)
-    hosts = tuple(replace(host, host=_clean(host.host), kinds=tuple(_clean(kind) for kind in host.kinds))
-                  for host in run.hosts)
-    return replace(run, system=_clean(run.system), backend=_clean(run.backend), source=_clean(run.source),
-                   values=values, hosts=hosts)
-
-
-def _clean_rows(rows: Iterator[tuple]) -> Iterator[tuple]:
-    for row in rows:
-        yield tuple(_clean(value) for value in row)
-
-
 class Store:
     """One connection; every write is one transaction. `?` placeholders throughout."""
 
@@ -239,7 +203,7 @@ class Store:
             batch = self._call(lambda: cursor.fetchmany(1000))
             if not batch:
                 return
-            yield from _clean_rows(iter(batch))
+            yield from clean_rows(iter(batch))
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
@@ -294,7 +258,7 @@ class Store:
     def add_run(self, run: RunRecord) -> bool:
         """Store the run; False when a run with its id is already stored (then nothing changes)."""
         refuse_bad_values(run)
-        run = _stored_form(run)
+        run = stored_form(run)
         recorded = utc_now_iso()
         meta = json.dumps(hide_passwords_in(run.meta), sort_keys=True, default=str, allow_nan=False)
         with self.transaction():
@@ -414,7 +378,7 @@ class Store:
 
     def other_reasons(self, run_id: str, series: list[str], reason: str) -> list[tuple]:
         """(reason, accepted_utc) of the run's accepts among `series` made with another reason than this one."""
-        wanted, said = set(series), _clean(reason)
+        wanted, said = set(series), clean_text(reason)
         return sorted({(then, when) for name, then, when in self.rows(
             "SELECT series, reason, accepted_utc FROM accepts WHERE run_id = ?", (run_id,))
             if name in wanted and then != said}, key=lambda found: found[1])
@@ -457,7 +421,7 @@ class Store:
             for name in series:
                 cursor = self.execute("INSERT INTO accepts (series, run_id, started_utc, reason, accepted_utc) VALUES "
                                       "(?, ?, ?, ?, ?) ON CONFLICT (series, run_id) DO NOTHING",
-                                      (name, run_id, started_utc, _clean(reason), accepted))
+                                      (name, run_id, started_utc, clean_text(reason), accepted))
                 added += max(0, cursor.rowcount)
         return added
 

@@ -105,6 +105,9 @@ def _cause(exc: BaseException, address: StoreAddress) -> tuple[str, int]:
         return f"cannot be opened ({_why_unopenable(address)})", EXIT_RUN_FAILED
     if "no such table" in text or sqlstate == "42P01":
         return f"is damaged ({said}); a history has tables {', '.join(TABLES)}", EXIT_RUN_FAILED
+    if _refused_credentials(text, sqlstate):
+        return (f"the server refused the credentials ({said}): check the user and password (the URL, "
+                "PGPASSWORD or ~/.pgpass)"), EXIT_RUN_FAILED
     # No SQLSTATE: the connection itself broke; class 08 (connection) and 57 (the server shutting down,
     # crashed or starting) say the same from the server's side.
     if type(exc).__module__.startswith("psycopg") and (sqlstate is None or sqlstate[:2] in ("08", "57")):
@@ -112,6 +115,15 @@ def _cause(exc: BaseException, address: StoreAddress) -> tuple[str, int]:
     if isinstance(exc, OSError):
         return exc.strerror or said, EXIT_RUN_FAILED
     return said, EXIT_RUN_FAILED
+
+
+# What libpq says when the server turns the user away (its SQLSTATE class 28, which a failed connection does
+# not carry): a wrong or missing password, an authentication method that failed, no pg_hba.conf rule for them.
+_REFUSED = ("authentication failed", "no password supplied", "no pg_hba.conf entry", "password is required")
+
+
+def _refused_credentials(text: str, sqlstate: str | None) -> bool:
+    return (sqlstate or "").startswith("28") or any(words in text for words in _REFUSED)
 
 
 def _why_unopenable(address: StoreAddress) -> str:

@@ -122,6 +122,25 @@ def _bind_sendrecv(buffers: Buffers, args: OpArgs):
     return run
 
 
+def bind_exchange(buffers: Buffers, args: OpArgs, transfers: tuple[tuple[int, int], ...]):
+    """A replayed point-to-point exchange: this rank's messages of `transfers` ((from, to) global ranks),
+    batched as the job batched them; each receive lands in its own part of the receive buffer."""
+    dist = _dist()
+    me = args.global_rank(args.rank)
+    chunk = buffers.send.numel()
+    ops = [dist.P2POp(dist.isend, buffers.send, to, group=args.group) for src, to in transfers if src == me]
+    sources = [src for src, to in transfers if to == me]
+    ops += [dist.P2POp(dist.irecv, buffers.recv[index * chunk:(index + 1) * chunk], src, group=args.group)
+            for index, src in enumerate(sources)]
+    capturing = _capture_check(buffers.send)
+
+    def run():
+        for work in dist.batch_isend_irecv(ops):
+            finish_work(work, capturing())
+
+    return run
+
+
 def _capture_check(tensor) -> Callable[[], bool]:
     """Whether a CUDA graph is being captured on the current stream, asked at each call (the same op
     runs once before its capture and then inside it); never on CPU, where torch has no such check."""

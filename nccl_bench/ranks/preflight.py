@@ -6,6 +6,8 @@ cycle on each rank (ranks/session.py) and the launcher-less path before any work
 
 from __future__ import annotations
 
+import warnings
+
 from nccl_bench.errors import OptionError, UserInputError
 from nccl_bench.ranks import devices
 
@@ -17,14 +19,15 @@ RANK_PROCESS_BYTES = 200 * 2**20
 
 
 def check_memory(required_per_rank: int, ranks_sharing: int, available: int | None, where: str, key: str,
-                 command: str) -> None:
-    """Refuse, before allocating, buffers that cannot fit; say the numbers and the option (its key) to lower."""
+                 command: str, remedy: str | None = None) -> None:
+    """Refuse, before allocating, buffers that cannot fit; say the numbers and what to do: lower the option
+    (its key) that sized them, or `remedy` where no value of it can be lowered (a replay's traces)."""
     if available is None:
         return
     needed = required_per_rank * ranks_sharing
     if needed > available * MEMORY_HEADROOM:
         raise OptionError(key, memory_refusal(required_per_rank, ranks_sharing, available, where, command)
-                          + f"; lower {{{key}}}", mentions=(key,))
+                          + f"; {remedy or f'lower {{{key}}}'}", mentions=(key,))
 
 
 def memory_refusal(required_per_rank: int, ranks_sharing: int, available: int, where: str, command: str) -> str:
@@ -57,16 +60,39 @@ def host_available_bytes() -> int | None:
 
 def chosen_backend(requested: str) -> str:
     """--backend resolved for this host (auto: nccl with CUDA, else gloo) and checked against the build;
-    the environment's NCCL choices checked first (check_nccl_choices), as every command on ranks asks here."""
+    the environment's NCCL choices checked first (check_nccl_choices), as every command on ranks asks here.
+    GPUs that CUDA cannot see are said before gloo is chosen for them (check_hidden_gpus)."""
     import os
 
     import torch
 
     check_nccl_choices(os.environ)
-
-    backend = devices.choose_backend(requested, torch.cuda.is_available())
+    cuda = torch.cuda.is_available()
+    if not cuda:
+        check_hidden_gpus(requested, os.environ, torch.version.cuda)
+    backend = devices.choose_backend(requested, cuda)
     devices.check_backend_built(backend)
     return backend
+
+
+class HiddenGpuWarning(UserWarning):
+    """GPUs the driver lists but CUDA does not see: the run goes on with gloo on the CPU."""
+
+
+def check_hidden_gpus(requested: str, environ, cuda_build: str | None) -> None:
+    """Where CUDA sees no GPU but the driver lists some: --backend nccl is refused naming the cause, and
+    auto warns that gloo will run on the CPU instead (a run of the GPUs' host that measures the CPU would
+    otherwise be told apart only by its header). An explicit gloo asks for the CPU: nothing is said."""
+    from nccl_bench.hardware.hidden_gpus import hidden_gpus_text
+
+    if requested not in ("auto", "nccl"):
+        return
+    hidden = hidden_gpus_text(environ, cuda_build)
+    if hidden is None:
+        return
+    if requested == "nccl":
+        raise OptionError("backend", f"nccl needs a GPU that CUDA can use: {hidden}")
+    warnings.warn(f"{hidden}; running gloo on the CPU instead", HiddenGpuWarning, stacklevel=2)
 
 
 def check_nccl_choices(environ) -> None:
@@ -80,18 +106,19 @@ def check_nccl_choices(environ) -> None:
             raise UserInputError(name, f"{problem}; fix or unset it")
 
 
-def check_local_workers(command: str, backend: str, workers: int, bytes_per_rank: int, size_key: str) -> None:
+def check_local_workers(command: str, backend: str, workers: int, bytes_per_rank: int, size_key: str,
+                        size_remedy: str | None = None) -> None:
     """What a launcher-less run refuses before starting workers: more NCCL workers than GPUs, and
     host memory for the ranks' processes (and, on CPU, their buffers). size_key: the option that makes
-    the buffers large."""
+    the buffers large; size_remedy: what to do where it has no value to lower (check_memory)."""
     import torch
 
     on_gpu = devices.device_kind(backend) == "cuda"
     if on_gpu:
         devices.check_workers_fit(workers, torch.cuda.device_count())
     buffers = 0 if on_gpu else bytes_per_rank  # GPU memory: each worker checks its own
-    key = size_key if buffers > RANK_PROCESS_BYTES else "workers"
-    check_memory(buffers + RANK_PROCESS_BYTES, workers, host_available_bytes(), "host", key, command)
+    key, remedy = (size_key, size_remedy) if buffers > RANK_PROCESS_BYTES else ("workers", None)
+    check_memory(buffers + RANK_PROCESS_BYTES, workers, host_available_bytes(), "host", key, command, remedy)
 
 
 # The soft limit on open files below which a run does not start: on CPU (gloo, torch 2.13), runs of 2

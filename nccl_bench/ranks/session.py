@@ -52,6 +52,7 @@ class RunRequest:
     config: dict[str, Any]  # the command's options as meta.json records them
     continues: bool = False  # a later --nccl-env variant: the run folder is the first variant's, kept as it is
     control: bool = False  # the helpers' exchanges on a gloo side group (dist.DistContext.control)
+    size_remedy: str | None = None  # what to do when memory is short, where size_option has no value to lower
 
 
 class Run:
@@ -160,14 +161,15 @@ def _device_index(request: RunRequest, launch: LaunchEnv) -> int | None:
     """This rank's GPU (never one that does not exist) with room for the buffers; None on CPU."""
     if devices.device_kind(request.backend) != "cuda":
         check_memory(request.bytes_per_rank, launch.local_world_size, host_available_bytes(), "host",
-                     request.size_option, request.command)
+                     request.size_option, request.command, request.size_remedy)
         return None
     import torch
 
     index = devices.cuda_device_index(
         launch.local_rank, launch.local_world_size, torch.cuda.device_count(), os.environ, launch.launcher)
     free, _total = torch.cuda.mem_get_info(index)
-    check_memory(request.bytes_per_rank, 1, free, f"GPU {index}", request.size_option, request.command)
+    check_memory(request.bytes_per_rank, 1, free, f"GPU {index}", request.size_option, request.command,
+                 request.size_remedy)
     return index
 
 

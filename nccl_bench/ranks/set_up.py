@@ -34,6 +34,7 @@ from __future__ import annotations
 import contextlib
 import datetime as _dt
 import os
+import re
 import time
 from typing import Any, Callable, Iterator
 
@@ -80,6 +81,10 @@ def _ready_key(rank: int) -> str:
 def _failed_key(rank: int) -> str:
     return f"nccl_bench/set_up/failed/{rank}"
 
+
+# A socket error that a rank sees when the process holding the store (rank 0 under env://) has ended: a
+# consequence, which its own failure line explains.
+_CONNECTION_LOST = re.compile(r"connection reset|broken pipe|connection refused|connection closed", re.I)
 
 class SetUp:
     """One rank's set-up: its deadline (a watchdog thread while a step runs), its registration in
@@ -242,6 +247,8 @@ class SetUp:
         if self.hosts_store:
             self._linger(len(silent))
         names = f"{absent}; " if absent else ""
+        if not self.hosts_store and _CONNECTION_LOST.search(reason):
+            reason += " (the rank that holds the rendezvous store ended first; its own line says why)"
         return RunFailedError(f"setting up the {self.command} failed: {names}rank {self.rank} saw: {reason}")
 
     def _say_failed(self, reason: str, stalled: bool = False) -> None:

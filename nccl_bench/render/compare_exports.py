@@ -149,7 +149,7 @@ def to_junit_xml(comparison: cmp.Comparison) -> str:
         ET.SubElement(case, "system-out").text = row.reason or row.verdict
     if nothing:
         case = ET.SubElement(suite, "testcase", {"name": "rows judged", "classname": "nccl_bench.compare"})
-        ET.SubElement(case, "error", {"message": comparison.summary(), "type": "nothing judged"})
+        ET.SubElement(case, "error", {"message": comparison.summary(), "type": "not_judged"})
     return ET.tostring(root, encoding="unicode") + "\n"
 
 

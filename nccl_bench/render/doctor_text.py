@@ -17,6 +17,7 @@ from nccl_bench.doctor.doctor_config import option_name
 from nccl_bench.doctor.doctor_report import DoctorHeader, DoctorReport
 from nccl_bench.doctor.roster import excluded_hosts
 from nccl_bench.doctor.verdicts import Judgement, gbps
+from nccl_bench.render.escape import one_line
 from nccl_bench.render.fit import Column, render_lines
 from nccl_bench.render.tables import header_tail, setup_lines, versions_line
 from nccl_bench.units.hostlist import compress
@@ -38,7 +39,13 @@ def header_lines(header: DoctorHeader) -> list[str]:
         f"{len(header.nodes)} node(s), {per_node} ({', '.join(n.host for n in header.nodes)})",
         versions_line(run.versions),
         *setup_lines(run.timings),
-        f"# phases: {', '.join(header.phases)}; {header.mode} mode, {rounds}",
+    ]
+    if header.config_only:
+        lines.append(f"# phases: config only ({option_name('config_only')}): every host's configuration against "
+                     "the fleet's, nothing measured")
+        return lines + header_tail(run.run_dir, header.notes)
+    lines += [
+        f"# phases: config, {', '.join(header.phases)}; {header.mode} mode, {rounds}",
         f"# measurement: {format_size(header.size_bytes)} per message, warmup {header.warmup}, "
         f"{header.samples} samples of {header.iters}; "
         "pairs: two-way isend/irecv, busbw = size/time (factor 1, as sendrecv); "
@@ -48,7 +55,7 @@ def header_lines(header: DoctorHeader) -> list[str]:
            if header.expect_gbps is not None else "")
         + ", confirmed by a re-test",
     ]
-    return lines + header_tail(run.run_dir, header.notes)
+    return [one_line(line) for line in lines] + header_tail(run.run_dir, header.notes)
 
 
 def estimate_line(rounds: int, per_round_s: float) -> str:
@@ -83,8 +90,10 @@ def fleet_lines(judgement: Judgement) -> list[str]:
     return lines
 
 
-def suspect_lines(judgement: Judgement) -> list[str]:
-    return [suspect.line() for suspect in judgement.suspects]
+def suspect_lines(judgement: Judgement, repeat_config: bool = True) -> list[str]:
+    """Every suspect's line; the config suspects, already shown before measuring, only when repeat_config (a
+    measuring run ends with every suspect, a config-only run has just shown them)."""
+    return [suspect.line() for suspect in judgement.suspects if repeat_config or suspect.kind != "config"]
 
 
 def summary_lines(report: DoctorReport) -> list[str]:
@@ -198,5 +207,7 @@ def recorded_suspect_line(suspect: dict) -> str:
     rail = suspect.get("rail")
     if suspect.get("kind") == "rail":
         return f"rail {rail} of {hosts[0] if hosts else '?'}: {suspect.get('reason')}"
+    if suspect.get("kind") == "config":
+        return f"config {compress(hosts)}: {suspect.get('reason')}"
     on_rail = f" (rail {rail})" if rail is not None else ""
     return f"{suspect.get('kind')} {'-'.join(hosts)}{on_rail}: {suspect.get('reason')}"

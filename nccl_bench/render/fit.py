@@ -84,6 +84,7 @@ class Layout:
     margin: str = ""  # left of every row
     header_mark: str = ""  # replaces the margin's first characters on header lines ("# " as nccl-tests)
     left_out: tuple[str, ...] = field(default=())  # names of the columns that did not fit
+    width: int | None = None  # the width the table fits, None: no limit (a pipe, a file)
 
     def _prefix(self, header: bool) -> str:
         if header and self.header_mark:
@@ -102,14 +103,25 @@ class Layout:
         pieces: list[list[Text]] = []
         for position, index in enumerate(self.shown):
             column, text = self.columns[index], _text(cells[index])
-            width = self.widths[position]
-            if column.wrap and text.cell_len > width:
+            width = self._fold_width(position)
+            if column.wrap and width is not None and text.cell_len > width:
                 parts = textwrap.wrap(text.plain, width, break_long_words=False, break_on_hyphens=False) or [""]
                 pieces.append([Text(part, style=text.style) for part in parts])
             else:
                 pieces.append([text])
         height = max(len(p) for p in pieces)
         return [self._join([p[n] if n < len(p) else "" for p in pieces]) for n in range(height)]
+
+    def _fold_width(self, position: int) -> int | None:
+        """Where a folding column folds: at its width, except the last column, which has the rest of the line
+        and never less than WRAP_MIN_WIDTH (no limit without a width): a streaming table sizes it before any
+        text exists, from its heading alone, and a flag folded at five characters reads one word per line."""
+        if position != len(self.shown) - 1:
+            return self.widths[position]
+        if self.width is None:
+            return None
+        before = len(self.margin) + sum(self.widths[:position]) + len(GAP) * position
+        return max(self.widths[position], WRAP_MIN_WIDTH, self.width - before)
 
     def _join(self, cells: Sequence[Cell], header: bool = False) -> Text:
         line = Text(self._prefix(header))
@@ -191,7 +203,7 @@ def fit_widths(
             spare,
         )
     left_out = tuple(c.name for i, c in enumerate(columns) if i not in shown)
-    return Layout(columns, tuple(shown), tuple(shown_widths), margin, header_mark, left_out)
+    return Layout(columns, tuple(shown), tuple(shown_widths), margin, header_mark, left_out, width)
 
 
 def render_lines(

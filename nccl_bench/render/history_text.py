@@ -184,14 +184,23 @@ def _ratio(a: float | None, b: float | None) -> float | None:
     return None if a is None or b is None or a <= 0 else b / a - 1
 
 
+# Parts of a series' key the table shows only where its rows differ in them: two runs of other world sizes,
+# node counts or backends have series of one op, size and system that would otherwise read as the same row.
+DIFF_APART = (("world_size", Column("ranks")), ("nodes", Column("nodes")),
+              ("backend", Column("backend", align="left")))
+
+
 def diff_lines(runs, rows, changed: Sequence[Change], width: int | None) -> list:
     (a_id, a_started, *_), (b_id, b_started, *_) = runs
     head = [f"A: run {a_id[:12]} ({a_started})", f"B: run {b_id[:12]} ({b_started})"]
-    table = [[k["op"], k["placement"], format_size(k["size_bytes"]), k["dtype"], system_label(k), _gbps(a), _gbps(b),
-              "-" if _ratio(a, b) is None else f"{100 * _ratio(a, b):+.1f}%"] for k, a, b in rows]
+    apart = [(name, column) for name, column in DIFF_APART if len({str(k[name]) for k, _, _ in rows}) > 1]
+    columns = (*DIFF_COLUMNS[:4], *(column for _, column in apart), *DIFF_COLUMNS[4:])
+    table = [[k["op"], k["placement"], format_size(k["size_bytes"]), k["dtype"], *(str(k[name]) for name, _ in apart),
+              system_label(k), _gbps(a), _gbps(b), "-" if _ratio(a, b) is None else f"{100 * _ratio(a, b):+.1f}%"]
+             for k, a, b in rows]
     what = [f"changed: {c}" for c in changed] or ["changed: nothing recorded (versions, variables, hosts, GPUs, "
                                                   "settings)"]
-    return [*head, *(render_lines(DIFF_COLUMNS, table, width) if table else ["no series in common or apart"]), *what]
+    return [*head, *(render_lines(columns, table, width) if table else ["no series in common or apart"]), *what]
 
 
 def diff_json(runs, rows, changed: Sequence[Change]) -> str:

@@ -30,7 +30,7 @@ from nccl_bench.results.schema import STATUS_UNSUPPORTED, STATUS_WRONG, ResultRo
 from nccl_bench.results.whole_file import read_json_or_none
 from nccl_bench.units.sizes import format_size
 
-DOCTOR_SCHEMA_VERSIONS = (1, 2)  # 2 only added keys (missing suspects, expected_hosts, exclude)
+DOCTOR_SCHEMA_VERSIONS = (1, 2, 3)  # 2 and 3 only added keys (missing suspects, expected_hosts, exclude; config)
 
 _CSS = """
 body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 1.5em; color: #1b1b1b; }
@@ -79,7 +79,7 @@ def doctor_only(path: Path) -> dict[str, Any] | None:
 
 
 def read_doctor(path: Path) -> dict[str, Any] | None:
-    """doctor.json of a run folder (schema_version 1 or 2), or None when there is none or it is unreadable."""
+    """doctor.json of a run folder (schema_version 1 to 3), or None when there is none or it is unreadable."""
     data = read_json_or_none(Path(path) / DOCTOR_JSON) if Path(path).is_dir() else None
     return data if isinstance(data, dict) and data.get("schema_version") in DOCTOR_SCHEMA_VERSIONS else None
 
@@ -215,7 +215,7 @@ def doctor_matrix(doctor: dict[str, Any]) -> tuple[list[str], dict[tuple[str, st
 
 
 # doctor.json's verdicts: the run's (healthy or suspects) and each node's or pair's (ok or suspect).
-_DOCTOR_CLASS = {"healthy": "good", "ok": "good", "suspects": "bad", "suspect": "bad"}
+_DOCTOR_CLASS = {"healthy": "good", "ok": "good", "suspects": "bad", "suspect": "bad", "contended": "bad"}
 
 
 def _doctor_cell(entries: list[dict[str, Any]]) -> str:

@@ -233,6 +233,10 @@ class DoctorReporter:
     def started(self, header: DoctorHeader) -> None:
         print_lines(self.console, self._text.header_lines(header))
 
+    def config_checked(self, summary: str, suspects: list[str]) -> None:
+        self._say(summary)
+        print_lines(self.console, suspects, style="bold red")
+
     def pairs_planned(self, rounds: int, per_round_s: float) -> None:
         self._say(self._text.estimate_line(rounds, per_round_s))
         if self.console.is_terminal:
@@ -258,9 +262,12 @@ class DoctorReporter:
                     report.heatmap_path = write_heatmap(judgement, report.run_dir)
                 except Exception as exc:  # a broken font cache must not cost the verdict
                     report.notes.append(f"{HEATMAP_PNG} not written: {first_line(exc)}")
-            self.console.print(self._text.node_table(judgement))
+            config_only = report.header is not None and report.header.config_only
+            if not config_only:
+                self.console.print(self._text.node_table(judgement))
             print_lines(self.console, self._text.fleet_lines(judgement))
-            print_lines(self.console, self._text.suspect_lines(judgement), style="bold red")
+            print_lines(self.console, self._text.suspect_lines(judgement, repeat_config=not config_only),
+                        style="bold red")
         for line in self._text.summary_lines(report):
             style = None
             if line.startswith("# verdict"):

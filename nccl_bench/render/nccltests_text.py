@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from nccl_bench.render.escape import one_line
 from nccl_bench.results.nccltests_log import EXPORT_MARK
 from nccl_bench.results.nccltests_rows import DTYPE_TO_TYPE
 from nccl_bench.results.schema import (
@@ -69,7 +70,7 @@ def _header(op: str, rows: list[ResultRow], meta: dict[str, Any] | None) -> list
     for rank in range(first.world_size or 0):  # None: the input did not say
         host = f" on {hostnames[rank]}" if rank < len(hostnames) else ""
         device = f" [{devices[rank]}]" if rank < len(devices) else ""
-        lines.append(f"#  Rank {rank:2d}{host} device{device} nccl_bench {first.backend}")
+        lines.append(one_line(f"#  Rank {rank:2d}{host} device{device} nccl_bench {first.backend}"))
     lines += [
         "#",
         f"# {EXPORT_MARK} ranks' times combined by {first.agg}",

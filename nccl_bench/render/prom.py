@@ -6,6 +6,13 @@ Names follow Prometheus' naming guide: one prefix, base units in the name (`_byt
 placement, size in bytes, dtype) and where it ran (world size, nodes, backend); for the doctor the
 host, the pair and the rail. Every value is the CSV's or doctor.json's number in base units
 (busbw_gbps x 1e9), so an alert and the results on disk never disagree. Pure: text out; the CLI writes it.
+
+A sweep's file also holds its rows under the names and labels NVIDIA's NCCL Inspector exports
+(ext-profiler/inspector, inspector_prom.cc: `nccl_bus_bandwidth_gbs` in GB/s and
+`nccl_collective_exec_time_microseconds`, labelled version, slurm_job_id, node, gpu, comm_name, n_nodes,
+nranks, collective, message_size, algo_proto), so dashboards made for the Inspector show a benchmark's
+figures beside a job's own. Like the Inspector, rows of one label set (sizes in one message_size bucket,
+both placements, dtypes) are one sample: the geometric mean of their busbw, the mean of their times.
 """
 
 from __future__ import annotations
@@ -17,10 +24,11 @@ from typing import Any, Iterable, Mapping, Sequence
 import nccl_bench
 from nccl_bench.results.schema import ResultRow
 from nccl_bench.units.bandwidth import BYTES_PER_GB
+from nccl_bench.units.op_table import OPS
 
 PREFIX = "nccl_bench_"
 SECONDS_PER_US = 1e-6
-SUSPECT_KINDS = ("node", "link", "rail", "missing")  # doctor/verdicts.Suspect.kind, doctor/roster.MISSING
+SUSPECT_KINDS = ("node", "link", "rail", "missing", "config")  # verdicts.Suspect.kind, roster.MISSING, config_check
 # A label name is [a-zA-Z_][a-zA-Z0-9_]*; version keys are ours, but keep any other character out.
 _LABEL_NAME_BAD = re.compile(r"[^a-zA-Z0-9_]")
 
@@ -37,14 +45,63 @@ _ROW_METRICS = (
 )
 
 
-def sweep_metrics(rows: Sequence[ResultRow], meta: Mapping[str, Any], now_s: float) -> str:
-    """Every measured row's gauges, then the run's info and timestamp; meta is the run's meta.json."""
+def sweep_metrics(rows: Sequence[ResultRow], meta: Mapping[str, Any], now_s: float,
+                  slurm_job_id: str | None = None) -> str:
+    """Every measured row's gauges, then the run's info and timestamp, then the rows as NCCL Inspector names
+    them; meta is the run's meta.json, slurm_job_id the Slurm job's (SLURM_JOB_ID) where there is one."""
     lines: list[str] = []
     for name, help_text, value_of in _ROW_METRICS:
         samples = [(_row_labels(row), value_of(row)) for row in rows]
         lines += _family(name, help_text, [(labels, value) for labels, value in samples if value is not None])
     lines += _run_lines("sweep", meta, now_s)
+    lines += inspector_lines(rows, meta, slurm_job_id)
     return "\n".join(lines) + "\n"
+
+
+INSPECTOR_COMM_NAME = "nccl_bench"  # the comm_name label: a panel tells the benchmark's series from a job's
+_SIZE_UNITS = ("B", "KB", "MB", "GB", "TB")
+
+
+def inspector_message_size(size_bytes: int) -> str:
+    """The Inspector's message_size bucket: the size in its largest 1024-power unit, floored, and the next
+    whole number ("1-2MB" for 1 MiB to just under 2 MiB, "134-135MB"); "0B" for nothing."""
+    if size_bytes <= 0:
+        return "0B"
+    value, unit = float(size_bytes), 0
+    while value >= 1024 and unit < len(_SIZE_UNITS) - 1:
+        value, unit = value / 1024, unit + 1
+    lower = max(1, math.floor(value))
+    return f"{lower}-{lower + 1}{_SIZE_UNITS[unit]}"
+
+
+def inspector_lines(rows: Sequence[ResultRow], meta: Mapping[str, Any], slurm_job_id: str | None = None) -> list[str]:
+    """The rows as the Inspector's two collective families (see the module's doc)."""
+    buckets: dict[tuple, list[ResultRow]] = {}
+    node = str((meta.get("hostnames") or ["unknown"])[0])
+    job = slurm_job_id or "unknown"  # the Inspector's word for a label it cannot fill
+    for row in rows:
+        spec = OPS.get(row.op)
+        collective = None if spec is None else spec.nccl_function  # NCCL's name; None: torch's sends, no collective
+        if collective is None or row.time_us is None or row.world_size is None:
+            continue
+        algo_proto = f"{row.algo}_{row.proto}" if row.algo and row.proto else "unknown"
+        key = (("version", f"nccl_bench {nccl_bench.__version__}"), ("slurm_job_id", job), ("node", node),
+               ("gpu", "all"), ("comm_name", INSPECTOR_COMM_NAME), ("n_nodes", row.nodes),
+               ("nranks", row.world_size), ("collective", collective),
+               ("message_size", inspector_message_size(row.size_bytes)), ("algo_proto", algo_proto))
+        buckets.setdefault(key, []).append(row)
+    bandwidths, times = [], []
+    for key, members in buckets.items():
+        labels = dict(key)
+        positive = [r.busbw_gbps for r in members if r.busbw_gbps]
+        if positive:  # one row's figure as it is on disk; several, their geometric mean
+            mean = positive[0] if len(positive) == 1 else math.exp(sum(map(math.log, positive)) / len(positive))
+            bandwidths.append((labels, mean))
+        times.append((labels, sum(r.time_us for r in members) / len(members)))
+    return (_family("bus_bandwidth_gbs", "NCCL bus bandwidth for collective operations, GB/s (1e9 B/s), as NCCL "
+                    "Inspector names it: the geometric mean of the rows of these labels.", bandwidths, prefix="nccl_")
+            + _family("collective_exec_time_microseconds", "Execution time of one collective in microseconds, as "
+                      "NCCL Inspector names it: the mean of the rows of these labels.", times, prefix="nccl_"))
 
 
 def doctor_metrics(verdicts: Mapping[str, Any], meta: Mapping[str, Any], now_s: float) -> str:
@@ -67,7 +124,7 @@ def doctor_metrics(verdicts: Mapping[str, Any], meta: Mapping[str, Any], now_s: 
     lines += _family(
         "doctor_suspect",
         "1 when the doctor names the host in a suspect of this kind (node, link, rail, missing: expected, never "
-        "joined), else 0.",
+        "joined, config: its configuration differs from the fleet's or its hardware is degraded), else 0.",
         [({"host": host, "kind": kind}, int((host, kind) in named)) for host in hosts for kind in SUSPECT_KINDS])
     lines += _run_lines("doctor", meta, now_s)
     return "\n".join(lines) + "\n"
@@ -91,11 +148,12 @@ def _run_lines(command: str, meta: Mapping[str, Any], now_s: float) -> list[str]
     return lines
 
 
-def _family(name: str, help_text: str, samples: Iterable[tuple[Mapping[str, Any], float]]) -> list[str]:
+def _family(name: str, help_text: str, samples: Iterable[tuple[Mapping[str, Any], float]],
+            prefix: str = PREFIX) -> list[str]:
     samples = list(samples)
     if not samples:
         return []
-    full = PREFIX + name
+    full = prefix + name
     lines = [f"# HELP {full} {_escape_help(help_text)}", f"# TYPE {full} gauge"]
     for labels, value in samples:
         text = ",".join(f'{key}="{_escape_label(str(val))}"' for key, val in labels.items())

@@ -15,6 +15,7 @@ from typing import Sequence
 from rich.text import Text
 
 from nccl_bench.ranks.split import brief_ranks_text
+from nccl_bench.render.escape import one_line
 from nccl_bench.render.fit import Column, fit
 from nccl_bench.replay.profile import Profile, ProfileRow, envelope_row
 from nccl_bench.results.schema import ResultRow
@@ -135,7 +136,7 @@ def _header(profile: Profile, paths: Sequence[Path]) -> list[str]:
             f"; collectives took {profile.collective_share:.1%} of it" + (
                 " (above 100%: they overlap)" if profile.collective_share > 1 else ""))
         lines.append(f"# traced window {duration(profile.window_us)}{share}; the costliest first")
-    return lines
+    return [one_line(line) for line in lines]
 
 
 def _cells(row: ProfileRow, replayed: bool) -> list[str]:

@@ -16,10 +16,12 @@ from rich.text import Text
 
 from nccl_bench.hardware.nvls import NVLS_FLAG, nvls_sentence
 from nccl_bench.render import labels, repeats
-from nccl_bench.render.fit import Cell, Column, Layout, fit, fit_widths, natural_width, widen
+from nccl_bench.render.escape import one_line
+from nccl_bench.render.fit import WRAP_MIN_WIDTH, Cell, Column, Layout, fit, fit_widths, natural_width, widen
 from nccl_bench.render.labels import placement_text
 from nccl_bench.results.loader import RESULTS_LINE
 from nccl_bench.results.schema import STATUS_UNSUPPORTED, STATUS_WRONG, ResultRow
+from nccl_bench.sweep.rows import CALL_BOUND_FACTOR, FLAG_CALL_BOUND
 from nccl_bench.sweep.sweep_config import option_name
 from nccl_bench.units import stats
 from nccl_bench.units.op_table import OPS
@@ -174,7 +176,7 @@ def results_lines(rows: Sequence[ResultRow], width: int | None, title: str | Non
     repeats = repeats_in(rows)
     cells = [result_cells(r, repeats) for r in rows]
     layout = fit(result_columns(repeats), cells, width, MARGIN, HEADER_MARK)
-    lines = [Text(f"# run: {title}")] if title else []
+    lines = [Text(one_line(f"# run: {title}"))] if title else []
     lines += layout.header_lines()
     for row_cells in cells:
         lines += layout.row_lines(row_cells)
@@ -199,7 +201,7 @@ def results_lines_streamed(
     kept = [i for i, column in enumerate(result_columns(every)) if column in result_columns(repeats)]
     layout = fit_widths(result_columns(repeats), [widths[i] for i in kept], width, MARGIN, HEADER_MARK)
     if title:
-        yield Text(f"# run: {title}")
+        yield Text(one_line(f"# run: {title}"))
     yield from layout.header_lines()
     for row in read():
         yield from layout.row_lines(result_cells(row, repeats))
@@ -222,7 +224,12 @@ def live_layout(header, width: int | None) -> Layout:
                   variant=header.variant)
         for op, size, count in header.planned
     ]
-    return results_layout(known, width, header.repeats)
+    columns = result_columns(header.repeats)
+    cells = [result_cells(row, header.repeats) for row in known]
+    widths = [natural_width(column, [row[i] for row in cells]) for i, column in enumerate(columns)]
+    # A row's flags are not known before it is measured: room for one is kept, so a flag never runs past the line.
+    widths = [max(w, WRAP_MIN_WIDTH) if column.wrap else w for column, w in zip(columns, widths, strict=True)]
+    return fit_widths(columns, widths, width, MARGIN, HEADER_MARK)
 
 
 def average_busbw(rows: Iterable[ResultRow]) -> dict[tuple[str, str], float]:
@@ -249,7 +256,7 @@ def header_lines(header) -> list[str]:
     ]
     if header.peak:
         lines.append(f"# peak: {header.peak}")
-    return lines + header_tail(run.run_dir, header.notes)
+    return [one_line(line) for line in lines + header_tail(run.run_dir, header.notes)]
 
 
 def versions_line(versions: dict[str, str]) -> str:
@@ -273,7 +280,7 @@ def _seconds(value: float) -> str:
 def header_tail(run_dir: Path | None, notes: Iterable[str]) -> list[str]:
     """How every command's header ends: the run folder (the line `report` follows from a saved log), then notes."""
     lines = [] if run_dir is None else [f"{RESULTS_LINE}{run_dir}"]
-    return lines + [f"# note: {note}" for note in notes]
+    return [one_line(line) for line in lines + [f"# note: {note}" for note in notes]]
 
 
 def sample_span(rows: Iterable[ResultRow]) -> tuple[float, float, ResultRow] | None:
@@ -322,6 +329,13 @@ def summary_lines(summary) -> list[str]:
         iters = option_name("iters")
         lines.append(
             f"# warning: {len(short)} row(s) have samples too short for the timer; use {iters} auto or more {iters}"
+        )
+    bound = [r for r in summary.rows if FLAG_CALL_BOUND in r.flags.split(";")]
+    if bound:
+        lines.append(
+            f"# note: {len(bound)} row(s) are call_bound: their median call is within {CALL_BOUND_FACTOR}x of "
+            "the same op's smallest message, so they measure what a call costs, not bandwidth; for NCCL's own "
+            f"latency without torch's launch path, time them with {option_name('cuda_graph')}"
         )
     empty = [r for r in summary.rows if "empty_cuda_graph" in r.flags]
     if empty:

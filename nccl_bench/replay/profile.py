@@ -205,6 +205,11 @@ def _count_mismatches(keys, calls_by_rank, ranks) -> tuple[CountMismatch, ...]:
     return tuple(mismatches)
 
 
+def _recorded(value: object) -> str:
+    """A value a trace recorded, as a message says it; one it left out is said so, never as None."""
+    return "not recorded" if value is None else repr(value)
+
+
 def _check_one_job(traces: Sequence[RankTrace]) -> None:
     """Refuse files that are not one job's: none, two of one rank, or disagreeing world sizes or backends."""
     if not traces:
@@ -219,4 +224,5 @@ def _check_one_job(traces: Sequence[RankTrace]) -> None:
         for what in ("world_size", "backend"):
             if getattr(trace, what) != getattr(first, what):
                 raise TraceError(trace.path, f"not the same job as {first.path}: its {what.replace('_', ' ')} is "
-                                             f"{getattr(trace, what)!r}, not {getattr(first, what)!r}")
+                                             f"{_recorded(getattr(trace, what))}, and that trace's is "
+                                             f"{_recorded(getattr(first, what))}")

@@ -19,12 +19,12 @@ from typing import Any, Callable
 
 from nccl_bench.errors import OptionError, RunFailedError, first_line
 from nccl_bench.ranks import dist, faults, session
-from nccl_bench.ranks.collectives import CALLS, Buffers, OpArgs
+from nccl_bench.ranks.collectives import CALLS, Buffers, OpArgs, bind_exchange
 from nccl_bench.ranks.preflight import chosen_backend
 from nccl_bench.ranks.runner import Measurement, PointRunner, TimingPlan
 from nccl_bench.ranks.split import ranks_text
 from nccl_bench.replay.replay_config import ReplayConfig
-from nccl_bench.replay.replay_plan import ReplayPlan, ReplayPoint, group_label, plans_disagree
+from nccl_bench.replay.replay_plan import MEMORY_REMEDY, ReplayPlan, ReplayPoint, group_label, plans_disagree
 from nccl_bench.results.csv_appender import ResultsWriter
 from nccl_bench.results.schema import STATUS_OK, STATUS_UNSUPPORTED, ResultRow
 from nccl_bench.units import bandwidth, stats
@@ -55,7 +55,7 @@ def execute(config: ReplayConfig, plan: ReplayPlan,
     request = session.RunRequest(
         command="replay", backend=chosen_backend(config.backend), timeout_s=config.timeout_s, out=config.out,
         results_root=config.results_root, folder_label=("replay",), bytes_per_rank=plan.bytes_per_rank,
-        size_option="traces", config=config.as_meta(),
+        size_option="traces", size_remedy=MEMORY_REMEDY, config=config.as_meta(),
     )
     body = _Replay(config, plan)
     session.execute(request, body, on_stuck)
@@ -144,7 +144,8 @@ class _Replay:
                                                                    device=ctx.device)[:send_elems]
         args = OpArgs(ctx.rank, ctx.world_size, ROOT, _sum() if collective.reduces else None, None, ctx.group,
                       () if ctx is self.run.ctx else point.ranks)
-        run_once = CALLS[point.op](Buffers(send=send, recv=recv), args)
+        buffers = Buffers(send=send, recv=recv)
+        run_once = bind_exchange(buffers, args, point.transfers) if point.transfers else CALLS[point.op](buffers, args)
         reason = _why_unsupported(ctx, run_once)
         leader = ctx.rank == 0
         if reason is not None:

@@ -12,12 +12,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, Sequence
 
 from nccl_bench.errors import RunFailedError, UserInputError
 from nccl_bench.replay.profile import Profile, profile_traces, with_replay
 from nccl_bench.replay.replay_config import ReplayConfig
-from nccl_bench.replay.replay_plan import ReplayPlan, points_for_launch, refuse_too_few_ranks, replayed_trace
+from nccl_bench.replay.replay_plan import (
+    MEMORY_REMEDY,
+    TRACE_SOURCE,
+    ReplayPlan,
+    points_for_launch,
+    refuse_too_few_ranks,
+    replayed_trace,
+)
 from nccl_bench.replay.trace_events import is_stream
 from nccl_bench.replay.trace_reader import RankTrace, read_trace
 from nccl_bench.results.schema import ResultRow
@@ -55,7 +62,7 @@ class ReplayJob:
         refuse_too_few_ranks(self.replayed, workers)
         plan = self.points(workers)
         backend = chosen_backend(self.config.backend)
-        check_local_workers("replay", backend, workers, plan.bytes_per_rank, "traces")
+        check_local_workers("replay", backend, workers, plan.bytes_per_rank, "traces", MEMORY_REMEDY)
         return backend, list(plan.left_out)
 
     def run(self, launch, on_stuck: Callable[[RunFailedError], None]) -> ReplaySummary:
@@ -82,4 +89,14 @@ def read_replay_job(config: ReplayConfig, envelope: Path | None = None, envelope
         from nccl_bench.results.loader import load_rows
 
         rows = tuple(load_rows(envelope, envelope_label))
+        refuse_a_replayed_envelope(rows, envelope, envelope_label)
     return ReplayJob(config, traces, profile_traces(traces), rows)
+
+
+def refuse_a_replayed_envelope(rows: Sequence[ResultRow], envelope: Path, label: str) -> None:
+    """The envelope is what the fabric reaches at each size, a sweep's rows: a replay's rows are one job's
+    collectives at that job's sizes, and beside a replay they would be read as the fabric's best."""
+    replayed = next((row.source for row in rows if row.source.startswith(TRACE_SOURCE)), None)
+    if replayed is not None:
+        raise UserInputError(label, f"{envelope} is a replay's run ({replayed}), not a sweep: give the run of "
+                                    "a sweep of this fabric (nccl-bench sweep)")

@@ -9,7 +9,8 @@ else running; the job's calls of it are counted, not run one by one.
 A process group of the trace becomes ranks of the launch: its own global ranks where the launch has
 them all, else the launch's first ranks, as many as the group has (a job's 4-rank group [4, 5, 6, 7]
 replays on ranks 0-3 of a 4-rank launch). A group larger than the launch is refused before any rank
-starts: "needs 128 ranks; this launch has 2".
+starts: "needs 128 ranks; this launch has 2". A point-to-point exchange runs on the replayed rank and its
+peers, each message between the launch ranks that stand in for the trace's (from, to) ranks.
 """
 
 from __future__ import annotations
@@ -41,6 +42,8 @@ class ReplayPoint:
     ranks: tuple[int, ...]  # the launch's global ranks that run it, in group order
     calls: int  # how often the replayed rank called it in the traced window
     job_time_us: float | None  # the median time per call in the job (None: the trace has no time for it)
+    # sendrecv: each message as (from, to) ranks of the launch; (): the sweep's ring over `ranks`
+    transfers: tuple[tuple[int, int], ...] = ()
 
     @property
     def key(self) -> tuple[str, int, str, int]:
@@ -53,12 +56,21 @@ class ReplayPoint:
         return ELEMENT_BYTES[self.dtype]
 
     def buffer_elems(self) -> tuple[int, int]:
-        """(send, receive) elements of one rank's buffers, as a sweep makes them for this size."""
-        return op_table.buffer_elems(op_table.OPS[self.op], self.size_bytes, self.element_bytes, self.group_size)
+        """(send, receive) elements of one rank's buffers, as a sweep makes them for this size; an exchange
+        receives each of a rank's messages into a part of its own."""
+        send, recv = op_table.buffer_elems(op_table.OPS[self.op], self.size_bytes, self.element_bytes, self.group_size)
+        receives = [to for _, to in self.transfers]
+        return send, recv * max((receives.count(rank) for rank in receives), default=1)
 
     def buffer_bytes(self) -> int:
         send, recv = self.buffer_elems()
         return (send + recv) * self.element_bytes
+
+
+TRACE_SOURCE = "trace:"  # how a replayed row's `source` starts; a sweep's rows have none
+
+# What a replay short of memory can do: its buffers are the job's largest collective, which no option lowers.
+MEMORY_REMEDY = "its buffers are the traces' largest collective: free memory, or replay where there is more"
 
 
 @dataclass(frozen=True)
@@ -77,7 +89,7 @@ class ReplayPlan:
         """What the ranks run, in order, as one hash: ranks whose digests differ would make different
         groups or call different collectives, and hang or pair up wrongly (replay_body.py compares them
         before the first group is made)."""
-        runs = [(point.op, point.size_bytes, point.dtype, point.ranks) for point in self.points]
+        runs = [(point.op, point.size_bytes, point.dtype, point.ranks, point.transfers) for point in self.points]
         return hashlib.sha256(json.dumps(runs).encode()).hexdigest()[:16]
 
     @property
@@ -131,16 +143,26 @@ def points_for_launch(trace: RankTrace, world_size: int) -> ReplayPlan:
             why_not[reason] = why_not.get(reason, 0) + 1
             continue
         ranks = launch_ranks(call.group_size, call.group_ranks, world_size)
-        found.setdefault((call.op, call.size_bytes or 0, call.dtype or "float32", ranks), []).append(call)
+        transfers = _launch_transfers(call, ranks)
+        found.setdefault((call.op, call.size_bytes or 0, call.dtype or "float32", ranks, transfers), []).append(call)
     points = []
-    for (op, size_bytes, dtype, ranks), calls in found.items():
+    for (op, size_bytes, dtype, ranks, transfers), calls in found.items():
         times = [call.job_time_us for call in calls if call.job_time_us is not None]
         points.append(ReplayPoint(op, size_bytes, dtype, len(ranks), ranks, len(calls),
-                                  median(times) if times else None))
+                                  median(times) if times else None, transfers))
     left_out = tuple(f"{count} call(s) not replayed: {reason}" for reason, count in why_not.items())
     if not points:
         raise UserInputError(str(trace.path), "nothing to replay: " + "; ".join(left_out))
     return ReplayPlan(tuple(points), source_of(trace), left_out)
+
+
+def _launch_transfers(call: CollectiveCall, ranks: tuple[int, ...]) -> tuple[tuple[int, int], ...]:
+    """An exchange's messages between the launch's ranks: the trace's k-th lowest rank of the exchange is
+    the launch's k-th rank of `ranks`."""
+    if not call.transfers or not call.group_ranks:
+        return ()
+    stand_in = dict(zip(sorted(call.group_ranks), ranks, strict=True))
+    return tuple((stand_in[src], stand_in[dst]) for src, dst in call.transfers)
 
 
 def group_label(ranks: tuple[int, ...], world_size: int) -> str:
@@ -168,7 +190,7 @@ def plans_disagree(plans: list[tuple[str, str]]) -> str | None:
 def source_of(trace: RankTrace) -> str:
     """`trace:FILE`, the file's name made printable: it lands in results.csv and on terminals."""
     name = "".join(ch if ch.isprintable() else "?" for ch in trace.path.name)
-    return f"trace:{name}"
+    return f"{TRACE_SOURCE}{name}"
 
 
 def _why_not_replayed(call: CollectiveCall) -> str | None:

@@ -14,7 +14,6 @@ Where a collective is read from (its "anchor" event), by the first kind the trac
    whole world.
 
 The time a collective took in the job:
-
 - NCCL: the summed duration of the NCCL kernels it launched. A kernel belongs to the anchor whose
   `External id` it carries (torch links a kernel to the CPU op that launched it, and
   record_param_comms is that op). A kernel that names no anchor (older traces, and every
@@ -27,21 +26,42 @@ The time a collective took in the job:
   that annotation (the `c10d::` op on the caller's thread only enqueues it).
 - An NCCL collective whose kernel the trace does not hold (cut off at the window's edge) has no time.
 
-The traced window is the span from the first event's start to the last event's end.
+Point-to-point: torch's `batch_isend_irecv` opens a coalescing block (ncclGroupStart), writes one
+`record_param_comms` per send and recv (each closed before any kernel exists), and launches the one NCCL
+kernel in `endCoalescing`, inside the `nccl:coalesced` annotation of the block's Work
+(ProcessGroupNCCL.cpp). That kernel belongs to the block: its sends and recvs on the same thread since
+the previous collective or block are one exchange, one call, timed by the block's kernels. A send's peer
+is its record's `Dst Rank`, a recv's its `Src Rank` (global ranks, torch's profiler util.cpp), and the
+exchange runs on this rank and those peers; a lone send or recv is an exchange of its own. The traced
+window is the span from the first event's start to the last event's end.
 """
 
 from __future__ import annotations
 
 import bisect
-import functools
-import json
 import math
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from nccl_bench.replay.trace_events import TraceError, stream_trace
+from nccl_bench.replay.trace_values import (
+    ANNOTATION_PREFIXES,
+    MAX_ELEMENTS,
+    Impossible,
+    ProcessGroupInfo,
+    as_int,
+    as_text,
+    count_at_least,
+    cut_short,
+    elements_of,
+    event_args,
+    input_elements,
+    int_list,
+    process_groups_of,
+    usable_times,
+)
 from nccl_bench.replay.trace_vocabulary import (
     chunk_to_whole,
     dtype_of,
@@ -52,7 +72,9 @@ from nccl_bench.replay.trace_vocabulary import (
 
 RECORD_PARAM_COMMS = "record_param_comms"
 ANNOTATIONS = "annotations"
-_ANNOTATION_PREFIXES = ("nccl:", "gloo:")
+# The annotation of the Work that endCoalescing makes; a coalescing block's kernel is launched inside it.
+COALESCED = "nccl:coalesced"
+SENDRECV = "sendrecv"
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,12 +92,9 @@ class CollectiveCall:
     in_split_sizes: tuple[int, ...] = ()  # all_to_allv's per-peer element counts
     out_split_sizes: tuple[int, ...] = ()
     ranks_cut: bool = False  # the trace cut its group's rank list short, and holds it nowhere whole
-
-
-@dataclass(frozen=True)
-class ProcessGroupInfo:
-    name: str
-    ranks: tuple[int, ...]
+    # sendrecv: each message of the exchange as (from, to) global ranks; (): not a point-to-point call, or
+    # one whose peers or own rank the trace does not name
+    transfers: tuple[tuple[int, int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -110,18 +129,20 @@ def _read(stream) -> RankTrace:
         scan.add(event)
     info = stream.metadata.get("distributedInfo")
     info = info if isinstance(info, dict) else {}
-    world_size = _count(info, "world_size", "distributedInfo's world_size", least=1)
-    rank = _count(info, "rank", "distributedInfo's rank", least=0)
+    world_size = count_at_least(info, "world_size", "distributedInfo's world_size", least=1)
+    rank = count_at_least(info, "rank", "distributedInfo's rank", least=0)
     if rank is not None and world_size is not None and rank >= world_size:
         raise Impossible(f"distributedInfo's rank is {rank}, in a world of {world_size}")
     scan.name_groups()
-    process_groups = _process_groups(info.get("pg_config"))
+    process_groups = process_groups_of(info.get("pg_config"))
     _whole_groups(scan.rpc_anchors, process_groups)
     anchors, source = (scan.rpc_anchors, RECORD_PARAM_COMMS) if scan.rpc_anchors else (scan.annotations, ANNOTATIONS)
     if not anchors:
         raise TraceError(stream.path, "no collectives in it: no record_param_comms with a collective name, "
                                       "no nccl:* or gloo:* annotation")
-    unmatched = _match_kernels(anchors, scan.kernels, stream)
+    unmatched = _match_kernels(anchors + scan.coalesced, scan.kernels, stream)
+    anchors = _exchanges(anchors, scan.coalesced, rank)
+    unmatched += sum(len(mark.kernels) for mark in scan.coalesced if not mark.used)
     calls = sorted((anchor.call(world_size) for anchor in anchors), key=lambda call: call.start_us)
     for call in calls:
         _check_call(call, world_size)
@@ -155,6 +176,10 @@ class _Anchor:
     ranks_cut: bool = False
     cpu_time_is_job_time: bool = False  # gloo: the annotation spans the collective's run
     kernels: list[float] = field(default_factory=list)  # the durations of its NCCL kernels
+    peer: int | None = None  # a send's Dst Rank, a recv's Src Rank (global)
+    is_send: bool = False
+    transfers: tuple[tuple[int, int], ...] = ()  # an exchange's messages, (from, to)
+    used: bool = False  # a coalescing block's mark whose kernels went to an exchange
 
     @property
     def end_us(self) -> float:
@@ -170,11 +195,16 @@ class _Anchor:
             job_time_us = math.fsum(self.kernels)
         else:
             job_time_us = self.duration_us if self.cpu_time_is_job_time else None
+        group_ranks = self.group_ranks
+        if self.transfers:  # an exchange runs on its own rank and its peers, whatever group carried it
+            group_ranks = tuple(sorted({rank for transfer in self.transfers for rank in transfer}))
+            group_size = len(group_ranks)
         return CollectiveCall(
             op=self.op, size_bytes=size_bytes, dtype=None if self.dtype is None else self.dtype[0],
-            group_size=group_size, group_ranks=self.group_ranks, start_us=self.start_us, job_time_us=job_time_us,
+            group_size=group_size, group_ranks=group_ranks, start_us=self.start_us, job_time_us=job_time_us,
             process_group=self.process_group, in_split_sizes=self.in_splits,
-            out_split_sizes=self.out_splits, ranks_cut=self.ranks_cut,
+            out_split_sizes=self.out_splits, ranks_cut=self.ranks_cut and not self.transfers,
+            transfers=self.transfers,
         )
 
 
@@ -189,6 +219,7 @@ class _Scan:
         # (pid, tid, start, end, group size) of c10d:: all_gather and reduce_scatter ops (module docstring)
         self.group_hints: list[tuple[Any, Any, float, float, int]] = []
         self.kernels: list[tuple[Any, Any, float]] = []  # External id, correlation, duration
+        self.coalesced: list[_Anchor] = []  # each coalescing block's nccl:coalesced annotation
         self.first_us = math.inf
         self.last_us = -math.inf
 
@@ -198,7 +229,7 @@ class _Scan:
         start, duration = event.get("ts"), event.get("dur", 0)
         if not isinstance(start, (int, float)) or not isinstance(duration, (int, float)):
             return
-        if not _usable_times(event, start, duration):
+        if not usable_times(event, start, duration):
             return
         self.first_us = min(self.first_us, start)
         self.last_us = max(self.last_us, start + duration)
@@ -211,8 +242,13 @@ class _Scan:
                 self._add_kernel(event, duration)
         elif name == RECORD_PARAM_COMMS:
             self._add_record_param_comms(event, start, duration)
+        elif name == COALESCED:
+            self.coalesced.append(_Anchor(
+                op=COALESCED, pid=event.get("pid"), tid=event.get("tid"), start_us=start, duration_us=duration,
+                external_id=event_args(event).get("External id"), in_elements=None, out_elements=None, dtype=None,
+                group_size=None))
         elif not self.rpc_anchors:
-            if category == "user_annotation" and name.startswith(_ANNOTATION_PREFIXES):
+            if category == "user_annotation" and name.startswith(ANNOTATION_PREFIXES):
                 self._add_annotation(event, name, start, duration)
             elif category == "cpu_op" and name.startswith("c10d::"):
                 self._add_group_hint(event, name, start, duration)
@@ -221,15 +257,15 @@ class _Scan:
         return self.last_us - self.first_us if self.last_us >= self.first_us else None
 
     def _add_kernel(self, event: dict[str, Any], duration: float) -> None:
-        args = _args(event)
+        args = event_args(event)
         self.kernels.append((args.get("External id"), args.get("correlation"), duration))
 
     def _add_record_param_comms(self, event: dict[str, Any], start: float, duration: float) -> None:
-        args = _args(event)
+        args = event_args(event)
         name = args.get("Collective name")
         if not isinstance(name, str):
             return
-        in_splits, out_splits = _int_list(args.get("In split size")) or (), _int_list(args.get("Out split size")) or ()
+        in_splits, out_splits = int_list(args.get("In split size")) or (), int_list(args.get("Out split size")) or ()
         op = op_of_name(name, uneven_splits=bool(in_splits or out_splits))
         if op is None:
             return
@@ -241,32 +277,33 @@ class _Scan:
             raise Impossible(f"a split size of {name} is negative")
         self.rpc_anchors.append(_Anchor(
             op=op, pid=event.get("pid"), tid=event.get("tid"), start_us=start, duration_us=duration,
-            external_id=args.get("External id"), in_elements=_elements(args, "In msg nelems", name),
-            out_elements=_elements(args, "Out msg nelems", name),
+            external_id=args.get("External id"), in_elements=elements_of(args, "In msg nelems", name),
+            out_elements=elements_of(args, "Out msg nelems", name),
             dtype=dtype_of(dtype) if isinstance(dtype, str) else None,
-            group_size=_count(args, "Group size", f"the Group size of {name}", least=1),
-            group_ranks=_int_list(args.get("Process Group Ranks")),
-            ranks_cut=_cut_short(args.get("Process Group Ranks")),
-            process_group=_text(args.get("Process Group Name")), in_splits=in_splits, out_splits=out_splits,
+            group_size=count_at_least(args, "Group size", f"the Group size of {name}", least=1),
+            group_ranks=int_list(args.get("Process Group Ranks")),
+            ranks_cut=cut_short(args.get("Process Group Ranks")),
+            process_group=as_text(args.get("Process Group Name")), in_splits=in_splits, out_splits=out_splits,
+            peer=_peer(name, args), is_send=name.lower() == "send",
         ))
 
     def _add_annotation(self, event: dict[str, Any], name: str, start: float, duration: float) -> None:
         op = op_of_name(name)
         if op is None:
             return
-        elements, dtype = _input_elements(_args(event))
+        elements, dtype = input_elements(event_args(event))
         self.annotations.append(_Anchor(
             op=op, pid=event.get("pid"), tid=event.get("tid"), start_us=start, duration_us=duration,
-            external_id=_args(event).get("External id"), in_elements=elements, out_elements=None, dtype=dtype,
+            external_id=event_args(event).get("External id"), in_elements=elements, out_elements=None, dtype=dtype,
             group_size=None, cpu_time_is_job_time=name.startswith("gloo:"),
         ))
 
     def _add_group_hint(self, event: dict[str, Any], name: str, start: float, duration: float) -> None:
         if not chunk_to_whole(op_of_name(name) or ""):
             return
-        dims = _args(event).get("Input Dims")
+        dims = event_args(event).get("Input Dims")
         shapes = dims[:2] if isinstance(dims, list) else []
-        if len(shapes) < 2 or not all(isinstance(s, list) and s and all(_int(n) for n in s) for s in shapes):
+        if len(shapes) < 2 or not all(isinstance(s, list) and s and all(as_int(n) for n in s) for s in shapes):
             return
         larger, smaller = sorted((math.prod(shape) for shape in shapes), reverse=True)
         if larger % smaller == 0:
@@ -313,6 +350,58 @@ def _match_kernels(anchors: list[_Anchor], kernels: list, stream) -> int:
     return left
 
 
+def _exchanges(anchors: list[_Anchor], marks: list[_Anchor], rank: int | None) -> list[_Anchor]:
+    """The anchors with each coalescing block's sends and recvs made one exchange, timed by the kernels
+    of the block's nccl:coalesced mark, and each lone send or recv an exchange of its own (module
+    docstring). A block holds the sendrecv anchors without kernels of their own on the mark's thread
+    since that thread's previous other anchor or mark."""
+    by_thread: dict[tuple, list[tuple[float, int, _Anchor]]] = defaultdict(list)
+    for order, anchor in enumerate(anchors + marks):
+        by_thread[anchor.pid, anchor.tid].append((anchor.start_us, order, anchor))
+    merged: list[_Anchor] = []
+    for events in by_thread.values():
+        block: list[_Anchor] = []
+        for _, _, anchor in sorted(events, key=lambda entry: entry[:2]):
+            if anchor.op == COALESCED:
+                if block:
+                    merged.append(_exchange(block, anchor.kernels, rank))
+                    anchor.used = True
+                block = []
+            elif anchor.op == SENDRECV and not anchor.kernels:
+                block.append(anchor)
+            else:
+                merged.extend(_exchange([one], [], rank) for one in block)
+                block = []
+                merged.append(_exchange([anchor], [], rank) if anchor.op == SENDRECV else anchor)
+        merged.extend(_exchange([one], [], rank) for one in block)
+    return merged
+
+
+def _exchange(records: list[_Anchor], kernels: list[float], rank: int | None) -> _Anchor:
+    """One exchange of a block's send and recv records: the largest message, every message's peers
+    (none where this rank or a peer is not named), the block's kernels."""
+    first = records[0]
+    transfers: tuple[tuple[int, int], ...] = ()
+    if rank is not None and all(record.peer is not None for record in records):
+        transfers = tuple((rank, record.peer) if record.is_send else (record.peer, rank) for record in records)
+    sizes = [record.in_elements for record in records if record.in_elements is not None]
+    return replace(first, in_elements=max(sizes) if sizes else None, out_elements=None,
+                   kernels=first.kernels + list(kernels), transfers=transfers)
+
+
+def _peer(name: str, args: dict[str, Any]) -> int | None:
+    """A send's or recv's peer, its record's Dst Rank or Src Rank (a global rank; None where not given)."""
+    key = {"send": "Dst Rank", "recv": "Src Rank"}.get(name.lower())
+    if key is None:
+        return None
+    peer = as_int(args.get(key))
+    if peer is None and isinstance(args.get(key), str) and args[key].strip().isdigit():
+        peer = int(args[key])
+    if peer is not None and peer < 0:
+        raise Impossible(f"the {key} of {name} is {peer}")
+    return peer
+
+
 def _launches(stream, correlations: set) -> dict[Any, tuple[Any, Any, float]]:
     """(pid, tid, start) of the CPU-side event of each correlation asked for: the kernel's launch."""
     found = {}
@@ -339,48 +428,6 @@ def _anchor_around(launch, by_thread, starts) -> _Anchor | None:
     return anchor if launched_us <= anchor.end_us else None
 
 
-# torch counts a tensor's elements in int64: a collective of more elements, or of more bytes, is no call
-# a job made.
-MAX_ELEMENTS = 2**63 - 1
-
-
-class Impossible(ValueError):
-    """A value no job's trace can hold (a negative size, a world of 0 ranks, a NaN duration): the trace is
-    refused whole, before anything is measured, so that no such number reaches a table or a file."""
-
-
-def _usable_times(event: dict[str, Any], start: float, duration: float) -> bool:
-    """Whether an event's times count. A non-finite time is impossible anywhere; a negative duration is
-    impossible for what times a collective (an NCCL kernel, a gloo:* or nccl:* annotation), and any other
-    event with one joins nothing, not even the window."""
-    if not math.isfinite(start) or not math.isfinite(duration):
-        raise Impossible(f"an event's {'ts' if not math.isfinite(start) else 'dur'} is "
-                         f"{start if not math.isfinite(start) else duration}")
-    if duration >= 0:
-        return True
-    name = str(event.get("name"))
-    if event.get("cat") == "kernel" and is_nccl_kernel(name):
-        raise Impossible(f"an NCCL kernel's duration is {duration:g} us")
-    if name.startswith(_ANNOTATION_PREFIXES):
-        raise Impossible(f"the duration of {name} is {duration:g} us")
-    return False
-
-
-def _count(mapping: dict[str, Any], key: str, what: str, least: int) -> int | None:
-    """An integer field that must be at least `least` where it is given; None where it is not."""
-    value = _int(mapping.get(key))
-    if value is not None and value < least:
-        raise Impossible(f"{what} is {value}")
-    return value
-
-
-def _elements(args: dict[str, Any], key: str, name: str) -> int | None:
-    value = _count(args, key, f"the {key} of {name}", least=0)
-    if value is not None and value > MAX_ELEMENTS:
-        raise Impossible(f"the {key} of {name} is {value:.3g}, more elements than a tensor holds")
-    return value
-
-
 def _check_call(call: CollectiveCall, world_size: int | None) -> None:
     """A call's group within the world, and its size within what a tensor holds."""
     if call.group_ranks and min(call.group_ranks) < 0:
@@ -393,11 +440,6 @@ def _check_call(call: CollectiveCall, world_size: int | None) -> None:
         raise Impossible(f"{call.op} of {call.size_bytes:.3g} bytes, more than a tensor holds")
 
 
-def _cut_short(ranks: Any) -> bool:
-    """torch's profiler writes at most 30 of a list's entries, then `...` ("[0, 1, ..., 29, ...]")."""
-    return isinstance(ranks, str) and "..." in ranks
-
-
 def _whole_groups(anchors: list[_Anchor], groups: tuple[ProcessGroupInfo, ...]) -> None:
     """A group whose rank list the profiler cut short, made whole from distributedInfo's pg_config, which
     lists each process group's ranks in full under the name the collective carries."""
@@ -406,66 +448,3 @@ def _whole_groups(anchors: list[_Anchor], groups: tuple[ProcessGroupInfo, ...]) 
         whole = by_name.get(anchor.process_group) if anchor.ranks_cut else None
         if whole is not None and len(whole) == anchor.group_size:
             anchor.group_ranks, anchor.ranks_cut = whole, False
-
-
-def _args(event: dict[str, Any]) -> dict[str, Any]:
-    args = event.get("args")
-    return args if isinstance(args, dict) else {}
-
-
-def _int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def _text(value: Any) -> str | None:
-    return value if isinstance(value, str) else None
-
-
-def _int_list(value: Any) -> tuple[int, ...] | None:
-    """A list of integers, as JSON or as the text torch writes ("[0, 1]"); None for anything else."""
-    if isinstance(value, str):
-        return _int_list_text(value)
-    if isinstance(value, list) and all(_int(item) is not None for item in value):
-        return tuple(value)
-    return None
-
-
-@functools.lru_cache(maxsize=1024)
-def _int_list_text(text: str) -> tuple[int, ...] | None:
-    """_int_list of a text: a job repeats a few (its groups' ranks, "[]"), so each is parsed once."""
-    try:
-        value = json.loads(text)
-    except ValueError:
-        return None
-    return _int_list(value) if isinstance(value, list) else None
-
-
-def _input_elements(args: dict[str, Any]) -> tuple[int | None, tuple[str, int] | None]:
-    """The elements of the tensors an annotation names (`Input Dims` with `Input type`), and their dtype;
-    (None, None) where the trace was taken without shapes."""
-    dims, types = args.get("Input Dims"), args.get("Input type")
-    if not isinstance(dims, list) or not isinstance(types, list):
-        return None, None
-    elements, dtype = 0, None
-    for shape, type_name in zip(dims, types, strict=False):  # a shape without its type is skipped
-        known = dtype_of(type_name) if isinstance(type_name, str) else None
-        if known is None or not isinstance(shape, list) or not all(_int(n) is not None for n in shape):
-            continue
-        if any(n < 0 for n in shape):
-            raise Impossible(f"a collective's Input Dims hold {min(shape)}")
-        elements += math.prod(shape)
-        dtype = dtype or known
-    return (elements, dtype) if dtype is not None else (None, None)
-
-
-def _process_groups(config: Any) -> tuple[ProcessGroupInfo, ...]:
-    """distributedInfo's pg_config: each group's name and global ranks (entries not of that shape dropped)."""
-    if not isinstance(config, list):
-        return ()
-    groups = []
-    for entry in config:
-        if isinstance(entry, dict) and isinstance(entry.get("pg_name"), str):
-            ranks = _int_list(entry.get("ranks"))
-            if ranks is not None:
-                groups.append(ProcessGroupInfo(entry["pg_name"], ranks))
-    return tuple(groups)

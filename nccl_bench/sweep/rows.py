@@ -24,6 +24,20 @@ FLAG_ONE_RANK_IN_PLACE = "one_rank_in_place"
 # One rank arrived late in most samples (late_rank names it): the others waited for it inside the op.
 FLAG_LATE = "late"
 
+# A row whose median single call (p50) is at most this multiple of the per-call floor's (the same op's
+# smallest message, one element per rank, timed through the same path in the same run) measures what a
+# call costs, not what the fabric moves: its bytes add under a fifth to what a call costs anyway. 1.2 sits
+# above the 2-10% trial spread of a quiet run (NOISY_SPREAD is 10%), so a row is not flagged on noise
+# alone, and well below the doubling of time that marks sizes where bytes dominate. Medians, not means:
+# one scheduler stall on a shared host moves a mean by more than the factor, a median not.
+CALL_BOUND_FACTOR = 1.2
+FLAG_CALL_BOUND = "call_bound"
+
+
+def call_bound(time_us: float | None, floor_us: float | None) -> bool:
+    """Whether a row's median call (time_us) sits at the per-call floor's median call (CALL_BOUND_FACTOR)."""
+    return time_us is not None and floor_us is not None and floor_us > 0 and time_us <= CALL_BOUND_FACTOR * floor_us
+
 
 @dataclass(frozen=True)
 class RowContext:
@@ -61,11 +75,13 @@ def _common(run: RowContext, point: Point, collective: Collective) -> dict[str, 
 
 
 def measured_row(run: RowContext, point: Point, collective: Collective, measurement: Measurement,
-                 wrong: int | None) -> ResultRow:
+                 wrong: int | None, floor_us: float | None = None) -> ResultRow:
+    """floor_us: the median call of the op's per-call floor in this run (CALL_BOUND_FACTOR); None: not measured."""
     common = _common(run, point, collective)
     time_us = measurement.time_us
     factor = common["busbw_factor"]
-    flags = list(measurement.flags())
+    bound = call_bound(stats.percentile(measurement.per_op_us, 50), floor_us)
+    flags = list(measurement.flags()) + ([FLAG_CALL_BOUND] if bound else [])
     if factor is not None and run.world_size == 1 and point.placement == PLACEMENT_IN:
         flags.append(FLAG_ONE_RANK_IN_PLACE)
     # A replay of an empty graph moved no bytes: its time is launch overhead, not a bandwidth.

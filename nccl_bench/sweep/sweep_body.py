@@ -32,11 +32,17 @@ from nccl_bench.sweep import sweep_config as cfg
 from nccl_bench.sweep.plan import Plan, Point, buffer_bytes, plan_run, size_option
 from nccl_bench.sweep.rows import RowContext, measured_row, unsupported_row
 from nccl_bench.sweep.sweep_report import SilentObserver, SweepHeader, SweepObserver, SweepSummary
-from nccl_bench.units import alltoallv, nccl_env
-from nccl_bench.units.op_table import OPS, Collective
+from nccl_bench.units import alltoallv, nccl_env, stats
+from nccl_bench.units.op_table import OPS, Collective, buffer_elems, round_size
 from nccl_bench.units.sizes import format_size
 
 NO_PEAK_ONE_RANK = "none: a world of 1 rank crosses no link (give one with --peak)"
+# The per-call floor (sweep/rows.CALL_BOUND_FACTOR) is the median of this many timed calls of the smallest
+# message after a few warm-up calls, whatever --iters, --trials and --min-sample-ms ask of the rows: a
+# median of 50 is within a few percent of the call's typical cost, well inside the factor's 20%, and 55
+# calls of the smallest message add milliseconds to a sweep, not a sample per op and placement.
+FLOOR_CALLS = 50
+FLOOR_WARMUP = 5
 
 
 def execute(config: cfg.SweepConfig, observer_factory: Callable[[int], SweepObserver],
@@ -99,6 +105,8 @@ class _Sweep:
         self.send_store: Any = None  # a torch tensor: torch is imported only where a run measures
         self.recv_store: Any = None
         self.runner: PointRunner | None = None
+        self.floor_runner: PointRunner | None = None  # times each op's per-call floor (FLOOR_CALLS)
+        self.floors_us: dict[tuple[str, str], float | None] = {}  # (op, placement): its per-call floor
 
     @property
     def where(self) -> str:
@@ -265,6 +273,9 @@ class _Sweep:
         )
         self.runner = PointRunner(ctx, timing, progress=self.run.renew, hosts=list(self._op_hosts()),
                                   pause=self.planted.pause(self.ctx.rank))
+        self.floor_runner = PointRunner(ctx, dataclasses.replace(
+            timing, warmup=FLOOR_WARMUP, iters=FLOOR_CALLS, min_sample_s=0.0, trials=1), progress=self.run.renew,
+            hosts=list(self._op_hosts()))
         unsupported: set[tuple[str, str]] = set()
         cycles = config.cycles
         if cycles == 1:  # a plain sweep: rows without a cycle
@@ -333,17 +344,44 @@ class _Sweep:
         if reason is not None:
             return unsupported_row(self.row_context, point, collective, reason), None
         run_once = CALLS[point.op](buffers, args)
+        self._floor_us(point, collective, args)
         if self.trace is not None:
             self.trace.mark()
         measurement = self.runner.measure(run_once)
         self.run.renew()
+        floor_us = self._floor_us(point, collective, args, measurement)
         # what NCCL logged while timing, read before the check's own op
         element_bytes = cfg.DTYPE_BYTES[config.dtype]
         logged = collective.count(point.size_bytes // element_bytes, ctx.world_size) * element_bytes  # NCCL's count
         algo, proto = (chosen(self.trace.lines_since_mark(), point.op, logged) if self.trace else None) or ("", "")
         wrong = self._check(collective, buffers, args, run_once) if config.check and collective.factor else None
-        row = measured_row(self.row_context, point, collective, measurement, wrong)
+        row = measured_row(self.row_context, point, collective, measurement, wrong, floor_us)
         return (dataclasses.replace(row, algo=algo, proto=proto) if algo else row), measurement
+
+    def _floor_us(self, point: Point, collective: Collective, args: OpArgs,
+                  own: Measurement | None = None) -> float | None:
+        """The median call of the per-call floor of the point's op and placement in this run
+        (sweep/rows.CALL_BOUND_FACTOR): its smallest message, one element per rank, through the same path
+        (launch, clock, --cuda-graph; FLOOR_CALLS calls) as every row, so that each row of the op is judged
+        against one figure of this run. Timed once, by every rank of the op's group, before the op's first point; where
+        that point is the smallest message, its own measurement (`own`, None until it is measured). None
+        for an op without bandwidth (barrier)."""
+        key = (point.op, point.placement)
+        if key in self.floors_us or collective.factor is None:
+            return self.floors_us.get(key)
+        ctx, element_bytes = self.op_ctx, cfg.DTYPE_BYTES[self.config.dtype]
+        smallest = round_size(collective, element_bytes * ctx.world_size, element_bytes, ctx.world_size)
+        if point.size_bytes == smallest:
+            if own is not None:
+                self.floors_us[key] = stats.percentile(own.per_op_us, 50)
+            return self.floors_us.get(key)
+        send, recv = buffer_elems(collective, smallest, element_bytes, ctx.world_size)
+        buffers = make_buffers(collective, point.placement, self.send_store, self.recv_store, send, recv, ctx.rank,
+                               ctx.world_size)
+        timed = self.floor_runner.measure(CALLS[point.op](buffers, args))
+        self.floors_us[key] = stats.percentile(timed.per_op_us, 50)
+        self.run.renew()
+        return self.floors_us[key]
 
     def _why_unsupported(self, collective: Collective, buffers, args) -> str | None:
         """Run the op once; if any rank cannot, every rank learns it and the op is skipped, not fatal."""

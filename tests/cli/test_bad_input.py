@@ -24,10 +24,12 @@ from nccl_bench.results.run_folder import write_meta
 from nccl_bench.results.schema import COLUMNS
 from nccl_bench.sweep.sweep_config import CONFIG_KEYS
 from nccl_bench.units.op_table import OP_NAMES
+from tests.helpers.fake_smi import hidden_h100_env
 from tests.helpers.forked_cli import run_forked, run_fresh
 from tests.helpers.launch import REPO, worker_env
 from tests.helpers.rows import row, write_run
 from tests.helpers.small_disk import small_disk
+from tests.helpers.traces import collective, write_trace
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "nccl_tests"
 TRACES = Path(__file__).resolve().parents[1] / "fixtures" / "traces"
@@ -294,6 +296,10 @@ EXACT = [
      "{tmp}/cut.json.gz: its gzip data is cut short or damaged (EOFError)"),
     ("JSON that is no trace", ["replay", "{tmp}/twice.json"],
      "{tmp}/twice.json: not a trace: its JSON object has no traceEvents array"),
+    ("a replay's run as the envelope", ["replay", "{traces}/torch211_nccl2289_1gpu_rank0.json.gz", "--envelope",
+                                        "{tmp}/replayed"],
+     "--envelope: {tmp}/replayed is a replay's run (trace:rank0.json), not a sweep: give the run of a sweep of this "
+     "fabric (nccl-bench sweep)"),
 ]
 
 # Under a launcher's rank layout (environment variables), still before any process group.
@@ -320,6 +326,10 @@ LAUNCHER = [
 
 # Messages that carry numbers of this machine or library wording: matched as patterns.
 PATTERN = [
+    ("a replay beyond free memory", ["replay", "{tmp}/huge.json", "--workers", "2"],
+     r"TRACE\.\.\.: the replay needs [\d,]+ MiB of host memory \(2 rank\(s\) x [\d,]+ MiB\) \+ [\d,]+ MiB kept free "
+     r"for torch, NCCL and the OS \(10% of it\) = [\d,]+ MiB, but only [\d,]+ MiB is available; its buffers are the "
+     r"traces' largest collective: free memory, or replay where there is more"),
     ("sizes beyond free memory", ["sweep", "--sizes", "1K,1T", "--workers", "2"],
      r"--sizes: the sweep needs [\d,]+ MiB of host memory \(2 rank\(s\) x [\d,]+ MiB\) \+ [\d,]+ MiB kept free for "
      r"torch, NCCL and the OS \(10% of it\) = [\d,]+ MiB, but only [\d,]+ MiB is available; lower --sizes"),
@@ -348,6 +358,7 @@ def files(tmp_path: Path) -> Path:
     (tmp_path / "afile").write_text("")
     (tmp_path / "link").symlink_to(tmp_path / "gone")
     write_run(tmp_path / "base", [row(dtype="float32")])  # all_reduce, in_place, 1 MiB float32, 2 gloo ranks
+    write_run(tmp_path / "replayed", [row(dtype="float32", source="trace:rank0.json")])  # a replay's run
     write_run(tmp_path / "results" / "baselines" / "main", [row()])
     (tmp_path / "header_only").mkdir()
     (tmp_path / "header_only" / "results.csv").write_text(",".join(COLUMNS) + "\n")
@@ -355,6 +366,7 @@ def files(tmp_path: Path) -> Path:
     write_meta(tmp_path / "empty_run", {"status": "failed"})
     os.mkfifo(tmp_path / "fifo.toml")
     (tmp_path / "big.toml").write_text("#" * 2**21)
+    write_trace(tmp_path / "huge.json", [collective(nelems=10**12)])  # 4 TB buffers: beyond any host's memory
     (tmp_path / "one_line.log").write_text("x" * 3 * 2**20)  # 3 MiB and no newline: read in bounded pieces
     for folder, column, value in (
         ("inf_size", "size_bytes", "inf"), ("negative_size", "size_bytes", "-1024"),
@@ -681,6 +693,18 @@ def test_an_unreachable_or_silent_postgresql_server_is_one_line_and_exit_3(tmp_p
     assert "SECRET" not in done.stderr
 
 
+def test_a_refused_postgresql_password_is_said_as_such_and_exit_3(tmp_path, postgres_server):
+    role = f"ci_{os.getpid()}"
+    url = postgres_server.password_role(role, "Tops3cret")
+    wrong = url.replace(f"//{role}@", f"//{role}:Wr0ng%25pw@")
+    for given, said in ((wrong, f'password authentication failed for user "{role}"'), (url, "no password supplied")):
+        done = _run(tmp_path, "history", "show", "--history", given)
+        message = _store_error(done)
+        assert "the server refused the credentials (" in message and said in message, message
+        assert message.endswith("): check the user and password (the URL, PGPASSWORD or ~/.pgpass)")
+        assert "cannot be reached" not in message and "Wr0ng" not in done.stderr
+
+
 def test_a_postgresql_server_stopped_during_add_is_one_line_and_exit_3(tmp_path):
     """A server of the test's own, stopped while `history add` of 1,000 runs goes on."""
     import shutil
@@ -780,3 +804,15 @@ def test_a_misspelt_nccl_choice_in_nccl_env_is_one_line(files):
     assert _one_error_line(_run(files, "sweep", "--sizes", "1K", "--workers", "2", "--nccl-env", "NCCL_ALGO=Ring",
                                 "--nccl-env", "NCCL_PROTO=bogus")) == (
         "--nccl-env: NCCL_PROTO=bogus: 'bogus' is not a name NCCL knows (LL, LL128, Simple, in any case)")
+
+
+@pytest.mark.parametrize("command", [["sweep", "--sizes", "1K"], ["doctor", "--size", "1K"],
+                                     ["replay", "{traces}/torch211_nccl2289_1gpu_rank0.json.gz"]])
+def test_nccl_on_a_gpu_cuda_cannot_see_is_one_line_naming_the_cause(files, command):
+    args = [a.format(traces=TRACES) for a in command]
+    message = _one_error_line(_run(files, *args, "--backend", "nccl", "--workers", "2", env=hidden_h100_env()))
+    assert message.startswith("--backend: nccl needs a GPU that CUDA can use: "
+                              "1 GPU(s) (NVIDIA H100 80GB HBM3) listed by ")
+    assert "CUDA_VISIBLE_DEVICES=7 names none of them (unset it, or name one by its index, 0, or its UUID)" in message
+    assert not (files / "results").exists() or sorted(p.name for p in (files / "results").iterdir()) in (
+        [], ["baselines"])  # refused before any run folder

@@ -36,6 +36,10 @@ BAD = [
     (["--expect-hosts", "node[01-"], "--expect-hosts: '[' without ']' in hostlist 'node[01-'"),
     (["--expect-hosts", "node[4-2]"], "--expect-hosts: range 4-2 runs backwards in hostlist 'node[4-2]'"),
     (["--prom", "{tmp}/nowhere/d.prom"], "--prom: folder {tmp}/nowhere does not exist"),
+    (["--expect-config", "{tmp}/nowhere/g.json"], "--expect-config: no such file: {tmp}/nowhere/g.json"),
+    (["--expect-config", "{tmp}/full"], "--expect-config: cannot read {tmp}/full: Is a directory"),
+    (["--expect-config", "{tmp}/full/doctor.csv"],
+     "--expect-config: {tmp}/full/doctor.csv is not valid JSON: Expecting value: line 1 column 1 (char 0)"),
     (["--prom", "{tmp}"], "--prom: {tmp} is a directory; give a file name"),
     (["--out", "{tmp}/full"], "--out: {tmp}/full already exists and is not empty; a run never overwrites results"),
     (["--workers", "1"], "--workers: 1 rank(s) on 1 host(s) leave the doctor nothing to measure: the nodes phase "
@@ -72,11 +76,12 @@ def test_one_host_two_workers_measures_the_node_and_skips_pairs(tmp_path):
     assert intra.value == verdict["nodes"][0]["intra_busbw_gbps"] * 1e9
     assert "nccl_bench_doctor_pair_busbw_bytes_per_second" not in metrics  # one host: no pair
     assert [(s.labels["kind"], s.value) for s in metrics["nccl_bench_doctor_suspect"]] == [
-        ("node", 0), ("link", 0), ("rail", 0), ("missing", 0)]
+        ("node", 0), ("link", 0), ("rail", 0), ("missing", 0), ("config", 0)]
     assert metrics["nccl_bench_run_info"][0].labels["command"] == "doctor"
     assert verdict == json.loads((out / "doctor.json").read_text())
     assert set(verdict) >= {"schema_version", "verdict", "nodes", "pairs", "suspects", "wall_s"}
-    assert verdict["schema_version"] == 2 and verdict["verdict"] == "healthy"
+    assert verdict["schema_version"] == 3 and verdict["verdict"] == "healthy"
+    assert [h["host"] for h in verdict["config"]["hosts"]] == [node["host"] for node in verdict["nodes"]]
     assert verdict["expected_hosts"] is None and verdict["exclude"] == [] and exclude.read_text() == ""
     (node,) = verdict["nodes"]
     assert node["ranks"] == [0, 1] and node["intra_busbw_gbps"] > 0 and node["pair_median_gbps"] is None
@@ -91,7 +96,40 @@ def test_one_host_two_workers_measures_the_node_and_skips_pairs(tmp_path):
     meta = json.loads((out / "meta.json").read_text())
     assert meta["command"] == "doctor" and meta["status"] == "complete" and meta["world_size"] == 2
     assert "# note: pairs phase skipped" in result.stdout and "# verdict: healthy" in result.stdout
+    assert "# config: " in result.stdout and ": the fleet agrees" in result.stdout
     assert f"# exclude: none; written to {exclude}" in result.stdout
+
+
+@pytest.mark.integration
+def test_config_only_on_one_worker_compares_and_measures_nothing(tmp_path):
+    """One rank on one host is nothing to measure, but a configuration to read: --config-only runs."""
+    out, verdict_file = tmp_path / "run", tmp_path / "v.json"
+    result = _run(REPO, "doctor", "--workers", "1", "--config-only", "--out", str(out), "--json", str(verdict_file))
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    verdict = json.loads(verdict_file.read_text())
+    assert verdict["verdict"] == "healthy" and verdict["pairs"] == [] and verdict["notes"] == []
+    (facts,) = verdict["config"]["hosts"]
+    assert facts["facts"]["torch"]["source"] == "torch" and "gpu count" in facts["facts"]
+    assert (out / "doctor.csv").read_text() == ""  # no measurement (the CSV writes its header with a first row)
+    assert "# phases: config only (--config-only)" in result.stdout and "# measurement" not in result.stdout
+    assert "# config: " in result.stdout and "# estimate" not in result.stdout
+
+
+@pytest.mark.integration
+def test_config_only_against_a_golden_config_names_the_host_that_differs(tmp_path):
+    golden = tmp_path / "golden.toml"
+    golden.write_text('[env]\nNCCL_SOCKET_IFNAME = "eth9"\n')
+    out, verdict_file = tmp_path / "run", tmp_path / "v.json"
+    result = _run(REPO, "doctor", "--workers", "1", "--config-only", "--expect-config", str(golden), "--out", str(out),
+                  "--json", str(verdict_file))
+    assert result.returncode == 1, result.stdout[-3000:] + result.stderr[-3000:]
+    verdict = json.loads(verdict_file.read_text())
+    (suspect,) = verdict["suspects"]
+    assert (suspect["kind"], suspect["degraded"]) == ("config", False) and verdict["exclude"] == []
+    assert suspect["reason"] == f"env NCCL_SOCKET_IFNAME unset, expected eth9 ({golden})"
+    assert f"config {suspect['hosts'][0]}: env NCCL_SOCKET_IFNAME unset, expected eth9" in result.stdout
+    meta = json.loads((out / "meta.json").read_text())
+    assert meta["config"]["expect_config"] == [str(golden), [["env NCCL_SOCKET_IFNAME", "eth9"]]]
 
 
 @pytest.mark.integration

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from nccl_bench.history.records import read_record
-from tests.helpers.history_runs import sweep_run
+from tests.helpers.history_runs import one_rank_run, sweep_run
 from tests.helpers.history_stores import history_cli
 
 STEADY = ((1, 1.0), (2, 0.99), (3, 1.01), (4, 1.0), (5, 0.995))
@@ -94,6 +94,25 @@ def test_diff_shows_each_series_change_and_what_changed(store_url, tmp_path):
     document = json.loads(history_cli(tmp_path, store_url, "diff", ids[4], ids[5], "--json").stdout)
     assert [round(s["change_pct"], 1) for s in document["series"]] == [-49.7, -49.7]
     assert {"what": "NCCL_ALGO", "before": "unset", "after": "Tree"} in document["changed"]
+
+
+def test_diff_across_world_sizes_tells_the_rows_apart_by_their_ranks(tmp_path):
+    store = str(tmp_path / "history.sqlite")
+    runs = [sweep_run(tmp_path / "two", 1), one_rank_run(tmp_path / "one", 2)]
+    assert history_cli(tmp_path, store, "add", *map(str, runs)).returncode == 0
+    ids = [read_record(run, "RUN", "").run_id for run in runs]
+    shown = history_cli(tmp_path, store, "diff", ids[0], ids[1])
+    assert shown.returncode == 0, shown.stderr
+    lines = shown.stdout.splitlines()
+    header = next(line for line in lines if line.split()[:1] == ["op"])
+    assert header.split()[:5] == ["op", "placement", "size", "dtype", "ranks"]
+    rows = [line.split() for line in lines if line.startswith("all_reduce")]
+    assert sorted((row[2], row[4]) for row in rows) == [("1M", "1"), ("1M", "2"), ("64K", "1"), ("64K", "2")]
+    assert len({tuple(row) for row in rows}) == 4  # no two rows alike
+    document = json.loads(history_cli(tmp_path, store, "diff", ids[0], ids[1], "--json").stdout)
+    assert sorted(s["world_size"] for s in document["series"]) == [1, 1, 2, 2]
+    same = history_cli(tmp_path, store, "diff", ids[0], ids[0]).stdout
+    assert "ranks" not in same  # one world size: nothing to tell apart
 
 
 @pytest.mark.parametrize("window", ["2", "0"])

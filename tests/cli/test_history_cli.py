@@ -225,7 +225,8 @@ def test_rank_0_under_a_launcher_records_the_doctor_run(monkeypatch, tmp_path):
 
     def execute(config, observer_factory, on_stuck=None):
         _doctor_verdict_in(out)
-        return SimpleNamespace(judgement=SimpleNamespace(suspects=[]), run_dir=out)
+        return SimpleNamespace(judgement=SimpleNamespace(suspects=[], verdict="healthy"), run_dir=out,
+                               status="complete")
 
     monkeypatch.setattr(on_ranks, "detect_launch", lambda: SimpleNamespace(rank=0, launcher="torchrun", world_size=2))
     monkeypatch.setattr(doctor_body, "execute", execute)

@@ -108,9 +108,10 @@ def test_an_address_libpq_cannot_read_is_refused_before_measuring_without_its_pa
     assert _leaks(done, tmp_path, password) == []
 
 
-@pytest.mark.parametrize("form", [name for name in PASSWORDS if name not in UNREADABLE])
-def test_a_sweep_recording_through_a_url_with_a_password_keeps_it_out_of_its_warning_and_files(tmp_path, form):
-    password = PASSWORDS[form]
+def test_a_sweep_recording_through_a_url_with_a_password_keeps_it_out_of_its_warning_and_files(tmp_path):
+    """The issue's own case, an unencoded @ in the password, through a whole sweep; the masking is the
+    history's (its every form goes through the history commands above)."""
+    password = PASSWORDS["unencoded at"]
     done = _run(tmp_path, "sweep", _url(password))
     assert done.returncode == 0, done.stderr  # a run its history did not take is kept, and said
     assert "the run was not recorded in the history" in done.stderr

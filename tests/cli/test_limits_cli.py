@@ -2,21 +2,21 @@
 
 import json
 import os
-from pathlib import Path
 
 import pytest
 
 from nccl_bench.hardware.detect import detect_limits, host_gpu_peak
+from tests.helpers.fake_smi import SMI_FIXTURES, fake_smi_env
 from tests.helpers.launch import run_cli
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "nvidia_smi"
+FIXTURES = SMI_FIXTURES
 
 
 @pytest.fixture
 def fake_smi(monkeypatch):
     def use(machine: str) -> None:
-        monkeypatch.setenv("PATH", f"{FIXTURES}{os.pathsep}{os.environ['PATH']}")
-        monkeypatch.setenv("FAKE_NVIDIA_SMI_DIR", str(FIXTURES / machine))
+        for name, value in fake_smi_env(machine).items():
+            monkeypatch.setenv(name, value)
     return use
 
 

@@ -48,3 +48,9 @@ def test_what_the_backend_said_follows_the_one_line_answer(capsys):
         "nccl-bench: note: the backend said: node2:7:9 [0] misc/socket.cc:484 NCCL WARN socketStartConnect: "
         "Connect to 10.0.0.2 failed",
     ]
+
+
+def test_a_newline_in_a_path_keeps_the_error_one_line(capsys):
+    with pytest.raises(SystemExit):
+        messages.fail("RUN: no results found at run\n# X", 2)
+    assert capsys.readouterr().err == "nccl-bench: error: RUN: no results found at run\\x0a# X\n"

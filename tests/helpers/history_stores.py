@@ -69,6 +69,21 @@ class PostgresServer:
             connection.execute(f"CREATE DATABASE {name}")
         return self.url(name)
 
+    def password_role(self, name: str, password: str) -> str:
+        """A role that must give `password` (SCRAM; every other role keeps trust), and a URL of a fresh database
+        as that role, without its password."""
+        import psycopg
+        from psycopg import sql
+
+        database = self.new_database()
+        with psycopg.connect(self.url(), autocommit=True) as connection:
+            connection.execute(sql.SQL("CREATE ROLE {} LOGIN PASSWORD {}").format(sql.Identifier(name),
+                                                                                   sql.Literal(password)))
+        hba = self.data / "pg_hba.conf"
+        hba.write_text(f"local all {name} scram-sha-256\n" + hba.read_text())
+        self._as_server("pg_ctl", "-D", str(self.data), "reload")
+        return database.replace(f"//{SERVER_USER}@", f"//{name}@", 1)
+
     def stop(self) -> None:
         self._as_server("pg_ctl", "-D", str(self.data), "-m", "fast", "-w", "stop")
 

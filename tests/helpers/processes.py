@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
+import sys
 import time
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 
 def alive(pid: int) -> bool:
@@ -54,3 +56,16 @@ def rank_of(pid: int) -> int | None:
     except OSError:
         return None
     return None
+
+
+@contextlib.contextmanager
+def busy_loops(count: int) -> Iterator[None]:
+    """`count` processes that spin a core each while the block runs: the load that error rates are
+    measured beside (benchmarks/RESULTS.md, "beside two busy loops")."""
+    loops = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(count)]
+    try:
+        yield
+    finally:
+        for loop in loops:
+            loop.kill()
+            loop.wait()

@@ -35,3 +35,28 @@ def write_trace(path: Path, events: list[dict[str, Any]], rank: int | None = 0, 
     document = {"traceEvents": events, "distributedInfo": {k: v for k, v in header.items() if v is not None}}
     path.write_text(json.dumps(document, allow_nan=True))
     return path
+
+
+def point_to_point(name: str, peer: int, nelems: int = 1024, ranks: list[int] | None = None, ts: float = 0.0,
+                   external_id: int = 1) -> dict[str, Any]:
+    """A send's or recv's record_param_comms as torch writes it inside batch_isend_irecv: its peer's global
+    rank as `Dst Rank` (send) or `Src Rank` (recv); it closes before the block's kernel is launched."""
+    peer_key = "Dst Rank" if name == "send" else "Src Rank"
+    return collective(name, nelems=nelems, ranks=[0, 1, 2, 3] if ranks is None else ranks, ts=ts, dur=3.0,
+                      external_id=external_id, **{peer_key: peer})
+
+
+def coalesced(external_id: int, ts: float, dur: float = 20.0) -> dict[str, Any]:
+    """The nccl:coalesced annotation of the Work that ProcessGroupNCCL::endCoalescing makes: the block's one
+    NCCL kernel is launched inside it."""
+    return {"ph": "X", "cat": "user_annotation", "name": "nccl:coalesced", "pid": 1, "tid": 1, "ts": ts, "dur": dur,
+            "args": {"External id": external_id}}
+
+
+def launch(correlation: int, ts: float) -> dict[str, Any]:
+    """The CUDA runtime call that launched a kernel, linked to it by `correlation`."""
+    return {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": ts, "dur": 2.0,
+            "args": {"correlation": correlation}}
+
+
+SENDRECV_KERNEL = "ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)"

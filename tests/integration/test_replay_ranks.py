@@ -12,7 +12,7 @@ import sys
 from nccl_bench.errors import EXIT_BAD_INPUT
 from tests.helpers.launch import REPO, run_cli, worker_env
 from tests.helpers.ports import free_port
-from tests.helpers.traces import collective, write_trace
+from tests.helpers.traces import SENDRECV_KERNEL, coalesced, collective, kernel, point_to_point, write_trace
 
 WORLD = 3
 
@@ -46,12 +46,33 @@ def test_ranks_given_traces_that_plan_differently_stop_in_one_line(tmp_path):
 
 
 def test_a_rank_outside_a_long_points_group_waits_without_a_false_deadline(tmp_path):
-    """A pair's all_reduce on 3 ranks: rank 2 sits it out while 3 samples of 1.5 s run, twice --timeout;
-    each of the pair's steps renews its deadline, as it renews the pair's."""
+    """A pair's all_reduce on 3 ranks: rank 2 sits it out while 3 samples of 2.5 s run, 7.5 s against a
+    --timeout of 6 s; each of the pair's steps renews its deadline, as it renews the pair's. (A sample
+    of 2.5 s leaves each step more than twice its length before the deadline: a loaded host stretches
+    a sample, and 1.5 s against 3 s once ran out beside the whole suite.)"""
     trace = write_trace(tmp_path / "pair.json", [collective(nelems=1024, ranks=[0, 1])], world_size=2)
-    done = run_cli(["replay", str(trace), "--workers", "3", "--timeout", "3", "--min-sample-ms", "1500",
+    done = run_cli(["replay", str(trace), "--workers", "3", "--timeout", "6", "--min-sample-ms", "2500",
                     "--trials", "3", "--warmup", "0", "--no-history", "--out", str(tmp_path / "run")], timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     with open(tmp_path / "run" / "results.csv", newline="") as handle:
         [row] = list(csv.DictReader(handle))
     assert (row["group"], row["status"], row["trials"]) == ("ranks 0,1", "ok", "3")
+
+
+def test_point_to_point_is_replayed_between_the_records_peers(tmp_path):
+    """Rank 0 of a 3-rank job: a batch_isend_irecv with rank 2 (a send and a recv, one kernel in
+    endCoalescing), then a lone send to rank 1. Each is one exchange, replayed on the ranks it names, not a
+    ring over the process group [0, 1, 2]; rank 1 only receives, rank 2 both sends and receives."""
+    events = [point_to_point("send", 2, ranks=[0, 1, 2], ts=0, external_id=1),
+              point_to_point("recv", 2, ranks=[0, 1, 2], ts=5, external_id=2),
+              coalesced(3, ts=10), kernel(external_id=3, ts=12, dur=40.0, name=SENDRECV_KERNEL),
+              point_to_point("send", 1, ranks=[0, 1, 2], ts=100, external_id=4),
+              kernel(external_id=4, ts=102, dur=20.0, name=SENDRECV_KERNEL)]
+    trace = write_trace(tmp_path / "p2p.json", events, rank=0, world_size=WORLD, backend="nccl")
+    done = run_cli(["replay", str(trace), "--workers", str(WORLD), "--iters", "5", "--warmup", "1", "--trials", "1",
+                    "--timeout", "20", "--no-history", "--out", str(tmp_path / "run")], timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    with open(tmp_path / "run" / "results.csv", newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    assert [(row["op"], row["group"], row["size_bytes"], row["status"]) for row in rows] == [
+        ("sendrecv", "ranks 0,2", "4096", "ok"), ("sendrecv", "ranks 0,1", "4096", "ok")]

@@ -153,9 +153,11 @@ def test_slurm_layout_single_task(tmp_path):
     _ok(result)
     meta = json.loads((out / "meta.json").read_text())
     assert (meta["launcher"], meta["world_size"]) == ("slurm", 1)
-    rows = {r.op: r for r in read_rows(out)}
-    assert rows["all_reduce"].busbw_gbps == 0.0  # 2(n-1)/n is 0 for one rank, as nccl-tests prints
-    assert rows["sendrecv"].status == "unsupported" and "at least 2 ranks" in rows["sendrecv"].flags
+    rows = {(r.op, r.placement): r for r in read_rows(out)}
+    reduced = rows["all_reduce", "in_place"]  # in place at one rank moves nothing: flagged, no bandwidth
+    assert reduced.busbw_gbps is None and "one_rank_in_place" in reduced.flags
+    sendrecv = [r for (op, _), r in rows.items() if op == "sendrecv"]
+    assert sendrecv and all(r.status == "unsupported" and "at least 2 ranks" in r.flags for r in sendrecv)
 
 
 def test_one_rank_in_place_rows_are_flagged_without_bandwidth(tmp_path):
@@ -172,3 +174,16 @@ def test_one_rank_in_place_rows_are_flagged_without_bandwidth(tmp_path):
     assert "one_rank_in_place" not in copied.flags and copied.algbw_gbps > 0
     assert ("# warning: 2 in-place row(s) of one rank measure nothing (the collective has nothing to move, and "
             "NCCL queues no GPU work for it): their time is call overhead, so no bandwidth is given") in result.stdout
+
+
+def test_gloos_smallest_sizes_are_flagged_call_bound_and_its_large_ones_not(tmp_path):
+    """A real 2-rank gloo sweep: the 8 B all_reduce (one element per rank) is the per-call floor itself, so
+    its row is call_bound; 16 MiB takes tens of times a call's cost on any host and is a bandwidth. The end
+    says what the flag means and where NCCL's own latency is seen."""
+    out = tmp_path / "run"
+    result = run_cli(["sweep", "--workers", "2", "--op", "all_reduce", "--sizes", "8,4K,16M", "--iters", "20", "-w",
+                      "1", "--no-history", "--out", str(out)])
+    assert result.returncode == 0, result.stderr[-2000:]
+    flags = {row.size_bytes: row.flags.split(";") for row in read_rows(out / "results.csv")}
+    assert "call_bound" in flags[8] and "call_bound" not in flags[16 << 20]
+    assert "measure what a call costs, not bandwidth" in result.stdout and "--cuda-graph" in result.stdout

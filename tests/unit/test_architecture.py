@@ -25,8 +25,9 @@ LAYERS: dict[str, tuple[int, tuple[str, ...]]] = {
                     "results.input_lines", "results.loader", "results.nccl_tuning", "results.nccltests_json",
                     "results.nccltests_log", "results.nccltests_names", "results.nccltests_rows",
                     "results.run_folder", "results.schema", "results.whole_file")),
-    "hardware": (1, ("hardware", "hardware.detect", "hardware.expected", "hardware.host", "hardware.known_gpus",
-                     "hardware.nvidia_smi", "hardware.nvls", "hardware.nvml")),
+    "hardware": (1, ("hardware", "hardware.detect", "hardware.expected", "hardware.hidden_gpus", "hardware.host",
+                     "hardware.host_config", "hardware.known_gpus", "hardware.nvidia_smi", "hardware.nvls",
+                     "hardware.nvml")),
     # what an option declaration is, and the parsers with their bounds (pure)
     "option_types": (1, ("option_types",)),
     # the verdict engine (pure, rows in): read by the sweep's baseline check and the renderers
@@ -38,16 +39,19 @@ LAYERS: dict[str, tuple[int, tuple[str, ...]]] = {
                   "ranks.planted", "ranks.preflight", "ranks.roll_call", "ranks.run_facts", "ranks.run_owner",
                   "ranks.runner", "ranks.session", "ranks.set_up", "ranks.split")),
     # the commands on ranks, each with its config, plan, body and report, placed alike
-    "doctor": (5, ("doctor", "doctor.doctor_body", "doctor.doctor_config", "doctor.doctor_entry",
+    "doctor": (5, ("doctor", "doctor.config_check", "doctor.config_facts",
+                   "doctor.doctor_body", "doctor.doctor_config", "doctor.doctor_entry",
                    "doctor.doctor_report", "doctor.roster", "doctor.schedule", "doctor.verdicts")),
     "sweep": (5, ("sweep", "sweep.baseline_check", "sweep.busbw_floor", "sweep.plan", "sweep.rows",
                   "sweep.saved_baselines", "sweep.sweep_body", "sweep.sweep_config", "sweep.sweep_entry",
                   "sweep.sweep_report", "sweep.variants")),
     "replay": (5, ("replay", "replay.profile", "replay.replay_body", "replay.replay_config", "replay.replay_entry",
-                   "replay.replay_plan", "replay.trace_events", "replay.trace_reader", "replay.trace_vocabulary")),
+                   "replay.overlap", "replay.replay_plan", "replay.trace_events", "replay.trace_reader",
+                   "replay.trace_values", "replay.trace_vocabulary")),
     # the history, its series, hosts and the regression rule: reads run folders, above the commands
     "history": (6, ("history", "history.address", "history.changes", "history.hosts", "history.records",
                     "history.recording", "history.rule", "history.series", "history.store", "history.store_guard",
+                    "history.stored_values",
                     "history.store_schema")),
     # rows, comparisons, the doctor's verdicts and the store's answers as text, pages and figures
     "render": (7, ("render", "render.compare_exports", "render.doctor_text", "render.escape", "render.fit",

@@ -237,4 +237,4 @@ def test_a_comparison_that_judged_no_row_does_not_pass():
     assert result.judged == 0 and result.exit_code == 2
     assert result.summary().startswith("NOTHING JUDGED: 1 rows compared (1 no data)")
     junit = to_junit_xml(result)
-    assert 'errors="1"' in junit and 'type="nothing judged"' in junit and 'failures="0"' in junit
+    assert 'errors="1"' in junit and 'type="not_judged"' in junit and 'failures="0"' in junit

@@ -55,15 +55,15 @@ def test_exclude_names_node_rail_and_missing_hosts_not_links():
     assert exclude_file_text(suspects[2:3]) == ""  # written even so: an empty file says "keep nobody out"
 
 
-def test_doctor_json_schema_2_has_missing_expected_and_exclude():
+def test_doctor_json_has_missing_expected_and_exclude():
     judgement = three_node_judgement()
     judgement.suspects.extend(missing_suspects(["a", "b", "c", "d"], ["a", "b", "c"], "--expect-hosts"))
     header = dataclasses.replace(three_node_header(), expected_hosts=("a", "b", "c", "d"),
                                  expected_from="--expect-hosts")
     data = json.loads(json.dumps(report_json(DoctorReport(None, header, judgement, wall_s=1.0))))
-    assert data["schema_version"] == 2 and data["verdict"] == "suspects"
+    assert data["schema_version"] == 3 and data["verdict"] == "suspects"
     assert data["suspects"][-1] == {"kind": "missing", "hosts": ["d"], "rail": None, "measured_gbps": None,
-                                    "fleet_median_gbps": None,
+                                    "fleet_median_gbps": None, "degraded": False,
                                     "reason": "expected (--expect-hosts a,b,c,d) but never joined the run"}
     assert data["expected_hosts"] == {"hosts": ["a", "b", "c", "d"], "source": "--expect-hosts"}
     assert data["exclude"] == ["c", "d"]

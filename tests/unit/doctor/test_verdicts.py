@@ -203,3 +203,43 @@ def test_small_noisy_fleet_still_names_a_broken_node():
     result = judge(layout, {}, pairs, tolerance=0.2)
     assert result.pair_threshold_gbps == pytest.approx((0.759 + 1.202) / 2 * 0.6)
     assert _named(result) == [("node", ("nodec",), None)]
+
+
+def _contended(n: int = 8, slow_link=None, slow_node=None):
+    """Every host's pairs at a contended 0.7 GB/s (+-5%) but one lucky pair each at 2 GB/s (a round that ran
+    alone), as pairs sharing a loaded machine or spine measure; optionally one slow link or node at 5%."""
+    layout, pairs = _fleet(n)
+    for k, (a, b, rail) in enumerate(pairs):
+        lucky = int(a[4:]) // 2 == int(b[4:]) // 2 and int(a[4:]) % 2 == 0
+        value = 2.0 if lucky else 0.7 * WOBBLE[k % len(WOBBLE)]
+        if (a, b) == slow_link or slow_node in (a, b):
+            value *= 0.05
+        pairs[(a, b, rail)] = [value, value]
+    return layout, pairs
+
+
+def test_a_contended_fleet_is_a_fabric_verdict_never_most_hosts_named():
+    layout, pairs = _contended()
+    result = judge(layout, {}, pairs, tolerance=0.2)
+    assert result.contended and result.verdict == "contended" and result.suspects == []
+    assert result.pair_fleet.median_gbps == pytest.approx(0.7, rel=0.06)  # the typical pair, not the lucky ones
+    # six hosts are low with all but their lucky partner; the last two have too few healthy partners left
+    assert result.notes[0].startswith("the fabric is contended or noisy: 6 of 8 hosts measured low against the "
+                                      "fleet's best pairs (median of each host's best, 2.00 GB/s), so they were "
+                                      "judged against the typical pair (0.71 GB/s)")
+
+
+def test_in_a_contended_fleet_what_stands_out_from_it_is_still_named():
+    layout, pairs = _contended(slow_link=("node1", "node6"))
+    result = judge(layout, {}, pairs, tolerance=0.2)
+    assert result.contended and _named(result) == [("link", ("node1", "node6"), None)]
+    layout, pairs = _contended(slow_node="node3")
+    result = judge(layout, {}, pairs, tolerance=0.2)
+    assert result.contended and _named(result) == [("node", ("node3",), None)]
+    assert "only the hosts and pairs that stand out from it are named" in result.notes[0]
+
+
+def test_an_expect_floor_is_absolute_and_no_contention_rule_applies():
+    layout, pairs = _contended()
+    result = judge(layout, {}, pairs, tolerance=0.2, expect_gbps=1.5)
+    assert not result.contended and len(result.suspects) == 6

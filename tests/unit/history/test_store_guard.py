@@ -16,8 +16,9 @@ from nccl_bench.errors import UserInputError
 from nccl_bench.history.address import parse_address
 from nccl_bench.history.hosts import host_records
 from nccl_bench.history.records import read_record
-from nccl_bench.history.store import open_store, refuse_bad_values
+from nccl_bench.history.store import open_store
 from nccl_bench.history.store_schema import MIGRATIONS, SCHEMA_VERSION
+from nccl_bench.history.stored_values import refuse_bad_values
 from tests.helpers.history_runs import doctor_run, sweep_run
 
 

@@ -36,3 +36,14 @@ def test_every_refusal_shows_a_sum_above_what_is_available(per_rank, ranks, avai
 
 def test_a_need_with_room_for_the_margin_is_not_refused():
     check_memory(900 * MIB, 1, 1000 * MIB, "GPU 0", "sizes", "sweep")
+
+
+def test_a_size_no_option_lowers_says_what_to_do_instead():
+    """A replay's buffers are its traces' largest collective: no value of TRACE... is there to lower."""
+    from nccl_bench.replay.replay_plan import MEMORY_REMEDY
+
+    with pytest.raises(OptionError) as refused:
+        check_memory(6176 * MIB, 1, 6301 * MIB, "GPU 0", "traces", "replay", MEMORY_REMEDY)
+    assert refused.value.problem.endswith("is available; its buffers are the traces' largest collective: free "
+                                          "memory, or replay where there is more")
+    assert "{traces}" not in refused.value.problem and "lower" not in refused.value.problem

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from nccl_bench.render.fit import Column, choose_columns, fit, render_lines, share_width
+from nccl_bench.render.fit import WRAP_MIN_WIDTH, Column, choose_columns, fit, render_lines, share_width
 
 COLUMNS = (
     Column("op", align="left"),
@@ -43,3 +43,28 @@ def test_lines_keep_every_value_whole_and_aligned():
     assert all(len(line) <= 56 or "below_timer_resolution" in line for line in lines)
     assert fit(COLUMNS, ROWS, 56, margin="  ").left_out == ("count", "root")
     assert fit(COLUMNS, ROWS, 62, margin="  ").left_out == ("root",)
+
+
+def test_a_flag_in_a_table_sized_before_its_rows_keeps_readable_lines():
+    """The live sweep sizes the flags column from its heading (5 wide); the flag of a point that needs more
+    ranks than the run has must not fold one word per line: the last column has the rest of the line."""
+    from nccl_bench.ranks.run_facts import RunFacts
+    from nccl_bench.render.tables import live_layout, result_cells
+    from nccl_bench.sweep.sweep_report import SweepHeader
+    from tests.helpers.rows import row
+
+    run = RunFacts(backend="gloo", launcher="torchrun", world_size=1, hostnames=("vm",), devices=("cpu",),
+                   versions={}, run_dir=None)
+    header = SweepHeader(run=run, sizes="1K", iterations="3", warmup=1, trials=1, dtype="float32", reduce_op="sum",
+                         agg="max", planned=(("send_recv", 1024, 256),))
+    unsupported = row(op="send_recv", size_bytes=1024, status="unsupported", flags="needs at least 2 ranks",
+                      time_us=None, busbw=None, world_size=1)
+    piped = live_layout(header, None).row_lines(result_cells(unsupported, ()))
+    assert [line.plain.split("  ")[-1] for line in piped] == ["unsupported: needs at least 2 ranks"]
+    for width in (80, 120, 200):
+        lines = [line.plain for line in live_layout(header, width).row_lines(result_cells(unsupported, ()))]
+        flag = [line.rstrip().rsplit("  ", 1)[-1].strip() for line in lines]
+        assert " ".join(flag) == "unsupported: needs at least 2 ranks", width
+        folded = flag[:-1]  # each folded part holds more than one short word: never one word per line
+        assert all(len(part.split()) > 1 or len(part) >= WRAP_MIN_WIDTH for part in folded), lines
+        assert all(len(line) <= width for line in lines)

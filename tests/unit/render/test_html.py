@@ -74,8 +74,10 @@ def test_doctor_json_is_read_from_the_run_folder_and_drawn_as_a_matrix(tmp_path)
     assert '<span class="good" title="ok">rail 0: 2.0</span>' in text
     assert '<span class="bad" title="suspect">rail 1: 0.2</span>' in text
     (tmp_path / "doctor.json").write_text(json.dumps({**DOCTOR, "schema_version": 2}))
-    assert page.read_doctor(tmp_path)["schema_version"] == 2  # 2 only added keys
+    assert page.read_doctor(tmp_path)["schema_version"] == 2  # 2 and 3 only added keys
     (tmp_path / "doctor.json").write_text(json.dumps({**DOCTOR, "schema_version": 3}))
+    assert page.read_doctor(tmp_path)["schema_version"] == 3
+    (tmp_path / "doctor.json").write_text(json.dumps({**DOCTOR, "schema_version": 4}))
     assert page.read_doctor(tmp_path) is None  # another schema is not guessed at
 
 

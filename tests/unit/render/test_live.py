@@ -101,3 +101,19 @@ def test_report_on_a_terminal_fits_the_table_and_prints_other_formats_as_written
     assert len(notes) == 2 and max(len(line) for line in printed if line not in notes) <= 60
     live.print_runs([Path("a"), Path("b")], runs, "csv")
     assert capsys.readouterr().out == formats.render_runs([Path("a"), Path("b")], runs, "csv")
+
+
+def test_config_findings_from_hosts_reach_the_terminal_escaped():
+    """A fact's value is a host's text (an environment variable, nvidia-smi's output): its control
+    characters are shown, never sent."""
+    from nccl_bench.doctor.config_check import Fact, HostFacts, judge_config
+
+    hosts = [HostFacts(f"n{i}", {"env NCCL_SOCKET_IFNAME": Fact("eth0", "environment")}, ()) for i in range(3)]
+    hosts.append(HostFacts("n3", {"env NCCL_SOCKET_IFNAME": Fact("eth0\x1b]0;owned\x07\n# verdict: healthy",
+                                                                  "environment")}, ()))
+    console = Console(file=io.StringIO(), width=300, soft_wrap=True)
+    live.DoctorReporter(console).config_checked("# config: 1 fact(s)", [s.line() for s in judge_config(hosts)])
+    printed = console.file.getvalue()
+    assert "\x1b" not in printed and "\x07" not in printed
+    assert printed.splitlines()[1].startswith("config n3: env NCCL_SOCKET_IFNAME eth0")
+    assert "\n# verdict" not in printed  # the planted line break stays inside the one line

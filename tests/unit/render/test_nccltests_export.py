@@ -74,3 +74,11 @@ def test_export_skips_points_that_were_not_measured():
     rows = [_row(), dataclasses.replace(_row(size_bytes=2097152), time_us=None, algbw_gbps=None, busbw_gbps=None,
                                         status="unsupported")]
     assert [r.size_bytes for r in log_rows(nccltests_text.format_text(rows))] == [1048576]
+
+
+def test_a_host_or_device_recorded_with_a_newline_stays_in_its_rank_s_line():
+    meta = {"hostnames": ["vm\n#  Rank  9 on forged", "vm"], "devices": ["cpu\r", "cpu"]}
+    lines = nccltests_text.format_text([_row()], meta).splitlines()
+    ranks = [line for line in lines if line.startswith("#  Rank")]
+    assert ranks[0] == "#  Rank  0 on vm\\x0a#  Rank  9 on forged device [cpu\\x0d] nccl_bench gloo"
+    assert len(ranks) == 2

@@ -81,3 +81,11 @@ def test_the_sweep_stands_beside_the_job_and_the_replay():
 
 def test_durations_read_as_people_read_them():
     assert [duration(t) for t in (0.5, 850.0, 2100.0, 1_250_000.0)] == ["0.5 us", "850 us", "2.1 ms", "1.25 s"]
+
+
+def test_a_newline_in_a_trace_s_name_or_what_it_recorded_stays_inside_its_header_line():
+    profile = dataclasses.replace(_profile(_entry()), backend="nccl\n# ranks 99", nccl_version="2.21\r\x1b[2J")
+    lines = [str(line) for line in profile_lines(profile, [Path("r0\n# forged.json")], None)]
+    assert lines[0] == ("# communication profile of 1 trace(s) (r0\\x0a# forged.json): backend nccl\\x0a# ranks 99, "
+                        "8 ranks, NCCL 2.21\\x0d\\x1b[2J; rank(s) read: 0, 1")
+    assert lines[1].startswith("# traced window") and all("\n" not in line for line in lines)

@@ -62,3 +62,23 @@ def test_the_set_up_line_says_each_cost_the_run_has_in_its_unit():
         "# set-up (slowest rank): process group 12.3 ms, first collective 2.50 s"]
     assert setup_lines({"init_s": 1.0, "first_op_s": 0.001, "split_s": 0.25})[0].endswith(
         "process group 1.00 s, first collective 1.0 ms, split groups 250.0 ms")
+
+
+def test_header_lines_keep_names_from_files_and_hosts_inside_their_lines():
+    from pathlib import Path
+
+    from nccl_bench.ranks.run_facts import RunFacts
+    from nccl_bench.render.tables import header_lines, results_lines
+    from nccl_bench.sweep.sweep_report import SweepHeader
+
+    run = RunFacts(backend="gloo", launcher="torchrun", world_size=2, hostnames=("vm\n# forged", "vm2"),
+                   devices=("cpu\t1",) * 2, versions={"torch": "2.x"}, run_dir=Path("out\nX"))
+    header = SweepHeader(run=run, sizes="1K", iterations="3", warmup=1, trials=1, dtype="float32", reduce_op="sum",
+                         agg="max", notes=("a note\u2028beside",))
+    lines = header_lines(header)
+    assert lines[0] == "# nccl_bench: backend gloo via torchrun, 2 ranks on 2 node(s) (vm\\x0a# forged, vm2)"
+    assert lines[1] == "# devices: 2 x cpu\\x091"
+    assert lines[-2:] == ["# results: out\\x0aX", "# note: a note\\u2028beside"]
+    assert all(line.startswith("#") and len(line.splitlines()) == 1 for line in lines)
+    title = results_lines([row()], None, title="run\n# op  forged")[0].plain
+    assert title == "# run: run\\x0a# op  forged"

@@ -3,6 +3,7 @@ launch's ranks for its process group; a group larger than the launch refused in 
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -115,3 +116,15 @@ def test_a_world_of_unknown_size_is_asked_for_never_taken_as_one_rank(tmp_path):
     assert str(refused.value) == (
         f"{path}: its all_reduce runs on the whole world, and the trace does not say how many ranks that is: give "
         "the job's traces with their distributedInfo (world_size), as torch.profiler writes them")
+
+
+def test_an_exchange_is_one_point_between_its_real_peers_on_the_launchs_ranks():
+    """Rank 4 of a job sends to 6 and receives from 5: on a 3-rank launch the exchange's ranks (4, 5, 6)
+    become 0, 1, 2 in order, so 0 sends to 2 and receives from 1; the profile counts one exchange a call."""
+    exchange = dict(op="sendrecv", size=4096, group=3, ranks=(4, 5, 6))
+    calls = [replace(_call(**exchange, start=t), transfers=((4, 6), (5, 4))) for t in (0.0, 1.0)]
+    [point] = points_for_launch(_trace(calls, rank=4), 3).points
+    assert (point.ranks, point.transfers, point.calls) == ((0, 1, 2), ((0, 2), (1, 0)), 2)
+    assert point.buffer_elems() == (1024, 1024)
+    [row] = profile_traces([_trace(calls, rank=4)]).rows
+    assert (row.op, row.count, row.group_ranks) == ("sendrecv", 2, (4, 5, 6))

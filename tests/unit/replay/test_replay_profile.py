@@ -67,12 +67,20 @@ def test_ranks_that_disagree_on_a_count_are_listed():
 
 @pytest.mark.parametrize("second,problem", [
     (_trace([_call()], rank=0), "rank 0 again"),
-    (_trace([_call()], rank=1, world_size=8), "world size is 8, not 4"),
-    (_trace([_call()], rank=1, backend="gloo"), "backend is 'gloo', not 'nccl'"),
+    (_trace([_call()], rank=1, world_size=8), "world size is 8, and that trace's is 4$"),
+    (_trace([_call()], rank=1, world_size=None), "world size is not recorded, and that trace's is 4$"),
+    (_trace([_call()], rank=1, backend="gloo"), "backend is 'gloo', and that trace's is 'nccl'$"),
 ])
 def test_files_of_different_jobs_are_refused(second, problem):
     with pytest.raises(TraceError, match=problem):
         profile_traces([_trace([_call()], rank=0), second])
+
+
+def test_a_value_the_first_trace_left_out_is_said_so_never_as_none():
+    with pytest.raises(TraceError) as refused:
+        profile_traces([_trace([_call()], rank=0, world_size=None), _trace([_call()], rank=1, world_size=2)])
+    assert str(refused.value).endswith("its world size is 2, and that trace's is not recorded")
+    assert "None" not in str(refused.value)
 
 
 def test_the_json_schema():

@@ -16,6 +16,7 @@ import pytest
 
 from nccl_bench.replay.trace_events import TraceError
 from nccl_bench.replay.trace_reader import ANNOTATIONS, RECORD_PARAM_COMMS, read_trace
+from tests.helpers.traces import SENDRECV_KERNEL, coalesced, kernel, launch, point_to_point, write_trace
 
 TRACES = Path(__file__).resolve().parents[2] / "fixtures" / "traces"
 MODERN = TRACES / "nccl_2gpu_rank0.json.gz"
@@ -141,3 +142,37 @@ def test_a_trace_of_torch_2_11_with_nccl_2_28_is_read_from_its_records():
     assert sum(expected.values()) == 14
     assert {call.job_time_us for call in trace.calls} == {None}
     assert not any(e["name"].startswith("nccl") for e in _events(TORCH_211) if e.get("cat") == "kernel")
+
+
+def _batch_isend_irecv(tmp_path: Path, kernel_links_the_block: bool) -> Path:
+    """Rank 0 of a 4-rank ring in torch's batch_isend_irecv: send 4 KiB to rank 1, receive 4 KiB from rank 3,
+    twice; each block's kernel launched in endCoalescing, after the two records closed. The kernel names the
+    block's nccl:coalesced annotation by External id, or (older torch) only its launch lies inside it."""
+    events = []
+    for step, t0 in enumerate((100.0, 500.0)):
+        block_id = 50 + step
+        events += [point_to_point("send", 1, ts=t0, external_id=10 + 2 * step),
+                   point_to_point("recv", 3, ts=t0 + 5, external_id=11 + 2 * step),
+                   coalesced(block_id, ts=t0 + 10),
+                   launch(block_id + 10_000, ts=t0 + 12),
+                   kernel(external_id=block_id if kernel_links_the_block else 0, ts=t0 + 15, dur=30.0 + step,
+                          name=SENDRECV_KERNEL)]
+        events[-1]["args"]["correlation"] = block_id + 10_000
+    return write_trace(tmp_path / "p2p.json", events, rank=0, world_size=4, backend="nccl")
+
+
+@pytest.mark.parametrize("linked", [True, False], ids=["external-id", "launch"])
+def test_a_batched_send_and_recv_are_one_exchange_timed_by_the_blocks_kernel(tmp_path, linked):
+    trace = read_trace(_batch_isend_irecv(tmp_path, linked))
+    assert trace.unmatched_kernels == 0
+    assert [(c.op, c.size_bytes, c.job_time_us) for c in trace.calls] == [("sendrecv", 4096, 30.0),
+                                                                         ("sendrecv", 4096, 31.0)]
+    assert {c.transfers for c in trace.calls} == {((0, 1), (3, 0))}
+    assert {(c.group_size, c.group_ranks) for c in trace.calls} == {(3, (0, 1, 3))}
+
+
+def test_a_lone_send_is_an_exchange_of_its_own_with_its_peer(tmp_path):
+    events = [point_to_point("send", 2, nelems=256, external_id=4), kernel(external_id=4, name=SENDRECV_KERNEL)]
+    [call] = read_trace(write_trace(tmp_path / "send.json", events, rank=0, world_size=4, backend="nccl")).calls
+    assert (call.op, call.size_bytes, call.transfers, call.group_ranks, call.job_time_us) == \
+        ("sendrecv", 1024, ((0, 2),), (0, 2), 5.0)

@@ -74,3 +74,17 @@ def test_all_reduce_above_the_peak_behind_an_nvswitch_is_flagged_as_nvls_and_car
         assert row.pct_of_peak > 100 and row.variant == "NCCL_NVLS_ENABLE=1"
         flagged[nvswitch] = NVLS_FLAG in row.flags.split(";")
     assert flagged == {True: True, False: False, None: False}
+
+
+@pytest.mark.parametrize("p50_us,floor_us,flagged", [(12.0, 10.0, True), (12.01, 10.0, False), (10.0, 10.0, True),
+                                                     (30.0, None, False), (8.0, 10.0, True)])
+def test_a_row_whose_median_call_sits_within_1_2x_of_the_per_call_floor_is_call_bound(p50_us, floor_us, flagged):
+    config = SweepConfig(ops=("all_reduce",), sizes=(4096,))
+    run = rows.RowContext(config, world_size=2, nodes=1, backend="gloo", peak_gbps=None)
+    point = Point("all_reduce", "in_place", 4096, 1024, 1024)
+    # a mean far above the median (one stalled op) does not decide: the median call does
+    measurement = Measurement(iters=3, sample_means_us=(p50_us * 5,), per_op_us=(p50_us, p50_us, p50_us * 13),
+                              slowest_rank=0, shortest_sample_s=0.2, timer_resolution_s=1e-9)
+    row = rows.measured_row(run, point, OPS["all_reduce"], measurement, 0, floor_us)
+    assert (rows.FLAG_CALL_BOUND in row.flags.split(";")) is flagged
+    assert row.busbw_gbps is not None  # still a bandwidth, flagged as what it is
