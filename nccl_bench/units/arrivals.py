@@ -24,9 +24,12 @@ LATE_SIGMAS = 5.0
 # busy cores) arrivals move by hundreds of microseconds and it is not enough (benchmarks/RESULTS.md,
 # "The late-rank rule's error rates on gloo").
 LATE_FLOOR_US = 100.0
-# ... in more than this share of the point's samples (trials): lateness seen once is a hiccup,
-# lateness in most samples is a rank that holds the collective back.
-LATE_SHARE = 0.5
+# ... and it called the op last in at least this share of the sample's timed ops. A rank held back by
+# the scheduler is last at the ops it lost its core at, and its median lateness can still exceed the
+# floor on a host whose ranks outnumber its cores; a rank that is late for a reason of its own (a
+# slower path to the op, a sleep, a busy neighbour on its own core) is last at nearly every op. The
+# consistency is what tells the two apart (benchmarks/RESULTS.md, "The late-rank rule's error rates").
+LAST_SHARE = 0.9
 
 
 @dataclass(frozen=True)
@@ -79,19 +82,20 @@ def arrival_offset_us(lateness: Sequence[float]) -> float | None:
 
 @dataclass(frozen=True)
 class Late:
-    """A rank that arrived late in most samples of a point, and by how much (median excess, us)."""
+    """A rank that arrived late in every sample of a point, and by how much (median excess, us)."""
 
     rank: int
     excess_us: float
-    samples: int  # in how many samples it was late
-    of: int  # samples judged
+    samples: int  # samples judged; the rank was late in each
 
 
-def late_in_sample(arrivals_us: Sequence[float], errors_us: Sequence[float]) -> tuple[int, float] | None:
+def late_in_sample(arrivals_us: Sequence[float], errors_us: Sequence[float],
+                   last_share: Sequence[float] | None = None) -> tuple[int, float] | None:
     """The rank late in one sample and its excess over the others' median offset, or None.
 
     Late: the latest rank, beyond max(LATE_SIGMAS x the others' robust spread, LATE_FLOOR_US) plus
-    the clock errors of both sides (an offset error moves a rank's arrival by as much).
+    the clock errors of both sides (an offset error moves a rank's arrival by as much), and the last to
+    call the op at LAST_SHARE of the sample's ops or more (last_share[rank]; None: not known, not asked).
     """
     if len(arrivals_us) < 2:
         return None
@@ -101,21 +105,26 @@ def late_in_sample(arrivals_us: Sequence[float], errors_us: Sequence[float]) -> 
     excess = arrivals_us[latest] - stats.median(others)
     spread = stats.mad(others) * stats.MAD_TO_SIGMA
     threshold = max(LATE_SIGMAS * spread, LATE_FLOOR_US) + errors_us[latest] + max(other_errors)
+    if last_share is not None and last_share[latest] < LAST_SHARE:
+        return None
     return (latest, excess) if excess > threshold else None
 
 
-def late_rank(samples: Sequence[Sequence[float]], errors_us: Sequence[float]) -> Late | None:
-    """The rank that arrived late in more than LATE_SHARE of a point's samples (samples[s][rank] is
-    each rank's arrival offset in us), with its median excess over those samples; None when no rank did."""
-    found: dict[int, list[float]] = {}
-    for sample in samples:
-        late = late_in_sample(sample, errors_us)
-        if late is not None:
-            found.setdefault(late[0], []).append(late[1])
-    for rank, excesses in found.items():
-        if len(excesses) > LATE_SHARE * len(samples):
-            return Late(rank, stats.median(excesses), len(excesses), len(samples))
-    return None
+def late_rank(samples: Sequence[Sequence[float]], errors_us: Sequence[float],
+              last_shares: Sequence[Sequence[float]] = ()) -> Late | None:
+    """The rank late in every one of a point's samples (samples[s][rank] is each rank's arrival offset
+    in us; last_shares[s][rank] the share of the sample's ops it called last), with its median excess;
+    None when no rank was. Every sample, not most: a rank that holds a collective back does so in each,
+    while the scheduler's victims change from sample to sample."""
+    found: list[tuple[int, float]] = []
+    for index, sample in enumerate(samples):
+        late = late_in_sample(sample, errors_us, last_shares[index] if last_shares else None)
+        if late is None or (found and late[0] != found[0][0]):
+            return None
+        found.append(late)
+    if not found:
+        return None
+    return Late(found[0][0], stats.median([excess for _, excess in found]), len(found))
 
 
 def nearest_rank_percentile(values: Sequence[float], q: int) -> float:

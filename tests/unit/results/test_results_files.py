@@ -275,9 +275,10 @@ def test_ranks_csv_lines_are_one_per_trial_and_rank_and_stay_small(tmp_path):
     ranks = tuple(range(1020, 1024))
     in_op = ((123456.78, 123400.0, 99999.99, 123456.0), (1.0, 2.0, 3.0, 4.0))
     arrival = ((0.0, 12.34, 45678.91, 1.0), (0.0, 0.0, 0.0, 0.0))
-    lines = rank_lines(measured, ranks, in_op, arrival, (0.0, 0.0, 12.5, 12.5))
+    last = ((0.0, 0.0, 1.0, 0.0), (0.25, 0.25, 0.25, 0.25))
+    lines = rank_lines(measured, ranks, in_op, arrival, (0.0, 0.0, 12.5, 12.5), last)
     assert len(lines) == 2 * 4 and [line[RANK_COLUMNS.index("rank")] for line in lines[:4]] == list(ranks)
-    assert lines[2][RANK_COLUMNS.index("trial"):] == [0, 1022, "100000.0", "45678.9", "12.5", 1]  # to 0.1 us
+    assert lines[2][RANK_COLUMNS.index("trial"):] == [0, 1022, "100000.0", "45678.9", "1.00", "12.5", 1]  # to 0.1 us
     writer = RanksWriter(tmp_path)
     writer.append_lines(lines)
     writer.close()

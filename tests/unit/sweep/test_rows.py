@@ -84,7 +84,7 @@ def test_a_row_whose_median_call_sits_within_1_2x_of_the_per_call_floor_is_call_
     point = Point("all_reduce", "in_place", 4096, 1024, 1024)
     # a mean far above the median (one stalled op) does not decide: the median call does
     measurement = Measurement(iters=3, sample_means_us=(p50_us * 5,), per_op_us=(p50_us, p50_us, p50_us * 13),
-                              slowest_rank=0, shortest_sample_s=0.2, timer_resolution_s=1e-9)
+                              max_time_rank=0, shortest_sample_s=0.2, timer_resolution_s=1e-9)
     row = rows.measured_row(run, point, OPS["all_reduce"], measurement, 0, floor_us)
     assert (rows.FLAG_CALL_BOUND in row.flags.split(";")) is flagged
     assert row.busbw_gbps is not None  # still a bandwidth, flagged as what it is

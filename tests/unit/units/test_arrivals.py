@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from nccl_bench.units import arrivals
-from nccl_bench.units.arrivals import LATE_FLOOR_US, LATE_SIGMAS
+from nccl_bench.units.arrivals import LAST_SHARE, LATE_FLOOR_US, LATE_SIGMAS
 
 
 def test_ranks_on_rank_0s_host_share_its_clock_exactly():
@@ -60,16 +60,28 @@ def test_one_rank_or_none_has_no_late_rank():
     assert arrivals.late_in_sample([500.0], [0.0]) is None
 
 
-def test_the_late_rank_is_the_one_late_in_most_samples():
+def test_the_late_rank_is_the_one_late_in_every_sample():
     late_2 = [0.0, 1.0, 400.0, 2.0]
     late_1 = [0.0, 500.0, 3.0, 2.0]
     quiet = [0.0, 1.0, 2.0, 3.0]
-    found = arrivals.late_rank([late_2, late_2, late_1], [0.0] * 4)
-    assert found == arrivals.Late(rank=2, excess_us=399.0, samples=2, of=3)  # 400 - median(0, 1, 2)
-    assert arrivals.late_rank([late_2, quiet], [0.0] * 4) is None  # one of two: not most
-    assert arrivals.late_rank([late_2, late_1, quiet], [0.0] * 4) is None  # different ranks: no culprit
+    found = arrivals.late_rank([late_2, [0.0, 2.0, 500.0, 1.0], late_2], [0.0] * 4)
+    assert found == arrivals.Late(rank=2, excess_us=399.0, samples=3)  # median of 399, 499, 399
+    assert arrivals.late_rank([late_2, late_2, late_1], [0.0] * 4) is None  # two of three: not every one
+    assert arrivals.late_rank([late_2, quiet], [0.0] * 4) is None
     assert arrivals.late_rank([quiet], [0.0] * 4) is None
+    assert arrivals.late_rank([], [0.0] * 4) is None
     assert arrivals.late_rank([late_2], [0.0] * 4).rank == 2  # one trial: its one sample decides
+
+
+def test_a_rank_late_by_median_but_not_last_at_most_ops_is_not_named():
+    """The scheduler's victim: behind by its median lateness, yet not the last caller at most ops."""
+    late_2 = [0.0, 1.0, 400.0, 2.0]
+    held_back = [0.1, 0.2, LAST_SHARE - 0.01, 0.3]
+    consistent = [0.0, 0.0, LAST_SHARE, 0.0]
+    assert arrivals.late_in_sample(late_2, [0.0] * 4, held_back) is None
+    assert arrivals.late_in_sample(late_2, [0.0] * 4, consistent) == (2, 399.0)
+    assert arrivals.late_rank([late_2, late_2], [0.0] * 4, [consistent, held_back]) is None
+    assert arrivals.late_rank([late_2, late_2], [0.0] * 4, [consistent, consistent]).rank == 2
 
 
 def test_nearest_rank_percentile_as_nccl_tests_computes_it():
