@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from nccl_bench.ranks import dist
+from nccl_bench.ranks.clocks import CpuClock, CudaClock, EventPool, per_event_cost_s, without_event_cost
 from nccl_bench.units import arrivals, stats
 
 # Never fewer than this many ops in a sample: one op cannot show back-to-back throughput.
@@ -55,8 +56,6 @@ CALIBRATION_MAX_GROWTH = 100
 MAX_SAMPLE_EXTENSIONS = 2
 # Aim this far past the missing time, so a little jitter does not leave the sample short again.
 SAMPLE_TARGET_MARGIN = 1.2
-# cudaEventElapsedTime resolves about half a microsecond (CUDA Runtime API documentation).
-CUDA_EVENT_RESOLUTION_S = 0.5e-6
 # A sample shorter than this many timer ticks cannot be trusted to 0.1%.
 MIN_TICKS_PER_SAMPLE = 1000
 NOISY_SPREAD = 0.10  # trial range above 10% of the median marks a row noisy (pyperf-like)
@@ -118,111 +117,6 @@ class Measurement:
 def captured_nothing(caught: list) -> bool:
     """Whether the warnings caught around a capture include torch's empty-graph warning."""
     return any(EMPTY_GRAPH_WARNING in str(w.message) for w in caught)
-
-
-class CpuClock:
-    """perf_counter_ns after every op (its latency) and before it (when the rank arrived at it)."""
-
-    resolution_s = max(time.get_clock_info("perf_counter").resolution, 1e-9)
-    now_ns = staticmethod(time.perf_counter_ns)
-
-    def __init__(self, ops: int, blocking: bool, per_op: bool, events=None):
-        self._stamps = [0] * (ops + 1)
-        self._arrived = [0] * (ops + 1)
-
-    def start(self) -> None:
-        self._stamps[0] = self.now_ns()
-
-    def arrive(self, index: int) -> None:
-        self._arrived[index] = self.now_ns()
-
-    def mark(self, index: int) -> None:
-        self._stamps[index] = self.now_ns()
-
-    def finish(self) -> tuple[float, list[float]]:
-        stamps = self._stamps
-        per_op = [(stamps[i] - stamps[i - 1]) * 1e-9 for i in range(1, len(stamps))]
-        return (stamps[-1] - stamps[0]) * 1e-9, per_op
-
-    def arrivals_ns(self) -> list[float]:
-        """This rank's own clock as it called each op."""
-        return self._arrived[1:]
-
-    def in_op_s(self) -> float:
-        """Seconds spent inside the ops, from each call to its return (waits for late peers included)."""
-        return sum(done - came for done, came in zip(self._stamps[1:], self._arrived[1:], strict=True)) * 1e-9
-
-
-class EventPool:
-    """CUDA timing events, created (recorded once) before any sample uses them and reused after."""
-
-    def __init__(self, new_event: Callable[[], object], synchronize: Callable[[], None]):
-        self._new_event, self.synchronize = new_event, synchronize
-        self._events: list = []
-
-    def take(self, count: int) -> list:
-        while len(self._events) < count:
-            event = self._new_event()
-            event.record()  # torch creates the CUDA event here, outside any timed sample
-            self._events.append(event)
-        return self._events[:count]
-
-
-class _CudaClock:
-    """CUDA events at the loop's ends (or after every op). The host clock is read once, as the sample
-    starts on an idle stream: that is the rank's arrival; later launches are queued ahead of the GPU,
-    so host stamps per op would not say when the GPU reached each op."""
-
-    resolution_s = CUDA_EVENT_RESOLUTION_S
-    arrive = None  # no per-op arrival: the timed loop calls no clock before each op
-
-    def __init__(self, ops: int, blocking: bool, per_op: bool, events: EventPool):
-        self._arrived_ns = 0.0
-        self._total_s = 0.0
-        self._synchronize = events.synchronize
-        self._ops = ops
-        self._blocking = blocking
-        self._per_op = per_op or blocking  # --blocking synchronizes per op anyway
-        self._events = events.take(ops + 1 if self._per_op else 2)
-
-    def start(self) -> None:
-        self._arrived_ns = float(time.perf_counter_ns())
-        self._events[0].record()
-
-    def mark(self, index: int) -> None:
-        if self._per_op:
-            self._events[index].record()
-            if self._blocking:
-                self._synchronize()
-        elif index == self._ops:
-            self._events[1].record()
-
-    def finish(self) -> tuple[float, list[float]]:
-        self._synchronize()  # elapsed_time needs both events completed
-        events = self._events
-        total_s = self._total_s = events[0].elapsed_time(events[-1]) * 1e-3
-        if not self._per_op:
-            return total_s, []
-        return total_s, [events[i - 1].elapsed_time(events[i]) * 1e-3 for i in range(1, len(events))]
-
-    def arrivals_ns(self) -> list[float]:
-        return [self._arrived_ns]
-
-    def in_op_s(self) -> float:
-        return self._total_s
-
-
-def per_event_cost_s(per_op_sample_s: float, per_op_calls: int, timed_s: float, timed_calls: int) -> float:
-    """What recording an event after every call added per call: the per-op sample's time per call
-    above the timed samples' (which record only their two ends), never below zero."""
-    if per_op_calls <= 0 or timed_calls <= 0:
-        return 0.0
-    return max(0.0, per_op_sample_s / per_op_calls - timed_s / timed_calls)
-
-
-def without_event_cost(per_call_s: list[float], cost_s: float) -> list[float]:
-    """Each call's time less the cost of the event recorded after it (never below zero)."""
-    return [max(0.0, s - cost_s) for s in per_call_s]
 
 
 def next_calibration_calls(
@@ -289,7 +183,7 @@ class PointRunner:
         self.ctx = ctx
         self.plan = plan
         self._progress = progress
-        self._clock = clock or (_CudaClock if ctx.on_gpu else CpuClock)
+        self._clock = clock or (CudaClock if ctx.on_gpu else CpuClock)
         self._hosts = hosts or [str(rank) for rank in range(ctx.world_size)]
         self._pause = pause
         self._events = None

@@ -30,13 +30,13 @@ from nccl_bench.results.run_folder import read_meta
 from nccl_bench.results.schema import STATUS_OK, STATUS_UNSUPPORTED, ResultRow, rank_lines
 from nccl_bench.sweep import sweep_config as cfg
 from nccl_bench.sweep.plan import Plan, Point, buffer_bytes, plan_run, size_option
+from nccl_bench.sweep.references import expected_system, reference_peak
 from nccl_bench.sweep.rows import RowContext, measured_row, unsupported_row
 from nccl_bench.sweep.sweep_report import SilentObserver, SweepHeader, SweepObserver, SweepSummary
 from nccl_bench.units import alltoallv, nccl_env, stats
 from nccl_bench.units.op_table import OPS, Collective, buffer_elems, round_size
 from nccl_bench.units.sizes import format_size
 
-NO_PEAK_ONE_RANK = "none: a world of 1 rank crosses no link (give one with --peak)"
 # The per-call floor (sweep/rows.CALL_BOUND_FACTOR) is the median of this many timed calls of the smallest
 # message after a few warm-up calls, whatever --iters, --trials and --min-sample-ms ask of the rows: a
 # median of 50 is within a few percent of the call's typical cost, well inside the factor's 20%, and 55
@@ -428,38 +428,6 @@ def record_row(row: ResultRow, summary: SweepSummary, writer: ResultsWriter | No
             writer.append(row)
         summary.rows.append(row)
         observer.row_done(row)
-
-
-def reference_peak(config: cfg.SweepConfig, ctx: dist.DistContext, nodes: int) -> tuple[float | None, str | None]:
-    """The busbw ceiling for %peak: --peak, else what `limits` detects on rank 0, shared with all."""
-    if config.peak_gbps is not None:
-        return config.peak_gbps, f"{config.peak_gbps:g} GB/s (given with --peak)"
-    if ctx.world_size == 1:  # busbw of one rank crosses no link (broadcast's reads 25,935 GB/s on an H100)
-        return None, NO_PEAK_ONE_RANK
-    found = None
-    if ctx.rank == 0:
-        from nccl_bench.hardware.detect import detect_peak
-
-        peak, warnings = detect_peak(multi_node=nodes > 1, device_kind=ctx.device.type)
-        if peak is None:
-            found = (None, "unknown (" + "; ".join(warnings) + "); give one with --peak")
-        else:
-            found = (peak.peak_gbps, f"{peak.peak_gbps:.1f} GB/s per direction, {peak.label} [{peak.source}]")
-    return tuple(dist.gather_objects(ctx, found)[0])
-
-
-def expected_system(ctx: dist.DistContext, nodes: int) -> System | None:
-    """Rank 0 on GPUs: the system public figures are matched against (hardware/expected.py); None on
-    other ranks, on CPUs (no figure is for them), with uneven ranks per node (no figure is for such a
-    layout) and when detection fails."""
-    if ctx.rank != 0 or not ctx.on_gpu or ctx.world_size % nodes:
-        return None
-    from nccl_bench.hardware.detect import detect_limits
-
-    try:
-        return System.from_limits(detect_limits(measure_host=False), nodes, ctx.world_size // nodes)
-    except Exception:  # a yardstick is a nicety, never a reason to abort a sweep
-        return None
 
 
 def _reduce_op(name: str):
