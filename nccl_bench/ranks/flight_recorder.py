@@ -14,9 +14,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from nccl_bench.units.rank_positions import GroupRecord
+from nccl_bench.units.rank_positions import GroupRecord, rank_ranges
 
 # The dump function of each backend's recorder, in torch._C._distributed_c10d, JSON first.
+# The world's description in a dump (torch's name for the default group's store prefix, too).
+DEFAULT_DESC = "default_pg"
 DUMPS = {"nccl": ("_dump_nccl_trace_json", "_dump_nccl_trace"), "gloo": ("_dump_fr_trace_json", "_dump_fr_trace")}
 
 
@@ -57,15 +59,19 @@ def dump(backend: str) -> dict[str, Any] | str:
         return f"the {backend} flight recorder could not be dumped ({type(exc).__name__}: {exc})"
 
 
-def group_records(dumped: dict[str, Any]) -> list[GroupRecord]:
-    """Each group's last enqueued and completed collective, from a dump (pg_status; a group's name
-    from its entries' description where torch gave one: "default_pg")."""
-    names, last_ops = {}, {}
+def group_records(dumped: dict[str, Any], members: dict[str, tuple[int, ...]] | None = None) -> list[GroupRecord]:
+    """Each group's last enqueued and completed collective, from a dump (pg_status).
+
+    A group's name in the dump is this rank's own (torch numbers the groups a rank is in), so two
+    ranks' group "1" may be different groups (--split's mod:2); `members` (name -> the group's world
+    ranks) names a group by its ranks wherever they are known: "ranks 1,3". The world keeps its
+    description, "default_pg"."""
+    names = {key: f"ranks {rank_ranges(ranks)}" for key, ranks in (members or {}).items()}
+    last_ops = {}
     for entry in dumped.get("entries") or ():
-        group = entry.get("process_group") or ("", "")
-        key = str(group[0])
-        if group[1] and group[1] != "undefined":
-            names[key] = str(group[1])
+        key, desc = (str(part) for part in (entry.get("process_group") or ("", ""))[:2])
+        if desc == DEFAULT_DESC or (desc and desc != "undefined" and key not in names):
+            names[key] = desc
         last_ops[key] = str(entry.get("profiling_name", ""))
     records = []
     for key, status in (dumped.get("pg_status") or {}).items():
@@ -74,10 +80,21 @@ def group_records(dumped: dict[str, Any]) -> list[GroupRecord]:
     return [record for record in records if record.enqueued > 0]
 
 
+def group_members() -> dict[str, tuple[int, ...]]:
+    """Each live group's name (as the recorder keys it) -> its world ranks, from torch's registry of
+    groups; empty once the groups are aborted (read the recorder before the abort)."""
+    try:
+        from torch.distributed import distributed_c10d as c10d
+
+        return {str(name): tuple(sorted(c10d._world.pg_group_ranks[pg])) for pg, name in c10d._world.pg_names.items()}
+    except Exception:  # a torch whose registry differs: the recorder's own names are kept
+        return {}
+
+
 def records(backend: str) -> list[GroupRecord] | str:
     """This rank's groups as its recorder saw them, or why there are none."""
     dumped = dump(backend)
     if isinstance(dumped, str):
         return dumped
-    found = group_records(dumped)
+    found = group_records(dumped, group_members())
     return found if found else f"the {backend} flight recorder recorded nothing (its buffer size may be 0)"

@@ -33,6 +33,7 @@ class Positions:
         self.seq = 0
         self.standing = Standing()
         self.stood: dict[str, Any] = {}  # meta.json's "stood" and "flight_recorder", once gathered
+        self._recorded = False  # this rank's flight recorder is in the store
 
     def begin(self, op: str, size_bytes: int | None = None, group: str | None = None) -> None:
         self.seq += 1
@@ -52,7 +53,9 @@ class Positions:
             store = roll_call.store_of(ctx)
             store.set_timeout(_dt.timedelta(seconds=STORE_WAIT_S))  # a store gone must not hold the report
             store.set(self._key("standing", ctx.rank), self.standing.encode())
-            store.set(self._key("recorder", ctx.rank), rp.encode_records(flight_recorder.records(self.backend)))
+            if not self._recorded:  # once: the first is read before any abort, while the groups are known
+                store.set(self._key("recorder", ctx.rank), rp.encode_records(flight_recorder.records(self.backend)))
+                self._recorded = True
 
     def gather(self, ctx) -> tuple[str, str]:
         """(where the ranks stood, the flight recorder's line) from every rank's notes; keeps both for

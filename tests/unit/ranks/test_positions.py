@@ -85,6 +85,13 @@ def test_a_dump_is_read_into_each_groups_last_enqueued_and_completed():
     assert flight_recorder.group_records(GLOO_DUMP) == [GroupRecord("default_pg", 7, 6, "gloo:all_reduce")]
 
 
+def test_a_sub_group_is_named_by_its_world_ranks_since_its_number_is_the_ranks_own():
+    dumped = {**GLOO_DUMP, "pg_status": {**GLOO_DUMP["pg_status"], "1": {"last_enqueued_collective": "4",
+                                                                         "last_completed_collective": "3"}}}
+    assert flight_recorder.group_records(dumped, {"0": (0, 1, 2, 3), "1": (1, 3)}) == [
+        GroupRecord("default_pg", 7, 6, "gloo:all_reduce"), GroupRecord("ranks 1,3", 4, 3, "")]
+
+
 def test_torchs_gloo_recorder_holds_a_collective_of_a_real_group(single_rank):
     import torch
     import torch.distributed as tdist

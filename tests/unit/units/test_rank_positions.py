@@ -78,6 +78,17 @@ def test_the_recorder_names_the_rank_that_never_joined_the_collective():
     assert culprits(records) == [1]
 
 
+def test_the_group_that_misses_the_fewest_ranks_comes_first():
+    """--split mod:2 with rank 1 stalled: the world's gather misses ranks 1 and 3, their own group only rank 1."""
+    world, sub = "default_pg", "ranks 1,3"
+    records = {0: [GroupRecord(world, 9, 8)], 2: [GroupRecord(world, 9, 8)], 1: [GroupRecord(world, 8, 8),
+               GroupRecord(sub, 106, 106)], 3: [GroupRecord(world, 8, 8), GroupRecord(sub, 107, 106)]}
+    assert recorder_line(records) == ("group ranks 1,3: #107 enqueued by rank 3, not joined by rank 1 (last enqueued "
+                                      "#106); group default_pg: #9 enqueued by ranks 0,2, not joined by ranks 1,3 "
+                                      "(last enqueued #8)")
+    assert culprits(records) == [1, 3]
+
+
 def test_a_recorder_where_every_rank_finished_names_nobody_and_comes_after_a_stuck_group():
     records = {0: [GroupRecord("0", 3, 3), GroupRecord("rank%2=0", 5, 4)], 1: [GroupRecord("0", 3, 3)]}
     assert recorder_line(records) == "group rank%2=0: #5 enqueued by rank 0; group 0: #3 completed by ranks 0-1"
