@@ -16,9 +16,11 @@ from typing import Any
 
 from nccl_bench.units.rank_positions import GroupRecord, rank_ranges
 
-# The dump function of each backend's recorder, in torch._C._distributed_c10d, JSON first.
 # The world's description in a dump (torch's name for the default group's store prefix, too).
 DEFAULT_DESC = "default_pg"
+# The size of each recorder's ring (entries); 0 turns it off.
+BUFFER_ENV = {"nccl": "TORCH_NCCL_TRACE_BUFFER_SIZE", "gloo": "TORCH_FR_BUFFER_SIZE"}
+# The dump function of each backend's recorder, in torch._C._distributed_c10d, JSON first.
 DUMPS = {"nccl": ("_dump_nccl_trace_json", "_dump_nccl_trace"), "gloo": ("_dump_fr_trace_json", "_dump_fr_trace")}
 
 
@@ -48,13 +50,19 @@ def dump(backend: str) -> dict[str, Any] | str:
     found, name = _dump_function(backend)
     if found is None:
         return name
+    options = {"includeCollectives": True, "onlyActive": False}
+    if not name.endswith("_json"):
+        options["includeStackTraces"] = False
     try:
+        try:
+            raw = found(**options)
+        except TypeError:  # a torch whose dump takes none of these: its defaults
+            raw = found()
         if name.endswith("_json"):
-            raw = found(includeCollectives=True, onlyActive=False)
             return json.loads(raw.decode() if isinstance(raw, bytes) else raw)
         import pickle
 
-        return pickle.loads(found(includeCollectives=True, includeStackTraces=False, onlyActive=False))
+        return pickle.loads(raw)
     except Exception as exc:  # a dump that fails is said, not raised: the stall's line comes first
         return f"the {backend} flight recorder could not be dumped ({type(exc).__name__}: {exc})"
 
@@ -97,4 +105,4 @@ def records(backend: str) -> list[GroupRecord] | str:
     if isinstance(dumped, str):
         return dumped
     found = group_records(dumped, group_members())
-    return found if found else f"the {backend} flight recorder recorded nothing (its buffer size may be 0)"
+    return found if found else f"the {backend} flight recorder recorded nothing ({BUFFER_ENV.get(backend)} may be 0)"

@@ -114,3 +114,33 @@ def test_a_cpu_torch_has_no_nccl_recorder_and_says_so():
         assert why is None
     else:
         assert why == f"not available for nccl in torch {torch.__version__}"
+
+
+def test_the_nccl_recorder_is_read_through_torchs_json_dump_where_torch_has_one(monkeypatch):
+    import json
+
+    import torch._C._distributed_c10d as c10d
+
+    asked = {}
+
+    def dump_nccl_trace_json(includeCollectives=None, onlyActive=None):  # noqa: N803 (torch's keywords)
+        asked.update(includeCollectives=includeCollectives, onlyActive=onlyActive)
+        return json.dumps({**GLOO_DUMP, "entries": [{**entry, "profiling_name": "nccl:all_reduce"}
+                                                    for entry in GLOO_DUMP["entries"]]}).encode()
+
+    monkeypatch.setattr(c10d, "_dump_nccl_trace_json", dump_nccl_trace_json, raising=False)
+    monkeypatch.setattr(flight_recorder, "group_members", lambda: {})
+    assert flight_recorder.availability("nccl") is None
+    assert flight_recorder.records("nccl") == [GroupRecord("default_pg", 7, 6, "nccl:all_reduce")]
+    assert asked == {"includeCollectives": True, "onlyActive": False}
+
+
+def test_a_dump_that_fails_is_said_and_never_raised(monkeypatch):
+    import torch._C._distributed_c10d as c10d
+
+    def broken(**options):
+        raise RuntimeError("the watchdog holds the lock")
+
+    monkeypatch.setattr(c10d, "_dump_nccl_trace_json", broken, raising=False)
+    assert flight_recorder.records("nccl") == (
+        "the nccl flight recorder could not be dumped (RuntimeError: the watchdog holds the lock)")
