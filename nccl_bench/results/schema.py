@@ -75,7 +75,7 @@ class ResultRow:
     algo: str = ""  # --nccl-trace: the algorithm NCCL chose (RING, TREE, NVLS, ...); "": not traced or not said
     proto: str = ""  # --nccl-trace: the protocol NCCL chose (LL, LL128, SIMPLE)
     source: str = ""  # where the point came from: "trace:FILE" for a replayed job's collective; "": a sweep's plan
-    late_rank: int | None = None  # the rank that arrived late in most samples (units/arrivals.late_rank)
+    late_rank: int | None = None  # the rank that arrived late in every sample (units/arrivals.late_rank)
     late_host: str = ""  # its host
     late_us: float | None = None  # by how much it arrived after the others' median, microseconds per op
     i_p99_us: float | None = None  # nccl-tests -I's i_p99: nearest-rank 99th percentile of per-op times

@@ -21,7 +21,7 @@ from nccl_bench.units.op_table import PLACEMENT_IN, Collective
 # At one rank an in-place collective has nothing to move: NCCL returns from the enqueue without queuing
 # GPU work (gloo likewise), so its time is the call's overhead and a bandwidth from it means nothing.
 FLAG_ONE_RANK_IN_PLACE = "one_rank_in_place"
-# One rank arrived late in most samples (late_rank names it): the others waited for it inside the op.
+# One rank arrived late in every sample (late_rank names it): the others waited for it inside the op.
 FLAG_LATE = "late"
 
 # A row whose median single call (p50) is at most this multiple of the per-call floor's (the same op's

@@ -127,6 +127,31 @@ def late_rank(samples: Sequence[Sequence[float]], errors_us: Sequence[float],
     return Late(found[0][0], stats.median([excess for _, excess in found]), len(found))
 
 
+# cudaEventElapsedTime's resolution, about 0.5 us (CUDA runtime API): the error of each duration nccl-tests
+# -I reads, where the sweep's offsets carry their clock alignment's error.
+CUDA_EVENT_RESOLUTION_US = 0.5
+
+
+def late_from_durations(times_us: Sequence[Sequence[float]]) -> Late | None:
+    """The process late at a point from each process's time per iteration in the op (times_us[p][i]:
+    nccl-tests -I's per_process_max_times_us), by late_rank's rule, the iterations as one sample.
+
+    With no shared clock, the process that called last is the one that spent the least time: the others
+    waited for it. So at each iteration a process's lateness is the longest time minus its own (as the
+    sweep's is its call minus the earliest call), its arrival offset the median over the iterations, and
+    its last share the share of iterations at which its time was the lowest. Late is `Late.rank` = the
+    process's index in times_us.
+    """
+    iterations = min((len(times) for times in times_us), default=0)
+    if len(times_us) < 2 or iterations == 0:
+        return None
+    columns = [[times[i] for times in times_us] for i in range(iterations)]
+    lowest = [min(range(len(column)), key=column.__getitem__) for column in columns]
+    offsets = [stats.median([max(column) - column[p] for column in columns]) for p in range(len(times_us))]
+    last = [lowest.count(p) / iterations for p in range(len(times_us))]
+    return late_rank([offsets], [CUDA_EVENT_RESOLUTION_US] * len(times_us), [last])
+
+
 def nearest_rank_percentile(values: Sequence[float], q: int) -> float:
     """nccl-tests' -I percentile: the sorted value at index min(n-1, ceil(n*q/100)-1), the nearest-rank
     definition of its src/util.cu (percentileIndex), which may equal the maximum under 100 values."""

@@ -24,7 +24,7 @@ LAYERS: dict[str, tuple[int, tuple[str, ...]]] = {
     "results": (1, ("results", "results.csv_appender", "results.csv_reader", "results.dataframe",
                     "results.input_lines", "results.loader", "results.nccl_tuning", "results.nccltests_json",
                     "results.nccltests_log", "results.nccltests_names", "results.nccltests_rows",
-                    "results.run_folder", "results.schema", "results.whole_file")),
+                    "results.rank_times", "results.run_folder", "results.schema", "results.whole_file")),
     "hardware": (1, ("hardware", "hardware.detect", "hardware.expected", "hardware.hidden_gpus", "hardware.host",
                      "hardware.host_config", "hardware.known_gpus", "hardware.nvidia_smi", "hardware.nvls",
                      "hardware.nvml")),
@@ -58,7 +58,7 @@ LAYERS: dict[str, tuple[int, tuple[str, ...]]] = {
     "render": (7, ("render", "render.compare_exports", "render.doctor_text", "render.escape", "render.fit",
                    "render.formats", "render.history_page", "render.history_text", "render.html", "render.labels",
                    "render.limits_text", "render.live", "render.nccltests_text", "render.plots", "render.prom",
-                   "render.repeats", "render.replay_text", "render.tables", "render.unjudged")),
+                   "render.rank_heatmap", "render.repeats", "render.replay_text", "render.tables", "render.unjudged")),
     # the shell: one module per command, local workers, messages, the typer shim
     "cli": (8, ("cli", "cli.compare", "cli.doctor", "cli.entry", "cli.history", "cli.limits", "cli.local_workers",
                 "cli.messages", "cli.on_ranks", "cli.option_sets", "cli.ops", "cli.params", "cli.replay", "cli.report",

@@ -97,3 +97,23 @@ def test_cv_is_the_population_deviation_over_the_mean_in_percent():
     assert arrivals.cv_pct([2.0, 4.0, 4.0, 4.0, 5.0, 5.0, 7.0, 9.0]) == pytest.approx(40.0)  # sd 2 (over n), mean 5
     assert arrivals.cv_pct([3.0, 3.0]) == 0.0
     assert arrivals.cv_pct([]) is None and arrivals.cv_pct([0.0, 0.0]) is None
+
+
+def test_the_process_with_the_least_time_in_the_op_is_the_late_one():
+    # process 1 spends 300 us less than the others at every iteration: they waited for it
+    times = [[330.0, 331.0, 329.0], [30.0, 31.0, 29.0], [329.0, 330.0, 331.0]]
+    late = arrivals.late_from_durations(times)
+    assert (late.rank, late.excess_us, late.samples) == (1, 299.5, 1)
+
+
+def test_a_process_lowest_at_too_few_iterations_is_not_named():
+    # process 1 is far below at 8 of 10 iterations: under LAST_SHARE, its median lateness alone names nothing
+    low = [30.0] * 8 + [400.0] * 2
+    times = [[330.0] * 10, low, [331.0] * 10]
+    assert arrivals.late_from_durations(times) is None
+
+
+def test_equal_durations_or_one_process_name_nobody():
+    assert arrivals.late_from_durations([[30.0, 31.0], [30.5, 30.0], [31.0, 30.5]]) is None
+    assert arrivals.late_from_durations([[30.0, 31.0]]) is None
+    assert arrivals.late_from_durations([[], []]) is None
