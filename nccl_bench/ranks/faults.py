@@ -237,7 +237,7 @@ def why_stopped(
     if stood is not None:
         stood.publish(ctx)
     stop, reporter = _failure(exc, ctx, timeout_s, where, hostnames)
-    if isinstance(stop, RunFailedError) and stall_line(str(stop)) and stood is not None and (
+    if isinstance(stop, RunFailedError) and _is_stall(str(stop)) and stood is not None and (
             not stop.quiet or ctx.rank == 0):
         stop = _with_standings(stop, stood, ctx)
     if isinstance(stop, RunFailedError) and stop.quiet:
@@ -245,7 +245,7 @@ def why_stopped(
     return stop
 
 
-def stall_line(line: str) -> bool:
+def _is_stall(line: str) -> bool:
     """The failure is a stall: a rank's deadline, or the backend's own timeout, ran out."""
     return STALL_MARK in line or TIMEOUT_MARK in line
 

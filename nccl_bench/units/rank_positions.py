@@ -139,8 +139,9 @@ def recorder_line(records: dict[int, list[GroupRecord]]) -> str:
         if behind:
             lowest = min(ranks[rank].enqueued for rank in behind)
             clause += f", not joined by {_who(behind)} (last enqueued #{lowest})"
-        (stuck if verb == "enqueued" else done).append((len(behind) or len(ranks) + 1, clause))
-    # the groups where the run stands first, those that miss the fewest ranks (the most precise) before the rest
+        (stuck if verb == "enqueued" else done).append(((0, len(behind)) if behind else (1, 0), clause))
+    # where the run stands first: groups that miss ranks, the fewest missing (the most precise) first;
+    # then groups whose ranks are all inside a collective; then groups with nothing unfinished
     clauses = [clause for _, clause in sorted(stuck, key=lambda item: item[0])] + [clause for _, clause in done]
     shown = clauses[:MAX_STATES]
     return "; ".join(shown + ([f"{len(clauses) - len(shown)} more groups"] if len(clauses) > len(shown) else []))

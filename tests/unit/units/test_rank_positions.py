@@ -106,3 +106,12 @@ def test_records_or_the_reason_go_through_the_store_and_back():
     assert decode_records(encode_records("not available for mpi in torch 2.13.0")) == (
         "not available for mpi in torch 2.13.0")
     assert decode_records("{") is None
+
+
+def test_the_recorders_line_stays_bounded_at_1024_ranks():
+    records = {rank: [GroupRecord(f"ranks {rank}", 5, 4), GroupRecord("default_pg", 9 + rank % 2, 9)]
+               for rank in range(1024)}
+    line = recorder_line(records)
+    assert line.startswith("group default_pg: #10 enqueued by ranks 1,3,5,7,9,11,13,...,1023 (512 ranks), not joined "
+                           "by ranks 0,2,4,6,8,10,12,...,1022 (512 ranks) (last enqueued #9); group ranks 0: #5 ")
+    assert line.endswith("; 1021 more groups") and len(line) < 400
