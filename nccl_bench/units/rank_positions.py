@@ -112,7 +112,7 @@ def stood_meta(standings: dict[int, Standing | None]) -> list[dict]:
 @dataclass(frozen=True)
 class GroupRecord:
     """One process group in one rank's flight recorder: the last collective it enqueued and the last
-    that completed (torch's pg_status; collective_seq_id counts from 1, 0: none)."""
+    that completed (torch's pg_status; collective_seq_id counts from 1, -1: none yet)."""
 
     group: str
     enqueued: int

@@ -100,8 +100,10 @@ def test_torchs_gloo_recorder_holds_a_collective_of_a_real_group(single_rank):
         pytest.skip(flight_recorder.availability("gloo"))  # a torch before the generic recorder (2.8)
     tdist.all_reduce(torch.ones(4))
     found = flight_recorder.records("gloo")
-    assert isinstance(found, list) and found
-    assert all(record.completed == record.enqueued for record in found)
+    # gloo marks a collective completed from its own thread, after the call returned: enqueued is what is sure
+    assert isinstance(found, list) and any(record.enqueued >= 1 and record.last_op == "gloo:all_reduce"
+                                           for record in found), found
+    assert all(-1 <= record.completed <= record.enqueued for record in found), found  # -1: none yet
 
 
 def test_a_cpu_torch_has_no_nccl_recorder_and_says_so():
