@@ -97,7 +97,7 @@ class _Replay:
             self.writer = ResultsWriter(run.run_dir)
         for index, point in enumerate(self.plan.points):
             self.where = f"{point.op} at {format_size(point.size_bytes)} on ranks {ranks_text(point.ranks)}"
-            run.renew(self.where)
+            run.renew(self.where, at=(point.op, point.size_bytes, f"ranks {ranks_text(point.ranks)}"))
             leader = run.ctx.rank == point.ranks[0]
             if run.ctx.rank in point.ranks:
                 mine = self._point(point, functools.partial(self.beats.beat, index) if leader else _no_beat)

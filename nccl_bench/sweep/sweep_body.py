@@ -298,7 +298,7 @@ class _Sweep:
                 continue
             self.summary.current_point = f"{point.op} at {format_size(point.size_bytes)} ({point.placement})" + (
                 "" if cycle is None else f" in cycle {cycle}")
-            self.run.renew(self.summary.current_point)
+            self.run.renew(self.summary.current_point, at=(point.op, point.size_bytes, self.group_name))
             self.planted.point_starts(ctx.rank, index)
             row, timings = self._point(point)
             rows = self._group_rows(dataclasses.replace(row, cycle=cycle), timings)

@@ -19,8 +19,8 @@ PACKAGE = Path(__file__).resolve().parents[2] / "nccl_bench"
 LAYERS: dict[str, tuple[int, tuple[str, ...]]] = {
     "errors": (0, ("errors",)),
     "units": (0, ("units", "units.alltoallv", "units.arrivals", "units.bandwidth", "units.clock", "units.hostlist",
-                  "units.nccl_env", "units.op_table", "units.passwords", "units.sizes", "units.split_spec",
-                  "units.stats")),
+                  "units.nccl_env", "units.op_table", "units.passwords", "units.rank_positions", "units.sizes",
+                  "units.split_spec", "units.stats")),
     "results": (1, ("results", "results.csv_appender", "results.csv_reader", "results.dataframe",
                     "results.input_lines", "results.loader", "results.nccl_tuning", "results.nccltests_json",
                     "results.nccltests_log", "results.nccltests_names", "results.nccltests_rows",
@@ -35,9 +35,10 @@ LAYERS: dict[str, tuple[int, tuple[str, ...]]] = {
     # every command's options, declared once: read by the configs and the CLI
     "options": (3, ("options",)),
     "ranks": (4, ("ranks", "ranks.check", "ranks.clocks", "ranks.collectives", "ranks.deadline", "ranks.devices",
-                  "ranks.dist", "ranks.faults", "ranks.launch", "ranks.layout", "ranks.native_output",
-                  "ranks.nccl_trace", "ranks.planted", "ranks.preflight", "ranks.roll_call", "ranks.run_facts",
-                  "ranks.run_owner", "ranks.runner", "ranks.session", "ranks.set_up", "ranks.split")),
+                  "ranks.dist", "ranks.faults", "ranks.flight_recorder", "ranks.launch", "ranks.layout",
+                  "ranks.native_output", "ranks.nccl_trace", "ranks.planted", "ranks.positions", "ranks.preflight",
+                  "ranks.roll_call", "ranks.run_facts", "ranks.run_owner", "ranks.runner", "ranks.session",
+                  "ranks.set_up", "ranks.split")),
     # the commands on ranks, each with its config, plan, body and report, placed alike
     "doctor": (5, ("doctor", "doctor.config_check", "doctor.config_facts",
                    "doctor.doctor_body", "doctor.doctor_config", "doctor.doctor_entry",
