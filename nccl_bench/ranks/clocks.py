@@ -43,6 +43,11 @@ class CpuClock:
         """Seconds spent inside the ops, from each call to its return (waits for late peers included)."""
         return sum(done - came for done, came in zip(self._stamps[1:], self._arrived[1:], strict=True)) * 1e-9
 
+    def gaps_ns(self) -> list[float]:
+        """Per op, this rank's own time outside the ops before calling it: from the previous op's return
+        (the sample's start for the first) to this call. Its own clock: no alignment needed."""
+        return [came - left for came, left in zip(self._arrived[1:], self._stamps[:-1], strict=True)]
+
 
 class EventPool:
     """CUDA timing events, created (recorded once) before any sample uses them and reused after."""
@@ -98,6 +103,10 @@ class CudaClock:
 
     def arrivals_ns(self) -> list[float]:
         return [self._arrived_ns]
+
+    def gaps_ns(self) -> list[float]:
+        """None known: the host does not see when the GPU left one op and reached the next."""
+        return []
 
     def in_op_s(self) -> float:
         return self._total_s

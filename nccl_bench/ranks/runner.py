@@ -94,8 +94,9 @@ class Measurement:
     in_op_us: tuple[tuple[float, ...], ...] = ()
     arrival_us: tuple[tuple[float, ...], ...] = ()
     clock_error_us: tuple[float, ...] = ()
-    # Per trial, per rank: the share of the trial's timed ops the rank was the last to call (0-1).
-    last_share: tuple[tuple[float, ...], ...] = ()
+    # Per trial, per rank: the median over the trial's ops of the rank's own time outside the op before
+    # calling it (us; None where not known: on GPU).
+    gap_us: tuple[tuple[float | None, ...], ...] = ()
 
     @property
     def time_us(self) -> float:
@@ -163,6 +164,7 @@ class Block:
     per_call_s: list[float]
     arrivals_ns: list[float]
     in_op_s: float
+    gaps_ns: list[float]  # per call, the rank's own time outside the ops before it (none on GPU)
 
 
 def _nothing(index: int) -> None:
@@ -220,7 +222,7 @@ class PointRunner:
                 call()
                 mark(index)
         total_s, per_call_s = clock.finish()
-        return Block(total_s, per_call_s, clock.arrivals_ns(), clock.in_op_s())
+        return Block(total_s, per_call_s, clock.arrivals_ns(), clock.in_op_s(), clock.gaps_ns())
 
     def time_block(self, call: Callable[[], None], calls: int, sync: Callable[[], None] | None = None) -> float:
         """This rank's seconds for `calls` back-to-back calls after a world barrier (or `sync`: the
@@ -273,7 +275,7 @@ class PointRunner:
         calls = max(1, math.ceil(iters / ops_per_call))
         iters = calls * ops_per_call
         means_us, per_op_us, rank_totals = [], [], [0.0] * self.ctx.world_size
-        in_op_us, arrival_us, last_share = [], [], []
+        in_op_us, arrival_us, gap_us = [], [], []
         shortest, timed_calls = math.inf, 0
         for trial in range(self.plan.trials):
             blocks = [self._timed(call, calls)]
@@ -290,10 +292,10 @@ class PointRunner:
             shortest = min(shortest, combined_s)
             if per_call_s and len(per_op_us) < MAX_KEPT_LATENCIES:
                 per_op_us.extend(self._worst_per_op_us(per_call_s, ops_per_call)[: MAX_KEPT_LATENCIES - len(per_op_us)])
-            inside, arrived, last = self._arrivals(blocks, iters, alignment.offsets_ns[self.ctx.rank])
+            inside, arrived, gaps = self._arrivals(blocks, iters, alignment.offsets_ns[self.ctx.rank])
             in_op_us.append(tuple(inside))
             arrival_us.append(tuple(arrived))
-            last_share.append(tuple(last))
+            gap_us.append(tuple(gaps))
         if not per_op_us:  # GPU without --blocking: one more sample, an event after every op
             block = self._timed(call, calls, per_op=True)
             cost_s = per_event_cost_s(block.total_s, calls, rank_totals[self.ctx.rank], timed_calls)
@@ -313,27 +315,26 @@ class PointRunner:
             in_op_us=tuple(in_op_us),
             arrival_us=tuple(arrival_us),
             clock_error_us=alignment.errors_us,
-            last_share=tuple(last_share),
+            gap_us=tuple(gap_us),
         )
 
     def _arrivals(self, blocks: list[Block], iters: int,
-                  offset_ns: float) -> tuple[list[float], list[float], list[float]]:
-        """Every rank's mean time inside an op, arrival offset and share of ops it called last, over one
-        sample (its blocks), after the timing: per block one reduction gives the earliest and the latest
+                  offset_ns: float) -> tuple[list[float], list[float], list[float | None]]:
+        """Every rank's mean time inside an op, arrival offset and median time outside the ops (its gap),
+        over one sample (its blocks), after the timing: per block one reduction gives the earliest
         arrival at each call, and one gather brings every rank's three figures."""
         lateness: list[float] = []
-        last = 0
         for block in blocks:
             aligned = [stamp - offset_ns for stamp in block.arrivals_ns]
-            extremes = dist.max_across_ranks(self.ctx, [-stamp for stamp in aligned] + aligned)
-            earliest, latest = [-value for value in extremes[: len(aligned)]], extremes[len(aligned):]
+            earliest = [-value for value in dist.max_across_ranks(self.ctx, [-stamp for stamp in aligned])]
             lateness.extend(arrivals.lateness_us(aligned, earliest))
-            last += sum(mine == most for mine, most in zip(aligned, latest, strict=True))
         self._progress()
+        gaps = [gap for block in blocks for gap in block.gaps_ns]
         mine = [sum(block.in_op_s for block in blocks) / iters * 1e6, arrivals.arrival_offset_us(lateness) or 0.0,
-                last / len(lateness) if lateness else 0.0]
+                stats.median(gaps) / 1e3 if gaps else -1.0]
         gathered = dist.all_gather_floats(self.ctx, mine)
-        return [values[0] for values in gathered], [values[1] for values in gathered], [v[2] for v in gathered]
+        return ([values[0] for values in gathered], [values[1] for values in gathered],
+                [values[2] if values[2] >= 0 else None for values in gathered])
 
     def _fill_sample(self, call, calls: int, ops_per_call: int, blocks: list[Block],
                      per_rank: list[float]) -> tuple[int, list[Block], list[float]]:

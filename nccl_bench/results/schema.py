@@ -233,17 +233,22 @@ def _coerce(name: str, raw: Any) -> Any:
 RANKS_CSV = "ranks.csv"
 RANKS_SCHEMA_VERSION = 1
 RANK_COLUMNS = ("op", "placement", "size_bytes", "cycle", "group", "variant", "trial", "rank", "time_in_op_us",
-                "arrival_us", "last_share", "clock_error_us", "schema_version")
+                "arrival_us", "gap_us", "clock_error_us", "schema_version")
 
 
 def rank_lines(row: ResultRow, ranks: tuple[int, ...], in_op_us: tuple[tuple[float, ...], ...],
                arrival_us: tuple[tuple[float, ...], ...], clock_error_us: tuple[float, ...],
-               last_share: tuple[tuple[float, ...], ...]) -> list[list[Any]]:
+               gap_us: tuple[tuple[float | None, ...], ...]) -> list[list[Any]]:
     """ranks.csv's lines for one point: one per trial and rank (`ranks`: the world rank of each of the
     op's ranks). Times to 0.1 us, a tenth of the finest resolution a gloo or NCCL op reaches, which keeps
-    a line near 60 bytes: 1,024 ranks x 30 sizes x 1 trial is under 2 MB."""
+    a line near 65 bytes: 1,024 ranks x 30 sizes x 1 trial is about 2 MB."""
     point = [row.op, row.placement, row.size_bytes, "" if row.cycle is None else row.cycle, row.group, row.variant]
     return [[*point, trial, ranks[index], f"{inside[index]:.1f}", f"{arrival_us[trial][index]:.1f}",
-             f"{last_share[trial][index]:.2f}" if last_share else "", f"{clock_error_us[index]:.1f}",
+             _tenth(gap_us[trial][index] if gap_us else None), f"{clock_error_us[index]:.1f}",
              RANKS_SCHEMA_VERSION]
             for trial, inside in enumerate(in_op_us) for index in range(len(ranks))]
+
+
+def _tenth(value: float | None) -> str:
+    """A time to 0.1 us, or an empty cell where it is not known."""
+    return "" if value is None else f"{value:.1f}"

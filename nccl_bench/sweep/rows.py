@@ -89,7 +89,7 @@ def measured_row(run: RowContext, point: Point, collective: Collective, measurem
     algbw = bandwidth.algbw_gbps(point.size_bytes, time_us) if moved else None
     busbw = bandwidth.busbw_gbps(algbw, factor) if moved else None
     pct = (100 * busbw / run.peak_gbps) if (busbw is not None and run.peak_gbps) else None
-    late = (arrivals.late_rank(measurement.arrival_us, measurement.clock_error_us, measurement.last_share)
+    late = (arrivals.late_rank(measurement.arrival_us, measurement.clock_error_us, gaps_us=measurement.gap_us)
             if measurement.arrival_us else None)
     if late is not None:
         flags.append(FLAG_LATE)

@@ -331,7 +331,7 @@ class _Sweep:
         if timings is None or not timings.arrival_us or (self.ctx.rank != 0 and self.op_ctx.rank != 0):
             return []
         return rank_lines(row, ranks, timings.in_op_us, timings.arrival_us, timings.clock_error_us,
-                          timings.last_share)
+                          timings.gap_us)
 
     def _point(self, point: Point) -> tuple[ResultRow, Measurement | None]:
         config, ctx = self.config, self.op_ctx

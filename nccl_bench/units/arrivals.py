@@ -24,11 +24,16 @@ LATE_SIGMAS = 5.0
 # busy cores) arrivals move by hundreds of microseconds and it is not enough (benchmarks/RESULTS.md,
 # "The late-rank rule's error rates on gloo").
 LATE_FLOOR_US = 100.0
-# ... and it called the op last in at least this share of the sample's timed ops. A rank held back by
-# the scheduler is last at the ops it lost its core at, and its median lateness can still exceed the
-# floor on a host whose ranks outnumber its cores; a rank that is late for a reason of its own (a
-# slower path to the op, a sleep, a busy neighbour on its own core) is last at nearly every op. The
-# consistency is what tells the two apart (benchmarks/RESULTS.md, "The late-rank rule's error rates").
+# ... and, where each rank's own time outside the ops is known (the sweep on CPU), the latest rank
+# spent more of it before its calls than the others by as much again (max(LATE_SIGMAS x their robust
+# spread, LATE_FLOOR_US)). A rank that returned late from the previous op (gloo's pair all_reduce
+# returns on one side later, every op) or that its peers' scheduling held back arrives late too, yet
+# calls the next op as soon as it returns: its gap is the loop's few microseconds. A rank late for a
+# reason of its own (a sleep, a slow host between ops, a busy neighbour) spends that time outside the
+# op. Measured: under two busy loops a 2-rank pair named a rank 147 us late and last at 94% of the ops
+# by the arrival alone (benchmarks/RESULTS.md, "The late-rank rule's error rates").
+# ... where gaps are not known (nccl-tests -I's per-process times), the latest rank called last at
+# least this share of the sample's ops.
 LAST_SHARE = 0.9
 
 
@@ -90,35 +95,53 @@ class Late:
 
 
 def late_in_sample(arrivals_us: Sequence[float], errors_us: Sequence[float],
-                   last_share: Sequence[float] | None = None) -> tuple[int, float] | None:
+                   last_share: Sequence[float] | None = None,
+                   gaps_us: Sequence[float | None] | None = None) -> tuple[int, float] | None:
     """The rank late in one sample and its excess over the others' median offset, or None.
 
     Late: the latest rank, beyond max(LATE_SIGMAS x the others' robust spread, LATE_FLOOR_US) plus
-    the clock errors of both sides (an offset error moves a rank's arrival by as much), and the last to
-    call the op at LAST_SHARE of the sample's ops or more (last_share[rank]; None: not known, not asked).
+    the clock errors of both sides (an offset error moves a rank's arrival by as much); where gaps_us
+    (each rank's median time outside the ops) is known for every rank, its gap beyond the others' by
+    the same margin; where only last_share is known, the last to call the op at LAST_SHARE of the
+    sample's ops or more.
     """
     if len(arrivals_us) < 2:
         return None
     latest = max(range(len(arrivals_us)), key=lambda r: arrivals_us[r])
-    others = [a for r, a in enumerate(arrivals_us) if r != latest]
     other_errors = [e for r, e in enumerate(errors_us) if r != latest]
-    excess = arrivals_us[latest] - stats.median(others)
-    spread = stats.mad(others) * stats.MAD_TO_SIGMA
-    threshold = max(LATE_SIGMAS * spread, LATE_FLOOR_US) + errors_us[latest] + max(other_errors)
+    excess = _excess(arrivals_us, latest)
+    if excess <= _margin(arrivals_us, latest) + errors_us[latest] + max(other_errors):
+        return None
+    if gaps_us is not None and all(gap is not None for gap in gaps_us):
+        return (latest, excess) if _excess(gaps_us, latest) > _margin(gaps_us, latest) else None
     if last_share is not None and last_share[latest] < LAST_SHARE:
         return None
-    return (latest, excess) if excess > threshold else None
+    return latest, excess
+
+
+def _excess(values: Sequence[float], rank: int) -> float:
+    """How far `rank`'s value exceeds the median of the other ranks'."""
+    return values[rank] - stats.median([v for r, v in enumerate(values) if r != rank])
+
+
+def _margin(values: Sequence[float], rank: int) -> float:
+    """max(LATE_SIGMAS x the other ranks' robust spread (MAD x 1.4826), LATE_FLOOR_US)."""
+    others = [v for r, v in enumerate(values) if r != rank]
+    return max(LATE_SIGMAS * stats.mad(others) * stats.MAD_TO_SIGMA, LATE_FLOOR_US)
 
 
 def late_rank(samples: Sequence[Sequence[float]], errors_us: Sequence[float],
-              last_shares: Sequence[Sequence[float]] = ()) -> Late | None:
+              last_shares: Sequence[Sequence[float]] = (),
+              gaps_us: Sequence[Sequence[float | None]] = ()) -> Late | None:
     """The rank late in every one of a point's samples (samples[s][rank] is each rank's arrival offset
-    in us; last_shares[s][rank] the share of the sample's ops it called last), with its median excess;
-    None when no rank was. Every sample, not most: a rank that holds a collective back does so in each,
-    while the scheduler's victims change from sample to sample."""
+    in us; last_shares[s][rank] the share of the sample's ops it called last, gaps_us[s][rank] its
+    median time outside the ops), with its median excess; None when no rank was. Every sample, not
+    most: a rank that holds a collective back does so in each, while the scheduler's victims change
+    from sample to sample."""
     found: list[tuple[int, float]] = []
     for index, sample in enumerate(samples):
-        late = late_in_sample(sample, errors_us, last_shares[index] if last_shares else None)
+        late = late_in_sample(sample, errors_us, last_shares[index] if last_shares else None,
+                              gaps_us[index] if gaps_us else None)
         if late is None or (found and late[0] != found[0][0]):
             return None
         found.append(late)

@@ -275,15 +275,16 @@ def test_ranks_csv_lines_are_one_per_trial_and_rank_and_stay_small(tmp_path):
     ranks = tuple(range(1020, 1024))
     in_op = ((123456.78, 123400.0, 99999.99, 123456.0), (1.0, 2.0, 3.0, 4.0))
     arrival = ((0.0, 12.34, 45678.91, 1.0), (0.0, 0.0, 0.0, 0.0))
-    last = ((0.0, 0.0, 1.0, 0.0), (0.25, 0.25, 0.25, 0.25))
-    lines = rank_lines(measured, ranks, in_op, arrival, (0.0, 0.0, 12.5, 12.5), last)
+    gaps = ((12.0, 11.0, 20001.24, None), (10.0, 10.0, 10.0, 10.0))
+    lines = rank_lines(measured, ranks, in_op, arrival, (0.0, 0.0, 12.5, 12.5), gaps)
     assert len(lines) == 2 * 4 and [line[RANK_COLUMNS.index("rank")] for line in lines[:4]] == list(ranks)
-    assert lines[2][RANK_COLUMNS.index("trial"):] == [0, 1022, "100000.0", "45678.9", "1.00", "12.5", 1]  # to 0.1 us
+    assert lines[2][RANK_COLUMNS.index("trial"):] == [0, 1022, "100000.0", "45678.9", "20001.2", "12.5", 1]  # to 0.1 us
+    assert lines[3][RANK_COLUMNS.index("gap_us")] == ""  # not known (on GPU)
     writer = RanksWriter(tmp_path)
     writer.append_lines(lines)
     writer.close()
     text = (tmp_path / "ranks.csv").read_text()
     assert text.splitlines()[0] == ",".join(RANK_COLUMNS)
-    # the longest lines a sweep writes (a 64M point, 4-digit ranks, 6-digit times) stay under 80 bytes:
-    # 1,024 ranks x 30 sizes x 1 trial is then under 2.5 MB
-    assert max(len(line) + 1 for line in text.splitlines()[1:]) < 80
+    # the longest lines a sweep writes (a 64M point, 4-digit ranks, 6-digit times, a 5-digit gap) stay under
+    # 90 bytes: 1,024 ranks x 30 sizes x 1 trial is then under 2.8 MB
+    assert max(len(line) + 1 for line in text.splitlines()[1:]) < 90

@@ -84,6 +84,21 @@ def test_a_rank_late_by_median_but_not_last_at_most_ops_is_not_named():
     assert arrivals.late_rank([late_2, late_2], [0.0] * 4, [consistent, consistent]).rank == 2
 
 
+def test_a_rank_behind_without_its_own_time_outside_the_op_is_not_named():
+    """Behind, yet calling each op as soon as it returned: late from the op before, not of its own doing."""
+    late_2 = [0.0, 1.0, 400.0, 2.0]
+    loop_only = [12.0, 11.0, 14.0, 13.0]
+    slept = [12.0, 11.0, 12.0 + LATE_FLOOR_US + 1, 13.0]
+    assert arrivals.late_in_sample(late_2, [0.0] * 4, gaps_us=loop_only) is None
+    assert arrivals.late_in_sample(late_2, [0.0] * 4, gaps_us=slept) == (2, 399.0)
+    # a pair: the other rank's gap is the only reference, the floor the margin
+    assert arrivals.late_in_sample([0.0, 147.0], [0.0] * 2, [0.06, 0.94], [15.0, 16.0]) is None
+    # a gap not known for every rank (GPU): the offset alone decides
+    assert arrivals.late_in_sample(late_2, [0.0] * 4, gaps_us=[None] * 4) == (2, 399.0)
+    assert arrivals.late_rank([late_2, late_2], [0.0] * 4, gaps_us=[slept, loop_only]) is None
+    assert arrivals.late_rank([late_2, late_2], [0.0] * 4, gaps_us=[slept, slept]).rank == 2
+
+
 def test_nearest_rank_percentile_as_nccl_tests_computes_it():
     values = list(range(1, 101))  # 1..100: index ceil(100*99/100)-1 = 98 -> 99
     assert arrivals.nearest_rank_percentile(values, 99) == 99
