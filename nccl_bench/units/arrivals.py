@@ -99,21 +99,26 @@ def late_in_sample(arrivals_us: Sequence[float], errors_us: Sequence[float],
                    gaps_us: Sequence[float | None] | None = None) -> tuple[int, float] | None:
     """The rank late in one sample and its excess over the others' median offset, or None.
 
-    Late: the latest rank, beyond max(LATE_SIGMAS x the others' robust spread, LATE_FLOOR_US) plus
-    the clock errors of both sides (an offset error moves a rank's arrival by as much); where gaps_us
-    (each rank's median time outside the ops) is known for every rank, its gap beyond the others' by
-    the same margin; where only last_share is known, the last to call the op at LAST_SHARE of the
-    sample's ops or more.
+    Where gaps_us (each rank's median time outside the ops, on its own clock) is known for every rank:
+    the latest rank, its gap beyond the others' by max(LATE_SIGMAS x their robust spread,
+    LATE_FLOOR_US), and its offset beyond the others' median by LATE_FLOOR_US plus the clock errors of
+    both sides (an offset error moves a rank's arrival by as much). The gap is the noise test there: on
+    a host with more ranks than cores the others' offsets scatter by hundreds of microseconds while
+    their gaps stay at the loop's few. Otherwise: the offset beyond max(LATE_SIGMAS x the others'
+    robust spread, LATE_FLOOR_US) plus the clock errors, and, where last_share is known, the last to
+    call the op at LAST_SHARE of the sample's ops or more.
     """
     if len(arrivals_us) < 2:
         return None
     latest = max(range(len(arrivals_us)), key=lambda r: arrivals_us[r])
-    other_errors = [e for r, e in enumerate(errors_us) if r != latest]
+    errors = errors_us[latest] + max(e for r, e in enumerate(errors_us) if r != latest)
     excess = _excess(arrivals_us, latest)
-    if excess <= _margin(arrivals_us, latest) + errors_us[latest] + max(other_errors):
-        return None
     if gaps_us is not None and all(gap is not None for gap in gaps_us):
-        return (latest, excess) if _excess(gaps_us, latest) > _margin(gaps_us, latest) else None
+        # the gap, on each rank's own clock, carries the noise test; the offset need only clear the floor
+        own = _excess(gaps_us, latest) > _margin(gaps_us, latest)
+        return (latest, excess) if own and excess > LATE_FLOOR_US + errors else None
+    if excess <= _margin(arrivals_us, latest) + errors:
+        return None
     if last_share is not None and last_share[latest] < LAST_SHARE:
         return None
     return latest, excess

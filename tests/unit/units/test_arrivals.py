@@ -99,6 +99,16 @@ def test_a_rank_behind_without_its_own_time_outside_the_op_is_not_named():
     assert arrivals.late_rank([late_2, late_2], [0.0] * 4, gaps_us=[slept, slept]).rank == 2
 
 
+def test_with_gaps_known_the_offset_need_only_clear_the_floor():
+    """Four ranks on two cores: the others' offsets scatter (5 sigmas = 666 us) while their gaps stay at the
+    loop's few microseconds; the rank that slept 400 us before each op is named by its gap."""
+    scattered = [135.9, 264.0, 633.0, 46.0]
+    gaps = [4.5, 4.4, 404.3, 3.8]
+    assert arrivals.late_in_sample(scattered, [0.0] * 4) is None  # the offset alone: within the others' noise
+    assert arrivals.late_in_sample(scattered, [0.0] * 4, gaps_us=gaps) == (2, pytest.approx(497.1))
+    assert arrivals.late_in_sample([0.0, 0.0, LATE_FLOOR_US, 0.0], [0.0] * 4, gaps_us=gaps) is None  # at the floor
+
+
 def test_nearest_rank_percentile_as_nccl_tests_computes_it():
     values = list(range(1, 101))  # 1..100: index ceil(100*99/100)-1 = 98 -> 99
     assert arrivals.nearest_rank_percentile(values, 99) == 99
