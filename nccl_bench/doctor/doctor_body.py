@@ -270,7 +270,7 @@ class _Doctor:
     def _samples(self, call: Callable[[], None] | None, meet: Callable[[], None] | None) -> list[list[float]]:
         """Every rank's sample times (seconds); NaN for a rank that sat the measurement out.
         meet: the ranks of this rank's pair or node wait for each other before each sample."""
-        self.run.renew(self.where)
+        self.run.renew(self.where, at=(self.where, None, None))
         self.planted.point_starts(self.ctx.rank, self.measurements)
         self.measurements += 1
         idle = call is None

@@ -16,6 +16,7 @@ from typing import Callable, Iterator
 from nccl_bench.errors import EXIT_INTERRUPTED, RunFailedError
 from nccl_bench.ranks import dist, native_output, roll_call
 from nccl_bench.ranks.deadline import GRACE_S, STALL_MARK, DeadlineExceeded
+from nccl_bench.ranks.positions import Positions
 
 # After a collective fails, how long a rank waits for the others to check in: live ranks notice the
 # same failure within moments (a closed connection, or the same --timeout); a dead or frozen one never.
@@ -220,18 +221,41 @@ def name_timeout(reason: str, timeout_s: float) -> str:
 
 
 def why_stopped(
-    exc: BaseException, ctx: dist.DistContext, timeout_s: float, where: str, hostnames: list[str] | None
+    exc: BaseException, ctx: dist.DistContext, timeout_s: float, where: str, hostnames: list[str] | None,
+    stood: Positions | None = None,
 ) -> BaseException:
     """What ended the sweep early, as the exception to raise: Interrupted, or a RunFailedError that
     names the rank that did not answer (the lowest live rank prints it; the others stay quiet, and
     return once that rank has left, or after FAILURE_ROLL_CALL_S: a live rank notices the failure
     within moments, and one blocked on this rank notices only when this rank exits and closes its
     connections, so waiting longer would only delay it).
+
+    stood: this rank's points; it says in the store where it stood before it says it is leaving, and
+    a stall's line (said by the reporter, or written by rank 0 into meta.json) adds where every rank
+    stood and what torch's flight recorder holds.
     """
+    if stood is not None:
+        stood.publish(ctx)
     stop, reporter = _failure(exc, ctx, timeout_s, where, hostnames)
+    if isinstance(stop, RunFailedError) and _is_stall(str(stop)) and stood is not None and (
+            not stop.quiet or ctx.rank == 0):
+        stop = _with_standings(stop, stood, ctx)
     if isinstance(stop, RunFailedError) and stop.quiet:
         roll_call.await_leaving(ctx, reporter, FAILURE_ROLL_CALL_S)
     return stop
+
+
+def _is_stall(line: str) -> bool:
+    """The failure is a stall: a rank's deadline, or the backend's own timeout, ran out."""
+    return STALL_MARK in line or TIMEOUT_MARK in line
+
+
+def _with_standings(stop: RunFailedError, stood: Positions, ctx: dist.DistContext) -> RunFailedError:
+    """The stall's line with where every rank stood and the flight recorder's summary after it."""
+    ranks, recorder = stood.gather(ctx)
+    told = RunFailedError(f"{stop}; where the ranks stood: {ranks}; {recorder}", stop.exit_code, stop.quiet)
+    told.details, told.exit_at_once = stop.details, stop.exit_at_once
+    return told
 
 
 def _failure(
@@ -334,25 +358,29 @@ def _peer_failures(ctx: dist.DistContext) -> dict[int, str]:
     return {rank: reasons[rank] for rank in sorted(reasons) if reasons[rank] != roll_call.LEFT_ON_SIGNAL}
 
 
-def record_stall(exc: BaseException, ctx: dist.DistContext) -> None:
-    """The deadline ran out: say so in the store at once, so a peer's roll call finds the stalled rank."""
+def record_stall(exc: BaseException, ctx: dist.DistContext, stood: Positions | None = None) -> None:
+    """The deadline ran out: say so in the store at once, so a peer's roll call finds the stalled rank
+    (and where it stood, said first)."""
+    if stood is not None:
+        stood.publish(ctx)
     roll_call.mark_leaving(ctx, f"{exc.where} failed on rank {ctx.rank}: {exc}")
 
 
 def unanswered(signal_name: str, ctx: dist.DistContext, timeout_s: float, where: str, hostnames: list[str],
-               speaks: bool) -> RunFailedError:
+               speaks: bool, stood: Positions | None = None) -> RunFailedError:
     """The ending of a rank whose main thread did not answer a stop signal (blocked in a C call), as
     the failure its deadline's thread would report: a frozen or dead peer named (exit 3), else the
     interrupt (exit 130, said by the rank that speaks for the run)."""
-    stop = why_stopped(Interrupted(signal_name), ctx, timeout_s, where, hostnames)
+    stop = why_stopped(Interrupted(signal_name), ctx, timeout_s, where, hostnames, stood)
     if isinstance(stop, RunFailedError):
         return stop
     return RunFailedError(f"interrupted by {signal_name}; results measured so far are kept",
                           exit_code=EXIT_INTERRUPTED, quiet=not speaks)
 
 
-def abandoned(exc: BaseException, ctx: dist.DistContext, timeout_s: float, hostnames: list[str]) -> RunFailedError:
+def abandoned(exc: BaseException, ctx: dist.DistContext, timeout_s: float, hostnames: list[str],
+              stood: Positions | None = None) -> RunFailedError:
     """The failure of a rank whose main thread will not come back (its deadline ends the process),
     mapped as any failure is: a stopped or dead peer named; printed by the lowest live rank only."""
-    stop = why_stopped(exc, ctx, timeout_s, exc.where, hostnames)
+    stop = why_stopped(exc, ctx, timeout_s, exc.where, hostnames, stood)
     return stop if isinstance(stop, RunFailedError) else RunFailedError(f"{exc.where} failed on rank {ctx.rank}: {exc}")

@@ -34,6 +34,12 @@ Grammar of NCCL_BENCH_FAULT:
   connects; it first sets STALLED_KEY, so a test knows it is blocked. Only its set-up deadline, or a
   stop signal's own thread (ranks/faults.py), ends it.
 
+- `late:RANK:MICROSECONDS`: RANK sleeps at least MICROSECONDS (time.sleep: the kernel's timer slack adds
+  tens more) before every timed op of every point, after its previous op returned and before its
+  arrival is stamped, as a rank whose host is slow to issue its work: it arrives late at every op, and
+  its peers wait for it inside the op. Per op, not per sample, so that a sample's median arrival (the
+  statistic the late-rank rule reads, units/arrivals.py) sees it at every size and trial count.
+
 NCCL_BENCH_FAULT_LATE_BACKEND=SECONDS (gloo) gives the process group its own timeout SECONDS after the
 rank's deadline (--timeout + deadline.MARGIN_S + SECONDS) instead of at --timeout: NCCL's order, where
 every rank's deadline runs out first (NCCL's group has --timeout + 14 s, ranks/dist.py). gloo cannot be
@@ -44,6 +50,7 @@ as stuck too.
 
 from __future__ import annotations
 
+import math
 import os
 import signal
 import time
@@ -65,7 +72,7 @@ STALL_GPU_CYCLES = 10**13
 OUTLIVE_WAIT_S = 30.0
 OUTLIVE_POLL_S = 0.1
 KINDS = ("corrupt", "stall", "stall-gpu", "stall-behind-gpu", "killed", "outlive", "crash", "crash-set-up",
-         "stall-set-up")
+         "stall-set-up", "late")
 
 
 class NoFaults:
@@ -88,6 +95,10 @@ class NoFaults:
     def joined(self, rank: int) -> None:
         """Called on every rank once it has registered in the rendezvous store (ranks/set_up.py)."""
 
+    def pause(self, rank: int) -> Callable[[], None] | None:
+        """What this rank runs before every timed op; None: nothing (the timing loop then calls nothing)."""
+        return None
+
 
 @dataclass(frozen=True)
 class Fault(NoFaults):
@@ -96,13 +107,19 @@ class Fault(NoFaults):
     kind: str
     rank: int = 0
     point: int = 1
-    seconds: float = STALL_S  # stall only: how long (a short one ends and lets the rank go on)
+    seconds: float = STALL_S  # stall: how long (a short one ends and lets the rank go on); late: the delay per op
 
     def joined(self, rank: int) -> None:
         if self.kind == "crash-set-up" and rank == self.rank:
             os.kill(os.getpid(), signal.SIGKILL)
         if self.kind == "stall-set-up" and rank == self.rank:
             _stall_in_native_code(rank, self.seconds)
+
+    def pause(self, rank: int) -> Callable[[], None] | None:
+        if self.kind == "late" and rank == self.rank:
+            delay_s = self.seconds
+            return lambda: time.sleep(delay_s)
+        return None
 
     def point_starts(self, rank: int, index: int) -> None:
         if self.kind in ("stall", "stall-gpu", "stall-behind-gpu") and (self.rank, self.point) == (rank, index):
@@ -137,13 +154,18 @@ def planted_fault(environ: Mapping[str, str]) -> Fault | None:
         return None
     kind, *fields = raw.split(":")
     try:
-        if kind not in KINDS or len(fields) > 3:
+        if kind not in KINDS or len(fields) > 3 or (kind == "late" and len(fields) != 2):
             raise ValueError
+        if kind == "late":
+            rank, micros = int(fields[0]), float(fields[1])
+            if rank < 0 or not 0 < micros < math.inf:
+                raise ValueError
+            return Fault(kind, rank, seconds=micros * 1e-6)
         numbers = [int(f) for f in fields[:2]] + [float(f) for f in fields[2:]]
     except ValueError:
         raise ValueError(f"{FAULT_ENV}={raw!r}: expected corrupt, stall[:RANK[:POINT[:SECONDS]]], "
                          "stall-gpu|stall-behind-gpu[:RANK[:POINT]], crash[:RANK[:POINT]], killed[:RANK], "
-                         "outlive[:RANK] or crash-set-up|stall-set-up[:RANK]") from None
+                         "outlive[:RANK], crash-set-up|stall-set-up[:RANK] or late:RANK:MICROSECONDS") from None
     return Fault(kind, *numbers)
 
 

@@ -85,6 +85,11 @@ def _store(ctx: DistContext | None = None):
     return dist.distributed_c10d._get_default_store()
 
 
+def store_of(ctx: DistContext):
+    """The launcher's store, where the roll call's notes live (it outlives an abort of every group)."""
+    return _store(ctx)
+
+
 def mark_after_abort(ctx: DistContext, state: str) -> None:
     """This rank's main thread came back from the abort (CAME_BACK) or did not (STUCK)."""
     with contextlib.suppress(Exception):

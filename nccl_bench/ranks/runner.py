@@ -15,6 +15,11 @@ off each of its ops (per_event_cost_s), so p50 and the mean time describe the sa
 come from a pool kept by the runner; a new one is recorded once as it joins the pool, before the
 sample's barrier, because torch creates the CUDA event lazily on first record (cudaEventCreate would
 otherwise run inside the timed loop and, with --blocking, inside every op's time).
+
+Arrivals: on CPU the clock is also read as each op is called, so each rank's time inside the op and
+its lateness behind the earliest rank (clocks aligned from barrier exits at the point's start,
+units/arrivals.py) are known; they are reduced and gathered after the sample, never inside it. On GPU
+the host clock is read once, as the sample starts (its first op's arrival).
 """
 
 from __future__ import annotations
@@ -26,7 +31,8 @@ from dataclasses import dataclass
 from typing import Callable
 
 from nccl_bench.ranks import dist
-from nccl_bench.units import stats
+from nccl_bench.ranks.clocks import CpuClock, CudaClock, EventPool, per_event_cost_s, without_event_cost
+from nccl_bench.units import arrivals, stats
 
 # Never fewer than this many ops in a sample: one op cannot show back-to-back throughput.
 MIN_AUTO_ITERS = 3
@@ -50,8 +56,6 @@ CALIBRATION_MAX_GROWTH = 100
 MAX_SAMPLE_EXTENSIONS = 2
 # Aim this far past the missing time, so a little jitter does not leave the sample short again.
 SAMPLE_TARGET_MARGIN = 1.2
-# cudaEventElapsedTime resolves about half a microsecond (CUDA Runtime API documentation).
-CUDA_EVENT_RESOLUTION_S = 0.5e-6
 # A sample shorter than this many timer ticks cannot be trusted to 0.1%.
 MIN_TICKS_PER_SAMPLE = 1000
 NOISY_SPREAD = 0.10  # trial range above 10% of the median marks a row noisy (pyperf-like)
@@ -59,6 +63,9 @@ NOISY_SPREAD = 0.10  # trial range above 10% of the median marks a row noisy (py
 # work: NCCL enqueues nothing for an in-place collective of one rank, so a replay times nothing.
 EMPTY_GRAPH_WARNING = "The CUDA Graph is empty"
 FLAG_EMPTY_GRAPH = "empty_cuda_graph"
+# Barriers read at the start of every point to align the ranks' clocks (units/arrivals.align_clocks):
+# enough rounds that the median ignores a few descheduled exits; each costs one barrier, outside timing.
+ALIGN_ROUNDS = 15
 
 
 @dataclass(frozen=True)
@@ -77,10 +84,19 @@ class Measurement:
     iters: int  # ops per timed sample
     sample_means_us: tuple[float, ...]  # per trial, ranks combined by agg
     per_op_us: tuple[float, ...]  # every timed op's latency, max over ranks, all trials pooled
-    slowest_rank: int
+    max_time_rank: int
     shortest_sample_s: float
     timer_resolution_s: float
     empty_graph: bool = False  # the captured CUDA graph held no GPU work
+    # Per trial, per rank (the group's ranks, in order): its mean time inside the op and its arrival
+    # offset (median lateness behind the earliest rank, aligned clocks), microseconds; and per rank the
+    # error of its clock's alignment.
+    in_op_us: tuple[tuple[float, ...], ...] = ()
+    arrival_us: tuple[tuple[float, ...], ...] = ()
+    clock_error_us: tuple[float, ...] = ()
+    # Per trial, per rank: the median over the trial's ops of the rank's own time outside the op before
+    # calling it (us; None where not known: on GPU).
+    gap_us: tuple[tuple[float | None, ...], ...] = ()
 
     @property
     def time_us(self) -> float:
@@ -102,83 +118,6 @@ class Measurement:
 def captured_nothing(caught: list) -> bool:
     """Whether the warnings caught around a capture include torch's empty-graph warning."""
     return any(EMPTY_GRAPH_WARNING in str(w.message) for w in caught)
-
-
-class CpuClock:
-    resolution_s = max(time.get_clock_info("perf_counter").resolution, 1e-9)
-    now_ns = staticmethod(time.perf_counter_ns)
-
-    def __init__(self, ops: int, blocking: bool, per_op: bool, events=None):
-        self._stamps = [0] * (ops + 1)
-
-    def start(self) -> None:
-        self._stamps[0] = self.now_ns()
-
-    def mark(self, index: int) -> None:
-        self._stamps[index] = self.now_ns()
-
-    def finish(self) -> tuple[float, list[float]]:
-        stamps = self._stamps
-        per_op = [(stamps[i] - stamps[i - 1]) * 1e-9 for i in range(1, len(stamps))]
-        return (stamps[-1] - stamps[0]) * 1e-9, per_op
-
-
-class EventPool:
-    """CUDA timing events, created (recorded once) before any sample uses them and reused after."""
-
-    def __init__(self, new_event: Callable[[], object], synchronize: Callable[[], None]):
-        self._new_event, self.synchronize = new_event, synchronize
-        self._events: list = []
-
-    def take(self, count: int) -> list:
-        while len(self._events) < count:
-            event = self._new_event()
-            event.record()  # torch creates the CUDA event here, outside any timed sample
-            self._events.append(event)
-        return self._events[:count]
-
-
-class _CudaClock:
-    resolution_s = CUDA_EVENT_RESOLUTION_S
-
-    def __init__(self, ops: int, blocking: bool, per_op: bool, events: EventPool):
-        self._synchronize = events.synchronize
-        self._ops = ops
-        self._blocking = blocking
-        self._per_op = per_op or blocking  # --blocking synchronizes per op anyway
-        self._events = events.take(ops + 1 if self._per_op else 2)
-
-    def start(self) -> None:
-        self._events[0].record()
-
-    def mark(self, index: int) -> None:
-        if self._per_op:
-            self._events[index].record()
-            if self._blocking:
-                self._synchronize()
-        elif index == self._ops:
-            self._events[1].record()
-
-    def finish(self) -> tuple[float, list[float]]:
-        self._synchronize()  # elapsed_time needs both events completed
-        events = self._events
-        total_s = events[0].elapsed_time(events[-1]) * 1e-3
-        if not self._per_op:
-            return total_s, []
-        return total_s, [events[i - 1].elapsed_time(events[i]) * 1e-3 for i in range(1, len(events))]
-
-
-def per_event_cost_s(per_op_sample_s: float, per_op_calls: int, timed_s: float, timed_calls: int) -> float:
-    """What recording an event after every call added per call: the per-op sample's time per call
-    above the timed samples' (which record only their two ends), never below zero."""
-    if per_op_calls <= 0 or timed_calls <= 0:
-        return 0.0
-    return max(0.0, per_op_sample_s / per_op_calls - timed_s / timed_calls)
-
-
-def without_event_cost(per_call_s: list[float], cost_s: float) -> list[float]:
-    """Each call's time less the cost of the event recorded after it (never below zero)."""
-    return [max(0.0, s - cost_s) for s in per_call_s]
 
 
 def next_calibration_calls(
@@ -216,17 +155,39 @@ def calls_to_fill_sample(calls: int, elapsed_s: float, min_sample_s: float, max_
     return max(1, min(max_calls - calls, estimate))
 
 
+@dataclass(frozen=True)
+class Block:
+    """One timed block on this rank: its duration, per-call latencies, its own clock as it arrived at
+    each call (the sample's start only, on GPU) and its seconds inside the calls."""
+
+    total_s: float
+    per_call_s: list[float]
+    arrivals_ns: list[float]
+    in_op_s: float
+    gaps_ns: list[float]  # per call, the rank's own time outside the ops before it (none on GPU)
+
+
+def _nothing(index: int) -> None:
+    """The arrival stamp of a clock that takes none (the GPU's), where a pause needs the loop's shape."""
+
+
 class PointRunner:
     """Times one bound op (a zero-argument callable) under a TimingPlan on every rank."""
 
     def __init__(self, ctx: dist.DistContext, plan: TimingPlan, progress: Callable[[], None] = lambda: None,
-                 clock: type | None = None):
+                 clock: type | None = None, hosts: list[str] | None = None,
+                 pause: Callable[[], None] | None = None):
         """progress() is called as each step starts (the deadline's renewal), never inside a sample.
-        clock: a CpuClock subclass with another time source, for tests of the timing logic."""
+        clock: a CpuClock subclass with another time source, for tests of the timing logic.
+        hosts: each of the context's ranks' host name (ranks on one host share a clock); None: every
+        rank's clock is aligned on its own. pause: called before every timed op (a planted late
+        arrival, ranks/planted.py); None in every normal run, whose loop then holds no call for it."""
         self.ctx = ctx
         self.plan = plan
         self._progress = progress
-        self._clock = clock or (_CudaClock if ctx.on_gpu else CpuClock)
+        self._clock = clock or (CudaClock if ctx.on_gpu else CpuClock)
+        self._hosts = hosts or [str(rank) for rank in range(ctx.world_size)]
+        self._pause = pause
         self._events = None
         if ctx.on_gpu:
             import torch
@@ -234,7 +195,7 @@ class PointRunner:
             self._events = EventPool(lambda: torch.cuda.Event(enable_timing=True), torch.cuda.synchronize)
 
     def _timed(self, call: Callable[[], None], calls: int, per_op: bool = False,
-               sync: Callable[[], None] | None = None) -> tuple[float, list[float]]:
+               sync: Callable[[], None] | None = None) -> Block:
         self._progress()
         clock = self._clock(calls, self.plan.blocking, per_op, self._events)
         if sync is None:
@@ -242,23 +203,47 @@ class PointRunner:
         else:
             sync()
         dist.synchronize(self.ctx)
+        arrive, mark, pause = clock.arrive, clock.mark, self._pause
         clock.start()
-        for index in range(1, calls + 1):
-            call()
-            clock.mark(index)
-        return clock.finish()
+        if pause is not None:
+            arrive = arrive or _nothing
+            for index in range(1, calls + 1):
+                pause()
+                arrive(index)
+                call()
+                mark(index)
+        elif arrive is None:
+            for index in range(1, calls + 1):
+                call()
+                mark(index)
+        else:
+            for index in range(1, calls + 1):
+                arrive(index)
+                call()
+                mark(index)
+        total_s, per_call_s = clock.finish()
+        return Block(total_s, per_call_s, clock.arrivals_ns(), clock.in_op_s(), clock.gaps_ns())
 
     def time_block(self, call: Callable[[], None], calls: int, sync: Callable[[], None] | None = None) -> float:
         """This rank's seconds for `calls` back-to-back calls after a world barrier (or `sync`: the
         ranks the calls involve meet, and no others), not combined across ranks: the doctor times
         every node and pair of a round on its own."""
-        return self._timed(call, calls, sync=sync)[0]
+        return self._timed(call, calls, sync=sync).total_s
 
     def warm_up(self, call: Callable[[], None]) -> None:
         self._progress()
         for _ in range(self.plan.warmup):
             call()
         dist.synchronize(self.ctx)
+
+    def align_clocks(self) -> arrivals.ClockAlignment:
+        """Every rank's clock offset from rank 0's, from ALIGN_ROUNDS barrier exits (units/arrivals)."""
+        self._progress()
+        readings = []
+        for _ in range(ALIGN_ROUNDS):
+            dist.barrier(self.ctx)
+            readings.append(float(time.perf_counter_ns()))
+        return arrivals.align_clocks(dist.all_gather_floats(self.ctx, readings), self._hosts)
 
     def calibrate(self, call: Callable[[], None], ops_per_call: int) -> int:
         """Smallest op count whose sample lasts min_sample_s, agreed by all ranks (slowest wins).
@@ -272,7 +257,7 @@ class PointRunner:
         calls: int | None = 1
         first = True
         while calls is not None:
-            elapsed_s, _ = self._timed(call, calls)
+            elapsed_s = self._timed(call, calls).total_s
             self._progress()
             elapsed_s = dist.max_across_ranks(self.ctx, [elapsed_s])[0]
             per_op_s = min(per_op_s, elapsed_s / (calls * ops_per_call))
@@ -285,18 +270,21 @@ class PointRunner:
     def measure(self, op: Callable[[], None]) -> Measurement:
         call, ops_per_call, empty_graph = self._maybe_graph(op)
         self.warm_up(call)
+        alignment = self.align_clocks()
         iters = self.plan.iters if self.plan.iters is not None else self.calibrate(call, ops_per_call)
         calls = max(1, math.ceil(iters / ops_per_call))
         iters = calls * ops_per_call
         means_us, per_op_us, rank_totals = [], [], [0.0] * self.ctx.world_size
+        in_op_us, arrival_us, gap_us = [], [], []
         shortest, timed_calls = math.inf, 0
         for trial in range(self.plan.trials):
-            total_s, per_call_s = self._timed(call, calls)
+            blocks = [self._timed(call, calls)]
             self._progress()
-            per_rank = [values[0] for values in dist.all_gather_floats(self.ctx, [total_s])]
+            per_rank = [values[0] for values in dist.all_gather_floats(self.ctx, [blocks[0].total_s])]
             if trial == 0 and self.plan.iters is None:
-                calls, per_call_s, per_rank = self._fill_sample(call, calls, ops_per_call, per_call_s, per_rank)
+                calls, blocks, per_rank = self._fill_sample(call, calls, ops_per_call, blocks, per_rank)
                 iters = calls * ops_per_call
+            per_call_s = [s for block in blocks for s in block.per_call_s]
             combined_s, _ = stats.combine_ranks(per_rank, self.plan.agg)
             rank_totals = [a + b for a, b in zip(rank_totals, per_rank, strict=True)]
             timed_calls += calls
@@ -304,23 +292,52 @@ class PointRunner:
             shortest = min(shortest, combined_s)
             if per_call_s and len(per_op_us) < MAX_KEPT_LATENCIES:
                 per_op_us.extend(self._worst_per_op_us(per_call_s, ops_per_call)[: MAX_KEPT_LATENCIES - len(per_op_us)])
+            inside, arrived, gaps = self._arrivals(blocks, iters, alignment.offsets_ns[self.ctx.rank])
+            in_op_us.append(tuple(inside))
+            arrival_us.append(tuple(arrived))
+            gap_us.append(tuple(gaps))
         if not per_op_us:  # GPU without --blocking: one more sample, an event after every op
-            total_s, per_call_s = self._timed(call, calls, per_op=True)
-            cost_s = per_event_cost_s(total_s, calls, rank_totals[self.ctx.rank], timed_calls)
-            per_op_us.extend(self._worst_per_op_us(without_event_cost(per_call_s, cost_s), ops_per_call))
-        slowest = max(range(len(rank_totals)), key=lambda r: rank_totals[r])
+            block = self._timed(call, calls, per_op=True)
+            cost_s = per_event_cost_s(block.total_s, calls, rank_totals[self.ctx.rank], timed_calls)
+            per_op_us.extend(self._worst_per_op_us(without_event_cost(block.per_call_s, cost_s), ops_per_call))
+        # the most time inside the op (calls to returns), not in the sample: a rank late between ops has
+        # the longest sample and the least time inside the ops, where the others waited for it
+        inside = [sum(trial[r] for trial in in_op_us) for r in range(self.ctx.world_size)]
+        slowest = max(range(len(inside)), key=lambda r: inside[r])
         return Measurement(
             iters=iters,
             sample_means_us=tuple(means_us),
             per_op_us=tuple(per_op_us),
-            slowest_rank=slowest,
+            max_time_rank=slowest,
             shortest_sample_s=shortest,
             timer_resolution_s=self._clock.resolution_s,
             empty_graph=empty_graph,
+            in_op_us=tuple(in_op_us),
+            arrival_us=tuple(arrival_us),
+            clock_error_us=alignment.errors_us,
+            gap_us=tuple(gap_us),
         )
 
-    def _fill_sample(self, call, calls: int, ops_per_call: int, per_call_s: list[float],
-                     per_rank: list[float]) -> tuple[int, list[float], list[float]]:
+    def _arrivals(self, blocks: list[Block], iters: int,
+                  offset_ns: float) -> tuple[list[float], list[float], list[float | None]]:
+        """Every rank's mean time inside an op, arrival offset and median time outside the ops (its gap),
+        over one sample (its blocks), after the timing: per block one reduction gives the earliest
+        arrival at each call, and one gather brings every rank's three figures."""
+        lateness: list[float] = []
+        for block in blocks:
+            aligned = [stamp - offset_ns for stamp in block.arrivals_ns]
+            earliest = [-value for value in dist.max_across_ranks(self.ctx, [-stamp for stamp in aligned])]
+            lateness.extend(arrivals.lateness_us(aligned, earliest))
+        self._progress()
+        gaps = [gap for block in blocks for gap in block.gaps_ns]
+        mine = [sum(block.in_op_s for block in blocks) / iters * 1e6, arrivals.arrival_offset_us(lateness) or 0.0,
+                stats.median(gaps) / 1e3 if gaps else -1.0]
+        gathered = dist.all_gather_floats(self.ctx, mine)
+        return ([values[0] for values in gathered], [values[1] for values in gathered],
+                [values[2] if values[2] >= 0 else None for values in gathered])
+
+    def _fill_sample(self, call, calls: int, ops_per_call: int, blocks: list[Block],
+                     per_rank: list[float]) -> tuple[int, list[Block], list[float]]:
         """Extend a first sample that fell short of min_sample_s by more timed ops (after a barrier,
         outside the clock), so no op is timed twice and none is wasted. Every rank decides alike
         from the gathered durations."""
@@ -329,13 +346,13 @@ class PointRunner:
             extra = calls_to_fill_sample(calls, max(per_rank), self.plan.min_sample_s, max_calls)
             if not extra:
                 break
-            more_s, more_per_call_s = self._timed(call, extra)
+            more = self._timed(call, extra)
             self._progress()
-            more = [values[0] for values in dist.all_gather_floats(self.ctx, [more_s])]
-            per_rank = [a + b for a, b in zip(per_rank, more, strict=True)]
-            per_call_s = per_call_s + more_per_call_s
+            gathered = [values[0] for values in dist.all_gather_floats(self.ctx, [more.total_s])]
+            per_rank = [a + b for a, b in zip(per_rank, gathered, strict=True)]
+            blocks = [*blocks, more]
             calls += extra
-        return calls, per_call_s, per_rank
+        return calls, blocks, per_rank
 
     def _worst_per_op_us(self, per_call_s: list[float], ops_per_call: int) -> list[float]:
         self._progress()

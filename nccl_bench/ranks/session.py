@@ -27,6 +27,7 @@ from nccl_bench.ranks.deadline import Deadline, DeadlineExceeded
 from nccl_bench.ranks.launch import LOCAL_WORKER_ENV
 from nccl_bench.ranks.layout import LaunchEnv, detect_launch, export_launch_env
 from nccl_bench.ranks.planted import fault_seam
+from nccl_bench.ranks.positions import Positions
 from nccl_bench.ranks.preflight import check_memory, host_available_bytes
 from nccl_bench.ranks.set_up import SetUp
 from nccl_bench.results.run_folder import claim_run_dir, find_claimed, new_run_dir, release_run_dir, write_meta
@@ -75,6 +76,7 @@ class Run:
         self.own_init_s = 0.0  # this rank's own init_s, until the common header agrees on the slowest
         self.watch: run_owner.ParentWatch | None = None
         self.failure: str | None = None  # the failure's line, as the run reports it (meta.json)
+        self.positions = Positions(request.backend)  # where this rank stands: said on a stall
 
     def time_set_up(self, key: str, seconds: float) -> None:
         """Record a set-up cost as the slowest rank's (a collective: every rank calls it, in the same order)."""
@@ -86,13 +88,17 @@ class Run:
                                   tuple(self.hostnames), tuple(self.devices), dict(self.versions), self.run_dir,
                                   dict(self.timings))
 
-    def renew(self, where: str | None = None) -> None:
-        """A step starts: it has --timeout from now (no-op outside the measuring phase)."""
+    def renew(self, where: str | None = None, at: tuple[str, int | None, str | None] | None = None) -> None:
+        """A step starts: it has --timeout from now (no-op outside the measuring phase). at: a point
+        starts here (op, size in bytes, group; None for the whole world): where this rank stands."""
+        if at is not None:
+            self.positions.begin(*at)
         if self.deadline is not None:
             self.deadline.renew(where)
 
     def disarm(self) -> None:
         """A point or measurement is over: nothing of ours waits on the process group until the next renew."""
+        self.positions.end()
         if self.deadline is not None:
             self.deadline.disarm()
 
@@ -126,6 +132,7 @@ class Run:
             **({"stopped_because": self.watch.why} if self.watch is not None and self.watch.why else {}),
             **({"error_handling": self.ctx.error_handling} if self.ctx is not None and self.ctx.error_handling else {}),
             **({"failure": self.failure} if self.failure else {}),
+            **self.positions.meta(),  # where each rank stood, after a stall; a flight recorder torch lacks
         }
 
 
@@ -314,13 +321,15 @@ class _LifeCycle:
         run, ctx = self.run, self.run.ctx
         device_name = torch.cuda.get_device_name(ctx.device) if ctx.on_gpu else run_facts.cpu_name()
         started = time.perf_counter()  # the first collective: NCCL 2.22+ opens its connections here
-        per_rank = dist.gather_objects(ctx, (dist.hostname(), device_name, dist.this_machine(os.environ)))
+        per_rank = dist.gather_objects(ctx, (dist.hostname(), device_name, dist.this_machine(os.environ),
+                                             os.urandom(8).hex()))  # rank 0's: the run's nonce in the store
         first_op_s = time.perf_counter() - started if ctx.control is None else _first_op_s(ctx)
         init_s, first_op_s = dist.max_across_ranks(ctx, [run.own_init_s, first_op_s])
         run.timings.update(init_s=init_s, **({} if first_op_s < 0 else {"first_op_s": first_op_s}))
-        run.hostnames = [h for h, _, _ in per_rank]
-        run.devices = [d for _, d, _ in per_rank]
-        shared = dist.shared_hostname(run.hostnames, [m for _, _, m in per_rank])
+        run.hostnames = [h for h, *_ in per_rank]
+        run.devices = [d for _, d, *_ in per_rank]
+        run.positions.nonce = per_rank[0][3]
+        shared = dist.shared_hostname(run.hostnames, [m for _, _, m, _ in per_rank])
         if shared is not None:  # seen alike by every rank, before anything is measured
             raise UserInputError("hostname", shared)
         import nccl_bench
@@ -347,7 +356,7 @@ class _LifeCycle:
         if deadline.expired is not None and not isinstance(exc, faults.Interrupted):
             # what the abort made the op raise; this thread is back, so the stall was not this rank's
             exc = DeadlineExceeded(deadline.expired, run.request.timeout_s, came_back=True)
-        stop = faults.why_stopped(exc, run.ctx, run.request.timeout_s, self.body.where, run.hostnames)
+        stop = faults.why_stopped(exc, run.ctx, run.request.timeout_s, self.body.where, run.hostnames, run.positions)
         run.status = "interrupted" if isinstance(stop, faults.Interrupted) else "failed"
         if isinstance(stop, RunFailedError):
             run.failure = str(stop)
@@ -372,7 +381,7 @@ class _LifeCycle:
         raise RunFailedError(said) from failure
 
     def _abort(self, exc: DeadlineExceeded) -> None:  # on a thread of the deadline's
-        faults.record_stall(exc, self.run.ctx)
+        faults.record_stall(exc, self.run.ctx, self.run.positions)
         # Every group, looked up now, not held: a reference kept past destroy_process_group would let
         # a group's destructor run at interpreter exit ("terminate called without an active exception").
         dist.abort_all_groups()
@@ -390,7 +399,7 @@ class _LifeCycle:
             run = self.run
             speaks = run.launch.rank == 0 and not os.environ.get(LOCAL_WORKER_ENV)
             failure = faults.unanswered(signal_name, run.ctx, run.request.timeout_s, self.body.where,
-                                        run.hostnames, speaks)
+                                        run.hostnames, speaks, run.positions)
             run.failure = None if failure.exit_code == EXIT_INTERRUPTED else str(failure)
             ending("interrupted" if failure.exit_code == EXIT_INTERRUPTED else "failed")
             self.on_stuck(failure)
@@ -399,7 +408,8 @@ class _LifeCycle:
 
     def _stuck(self, ending: _Ending) -> Callable[[DeadlineExceeded], None]:
         def stuck(exc: DeadlineExceeded) -> None:  # on the deadline's thread
-            failure = faults.abandoned(exc, self.run.ctx, self.run.request.timeout_s, self.run.hostnames)
+            failure = faults.abandoned(exc, self.run.ctx, self.run.request.timeout_s, self.run.hostnames,
+                                       self.run.positions)
             ending("failed")
             self.on_stuck(failure)
 

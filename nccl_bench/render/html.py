@@ -25,6 +25,7 @@ from nccl_bench.render.tables import (
     result_columns,
     sample_span,
 )
+from nccl_bench.results.rank_times import RankPoint, read_rank_points
 from nccl_bench.results.run_folder import DOCTOR_JSON
 from nccl_bench.results.schema import STATUS_UNSUPPORTED, STATUS_WRONG, ResultRow
 from nccl_bench.results.whole_file import read_json_or_none
@@ -48,6 +49,12 @@ figure { margin: 0.8em 0; } figure svg { max-width: 100%; height: auto; }
 .note { color: #555; font-size: 0.9em; }
 """
 
+RANK_HEATMAP_NOTE = (
+    "Left: each rank's time inside the op over the point's median (red: it waited longer; blue: less). "
+    "Right: its arrival offset, how long after the earliest rank it called the op. A rank that arrives late "
+    "spends the least time inside (blue, bright on the right); cells outlined in black are where the row names "
+    "it late (late_rank).")
+
 _VERDICT_CLASS = {
     cmp.VERDICT_REGRESSION: "bad", cmp.VERDICT_WRONG: "bad", cmp.VERDICT_NOISY: "warn",
     cmp.VERDICT_OK: "good", cmp.VERDICT_FASTER: "good",
@@ -62,6 +69,7 @@ class RunPage:
     rows: Sequence[ResultRow]
     meta: dict[str, Any] | None = None
     doctor: dict[str, Any] | None = None
+    ranks: Sequence[RankPoint] = ()  # ranks.csv's points (a sweep's folder); none for other inputs
 
 
 def pages_for(paths: Sequence[Path], loaded: Sequence[tuple[str, Sequence[ResultRow]]]) -> list[RunPage]:
@@ -69,7 +77,8 @@ def pages_for(paths: Sequence[Path], loaded: Sequence[tuple[str, Sequence[Result
     from nccl_bench.render.formats import run_meta
 
     runs = zip(paths, loaded, strict=True)
-    return [RunPage(label, rows, run_meta(path), read_doctor(path)) for path, (label, rows) in runs]
+    return [RunPage(label, rows, run_meta(path), read_doctor(path), read_rank_points(path))
+            for path, (label, rows) in runs]
 
 
 def doctor_only(path: Path) -> dict[str, Any] | None:
@@ -161,8 +170,21 @@ def _plot(runs: Sequence[tuple[str, Sequence[ResultRow]]]) -> str:
     if not plots.have_matplotlib():
         return f'<p class="note">No plot: {_e(plots.MATPLOTLIB_MISSING)}.</p>'
     svg = plots.figure_svg(runs, title=" vs ".join(label for label, _ in runs))
-    svg = svg[svg.index("<svg"):]  # drop the XML prolog and DOCTYPE: not allowed inside HTML
     return f'<figure class="plot">{svg}</figure>'
+
+
+def _rank_heatmap(page: RunPage) -> str:
+    """Every rank's time in the op and arrival at every size (render/rank_heatmap.py), where ranks.csv has them."""
+    if not page.ranks:
+        return ""
+    from nccl_bench.render import plots, rank_heatmap
+
+    if not plots.have_matplotlib():
+        return f'<p class="note">No rank heatmap: {_e(plots.MATPLOTLIB_MISSING)}.</p>'
+    panels = rank_heatmap.rank_panels(page.label, page.ranks, page.rows)
+    svg = plots.svg_of(lambda: rank_heatmap.rank_figure(panels))
+    return ("<h3>Every rank at every size (ranks.csv)</h3>"
+            f'<p class="note">{_e(RANK_HEATMAP_NOTE)}</p><figure class="plot">{svg}</figure>')
 
 
 def _comparison(baseline: RunPage, current: RunPage) -> str:
@@ -261,6 +283,7 @@ def _run_section(page: RunPage, with_plot: bool) -> str:
     if with_plot:
         parts.append(_plot([(page.label, page.rows)]))
     parts.append(_results_table(page.rows))
+    parts.append(_rank_heatmap(page))
     if page.doctor is not None:
         parts.append(_doctor(page.doctor))
     parts.append("</section>")

@@ -33,7 +33,7 @@ LABELS: dict[str, tuple[str, str]] = {
     "busbw_gbps": ("busbw", "GB/s"),
     "busbw_factor": ("busbw factor", ""),
     "wrong": ("#wrong", ""),
-    "slowest_rank": ("slowest rank", ""),
+    "max_time_rank": ("max-time rank", ""),
     "agg": ("agg", ""),
     "peak_gbps": ("peak", "GB/s"),
     "pct_of_peak": ("%peak", ""),
@@ -44,6 +44,11 @@ LABELS: dict[str, tuple[str, str]] = {
     "variant": ("variant", ""),
     "algo": ("algo", ""),
     "proto": ("proto", ""),
+    "late_rank": ("late rank", ""),
+    "late_host": ("late host", ""),
+    "late_us": ("late by", "us"),
+    "i_p99_us": ("i_p99", "us"),
+    "i_cv_pct": ("i_cv%", ""),
 }
 
 # How a placement value reads for people (the CSV keeps out_of_place / in_place).

@@ -17,7 +17,7 @@ import io
 import re
 import textwrap
 from pathlib import Path
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 from nccl_bench.results.schema import ResultRow
 from nccl_bench.results.whole_file import write_text_file
@@ -256,9 +256,15 @@ def write_plot(runs: Sequence[Run], path: Path, peak_gbps: float | None = None, 
 
 def figure_svg(runs: Sequence[Run], peak_gbps: float | None = None, title: str | None = None) -> str:
     """The figure as SVG text, for a self-contained HTML page (fonts as paths: no font files needed)."""
+    return svg_of(lambda: busbw_figure(runs, peak_gbps=peak_gbps, title=title))
+
+
+def svg_of(draw: Callable[[], "Figure"]) -> str:
+    """A figure drawn as the <svg> element an HTML page inlines: text as paths, no XML prolog or DOCTYPE
+    (not allowed inside HTML), no metadata (matplotlib's names a date and vocabulary URLs)."""
     import matplotlib
 
     with matplotlib.rc_context({"svg.fonttype": "path", "svg.hashsalt": "nccl-bench"}):
-        svg = figure_bytes(busbw_figure(runs, peak_gbps=peak_gbps, title=title), ".svg").decode("utf-8")
-    # matplotlib's RDF <metadata> names a date and vocabulary URLs; a page to attach needs neither
-    return re.sub(r"<metadata>.*?</metadata>\s*", "", svg, flags=re.S)
+        svg = figure_bytes(draw(), ".svg").decode("utf-8")
+    svg = re.sub(r"<metadata>.*?</metadata>\s*", "", svg, flags=re.S)
+    return svg[svg.index("<svg"):]

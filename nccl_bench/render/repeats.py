@@ -82,3 +82,28 @@ def fastest_variant_lines(rows: Iterable[ResultRow]) -> list[str]:
         lines.append(f"#   {where}: {point.best.variant}, {point.margin:.0%} faster than "
                      f"{point.runner_up.variant} ({values})")
     return lines
+
+
+def late_lines(rows: Iterable[ResultRow]) -> list[str]:
+    """Per op, placement, group and late rank: '# rank 2 (node002) arrived 310 us late at 1K-64K (all_reduce
+    in, 3 of 4 sizes)': the rank the others waited for inside the op, its median lateness over those rows."""
+    measured: dict[tuple, list[ResultRow]] = defaultdict(list)
+    late: dict[tuple, list[ResultRow]] = defaultdict(list)
+    for row in rows:
+        if row.time_us is None:
+            continue
+        where = (row.op, row.placement, row.group, row.variant)
+        measured[where].append(row)
+        if row.late_rank is not None:
+            late[(*where, row.late_rank)].append(row)
+    lines = []
+    for (op, placement, group, variant, rank), found in late.items():
+        sizes = sorted({r.size_bytes for r in found})
+        of = len({r.size_bytes for r in measured[(op, placement, group, variant)]})
+        span = format_size(sizes[0]) if len(sizes) == 1 else f"{format_size(sizes[0])}-{format_size(sizes[-1])}"
+        host = f" ({found[0].late_host})" if found[0].late_host else ""
+        lateness = stats.median([r.late_us for r in found if r.late_us is not None] or [0.0])
+        context = ", ".join(part for part in (f"{op} {placement_text(placement)}", group, variant) if part)
+        lines.append(f"# rank {rank}{host} arrived {lateness:,.0f} us late at {span} ({context}, "
+                     f"{len(sizes)} of {of} sizes): the others waited for it inside the op")
+    return lines

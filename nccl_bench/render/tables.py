@@ -220,7 +220,7 @@ def live_layout(header, width: int | None) -> Layout:
                   redop=header.reduce_op, root=-1, world_size=header.run.world_size, nodes=header.run.nodes,
                   backend=header.run.backend,
                   iters=0, trials=0, time_us=None, time_min_us=None, time_max_us=None, p50_us=None, p99_us=None,
-                  algbw_gbps=None, busbw_gbps=None, busbw_factor=None, wrong=None, slowest_rank=None, agg=header.agg,
+                  algbw_gbps=None, busbw_gbps=None, busbw_factor=None, wrong=None, max_time_rank=None, agg=header.agg,
                   variant=header.variant)
         for op, size, count in header.planned
     ]
@@ -350,6 +350,7 @@ def summary_lines(summary) -> list[str]:
             "move, and NCCL queues no GPU work for it): their time is call overhead, so no bandwidth is given"
         )
     lines += repeats.slowest_group_lines(summary.rows) + repeats.cycle_spread_lines(summary.rows)
+    lines += repeats.late_lines(summary.rows)
     if summary.wrong_total:
         lines.append(f"# ERROR: {summary.wrong_total} wrong element(s); the data check failed")
     span = sample_span(summary.rows)

@@ -97,7 +97,7 @@ class _Replay:
             self.writer = ResultsWriter(run.run_dir)
         for index, point in enumerate(self.plan.points):
             self.where = f"{point.op} at {format_size(point.size_bytes)} on ranks {ranks_text(point.ranks)}"
-            run.renew(self.where)
+            run.renew(self.where, at=(point.op, point.size_bytes, f"ranks {ranks_text(point.ranks)}"))
             leader = run.ctx.rank == point.ranks[0]
             if run.ctx.rank in point.ranks:
                 mine = self._point(point, functools.partial(self.beats.beat, index) if leader else _no_beat)
@@ -177,7 +177,7 @@ class _Replay:
         if measurement is None:
             return ResultRow(**common, iters=0, trials=0, time_us=None, time_min_us=None, time_max_us=None,
                              p50_us=None, p99_us=None, algbw_gbps=None, busbw_gbps=None, wrong=None,
-                             slowest_rank=None, status=STATUS_UNSUPPORTED, flags=unsupported.replace(";", ","))
+                             max_time_rank=None, status=STATUS_UNSUPPORTED, flags=unsupported.replace(";", ","))
         algbw = bandwidth.algbw_gbps(point.size_bytes, measurement.time_us) if factor is not None else None
         return ResultRow(
             **common, iters=measurement.iters, trials=len(measurement.sample_means_us),
@@ -185,7 +185,7 @@ class _Replay:
             time_max_us=max(measurement.sample_means_us), p50_us=stats.percentile(measurement.per_op_us, 50),
             p95_us=stats.percentile(measurement.per_op_us, 95), p99_us=stats.percentile(measurement.per_op_us, 99),
             algbw_gbps=algbw, busbw_gbps=bandwidth.busbw_gbps(algbw, factor), wrong=None,
-            slowest_rank=point.ranks[measurement.slowest_rank], status=STATUS_OK, flags=";".join(measurement.flags()),
+            max_time_rank=point.ranks[measurement.max_time_rank], status=STATUS_OK, flags=";".join(measurement.flags()),
         )
 
 

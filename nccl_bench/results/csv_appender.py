@@ -12,7 +12,7 @@ from typing import Any, Iterable
 
 from nccl_bench.errors import WriteFailedError
 from nccl_bench.results.run_folder import RESULTS_CSV
-from nccl_bench.results.schema import COLUMNS, ResultRow, csv_cells
+from nccl_bench.results.schema import COLUMNS, RANK_COLUMNS, RANKS_CSV, ResultRow, csv_cells
 
 
 class CsvAppender:
@@ -31,12 +31,16 @@ class CsvAppender:
         self._needs_header = os.fstat(self._fd).st_size == 0
 
     def append_cells(self, cells: Iterable[Any]) -> None:
+        self.append_lines([cells])
+
+    def append_lines(self, lines: Iterable[Iterable[Any]]) -> None:
+        """Lines written and fsynced at once: whole, or (a full disk) none of them."""
         # The csv module, not pandas: importing pandas cost ~0.5 s inside every sweep.
         text = io.StringIO()
         writer = csv.writer(text, lineterminator="\n")
         if self._needs_header:
             writer.writerow(self._columns)
-        writer.writerow(cells)
+        writer.writerows(lines)
         data = memoryview(text.getvalue().encode("utf-8"))
         size = os.fstat(self._fd).st_size
         try:
@@ -65,3 +69,11 @@ class ResultsWriter(CsvAppender):
 
     def append(self, row: ResultRow) -> None:
         self.append_cells(csv_cells(row))
+
+
+class RanksWriter(CsvAppender):
+    """ranks.csv of a sweep: a point's lines (every trial and rank) in one write, one fsync per point:
+    a sync per line would cost a 1,024-rank point a thousand syncs."""
+
+    def __init__(self, run_dir: Path):
+        super().__init__(Path(run_dir) / RANKS_CSV, RANK_COLUMNS)

@@ -19,7 +19,7 @@ from nccl_bench.results.schema import (
 def rows_to_frame(rows: Iterable[ResultRow]):
     """A pandas DataFrame in the column contract's order and types, for analysis in notebooks.
 
-    Whole-number columns are int64, the ones that may be missing (wrong, slowest_rank) pandas'
+    Whole-number columns are int64, the ones that may be missing (wrong, max_time_rank) pandas'
     nullable Int64, measured values float64 with NaN for "does not exist". pandas is imported
     here only: the sweep itself never needs it.
     """

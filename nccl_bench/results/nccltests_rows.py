@@ -55,6 +55,11 @@ class Half:
     p50_us: float | None = None
     p95_us: float | None = None
     p99_us: float | None = None
+    i_p99_us: float | None = None  # -I's i_p99 and i_cv%, as nccl-tests printed them
+    i_cv_pct: float | None = None
+    late_rank: int | None = None  # -J -I: the late process's first rank, its host, how late (per_process_max_times_us)
+    late_host: str = ""
+    late_us: float | None = None
 
 
 @dataclass(frozen=True)
@@ -170,7 +175,12 @@ def _row(op: str, line: SizeLine, half: Half, table: Table, factor: float | None
         busbw_gbps=half.busbw_gbps,
         busbw_factor=factor,
         wrong=half.wrong,
-        slowest_rank=None,
+        max_time_rank=None,
         agg=table.agg,
         status=STATUS_WRONG if (half.wrong or half.failed) else STATUS_OK,
+        late_rank=half.late_rank,
+        late_host=half.late_host,
+        late_us=half.late_us,
+        i_p99_us=half.i_p99_us,
+        i_cv_pct=half.i_cv_pct,
     )

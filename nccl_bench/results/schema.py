@@ -19,11 +19,16 @@ from nccl_bench.units import nccl_env
 from nccl_bench.units.op_table import PLACEMENT_IN as PLACEMENT_IN
 from nccl_bench.units.op_table import PLACEMENT_OUT as PLACEMENT_OUT
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 # Columns each version added; a file of an older version lacks them and reads them as empty (None, "").
 COLUMNS_ADDED: dict[int, tuple[str, ...]] = {2: ("p95_us", "cycle", "group"), 3: ("variant", "algo", "proto"),
-                                             4: ("source",)}
-READABLE_VERSIONS = (1, 2, 3, 4)
+                                             4: ("source",),
+                                             5: ("late_rank", "late_host", "late_us", "i_p99_us", "i_cv_pct")}
+# Columns renamed, with the version that renamed them and their earlier name, read from older files.
+# slowest_rank named the rank with the most time in the op, which under a late arriver is a rank that
+# waited for it: a victim read as a culprit. The same number is now max_time_rank; late_rank names the culprit.
+RENAMED: dict[str, tuple[int, str]] = {"max_time_rank": (5, "slowest_rank")}
+READABLE_VERSIONS = (1, 2, 3, 4, 5)
 
 STATUS_OK = "ok"
 STATUS_WRONG = "wrong"
@@ -55,7 +60,9 @@ class ResultRow:
     busbw_gbps: float | None  # algbw_gbps * busbw_factor
     busbw_factor: float | None
     wrong: int | None  # elements that failed the check, summed over ranks; None = not checked
-    slowest_rank: int | None  # the rank whose time defined the row under agg=max
+    # the rank with the most time inside the op over the trials (it defines the row under agg=max): under a
+    # late arriver, a rank that waited for it, not the cause (late_rank names that)
+    max_time_rank: int | None
     agg: str  # how per-rank times were combined: max, avg or min
     peak_gbps: float | None = None  # reference peak bus bandwidth (see limits)
     pct_of_peak: float | None = None  # 100 * busbw_gbps / peak_gbps
@@ -68,6 +75,11 @@ class ResultRow:
     algo: str = ""  # --nccl-trace: the algorithm NCCL chose (RING, TREE, NVLS, ...); "": not traced or not said
     proto: str = ""  # --nccl-trace: the protocol NCCL chose (LL, LL128, SIMPLE)
     source: str = ""  # where the point came from: "trace:FILE" for a replayed job's collective; "": a sweep's plan
+    late_rank: int | None = None  # the rank that arrived late in every sample (units/arrivals.late_rank)
+    late_host: str = ""  # its host
+    late_us: float | None = None  # by how much it arrived after the others' median, microseconds per op
+    i_p99_us: float | None = None  # nccl-tests -I's i_p99: nearest-rank 99th percentile of per-op times
+    i_cv_pct: float | None = None  # nccl-tests -I's cv%: population stdev / mean of per-op times, x 100
     schema_version: int = SCHEMA_VERSION
 
 
@@ -87,17 +99,23 @@ class RunRows:
 COLUMNS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(ResultRow))
 KEY_COLUMNS = ("op", "size_bytes", "dtype", "redop", "placement", "world_size", "variant")
 _INT_COLUMNS = {"size_bytes", "count", "root", "nodes", "iters", "trials", "schema_version"}
-_OPTIONAL_INT_COLUMNS = {"wrong", "slowest_rank", "cycle", "world_size"}
+_OPTIONAL_INT_COLUMNS = {"wrong", "max_time_rank", "cycle", "world_size", "late_rank"}
 _FLOAT_COLUMNS = {
     "time_us", "time_min_us", "time_max_us", "p50_us", "p95_us", "p99_us", "algbw_gbps", "busbw_gbps",
-    "busbw_factor", "peak_gbps", "pct_of_peak",
+    "busbw_factor", "peak_gbps", "pct_of_peak", "late_us", "i_p99_us", "i_cv_pct",
 }
 
 
 def required_columns(version: int) -> tuple[str, ...]:
     """The columns a file of results format `version` must have: those added later may be absent."""
     later = {name for added_in, names in COLUMNS_ADDED.items() if added_in > version for name in names}
-    return tuple(name for name in COLUMNS if name not in later)
+    return tuple(_name_in(name, version) for name in COLUMNS if name not in later)
+
+
+def _name_in(name: str, version: int) -> str:
+    """A column's name in files of `version` (its earlier name before a rename)."""
+    renamed_in, earlier = RENAMED.get(name, (0, name))
+    return earlier if version < renamed_in else name
 
 
 def unreadable_version(version: Any) -> str | None:
@@ -134,7 +152,7 @@ def record_to_row(record: dict[str, Any]) -> ResultRow:
     """
     values: dict[str, Any] = {}
     for name in COLUMNS:
-        raw = record.get(name)
+        raw = record[name] if name in record else record.get(RENAMED.get(name, (0, name))[1])
         values[name] = _coerce(name, raw)
     values["schema_version"] = SCHEMA_VERSION
     row = ResultRow(**values)
@@ -154,7 +172,7 @@ FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 # The smallest value each whole-number column can hold; measured values are never negative.
 _INT_MINIMUM = {
     "size_bytes": 0, "count": 0, "root": -1, "world_size": 1, "nodes": 1, "iters": 0, "trials": 0,
-    "schema_version": 0, "wrong": 0, "slowest_rank": 0, "cycle": 0,
+    "schema_version": 0, "wrong": 0, "max_time_rank": 0, "cycle": 0, "late_rank": 0,
 }
 
 
@@ -164,7 +182,7 @@ def check_row(row: ResultRow) -> None:
         value = getattr(row, name)
         if value and not _NAME.fullmatch(value):
             raise ValueError(f"{name}: {value!r} is not a name (letters, digits, '_', '.', '-')")
-    for name in ("group", "source"):
+    for name in ("group", "source", "late_host"):
         value = getattr(row, name)
         if value and (not value.isprintable() or value.startswith(FORMULA_STARTS)):
             raise ValueError(f"{name}: {value!r} holds a control character or begins like a spreadsheet formula")
@@ -209,3 +227,28 @@ def _coerce(name: str, raw: Any) -> Any:
         except (TypeError, ValueError):
             raise ValueError(f"{name}: expected a number, got {raw!r}") from None
     return "" if _is_missing(raw) else str(raw)
+
+
+# ranks.csv: every rank's time inside the op and arrival offset, per point and trial (docs/results.md).
+RANKS_CSV = "ranks.csv"
+RANKS_SCHEMA_VERSION = 1
+RANK_COLUMNS = ("op", "placement", "size_bytes", "cycle", "group", "variant", "trial", "rank", "time_in_op_us",
+                "arrival_us", "gap_us", "clock_error_us", "schema_version")
+
+
+def rank_lines(row: ResultRow, ranks: tuple[int, ...], in_op_us: tuple[tuple[float, ...], ...],
+               arrival_us: tuple[tuple[float, ...], ...], clock_error_us: tuple[float, ...],
+               gap_us: tuple[tuple[float | None, ...], ...]) -> list[list[Any]]:
+    """ranks.csv's lines for one point: one per trial and rank (`ranks`: the world rank of each of the
+    op's ranks). Times to 0.1 us, a tenth of the finest resolution a gloo or NCCL op reaches, which keeps
+    a line near 65 bytes: 1,024 ranks x 30 sizes x 1 trial is about 2 MB."""
+    point = [row.op, row.placement, row.size_bytes, "" if row.cycle is None else row.cycle, row.group, row.variant]
+    return [[*point, trial, ranks[index], f"{inside[index]:.1f}", f"{arrival_us[trial][index]:.1f}",
+             _tenth(gap_us[trial][index] if gap_us else None), f"{clock_error_us[index]:.1f}",
+             RANKS_SCHEMA_VERSION]
+            for trial, inside in enumerate(in_op_us) for index in range(len(ranks))]
+
+
+def _tenth(value: float | None) -> str:
+    """A time to 0.1 us, or an empty cell where it is not known."""
+    return "" if value is None else f"{value:.1f}"

@@ -1,7 +1,8 @@
 """Result rows of a sweep: one ResultRow per measured (or skipped) point, numbers as nccl-tests defines them.
 
 Pure given a measurement: algbw = size / time, busbw = algbw x the op's bus factor (units/op_table),
-p50/p95/p99 from per-op times, %peak against the run's reference peak.
+p50/p95/p99 and nccl-tests' i_p99 and cv% from per-op times, %peak against the run's reference peak,
+the late rank from the ranks' arrivals (units/arrivals.py).
 """
 
 from __future__ import annotations
@@ -14,12 +15,14 @@ from nccl_bench.ranks.runner import FLAG_EMPTY_GRAPH, Measurement
 from nccl_bench.results.schema import STATUS_OK, STATUS_UNSUPPORTED, STATUS_WRONG, ResultRow
 from nccl_bench.sweep import sweep_config as cfg
 from nccl_bench.sweep.plan import Point
-from nccl_bench.units import bandwidth, stats
+from nccl_bench.units import arrivals, bandwidth, stats
 from nccl_bench.units.op_table import PLACEMENT_IN, Collective
 
 # At one rank an in-place collective has nothing to move: NCCL returns from the enqueue without queuing
 # GPU work (gloo likewise), so its time is the call's overhead and a bandwidth from it means nothing.
 FLAG_ONE_RANK_IN_PLACE = "one_rank_in_place"
+# One rank arrived late in every sample (late_rank names it): the others waited for it inside the op.
+FLAG_LATE = "late"
 
 # A row whose median single call (p50) is at most this multiple of the per-call floor's (the same op's
 # smallest message, one element per rank, timed through the same path in the same run) measures what a
@@ -47,6 +50,7 @@ class RowContext:
     peak_gbps: float | None
     variant: str = ""  # --nccl-env's settings these ranks run with (units/nccl_env.label)
     nvswitch: bool | None = None  # GPUs behind an NVSwitch (hardware/nvls.py): busbw above the peak is NVLS
+    hosts: tuple[str, ...] = ()  # each of the op's ranks' host, in the group's rank order
 
 
 def _common(run: RowContext, point: Point, collective: Collective) -> dict[str, Any]:
@@ -85,6 +89,11 @@ def measured_row(run: RowContext, point: Point, collective: Collective, measurem
     algbw = bandwidth.algbw_gbps(point.size_bytes, time_us) if moved else None
     busbw = bandwidth.busbw_gbps(algbw, factor) if moved else None
     pct = (100 * busbw / run.peak_gbps) if (busbw is not None and run.peak_gbps) else None
+    late = (arrivals.late_rank(measurement.arrival_us, measurement.clock_error_us, gaps_us=measurement.gap_us)
+            if measurement.arrival_us else None)
+    if late is not None:
+        flags.append(FLAG_LATE)
+    per_op = measurement.per_op_us
     return ResultRow(
         **common,
         iters=measurement.iters,
@@ -98,10 +107,15 @@ def measured_row(run: RowContext, point: Point, collective: Collective, measurem
         algbw_gbps=algbw,
         busbw_gbps=busbw,
         wrong=wrong,
-        slowest_rank=measurement.slowest_rank,
+        max_time_rank=measurement.max_time_rank,
         pct_of_peak=pct,
         status=STATUS_WRONG if wrong else STATUS_OK,
         flags=";".join(flags + ([NVLS_FLAG] if nvls_likely(point.op, pct, run.nvswitch) else [])),
+        late_rank=None if late is None else late.rank,
+        late_host=run.hosts[late.rank] if late is not None and late.rank < len(run.hosts) else "",
+        late_us=None if late is None else late.excess_us,
+        i_p99_us=arrivals.nearest_rank_percentile(per_op, 99) if per_op else None,
+        i_cv_pct=arrivals.cv_pct(per_op),
     )
 
 
@@ -109,6 +123,6 @@ def unsupported_row(run: RowContext, point: Point, collective: Collective, reaso
     return ResultRow(
         **_common(run, point, collective),
         iters=0, trials=0, time_us=None, time_min_us=None, time_max_us=None, p50_us=None, p99_us=None,
-        algbw_gbps=None, busbw_gbps=None, wrong=None, slowest_rank=None, status=STATUS_UNSUPPORTED,
+        algbw_gbps=None, busbw_gbps=None, wrong=None, max_time_rank=None, status=STATUS_UNSUPPORTED,
         flags=reason.replace(";", ","),
     )

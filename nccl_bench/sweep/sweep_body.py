@@ -23,20 +23,20 @@ from nccl_bench.ranks.launch import worker_variant
 from nccl_bench.ranks.nccl_trace import TuningTrace
 from nccl_bench.ranks.planted import NoFaults, fault_seam
 from nccl_bench.ranks.runner import Measurement, PointRunner, TimingPlan
-from nccl_bench.results.csv_appender import ResultsWriter
+from nccl_bench.results.csv_appender import RanksWriter, ResultsWriter
 from nccl_bench.results.csv_reader import iter_rows
 from nccl_bench.results.nccl_tuning import chosen
 from nccl_bench.results.run_folder import read_meta
-from nccl_bench.results.schema import STATUS_OK, STATUS_UNSUPPORTED, ResultRow
+from nccl_bench.results.schema import STATUS_OK, STATUS_UNSUPPORTED, ResultRow, rank_lines
 from nccl_bench.sweep import sweep_config as cfg
 from nccl_bench.sweep.plan import Plan, Point, buffer_bytes, plan_run, size_option
+from nccl_bench.sweep.references import expected_system, reference_peak
 from nccl_bench.sweep.rows import RowContext, measured_row, unsupported_row
 from nccl_bench.sweep.sweep_report import SilentObserver, SweepHeader, SweepObserver, SweepSummary
 from nccl_bench.units import alltoallv, nccl_env, stats
 from nccl_bench.units.op_table import OPS, Collective, buffer_elems, round_size
 from nccl_bench.units.sizes import format_size
 
-NO_PEAK_ONE_RANK = "none: a world of 1 rank crosses no link (give one with --peak)"
 # The per-call floor (sweep/rows.CALL_BOUND_FACTOR) is the median of this many timed calls of the smallest
 # message after a few warm-up calls, whatever --iters, --trials and --min-sample-ms ask of the rows: a
 # median of 50 is within a few percent of the call's typical cost, well inside the factor's 20%, and 55
@@ -80,6 +80,7 @@ class _Sweep:
         self.summary = SweepSummary(run_dir=None, notes=list(plan.notes))
         self.observer: SweepObserver = SilentObserver()
         self.writer: ResultsWriter | None = None
+        self.ranks_writer: RanksWriter | None = None  # ranks.csv: every rank's time in the op and arrival
         self.header: SweepHeader | None = None
         self.peak: dict[str, Any] | None = None
         self.planted: NoFaults = fault_seam(os.environ)
@@ -126,7 +127,7 @@ class _Sweep:
         distribution = alltoallv.parse_distribution(self.config.alltoallv)
         self.shares = alltoallv.shares(distribution, self.op_ctx.world_size)  # the same on every rank
         self.row_context = RowContext(self.config, self.op_ctx.world_size, nodes, self.ctx.backend, peak_gbps,
-                                      self.variant, self._nvswitch())
+                                      self.variant, self._nvswitch(), self._op_hosts())
         if run.run_dir is not None and run.request.continues:
             self.earlier_variants = list((read_meta(run.run_dir) or {}).get("variants", []))
 
@@ -144,6 +145,7 @@ class _Sweep:
     def measure(self, run: session.Run) -> None:
         if run.run_dir is not None:
             self.writer = ResultsWriter(run.run_dir)
+            self.ranks_writer = RanksWriter(run.run_dir)
         self.observer.started(self.header, len(self.plan.points) * max(1, len(self.groups)))  # rows per cycle
         self._resume()
         self._measure_all()
@@ -152,6 +154,8 @@ class _Sweep:
         self.summary.status = status
         if self.writer is not None:
             self.writer.close()
+        if self.ranks_writer is not None:
+            self.ranks_writer.close()
         if self.trace is not None and self.run.run_dir is not None:  # before meta.json records its path
             self.trace.keep(self.run.run_dir)
         measured = ((r.op, r.size_bytes, r.busbw_gbps) for r in self.summary.rows
@@ -188,6 +192,10 @@ class _Sweep:
         [mine] = [group for group in self.groups if self.ctx.rank in group.ranks]
         self.group_name = mine.name
         return made[mine.ranks], mine.ranks, len({run.hostnames[rank] for rank in mine.ranks})
+
+    def _op_hosts(self) -> tuple[str, ...]:
+        """The host of each of the op's ranks, in its group's order (ranks on one host share a clock)."""
+        return tuple(self.run.hostnames[rank] for rank in (self.members or range(self.ctx.world_size)))
 
     def _nvswitch(self) -> bool | None:
         """Rank 0 on GPUs, the whole world: whether the GPUs sit behind an NVSwitch (a busbw above the
@@ -263,9 +271,11 @@ class _Sweep:
             warmup=config.warmup, iters=config.iters, min_sample_s=cfg.min_sample_ms(config, ctx.on_gpu) / 1e3,
             trials=config.trials, agg=config.agg, blocking=config.blocking, cuda_graph=config.cuda_graph,
         )
-        self.runner = PointRunner(ctx, timing, progress=self.run.renew)
+        self.runner = PointRunner(ctx, timing, progress=self.run.renew, hosts=list(self._op_hosts()),
+                                  pause=self.planted.pause(self.ctx.rank))
         self.floor_runner = PointRunner(ctx, dataclasses.replace(
-            timing, warmup=FLOOR_WARMUP, iters=FLOOR_CALLS, min_sample_s=0.0, trials=1), progress=self.run.renew)
+            timing, warmup=FLOOR_WARMUP, iters=FLOOR_CALLS, min_sample_s=0.0, trials=1), progress=self.run.renew,
+            hosts=list(self._op_hosts()))
         unsupported: set[tuple[str, str]] = set()
         cycles = config.cycles
         if cycles == 1:  # a plain sweep: rows without a cycle
@@ -288,28 +298,42 @@ class _Sweep:
                 continue
             self.summary.current_point = f"{point.op} at {format_size(point.size_bytes)} ({point.placement})" + (
                 "" if cycle is None else f" in cycle {cycle}")
-            self.run.renew(self.summary.current_point)
+            self.run.renew(self.summary.current_point, at=(point.op, point.size_bytes, self.group_name))
             self.planted.point_starts(ctx.rank, index)
-            rows = self._group_rows(dataclasses.replace(self._point(point), cycle=cycle))
-            if any(row.status == STATUS_UNSUPPORTED for row in rows):
+            row, timings = self._point(point)
+            rows = self._group_rows(dataclasses.replace(row, cycle=cycle), timings)
+            if any(row.status == STATUS_UNSUPPORTED for row, _ in rows):
                 unsupported.add((point.op, point.placement))
             self.run.disarm()
             self.summary.current_point = None
-            for row in rows:
-                record_row(row, self.summary, self.writer, self.observer)
+            for row, lines in rows:
+                record_row(row, self.summary, self.writer, self.observer, lines, self.ranks_writer)
 
-    def _group_rows(self, row: ResultRow) -> list[ResultRow]:
-        """Every group's row of a point, on every rank (rank 0 records them); the world's own without --split."""
+    def _group_rows(self, row: ResultRow, timings: Measurement | None) -> list[tuple[ResultRow, list[list]]]:
+        """Every group's row of a point and its ranks.csv lines, on every rank (rank 0 records them); the
+        world's own without --split. Ranks are world ranks in both."""
         if not self.groups:
-            return [row]
+            return [(row, self._rank_lines(row, timings, tuple(range(self.ctx.world_size))))]
         leader = self.op_ctx.rank == 0
-        mine = dataclasses.replace(
-            row, group=self.group_name,
-            slowest_rank=None if row.slowest_rank is None else self.members[row.slowest_rank]) if leader else None
+        world = self.members
+        mine = None
+        if leader:
+            row = dataclasses.replace(
+                row, group=self.group_name,
+                max_time_rank=None if row.max_time_rank is None else world[row.max_time_rank],
+                late_rank=None if row.late_rank is None else world[row.late_rank])
+            mine = (row, self._rank_lines(row, timings, world))
         gathered = dist.gather_objects(self.ctx, mine)
         return [gathered[group.ranks[0]] for group in self.groups]
 
-    def _point(self, point: Point) -> ResultRow:
+    def _rank_lines(self, row: ResultRow, timings: Measurement | None, ranks: tuple[int, ...]) -> list[list]:
+        """ranks.csv's lines of a measured point (none for a skipped one), on the rank that records them."""
+        if timings is None or not timings.arrival_us or (self.ctx.rank != 0 and self.op_ctx.rank != 0):
+            return []
+        return rank_lines(row, ranks, timings.in_op_us, timings.arrival_us, timings.clock_error_us,
+                          timings.gap_us)
+
+    def _point(self, point: Point) -> tuple[ResultRow, Measurement | None]:
         config, ctx = self.config, self.op_ctx
         collective = OPS[point.op]
         buffers = make_buffers(collective, point.placement, self.send_store, self.recv_store, point.send_elems,
@@ -319,7 +343,7 @@ class _Sweep:
                       self.shares if collective.uneven else None, ctx.group, self.members)
         reason = self._why_unsupported(collective, buffers, args)
         if reason is not None:
-            return unsupported_row(self.row_context, point, collective, reason)
+            return unsupported_row(self.row_context, point, collective, reason), None
         run_once = CALLS[point.op](buffers, args)
         self._floor_us(point, collective, args)
         if self.trace is not None:
@@ -333,7 +357,7 @@ class _Sweep:
         algo, proto = (chosen(self.trace.lines_since_mark(), point.op, logged) if self.trace else None) or ("", "")
         wrong = self._check(collective, buffers, args, run_once) if config.check and collective.factor else None
         row = measured_row(self.row_context, point, collective, measurement, wrong, floor_us)
-        return dataclasses.replace(row, algo=algo, proto=proto) if algo else row
+        return (dataclasses.replace(row, algo=algo, proto=proto) if algo else row), measurement
 
     def _floor_us(self, point: Point, collective: Collective, args: OpArgs,
                   own: Measurement | None = None) -> float | None:
@@ -393,45 +417,17 @@ def _point_key(cycle: int | None, op: str, size_bytes: int, placement: str) -> t
     return cycle, op, size_bytes, placement
 
 
-def record_row(row: ResultRow, summary: SweepSummary, writer: ResultsWriter | None, observer: SweepObserver) -> None:
-    """The row lands whole, in the CSV, the summary and the table, before a signal can stop the sweep."""
+def record_row(row: ResultRow, summary: SweepSummary, writer: ResultsWriter | None, observer: SweepObserver,
+               rank_lines: list[list] | None = None, ranks_writer: RanksWriter | None = None) -> None:
+    """The row lands whole, in the CSV, the summary and the table, before a signal can stop the sweep;
+    its ranks' timings (ranks.csv) just before it, so a row in results.csv always has them."""
     with faults.signals_held():
+        if ranks_writer is not None and rank_lines:
+            ranks_writer.append_lines(rank_lines)
         if writer is not None:  # first: a row that cannot be written is not counted as kept
             writer.append(row)
         summary.rows.append(row)
         observer.row_done(row)
-
-
-def reference_peak(config: cfg.SweepConfig, ctx: dist.DistContext, nodes: int) -> tuple[float | None, str | None]:
-    """The busbw ceiling for %peak: --peak, else what `limits` detects on rank 0, shared with all."""
-    if config.peak_gbps is not None:
-        return config.peak_gbps, f"{config.peak_gbps:g} GB/s (given with --peak)"
-    if ctx.world_size == 1:  # busbw of one rank crosses no link (broadcast's reads 25,935 GB/s on an H100)
-        return None, NO_PEAK_ONE_RANK
-    found = None
-    if ctx.rank == 0:
-        from nccl_bench.hardware.detect import detect_peak
-
-        peak, warnings = detect_peak(multi_node=nodes > 1, device_kind=ctx.device.type)
-        if peak is None:
-            found = (None, "unknown (" + "; ".join(warnings) + "); give one with --peak")
-        else:
-            found = (peak.peak_gbps, f"{peak.peak_gbps:.1f} GB/s per direction, {peak.label} [{peak.source}]")
-    return tuple(dist.gather_objects(ctx, found)[0])
-
-
-def expected_system(ctx: dist.DistContext, nodes: int) -> System | None:
-    """Rank 0 on GPUs: the system public figures are matched against (hardware/expected.py); None on
-    other ranks, on CPUs (no figure is for them), with uneven ranks per node (no figure is for such a
-    layout) and when detection fails."""
-    if ctx.rank != 0 or not ctx.on_gpu or ctx.world_size % nodes:
-        return None
-    from nccl_bench.hardware.detect import detect_limits
-
-    try:
-        return System.from_limits(detect_limits(measure_host=False), nodes, ctx.world_size // nodes)
-    except Exception:  # a yardstick is a nicety, never a reason to abort a sweep
-        return None
 
 
 def _reduce_op(name: str):

@@ -79,7 +79,8 @@ def expand(text: str, option: str = "hostlist") -> list[str]:
     return list(dict.fromkeys(hosts))
 
 
-def _ranges(numbers: list[int], width: int) -> str:
+def number_ranges(numbers: list[int], width: int = 0) -> str:
+    """Sorted numbers as runs: '03,07-08' (width 2); '0-2,4-7' (width 0)."""
     parts, start = [], 0
     for at in range(1, len(numbers) + 1):
         if at == len(numbers) or numbers[at] != numbers[at - 1] + 1:
@@ -110,5 +111,5 @@ def compress(hosts: Iterable[str]) -> str:
         elif len(numbers) == 1:
             items.append(prefix + str(numbers[0]).zfill(width))
         else:
-            items.append(f"{prefix}[{_ranges(sorted(set(numbers)), width)}]")
+            items.append(f"{prefix}[{number_ranges(sorted(set(numbers)), width)}]")
     return ",".join(items)

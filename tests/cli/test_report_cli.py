@@ -274,3 +274,14 @@ def test_report_of_a_run_still_running_elsewhere_or_unknown_says_it_is_unfinishe
         for process in (writer, reused):
             process.kill()
             process.wait()
+
+
+def test_plot_of_a_run_with_ranks_csv_writes_its_rank_heatmap_beside_it(tmp_path):
+    from tests.helpers.png_files import png_size
+    from tests.helpers.rows import MiB, write_ranks_run
+
+    run = write_ranks_run(tmp_path / "run", (1024, MiB), (100.0, 100.0, 1000.0, 100.0))
+    done = run_cli(["report", str(run), "--plot", str(tmp_path / "busbw.png")])
+    assert done.returncode == 0, done.stderr
+    assert f"wrote every rank's time in the op and arrival to {tmp_path / 'busbw-ranks.png'}" in done.stderr
+    assert png_size(tmp_path / "busbw-ranks.png")[0] > 0

@@ -11,3 +11,10 @@ def png_size(path: Path) -> tuple[int, int]:
     data = Path(path).read_bytes()[:24]
     assert data[:8] == b"\x89PNG\r\n\x1a\n"
     return struct.unpack(">II", data[16:24])
+
+
+def png_pixels(path: Path):
+    """The image's pixels as rows of RGBA floats in 0-1 (matplotlib's reader), row 0 at the top."""
+    from matplotlib import image
+
+    return image.imread(Path(path))

@@ -34,7 +34,7 @@ def row(op="all_reduce", size_bytes=MiB, time_us=_FOLLOWS, trials=1, spread=None
         op=op, placement="in_place", size_bytes=size_bytes, count=size_bytes // 4, dtype="float",
         redop="sum", root=-1, world_size=2, nodes=1, backend="gloo", iters=10, trials=trials,
         time_us=time_us, time_min_us=lo, time_max_us=hi, p50_us=time_us, p99_us=time_us,
-        algbw_gbps=algbw, busbw_gbps=busbw, busbw_factor=1.0, wrong=0, slowest_rank=0, agg="max",
+        algbw_gbps=algbw, busbw_gbps=busbw, busbw_factor=1.0, wrong=0, max_time_rank=0, agg="max",
     )
     if peak is not None:
         fields.update(peak_gbps=peak, pct_of_peak=None if busbw is None else 100 * busbw / peak)
@@ -75,3 +75,23 @@ def row_at(rows, size_bytes: int, placement: str) -> ResultRow:
     """The one row of `rows` at this size and placement (fails if there is none, or more)."""
     [found] = [r for r in rows if r.size_bytes == size_bytes and r.placement == placement]
     return found
+
+
+def write_ranks_run(folder: Path, sizes, in_op_us, late_rank=None, arrival_us=None) -> Path:
+    """A hand-made sweep folder of all_reduce in place at `sizes` on len(in_op_us) ranks: results.csv, and
+    ranks.csv as the sweep writes it (schema.rank_lines, one trial), rank r spending in_op_us[r] in the op at
+    every size and arriving arrival_us[r] after the earliest (0 for all without it); late_rank named on the rows."""
+    from nccl_bench.results.csv_appender import RanksWriter
+    from nccl_bench.results.schema import rank_lines
+
+    ranks = tuple(range(len(in_op_us)))
+    arrivals = tuple(arrival_us or [0.0] * len(ranks))
+    rows = [row(size_bytes=size, world_size=len(ranks), late_rank=late_rank,
+                late_host="" if late_rank is None else f"node{late_rank:03d}",
+                late_us=None if late_rank is None else max(arrivals)) for size in sizes]
+    writer = RanksWriter(folder.mkdir(parents=True, exist_ok=True) or folder)
+    for one in rows:
+        writer.append_lines(rank_lines(one, ranks, (tuple(in_op_us),), (arrivals,), (0.0,) * len(ranks),
+                                       ((1.0,) * len(ranks),)))
+    writer.close()
+    return write_run(folder, rows)

@@ -72,3 +72,43 @@ def test_when_every_rank_came_back_the_rank_names_its_own_timeout(store):
     store.set("nccl_bench/after_abort/1", roll_call.CAME_BACK)
     assert str(_blame(DeadlineExceeded(WHERE, 2.0, came_back=True))) == (
         f"{WHERE} failed on rank 0: no progress for more than 2 s (--timeout 2 s)")
+
+
+def test_a_stalls_line_says_where_every_rank_stood_and_what_the_recorder_holds(store, monkeypatch):
+    """Rank 1 stalled in its second point and said so from its deadline's thread; rank 0, released by
+    its abort, reports: the stall, each rank's standing, the flight recorder's summary; meta.json too."""
+    from nccl_bench.ranks import flight_recorder
+    from nccl_bench.ranks.positions import Positions
+    from nccl_bench.units.rank_positions import GroupRecord
+
+    def positions(rank: int) -> Positions:
+        held = Positions("gloo")
+        held.nonce = "run"
+        held.begin("all_reduce", 1024)
+        held.end()
+        held.begin("all_reduce", 2048)
+        return held
+
+    def recorder(enqueued: int):
+        return lambda backend: [GroupRecord("default_pg", enqueued, enqueued - 1, "gloo:all_reduce")]
+
+    monkeypatch.setattr(flight_recorder, "records", recorder(5))
+    faults.record_stall(DeadlineExceeded(WHERE, 2.0), _ctx(1), positions(1))
+    store.set("nccl_bench/after_abort/1", roll_call.STUCK)
+    monkeypatch.setattr(flight_recorder, "records", recorder(6))
+    mine = positions(0)
+    stop = faults.why_stopped(DeadlineExceeded(WHERE, 2.0, came_back=True), _ctx(0), 2.0, WHERE, None, mine)
+    assert str(stop) == (
+        f"{STALL_LINE}; where the ranks stood: ranks 0-1 last completed #1 all_reduce 1K, in #2 all_reduce 2K; "
+        "flight recorder (gloo): group default_pg: #6 gloo:all_reduce enqueued by rank 0, not joined by rank 1 "
+        "(last enqueued #5)")
+    assert mine.meta()["flight_recorder"]["culprits"] == [1]
+    assert mine.meta()["stood"][0]["ranks"] == "0-1"
+
+
+def test_a_failure_that_is_no_stall_keeps_its_line(store):
+    from nccl_bench.ranks.positions import Positions
+
+    stop = faults.why_stopped(RuntimeError("Connection closed by peer"), _ctx(0, 1), 2.0, WHERE, None,
+                              Positions("gloo"))
+    assert str(stop) == f"{WHERE} failed on rank 0: Connection closed by peer"

@@ -13,13 +13,15 @@ from nccl_bench.ranks import planted
      ("stall:1:2", planted.Fault("stall", 1, 2)), ("stall:0:2:2.5", planted.Fault("stall", 0, 2, 2.5)),
      ("stall-gpu:0:1", planted.Fault("stall-gpu", 0, 1)),
      ("stall-behind-gpu:1:0", planted.Fault("stall-behind-gpu", 1, 0)), ("killed:1", planted.Fault("killed", 1)),
-     ("outlive", planted.Fault("outlive")), ("crash:1:2", planted.Fault("crash", 1, 2))],
+     ("outlive", planted.Fault("outlive")), ("crash:1:2", planted.Fault("crash", 1, 2)),
+     ("late:2:300", planted.Fault("late", 2, seconds=300e-6))],
 )
 def test_planted_fault_grammar(raw, fault):
     assert planted.planted_fault({planted.FAULT_ENV: raw}) == fault
 
 
-@pytest.mark.parametrize("raw", ["stal", "stall:x", "stall:0:1:2:3"])
+@pytest.mark.parametrize("raw", ["stal", "stall:x", "stall:0:1:2:3", "late", "late:2", "late:2:0", "late:-1:300",
+                                 "late:2:x", "late:2:300:1"])
 def test_a_misspelt_fault_is_refused(raw):
     with pytest.raises(ValueError, match="NCCL_BENCH_FAULT"):
         planted.planted_fault({planted.FAULT_ENV: raw})
@@ -31,6 +33,18 @@ def test_a_normal_run_gets_hooks_that_change_nothing():
     seam.point_starts(0, 1)
     seam.output_checked(recv, 0, rank=0, holder=0)
     assert type(seam) is planted.NoFaults and recv == [5, 5]
+    assert seam.pause(0) is None  # the timing loop then calls nothing before each op
+
+
+def test_late_pauses_its_rank_only_and_for_at_least_its_delay():
+    import time
+
+    seam = planted.fault_seam({planted.FAULT_ENV: "late:2:3000"})
+    assert seam.pause(0) is None and seam.pause(1) is None
+    pause = seam.pause(2)
+    started = time.perf_counter()
+    pause()
+    assert time.perf_counter() - started >= 3e-3
 
 
 def test_corrupt_flips_the_first_checked_element_on_its_holder_only():

@@ -43,7 +43,7 @@ def test_calibration_converges_on_a_steady_op():
 
 
 def _measurement(means, shortest_s=0.2, resolution_s=1e-9):
-    return Measurement(iters=100, sample_means_us=tuple(means), per_op_us=(1.0,), slowest_rank=0,
+    return Measurement(iters=100, sample_means_us=tuple(means), per_op_us=(1.0,), max_time_rank=0,
                        shortest_sample_s=shortest_s, timer_resolution_s=resolution_s)
 
 

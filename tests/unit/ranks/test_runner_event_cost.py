@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from nccl_bench.ranks.runner import CpuClock, PointRunner, TimingPlan, per_event_cost_s, without_event_cost
+from nccl_bench.ranks.clocks import CpuClock, per_event_cost_s, without_event_cost
+from nccl_bench.ranks.runner import PointRunner, TimingPlan
 from nccl_bench.units import stats
 
 OP_NS = 20_000  # a launch-bound op: 20 us of host time each

@@ -12,7 +12,8 @@ from types import SimpleNamespace
 import pytest
 
 from nccl_bench.ranks import runner as runner_module
-from nccl_bench.ranks.runner import EventPool, PointRunner, TimingPlan, captured_nothing
+from nccl_bench.ranks.clocks import CudaClock, EventPool
+from nccl_bench.ranks.runner import PointRunner, TimingPlan, captured_nothing
 
 
 class FakeEvent:
@@ -32,7 +33,7 @@ class FakeEvent:
 def _runner(log: list[str], plan: TimingPlan, monkeypatch) -> PointRunner:
     ctx = SimpleNamespace(on_gpu=False, world_size=1, rank=0)
     runner = PointRunner(ctx, plan)
-    runner._clock = runner_module._CudaClock  # the GPU clock, on fakes
+    runner._clock = CudaClock  # the GPU clock, on fakes
     runner._events = EventPool(lambda: FakeEvent(log), lambda: log.append("synchronize"))
     monkeypatch.setattr(runner_module.dist, "barrier", lambda ctx: log.append("barrier"))
     monkeypatch.setattr(runner_module.dist, "synchronize", lambda ctx: log.append("synchronize"))

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import pytest
 
+from nccl_bench.ranks.clocks import CpuClock
 from nccl_bench.ranks.runner import (
     MAX_AUTO_ITERS,
     MAX_SAMPLE_EXTENSIONS,
-    CpuClock,
     PointRunner,
     TimingPlan,
     calls_to_fill_sample,

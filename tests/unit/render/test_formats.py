@@ -25,7 +25,7 @@ FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "nccl_tests"
 def _rows() -> list[ResultRow]:
     common = dict(
         count=256, dtype="float32", redop="sum", root=-1, world_size=2, nodes=1, backend="gloo", iters=100, trials=3,
-        time_min_us=None, time_max_us=None, p99_us=None, busbw_factor=1.0, slowest_rank=1, agg="max",
+        time_min_us=None, time_max_us=None, p99_us=None, busbw_factor=1.0, max_time_rank=1, agg="max",
     )
     return [
         ResultRow(op="all_reduce", placement=PLACEMENT_IN, size_bytes=1024, time_us=1363.6171875, p50_us=585.4,
@@ -60,7 +60,7 @@ def test_json_of_another_version_says_which(tmp_path, version, words):
     with pytest.raises(UserInputError) as caught:
         loader.load_rows(path)
     message = str(caught.value)
-    readable = f"this nccl_bench reads versions 1, 2, 3 and {SCHEMA_VERSION}"
+    readable = f"this nccl_bench reads versions 1, 2, 3, 4 and {SCHEMA_VERSION}"
     assert f"has results format version {version}; {readable}" in message
     assert words in message and caught.value.option == "RUN"
 
@@ -147,9 +147,11 @@ def test_a_version_1_json_export_reads_with_the_new_columns_empty():
 
     document = json.loads(render_formats.to_json(_rows()))
     document["schema_version"] = 1
-    document["columns"] = [c for c in document["columns"] if c not in COLUMNS_ADDED[2]]
+    later = [name for version in (2, 3, 4, 5) for name in COLUMNS_ADDED[version]]
+    document["columns"] = ["slowest_rank" if c == "max_time_rank" else c for c in document["columns"] if c not in later]
     for record in document["rows"]:
-        for name in COLUMNS_ADDED[2]:
+        for name in later:
             del record[name]
+        record["slowest_rank"] = record.pop("max_time_rank")
         record["schema_version"] = 1
     assert loader.rows_from_json(document, "x.json", "RUN") == _rows()

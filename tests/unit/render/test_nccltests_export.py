@@ -15,7 +15,7 @@ from tests.helpers.rows import log_rows, row
 _row = partial(row, op="all_gather", placement=PLACEMENT_OUT, size_bytes=1048576, count=131072, dtype="float32",
                redop="none", iters=50, trials=3, time_us=2083.734, time_min_us=2000.0, time_max_us=2100.0,
                p50_us=1381.4, p99_us=2500.0, algbw_gbps=0.503222, busbw_gbps=0.251611, busbw_factor=0.5,
-               slowest_rank=1)
+               max_time_rank=1)
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "nccl_tests"
 

@@ -46,3 +46,13 @@ def test_each_split_group_is_a_curve_of_its_own():
     rows = [row(group=g, size_bytes=s) for g in ("rail 0", "rail 1") for s in (MiB, 2 * MiB)]
     assert {key: len(points) for key, points in curves([("run", rows)]).items()} == {
         "all_reduce [rail 0]": 2, "all_reduce [rail 1]": 2}
+
+
+def test_the_late_rank_is_named_once_per_op_with_its_sizes():
+    late = dict(late_rank=2, late_host="node002", flags="late")
+    rows = [row(size_bytes=1024, late_us=300.0, **late), row(size_bytes=65536, late_us=320.0, **late),
+            row(size_bytes=MiB), row(op="all_gather", size_bytes=1024)]
+    assert repeats.late_lines(rows) == [
+        "# rank 2 (node002) arrived 310 us late at 1K-64K (all_reduce in, 2 of 3 sizes): "
+        "the others waited for it inside the op"]
+    assert repeats.late_lines(rows[2:]) == []

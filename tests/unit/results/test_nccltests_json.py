@@ -39,3 +39,50 @@ def test_per_iteration_percentiles_of_minus_i_are_read_where_present():
     timed = row_at(rows, 8192, PLACEMENT_OUT)
     assert (timed.p50_us, timed.p95_us, timed.p99_us) == (30.0, 41.5, 52.25)
     assert row_at(rows, 8192, PLACEMENT_IN).p95_us is None  # no per-iteration block: not measured
+
+
+LATE_FIXTURE = FIXTURES / "constructed_v3_all_reduce_perf_minus_i_late.json"
+
+
+def test_a_late_process_of_minus_i_is_named_with_its_host_at_every_size_it_was_planted():
+    rows = load_rows(LATE_FIXTURE)
+    named = {(r.size_bytes, r.placement): (r.late_rank, r.late_host) for r in rows if r.late_rank is not None}
+    late = (2, "node002")
+    assert named == {(size, placement): late for size in (1024, 2048) for placement in (PLACEMENT_OUT, PLACEMENT_IN)}
+    row = row_at(rows, 1024, PLACEMENT_OUT)
+    assert 270 < row.late_us < 330  # planted: 300 us +- 15 of the others' wait, less the noise of its own time
+    assert row_at(rows, 4096, PLACEMENT_IN).late_us is None  # no process planted there: none named
+
+
+def test_minus_i_spike_statistics_are_nccl_tests_own():
+    import json
+
+    document = json.loads(LATE_FIXTURE.read_text())
+    per_iter = document["results"][0]["out_of_place_per_iter"]
+    row = row_at(nccltests_json.parse_json(document, source="x.json"), 1024, PLACEMENT_OUT)
+    assert (row.i_p99_us, row.i_cv_pct) == (per_iter["p99_us"], per_iter["cv_pct"])
+
+
+def test_per_process_times_that_cannot_be_matched_to_ranks_name_nobody():
+    import json
+
+    document = json.loads(LATE_FIXTURE.read_text())
+    del document["config"]["devices"][3]  # four lists of times, three processes listed: which rank is which?
+    rows = nccltests_json.parse_json(document, source="x.json")
+    assert all(r.late_rank is None for r in rows)
+
+
+def test_the_iterations_nccl_tests_skipped_are_skipped_here_too():
+    import json
+
+    document = json.loads(LATE_FIXTURE.read_text())
+    per_iter = document["results"][2]["out_of_place_per_iter"]  # 4K: nobody planted
+    for index, times in enumerate(per_iter["per_process_max_times_us"]):
+        # process 0 late from iteration 3 on (17 of 20: under LAST_SHARE), the first 3 a warm-up it led
+        times[:] = [400.0 if index == 0 else 30.0] * 3 + [30.0 if index == 0 else 330.0] * 17
+
+    def late_rank(skipped: int) -> int | None:
+        per_iter["skipped_iterations"] = skipped
+        return row_at(nccltests_json.parse_json(document, source="x.json"), 4096, PLACEMENT_OUT).late_rank
+
+    assert (late_rank(0), late_rank(3)) == (None, 0)

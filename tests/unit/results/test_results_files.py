@@ -25,7 +25,7 @@ from tests.helpers.rows import results_csv, row, write_run
 # A gather row whose every kind of cell is there: an empty one, a tiny float, one with all its digits.
 _row = partial(row, op="gather", placement=PLACEMENT_OUT, size_bytes=1024, count=128, dtype="float32", redop="none",
                root=0, iters=40, time_us=12.345678901234567, p50_us=1e-05, p99_us=None, algbw_gbps=0.1,
-               busbw_gbps=0.05, busbw_factor=0.5, wrong=None, slowest_rank=None)
+               busbw_gbps=0.05, busbw_factor=0.5, wrong=None, max_time_rank=None)
 
 
 def test_none_is_an_empty_cell_and_reads_back_as_none(tmp_path):
@@ -33,7 +33,7 @@ def test_none_is_an_empty_cell_and_reads_back_as_none(tmp_path):
     text = results_csv(tmp_path, [row])
     assert text.splitlines()[0] == ",".join(COLUMNS)
     cells = dict(zip(COLUMNS, text.splitlines()[1].split(","), strict=False))
-    assert (cells["wrong"], cells["time_min_us"], cells["slowest_rank"], cells["flags"]) == ("", "", "", "")
+    assert (cells["wrong"], cells["time_min_us"], cells["max_time_rank"], cells["flags"]) == ("", "", "", "")
     assert read_rows(tmp_path) == [row]
 
 
@@ -63,9 +63,9 @@ def test_a_cut_line_before_the_last_is_refused(tmp_path):
 
 def test_other_schema_version_and_extra_fields_are_refused(tmp_path):
     text = results_csv(tmp_path, [_row()])
-    (tmp_path / "results.csv").write_text(text[: -len("4\n")] + "5\n", encoding="utf-8")
-    with pytest.raises(UserInputError, match=r"has results format version 5; this nccl_bench reads versions 1, 2, 3 "
-                                             r"and 4 \(written by a newer nccl_bench"):
+    (tmp_path / "results.csv").write_text(text[: -len("5\n")] + "6\n", encoding="utf-8")
+    with pytest.raises(UserInputError, match=r"has results format version 6; this nccl_bench reads versions 1, 2, 3, "
+                                             r"4 and 5 \(written by a newer nccl_bench"):
         read_rows(tmp_path)
     (tmp_path / "results.csv").write_text(text[:-1] + ",extra\n", encoding="utf-8")
     with pytest.raises(UserInputError, match=f"line 2 has {len(COLUMNS) + 1} fields, the header {len(COLUMNS)}"):
@@ -73,14 +73,16 @@ def test_other_schema_version_and_extra_fields_are_refused(tmp_path):
 
 
 def _as_version(text: str, version: int = 1) -> str:
-    """A current results.csv rewritten as `version` wrote it: without the columns later versions added."""
+    """A current results.csv rewritten as `version` wrote it: without the columns later versions added,
+    renamed columns under their earlier names."""
     import csv
     import io
 
-    from nccl_bench.results.schema import COLUMNS_ADDED
+    from nccl_bench.results.schema import COLUMNS_ADDED, RENAMED
 
     lines = list(csv.reader(io.StringIO(text)))
     later = {name for added_in, names in COLUMNS_ADDED.items() if added_in > version for name in names}
+    lines[0] = [RENAMED[name][1] if name in RENAMED and version < RENAMED[name][0] else name for name in lines[0]]
     keep = [i for i, name in enumerate(lines[0]) if name not in later]
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
@@ -96,6 +98,14 @@ def test_a_version_1_file_reads_with_the_new_columns_empty(tmp_path):
     assert "p95_us" not in version_1 and version_1.splitlines()[1].endswith(",1")
     (tmp_path / "results.csv").write_text(version_1, encoding="utf-8")
     assert read_rows(tmp_path) == [_row()]  # p95_us None, cycle None, group "", as the current version
+
+
+def test_a_version_4_file_reads_its_slowest_rank_as_max_time_rank(tmp_path):
+    row = _row(max_time_rank=3, late_rank=2, i_p99_us=9.5)
+    version_4 = _as_version(results_csv(tmp_path, [row]), 4)
+    assert "slowest_rank" in version_4.splitlines()[0] and "max_time_rank" not in version_4
+    (tmp_path / "results.csv").write_text(version_4, encoding="utf-8")
+    assert read_rows(tmp_path) == [_row(max_time_rank=3)]  # the late and spike columns empty
 
 
 def test_a_version_2_file_reads_with_no_variant(tmp_path):
@@ -141,7 +151,7 @@ def test_load_frame_gives_typed_pandas_columns(tmp_path):
 
     writer = ResultsWriter(tmp_path)
     measured = _row(op="all_reduce", wrong=0)
-    unsupported = _row(op="sendrecv", time_us=None, busbw_gbps=None, wrong=None, slowest_rank=None,
+    unsupported = _row(op="sendrecv", time_us=None, busbw_gbps=None, wrong=None, max_time_rank=None,
                        status="unsupported")
     writer.append(measured)
     writer.append(unsupported)
@@ -255,3 +265,26 @@ def test_a_link_to_a_file_stays_a_link_and_its_target_is_replaced_whole(tmp_path
     replace_whole(link, "new\n")
     assert link.is_symlink() and target.read_text() == "new\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["latest.json", "run.json"]
+
+
+def test_ranks_csv_lines_are_one_per_trial_and_rank_and_stay_small(tmp_path):
+    from nccl_bench.results.csv_appender import RanksWriter
+    from nccl_bench.results.schema import RANK_COLUMNS, rank_lines
+
+    measured = _row(op="reduce_scatter", size_bytes=64 * 1024 ** 2, cycle=12)
+    ranks = tuple(range(1020, 1024))
+    in_op = ((123456.78, 123400.0, 99999.99, 123456.0), (1.0, 2.0, 3.0, 4.0))
+    arrival = ((0.0, 12.34, 45678.91, 1.0), (0.0, 0.0, 0.0, 0.0))
+    gaps = ((12.0, 11.0, 20001.24, None), (10.0, 10.0, 10.0, 10.0))
+    lines = rank_lines(measured, ranks, in_op, arrival, (0.0, 0.0, 12.5, 12.5), gaps)
+    assert len(lines) == 2 * 4 and [line[RANK_COLUMNS.index("rank")] for line in lines[:4]] == list(ranks)
+    assert lines[2][RANK_COLUMNS.index("trial"):] == [0, 1022, "100000.0", "45678.9", "20001.2", "12.5", 1]  # to 0.1 us
+    assert lines[3][RANK_COLUMNS.index("gap_us")] == ""  # not known (on GPU)
+    writer = RanksWriter(tmp_path)
+    writer.append_lines(lines)
+    writer.close()
+    text = (tmp_path / "ranks.csv").read_text()
+    assert text.splitlines()[0] == ",".join(RANK_COLUMNS)
+    # the longest lines a sweep writes (a 64M point, 4-digit ranks, 6-digit times, a 5-digit gap) stay under
+    # 90 bytes: 1,024 ranks x 30 sizes x 1 trial is then under 2.8 MB
+    assert max(len(line) + 1 for line in text.splitlines()[1:]) < 90

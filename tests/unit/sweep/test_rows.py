@@ -12,7 +12,7 @@ from nccl_bench.units.op_table import OPS
 
 
 def _measurement(empty: bool) -> Measurement:
-    return Measurement(iters=100_000, sample_means_us=(0.3,), per_op_us=(0.3,), slowest_rank=0,
+    return Measurement(iters=100_000, sample_means_us=(0.3,), per_op_us=(0.3,), max_time_rank=0,
                        shortest_sample_s=0.03, timer_resolution_s=0.5e-6, empty_graph=empty)
 
 
@@ -51,7 +51,7 @@ def test_p50_p95_p99_are_type_7_percentiles_of_the_per_op_times():
     run = rows.RowContext(config, world_size=2, nodes=1, backend="gloo", peak_gbps=None)
     point = Point("all_reduce", "in_place", 1024, 256, 256)
     per_op = tuple(float(v) for v in range(1, 21))  # 1..20 us
-    measurement = Measurement(iters=20, sample_means_us=(10.5,), per_op_us=per_op, slowest_rank=0,
+    measurement = Measurement(iters=20, sample_means_us=(10.5,), per_op_us=per_op, max_time_rank=0,
                               shortest_sample_s=0.2, timer_resolution_s=1e-9)
     row = rows.measured_row(run, point, OPS["all_reduce"], measurement, 0)
     # position (n-1) q / 100 in the sorted times: 9.5, 18.05 and 18.81 -> 10.5, 19.05, 19.81
@@ -64,7 +64,7 @@ def test_all_reduce_above_the_peak_behind_an_nvswitch_is_flagged_as_nvls_and_car
     config = SweepConfig(ops=("all_reduce",), sizes=(1 << 30,))
     point = Point("all_reduce", "in_place", 1 << 30, 1 << 28, 1 << 28)
     # 1 GiB in 3,900 us on 8 ranks: busbw 1.75 x 275 = 482 GB/s, above 450 (NVLink4 x18)
-    measurement = Measurement(iters=20, sample_means_us=(3900.0,), per_op_us=(3900.0,), slowest_rank=0,
+    measurement = Measurement(iters=20, sample_means_us=(3900.0,), per_op_us=(3900.0,), max_time_rank=0,
                               shortest_sample_s=0.078, timer_resolution_s=1e-9)
     flagged = {}
     for nvswitch in (True, False, None):
@@ -84,7 +84,7 @@ def test_a_row_whose_median_call_sits_within_1_2x_of_the_per_call_floor_is_call_
     point = Point("all_reduce", "in_place", 4096, 1024, 1024)
     # a mean far above the median (one stalled op) does not decide: the median call does
     measurement = Measurement(iters=3, sample_means_us=(p50_us * 5,), per_op_us=(p50_us, p50_us, p50_us * 13),
-                              slowest_rank=0, shortest_sample_s=0.2, timer_resolution_s=1e-9)
+                              max_time_rank=0, shortest_sample_s=0.2, timer_resolution_s=1e-9)
     row = rows.measured_row(run, point, OPS["all_reduce"], measurement, 0, floor_us)
     assert (rows.FLAG_CALL_BOUND in row.flags.split(";")) is flagged
     assert row.busbw_gbps is not None  # still a bandwidth, flagged as what it is

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from nccl_bench.sweep import sweep_body, sweep_report
+from nccl_bench.sweep import references, sweep_body, sweep_report
 from nccl_bench.sweep.sweep_config import SweepConfig
 
 
 def test_one_rank_has_no_detected_peak_but_a_given_one_is_kept():
     ctx = SimpleNamespace(world_size=1, rank=0)
-    assert sweep_body.reference_peak(SweepConfig(), ctx, 1) == (None, sweep_body.NO_PEAK_ONE_RANK)
-    assert sweep_body.reference_peak(SweepConfig(peak_gbps=450.0), ctx, 1) == (450.0, "450 GB/s (given with --peak)")
+    assert references.reference_peak(SweepConfig(), ctx, 1) == (None, references.NO_PEAK_ONE_RANK)
+    assert references.reference_peak(SweepConfig(peak_gbps=450.0), ctx, 1) == (450.0, "450 GB/s (given with --peak)")
 
 
 # --- the public figure a sweep's largest size is compared with (hardware/expected.py) ------------------
@@ -34,16 +34,16 @@ def test_the_system_is_rank_0s_on_gpus_with_the_ranks_per_node(monkeypatch):
 
     monkeypatch.setattr(detect, "detect_limits", lambda **kwargs: _gpu_limits(8))
     on_gpu = SimpleNamespace(rank=0, world_size=16, on_gpu=True)
-    assert sweep_body.expected_system(on_gpu, 2) == System(H100, 8, 2, 4, ())
-    assert sweep_body.expected_system(SimpleNamespace(rank=1, world_size=16, on_gpu=True), 2) is None
-    assert sweep_body.expected_system(SimpleNamespace(rank=0, world_size=2, on_gpu=False), 1) is None
-    assert sweep_body.expected_system(SimpleNamespace(rank=0, world_size=3, on_gpu=True), 2) is None  # uneven
+    assert references.expected_system(on_gpu, 2) == System(H100, 8, 2, 4, ())
+    assert references.expected_system(SimpleNamespace(rank=1, world_size=16, on_gpu=True), 2) is None
+    assert references.expected_system(SimpleNamespace(rank=0, world_size=2, on_gpu=False), 1) is None
+    assert references.expected_system(SimpleNamespace(rank=0, world_size=3, on_gpu=True), 2) is None  # uneven
 
     def broken(**kwargs):
         raise RuntimeError("NVML went away")
 
     monkeypatch.setattr(detect, "detect_limits", broken)
-    assert sweep_body.expected_system(on_gpu, 2) is None  # never a reason to stop a sweep
+    assert references.expected_system(on_gpu, 2) is None  # never a reason to stop a sweep
 
 
 def _closed(system, rows):
