@@ -14,26 +14,20 @@ from typing import Sequence
 
 from nccl_bench.units import stats
 
-# A rank is named late at a point when its arrival offset exceeds the median of the other ranks'
-# offsets by more than LATE_SIGMAS robust standard deviations of those offsets (MAD x 1.4826): five
-# sigmas leave a normal spread a chance below 1e-6 per sample to be read as lateness.
+# A rank is named late when its figure (its gap on CPU, its aligned arrival offset elsewhere:
+# late_in_sample) exceeds the median of the other ranks' by more than LATE_SIGMAS robust standard
+# deviations of theirs (MAD x 1.4826): five sigmas leave a normal spread a chance below 1e-6 per
+# sample to be read as lateness.
 LATE_SIGMAS = 5.0
 # ... and by more than this many microseconds whatever the spread: with 2 to 4 ranks the others'
 # spread can be ~0 (three values, one of them the median), so a floor must stand in for it. 100 us is
-# a third of the 300 us delay the rule was built to find; on an oversubscribed CPU host (4 ranks on 2
-# busy cores) arrivals move by hundreds of microseconds and it is not enough (benchmarks/RESULTS.md,
-# "The late-rank rule's error rates on gloo").
+# a third of the 300 us delay the rule was built to find. Measured on this 2-core host: the gaps of
+# ranks not delayed stay at 4-6 us under two busy loops, the planted 300 us reads 400-440 us
+# (benchmarks/RESULTS.md, "The late-rank rule's error rates on gloo").
 LATE_FLOOR_US = 100.0
-# ... and, where each rank's own time outside the ops is known (the sweep on CPU), the latest rank
-# spent more of it before its calls than the others by as much again (max(LATE_SIGMAS x their robust
-# spread, LATE_FLOOR_US)). A rank that returned late from the previous op (gloo's pair all_reduce
-# returns on one side later, every op) or that its peers' scheduling held back arrives late too, yet
-# calls the next op as soon as it returns: its gap is the loop's few microseconds. A rank late for a
-# reason of its own (a sleep, a slow host between ops, a busy neighbour) spends that time outside the
-# op. Measured: under two busy loops a 2-rank pair named a rank 147 us late and last at 94% of the ops
-# by the arrival alone (benchmarks/RESULTS.md, "The late-rank rule's error rates").
-# ... where gaps are not known (nccl-tests -I's per-process times), the latest rank called last at
-# least this share of the sample's ops.
+# ... where no gap is known (nccl-tests -I's per-process times), the latest rank also called last at
+# this share of the sample's ops or more: a rank that holds the collective back is last at nearly
+# every op, while a rank the scheduler held back is last at the ops where it lost its core.
 LAST_SHARE = 0.9
 
 
@@ -97,26 +91,30 @@ class Late:
 def late_in_sample(arrivals_us: Sequence[float], errors_us: Sequence[float],
                    last_share: Sequence[float] | None = None,
                    gaps_us: Sequence[float | None] | None = None) -> tuple[int, float] | None:
-    """The rank late in one sample and its excess over the others' median offset, or None.
+    """The rank late in one sample and how late (us), or None.
 
-    Where gaps_us (each rank's median time outside the ops, on its own clock) is known for every rank:
-    the latest rank, its gap beyond the others' by max(LATE_SIGMAS x their robust spread,
-    LATE_FLOOR_US), and its offset beyond the others' median by LATE_FLOOR_US plus the clock errors of
-    both sides (an offset error moves a rank's arrival by as much). The gap is the noise test there: on
-    a host with more ranks than cores the others' offsets scatter by hundreds of microseconds while
-    their gaps stay at the loop's few. Otherwise: the offset beyond max(LATE_SIGMAS x the others'
-    robust spread, LATE_FLOOR_US) plus the clock errors, and, where last_share is known, the last to
-    call the op at LAST_SHARE of the sample's ops or more.
+    Where gaps_us (each rank's median time outside the ops before its calls, on its own clock) is known
+    for every rank: the rank with the longest gap, beyond the others' median by max(LATE_SIGMAS x
+    their robust spread, LATE_FLOOR_US), late by that excess. Every rank leaves a collective at about
+    the same moment, so the time it spends before the next call is how much later than the others it
+    calls it, measured without aligning clocks: across hosts the alignment's error (the spread of
+    barrier exits, hundreds of microseconds on a loaded host) would bury a delay of that size, and on
+    a host with more ranks than cores the others' offsets scatter as widely while their gaps stay at
+    the loop's few microseconds.
+    Otherwise (GPU, nccl-tests): the latest rank by aligned arrival offset, beyond max(LATE_SIGMAS x the
+    others' robust spread, LATE_FLOOR_US) plus the clock errors of both sides, late by its excess over
+    the others' median offset; where last_share is known, also the last to call the op at LAST_SHARE
+    of the sample's ops or more.
     """
     if len(arrivals_us) < 2:
         return None
+    if gaps_us is not None and all(gap is not None for gap in gaps_us):
+        slowest = max(range(len(gaps_us)), key=lambda r: gaps_us[r])
+        extra = _excess(gaps_us, slowest)
+        return (slowest, extra) if extra > _margin(gaps_us, slowest) else None
     latest = max(range(len(arrivals_us)), key=lambda r: arrivals_us[r])
     errors = errors_us[latest] + max(e for r, e in enumerate(errors_us) if r != latest)
     excess = _excess(arrivals_us, latest)
-    if gaps_us is not None and all(gap is not None for gap in gaps_us):
-        # the gap, on each rank's own clock, carries the noise test; the offset need only clear the floor
-        own = _excess(gaps_us, latest) > _margin(gaps_us, latest)
-        return (latest, excess) if own and excess > LATE_FLOOR_US + errors else None
     if excess <= _margin(arrivals_us, latest) + errors:
         return None
     if last_share is not None and last_share[latest] < LAST_SHARE:

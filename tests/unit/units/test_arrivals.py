@@ -90,7 +90,7 @@ def test_a_rank_behind_without_its_own_time_outside_the_op_is_not_named():
     loop_only = [12.0, 11.0, 14.0, 13.0]
     slept = [12.0, 11.0, 12.0 + LATE_FLOOR_US + 1, 13.0]
     assert arrivals.late_in_sample(late_2, [0.0] * 4, gaps_us=loop_only) is None
-    assert arrivals.late_in_sample(late_2, [0.0] * 4, gaps_us=slept) == (2, 399.0)
+    assert arrivals.late_in_sample(late_2, [0.0] * 4, gaps_us=slept) == (2, LATE_FLOOR_US + 1)
     # a pair: the other rank's gap is the only reference, the floor the margin
     assert arrivals.late_in_sample([0.0, 147.0], [0.0] * 2, [0.06, 0.94], [15.0, 16.0]) is None
     # a gap not known for every rank (GPU): the offset alone decides
@@ -99,14 +99,16 @@ def test_a_rank_behind_without_its_own_time_outside_the_op_is_not_named():
     assert arrivals.late_rank([late_2, late_2], [0.0] * 4, gaps_us=[slept, slept]).rank == 2
 
 
-def test_with_gaps_known_the_offset_need_only_clear_the_floor():
-    """Four ranks on two cores: the others' offsets scatter (5 sigmas = 666 us) while their gaps stay at the
-    loop's few microseconds; the rank that slept 400 us before each op is named by its gap."""
+def test_with_gaps_known_the_gap_decides_and_says_how_late():
+    """Four ranks on two cores or four hosts: the others' offsets scatter (5 sigmas = 666 us) and clock
+    errors across hosts reach hundreds of microseconds, while every rank's gap, on its own clock, stays at
+    the loop's few microseconds but the one that slept 400 us before each op."""
     scattered = [135.9, 264.0, 633.0, 46.0]
     gaps = [4.5, 4.4, 404.3, 3.8]
+    errors = [0.0, 404.8, 205.3, 280.3]
     assert arrivals.late_in_sample(scattered, [0.0] * 4) is None  # the offset alone: within the others' noise
-    assert arrivals.late_in_sample(scattered, [0.0] * 4, gaps_us=gaps) == (2, pytest.approx(497.1))
-    assert arrivals.late_in_sample([0.0, 0.0, LATE_FLOOR_US, 0.0], [0.0] * 4, gaps_us=gaps) is None  # at the floor
+    assert arrivals.late_in_sample(scattered, errors, gaps_us=gaps) == (2, pytest.approx(404.3 - 4.4))
+    assert arrivals.late_in_sample(scattered, errors, gaps_us=[4.5, 4.4, 4.4 + LATE_FLOOR_US, 3.8]) is None
 
 
 def test_nearest_rank_percentile_as_nccl_tests_computes_it():
