@@ -152,3 +152,28 @@ def test_measure_memcpy_reads_and_writes_the_record(tmp_path, monkeypatch):
         assert json.loads(path.read_text()) == {"key": key, "gbps": result.run_gbps}
     finally:
         host.measure_memcpy.cache_clear()
+
+
+def test_a_run_with_this_boots_record_copies_only_for_the_top_up(tmp_path, monkeypatch):
+    import json
+    import socket
+
+    from nccl_bench.hardware import host
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    boot_id = host._boot_id()
+    if boot_id is None:
+        pytest.skip("/proc/sys/kernel/random/boot_id is not readable here, so no record is kept")
+    budgets: list[float] = []
+    monkeypatch.setattr(host, "_copy_for", lambda budget_s: budgets.append(budget_s) or (2.0, 5))
+    host.measure_memcpy.cache_clear()
+    try:
+        first = host.measure_memcpy()  # no record yet: the whole budget, and the record written
+        host.measure_memcpy.cache_clear()
+        path = host.memcpy_record_path()
+        path.write_text(json.dumps({"key": host.record_key(boot_id, socket.gethostname()), "gbps": 3.0}))
+        later = host.measure_memcpy()
+    finally:
+        host.measure_memcpy.cache_clear()
+    assert budgets == [host.MEMCPY_BUDGET_S, host.MEMCPY_TOP_UP_S]
+    assert (first.gbps, later.gbps, later.run_gbps) == (2.0, 3.0, 2.0)
