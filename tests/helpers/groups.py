@@ -17,11 +17,28 @@ FIXTURE_GROUPS = {"postgres_server": "postgresql", "slurm": "slurm", "mpi": "mpi
 
 def mark_groups(items: list[pytest.Item]) -> None:
     """Each test that its fixtures put in a group and that declares none is marked with that group (run
-    before pytest-xdist reads the marks: tests/conftest.py's collection hook)."""
+    before pytest-xdist reads the marks: tests/conftest.py's collection hook); then the tests are put in
+    the order the workers should start them (long_first)."""
     for item in items:
         group = fixture_group(item)
         if group is not None and item.get_closest_marker("xdist_group") is None:
             item.add_marker(pytest.mark.xdist_group(group))
+    items[:] = long_first(items)
+
+
+def long_first(items: list[pytest.Item]) -> list[pytest.Item]:
+    """Groups first, then the other integration tests, then the command-line tests, then the unit tests;
+    within each, the order of collection. pytest-xdist hands out work in this order, and a group runs
+    on one worker from start to end (the timing group is about four minutes): started last, a long group
+    keeps one worker busy after the others have finished; started first, the many short tests fill
+    the other workers around it. Sorting is stable, so every worker sees the same order."""
+    def kind(item: pytest.Item) -> int:
+        if item.get_closest_marker("xdist_group") is not None:
+            return 0
+        path = item.nodeid.split("::")[0]
+        return 1 if "/integration/" in path else 2 if "/cli/" in path else 3
+
+    return sorted(items, key=kind)
 
 
 def fixture_group(item: pytest.Item) -> str | None:

@@ -78,3 +78,20 @@ def test_a_modules_fixture_is_made_once_and_each_group_runs_on_one_worker(tmp_pa
     assert lines.count("made") == 1
     assert len(workers["shared"]) == 1 and len(workers["timing"]) == 1
     assert sum(line.startswith("free ") for line in lines) == 6
+
+
+def test_groups_start_first_then_integration_then_command_line_then_unit_tests():
+    from types import SimpleNamespace
+
+    from tests.helpers.groups import long_first
+
+    def item(nodeid: str, group: str | None = None):
+        marker = SimpleNamespace(args=(group,)) if group else None
+        return SimpleNamespace(nodeid=nodeid, get_closest_marker=lambda name, marker=marker: marker)
+
+    items = [item("tests/unit/test_a.py::t"), item("tests/cli/test_b.py::t"), item("tests/integration/test_c.py::t1"),
+             item("tests/unit/test_d.py::t", "timing"), item("tests/integration/test_c.py::t2"),
+             item("tests/cli/test_e.py::t", "postgresql")]
+    assert [i.nodeid for i in long_first(items)] == [
+        "tests/unit/test_d.py::t", "tests/cli/test_e.py::t", "tests/integration/test_c.py::t1",
+        "tests/integration/test_c.py::t2", "tests/cli/test_b.py::t", "tests/unit/test_a.py::t"]
