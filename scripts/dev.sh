@@ -35,12 +35,17 @@ if ! "$py" -c "import torch" >/dev/null 2>&1; then
   fi
 fi
 
-# Reinstall the package only when its declared dependencies change (or torch comes with it).
+# Reinstall the package only when its declared dependencies change (or torch comes with it). pip is told
+# not to compile every module it installs (torch alone has thousands, a third of the install's time);
+# one import of what a run loads then compiles those, and bytecode is written even where the
+# environment says not to (PYTHONDONTWRITEBYTECODE), so no later process compiles torch again.
 stamp="$venv/.nccl-bench-installed"
 want="$(sha256sum pyproject.toml | cut -d' ' -f1)"
 if [ -n "$torch_spec" ] || [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   echo "dev.sh: installing ${torch_spec:+$torch_spec and }nccl-bench (editable) with its test and plot extras into $venv" >&2
-  "$py" "${pip_quiet[@]}" ${torch_spec:+"$torch_spec"} -e ".[test,plot]"
+  "$py" "${pip_quiet[@]}" --no-compile ${torch_spec:+"$torch_spec"} -e ".[test,plot]"
+  env -u PYTHONDONTWRITEBYTECODE "$py" -c "import torch, torch.distributed, torch.distributed.run, matplotlib.pyplot, \
+nccl_bench.cli.entry, nccl_bench.sweep.sweep_body, nccl_bench.doctor.doctor_body, nccl_bench.replay.replay_body"
   echo "$want" > "$stamp"
 fi
 

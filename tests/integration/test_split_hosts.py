@@ -19,7 +19,7 @@ from nccl_bench.results.run_folder import read_meta
 from tests.helpers.launch import REPO, worker_env
 from tests.helpers.simhosts import hosts_for_test, run_on_hosts
 
-pytestmark = [pytest.mark.integration, pytest.mark.alone]
+pytestmark = pytest.mark.integration  # the two tests that judge bandwidth run alone
 
 SHAPED_RATE = "50mbit"  # ~0.006 GB/s: far below an unshaped veth pair, even on a loaded machine
 MASTER_PORT = "29591"
@@ -63,6 +63,7 @@ def _slow_group(rows, log: str, fast: str, slow: str, size: int) -> None:
     assert f"#   all_reduce in 1M: {slow} at" in log
 
 
+@pytest.mark.alone
 def test_the_group_holding_a_shaped_host_is_the_slow_one(hosts, tmp_path):
     hosts.shape_host(2, SHAPED_RATE)
     rows, log = _sweep(hosts, tmp_path, "div:2", ranks_per_host=1)
@@ -73,6 +74,7 @@ def test_the_group_holding_a_shaped_host_is_the_slow_one(hosts, tmp_path):
     assert "# set-up (slowest rank): process group " in log and ", split groups " in log
 
 
+@pytest.mark.alone
 def test_a_shaped_second_interface_makes_rail_1_the_slow_group(railed_hosts, tmp_path):
     railed_hosts.shape_host(2, SHAPED_RATE, rail=1)  # node003's second NIC
     rows, log = _sweep(railed_hosts, tmp_path, "rail", ranks_per_host=2)
