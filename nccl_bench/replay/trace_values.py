@@ -8,12 +8,9 @@ import functools
 import json
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from nccl_bench.replay.trace_vocabulary import dtype_of, is_nccl_kernel
-
-if TYPE_CHECKING:
-    from nccl_bench.replay.trace_reader import CollectiveCall
 
 ANNOTATION_PREFIXES = ("nccl:", "gloo:")  # torch's annotations around an NCCL or gloo collective's Work
 
@@ -135,7 +132,16 @@ def process_groups_of(config: Any) -> tuple[ProcessGroupInfo, ...]:
     return tuple(groups)
 
 
-def check_call(call: CollectiveCall, world_size: int | None) -> None:
+class CallFacts(Protocol):
+    """What check_call reads of a collective call (trace_reader.CollectiveCall has these fields)."""
+
+    op: str
+    size_bytes: int | None
+    group_size: int | None
+    group_ranks: tuple[int, ...] | None
+
+
+def check_call(call: CallFacts, world_size: int | None) -> None:
     """A call's group within the world, and its size within what a tensor holds."""
     if call.group_ranks and min(call.group_ranks) < 0:
         raise Impossible(f"the group of {call.op} holds rank {min(call.group_ranks)}")
