@@ -120,6 +120,7 @@ class _SignalWatch:
 
         self._read, self._write = os.pipe()
         os.set_blocking(self._write, False)
+        self._base, self._seen = _signals.handled, 0  # handlers run before this watch, stop signals read by it
         self._previous = signal.set_wakeup_fd(self._write, warn_on_full_buffer=False)
         threading.Thread(target=self._watch, name="nccl-bench-signals", daemon=True).start()
         return self
@@ -137,19 +138,24 @@ class _SignalWatch:
             while data := os.read(self._read, 64):
                 for signum in data:
                     if signum in STOP_SIGNALS:
-                        self._wait_for_handler(signal.Signals(signum).name, _signals.handled)
+                        self._seen += 1
+                        self._wait_for_handler(signal.Signals(signum).name, self._base + self._seen,
+                                               _signals.on_unanswered)
         with contextlib.suppress(OSError):
             os.close(self._read)
 
     @staticmethod
-    def _wait_for_handler(name: str, handled: int) -> None:
+    def _wait_for_handler(name: str, needed: int, callback: Callable[[str], None] | None) -> None:
+        """callback(name) unless the handlers run since the watch began reach `needed` (one per stop signal
+        read) within UNANSWERED_SIGNAL_S. Counted, not compared with the count as the byte was read: the
+        main thread often runs the handler before this thread reads the byte. The callback is the one set
+        as the signal came, not one a later step (or, in one process, a later run) sets meanwhile."""
         deadline = time.monotonic() + UNANSWERED_SIGNAL_S
         while time.monotonic() < deadline:
-            if _signals.handled > handled:
+            if _signals.handled >= needed:
                 return
             time.sleep(0.05)
-        callback = _signals.on_unanswered
-        if callback is not None and _signals.handled == handled:
+        if callback is not None and _signals.handled < needed:
             callback(name)
 
 

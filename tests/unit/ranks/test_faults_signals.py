@@ -142,3 +142,18 @@ def test_stall_blame_report_survives_a_sigterm_after_the_ending():
 
     result = subprocess.run([sys.executable, "-c", ENDING_THEN_SIGTERM], capture_output=True, text=True, timeout=60)
     assert (result.returncode, result.stderr) == (3, "nccl-bench: error: rank 1 does not answer\n")
+
+
+def test_a_signal_handled_before_the_watcher_reads_it_is_never_called_unanswered(monkeypatch):
+    """The main thread runs the handler at its next bytecode, often before the watcher thread reads the
+    signal's byte: that signal was answered, and neither the callback set as it came nor one set later
+    (a later step, or a later run in one process) is called."""
+    monkeypatch.setattr(faults, "UNANSWERED_SIGNAL_S", 0.3)
+    called = []
+    with faults.unanswered_signals(lambda name: called.append(("first", name))):
+        with pytest.raises(faults.Interrupted), faults.signals_raise_interrupted():
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(5)  # the handler raises before this ends
+    with faults.unanswered_signals(lambda name: called.append(("later", name))):
+        time.sleep(0.8)  # past the watcher's wait
+    assert called == []
