@@ -26,7 +26,7 @@ sys.path.insert(0, str(REPO))
 
 from nccl_bench.results.csv_reader import read_rows  # noqa: E402
 from tests.helpers.processes import busy_loops  # noqa: E402
-from tests.helpers.simhosts import run_on_hosts, simulated_hosts  # noqa: E402
+from tests.helpers.simhosts import run_on_hosts, simulated_hosts, slurm_task_env  # noqa: E402
 
 MASTER_PORT = "29594"
 
@@ -54,9 +54,7 @@ def _local(options, out: Path, fault: str | None) -> None:
 def _on_hosts(hosts, options, out: Path, fault: str | None) -> None:
     launches = []
     for host in range(options.hosts):
-        env = _env(fault, {"GLOO_SOCKET_IFNAME": "eth0", "MASTER_ADDR": hosts.hostnames[0],
-                           "MASTER_PORT": MASTER_PORT, "SLURM_PROCID": str(host), "SLURM_NTASKS": str(options.hosts),
-                           "SLURM_LOCALID": "0", "SLURM_STEP_ID": "0", "SLURM_STEP_NUM_NODES": str(options.hosts)})
+        env = _env(fault, slurm_task_env(hosts, host, MASTER_PORT))
         launches.append((host, _sweep_argv(options, out), env))
     codes, logs = run_on_hosts(hosts, hosts.hosts_file(out.parent), launches, REPO, timeout_s=600)
     if any(codes):

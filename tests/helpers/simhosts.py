@@ -270,3 +270,12 @@ def run_on_hosts(hosts: Hosts, hosts_file: Path, launches: list[tuple[int, list[
             if proc.poll() is None:
                 proc.kill()
     return [proc.returncode for proc in procs], logs
+
+
+def slurm_task_env(hosts: Hosts, host: int, master_port: str) -> dict[str, str]:
+    """What Slurm's srun gives the one task on `host` of a step with one task per simulated host, and
+    where rank 0's rendezvous is: gloo on the host's own interface."""
+    count = len(hosts.hostnames)
+    return {"GLOO_SOCKET_IFNAME": "eth0", "MASTER_ADDR": hosts.hostnames[0], "MASTER_PORT": master_port,
+            "SLURM_PROCID": str(host), "SLURM_NTASKS": str(count), "SLURM_LOCALID": "0", "SLURM_STEP_ID": "0",
+            "SLURM_STEP_NUM_NODES": str(count)}

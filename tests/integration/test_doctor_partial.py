@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from tests.helpers.launch import REPO, worker_env
-from tests.helpers.simhosts import hosts_for_test, run_on_hosts
+from tests.helpers.simhosts import hosts_for_test, run_on_hosts, slurm_task_env
 
 HOSTS = 4
 MASTER_PORT = "29591"
@@ -27,10 +27,7 @@ def test_a_doctor_that_fails_after_some_rounds_keeps_their_verdicts(hosts, tmp_p
     out = tmp_path / "run"
     launches = []
     for host in range(HOSTS):
-        env = worker_env({"GLOO_SOCKET_IFNAME": "eth0", "MASTER_ADDR": hosts.hostnames[0], "MASTER_PORT": MASTER_PORT,
-                          "SLURM_PROCID": str(host), "SLURM_NTASKS": str(HOSTS), "SLURM_LOCALID": "0",
-                          "SLURM_STEP_ID": "0", "SLURM_STEP_NUM_NODES": str(HOSTS),
-                          "NCCL_BENCH_FAULT": "crash:2:2"})
+        env = worker_env({**slurm_task_env(hosts, host, MASTER_PORT), "NCCL_BENCH_FAULT": "crash:2:2"})
         argv = [sys.executable, "-m", "nccl_bench", "doctor", "--size", "64K", "--timeout", "30",
                 "--tolerance", "99%", "--out", str(out)]
         launches.append((host, argv, env))

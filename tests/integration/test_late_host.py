@@ -11,7 +11,7 @@ import pytest
 
 from nccl_bench.results.csv_reader import read_rows
 from tests.helpers.launch import REPO, worker_env
-from tests.helpers.simhosts import hosts_for_test, run_on_hosts
+from tests.helpers.simhosts import hosts_for_test, run_on_hosts, slurm_task_env
 
 pytestmark = pytest.mark.integration
 
@@ -28,10 +28,7 @@ def test_a_late_host_is_named_by_its_host_name(hosts, tmp_path):
     out = tmp_path / "run"
     launches = []
     for host in range(HOSTS):
-        env = worker_env({"GLOO_SOCKET_IFNAME": "eth0", "MASTER_ADDR": hosts.hostnames[0], "MASTER_PORT": MASTER_PORT,
-                          "SLURM_PROCID": str(host), "SLURM_NTASKS": str(HOSTS), "SLURM_LOCALID": "0",
-                          "SLURM_STEP_ID": "0", "SLURM_STEP_NUM_NODES": str(HOSTS),
-                          "NCCL_BENCH_FAULT": "late:2:20000"})
+        env = worker_env({**slurm_task_env(hosts, host, MASTER_PORT), "NCCL_BENCH_FAULT": "late:2:20000"})
         argv = [sys.executable, "-m", "nccl_bench", "sweep", "--op", "all_reduce", "--sizes", "1K,64K", "--iters",
                 "10", "-w", "2", "--trials", "2", "--timeout", "60", "--no-history", "--out", str(out)]
         launches.append((host, argv, env))
