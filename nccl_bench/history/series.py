@@ -88,9 +88,17 @@ def summaries(store, asked: Asked, aggregates: bool = False) -> Iterator[SeriesS
 
 
 def _aggregates(store, op: str | None) -> dict[str, tuple[int, float, float]]:
-    return {series: (int(runs), float(low), float(high))
-            for series, *rest in store.series_aggregates(op)
-            for runs, low, high in [rest[len(SERIES_COLUMNS):]]}
+    """Each series' runs and the lowest and highest of the figure it is judged on (judged_figure): its
+    busbw, or for a series whose busbw is 0 by definition its algbw, lowest at the slowest run."""
+    found = {}
+    for series, *rest in store.series_aggregates(op):
+        key = dict(zip(SERIES_COLUMNS, rest[:len(SERIES_COLUMNS)], strict=True))
+        runs, low, high, fastest, slowest = rest[len(SERIES_COLUMNS):]
+        size = int(key["size_bytes"])
+        if figure_name(key) == "algbw" and fastest and slowest:
+            low, high = judged_figure(0.0, slowest, size), judged_figure(0.0, fastest, size)
+        found[series] = (int(runs), float(low), float(high))
+    return found
 
 
 def _read(store, series: str, size_bytes: int, asked: Asked) -> tuple[list[rule.Point], list[rule.Point]]:

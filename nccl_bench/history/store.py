@@ -314,12 +314,14 @@ class Store:
         return int(row[0] or 0)
 
     def series_aggregates(self, op: str | None) -> Iterator[tuple]:
-        """Per usable series: its columns, then runs, min and max busbw; in series order."""
+        """Per usable series: its columns, then runs, min and max busbw, and min and max time (us, None
+        where no run kept one); in series order."""
         where, params = _op_filter(op)
         columns = ", ".join(f"s.{column}" for column in SERIES_COLUMNS)
         return self.rows(
-            f"SELECT a.series, {columns}, a.runs, a.low, a.high FROM (SELECT series, COUNT(*) AS runs, "
-            f"MIN(busbw_gbps) AS low, MAX(busbw_gbps) AS high FROM results WHERE usable = 1 AND {_GOOD_VALUES}"
+            f"SELECT a.series, {columns}, a.runs, a.low, a.high, a.fastest, a.slowest FROM (SELECT series, "
+            f"COUNT(*) AS runs, MIN(busbw_gbps) AS low, MAX(busbw_gbps) AS high, MIN(time_us) AS fastest, "
+            f"MAX(time_us) AS slowest FROM results WHERE usable = 1 AND {_GOOD_VALUES}"
             f"{where} GROUP BY series) AS a JOIN series AS s ON s.series = a.series ORDER BY a.series", params)
 
     def series_windows(self, op: str | None, newest: int) -> Iterator[tuple]:

@@ -2,11 +2,12 @@
 collective on this rank, in torch's own dump format.
 
 torch keeps two recorders (torch 2.13): ProcessGroupNCCL's own (`_dump_nccl_trace_json`, in builds
-with NCCL only; its ring holds TORCH_NCCL_TRACE_BUFFER_SIZE entries) and the generic one that
-ProcessGroupGloo writes to (`_dump_fr_trace_json`, TORCH_FR_BUFFER_SIZE). Both dumps carry
-`pg_status` (per group: last_enqueued_collective, last_completed_collective) and `entries` (each
-collective's group, collective_seq_id and profiling_name), which is what torch's fr_trace analyzer
-matches across ranks. A torch or a backend without one is said so, never stood in for.
+with NCCL only) and the generic one that ProcessGroupGloo writes to (`_dump_fr_trace_json`). Both rings
+hold TORCH_FR_BUFFER_SIZE entries; torch still reads the NCCL one's older name,
+TORCH_NCCL_TRACE_BUFFER_SIZE, and (2.13) warns that it is deprecated. Both dumps carry `pg_status`
+(per group: last_enqueued_collective, last_completed_collective) and `entries` (each collective's
+group, collective_seq_id and profiling_name), which is what torch's fr_trace analyzer matches across
+ranks. A torch or a backend without one is said so, never stood in for.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from nccl_bench.units.rank_positions import GroupRecord, rank_ranges
 # The world's description in a dump (torch's name for the default group's store prefix, too).
 DEFAULT_DESC = "default_pg"
 # The size of each recorder's ring (entries); 0 turns it off.
-BUFFER_ENV = {"nccl": "TORCH_NCCL_TRACE_BUFFER_SIZE", "gloo": "TORCH_FR_BUFFER_SIZE"}
+BUFFER_ENV = {"nccl": "TORCH_FR_BUFFER_SIZE (or TORCH_NCCL_TRACE_BUFFER_SIZE)", "gloo": "TORCH_FR_BUFFER_SIZE"}
 # The dump function of each backend's recorder, in torch._C._distributed_c10d, JSON first.
 DUMPS = {"nccl": ("_dump_nccl_trace_json", "_dump_nccl_trace"), "gloo": ("_dump_fr_trace_json", "_dump_fr_trace")}
 

@@ -39,8 +39,10 @@ def too_noisy_text(summary: SeriesSummary) -> str:
     """Why a series was not judged although it has runs enough: its band, and what steadies it."""
     verdict = summary.verdict
     band = 100 * (1 - verdict.threshold_gbps / verdict.median_gbps)
-    return (f"{where(summary.key)}: too noisy to judge: its runs wander so far that only a drop of more than "
-            f"{band:.0f}% would be flagged; more --trials, longer --min-sample-ms or a quieter host steady them")
+    # Rounded, a band within half a percent of the whole figure reads "more than 100%", which no drop is.
+    allowed = "no drop short of the whole figure" if band >= 99.5 else f"only a drop of more than {band:.0f}%"
+    return (f"{where(summary.key)}: too noisy to judge: its runs wander so far that {allowed} would be flagged; "
+            "more --trials, longer --min-sample-ms or a quieter host steady them")
 
 
 def age_seconds(started_utc: str, now_utc: str) -> float | None:

@@ -347,7 +347,8 @@ def summary_lines(summary) -> list[str]:
     if alone:
         lines.append(
             f"# warning: {len(alone)} in-place row(s) of one rank measure nothing (the collective has nothing to "
-            "move, and NCCL queues no GPU work for it): their time is call overhead, so no bandwidth is given"
+            "move: NCCL queues no GPU work for it, or for avg of floating-point data only a multiply by 1 of "
+            "the rank's own buffer): their time is call overhead, so no bandwidth is given"
         )
     lines += repeats.slowest_group_lines(summary.rows) + repeats.cycle_spread_lines(summary.rows)
     lines += repeats.late_lines(summary.rows)

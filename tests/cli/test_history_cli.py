@@ -56,6 +56,10 @@ def test_a_one_rank_history_is_read_by_every_reader_and_judged_on_algbw(tmp_path
     shown = json.loads(history_cli(tmp_path, store, "show", "--json").stdout)
     assert {(s["figure"], s["verdict"]) for s in shown["series"]} == {("algbw", "ok")}
     assert sorted(s["latest_busbw_gbps"] for s in shown["series"]) == pytest.approx([1.0, 10.0])
+    for series in shown["series"]:  # the range is of the judged figure too, never the busbw of 0
+        latest = series["latest_busbw_gbps"]  # the last run ran at speed 1.0, the others at 0.99 and 1.01
+        assert (series["min_busbw_gbps"], series["max_busbw_gbps"]) == pytest.approx((0.99 * latest, 1.01 * latest),
+                                                                                      rel=1e-3)
     half = one_rank_run(tmp_path / "half", 5, 0.5)
     assert history_cli(tmp_path, store, "add", str(half)).returncode == 0
     checked = history_cli(tmp_path, store, "check")

@@ -172,8 +172,9 @@ def test_one_rank_in_place_rows_are_flagged_without_bandwidth(tmp_path):
         assert (rows[key].algbw_gbps, rows[key].busbw_gbps) == (None, None) and rows[key].time_us > 0
     copied = rows["all_gather", "out_of_place"]
     assert "one_rank_in_place" not in copied.flags and copied.algbw_gbps > 0
-    assert ("# warning: 2 in-place row(s) of one rank measure nothing (the collective has nothing to move, and "
-            "NCCL queues no GPU work for it): their time is call overhead, so no bandwidth is given") in result.stdout
+    assert ("# warning: 2 in-place row(s) of one rank measure nothing (the collective has nothing to move: NCCL "
+            "queues no GPU work for it, or for avg of floating-point data only a multiply by 1 of the rank's own "
+            "buffer): their time is call overhead, so no bandwidth is given") in result.stdout
 
 
 def test_gloos_smallest_sizes_are_flagged_call_bound_and_its_large_ones_not(tmp_path):

@@ -26,6 +26,18 @@ def test_a_real_capture_gives_versions_and_a_healthy_gpu():
     assert gpu.clock_reasons == () and gpu.idle  # Idle is active in the capture, and says nothing of health
 
 
+def test_an_h200_capture_gives_the_facts_the_doctor_read_on_that_machine():
+    """The H200 the doctor's --config-only ran on (2026-11-28) gave driver 580.159.04, 143771 MiB, ECC
+    enabled, PCIe Gen5 x16 and no clock event reason but Idle; its capture must read the same."""
+    facts = parse_query_facts((SMI / "h200_vm" / "query.txt").read_text())
+    assert (facts.driver, facts.cuda) == ("580.159.04", "13.0")
+    (gpu,) = facts.gpus
+    assert (gpu.name, gpu.memory_mib, gpu.ecc_mode, gpu.ecc_volatile_uncorrectable) == (
+        "NVIDIA H200", 143771, "Enabled", 0)
+    assert (gpu.pcie_gen_max, gpu.pcie_gen_current, gpu.pcie_width_max, gpu.pcie_width_current) == (5, 5, 16, 16)
+    assert gpu.clock_reasons == () and gpu.idle
+
+
 def test_volatile_uncorrectable_counts_add_up_and_aggregate_ones_do_not():
     damaged = VM_QUERY.replace("            DRAM Uncorrectable                         : 0\n        Aggregate",
                                "            DRAM Uncorrectable                         : 2\n        Aggregate")

@@ -157,13 +157,17 @@ def capture_from_smoke_dump(dump: dict, constants: dict) -> dict:
     return {"constants": constants, "system": {"nvmlDeviceGetCount": {"value": len(gpus)}}, "gpus": gpus}
 
 
-def test_the_smoke_s_dump_of_another_h100_vm_reads_as_the_probe_s_capture(monkeypatch, capture):
-    dump = json.loads(SMOKE_DUMP.read_text())
+@pytest.mark.parametrize("dump_name, name", [
+    ("h100_sxm5_firecracker_vm.smoke_dump.json", "NVIDIA H100 80GB HBM3"),  # another H100 VM, 2026-11-26
+    ("h200_vm.smoke_dump.json", "NVIDIA H200"),  # an H200 VM, 2026-11-28: no NVLink either, the peak is PCIe
+])
+def test_the_smoke_s_dumps_of_other_vms_read_as_the_probe_s_capture(monkeypatch, capture, dump_name, name):
+    dump = json.loads(SMOKE_DUMP.with_name(dump_name).read_text())
     assert dump["errors"] == [] and dump["driver"] == "580.159.04"
     monkeypatch.setitem(sys.modules, "pynvml", fake_pynvml(capture_from_smoke_dump(dump, capture["constants"])))
     (gpu,), reason = nvml.probe_nvml()
     assert reason is None
-    assert gpu == nvml.NvmlGpu(index=0, name="NVIDIA H100 80GB HBM3", link_states=(), nvlink_gen=None,
+    assert gpu == nvml.NvmlGpu(index=0, name=name, link_states=(), nvlink_gen=None,
                                link_reported_gbps=None, pcie_gen_max=5, pcie_gen_current=5,
                                pcie_width_max=16, pcie_width_current=16)
     peak, warnings = peak_from_limits(detect_limits(sysfs_root="/nonexistent", proc_root="/nonexistent",

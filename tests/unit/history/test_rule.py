@@ -199,3 +199,18 @@ def test_rows_replayed_from_a_trace_join_no_series():
     replayed = row(busbw_gbps=1.0, source="trace:job.json")
     values = series_values([measured, replayed], "cpu@vm")
     assert [value.busbw_gbps for value in values] == [10.0]
+
+
+@pytest.mark.parametrize("threshold,said", [(0.6, "only a drop of more than 40% would be flagged"),
+                                            (0.004, "no drop short of the whole figure would be flagged")])
+def test_a_too_noisy_line_never_names_a_drop_of_more_than_the_whole_figure(threshold, said):
+    """A band within half a percent of 100% rounds to "more than 100%", a drop no run can show."""
+    from nccl_bench.history.series import SeriesSummary
+    from nccl_bench.render.history_text import too_noisy_text
+
+    key = {"op": "all_gather", "placement": "out_of_place", "size_bytes": 1024, "dtype": "float32", "system": "gpu",
+           "variant": "", "world_size": 1, "nodes": 1, "backend": "nccl"}
+    points = _points(1.0, 0.5, 1.5, 1.0)
+    verdict = rule.Verdict(rule.TOO_NOISY, points[-1], 1.0, threshold)
+    line = too_noisy_text(SeriesSummary(key, 4, 0.5, 1.5, tuple(points), (verdict,)))
+    assert said in line and "100%" not in line
