@@ -96,11 +96,11 @@ def test_a_split_groups_row_counts_only_its_groups_hosts_and_a_skipped_row_none(
     assert host_rows(rows, ["a", "a", "b", "b"]) == (HostRows("a", 2, ()), HostRows("b", 2, (5.0,)))
 
 
-def test_a_store_of_schema_2_is_migrated_and_keeps_its_runs(tmp_path):
+def test_a_store_of_schema_2_is_migrated_and_keeps_its_runs(store_url, tmp_path):
     """A store written before the rows' hosts were kept: its runs stay, and count no rows for any host."""
     from nccl_bench.history.store_schema import MIGRATIONS
 
-    address = parse_address(str(tmp_path / "old.sqlite"))
+    address = parse_address(store_url)
     with open_store(address) as store:
         assert _add(store, doctor_run(tmp_path / "d1", 1, suspects=[("node", ["c"])]))
         for table in ("row_hosts", "late_rows"):  # as schema 2 left it
