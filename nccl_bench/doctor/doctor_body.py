@@ -166,8 +166,9 @@ class _Doctor:
     def close(self, status: str) -> dict[str, Any]:
         self.report.status = status
         self.report.wall_s = time.monotonic() - self.started_wall
+        # Once the configuration phase has its facts, its verdict stands whatever ends the run after it.
         if self.report.judgement is None and status != "complete" and self.header is not None and (
-                self.intra or self.pairs):
+                self.intra or self.pairs or self.config_hosts):
             self.report.judgement = self._judged_so_far(status)
         if self.writer is not None:
             self.writer.close()
@@ -414,9 +415,10 @@ class _Doctor:
         those results, with where it stopped. A low result measured once names nobody (never re-tested)."""
         judgement = self._judge()
         results = sum(map(len, self.pairs.values())) + sum(map(len, self.intra.values()))
-        judgement.notes.insert(0, f"the run {status} during {self.where}: these verdicts come from the {results} "
-                                  "result(s) measured before it; a low result measured once names nobody, since "
-                                  "it was never re-tested")
+        facts = "the configuration phase's facts and " if self.config_hosts else ""
+        judgement.notes.insert(0, f"the run {status} during {self.where}: these verdicts come from {facts}the "
+                                  f"{results} result(s) measured before it; a low result measured once names nobody, "
+                                  "since it was never re-tested")
         return judgement
 
     def _judge_with_retests(self) -> verdicts.Judgement:

@@ -20,8 +20,9 @@ from typing import Any
 
 from nccl_bench.errors import UserInputError
 from nccl_bench.history.store_schema import series_id
+from nccl_bench.ranks.split import hosts_of_group
 from nccl_bench.results.run_folder import DOCTOR_JSON, META_JSON, RESULTS_CSV, read_meta
-from nccl_bench.results.schema import STATUS_OK, ResultRow, row_to_record
+from nccl_bench.results.schema import STATUS_OK, STATUS_UNSUPPORTED, ResultRow, row_to_record
 from nccl_bench.results.whole_file import read_json_or_none
 from nccl_bench.units import hostlist
 from nccl_bench.units.stats import median
@@ -52,6 +53,16 @@ class HostRecord:
 
 
 @dataclass(frozen=True)
+class HostRows:
+    """A host of a run's measured rows: how many it took part in, and how late it arrived in each that
+    named it the late host (late_us; None where the row did not say by how much)."""
+
+    host: str
+    rows: int
+    late_us: tuple[float | None, ...]
+
+
+@dataclass(frozen=True)
 class RunRecord:
     run_id: str
     kind: str  # SWEEP, DOCTOR, REPLAY or IMPORTED (no meta.json: a bare CSV, an nccl-tests log)
@@ -66,6 +77,7 @@ class RunRecord:
     meta: dict[str, Any]
     values: tuple[SeriesValue, ...]
     hosts: tuple[HostRecord, ...]
+    row_hosts: tuple[HostRows, ...] = ()  # who took part in the rows and who was late: none without meta.json's hosts
 
     @property
     def usable(self) -> bool:
@@ -111,7 +123,25 @@ def _sweep_record(path: Path, meta: dict[str, Any] | None, rows: list[ResultRow]
         started_utc=str(meta.get("started_utc") or started) if meta else started, source=str(path),
         system=system, backend=first.backend, world_size=first.world_size, nodes=first.nodes, verdict="",
         meta=meta or {}, values=tuple(series_values(rows, system)), hosts=(),
+        row_hosts=host_rows(rows, [str(h) for h in (meta or {}).get("hostnames") or []]),
     )
+
+
+def host_rows(rows: list[ResultRow], hostnames: list[str]) -> tuple[HostRows, ...]:
+    """Per host of the ranks (`hostnames`, index = rank), the measured rows it took part in (a --split
+    group's row: its group's hosts) and the lateness of each row that named it late. A host is late in a row
+    when every sample had it arrive after the others (units/arrivals.late_rank): a host late row after row
+    and run after run holds its collectives back."""
+    taken: dict[str, int] = defaultdict(int)
+    late: dict[str, list[float | None]] = defaultdict(list)
+    for row in rows:
+        if row.status == STATUS_UNSUPPORTED:
+            continue
+        for host in hosts_of_group(row.group, hostnames) if row.group else dict.fromkeys(hostnames):
+            taken[host] += 1
+        if row.late_host:
+            late[row.late_host].append(row.late_us)
+    return tuple(HostRows(host, taken.get(host, 0), tuple(late.get(host, ()))) for host in sorted({*taken, *late}))
 
 
 def _kind(meta: dict[str, Any] | None) -> str:

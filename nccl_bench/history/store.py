@@ -272,6 +272,7 @@ class Store:
                 return False
             self._add_values(run)
             self._add_hosts(run)
+            self._add_row_hosts(run)
         return True
 
     def _add_values(self, run: RunRecord) -> None:
@@ -288,12 +289,24 @@ class Store:
     def _add_hosts(self, run: RunRecord) -> None:
         kinds: dict[str, set[str]] = {}
         for host in run.hosts:  # node1, Node1 and node1. are one host
-            kinds.setdefault(host.host.lower().rstrip("."), set()).update(host.kinds)
+            kinds.setdefault(_dns_name(host.host), set()).update(host.kinds)
         for host, found in kinds.items():
             self.execute("INSERT INTO doctor_hosts (run_id, host, started_utc, flagged) VALUES (?, ?, ?, ?)",
                          (run.run_id, host, run.started_utc, int(bool(found))))
             for kind in sorted(found):
                 self.execute("INSERT INTO doctor_flags (run_id, host, kind) VALUES (?, ?, ?)", (run.run_id, host, kind))
+
+    def _add_row_hosts(self, run: RunRecord) -> None:
+        taken: dict[str, int] = {}
+        late: list[tuple[str, float | None]] = []
+        for host in run.row_hosts:  # node1, Node1 and node1. are one host
+            name = _dns_name(host.host)
+            taken[name] = taken.get(name, 0) + host.rows
+            late.extend((name, value) for value in host.late_us)
+        self.executemany("INSERT INTO row_hosts (run_id, host, started_utc, row_count) VALUES (?, ?, ?, ?)",
+                         [(run.run_id, host, run.started_utc, rows) for host, rows in taken.items()])
+        self.executemany("INSERT INTO late_rows (run_id, host, row_index, late_us) VALUES (?, ?, ?, ?)",
+                         [(run.run_id, host, index, value) for index, (host, value) in enumerate(late)])
 
     # -- reading -------------------------------------------------------------------------------
     def run_count(self) -> int:
@@ -338,6 +351,18 @@ class Store:
         return self.rows(
             f"SELECT {_HOST} AS name, COUNT(*), SUM(flagged), MAX(CASE WHEN flagged = 1 THEN started_utc END) "
             f"FROM doctor_hosts GROUP BY {_HOST} ORDER BY name")
+
+    def host_rows(self) -> Iterator[tuple]:
+        """(host, rows taken part in, rows that named it late) per host of the runs' rows."""
+        return self.rows(
+            f"SELECT t.name, t.taken, COALESCE(l.late, 0) FROM (SELECT {_HOST} AS name, SUM(row_count) AS taken FROM "
+            f"row_hosts GROUP BY {_HOST}) AS t LEFT JOIN (SELECT {_HOST} AS name, COUNT(*) AS late FROM late_rows "
+            f"GROUP BY {_HOST}) AS l ON l.name = t.name ORDER BY t.name")
+
+    def late_values(self) -> Iterator[tuple]:
+        """(host, late_us) of every row that named a host late and said by how much, host by host."""
+        return self.rows(f"SELECT {_HOST} AS name, late_us FROM late_rows WHERE late_us IS NOT NULL AND late_us >= 0 "
+                         f"AND late_us <= {MAX_TIME_US:.0f} ORDER BY name")
 
     def host_kinds(self) -> Iterator[tuple]:
         """(host, kind, times) for every kind of suspect each host was."""
@@ -426,6 +451,11 @@ class Store:
                                       (name, run_id, started_utc, clean_text(reason), accepted))
                 added += max(0, cursor.rowcount)
         return added
+
+
+def _dns_name(host: str) -> str:
+    """A host name as DNS compares it, as _HOST reads it back."""
+    return host.lower().rstrip(".")
 
 
 def _op_filter(op: str | None) -> tuple[str, tuple]:

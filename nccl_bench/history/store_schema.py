@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 # (op, placement, size, dtype, world size, nodes, backend, system, --nccl-env variant): what makes two
 # numbers comparable.
@@ -55,6 +55,17 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
         "CREATE INDEX IF NOT EXISTS results_by_series_v2 ON results (series, usable, started_utc, run_id, busbw_gbps, "
         "noise)",
         "DROP INDEX IF EXISTS results_by_series",
+    ),
+    # per host of a run's rows: how many it took part in, and each row that named it late (history nodes)
+    3: (
+        """CREATE TABLE IF NOT EXISTS row_hosts (
+            run_id TEXT NOT NULL, host TEXT NOT NULL, started_utc TEXT NOT NULL, row_count INTEGER NOT NULL,
+            PRIMARY KEY (run_id, host))""",
+        "CREATE INDEX IF NOT EXISTS row_hosts_by_host ON row_hosts (host)",
+        """CREATE TABLE IF NOT EXISTS late_rows (
+            run_id TEXT NOT NULL, host TEXT NOT NULL, row_index INTEGER NOT NULL, late_us DOUBLE PRECISION,
+            PRIMARY KEY (run_id, row_index))""",
+        "CREATE INDEX IF NOT EXISTS late_rows_by_host ON late_rows (host)",
     ),
 }
 

@@ -31,6 +31,12 @@ def refuse_bad_values(run: RunRecord) -> None:
                 point = " ".join(clean_text(str(part)) for part in value.key[:4])  # op, placement, size, dtype
                 raise UserInputError(run.source, f"{what} {number!r} of {point} is not a measurement (a finite "
                                      f"number from 0 to {bound:g}); the run is not stored")
+    for host in run.row_hosts:
+        for number in host.late_us:
+            if number is not None and not (isinstance(number, (int, float)) and math.isfinite(number)
+                                           and 0 <= number <= MAX_TIME_US):
+                raise UserInputError(run.source, f"late_us {number!r} of host {clean_text(host.host)} is not a "
+                                     f"measurement (a finite number from 0 to {MAX_TIME_US:g}); the run is not stored")
 
 
 def clean_text(value: Any) -> Any:
@@ -48,8 +54,9 @@ def stored_form(run: RunRecord) -> RunRecord:
     values = tuple(replace(value, key=tuple(clean_text(part) for part in value.key)) for value in run.values)
     hosts = tuple(replace(host, host=clean_text(host.host), kinds=tuple(clean_text(kind) for kind in host.kinds))
                   for host in run.hosts)
+    row_hosts = tuple(replace(host, host=clean_text(host.host)) for host in run.row_hosts)
     return replace(run, system=clean_text(run.system), backend=clean_text(run.backend), source=clean_text(run.source),
-                   values=values, hosts=hosts)
+                   values=values, hosts=hosts, row_hosts=row_hosts)
 
 
 def clean_rows(rows: Iterator[tuple]) -> Iterator[tuple]:

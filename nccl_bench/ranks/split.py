@@ -9,6 +9,7 @@ least 2 ranks (a group of one crosses no link).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from nccl_bench.units.split_spec import Split
@@ -90,3 +91,20 @@ def check_sizes(found: list[Group], size: int, split: Split) -> None:
         raise ValueError(f"{split} gives groups of {' and '.join(map(str, sizes))} "
                          f"ranks ({listed}); the sizes were planned for groups of {size}: every host must run "
                          "as many ranks")
+
+
+def hosts_of_group(name: str, hostnames: list[str]) -> tuple[str, ...]:
+    """The hosts whose ranks made up the group called `name` (a row's `group` column) among ranks on
+    `hostnames` (index = rank), in rank order; () when no split of these ranks makes such a group. The name
+    says its split: 'node h2' and 'rail 1' by host, 'rank%8=3' mod:8, 'rank/8=1' div:8."""
+    by_number = re.fullmatch(r"rank([%/])(\d+)=\d+", name)
+    if by_number:
+        split = Split("mod" if by_number.group(1) == "%" else "div", int(by_number.group(2)))
+    else:
+        split = Split(name.partition(" ")[0]) if name.partition(" ")[0] in ("node", "rail") else None
+    if split is None or split.number == 0:
+        return ()
+    for group in groups(split, hostnames):
+        if group.name == name:
+            return tuple(dict.fromkeys(hostnames[rank] for rank in group.ranks))
+    return ()

@@ -21,6 +21,7 @@ from nccl_bench.history.changes import Change, differences
 from nccl_bench.history.hosts import HostSummary
 from nccl_bench.history.rule import ACCEPTED, REGRESSION, TOO_FEW, TOO_NOISY
 from nccl_bench.history.series import SeriesSummary, describe, system_label
+from nccl_bench.render.history_text import late_median_text, late_rows_text
 from nccl_bench.units.sizes import format_size
 
 WIDTH, HEIGHT, LEFT, RIGHT, TOP, BOTTOM = 620, 230, 58, 16, 14, 40
@@ -201,10 +202,12 @@ def _axes(top: float, low_t: float, high_t: float, x_of, y_of, stamps: list[str]
 
 def _hosts_table(hosts: Sequence[HostSummary]) -> str:
     if not hosts:
-        return "<h2>Hosts</h2><p>No doctor runs stored.</p>"
+        return "<h2>Hosts</h2><p>No doctor runs or rows with their hosts stored.</p>"
     rows = "".join(
         f"<tr><td class=\"l\">{_e(h.host)}</td><td>{h.runs}</td><td class=\"{'bad' if h.flagged else ''}\">"
         f"{h.flagged}</td><td class=\"l\">{_e(', '.join(f'{k} x{n}' for k, n in h.kinds.items()) or '-')}</td>"
-        f"<td class=\"l\">{_e(h.last_flagged_utc or '-')}</td></tr>" for h in hosts)
-    return ("<h2>Hosts (doctor)</h2><table><tr><th class=\"l\">host</th><th>runs</th><th>flagged</th>"
-            f"<th class=\"l\">kinds</th><th class=\"l\">last flagged (UTC)</th></tr>{rows}</table>")
+        f"<td class=\"l\">{_e(h.last_flagged_utc or '-')}</td><td class=\"{'bad' if h.late_rows else ''}\">"
+        f"{late_rows_text(h)}</td><td>{late_median_text(h)}</td></tr>" for h in hosts)
+    return ("<h2>Hosts (doctor, late rows)</h2><table><tr><th class=\"l\">host</th><th>runs</th><th>flagged</th>"
+            "<th class=\"l\">kinds</th><th class=\"l\">last flagged (UTC)</th><th>late rows</th>"
+            f"<th>late median (us)</th></tr>{rows}</table>")

@@ -214,15 +214,25 @@ def diff_json(runs, rows, changed: Sequence[Change]) -> str:
 
 
 NODES_COLUMNS = (Column("host", align="left"), Column("runs"), Column("flagged"), Column("kinds", align="left"),
-                 Column("last flagged (UTC)", align="left", priority=1))
+                 Column("last flagged (UTC)", align="left", priority=1), Column("late rows"),
+                 Column("late median (us)"))
 
 
 def nodes_lines(hosts: Sequence[HostSummary], width: int | None) -> list:
     if not hosts:
-        return ["no doctor runs in the store yet"]
+        return ["no doctor runs or rows with their hosts in the store yet"]
     rows = [[h.host, str(h.runs), str(h.flagged), ", ".join(f"{k} x{n}" for k, n in h.kinds.items()) or "-",
-             h.last_flagged_utc or "-"] for h in hosts]
+             h.last_flagged_utc or "-", late_rows_text(h), late_median_text(h)] for h in hosts]
     return render_lines(NODES_COLUMNS, rows, width)
+
+
+def late_rows_text(host: HostSummary) -> str:
+    """'2/14': rows that named the host late, of the rows it took part in; '-' where it took part in none."""
+    return f"{host.late_rows}/{host.rows}" if host.rows or host.late_rows else "-"
+
+
+def late_median_text(host: HostSummary) -> str:
+    return "-" if host.late_median_us is None else f"{host.late_median_us:.1f}"
 
 
 def nodes_json(hosts: Sequence[HostSummary]) -> str:
@@ -231,4 +241,5 @@ def nodes_json(hosts: Sequence[HostSummary]) -> str:
 
 def _host_json(host: HostSummary) -> dict[str, Any]:
     return {"host": host.host, "runs": host.runs, "flagged": host.flagged, "kinds": host.kinds,
-            "last_flagged_utc": host.last_flagged_utc}
+            "last_flagged_utc": host.last_flagged_utc, "rows": host.rows, "late_rows": host.late_rows,
+            "late_median_us": host.late_median_us}

@@ -16,7 +16,7 @@ from nccl_bench.history.address import parse_address
 from nccl_bench.history.records import read_record
 from nccl_bench.render import history_page
 from tests.helpers.forked_cli import run_forked
-from tests.helpers.history_runs import doctor_run, one_rank_run, sweep_run
+from tests.helpers.history_runs import doctor_run, late_host_run, one_rank_run, sweep_run
 from tests.helpers.history_stores import history_cli
 from tests.helpers.launch import worker_env
 
@@ -94,8 +94,26 @@ def test_show_and_nodes_print_tables(tmp_path):
     shown = history_cli(tmp_path, store, "show", "--op", "all_reduce")
     assert shown.returncode == 0 and "too few runs" in shown.stdout and "cpu@vm" in shown.stdout
     nodes = json.loads(history_cli(tmp_path, store, "nodes", "--json").stdout)
-    assert nodes == {"hosts": [{"host": h, "runs": 1, "flagged": 0, "kinds": {}, "last_flagged_utc": None}
-                               for h in "abc"]}
+    assert nodes == {"hosts": [{"host": h, "runs": 1, "flagged": 0, "kinds": {}, "last_flagged_utc": None,
+                                "rows": 0, "late_rows": 0, "late_median_us": None} for h in "abc"]
+                     + [{"host": "vm", "runs": 0, "flagged": 0, "kinds": {}, "last_flagged_utc": None, "rows": 2,
+                         "late_rows": 0, "late_median_us": None}]}
+
+
+def test_nodes_counts_each_hosts_late_rows(tmp_path):
+    """Three sweeps of nodea, nodeb and nodec; nodeb named late in two of them (both rows of the first, at 200
+    and 300 us, one of the second at 250 us): 3 of its 6 rows, median 250 us; nobody else late."""
+    store = str(tmp_path / "h.sqlite")
+    runs = [late_host_run(tmp_path / f"r{day}", day, late) for day, late in ((1, (200, 300)), (2, (250,)), (3, ()))]
+    assert history_cli(tmp_path, store, "add", *map(str, runs)).returncode == 0
+    shown = history_cli(tmp_path, store, "nodes")
+    assert shown.returncode == 0, shown.stderr
+    table = {line.split()[0]: line.split()[-2:] for line in shown.stdout.splitlines()[1:]}
+    assert shown.stdout.splitlines()[0].split()[-5:] == ["late", "rows", "late", "median", "(us)"]
+    assert table == {"nodea": ["0/6", "-"], "nodeb": ["3/6", "250.0"], "nodec": ["0/6", "-"]}
+    hosts = json.loads(history_cli(tmp_path, store, "nodes", "--json").stdout)["hosts"]
+    assert [(h["host"], h["rows"], h["late_rows"], h["late_median_us"]) for h in hosts] == [
+        ("nodea", 6, 0, None), ("nodeb", 6, 3, 250.0), ("nodec", 6, 0, None)]
 
 
 def test_seven_concurrent_adds_into_a_new_store_keep_all_seven(store_url, tmp_path):
@@ -169,7 +187,7 @@ def test_a_newer_store_is_refused_in_one_line(tmp_path):
     done = history_cli(tmp_path, store, "show")
     assert done.returncode == 2
     assert done.stderr == (f"nccl-bench: error: --history: {store} was written by a newer nccl-bench (store schema 7; "
-                           "this one reads up to 2): upgrade nccl-bench\n")
+                           "this one reads up to 3): upgrade nccl-bench\n")
 
 
 

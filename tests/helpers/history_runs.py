@@ -53,3 +53,18 @@ def doctor_run(folder: Path, day: int, hosts=("a", "b", "c"), suspects=()) -> Pa
     (folder / DOCTOR_JSON).write_text(json.dumps(doctor))
     write_meta(folder, {**sweep_meta(f"2026-02-{day:02d}T00:00:00+00:00", hosts=hosts), "command": "doctor"})
     return folder
+
+
+LATE_HOSTS = ("nodea", "nodeb", "nodec")
+
+
+def late_host_run(folder: Path, day: int, late_us=()) -> Path:
+    """A sweep of one rank on each of LATE_HOSTS at 64K and 1M; the first len(late_us) rows name nodeb the
+    late host, each as late as its entry of `late_us` (microseconds), as sweep/rows.py writes a late row."""
+    rows = [row(size_bytes=size, world_size=len(LATE_HOSTS), nodes=len(LATE_HOSTS),
+                **({"late_rank": 1, "late_host": "nodeb", "late_us": late_us[i], "flags": "late"}
+                   if i < len(late_us) else {}))
+            for i, size in enumerate(SIZES)]
+    write_run(folder, rows)
+    write_meta(folder, sweep_meta(f"2026-04-{day:02d}T00:00:00+00:00", hosts=LATE_HOSTS))
+    return folder

@@ -8,6 +8,7 @@ leads nowhere must say so in one line, without torch's C++ stack frames or an em
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -19,7 +20,8 @@ import pytest
 
 from nccl_bench.errors import EXIT_RUN_FAILED
 from nccl_bench.results.csv_reader import read_rows
-from nccl_bench.results.run_folder import read_meta
+from nccl_bench.results.run_folder import DOCTOR_JSON, read_meta
+from tests.helpers.fake_smi import hanging_smi_env
 from tests.helpers.launch import run_cli, worker_env
 from tests.helpers.ports import free_port
 from tests.helpers.processes import wait_for
@@ -91,6 +93,49 @@ def test_an_interrupted_doctor_says_one_line_too(tmp_path):
     assert code == 130, (tmp_path / "stderr.txt").read_text()[-3000:]
     assert _errors(tmp_path) == [f"{ERROR}interrupted by SIGINT; what was measured so far is kept in {out}"]
     assert read_meta(out)["status"] == "interrupted"
+
+
+def _interrupt_when(proc: subprocess.Popen, ready) -> int:
+    """Once ready() holds, Ctrl-C to the command's process group; the command's exit code (killed if it hangs)."""
+    try:
+        wait_for(ready, 120, proc=proc)
+        os.killpg(proc.pid, signal.SIGINT)
+        return proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+
+
+@pytest.mark.parametrize("phases", [["--config-only"], []], ids=["config-only", "measuring"])
+def test_a_doctor_interrupted_in_its_configuration_phase_says_one_line(tmp_path, phases):
+    """Rank 0's `nvidia-smi -q` hangs (a GPU that stopped answering), so the configuration phase holds
+    until the Ctrl-C: one line, exit 130, meta.json interrupted; no host's facts were gathered, so
+    there is nothing to judge and no doctor.json."""
+    out, started = tmp_path / "run", tmp_path / "smi-started"
+    proc = _start(["doctor", *phases, "--workers", "2", "--out", str(out)], tmp_path,
+                  hanging_smi_env("-q", started))
+    code = _interrupt_when(proc, started.is_file)
+    assert code == 130, (tmp_path / "stderr.txt").read_text()[-3000:]
+    assert _errors(tmp_path) == [f"{ERROR}interrupted by SIGINT; what was measured so far is kept in {out}"]
+    assert read_meta(out)["status"] == "interrupted" and not (out / DOCTOR_JSON).exists()
+
+
+def test_a_doctor_interrupted_after_its_configuration_phase_keeps_its_config_verdict(tmp_path):
+    """A golden configuration no host matches (torch 9.9.9), and rank 0 held at the start of the first
+    measurement: the Ctrl-C lands after the configuration phase named the host, and doctor.json keeps that
+    verdict with status interrupted."""
+    out, golden = tmp_path / "run", tmp_path / "golden.json"
+    golden.write_text(json.dumps({"torch": "9.9.9"}))
+    proc = _start(["doctor", "--workers", "2", "--expect-config", str(golden), "--out", str(out)], tmp_path,
+                  {"NCCL_BENCH_FAULT": "stall:0:0"})
+    code = _interrupt_when(proc, lambda: "expected 9.9.9" in (tmp_path / "stdout.txt").read_text())
+    assert code == 130, (tmp_path / "stderr.txt").read_text()[-3000:]
+    assert _errors(tmp_path) == [f"{ERROR}interrupted by SIGINT; what was measured so far is kept in {out}"]
+    doctor = json.loads((out / DOCTOR_JSON).read_text())
+    assert (doctor["status"], read_meta(out)["status"]) == ("interrupted", "interrupted")
+    assert [suspect["kind"] for suspect in doctor["suspects"]] == ["config"]
+    assert any(note.startswith("the run interrupted during ") and "these verdicts come from the configuration "
+               "phase's facts and the 0 result(s) measured before it" in note for note in doctor["notes"])
 
 
 def test_an_interrupt_before_the_sweep_began_leaves_no_folder(tmp_path):

@@ -243,3 +243,43 @@ def test_an_expect_floor_is_absolute_and_no_contention_rule_applies():
     layout, pairs = _contended()
     result = judge(layout, {}, pairs, tolerance=0.2, expect_gbps=1.5)
     assert not result.contended and len(result.suspects) == 6
+
+
+def _one_rail_slow_everywhere(intra_low=()):
+    """8 hosts of 4 rails whose rail 0 is slow with every partner (a rail's fabric shared and busy), node2
+    slow on every rail besides; intra-node results of 100 GB/s, 10 GB/s twice for the hosts of intra_low.
+
+    The arithmetic that makes it stay low against its own typical pair. Every host is low on rail 0 with
+    all 7 partners, so the best-pair reference names all 8 (a rail suspect each, node2 a node). The typical
+    pair is the median of 112 first attempts of which 28 (rail 0) + 21 (node2's other rails) = 49 are at
+    a tenth: fewer than half, so the median is a healthy ~1.9 GB/s, its MAD a healthy pair's wobble, the
+    bar 20% below it, and rail 0 is still low everywhere: 8 of 8 named again. (With one rail and every
+    pair measured this cannot happen on a small fleet: k hosts low with all their partners put all but
+    C(n-k, 2) of the n(n-1)/2 pairs below the bar, more than half once k > n/2, and a bar below the
+    median leaves at most half the pairs below it; a rail is a quarter of the pairs here.)"""
+    layout, pairs = _fleet(8, rails=4, slow_nodes=["node2"], slow_rails=[(f"node{i}", 0) for i in range(8)])
+    intra = {host: [10.0, 10.0] if host in intra_low else [100.0, 100.0] for host, _ in layout}
+    return layout, intra, pairs
+
+
+def test_a_fleet_low_against_its_typical_pair_names_no_host_from_pairs():
+    layout, intra, pairs = _one_rail_slow_everywhere()
+    result = judge(layout, intra, pairs, tolerance=0.2)
+    assert sum(pair.low for pair in result.pairs) == 49 and len(result.pairs) == 112
+    assert result.pair_fleet.median_gbps > 1.8 and result.pair_threshold_gbps > 0.2 * 2  # rail 0 stays low
+    assert result.contended and result.verdict == "contended" and result.suspects == []
+    assert all(node.verdict == "ok" for node in result.nodes)
+    assert result.notes[0].startswith("the fabric is contended or noisy: 8 of 8 hosts measured low")
+    assert "no host stands out from that state, so none is named" in result.notes[0]
+
+
+def test_in_a_fleet_low_against_its_typical_pair_a_host_low_on_its_own_is_kept():
+    """node5 is named by its own intra-node result alone, node2 by its pairs and its intra-node result:
+    both kept (no other host's load moves an intra-node all_reduce); every rail suspect is dropped."""
+    layout, intra, pairs = _one_rail_slow_everywhere(intra_low=("node2", "node5"))
+    result = judge(layout, intra, pairs, tolerance=0.2)
+    assert result.contended and _named(result) == [("node", ("node2",), None), ("node", ("node5",), None)]
+    node2, node5 = result.suspects
+    assert node2.reason.startswith("pair busbw 0.20 GB/s with 7 of 7 partners") and "intra-node" in node2.reason
+    assert node5.reason.startswith("intra-node all_reduce busbw 10.00 GB/s")
+    assert [node.host for node in result.nodes if node.verdict == "suspect"] == ["node2", "node5"]

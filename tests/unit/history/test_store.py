@@ -9,7 +9,7 @@ from nccl_bench.history.address import parse_address
 from nccl_bench.history.hosts import host_records
 from nccl_bench.history.records import read_record, system_of
 from nccl_bench.history.store import StoreError, open_store
-from tests.helpers.history_runs import doctor_run, sweep_run
+from tests.helpers.history_runs import doctor_run, late_host_run, sweep_run
 
 
 def _add(store, folder):
@@ -61,7 +61,7 @@ def test_a_store_of_a_newer_schema_is_refused(store_url):
     address = parse_address(store_url)
     with open_store(address) as store:
         store.execute("UPDATE store_info SET value = '99' WHERE name = 'schema_version'")
-    with pytest.raises(StoreError, match=r"written by a newer nccl-bench \(store schema 99; this one reads up to 2\)"):
+    with pytest.raises(StoreError, match=r"written by a newer nccl-bench \(store schema 99; this one reads up to 3\)"):
         open_store(address)
 
 
@@ -75,6 +75,43 @@ def test_doctor_runs_give_each_host_its_record(store_url, tmp_path):
     assert hosts["c"].kinds == {"link": 1, "node": 2}
     assert hosts["c"].last_flagged_utc == "2026-02-02T00:00:00+00:00"
     assert hosts["a"].last_flagged_utc is None
+
+
+def test_each_host_counts_the_rows_that_named_it_late(store_url, tmp_path):
+    """nodeb late in both rows of the first run (200 and 300 us), in one of the second (250 us), in none of
+    the third: 3 of its 6 rows, median 250 us; the others took part in 6 rows and were late in none."""
+    with open_store(parse_address(store_url)) as store:
+        for day, late_us in ((1, (200.0, 300.0)), (2, (250.0,)), (3, ())):
+            _add(store, late_host_run(tmp_path / f"r{day}", day, late_us))
+        hosts = {h.host: (h.rows, h.late_rows, h.late_median_us) for h in host_records(store)}
+    assert hosts == {"nodea": (6, 0, None), "nodeb": (6, 3, 250.0), "nodec": (6, 0, None)}
+
+
+def test_a_split_groups_row_counts_only_its_groups_hosts_and_a_skipped_row_none():
+    from nccl_bench.history.records import HostRows, host_rows
+    from nccl_bench.results.schema import STATUS_UNSUPPORTED
+    from tests.helpers.rows import row
+
+    rows = [row(group="node a"), row(group="node b", late_host="b", late_us=5.0), row(), row(status=STATUS_UNSUPPORTED)]
+    assert host_rows(rows, ["a", "a", "b", "b"]) == (HostRows("a", 2, ()), HostRows("b", 2, (5.0,)))
+
+
+def test_a_store_of_schema_2_is_migrated_and_keeps_its_runs(store_url, tmp_path):
+    """A store written before the rows' hosts were kept: its runs stay, and count no rows for any host."""
+    from nccl_bench.history.store_schema import MIGRATIONS
+
+    address = parse_address(store_url)
+    with open_store(address) as store:
+        assert _add(store, doctor_run(tmp_path / "d1", 1, suspects=[("node", ["c"])]))
+        for table in ("row_hosts", "late_rows"):  # as schema 2 left it
+            store.execute(f"DROP TABLE {table}")
+        store.execute("UPDATE store_info SET value = '2' WHERE name = 'schema_version'")
+    with open_store(address) as store:
+        assert store.version() == max(MIGRATIONS)
+        _add(store, late_host_run(tmp_path / "r1", 1, (120.0,)))
+        hosts = {h.host: (h.runs, h.flagged, h.rows, h.late_rows) for h in host_records(store)}
+    assert hosts == {"a": (1, 0, 0, 0), "b": (1, 0, 0, 0), "c": (1, 1, 0, 0), "nodea": (0, 0, 2, 0),
+                     "nodeb": (0, 0, 2, 1), "nodec": (0, 0, 2, 0)}
 
 
 def test_an_unreachable_store_is_one_line():

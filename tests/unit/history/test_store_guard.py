@@ -73,7 +73,7 @@ def test_text_from_the_store_comes_out_with_its_control_characters_escaped(store
         store.add_run(read_record(sweep_run(tmp_path / "r", 1, hosts=(hostile, hostile)), "RUN", ""))
         hosts = sorted(h.host for h in host_records(store))
         systems = {row[8] for row in store.series_aggregates(None)}
-    assert hosts == ["b", "evil\\x1b[2j\\x0ahost\\x07"]
+    assert hosts == ["b", "evil\\x1b[2j\\x0ahost\\x07", "vm\\x1b]0;owned\\x07"]  # the doctor's hosts, then the sweep's
     assert systems == {"cpu@vm\\x1b]0;owned\\x07"}
 
 

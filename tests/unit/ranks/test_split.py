@@ -65,3 +65,11 @@ def test_a_long_list_of_ranks_is_cut_to_its_first_and_last(ranks, text):
     assert split.brief_ranks_text(ranks) == text
     assert split.ranks_text(ranks) == (text if len(ranks) <= split.BRIEF_RANKS or "-" in text
                                        else ",".join(map(str, ranks)))
+
+
+@pytest.mark.parametrize("name,hosts", [
+    ("node h2", ("h2",)), ("rail 1", ("h1", "h2")), ("rank%2=0", ("h1", "h2")), ("rank/2=1", ("h2",)),
+    ("rank/4=0", ("h1", "h2")), ("node h9", ()), ("rank%0=0", ()), ("world", ()),
+])
+def test_the_hosts_of_a_group_follow_from_its_name(name, hosts):
+    assert split.hosts_of_group(name, ["h1", "h1", "h2", "h2"]) == hosts
