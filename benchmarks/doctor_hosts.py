@@ -225,7 +225,9 @@ def _report(scenario: str, run: int, launch: Launch, out: Path, shaped: set[str]
     key = lambda r: ";".join(sorted(r["hosts"].split(";")))  # noqa: E731
     unshaped = sorted(float(r["best_busbw_gbps"]) for r in first if key(r) not in shaped)
     slow = sorted(float(r["best_busbw_gbps"]) for r in first if key(r) in shaped)
-    retested = [f"{r['hosts']}={float(r['best_busbw_gbps']):.3f}" for r in pairs if r["attempt"] != "1"]
+    first_of = {r["hosts"]: float(r["best_busbw_gbps"]) for r in first}
+    retested = [f"{r['hosts']}={first_of.get(r['hosts'], float('nan')):.3f}>{float(r['best_busbw_gbps']):.3f}"
+                for r in pairs if r["attempt"] != "1"]
     named = [f"{s['kind']} {'-'.join(s['hosts'])}" for s in verdict["suspects"]] or ["nobody"]
     set_up = ", ".join(f"{k} {v:.1f} s" for k, v in timings.items())
     rounds = ""
@@ -248,11 +250,21 @@ def _report(scenario: str, run: int, launch: Launch, out: Path, shaped: set[str]
           f"doctor {verdict['wall_s']:5.1f} s, set-up "
           f"{set_up}, {memory}, exit codes {codes}{rounds}; named {', '.join(named)}; {spread}"
           + (f"; shaped {', '.join(f'{v:.4f}' for v in slow)}" if slow else "")
-          + (f"; re-tests {', '.join(retested)}" if retested else ""))
+          + (f"; re-tests (first>again) {', '.join(retested)}" if retested else "")
+          + _noise_text(verdict))
     print(f"         {_first_host_text(first, shaped, key)}")
     for suspect in verdict["suspects"]:
         print(f"         {suspect['kind']} {'-'.join(suspect['hosts'])}: {suspect['reason']}")
     return float(verdict["wall_s"])
+
+
+def _noise_text(verdict: dict) -> str:
+    """The pair bar and the controls' repeat noise the verdict used (doctor.json)."""
+    bar = (verdict.get("thresholds_gbps") or {}).get("pairs")
+    noise = verdict.get("repeat_noise")
+    return ((f"; pair bar {bar:.3f}" if bar else "")
+            + (f"; controls {noise['controls']}: shift {noise['shift']:+.2f}, repeat sigma {noise['sigma']:.2f}"
+               if noise else ""))
 
 
 def _first_host_text(first: list[dict], shaped: set[str], key) -> str:

@@ -427,11 +427,12 @@ class _Doctor:
         judgement = self._judge()
         for attempt in range(2, 2 + MAX_RETEST_PASSES):
             plan = schedule.retests(judgement, hosts, set(self.pairs), self.config.quick and attempt == 2,
-                                    self.config.seed)
+                                    self.config.seed, with_controls=attempt == 2)
             if not plan and not judgement.retest_intra:
                 break
             rounds = [[pair] for pair in plan] if len(plan) <= SOLO_RETESTS else schedule.pack_rounds(plan)
-            what = [f"{hosts[a]}-{hosts[b]}" for a, b in plan]
+            low = set(judgement.retest_pairs)
+            what = [f"{hosts[a]}-{hosts[b]}" + ("" if (hosts[a], hosts[b]) in low else " (control)") for a, b in plan]
             what += [f"{host} (intra-node)" for host in judgement.retest_intra]
             self.observer.rounds_added(len(rounds), what)
             if judgement.retest_intra:

@@ -5,7 +5,7 @@ counterpart is sweep/sweep_report.py."""
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -159,6 +159,7 @@ def report_json(report: DoctorReport) -> dict[str, Any]:
         "tolerance": header.tolerance,
         "expect_gbps": header.expect_gbps,
         "thresholds_gbps": {"pairs": judgement.pair_threshold_gbps, "intra": judgement.intra_threshold_gbps},
+        "repeat_noise": None if judgement.repeat is None else asdict(judgement.repeat),
         "fleet": fleet,
         "notes": list(header.notes) + report.notes + judgement.notes,
         "expected_hosts": (

@@ -114,13 +114,30 @@ def cross_checks(
     return out
 
 
+def controls(judgement: "Judgement", hosts: Sequence[str], wanted: int, seed: int) -> list[Pair]:
+    """`wanted` node pairs measured once and not low, drawn (seeded) to be measured again beside the
+    re-tests: their two results tell how far one measurement wanders here and now (verdicts.repeat_sigma).
+    """
+    index = {host: i for i, host in enumerate(hosts)}
+    low = {p.hosts for p in judgement.pairs if p.low}
+    pool = sorted({p.hosts for p in judgement.pairs if len(p.attempts) == 1} - low,
+                  key=lambda h: (index[h[0]], index[h[1]]))
+    random.Random(seed).shuffle(pool)
+    return [_ordered(index[a], index[b]) for a, b in pool[:wanted]]
+
+
 def retests(judgement: "Judgement", hosts: Sequence[str], measured: Iterable["PairKey"], cross_check: bool,
-            seed: int) -> list[Pair]:
-    """The node pairs to measure next: every pair with an unconfirmed low result, and with
-    cross_check (quick mode's first re-test) each node of a low pair that has not met a node that
-    passed yet, paired with one (see cross_checks)."""
+            seed: int, with_controls: bool = False) -> list[Pair]:
+    """The node pairs to measure next: every pair with an unconfirmed low result; with_controls (the
+    first re-test) as many pairs that were not low (at least MIN_CONTROLS), measured again beside them;
+    and with cross_check (quick mode's first re-test) each node of a low pair that has not met a node
+    that passed yet, paired with one (see cross_checks)."""
+    from nccl_bench.doctor.verdicts import CONTROL_PAIRS, MIN_CONTROLS
+
     index = {host: i for i, host in enumerate(hosts)}
     plan = [(index[a], index[b]) for a, b in judgement.retest_pairs]
+    if plan and with_controls:
+        plan += controls(judgement, hosts, max(MIN_CONTROLS, len(plan), CONTROL_PAIRS), seed)
     if not cross_check:
         return plan
     in_low = {index[h] for p in judgement.pairs if p.low for h in p.hosts}

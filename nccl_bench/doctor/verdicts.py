@@ -6,6 +6,10 @@ attempts only, so re-tests (best of two) cannot raise the bar for results measur
 measurement is *low* when its value is below the fleet median by more than the tolerance and by
 more than MAD_Z sigmas (sigma = 1.4826 x MAD; this widens the tolerance at most MAX_WIDENING-fold),
 or below --expect when given, and *confirmed* once a re-test agrees: only confirmed ones name anyone.
+Re-tests are run beside control pairs that were not low (schedule.retests): how far a control's second
+measurement lands from its first is the noise of one measurement here and now, free of any real
+difference between hosts. A low result is confirmed only when it is also below the median by more
+than MAD_Z of those sigmas: a shortfall that the fabric's own repeat noise could have made names nobody.
 
 Pairs are judged per endpoint, (host, rail): an endpoint's "capacity" is its best pair, so a
 slow partner cannot drag a healthy node down, and the fleet median of capacities is the
@@ -18,6 +22,7 @@ endpoints are both fine is a `link`.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 from typing import Mapping, Sequence
 
@@ -35,6 +40,12 @@ MAD_Z = 3.0
 # ...but never past this many times the tolerance: the MAD of a small fleet is itself noisy (four
 # capacities of 0.76, 1.2, 1.2 and a broken 0.024 GB/s gave 3 sigma = the whole median).
 MAX_WIDENING = 2.0
+# Controls needed for a repeat noise: two give a shift and a spread, the spread then counted at Student's
+# t for one degree of freedom (28 sigmas at 3), so they spare only what moved with them.
+MIN_CONTROLS = 2
+# Controls measured again beside the re-tests when the fleet has that many pairs that were not low (more
+# when there are more re-tests): enough for a MAD, a few rounds' cost.
+CONTROL_PAIRS = 8
 # The fleet's spread (sigma from MAD) above this share of the tolerance gets a note in the report.
 SPREAD_WARNING_SHARE = 0.5
 # A fleet in which more than half the hosts measure low against the best pairs is contended (a shared
@@ -111,6 +122,7 @@ class Judgement:
     retest_intra: list[str] = field(default_factory=list)  # hosts with an unconfirmed low intra-node result
     notes: list[str] = field(default_factory=list)
     contended: bool = False  # most hosts measured low against the best pairs: judged against the typical pair
+    repeat: "RepeatNoise | None" = None  # the re-measured controls' shift and noise (None: too few)
 
     @property
     def verdict(self) -> str:
@@ -203,6 +215,45 @@ def _rail_suspects(host, slow_rails, partners, best, is_low, pair_fleet, expect_
     return suspects
 
 
+@dataclass(frozen=True)
+class RepeatNoise:
+    """What the controls' second measurements say: `shift`, how far the fabric as a whole moved between
+    the first pass and the re-tests (log of the median ratio), and `sigma`, how far one measurement
+    wanders about that (log space); from `controls` pairs."""
+
+    shift: float
+    sigma: float
+    controls: int
+
+
+def repeat_noise(pairs: Mapping[PairKey, Sequence[float]], threshold: float | None) -> RepeatNoise | None:
+    """The controls' noise, or None with fewer than MIN_CONTROLS: pairs measured twice whose first result
+    was not low, so they were not picked for being unlucky. The difference of two measurements carries
+    the noise of both, hence the square root of 2. The spread is the root mean square about the median,
+    not a MAD: from a handful of controls a MAD ignores the one that moved most, and this noise may only
+    ever spare a result, never name one."""
+    ratios = [math.log(values[1] / values[0]) for values in pairs.values()
+              if len(values) >= 2 and values[0] > 0 and values[1] > 0 and threshold is not None
+              and values[0] >= threshold]
+    if len(ratios) < MIN_CONTROLS:
+        return None
+    center = stats.median(ratios)
+    spread = math.sqrt(sum((r - center) ** 2 for r in ratios) / len(ratios))
+    return RepeatNoise(center, spread / math.sqrt(2), len(ratios))
+
+
+def _repeat_bar(pair_fleet: FleetStat | None, noise: RepeatNoise | None, tolerance: float) -> float | None:
+    """The level a re-tested result must stay below to be confirmed: the fleet's median, lowered as far
+    as the controls fell (never raised: a faster fabric never makes naming easier), less Student's t
+    at MAD_Z for the controls' count times the repeat sigma (log space); never closer than the
+    tolerance, never below a tenth of the median."""
+    if pair_fleet is None or noise is None:
+        return None
+    reach = stats.t_quantile(MAD_Z, noise.controls - 1) * noise.sigma
+    share = min(max(tolerance, 1 - math.exp(-reach)), 0.9)
+    return pair_fleet.median_gbps * math.exp(min(noise.shift, 0.0)) * (1 - share)
+
+
 def _spread_notes(pair_fleet: FleetStat | None, intra_fleet: FleetStat | None, tolerance: float) -> list[str]:
     """A note for each fleet whose spread is enough to widen the bar beyond the tolerance."""
     notes = []
@@ -292,7 +343,18 @@ def _judge(layout, intra, pairs, tolerance: float, expect_gbps: float | None, ty
                             else [max(found.values()) for found in partners.values()])
     threshold = _threshold(pair_fleet, tolerance, expect_gbps)
     low = {key for key, value in best.items() if threshold is not None and value < threshold}
-    confirmed = {key for key in low if len(pairs[key]) >= 2}
+    noise = repeat_noise(pairs, threshold)
+    repeat_bar = _repeat_bar(pair_fleet, noise, tolerance)
+    confirmed = {key for key in low if len(pairs[key]) >= 2 and (
+        repeat_bar is None or best[key] < repeat_bar or (expect_gbps is not None and best[key] < expect_gbps))}
+    spared = sorted(key for key in low - confirmed if len(pairs[key]) >= 2)
+    if noise is not None and spared:
+        notes.append(
+            f"re-measured beside {noise.controls} control pairs, which moved {math.expm1(noise.shift):+.0%} as a "
+            f"whole and by {math.expm1(noise.sigma):.0%} each (one measurement's sigma): re-tests above "
+            f"{gbps(repeat_bar)} GB/s are within this fabric's own noise and name nobody "
+            f"({option_name('tolerance')} {tolerance:.0%} cannot be resolved now); spared: "
+            + ", ".join(f"{a}-{b}" for a, b, _ in spared))
 
     def is_low(end: tuple[str, int], partner: str) -> bool:
         host, rail = end
@@ -349,11 +411,13 @@ def _judge(layout, intra, pairs, tolerance: float, expect_gbps: float | None, ty
         notes.append(f"two nodes: their pair has no fleet to be judged against; give {option_usage('expect_gbps')} "
                      "for a floor")
     notes.extend(_spread_notes(pair_fleet, intra_fleet, tolerance))
-    retest_pairs = sorted({(a, b) for a, b, _ in low - confirmed}, key=lambda p: (order[p[0]], order[p[1]]))
+    measured_once = {key for key in low if len(pairs[key]) < 2}
+    retest_pairs = sorted({(a, b) for a, b, _ in measured_once}, key=lambda p: (order[p[0]], order[p[1]]))
     return Judgement(
         nodes=node_rows, pairs=pair_rows, suspects=suspects, pair_fleet=pair_fleet, intra_fleet=intra_fleet,
         pair_threshold_gbps=threshold, intra_threshold_gbps=intra_judged.threshold, retest_pairs=retest_pairs,
         retest_intra=sorted(intra_judged.low - intra_confirmed, key=order.__getitem__), notes=notes,
+        repeat=noise,
     )
 
 

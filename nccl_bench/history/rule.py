@@ -52,7 +52,7 @@ import math
 from dataclasses import dataclass, replace
 from typing import Sequence
 
-from nccl_bench.units.stats import MAD_TO_SIGMA, median
+from nccl_bench.units.stats import MAD_TO_SIGMA, median, t_quantile
 
 Z_ALARM = 4.0
 # Two differences are the fewest a spread is taken from: three runs of a new series are recorded,
@@ -115,14 +115,6 @@ class Verdict:
     @property
     def judged(self) -> bool:
         return self.status in (OK, REGRESSION)
-
-
-def t_quantile(z: float, dof: float) -> float:
-    """Student's t quantile at the normal quantile z for dof degrees of freedom (Cornish-Fisher, two
-    terms; A&S 26.7.5): 4.0 at infinity, 5.07 at 19, 9.97 at 5."""
-    if dof <= 0:
-        return math.inf
-    return z + (z ** 3 + z) / (4 * dof) + (5 * z ** 5 + 16 * z ** 3 + 3 * z) / (96 * dof ** 2)
 
 
 def between_spread(levels: Sequence[Sequence[float]]) -> tuple[float, int]:

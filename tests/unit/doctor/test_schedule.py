@@ -91,3 +91,21 @@ def test_nothing_to_measure_names_a_layout_no_chosen_phase_can_use(phases, ranks
         assert reason.startswith(f"{sum(ranks_per_host)} rank(s) on {len(ranks_per_host)} host(s) leave the doctor")
         assert ("nodes phase needs" in reason) == ("nodes" in phases)
         assert ("pairs phase needs" in reason) == ("pairs" in phases)
+
+
+def test_the_first_retest_measures_controls_that_were_not_low_beside_the_low_pairs():
+    """A low pair gets at least MIN_CONTROLS controls, pairs measured once and not low, the same per seed."""
+    from nccl_bench.doctor.schedule import retests
+    from nccl_bench.doctor.verdicts import CONTROL_PAIRS, MIN_CONTROLS, judge
+
+    hosts = [f"node{i}" for i in range(6)]
+    layout = [(h, [i]) for i, h in enumerate(hosts)]
+    pairs = {(a, b, 0): [0.5 if (a, b) == ("node0", "node1") else 2.0] for a, b in combinations(hosts, 2)}
+    judgement = judge(layout, {}, pairs, tolerance=0.2)
+    assert judgement.retest_pairs == [("node0", "node1")]
+    plan = retests(judgement, hosts, set(pairs), cross_check=False, seed=3, with_controls=True)
+    assert plan[0] == (0, 1) and len(plan) == 1 + max(MIN_CONTROLS, CONTROL_PAIRS) and len(set(plan)) == len(plan)
+    assert plan == retests(judgement, hosts, set(pairs), cross_check=False, seed=3, with_controls=True)
+    assert retests(judgement, hosts, set(pairs), cross_check=False, seed=3) == [(0, 1)]
+    healthy = judge(layout, {}, {k: [2.0] for k in pairs}, tolerance=0.2)
+    assert retests(healthy, hosts, set(pairs), cross_check=False, seed=3, with_controls=True) == []

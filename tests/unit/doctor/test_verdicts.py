@@ -283,3 +283,71 @@ def test_in_a_fleet_low_against_its_typical_pair_a_host_low_on_its_own_is_kept()
     assert node2.reason.startswith("pair busbw 0.20 GB/s with 7 of 7 partners") and "intra-node" in node2.reason
     assert node5.reason.startswith("intra-node all_reduce busbw 10.00 GB/s")
     assert [node.host for node in result.nodes if node.verdict == "suspect"] == ["node2", "node5"]
+
+
+def _repeat_fleet(control_moves, low_host="node0", shortfall=0.6, hosts=6):
+    """A fleet whose low_host measured `shortfall` of the others twice (first pass and re-test), and whose
+    other pairs were measured again as controls, each control's second result its first times one of
+    control_moves: how far this fabric's results wander between two measurements."""
+    layout, pairs = _fleet(hosts, attempts=1)
+    moves = iter(control_moves * len(pairs))
+    for key, (value,) in list(pairs.items()):
+        pairs[key] = [value * shortfall] * 2 if low_host in key[:2] else [value, value * next(moves)]
+    return layout, pairs
+
+
+def test_a_shortfall_within_the_fabrics_repeat_noise_names_nobody_and_says_so():
+    """Controls that moved -30%..+40% between two measurements (one measurement's sigma 18%, from 10): a host
+    at -40% twice is within t(3, 9 dof) sigmas of that noise, so nobody is named; the note gives the noise
+    and the pairs spared."""
+    layout, pairs = _repeat_fleet((0.7, 1.4, 0.8, 1.25, 1.0))
+    result = judge(layout, {}, pairs, tolerance=0.2)
+    assert result.repeat.controls == 10 and result.repeat.sigma == pytest.approx(0.184, abs=0.001)
+    assert result.suspects == [] and result.retest_pairs == []
+    (note,) = [n for n in result.notes if n.startswith("re-measured")]
+    assert "10 control pairs" in note and "cannot be resolved now" in note and "node0-node1" in note
+
+
+def test_a_quiet_fabrics_controls_leave_the_tolerance_to_decide():
+    """The same host at -40%, controls within 2% of their first result: the host is named."""
+    layout, pairs = _repeat_fleet((0.99, 1.02, 0.98, 1.01, 1.0))
+    result = judge(layout, {}, pairs, tolerance=0.2)
+    assert result.repeat.sigma < 0.02
+    assert _named(result) == [("node", ("node0",), None)]
+    assert not any(n.startswith("re-measured") for n in result.notes)
+
+
+@pytest.mark.parametrize("moves", [(0.7, 1.4, 0.8, 1.25, 1.0), (0.99, 1.02, 0.98, 1.01, 1.0)])
+def test_a_broken_host_is_named_however_noisy_the_controls(moves):
+    layout, pairs = _repeat_fleet(moves, shortfall=0.05)
+    assert _named(judge(layout, {}, pairs, tolerance=0.2)) == [("node", ("node0",), None)]
+
+
+def test_an_expect_floor_is_not_excused_by_repeat_noise():
+    layout, pairs = _repeat_fleet((0.7, 1.4, 0.8, 1.25, 1.0))
+    assert _named(judge(layout, {}, pairs, tolerance=0.2, expect_gbps=1.5)) == [("node", ("node0",), None)]
+
+
+def test_fewer_controls_than_needed_leave_the_old_rule():
+    layout, pairs = _fleet(4, attempts=1)
+    pairs[("node0", "node1", 0)] = [0.6 * GOOD] * 2
+    pairs[("node0", "node2", 0)] = [0.6 * GOOD] * 2
+    pairs[("node2", "node3", 0)] = [GOOD, 0.5 * GOOD]  # one control: no sigma from one difference
+    result = judge(layout, {}, pairs, tolerance=0.2)
+    assert result.repeat is None
+
+
+def test_one_control_that_moved_far_widens_the_noise_and_a_faster_fabric_never_raises_the_bar():
+    """Seen beside two busy loops: three controls moved x0.48, x1.19 and x1.23 (a MAD of them would say
+    3%); node2's pairs came -22% twice. The one that moved far counts, and the controls' rise (+18%)
+    does not lift the bar: nobody is named."""
+    layout, pairs = _fleet(4, attempts=1)
+    pairs[("node0", "node1", 0)] = [pairs[("node0", "node1", 0)][0], pairs[("node0", "node1", 0)][0] * 0.48]
+    pairs[("node1", "node3", 0)] = [pairs[("node1", "node3", 0)][0], pairs[("node1", "node3", 0)][0] * 1.19]
+    pairs[("node0", "node3", 0)] = [pairs[("node0", "node3", 0)][0], pairs[("node0", "node3", 0)][0] * 1.23]
+    for key in (("node0", "node2", 0), ("node1", "node2", 0), ("node2", "node3", 0)):
+        pairs[key] = [0.78 * GOOD] * 2
+    result = judge(layout, {}, pairs, tolerance=0.2)
+    assert result.repeat.controls == 3 and result.repeat.shift > 0.15 and result.repeat.sigma > 0.3
+    assert {p.hosts for p in result.pairs if p.low} == {("node0", "node2"), ("node1", "node2"), ("node2", "node3")}
+    assert result.suspects == []
