@@ -59,7 +59,7 @@ def report_command(args: ReportArgs) -> None:
         from nccl_bench.render.rank_heatmap import write_rank_plot
 
         if (rank_path := write_rank_plot(measured, loaded, plot_path)) is not None:
-            messages.plain(f"wrote every rank's time in the op and arrival to {rank_path}")
+            messages.plain(f"wrote every rank's time in the op and lateness to {rank_path}")
     if html_path:
         from nccl_bench.render import html as html_page
 

@@ -1,6 +1,8 @@
 """The rank heatmap of `report --plot` (a second file, NAME-ranks.png beside NAME.png) and `--html`: per op
-and placement, rank x size, each rank's time in the op relative to the point's median (left) and its
-arrival offset (right), from ranks.csv (results/rank_times.py). A run without ranks.csv draws none.
+and placement, rank x size, each rank's time in the op relative to the point's median (left) and, on the
+right, what the late-rank rule judged (units/arrivals.py): where every rank has a gap (its own time outside
+the op before each call, kept on CPU), its gap beyond the ranks' median; else its arrival offset on
+aligned clocks. From ranks.csv (results/rank_times.py). A run without ranks.csv draws none.
 
 Reading it (docs/report.md): the rank that arrives late spends the least time in the op, so its row is
 blue on the left (below the median) and bright on the right (late); the ranks that waited for it are
@@ -51,9 +53,10 @@ class Panel:
     sizes: tuple[int, ...]
     ranks: tuple[int, ...]
     log2_ratio: tuple[tuple[float, ...], ...]  # log2(time in op / the point's median over ranks); nan: none
-    arrival_us: tuple[tuple[float, ...], ...]
+    lateness_us: tuple[tuple[float, ...], ...]  # the right panel's figure: gap beyond the median, or arrival
     late_cells: frozenset[tuple[int, int]]  # (rank index, size index) that results.csv names late
     late_text: tuple[str, ...]  # the late lines the sweep's end prints, for these rows
+    by_gap: bool = False  # lateness_us is each rank's gap beyond the ranks' median (else its arrival offset)
 
 
 def rank_panels(label: str, points: Sequence[RankPoint], rows: Sequence[ResultRow]) -> list[Panel]:
@@ -71,20 +74,25 @@ def _panel(label: str, key: tuple[str, str, str, str], points: list[RankPoint], 
     sizes = tuple(sorted({p.size_bytes for p in points}))
     ranks = tuple(sorted({r for p in points for r in p.ranks}))
     ratio = [[math.nan] * len(sizes) for _ in ranks]
-    arrival = [[math.nan] * len(sizes) for _ in ranks]
+    lateness = [[math.nan] * len(sizes) for _ in ranks]
     rank_index, size_index = {r: i for i, r in enumerate(ranks)}, {s: j for j, s in enumerate(sizes)}
+    by_gap = all(point.gap_us is not None for point in points)
     for point in points:
         median = stats.median(point.time_in_op_us)
         j = size_index[point.size_bytes]
-        for rank, in_op, offset in zip(point.ranks, point.time_in_op_us, point.arrival_us, strict=True):
+        late = point.arrival_us
+        if by_gap:
+            middle = stats.median(point.gap_us)
+            late = tuple(max(0.0, gap - middle) for gap in point.gap_us)
+        for rank, in_op, figure in zip(point.ranks, point.time_in_op_us, late, strict=True):
             i = rank_index[rank]
             ratio[i][j] = math.log2(in_op / median) if in_op > 0 and median > 0 else math.nan
-            arrival[i][j] = offset
+            lateness[i][j] = figure
     late = frozenset((rank_index[r.late_rank], size_index[r.size_bytes]) for r in rows
                      if r.late_rank in rank_index and r.size_bytes in size_index)
     where = ", ".join(part for part in (f"{op} {placement_text(placement)}", group, variant) if part)
-    return Panel(f"{label}: {where}", sizes, ranks, tuple(map(tuple, ratio)), tuple(map(tuple, arrival)), late,
-                 tuple(line.removeprefix("# ") for line in repeats.late_lines(rows)))
+    return Panel(f"{label}: {where}", sizes, ranks, tuple(map(tuple, ratio)), tuple(map(tuple, lateness)), late,
+                 tuple(line.removeprefix("# ") for line in repeats.late_lines(rows)), by_gap)
 
 
 def rank_figure(panels: Sequence[Panel], title: str | None = None) -> "Figure":
@@ -127,11 +135,16 @@ def _draw_arrival(figure, axis, panel: Panel) -> None:
     import matplotlib
 
     colours = matplotlib.colormaps["viridis"].with_extremes(bad=MISSING_COLOUR)
-    finite = [v for row in panel.arrival_us for v in row if math.isfinite(v)]
-    image = axis.imshow(panel.arrival_us, cmap=colours, vmin=0, vmax=max([MIN_ARRIVAL_SPAN_US, *finite]),
+    finite = [v for row in panel.lateness_us for v in row if math.isfinite(v)]
+    image = axis.imshow(panel.lateness_us, cmap=colours, vmin=0, vmax=max([MIN_ARRIVAL_SPAN_US, *finite]),
                         aspect="auto", interpolation="nearest")
-    figure.colorbar(image, ax=axis).set_label("arrival offset (us)", fontsize="small")
-    axis.set_title("arrival: after the earliest rank", loc="left", fontsize="small")
+    if panel.by_gap:
+        label = "gap beyond the median (us)"
+        title = "lateness: time outside the op before each call, beyond the ranks' median"
+    else:
+        label, title = "arrival offset (us)", "arrival: after the earliest rank (aligned clocks)"
+    figure.colorbar(image, ax=axis).set_label(label, fontsize="small")
+    axis.set_title(title, loc="left", fontsize="small")
     _axes(axis, panel)
 
 

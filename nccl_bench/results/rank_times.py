@@ -1,4 +1,4 @@
-"""ranks.csv read back for pictures: each point's time in the op and arrival offset per rank, the
+"""ranks.csv read back for pictures: each point's time in the op, arrival offset and gap per rank, the
 median over its trials and cycles (docs/results.md, `ranks.csv`). Stdlib only.
 
 Only a sweep's run folder has a ranks.csv (older runs and nccl-tests logs have none): a run without one
@@ -32,6 +32,7 @@ class RankPoint:
     ranks: tuple[int, ...]
     time_in_op_us: tuple[float, ...]  # each rank's median over the point's trials and cycles
     arrival_us: tuple[float, ...]
+    gap_us: tuple[float, ...] | None = None  # time outside the op before each call; None: not every rank has one
 
     @property
     def panel(self) -> tuple[str, str, str, str]:
@@ -52,7 +53,7 @@ def read_rank_points(path: Path, option: str = "RUN") -> list[RankPoint]:
     found = ranks_file(path)
     if found is None:
         return []
-    figures: dict[tuple, dict[int, tuple[list[float], list[float]]]] = defaultdict(dict)
+    figures: dict[tuple, dict[int, tuple[list[float], list[float], list[float | None]]]] = defaultdict(dict)
     skipped = 0
     with open_text(found, newline="", encoding="utf-8", errors="replace") as handle:
         for line in csv.DictReader(bounded_lines(handle, found, option)):
@@ -60,17 +61,20 @@ def read_rank_points(path: Path, option: str = "RUN") -> list[RankPoint]:
             if parsed is None:
                 skipped += 1
                 continue
-            point, rank, in_op, arrival = parsed
-            times, arrivals = figures[point].setdefault(rank, ([], []))
+            point, rank, in_op, arrival, gap = parsed
+            times, arrivals, gaps = figures[point].setdefault(rank, ([], [], []))
             times.append(in_op)
             arrivals.append(arrival)
+            gaps.append(gap)
     if skipped:
         warnings.warn(ResultsWarning(f"{found}: {skipped} line(s) without a rank's figures were skipped"),
                       stacklevel=2)
     return [_point(point, per_rank) for point, per_rank in figures.items()]
 
 
-def _parsed(line: dict) -> tuple[tuple, int, float, float] | None:
+def _parsed(line: dict) -> tuple[tuple, int, float, float, float | None] | None:
+    """A line's point, rank and figures; its gap None where the cell is empty (a GPU's sweep keeps none)
+    or not a time."""
     try:
         if int(line["schema_version"]) != RANKS_SCHEMA_VERSION or None in line.values():
             return None
@@ -80,12 +84,19 @@ def _parsed(line: dict) -> tuple[tuple, int, float, float] | None:
         return None
     if rank < 0 or not all(math.isfinite(v) and v >= 0 for v in (in_op, arrival)):
         return None
-    return point, rank, in_op, arrival
+    try:
+        gap = float(line.get("gap_us") or "nan")
+    except ValueError:
+        gap = math.nan
+    return point, rank, in_op, arrival, gap if math.isfinite(gap) and gap >= 0 else None
 
 
-def _point(point: tuple, per_rank: dict[int, tuple[list[float], list[float]]]) -> RankPoint:
+def _point(point: tuple, per_rank: dict[int, tuple[list[float], list[float], list[float | None]]]) -> RankPoint:
     ranks = tuple(sorted(per_rank))
+    gaps = [per_rank[r][2] for r in ranks]
+    every_gap = all(g is not None for found in gaps for g in found)
     return RankPoint(*point, ranks=ranks,
                      time_in_op_us=tuple(stats.median(per_rank[r][0]) for r in ranks),
-                     arrival_us=tuple(stats.median(per_rank[r][1]) for r in ranks))
+                     arrival_us=tuple(stats.median(per_rank[r][1]) for r in ranks),
+                     gap_us=tuple(stats.median(found) for found in gaps) if every_gap else None)
 

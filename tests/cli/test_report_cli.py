@@ -283,5 +283,5 @@ def test_plot_of_a_run_with_ranks_csv_writes_its_rank_heatmap_beside_it(tmp_path
     run = write_ranks_run(tmp_path / "run", (1024, MiB), (100.0, 100.0, 1000.0, 100.0))
     done = run_cli(["report", str(run), "--plot", str(tmp_path / "busbw.png")])
     assert done.returncode == 0, done.stderr
-    assert f"wrote every rank's time in the op and arrival to {tmp_path / 'busbw-ranks.png'}" in done.stderr
+    assert f"wrote every rank's time in the op and lateness to {tmp_path / 'busbw-ranks.png'}" in done.stderr
     assert png_size(tmp_path / "busbw-ranks.png")[0] > 0

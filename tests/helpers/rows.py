@@ -77,10 +77,11 @@ def row_at(rows, size_bytes: int, placement: str) -> ResultRow:
     return found
 
 
-def write_ranks_run(folder: Path, sizes, in_op_us, late_rank=None, arrival_us=None) -> Path:
+def write_ranks_run(folder: Path, sizes, in_op_us, late_rank=None, arrival_us=None, gap_us=None) -> Path:
     """A hand-made sweep folder of all_reduce in place at `sizes` on len(in_op_us) ranks: results.csv, and
     ranks.csv as the sweep writes it (schema.rank_lines, one trial), rank r spending in_op_us[r] in the op at
-    every size and arriving arrival_us[r] after the earliest (0 for all without it); late_rank named on the rows."""
+    every size and arriving arrival_us[r] after the earliest (0 for all without it), with gap_us[r] outside
+    the op before each call (empty cells without it, as a GPU's sweep writes); late_rank named on the rows."""
     from nccl_bench.results.csv_appender import RanksWriter
     from nccl_bench.results.schema import rank_lines
 
@@ -92,6 +93,6 @@ def write_ranks_run(folder: Path, sizes, in_op_us, late_rank=None, arrival_us=No
     writer = RanksWriter(folder.mkdir(parents=True, exist_ok=True) or folder)
     for one in rows:
         writer.append_lines(rank_lines(one, ranks, (tuple(in_op_us),), (arrivals,), (0.0,) * len(ranks),
-                                       ((1.0,) * len(ranks),)))
+                                       (tuple(gap_us) if gap_us else (None,) * len(ranks),)))
     writer.close()
     return write_run(folder, rows)

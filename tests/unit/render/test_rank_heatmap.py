@@ -44,7 +44,7 @@ def test_the_ratio_is_to_the_points_median_and_the_late_cells_are_the_named_ones
     [panel] = rank_heatmap.panels_of_runs([run], load_runs([run]))
     assert panel.ranks == (0, 1, 2, 3) and panel.sizes == SIZES
     assert [row[0] for row in panel.log2_ratio] == [0.0, 0.0, -2.0, 0.0]  # a quarter of the median
-    assert [row[0] for row in panel.arrival_us] == [0.0, 10.0, 300.0, 5.0]
+    assert [row[0] for row in panel.lateness_us] == [0.0, 10.0, 300.0, 5.0] and not panel.by_gap
     assert panel.late_cells == {(2, j) for j in range(len(SIZES))}
     [line] = panel.late_text
     assert line.startswith("rank 2 (node002) arrived 300 us late at 1K-1M")
@@ -66,3 +66,17 @@ def test_the_html_page_embeds_the_heatmap_and_escapes_the_runs_name(tmp_path):
     heading = text.index("Every rank at every size (ranks.csv)")
     assert "data:image/png;base64," in text[heading:]  # the heatmap, inside the page's inline SVG
     assert "run<b>" not in text and "run&lt;b&gt;&amp;x" in text
+
+
+def test_where_every_rank_has_a_gap_the_right_panel_shows_the_gap_beyond_the_median(tmp_path):
+    """On CPU the rule names the rank whose own time outside the op exceeds the others' (units/arrivals):
+    the picture shows that figure, not the aligned arrival offsets, which scatter by hundreds of
+    microseconds there (here rank 1 arrived latest, rank 2 was the late one)."""
+    run = write_ranks_run(tmp_path / "run", SIZES, (400.0, 400.0, 100.0, 400.0), late_rank=2,
+                          arrival_us=(0.0, 900.0, 300.0, 5.0), gap_us=(4.0, 3.0, 404.0, 5.0))
+    [panel] = rank_heatmap.panels_of_runs([run], load_runs([run]))
+    assert panel.by_gap
+    assert [row[0] for row in panel.lateness_us] == [0.0, 0.0, 399.5, 0.5]  # beyond the median gap, 4.5 us
+    figure = rank_heatmap.rank_figure([panel])
+    titles = [axis.get_title(loc="left") for axis in figure.axes]
+    assert any("time outside the op before each call" in title for title in titles), titles
