@@ -116,7 +116,7 @@ def cross_checks(
 
 def controls(judgement: "Judgement", hosts: Sequence[str], wanted: int, seed: int) -> list[Pair]:
     """`wanted` node pairs measured once and not low, drawn (seeded) to be measured again beside the
-    re-tests: their two results tell how far one measurement wanders here and now (verdicts.repeat_sigma).
+    re-tests: their two results tell how far one measurement wanders here and now (verdicts.repeat_noise).
     """
     index = {host: i for i, host in enumerate(hosts)}
     low = {p.hosts for p in judgement.pairs if p.low}

@@ -8,8 +8,9 @@ more than MAD_Z sigmas (sigma = 1.4826 x MAD; this widens the tolerance at most 
 or below --expect when given, and *confirmed* once a re-test agrees: only confirmed ones name anyone.
 Re-tests are run beside control pairs that were not low (schedule.retests): how far a control's second
 measurement lands from its first is the noise of one measurement here and now, free of any real
-difference between hosts. A low result is confirmed only when it is also below the median by more
-than MAD_Z of those sigmas: a shortfall that the fabric's own repeat noise could have made names nobody.
+difference between hosts. A low result is confirmed only when it is also below the median (moved as
+the controls moved) by more than Student's t at MAD_Z of those sigmas for their count: a shortfall that
+the fabric's own repeat noise could have made names nobody.
 
 Pairs are judged per endpoint, (host, rail): an endpoint's "capacity" is its best pair, so a
 slow partner cannot drag a healthy node down, and the fleet median of capacities is the
@@ -44,7 +45,7 @@ MAX_WIDENING = 2.0
 # t for one degree of freedom (28 sigmas at 3), so they spare only what moved with them.
 MIN_CONTROLS = 2
 # Controls measured again beside the re-tests when the fleet has that many pairs that were not low (more
-# when there are more re-tests): enough for a MAD, a few rounds' cost.
+# when there are more re-tests): Student's t at 3 is 4.4 for 8, a few rounds' cost.
 CONTROL_PAIRS = 8
 # The fleet's spread (sigma from MAD) above this share of the tolerance gets a note in the report.
 SPREAD_WARNING_SHARE = 0.5
