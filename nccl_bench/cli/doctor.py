@@ -31,11 +31,13 @@ def doctor_command(config: DoctorConfig, local: Workers, verdicts: DoctorJson, r
     check_output_file(config.prom, option_name("prom"))
     store = on_ranks.recording_target_of(recording, config.results_root)
     verdict_files.cleared(json_path, config.exclude_file)
-    ran = on_ranks.run_on_ranks(OnRanks(
-        "doctor", job.preflight, lambda launch: _on_this_rank(job, json_path, launch), config.out,
-        new_run_dir(config.results_root, ["doctor"]), "measurements so far are kept",
-        verdict_on_disk=job.verdict_on_disk,
-    ), local.workers)
+    metrics = verdict_files.MetricsFile(config.prom, "doctor", option_name("prom"))
+    with verdict_files.metrics_of_this_run(metrics, on_ranks.writes_run_outputs()):
+        ran = on_ranks.run_on_ranks(OnRanks(
+            "doctor", job.preflight, lambda launch: _on_this_rank(job, json_path, launch), config.out,
+            new_run_dir(config.results_root, ["doctor"]), "measurements so far are kept",
+            verdict_on_disk=job.verdict_on_disk,
+        ), local.workers)
     if ran.run_dir is not None:
         on_ranks.record_in_history(ran.run_dir, store)
     if ran.verdict:

@@ -1,20 +1,36 @@
 """The files that carry a command's verdict (--junit, --markdown, a --json FILE) never left from an
 earlier run: a command that ends before it judges (bad input found late, a run not in the history or
 not complete, a store unusable, an interrupt) writes its JUnit and Markdown saying it could not judge,
-and removes a JSON file (its readers expect the verdict's keys, not an error's)."""
+and removes a JSON file (its readers expect the verdict's keys, not an error's).
+
+A run's --prom file is never an earlier run's either: node_exporter's textfile collector serves whatever
+the file holds, so a file left from yesterday keeps every alert green. It is replaced when the run starts
+by one that says the run has not completed, and at an end before the run's own metrics (a failure, an
+interrupt, a refusal) by what was measured and how the run ended."""
 
 from __future__ import annotations
 
 import contextlib
+import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Optional
+from typing import Callable, Iterator, Optional
 
 import typer
 
 from nccl_bench.cli import messages
 from nccl_bench.cli.option_sets import HISTORY
-from nccl_bench.errors import EXIT_OK, EXIT_VERDICT, StoreError, first_line
+from nccl_bench.errors import (
+    EXIT_BAD_INPUT,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_RUN_FAILED,
+    EXIT_VERDICT,
+    RunFailedError,
+    StoreError,
+    UserInputError,
+    first_line,
+)
 
 
 @dataclass(frozen=True)
@@ -54,6 +70,90 @@ def cleared(*paths: Optional[Path]) -> None:
         if path is not None:
             with contextlib.suppress(FileNotFoundError):
                 path.unlink()
+
+
+@dataclass(frozen=True)
+class MetricsFile:
+    """A run's --prom file: where, which command's, and the flag that named it (for a write that fails)."""
+
+    path: Optional[Path]
+    command: str  # "sweep", "doctor": the command label of the run's metrics
+    option: str
+
+
+STARTED = "started"  # the run_info status of a file replaced at the start: the run has not completed
+_STATUS_OF_EXIT = {EXIT_BAD_INPUT: "refused", EXIT_INTERRUPTED: "interrupted"}  # any other end: "failed"
+
+
+@contextlib.contextmanager
+def metrics_of_this_run(metrics: MetricsFile, writes_it: bool) -> Iterator[None]:
+    """The command's body: --prom replaced at once by a file that says the run has not completed, and, when
+    the body ends by an exception before a rank wrote what it measured (the file is still the one written
+    here), by one that says how it ended. `writes_it`: this process speaks for the run (the process that
+    starts local workers, or rank 0 of a launcher's); the other ranks leave the file alone."""
+    if metrics.path is None or not writes_it:
+        yield
+        return
+    started = _write_unfinished(metrics, lambda meta, now: _run_metrics(metrics.command, {"status": STARTED}, now))
+    try:
+        yield
+    except BaseException as exc:
+        if started is not None and _same_file(metrics.path, started):
+            status = unfinished_status(exc)
+            _write_unfinished(metrics, lambda meta, now: _run_metrics(metrics.command, {"status": status}, now))
+        raise
+
+
+def metrics_so_far(metrics: MetricsFile, run_dir: Optional[Path], render: Callable[[dict, float], str],
+                   exc: BaseException) -> None:
+    """Rank 0's --prom after its run ended by an exception: `render` given the run's final meta.json (whose
+    status says how it ended), or, where the run never wrote one, a status read from the exception."""
+    from nccl_bench.results.run_folder import read_meta
+
+    meta = (read_meta(run_dir) if run_dir is not None else None) or {"status": unfinished_status(exc)}
+    _write_unfinished(metrics, lambda _, now: render(meta, now))
+
+
+def unfinished_status(exc: BaseException) -> str:
+    """How a run that raised `exc` ended, in run_info's words: refused, interrupted or failed."""
+    from nccl_bench.ranks.faults import Interrupted
+
+    if isinstance(exc, (Interrupted, KeyboardInterrupt)):
+        return _STATUS_OF_EXIT[EXIT_INTERRUPTED]
+    if isinstance(exc, (UserInputError, RunFailedError)):
+        code = exc.exit_code
+    elif isinstance(exc, (SystemExit, typer.Exit)):
+        code = exc.code if isinstance(exc, SystemExit) else exc.exit_code
+    else:
+        code = EXIT_RUN_FAILED
+    return _STATUS_OF_EXIT.get(code, "failed")
+
+
+def _run_metrics(command: str, meta: dict, now_s: float) -> str:
+    from nccl_bench.render.prom import run_metrics
+
+    return run_metrics(command, meta, now_s)
+
+
+def _write_unfinished(metrics: MetricsFile, render: Callable[[dict, float], str]) -> Optional[os.stat_result]:
+    """The file written (its identity after the write), or None: a file that cannot be written here is said
+    by the run's own end (the write at the end names the flag), never instead of it."""
+    from nccl_bench.render.live import write_prom
+
+    try:
+        write_prom(metrics.path, None, render, metrics.option)
+        return os.stat(metrics.path)
+    except (RunFailedError, OSError):
+        return None
+
+
+def _same_file(path: Path, written: os.stat_result) -> bool:
+    """No rank replaced the file since: a rename over it gives it another inode."""
+    try:
+        now = os.stat(path)
+    except OSError:
+        return False
+    return (now.st_ino, now.st_dev, now.st_mtime_ns) == (written.st_ino, written.st_dev, written.st_mtime_ns)
 
 
 def _not_judged(files: VerdictFiles, why: str) -> None:
