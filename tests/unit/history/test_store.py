@@ -61,7 +61,7 @@ def test_a_store_of_a_newer_schema_is_refused(store_url):
     address = parse_address(store_url)
     with open_store(address) as store:
         store.execute("UPDATE store_info SET value = '99' WHERE name = 'schema_version'")
-    with pytest.raises(StoreError, match=r"written by a newer nccl-bench \(store schema 99; this one reads up to 2\)"):
+    with pytest.raises(StoreError, match=r"written by a newer nccl-bench \(store schema 99; this one reads up to 3\)"):
         open_store(address)
 
 
