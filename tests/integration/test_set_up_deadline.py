@@ -178,7 +178,8 @@ def test_local_workers_whose_set_up_fails_say_one_line_and_nothing_of_torchs(tmp
     from tests.helpers.launch import run_cli
 
     done = run_cli(["sweep", "--workers", "2", "--sizes", "1K", "--iters", "2", "--timeout", f"{TIMEOUT_S:g}",
-                    "--no-history", "--out", str(tmp_path / "run")], env={"NCCL_BENCH_FAULT": f"stall-set-up:{stalled}"},
+                    "--no-history", "--out", str(tmp_path / "run")],
+                   env={"NCCL_BENCH_FAULT": f"stall-set-up:{stalled}"},
                    timeout=TIMEOUT_S + set_up.ENDS_WITHIN_S + START_LIMIT_S)
     assert done.returncode == 3, done.stderr
     [line] = done.stderr.splitlines()
