@@ -23,7 +23,7 @@ from nccl_bench.cli.option_sets import (
     ShowArgs,
 )
 from nccl_bench.cli.params import command_of
-from nccl_bench.cli.verdict_files import VerdictFiles, judged_or_said
+from nccl_bench.cli.verdict_files import VerdictFiles, judged_or_said, written_or_removed
 from nccl_bench.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_RUN_FAILED, EXIT_VERDICT, OptionError, UserInputError
 from nccl_bench.history.recording import store_address
 from nccl_bench.history.store_schema import SERIES_COLUMNS
@@ -257,13 +257,14 @@ def html_command(args: HtmlArgs, at: HistoryAt) -> None:
 
     asked = series.Asked(None, None, args.window, args.floor, None)
     path = check_output_file(args.page, PAGE.name)
-    with _open(at) as store:
-        found = series.with_changes(store, series.in_order(series.summaries(store, asked, aggregates=True)))
-        found = [summary.newest(2 * asked.window + 1) for summary in found]  # its size: series x window
-        metas = store.run_metas(sorted({p.run_id for s in found for p in s.window}))
-        hosts = host_records(store)
-        total = store.run_count()
-    write_text_file(path, history_page(found, hosts, total, metas, utc_now_iso()))
+    with written_or_removed((path,)):
+        with _open(at) as store:
+            found = series.with_changes(store, series.in_order(series.summaries(store, asked, aggregates=True)))
+            found = [summary.newest(2 * asked.window + 1) for summary in found]  # its size: series x window
+            metas = store.run_metas(sorted({p.run_id for s in found for p in s.window}))
+            hosts = host_records(store)
+            total = store.run_count()
+        write_text_file(path, history_page(found, hosts, total, metas, utc_now_iso()))
     messages.plain(f"wrote the history page to {path}")
 
 

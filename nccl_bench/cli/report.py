@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Optional
 
-from nccl_bench.cli import messages
+from nccl_bench.cli import messages, verdict_files
 from nccl_bench.cli.option_sets import ReportArgs
 from nccl_bench.cli.params import command_of
 from nccl_bench.errors import UserInputError
@@ -15,6 +15,11 @@ from nccl_bench.options import FORMAT, HTML, OUTPUT, PLOT
 @command_of
 def report_command(args: ReportArgs) -> None:
     """Re-render runs (ours or nccl-tests') as a table or another format, and plot them."""
+    with verdict_files.written_or_removed((args.output, args.plot, args.html_file), args.runs):
+        _report(args)
+
+
+def _report(args: ReportArgs) -> None:
     from nccl_bench.render import formats as render_formats
     from nccl_bench.render import live
     from nccl_bench.results import loader

@@ -6,7 +6,8 @@ and removes a JSON file (its readers expect the verdict's keys, not an error's).
 A run's --prom file is never an earlier run's either: node_exporter's textfile collector serves whatever
 the file holds, so a file left from yesterday keeps every alert green. It is replaced when the run starts
 by one that says the run has not completed, and at an end before the run's own metrics (a failure, an
-interrupt, a refusal) by what was measured and how the run ended."""
+interrupt, a refusal) by what was measured and how the run ended. The files a command writes whole at its
+end (report's, `history html`'s page) are removed when it fails."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import contextlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator, Optional
+from typing import Callable, Iterator, Optional, Sequence
 
 import typer
 
@@ -60,6 +61,31 @@ def judged_or_said(files: VerdictFiles) -> Iterator[None]:
     except BaseException as exc:
         _not_judged(files, first_line(exc))
         raise
+
+
+@contextlib.contextmanager
+def written_or_removed(outputs: Sequence[Optional[Path]], inputs: Sequence[Path] = ()) -> Iterator[None]:
+    """The body of a command that writes whole files at its end (report's --output, --plot and --html,
+    `history html`): an end other than its answer (exit 0 or 1) removes the regular files among `outputs`,
+    so none is left from an earlier run beside the one line; a file that is also one of `inputs` is kept."""
+    try:
+        yield
+    except (SystemExit, typer.Exit) as exc:
+        if (exc.code if isinstance(exc, SystemExit) else exc.exit_code) not in (None, EXIT_OK, EXIT_VERDICT):
+            _remove_outputs(outputs, inputs)
+        raise
+    except BaseException:
+        _remove_outputs(outputs, inputs)
+        raise
+
+
+def _remove_outputs(outputs: Sequence[Optional[Path]], inputs: Sequence[Path]) -> None:
+    for path in outputs:
+        if path is None or not Path(path).is_file():
+            continue
+        with contextlib.suppress(OSError):
+            if not any(Path(given).exists() and os.path.samefile(path, given) for given in inputs):
+                Path(path).unlink()
 
 
 def cleared(*paths: Optional[Path]) -> None:
