@@ -48,7 +48,7 @@ def judged_or_said(files: VerdictFiles) -> Iterator[None]:
     try:
         yield
     except (SystemExit, typer.Exit) as exc:
-        code = exc.code if isinstance(exc, SystemExit) else exc.exit_code
+        code = _exit_code(exc)
         if code not in (None, EXIT_OK, EXIT_VERDICT):
             _not_judged(files, getattr(exc, "message", None) or f"the command ended with exit {code}")
         raise
@@ -71,12 +71,16 @@ def written_or_removed(outputs: Sequence[Optional[Path]], inputs: Sequence[Path]
     try:
         yield
     except (SystemExit, typer.Exit) as exc:
-        if (exc.code if isinstance(exc, SystemExit) else exc.exit_code) not in (None, EXIT_OK, EXIT_VERDICT):
+        if _exit_code(exc) not in (None, EXIT_OK, EXIT_VERDICT):
             _remove_outputs(outputs, inputs)
         raise
     except BaseException:
         _remove_outputs(outputs, inputs)
         raise
+
+
+def _exit_code(exc: SystemExit | typer.Exit) -> int | str | None:
+    return exc.code if isinstance(exc, SystemExit) else exc.exit_code
 
 
 def _remove_outputs(outputs: Sequence[Optional[Path]], inputs: Sequence[Path]) -> None:
@@ -120,13 +124,12 @@ def metrics_of_this_run(metrics: MetricsFile, writes_it: bool) -> Iterator[None]
     if metrics.path is None or not writes_it:
         yield
         return
-    started = _write_unfinished(metrics, lambda meta, now: _run_metrics(metrics.command, {"status": STARTED}, now))
+    started = _write_status(metrics, STARTED)
     try:
         yield
     except BaseException as exc:
         if started is not None and _same_file(metrics.path, started):
-            status = unfinished_status(exc)
-            _write_unfinished(metrics, lambda meta, now: _run_metrics(metrics.command, {"status": status}, now))
+            _write_status(metrics, unfinished_status(exc))
         raise
 
 
@@ -149,16 +152,17 @@ def unfinished_status(exc: BaseException) -> str:
     if isinstance(exc, (UserInputError, RunFailedError)):
         code = exc.exit_code
     elif isinstance(exc, (SystemExit, typer.Exit)):
-        code = exc.code if isinstance(exc, SystemExit) else exc.exit_code
+        code = _exit_code(exc)
     else:
         code = EXIT_RUN_FAILED
     return _STATUS_OF_EXIT.get(code, "failed")
 
 
-def _run_metrics(command: str, meta: dict, now_s: float) -> str:
+def _write_status(metrics: MetricsFile, status: str) -> Optional[os.stat_result]:
+    """The run's lines alone, with this status: nothing measured is in the file."""
     from nccl_bench.render.prom import run_metrics
 
-    return run_metrics(command, meta, now_s)
+    return _write_unfinished(metrics, lambda _, now: run_metrics(metrics.command, {"status": status}, now))
 
 
 def _write_unfinished(metrics: MetricsFile, render: Callable[[dict, float], str]) -> Optional[os.stat_result]:
