@@ -296,6 +296,8 @@ class SetUp:
             return False
         for rank in range(self.rank):
             with contextlib.suppress(Exception):
+                if not self.store.check([_joined_key(rank)]):  # never joined: a get would wait for it
+                    continue
                 pid = self.store.get(_joined_key(rank)).decode(errors="replace").rsplit(" ", 1)[1]
                 if pid.isdigit() and roll_call.process_state(int(pid)) not in (None, "Z"):
                     return True
