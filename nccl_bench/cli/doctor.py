@@ -11,13 +11,17 @@ from nccl_bench.cli.on_ranks import OnRanks, Ran
 from nccl_bench.cli.option_sets import DoctorJson, Recording, Workers
 from nccl_bench.cli.params import command_of
 from nccl_bench.doctor.doctor_config import DoctorConfig, option_name
-from nccl_bench.options import JSON_FILE
+from nccl_bench.options import JSON_FILE, PROM
 
 if TYPE_CHECKING:
     from nccl_bench.doctor.doctor_entry import DoctorJob
 
 
-@command_of
+def _refused(given: dict, exc) -> None:
+    verdict_files.metrics_refused(given.get(PROM.key), "doctor", option_name(PROM.key), exc)
+
+
+@command_of(refused=_refused)
 def doctor_command(config: DoctorConfig, local: Workers, verdicts: DoctorJson, recording: Recording) -> None:
     """Find the slow node, rail or link: every node's all_reduce and every node pair in one launch; exit 1 on a suspect."""  # noqa: E501
     on_ranks.ready_for_ranks()

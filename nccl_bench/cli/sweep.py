@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from nccl_bench.cli import messages, on_ranks
+from nccl_bench.cli import messages, on_ranks, verdict_files
 from nccl_bench.cli.on_ranks import OnRanks, Ran
 from nccl_bench.cli.option_sets import Recording, ReportArgs, Workers
 from nccl_bench.cli.params import command_of
@@ -15,13 +15,18 @@ from nccl_bench.cli.verdict_files import MetricsFile, metrics_of_this_run, metri
 from nccl_bench.errors import EXIT_VERDICT
 from nccl_bench.option_types import declared
 from nccl_bench.option_types import option_name as option_name_of
+from nccl_bench.options import PROM
 from nccl_bench.sweep.sweep_config import BaselineOptions, SweepConfig, option_name
 
 if TYPE_CHECKING:
     from nccl_bench.sweep.sweep_entry import SweepJob
 
 
-@command_of
+def _refused(given: dict, exc) -> None:
+    verdict_files.metrics_refused(given.get(PROM.key), "sweep", option_name(PROM.key), exc)
+
+
+@command_of(refused=_refused)
 def sweep_command(config: SweepConfig, local: Workers, baseline: BaselineOptions, recording: Recording) -> None:
     """Sweep message sizes for one or more collectives; print an nccl-tests-style table, write CSV + meta.json."""
     on_ranks.ready_for_ranks()

@@ -79,6 +79,12 @@ def written_or_removed(outputs: Sequence[Optional[Path]], inputs: Sequence[Path]
         raise
 
 
+def outputs_refused(outputs: Sequence[Optional[Path]], inputs: Sequence[Path] = ()) -> None:
+    """The options of a command that writes whole files were refused as they were read: none of them is
+    left from an earlier run (written_or_removed, for an end its body never reached)."""
+    _remove_outputs([None if path is None else Path(path) for path in outputs], inputs)
+
+
 def _exit_code(exc: SystemExit | typer.Exit) -> int | str | None:
     return exc.code if isinstance(exc, SystemExit) else exc.exit_code
 
@@ -131,6 +137,22 @@ def metrics_of_this_run(metrics: MetricsFile, writes_it: bool) -> Iterator[None]
         if started is not None and _same_file(metrics.path, started):
             _write_status(metrics, unfinished_status(exc))
         raise
+
+
+def metrics_refused(path: Optional[Path], command: str, option: str, exc: UserInputError) -> None:
+    """A run refused as its options were read (its body never ran): --prom says so, with nothing measured,
+    in the process that would have written it."""
+    from nccl_bench.cli.on_ranks import writes_run_outputs
+
+    if path is not None and writes_run_outputs():
+        _write_status(MetricsFile(Path(path), command, option), unfinished_status(exc))
+
+
+def verdict_refused(files: VerdictFiles, exc: UserInputError) -> None:
+    """A command's options were refused as they were read: its JUnit and Markdown say it could not judge,
+    its JSON is removed (judged_or_said, for an end its body never reached)."""
+    paths = (None if path is None else Path(path) for path in (files.junit, files.markdown, files.json))
+    _not_judged(VerdictFiles(files.suite, *paths), first_line(exc))
 
 
 def metrics_so_far(metrics: MetricsFile, run_dir: Optional[Path], render: Callable[[dict, float], str],

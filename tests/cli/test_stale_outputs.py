@@ -129,3 +129,33 @@ def test_a_history_page_that_cannot_be_made_leaves_no_page_of_an_earlier_run(tmp
     done = history_cli(tmp_path, str(tmp_path / "not-a-history"), "html", str(page))
     assert done.returncode == 2 and "is a folder, not a history file" in done.stderr
     assert not page.exists()
+
+
+def test_a_command_refused_as_its_options_are_read_leaves_no_earlier_output(tmp_path):
+    """The body never runs when an option's value is refused: each command's files still say so, or go."""
+    files = _yesterdays_files(tmp_path)
+    (tmp_path / "page.html").write_text("<p>0 regression(s)</p>\n")
+    (tmp_path / "report.html").write_text("yesterday's\n")
+    run = str(sweep_run(tmp_path / "r", 1))
+    refused = {
+        "compare": ["compare", run, run, "--tolerance", "lots", "--junit", "out.xml", "--markdown", "out.md", "--json",
+                    "out.json"],
+        "report": ["report", run, "--format", "nope", "--html", "report.html"],
+        "history html": ["history", "html", "page.html", "--window", "1"],
+    }
+    for command, args in refused.items():
+        done = run_cli(args, cwd=tmp_path)
+        assert done.returncode == 2 and len(done.stderr.splitlines()) == 1, (command, done.stderr)
+    _said_not_judged(files, run_cli(refused["compare"], cwd=tmp_path).stderr.splitlines()[0].removeprefix(
+        "nccl-bench: error: "))
+    assert not files["json"].exists() and not (tmp_path / "report.html").exists()
+    assert not (tmp_path / "page.html").exists()
+
+
+def test_a_history_check_refused_as_its_options_are_read_leaves_its_files_saying_so(tmp_path):
+    files = _yesterdays_files(tmp_path)
+    done = history_cli(tmp_path, str(tmp_path / "h.sqlite"), "check", "--window", "1", "--junit", "out.xml",
+                       "--markdown", "out.md")
+    assert done.returncode == 2, done.stderr
+    [line] = done.stderr.splitlines()
+    _said_not_judged(files, line.removeprefix("nccl-bench: error: "))

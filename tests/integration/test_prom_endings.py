@@ -60,6 +60,16 @@ def test_a_refused_sweep_leaves_no_earlier_metrics(tmp_path):
     assert _said(prom, "refused", 0) == []
 
 
+@pytest.mark.parametrize("command", ["sweep", "doctor"])
+def test_a_run_refused_as_its_options_are_read_leaves_no_earlier_metrics(tmp_path, command):
+    prom = _yesterdays_prom(tmp_path)
+    done = run_cli([command, "--timeout", "0", "--prom", str(prom)], cwd=tmp_path)  # a bound, not a type
+    assert done.returncode == 2 and len(done.stderr.splitlines()) == 1, done.stderr
+    lines = prom.read_text().splitlines()
+    assert "9e+11" not in prom.read_text() and f'nccl_bench_run_complete{{command="{command}"}} 0' in lines
+    assert any('status="refused"' in line for line in lines)
+
+
 def test_a_complete_sweep_says_so(tmp_path):
     prom = _yesterdays_prom(tmp_path)
     done = run_cli([*SWEEP, "--sizes", "1K", "--prom", str(prom), "--out", str(tmp_path / "run")], cwd=tmp_path)
