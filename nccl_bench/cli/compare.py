@@ -11,11 +11,18 @@ from nccl_bench.cli import messages, streams
 from nccl_bench.cli.option_sets import CompareArgs
 from nccl_bench.cli.params import command_of
 from nccl_bench.cli.report import log_hints
-from nccl_bench.cli.verdict_files import VerdictFiles, judged_or_said
+from nccl_bench.cli.verdict_files import VerdictFiles, judged_or_said, verdict_refused
 from nccl_bench.options import BASELINE_RUN, CURRENT_RUN, JSON_FILE, JUNIT, MARKDOWN
 
 
-@command_of
+def _refused(given: dict, exc) -> None:
+    from nccl_bench.render.compare_exports import JUNIT_SUITE_NAME
+
+    verdict_refused(VerdictFiles(JUNIT_SUITE_NAME, *(given.get(option.key) for option in (JUNIT, MARKDOWN, JSON_FILE))),
+                    exc)
+
+
+@command_of(refused=_refused)
 def compare_command(args: CompareArgs) -> None:
     """Compare a run against a baseline per op and size; exit 0 ok, 1 regression, 2 bad input."""
     from nccl_bench import comparison

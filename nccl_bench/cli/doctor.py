@@ -11,13 +11,17 @@ from nccl_bench.cli.on_ranks import OnRanks, Ran
 from nccl_bench.cli.option_sets import DoctorJson, Recording, Workers
 from nccl_bench.cli.params import command_of
 from nccl_bench.doctor.doctor_config import DoctorConfig, option_name
-from nccl_bench.options import JSON_FILE
+from nccl_bench.options import JSON_FILE, PROM
 
 if TYPE_CHECKING:
     from nccl_bench.doctor.doctor_entry import DoctorJob
 
 
-@command_of
+def _refused(given: dict, exc) -> None:
+    verdict_files.metrics_refused(given.get(PROM.key), "doctor", option_name(PROM.key), exc)
+
+
+@command_of(refused=_refused)
 def doctor_command(config: DoctorConfig, local: Workers, verdicts: DoctorJson, recording: Recording) -> None:
     """Find the slow node, rail or link: every node's all_reduce and every node pair in one launch; exit 1 on a suspect."""  # noqa: E501
     on_ranks.ready_for_ranks()
@@ -31,11 +35,13 @@ def doctor_command(config: DoctorConfig, local: Workers, verdicts: DoctorJson, r
     check_output_file(config.prom, option_name("prom"))
     store = on_ranks.recording_target_of(recording, config.results_root)
     verdict_files.cleared(json_path, config.exclude_file)
-    ran = on_ranks.run_on_ranks(OnRanks(
-        "doctor", job.preflight, lambda launch: _on_this_rank(job, json_path, launch), config.out,
-        new_run_dir(config.results_root, ["doctor"]), "measurements so far are kept",
-        verdict_on_disk=job.verdict_on_disk,
-    ), local.workers)
+    metrics = verdict_files.MetricsFile(config.prom, "doctor", option_name("prom"))
+    with verdict_files.metrics_of_this_run(metrics, on_ranks.writes_run_outputs()):
+        ran = on_ranks.run_on_ranks(OnRanks(
+            "doctor", job.preflight, lambda launch: _on_this_rank(job, json_path, launch), config.out,
+            new_run_dir(config.results_root, ["doctor"]), "measurements so far are kept",
+            verdict_on_disk=job.verdict_on_disk,
+        ), local.workers)
     if ran.run_dir is not None:
         on_ranks.record_in_history(ran.run_dir, store)
     if ran.verdict:

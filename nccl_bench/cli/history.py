@@ -23,7 +23,13 @@ from nccl_bench.cli.option_sets import (
     ShowArgs,
 )
 from nccl_bench.cli.params import command_of
-from nccl_bench.cli.verdict_files import VerdictFiles, judged_or_said
+from nccl_bench.cli.verdict_files import (
+    VerdictFiles,
+    judged_or_said,
+    outputs_refused,
+    verdict_refused,
+    written_or_removed,
+)
 from nccl_bench.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_RUN_FAILED, EXIT_VERDICT, OptionError, UserInputError
 from nccl_bench.history.recording import store_address
 from nccl_bench.history.store_schema import SERIES_COLUMNS
@@ -39,6 +45,8 @@ from nccl_bench.options import (
     REASON,
 )
 from nccl_bench.units.clock import utc_now_iso
+
+CHECK_SUITE = "nccl-bench history check"  # the JUnit suite and Markdown title of `history check`'s files
 
 app = typer.Typer(help="Every run kept in the history: add runs, show series, check for regressions.",
                   no_args_is_help=True, add_completion=False, rich_markup_mode=None)
@@ -118,7 +126,8 @@ def show_command(args: ShowArgs, at: HistoryAt) -> None:
 
 
 @app.command("check")
-@command_of
+@command_of(refused=lambda given, exc: verdict_refused(
+    VerdictFiles(CHECK_SUITE, given.get(JUNIT.key), given.get(MARKDOWN.key)), exc))
 def check_command(args: CheckArgs, at: HistoryAt) -> None:
     """Is a run below what its series' own noise allows? Each series' latest run, or --run's. Exit 0 ok,
     1 regression, 2 bad input, 3 the --run is not in the history (or did not complete)."""
@@ -128,7 +137,7 @@ def check_command(args: CheckArgs, at: HistoryAt) -> None:
     asked = series.Asked(args.op, args.system, args.window, args.floor, args.run)
     markdown_path = check_output_file(args.markdown, MARKDOWN.name)
     junit_path = check_output_file(args.junit, JUNIT.name)
-    with judged_or_said(VerdictFiles("nccl-bench history check", junit_path, markdown_path)):
+    with judged_or_said(VerdictFiles(CHECK_SUITE, junit_path, markdown_path)):
         _check(asked, at, markdown_path, junit_path, args.as_json)
 
 
@@ -246,7 +255,7 @@ def nodes_command(args: NodesArgs, at: HistoryAt) -> None:
 
 
 @app.command("html")
-@command_of
+@command_of(refused=lambda given, exc: outputs_refused([given.get(PAGE.key)]))
 def html_command(args: HtmlArgs, at: HistoryAt) -> None:
     """One self-contained page: a trend plot per op and size with regressions marked, each host's doctor record."""
     from nccl_bench.history import series
@@ -257,13 +266,14 @@ def html_command(args: HtmlArgs, at: HistoryAt) -> None:
 
     asked = series.Asked(None, None, args.window, args.floor, None)
     path = check_output_file(args.page, PAGE.name)
-    with _open(at) as store:
-        found = series.with_changes(store, series.in_order(series.summaries(store, asked, aggregates=True)))
-        found = [summary.newest(2 * asked.window + 1) for summary in found]  # its size: series x window
-        metas = store.run_metas(sorted({p.run_id for s in found for p in s.window}))
-        hosts = host_records(store)
-        total = store.run_count()
-    write_text_file(path, history_page(found, hosts, total, metas, utc_now_iso()))
+    with written_or_removed((path,)):
+        with _open(at) as store:
+            found = series.with_changes(store, series.in_order(series.summaries(store, asked, aggregates=True)))
+            found = [summary.newest(2 * asked.window + 1) for summary in found]  # its size: series x window
+            metas = store.run_metas(sorted({p.run_id for s in found for p in s.window}))
+            hosts = host_records(store)
+            total = store.run_count()
+        write_text_file(path, history_page(found, hosts, total, metas, utc_now_iso()))
     messages.plain(f"wrote the history page to {path}")
 
 

@@ -115,6 +115,12 @@ def worker_args(args: list[str], kept_away: Sequence[Option]) -> list[str]:
     return kept
 
 
+def writes_run_outputs() -> bool:
+    """This process writes the run's own output files (--prom): it starts local workers, or it is rank 0."""
+    launch = detect_launch()
+    return launch is None or launch.rank == 0
+
+
 def speaks_for_run(launch: LaunchEnv) -> bool:
     """Rank 0 of a launcher's ranks says what happened to the run, unless this process is a local worker."""
     from nccl_bench.ranks.launch import is_local_worker

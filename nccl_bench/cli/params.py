@@ -22,14 +22,22 @@ from typing import Any, Callable, Optional, TypeVar
 
 import typer
 
+from nccl_bench.errors import UserInputError
 from nccl_bench.option_types import Argument, Declared, Option, Shown, build_config, declared, flags_of
 
 Command = TypeVar("Command", bound=Callable[..., Any])
 
 
-def command_of(function: Command) -> Command:
+Refused = Callable[[dict[str, Any], UserInputError], None]
+
+
+def command_of(function: Command | None = None, *, refused: Refused | None = None) -> Any:
     """The command typer calls: its parameters made from the fields of `function`'s dataclass parameters,
-    its body `function` called with those dataclasses built and checked."""
+    its body `function` called with those dataclasses built and checked. `refused`: called with the values
+    as given (unread) and the error when building the dataclasses refuses them, so that a command's output
+    files are never left from an earlier run beside the refusal's line (its body never runs)."""
+    if function is None:
+        return lambda decorated: command_of(decorated, refused=refused)
     parts = [(name, kind) for name, kind in typing.get_type_hints(function).items() if name != "return"]
     parameters = [_parameter(carried) for _, kind in parts for carried in (*declared(kind).values(), *_preset_of(kind))]
     if len({parameter.name for parameter in parameters}) < len(parameters):
@@ -37,8 +45,14 @@ def command_of(function: Command) -> Command:
 
     @functools.wraps(function, assigned=("__module__", "__name__", "__qualname__", "__doc__"))
     def command(**given: Any) -> Any:
+        try:
+            with flags_of(*(kind for _, kind in parts)):
+                built = {name: build_config(kind, given, _preset_given(kind, given)) for name, kind in parts}
+        except UserInputError as exc:
+            if refused is not None:
+                refused(given, exc)
+            raise
         with flags_of(*(kind for _, kind in parts)):
-            built = {name: build_config(kind, given, _preset_given(kind, given)) for name, kind in parts}
             return function(**built)
 
     command.__signature__ = inspect.Signature(parameters)  # what typer reads, with the annotations below

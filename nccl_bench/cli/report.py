@@ -5,16 +5,25 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Optional
 
-from nccl_bench.cli import messages
+from nccl_bench.cli import messages, verdict_files
 from nccl_bench.cli.option_sets import ReportArgs
 from nccl_bench.cli.params import command_of
 from nccl_bench.errors import UserInputError
-from nccl_bench.options import FORMAT, HTML, OUTPUT, PLOT
+from nccl_bench.options import FORMAT, HTML, OUTPUT, PLOT, RUNS
 
 
-@command_of
+def _refused(given: dict, exc) -> None:
+    verdict_files.outputs_refused([given.get(option.key) for option in (OUTPUT, PLOT, HTML)], given.get(RUNS.key) or ())
+
+
+@command_of(refused=_refused)
 def report_command(args: ReportArgs) -> None:
     """Re-render runs (ours or nccl-tests') as a table or another format, and plot them."""
+    with verdict_files.written_or_removed((args.output, args.plot, args.html_file), args.runs):
+        _report(args)
+
+
+def _report(args: ReportArgs) -> None:
     from nccl_bench.render import formats as render_formats
     from nccl_bench.render import live
     from nccl_bench.results import loader

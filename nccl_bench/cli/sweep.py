@@ -7,20 +7,26 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from nccl_bench.cli import messages, on_ranks
+from nccl_bench.cli import messages, on_ranks, verdict_files
 from nccl_bench.cli.on_ranks import OnRanks, Ran
 from nccl_bench.cli.option_sets import Recording, ReportArgs, Workers
 from nccl_bench.cli.params import command_of
+from nccl_bench.cli.verdict_files import MetricsFile, metrics_of_this_run, metrics_so_far
 from nccl_bench.errors import EXIT_VERDICT
 from nccl_bench.option_types import declared
 from nccl_bench.option_types import option_name as option_name_of
+from nccl_bench.options import PROM
 from nccl_bench.sweep.sweep_config import BaselineOptions, SweepConfig, option_name
 
 if TYPE_CHECKING:
     from nccl_bench.sweep.sweep_entry import SweepJob
 
 
-@command_of
+def _refused(given: dict, exc) -> None:
+    verdict_files.metrics_refused(given.get(PROM.key), "sweep", option_name(PROM.key), exc)
+
+
+@command_of(refused=_refused)
 def sweep_command(config: SweepConfig, local: Workers, baseline: BaselineOptions, recording: Recording) -> None:
     """Sweep message sizes for one or more collectives; print an nccl-tests-style table, write CSV + meta.json."""
     on_ranks.ready_for_ranks()
@@ -28,14 +34,16 @@ def sweep_command(config: SweepConfig, local: Workers, baseline: BaselineOptions
     from nccl_bench.results.run_folder import new_run_dir
     from nccl_bench.sweep.sweep_entry import plan_sweep
 
-    job = plan_sweep(config, baseline)
-    store = on_ranks.recording_target_of(recording, config.results_root)
     check_output_file(config.prom, option_name("prom"))
-    ran = on_ranks.run_on_ranks(OnRanks(
-        "sweep", job.preflight, lambda launch: _on_this_rank(job, launch), config.out,
-        new_run_dir(config.results_root, config.ops), "results measured so far are kept", job.variants,
-        kept_away=tuple(carried.item for carried in declared(BaselineOptions).values()),
-        verdict_on_disk=job.verdict_on_disk), local.workers)
+    metrics = MetricsFile(config.prom, "sweep", option_name("prom"))
+    with metrics_of_this_run(metrics, on_ranks.writes_run_outputs()):
+        job = plan_sweep(config, baseline)
+        store = on_ranks.recording_target_of(recording, config.results_root)
+        ran = on_ranks.run_on_ranks(OnRanks(
+            "sweep", job.preflight, lambda launch: _on_this_rank(job, metrics, launch), config.out,
+            new_run_dir(config.results_root, config.ops), "results measured so far are kept", job.variants,
+            kept_away=tuple(carried.item for carried in declared(BaselineOptions).values()),
+            verdict_on_disk=job.verdict_on_disk), local.workers)
     if ran.run_dir is None:  # a rank that does not speak for the run
         return
     if ran.verdict:  # wrong data, which the workers' rank 0 said
@@ -46,8 +54,9 @@ def sweep_command(config: SweepConfig, local: Workers, baseline: BaselineOptions
     _after_sweep(job, ran.run_dir)
 
 
-def _on_this_rank(job: SweepJob, launch) -> Ran:
-    """Under a launcher: plan, check the plan against the baseline, measure; rank 0 has the run folder."""
+def _on_this_rank(job: SweepJob, metrics: MetricsFile, launch) -> Ran:
+    """Under a launcher: plan, check the plan against the baseline, measure; rank 0 has the run folder,
+    and writes --prom whole, or with the rows measured before a failure or an interrupt."""
     from nccl_bench.render.live import LiveReporter, write_prom
     from nccl_bench.render.prom import sweep_metrics
     from nccl_bench.sweep.sweep_report import SilentObserver
@@ -55,14 +64,18 @@ def _on_this_rank(job: SweepJob, launch) -> Ran:
     plan = job.plan_on_ranks(launch)
     if on_ranks.speaks_for_run(launch):  # local workers: the process that started them said it
         messages.notes(plan.before_start)
-    replot_flag = option_name_of(ReportArgs, "plot")
-    summary = job.run(plan, lambda rank: LiveReporter(replot_flag) if rank == 0 else SilentObserver(),
-                      messages.end_stuck_rank)
-    if job.config.prom is not None and summary.run_dir is not None:
-        slurm_job = os.environ.get("SLURM_JOB_ID")
-        write_prom(job.config.prom, summary.run_dir,
-                   lambda meta, now: sweep_metrics(summary.rows, meta, now, slurm_job),
-                   option_name("prom"))
+    reporter = LiveReporter(option_name_of(ReportArgs, "plot"))
+    slurm_job = os.environ.get("SLURM_JOB_ID")
+    try:
+        summary = job.run(plan, lambda rank: reporter if rank == 0 else SilentObserver(), messages.end_stuck_rank)
+    except BaseException as exc:
+        if metrics.path is not None and launch.rank == 0:
+            metrics_so_far(metrics, reporter.run_dir,
+                           lambda meta, now: sweep_metrics(reporter.rows, meta, now, slurm_job), exc)
+        raise
+    if metrics.path is not None and summary.run_dir is not None:
+        write_prom(metrics.path, summary.run_dir, lambda meta, now: sweep_metrics(summary.rows, meta, now, slurm_job),
+                   metrics.option)
     if summary.wrong_total and on_ranks.carries_verdict(launch):
         messages.fail(f"{summary.wrong_total} wrong element(s) in the data check", EXIT_VERDICT)
     return Ran(summary.run_dir)

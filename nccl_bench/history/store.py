@@ -37,7 +37,15 @@ from nccl_bench.errors import EXIT_BAD_INPUT, StoreError, first_line
 from nccl_bench.history.address import POSTGRESQL, StoreAddress
 from nccl_bench.history.records import RunRecord
 from nccl_bench.history.store_guard import LOCKED_OR_BUSY, Guard
-from nccl_bench.history.store_schema import MIGRATIONS, SCHEMA_VERSION, SERIES_COLUMNS, TABLES
+from nccl_bench.history.store_schema import (
+    ESCAPED_TEXT_VERSION,
+    MIGRATIONS,
+    RAW_TEXT_COLUMNS,
+    SCHEMA_VERSION,
+    SERIES_COLUMNS,
+    TABLES,
+    TABLES_COMPLETE_VERSION,
+)
 from nccl_bench.history.stored_values import (
     MAX_BUSBW_GBPS,
     MAX_TIME_US,
@@ -65,13 +73,14 @@ def open_store(address: StoreAddress, say: Callable[[str], None] | None = None, 
     `say` hears that a wait goes on; `reading`: only reads follow (an SQLite file in a folder this user
     cannot write is then read as it is)."""
     waits = Guard(address, say)
+    writable = True
     if address.kind == POSTGRESQL:
         connection = waits.call(lambda: _connect_postgres(address), "no answer from the server yet")
     else:
-        connection = _connect_sqlite(address, waits, reading)
+        connection, writable = _connect_sqlite(address, waits, reading)
     store = Store(connection, address, waits)
     try:
-        store.migrate()
+        store.migrate(writable)
         store.check_tables()
     except BaseException:
         store.close()
@@ -123,7 +132,8 @@ def _unreadable(address: StoreAddress, exc: BaseException) -> StoreError:
                       EXIT_BAD_INPUT)
 
 
-def _connect_sqlite(address: StoreAddress, waits: Guard, reading: bool):
+def _connect_sqlite(address: StoreAddress, waits: Guard, reading: bool) -> tuple[Any, bool]:
+    """The connection, and whether it may write (False: a file read as it is)."""
     import sqlite3
 
     path = Path(address.target)
@@ -147,7 +157,7 @@ def _connect_sqlite(address: StoreAddress, waits: Guard, reading: bool):
             raise
         return connection
 
-    return waits.call(connect, LOCKED_OR_BUSY)
+    return waits.call(connect, LOCKED_OR_BUSY), not read_as_is
 
 
 def _writable(path: Path) -> bool:
@@ -231,8 +241,11 @@ class Store:
         row = self.one("SELECT value FROM store_info WHERE name = 'schema_version'")
         return int(row[0]) if row else 0
 
-    def migrate(self) -> None:
-        if self.version() == SCHEMA_VERSION:
+    def migrate(self, writable: bool = True) -> None:
+        """The store brought up to SCHEMA_VERSION; one that cannot be written is read as it is when its
+        tables are complete."""
+        version = self.version()
+        if version == SCHEMA_VERSION or (not writable and TABLES_COMPLETE_VERSION <= version < SCHEMA_VERSION):
             return
         with self.transaction():
             if self.postgres:
@@ -244,8 +257,37 @@ class Store:
             for step in range(version + 1, SCHEMA_VERSION + 1):
                 for statement in MIGRATIONS[step]:
                     self.execute(statement)
+                if step == ESCAPED_TEXT_VERSION:
+                    self._escape_raw_text()
             self.execute("DELETE FROM store_info WHERE name = 'schema_version'")
             self.execute("INSERT INTO store_info (name, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+
+    def _escape_raw_text(self) -> None:
+        """Text an older tool stored raw (a host name holding ESC) escaped as stored_form escapes it today:
+        each series whose key changes moves its results to the escaped key (merged with a series already
+        there), and every other table's rows are rewritten in place."""
+        columns = ", ".join(SERIES_COLUMNS)
+        for old_id, *key in self._raw_rows(f"SELECT series, {columns} FROM series"):
+            new_id, new_key = clean_text(old_id), [clean_text(part) for part in key]
+            if new_id == old_id:
+                continue
+            assignments = ", ".join(f"{column} = ?" for column in ("series", *SERIES_COLUMNS))
+            self.execute(f"UPDATE results SET {assignments} WHERE series = ?", (new_id, *new_key, old_id))
+            self.execute("DELETE FROM series WHERE series = ?", (old_id,))
+            self.execute(f"INSERT INTO series (series, {columns}) VALUES ({', '.join('?' * (len(key) + 1))}) "
+                         "ON CONFLICT (series) DO NOTHING", (new_id, *new_key))
+        for table, (where, texts) in RAW_TEXT_COLUMNS.items():
+            for row in self._raw_rows(f"SELECT {', '.join(where + texts)} FROM {table}"):
+                found, old = row[:len(where)], row[len(where):]
+                new = tuple(clean_text(value) for value in old)
+                if new != tuple(old):
+                    self.execute(f"UPDATE {table} SET {', '.join(f'{column} = ?' for column in texts)} WHERE "
+                                 f"{' AND '.join(f'{column} = ?' for column in where)}", (*new, *found))
+
+    def _raw_rows(self, statement: str) -> list[tuple]:
+        """Every row as stored, control characters and all (rows() gives them back escaped)."""
+        cursor = self.execute(statement)
+        return self._call(cursor.fetchall)
 
     def check_tables(self) -> None:
         """A store of this schema with a table gone is damaged: said at once, not mid-command."""

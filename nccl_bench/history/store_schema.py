@@ -10,7 +10,14 @@ from __future__ import annotations
 
 import re
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
+# A store of this version or later has every table the readers read: one that cannot be written (an SQLite
+# file in a folder this user cannot write) is read as it is, without the data-only steps after it.
+TABLES_COMPLETE_VERSION = 3
+# From this version on, stored text holds no raw control character (stored_values.stored_form): the step
+# to it escapes what an older tool stored raw, which the readers, looking a series up by the escaped key
+# they read, would never find.
+ESCAPED_TEXT_VERSION = 4
 
 # (op, placement, size, dtype, world size, nodes, backend, system, --nccl-env variant): what makes two
 # numbers comparable.
@@ -67,6 +74,16 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
             PRIMARY KEY (run_id, row_index))""",
         "CREATE INDEX IF NOT EXISTS late_rows_by_host ON late_rows (host)",
     ),
+    4: (),  # no table changes: the text rewritten (Store.migrate, ESCAPED_TEXT_VERSION)
+}
+
+# Each table's text columns that can hold what a run brought (host names, a backend, a source path), and
+# the columns that find one row. series and results are rewritten through the series key, not here.
+RAW_TEXT_COLUMNS = {
+    "runs": (("run_id",), ("kind", "status", "source", "system", "backend", "verdict")),
+    "doctor_hosts": (("run_id", "host"), ("host",)),
+    "doctor_flags": (("run_id", "host", "kind"), ("host", "kind")),
+    "accepts": (("series", "run_id"), ("series", "reason")),
 }
 
 

@@ -44,6 +44,12 @@ class SetUpWatch(Protocol):
     def ready(self, notes_store: Any) -> None:
         """This rank's process group exists; the roll call's notes live in notes_store from now on."""
 
+    def hold_native_warnings(self) -> None:
+        """The process group exists: stderr is held until set-up is over (torch's warnings of failed waits)."""
+
+    def drop_native_warnings(self) -> None:
+        """The set-up failed and the group is gone: what stderr held is dropped (no-op once passed on)."""
+
     def start_failed(self, cause: str, timeout_s: float) -> Exception:
         """The failure to raise when the process group could not start, naming who is missing."""
 
@@ -160,6 +166,7 @@ def process_group(launch: LaunchEnv, backend: str, timeout_s: float, device_inde
             failure = set_up.start_failed(backend_error_text(exc), timeout_s)
             failure.details = details
             raise failure from None
+        set_up.hold_native_warnings()
         # The roll call's notes (ranks/roll_call.py) live where they always have: in the default group's store.
         notes_store = dist.distributed_c10d._get_default_store()
         set_up.ready(notes_store)
@@ -168,6 +175,7 @@ def process_group(launch: LaunchEnv, backend: str, timeout_s: float, device_inde
         side = dist.new_group(backend="gloo", timeout=group_timeout) if control else None
     except BaseException:
         set_up.close()
+        set_up.drop_native_warnings()
         raise
     clean = False
     try:
@@ -186,6 +194,7 @@ def process_group(launch: LaunchEnv, backend: str, timeout_s: float, device_inde
                 abort_within(ABORT_WAIT_S)
         finally:
             set_up.close()
+            set_up.drop_native_warnings()
 
 
 def abort_within(seconds: float) -> None:

@@ -7,6 +7,7 @@ import contextlib
 import os
 import re
 import sys
+from typing import Callable
 
 from nccl_bench.errors import first_line
 
@@ -24,8 +25,12 @@ class HeldOutput:
 
     FDS = (1, 2)
 
-    def __init__(self):
+    def __init__(self, fds: tuple[int, ...] = FDS, passed_on_failure: Callable[[str], str] | None = None):
+        """fds: the descriptors held; passed_on_failure: what of each one's text is still passed on when
+        the block fails (None: nothing)."""
         self.text = ""
+        self.fds = fds
+        self.passed_on_failure = passed_on_failure
         self._saved: dict[int, int] = {}  # the terminal's descriptors while held
 
     def release(self) -> None:
@@ -40,8 +45,8 @@ class HeldOutput:
 
         sys.stdout.flush()
         sys.stderr.flush()
-        self._saved = {fd: os.dup(fd) for fd in self.FDS}
-        self._held = {fd: tempfile.TemporaryFile() for fd in self.FDS}
+        self._saved = {fd: os.dup(fd) for fd in self.fds}
+        self._held = {fd: tempfile.TemporaryFile() for fd in self.fds}
         for fd, held in self._held.items():
             os.dup2(held.fileno(), fd)
         return self
@@ -50,19 +55,29 @@ class HeldOutput:
         _flush_c_stdio()  # NCCL fwrites to C's stdout, fully buffered when it is not a terminal
         written = {}
         saved, self._saved = self._saved, {}
-        for fd in self.FDS:
+        for fd in self.fds:
             os.dup2(saved[fd], fd)
             os.close(saved[fd])
             with self._held[fd] as held:
                 held.seek(0)
                 written[fd] = held.read()
         if exc_type is None:
-            if written[1]:
-                os.write(1, written[1])
-            if written[2]:
-                os.write(2, written[2])
+            for fd, raw in written.items():
+                _pass_on(fd, raw)
         else:
             self.text = "\n".join(raw.decode("utf-8", "replace") for raw in written.values())
+            for fd, raw in written.items():
+                kept = self.passed_on_failure(raw.decode("utf-8", "replace")) if self.passed_on_failure else ""
+                with contextlib.suppress(OSError):
+                    _pass_on(fd, kept.encode())
+
+
+def _pass_on(fd: int, raw: bytes) -> None:
+    """What was held, written to the stream it was written to (stdout or stderr)."""
+    if raw and fd == 1:
+        os.write(1, raw)
+    elif raw:
+        os.write(2, raw)
 
 
 def _flush_c_stdio() -> None:
@@ -97,6 +112,16 @@ def backend_diagnostics(text: str) -> tuple[str, ...]:
             kept.append(f"{LAST_ERROR} {after or follow}".rstrip())
     unique = list(dict.fromkeys(_printable(line) for line in kept if line))
     return tuple(unique[:MAX_DIAGNOSTICS])
+
+
+# A line c10 logging writes ([W1128 14:12:51.479 socket.cpp:469] ..., with torch's "[rank0]:" before it
+# where the rank is known: c10/util/Logging.cpp), and the C++ stack lines an exception's text carries.
+_NATIVE_LOG_LINE = re.compile(r"^(?:\[rank\d+\]:)?\[[IWEF]\d{4} \d\d:\d\d:\d\d|^frame #\d+: |^Exception raised from ")
+
+
+def without_native_logs(text: str) -> str:
+    """`text` without the lines torch's C++ logging wrote: what Python wrote meanwhile (a note) is kept."""
+    return "".join(line for line in text.splitlines(keepends=True) if not _NATIVE_LOG_LINE.match(line))
 
 
 def _printable(line: str) -> str:

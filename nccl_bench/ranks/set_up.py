@@ -49,7 +49,7 @@ from nccl_bench.ranks.dist import (
 )
 from nccl_bench.ranks.launch import is_local_worker
 from nccl_bench.ranks.layout import LaunchEnv
-from nccl_bench.ranks.native_output import backend_diagnostics, backend_error_text
+from nccl_bench.ranks.native_output import HeldOutput, backend_diagnostics, backend_error_text, without_native_logs
 from nccl_bench.ranks.planted import fault_seam
 
 JOINED_COUNT = "nccl_bench/set_up/joined"
@@ -106,6 +106,8 @@ class SetUp:
         self._deadline: Deadline | None = None
         self._answering = contextlib.ExitStack()  # while armed: faults.unanswered_signals(self._unanswered)
         self._release_output: Callable[[], None] = lambda: None
+        self._native_warnings: HeldOutput | None = None  # stderr, from the process group until set-up is over
+        self._lower_speaks_for_stall = False  # a lower local worker lived when this rank's watchdog fired
 
     # -- the clock ------------------------------------------------------------------------------
     def start(self, rank: int, world_size: int, timeout_s: float,
@@ -139,12 +141,42 @@ class SetUp:
     @contextlib.contextmanager
     def until_done(self) -> Iterator[None]:
         """The rest of the set-up (the run's first exchanges, the command's own): the watchdog stops when
-        it ends, whichever way, before the failure is mapped (a roll call must not be taken for a stall)."""
+        it ends, whichever way, before the failure is mapped (a roll call must not be taken for a stall).
+        Once it succeeds, what native code wrote to stderr meanwhile is passed on."""
         self.step("the run's first exchanges")
         try:
             yield
         finally:
             self.close()
+        self._end_native_warnings(passed=True)
+
+    # -- torch's own warnings ----------------------------------------------------------------------
+    def hold_native_warnings(self) -> None:
+        """From the moment the process group exists until set-up is over, hold stderr (native_output.
+        HeldOutput). A peer that is missing or slow makes torch's store client log a warning per failed wait
+        (c10's `[W socket.cpp:...] [c10d] waitForInput: ... timed out`, written by c10 logging straight to
+        the process's stderr, from any thread, at TORCH_CPP_LOG_LEVEL's default WARNING) above the failure's
+        one line, which already says who is missing; a set-up that succeeds passes them on unchanged."""
+        self._native_warnings = HeldOutput(fds=(2,), passed_on_failure=without_native_logs)
+        self._native_warnings.__enter__()
+
+    def drop_native_warnings(self) -> None:
+        """The set-up failed and the process group is torn down (its abort warns too): torch's own lines are
+        dropped, so the failure's line is the only one, and what else was written (a note) is passed on;
+        no-op once passed on."""
+        self._end_native_warnings(passed=False)
+
+    def _end_native_warnings(self, passed: bool) -> None:
+        held, self._native_warnings = self._native_warnings, None
+        if held is None:
+            return
+        held.__exit__(None if passed else RunFailedError, None, None)
+
+    def _give_terminal_back(self) -> None:
+        """Before the watchdog reports and ends the process: every descriptor held is given back."""
+        self._release_output()
+        if self._native_warnings is not None:
+            self._native_warnings.release()
 
     def tear_down(self) -> None:
         """The process group is destroyed next: a step of its own, under a fresh watchdog."""
@@ -155,19 +187,20 @@ class SetUp:
     def _abort(self, exc: DeadlineExceeded) -> None:  # on a thread of the deadline's
         line = f"{exc.where} failed on rank {self.rank}: {exc}"
         self._say_failed(f"{exc.where} made {exc}", stalled=True)
+        self._lower_speaks_for_stall = self._lower_local_worker_speaks()  # now, while the store still answers
         with contextlib.suppress(Exception):
             roll_call.note_leaving(self.notes_store or self.store, self.rank, line)  # what faults.why_stopped reads
         abort_all_groups()
 
     def _stuck(self, exc: DeadlineExceeded) -> None:  # on the deadline's thread: the main thread is gone for good
-        self._release_output()
+        self._give_terminal_back()
         self._on_stuck(self.failure(f"{exc.where} made {exc}", stalled=True))
 
     def _unanswered(self, signal_name: str) -> None:  # on the signal watcher's thread
         """A stop signal came while the main thread sits in native code (a connect, a store wait, the
         group's destruction), where Python never runs its handler: the rank ends now with the line an
         interrupt gets (said by the rank that speaks for the run), not at its deadline."""
-        self._release_output()
+        self._give_terminal_back()
         if self._where == TEARING_DOWN:
             said = (f"interrupted by {signal_name} while {TEARING_DOWN} (it did not return to answer it); "
                     "the run's results are kept")
@@ -249,7 +282,26 @@ class SetUp:
         names = f"{absent}; " if absent else ""
         if not self.hosts_store and _CONNECTION_LOST.search(reason):
             reason += " (the rank that holds the rendezvous store ended first; its own line says why)"
-        return RunFailedError(f"setting up the {self.command} failed: {names}rank {self.rank} saw: {reason}")
+        quiet = self._lower_speaks_for_stall if stalled else self._lower_local_worker_speaks()
+        return RunFailedError(f"setting up the {self.command} failed: {names}rank {self.rank} saw: {reason}",
+                              quiet=quiet)
+
+    def _lower_local_worker_speaks(self) -> bool:
+        """Local workers (--workers) share one terminal, where every rank's line would repeat the same
+        names: a worker leaves the line to a lower rank whose process still lives (it fails the same set-up,
+        naming this one from the store, or its own watchdog ends it, and says so either way). A rank whose
+        own watchdog fired asks when it fires: by the time it reports, GRACE_S later, rank 0 may have said
+        its line and gone. Under a launcher each rank says its line."""
+        if not is_local_worker() or self.store is None:
+            return False
+        for rank in range(self.rank):
+            with contextlib.suppress(Exception):
+                if not self.store.check([_joined_key(rank)]):  # never joined: a get would wait for it
+                    continue
+                pid = self.store.get(_joined_key(rank)).decode(errors="replace").rsplit(" ", 1)[1]
+                if pid.isdigit() and roll_call.process_state(int(pid)) not in (None, "Z"):
+                    return True
+        return False
 
     def _say_failed(self, reason: str, stalled: bool = False) -> None:
         """This rank's failure in the store: its step's place in the order, whether its own watchdog

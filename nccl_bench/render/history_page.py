@@ -14,7 +14,7 @@ to re-render a large history).
 from __future__ import annotations
 
 import html
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Any, Sequence
 
 from nccl_bench.history.changes import Change, differences
@@ -45,6 +45,19 @@ SCRIPT = ("function nbFilter(){var s=document.getElementById('nb-system').value,
           "if(h.get(k)&&Array.from(e.options).some(function(x){return x.value===h.get(k);}))e.value=h.get(k);});"
           "if(h.get('system')||h.get('op'))nbFilter();})();")
 VERSION_PREFIX = " version"
+# The widest a character of the labels draws in the page's 10px sans-serif text (DejaVu Sans' digits and
+# the letters of "accepted" are at most 0.64 em, 6.4 px; Arial's digits 5.6 px; Chromium drew "2025-05-28"
+# 51.6 px wide): a label's width is bounded by its length times this, and labels closer than that bound
+# plus LABEL_GAP_PX are thinned out.
+CHAR_PX = 6.5
+LABEL_GAP_PX = 8
+ACCEPTED_LABEL = "accepted"
+MINUTE, HOUR, DAY = 60, 3600, 86400
+# The time axis' steps, each with the label it gets: a run a minute apart and a year of daily runs both get
+# ticks at round times, as many as the labels' width allows (matplotlib's AutoDateLocator chooses alike).
+TIME_STEPS = tuple((seconds, "%m-%d %H:%M") for seconds in (MINUTE, 5 * MINUTE, 15 * MINUTE, 30 * MINUTE, HOUR,
+                                                             3 * HOUR, 6 * HOUR, 12 * HOUR)) + tuple(
+    (days * DAY, "%Y-%m-%d") for days in (1, 2, 7, 14, 30, 61, 91, 182, 365, 730, 1825))
 
 
 def _e(value: object) -> str:
@@ -143,12 +156,13 @@ def _figure(summary: SeriesSummary, metas: dict[str, dict[str, Any]]) -> str:
         x = x_of(times[index])
         body.append(f"<line class=\"mark-version\" x1=\"{x:.1f}\" y1=\"{TOP}\" x2=\"{x:.1f}\" y2=\"{TOP + plot_h}\">"
                     f"<title>{_e('; '.join(str(c) for c in changed))}</title></line>")
-    for index, point in enumerate(points):
-        if point.accepted is not None:
-            x = x_of(times[index])
-            body.append(f"<line class=\"mark-accept\" x1=\"{x:.1f}\" y1=\"{TOP}\" x2=\"{x:.1f}\" y2=\"{TOP + plot_h}\">"
-                        f"<title>accepted as the new normal: {_e(point.accepted)}</title></line>"
-                        f"<text x=\"{x + 3:.1f}\" y=\"{TOP + 10}\" fill=\"#2a2\">accepted</text>")
+    accepted_xs = [x_of(times[index]) for index, point in enumerate(points) if point.accepted is not None]
+    labelled = _accepted_labels(accepted_xs)
+    for x, point in zip(accepted_xs, [point for point in points if point.accepted is not None], strict=True):
+        body.append(f"<line class=\"mark-accept\" x1=\"{x:.1f}\" y1=\"{TOP}\" x2=\"{x:.1f}\" y2=\"{TOP + plot_h}\">"
+                    f"<title>accepted as the new normal: {_e(point.accepted)}</title></line>")
+        if x in labelled:  # every mark keeps its reason on hover; a label only where it has room
+            body.append(f"<text x=\"{labelled[x]:.1f}\" y=\"{TOP + 10}\" fill=\"#2a2\">{ACCEPTED_LABEL}</text>")
     body.append("<polyline fill=\"none\" stroke=\"#1f77b4\" stroke-width=\"1.2\" points=\"" + " ".join(
         f"{x_of(t):.1f},{y_of(p.busbw_gbps):.1f}" for t, p in zip(times, points, strict=True)) + "\"/>")
     for t, point, verdict in zip(times, points, verdicts, strict=True):
@@ -177,7 +191,7 @@ def _figure(summary: SeriesSummary, metas: dict[str, dict[str, Any]]) -> str:
 
 
 def _axes(top: float, low_t: float, high_t: float, x_of, y_of, stamps: list[str]) -> str:
-    """Axes with busbw ticks and dates at the first, middle and last runs' times."""
+    """Axes with busbw ticks and the time axis' labels (_time_labels)."""
     bottom, plot_right = y_of(0), WIDTH - RIGHT
     middle = (TOP + bottom) / 2
     parts = [f"<line x1=\"{LEFT}\" y1=\"{bottom:.1f}\" x2=\"{plot_right}\" y2=\"{bottom:.1f}\" stroke=\"#999\"/>",
@@ -188,16 +202,65 @@ def _axes(top: float, low_t: float, high_t: float, x_of, y_of, stamps: list[str]
         value = top / 1.08 * fraction
         y = y_of(value)
         parts.append(f"<text x=\"{LEFT - 4}\" y=\"{y + 3:.1f}\" text-anchor=\"end\">{value:.3g}</text>")
-    shown = [0, len(stamps) // 2, len(stamps) - 1] if len(stamps) > 2 else list(range(len(stamps)))
-    times = [_time(stamp) for stamp in stamps]
-    for index in dict.fromkeys(shown):
-        t = times[index] if times[index] is not None else float(index)
-        anchor = "start" if index == 0 else "end" if index == len(stamps) - 1 else "middle"
-        parts.append(f"<text class=\"date\" x=\"{x_of(t):.1f}\" y=\"{bottom + 14:.1f}\" text-anchor=\"{anchor}\">"
-                     f"{_e(stamps[index][:10])}</text>")
+    for x, label, anchor in _time_labels(low_t, high_t, x_of, stamps):
+        parts.append(f"<text class=\"date\" x=\"{x:.1f}\" y=\"{bottom + 14:.1f}\" text-anchor=\"{anchor}\">"
+                     f"{_e(label)}</text>")
     parts.append(f"<text x=\"{(LEFT + plot_right) / 2:.0f}\" y=\"{HEIGHT - 6}\" text-anchor=\"middle\">run start "
                  "(UTC)</text>")
     return "".join(parts)
+
+
+def _accepted_labels(xs: list[float]) -> dict[float, float]:
+    """Mark x -> where its label starts: right of the mark, or left of it at the figure's right edge; a mark
+    whose label would overlap another keeps only its line (and its reason on hover)."""
+    width = len(ACCEPTED_LABEL) * CHAR_PX
+    starts = [(x, x + 3 if x + 3 + width <= WIDTH else x - 3 - width) for x in sorted(xs)]
+    return dict(_apart([(start, start + width, (x, start)) for x, start in starts])) if starts else {}
+
+
+def _time_labels(low_t: float, high_t: float, x_of, stamps: list[str]) -> list[tuple[float, str, str]]:
+    """(x, text, anchor) of the time axis' labels: at round times (TIME_STEPS), the finest step whose labels
+    stand apart by their width, so no two overlap however the runs crowd (thousands a day, or a burst after
+    a quiet month). Runs whose start cannot be read are evenly spaced: their first, middle and last dates."""
+    if high_t <= low_t:  # one time: one label, where every run is drawn
+        return [(x_of(low_t), stamps[0][:10], "middle")]
+    if any(_time(stamp) is None for stamp in stamps):  # x is the run's index
+        last = len(stamps) - 1
+        return [(x_of(float(index)), stamps[index][:10], "start" if index == 0 else "end" if index == last else
+                 "middle") for index in dict.fromkeys([0, last // 2, last])]
+    plot_w = x_of(high_t) - x_of(low_t)
+    for step, form in TIME_STEPS:
+        width = len(_time_text(low_t, form)) * CHAR_PX
+        if step / (high_t - low_t) * plot_w >= width + LABEL_GAP_PX or step == TIME_STEPS[-1][0]:
+            break
+    first = (int(low_t) // step + (int(low_t) % step > 0)) * step
+    boxes = []
+    for t in range(first, int(high_t) + 1, step):
+        x = x_of(float(t))
+        anchor, left = (("middle", x - width / 2) if width / 2 <= x <= WIDTH - width / 2 else
+                        ("start", x) if x < width / 2 else ("end", x - width))  # kept inside the figure
+        boxes.append((left, left + width, (x, _time_text(t, form), anchor)))
+    if not boxes:  # the span is shorter than one step: the first run's time, where it is drawn
+        return [(x_of(low_t), _time_text(low_t, form), "start")]
+    return _apart(boxes)
+
+
+def _apart(boxes: list[tuple[float, float, Any]]) -> list[Any]:
+    """Of labels (left, right, what), left to right, those that start LABEL_GAP_PX past the last one kept;
+    the last label is kept over the ones before it that it would overlap (the newest run's is read first)."""
+    kept: list[tuple[float, float, Any]] = []
+    for box in boxes:
+        if not kept or box[0] >= kept[-1][1] + LABEL_GAP_PX:
+            kept.append(box)
+    if kept[-1] is not boxes[-1]:
+        while kept and boxes[-1][0] < kept[-1][1] + LABEL_GAP_PX:
+            kept.pop()
+        kept.append(boxes[-1])
+    return [what for _, _, what in kept]
+
+
+def _time_text(t: float, form: str) -> str:
+    return datetime.fromtimestamp(t, timezone.utc).strftime(form)
 
 
 def _hosts_table(hosts: Sequence[HostSummary]) -> str:

@@ -149,8 +149,11 @@ class LiveReporter:
         self._task = None
         self._layout: Layout | None = None
         self._repeats: tuple[str, ...] = ()
+        self.run_dir: Path | None = None
+        self.rows: list[ResultRow] = []  # every row so far: what a run that fails still reports (--prom)
 
     def started(self, header, total_points: int) -> None:
+        self.run_dir = header.run.run_dir
         width = table_width(self.console)
         self._layout = tables.live_layout(header, width)
         self._repeats = header.repeats
@@ -167,6 +170,7 @@ class LiveReporter:
             self._progress.reset(self._task)
 
     def row_done(self, row: ResultRow) -> None:
+        self.rows.append(row)
         print_lines(self.console, self._layout.row_lines(tables.result_cells(row, self._repeats)))
         if self._progress is not None:
             self._progress.advance(self._task)

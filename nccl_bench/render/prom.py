@@ -28,6 +28,7 @@ from nccl_bench.units.op_table import OPS
 
 PREFIX = "nccl_bench_"
 SECONDS_PER_US = 1e-6
+COMPLETE = "complete"  # meta.json's status of a run that measured everything it planned
 SUSPECT_KINDS = ("node", "link", "rail", "missing", "config")  # verdicts.Suspect.kind, roster.MISSING, config_check
 # A label name is [a-zA-Z_][a-zA-Z0-9_]*; version keys are ours, but keep any other character out.
 _LABEL_NAME_BAD = re.compile(r"[^a-zA-Z0-9_]")
@@ -130,6 +131,12 @@ def doctor_metrics(verdicts: Mapping[str, Any], meta: Mapping[str, Any], now_s: 
     return "\n".join(lines) + "\n"
 
 
+def run_metrics(command: str, meta: Mapping[str, Any], now_s: float) -> str:
+    """The run's lines alone (info, completion, timestamp): the file of a run that has measured nothing yet,
+    or never will (refused, or ended before its first row)."""
+    return "\n".join(_run_lines(command, meta, now_s)) + "\n"
+
+
 def _row_labels(row: ResultRow) -> dict[str, Any]:
     return {"op": row.op, "placement": row.placement, "size_bytes": row.size_bytes, "dtype": row.dtype,
             "world_size": "" if row.world_size is None else row.world_size, "nodes": row.nodes, "backend": row.backend}
@@ -142,6 +149,10 @@ def _run_lines(command: str, meta: Mapping[str, Any], now_s: float) -> list[str]
             "nccl_bench_version": nccl_bench.__version__, **versions}
     lines = _family("run_info", "The run these metrics come from: its command, status, layout and versions (value 1).",
                     [(info, 1)])
+    lines += _family("run_complete",
+                     "1 when the run completed; 0 while it runs, or when it failed, was interrupted or refused: the "
+                     "file then holds only what it measured, never an earlier run's metrics.",
+                     [({"command": command}, int(meta.get("status") == COMPLETE))])
     lines += _family("run_timestamp_seconds",
                      "Unix time the metrics were written; alert when it grows old (the run stopped being repeated).",
                      [({"command": command}, now_s)])

@@ -187,7 +187,7 @@ def test_a_newer_store_is_refused_in_one_line(tmp_path):
     done = history_cli(tmp_path, store, "show")
     assert done.returncode == 2
     assert done.stderr == (f"nccl-bench: error: --history: {store} was written by a newer nccl-bench (store schema 7; "
-                           "this one reads up to 3): upgrade nccl-bench\n")
+                           "this one reads up to 4): upgrade nccl-bench\n")
 
 
 
@@ -256,3 +256,49 @@ def test_rank_0_under_a_launcher_records_the_doctor_run(monkeypatch, tmp_path):
                                       "--history", str(store)])
     main()
     assert json.loads(history_cli(tmp_path, str(store), "nodes", "--json").stdout)["hosts"][2]["flagged"] == 1
+
+
+def _store_written_before_escaping(folder: Path) -> tuple[Path, str]:
+    """A store of schema 2 holding a run as the tool before escaping stored it: inserted with sqlite3, the
+    host name holding a raw ESC in its system, series and results; the raw system."""
+    import contextlib
+    import sqlite3
+
+    from tests.helpers.history_stores import sqlite_store_with_run
+
+    path = sqlite_store_with_run(folder / "old.sqlite", sweep_run(folder / "r1", 1))
+    raw_system = "cpu@vm\x1b[31mred"
+    with contextlib.closing(sqlite3.connect(path)) as db, db:
+        db.execute("UPDATE store_info SET value = '2' WHERE name = 'schema_version'")
+        [run] = db.execute("SELECT * FROM runs").fetchall()
+        columns = [column[1] for column in db.execute("PRAGMA table_info(runs)")]
+        raw_run = dict(zip(columns, run, strict=True), run_id="e" * 32, started_utc="2026-01-02T00:00:00+00:00",
+                       system=raw_system)
+        db.execute(f"INSERT INTO runs ({', '.join(raw_run)}) VALUES ({', '.join('?' * len(raw_run))})",
+                   tuple(raw_run.values()))
+        for table in ("results", "series"):
+            columns = [column[1] for column in db.execute(f"PRAGMA table_info({table})")]
+            for row in db.execute(f"SELECT * FROM {table}").fetchall():
+                copy = dict(zip(columns, row, strict=True))
+                copy.update(series=copy["series"].replace("cpu@vm", raw_system), system=raw_system)
+                if table == "results":
+                    copy.update(run_id=raw_run["run_id"], started_utc=raw_run["started_utc"])
+                db.execute(f"INSERT INTO {table} ({', '.join(copy)}) VALUES ({', '.join('?' * len(copy))})",
+                           tuple(copy.values()))
+    return path, raw_system
+
+
+def test_a_store_written_before_escaping_shows_every_runs_series(tmp_path):
+    path, raw_system = _store_written_before_escaping(tmp_path)
+    shown = history_cli(tmp_path, str(path), "show", "--json")
+    assert shown.returncode == 0, shown.stderr
+    found = json.loads(shown.stdout)
+    assert found["runs"] == 2 and sum(series["runs"] for series in found["series"]) == 2 * 2
+    assert {series["system"] for series in found["series"]} == {"cpu@vm", "cpu@vm\\x1b[31mred"}
+    checked = history_cli(tmp_path, str(path), "check", "--run", "e" * 12)
+    assert "no series to judge" not in checked.stderr and checked.returncode == 0, checked.stderr
+    added = history_cli(tmp_path, str(path), "add", str(sweep_run(tmp_path / "r3", 3, hosts=("vm\x1b[31mred",) * 2)))
+    assert added.returncode == 0, added.stderr
+    again = json.loads(history_cli(tmp_path, str(path), "show", "--json").stdout)
+    assert sorted(series["runs"] for series in again["series"]) == [1, 1, 2, 2]
+    assert raw_system not in path.read_bytes().decode("utf-8", "replace")

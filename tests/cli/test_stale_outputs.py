@@ -1,7 +1,9 @@
 """A command that ends before it judges never leaves an earlier run's verdict file for CI to read:
 `history check` and `compare` write their --junit and --markdown saying they could not judge (a JUnit
 <error>) and remove a --json FILE; the doctor's and the replay's --json FILE (and the doctor's exclude
-list) are removed before the run, so a run that fails leaves none."""
+list) are removed before the run, so a run that fails leaves none; `report`'s --output, --plot and --html
+and `history html`'s page are removed when the command fails (a run's --prom: tests/integration/
+test_prom_endings.py)."""
 
 from __future__ import annotations
 
@@ -100,3 +102,60 @@ def test_a_replay_that_cannot_run_leaves_no_json_of_an_earlier_run(tmp_path):
                     "out.json", "--out", str(tmp_path / "run")], cwd=tmp_path)
     assert done.returncode == 2 and "needs 128 ranks" in done.stderr
     assert not files["json"].exists()
+
+
+def test_a_report_that_cannot_read_its_run_leaves_none_of_its_files_from_an_earlier_run(tmp_path):
+    files = {name: tmp_path / name for name in ("out.md", "busbw.png", "report.html")}
+    for path in files.values():
+        path.write_text("yesterday's\n")
+    done = run_cli(["report", str(tmp_path / "gone"), "--format", "markdown", "--output", "out.md", "--plot",
+                    "busbw.png", "--html", "report.html"], cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert len(done.stderr.splitlines()) == 1 and not any(path.exists() for path in files.values())
+
+
+def test_a_report_whose_output_is_its_input_keeps_it_when_it_fails(tmp_path):
+    run = sweep_run(tmp_path / "r", 1)
+    done = run_cli(["report", str(run / "results.csv"), str(tmp_path / "gone"), "--format", "csv", "--output",
+                    str(run / "results.csv")], cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert (run / "results.csv").is_file()
+
+
+def test_a_history_page_that_cannot_be_made_leaves_no_page_of_an_earlier_run(tmp_path):
+    page = tmp_path / "history.html"
+    page.write_text("<p>0 regression(s)</p>\n")
+    (tmp_path / "not-a-history").mkdir()
+    done = history_cli(tmp_path, str(tmp_path / "not-a-history"), "html", str(page))
+    assert done.returncode == 2 and "is a folder, not a history file" in done.stderr
+    assert not page.exists()
+
+
+def test_a_command_refused_as_its_options_are_read_leaves_no_earlier_output(tmp_path):
+    """The body never runs when an option's value is refused: each command's files still say so, or go."""
+    files = _yesterdays_files(tmp_path)
+    (tmp_path / "page.html").write_text("<p>0 regression(s)</p>\n")
+    (tmp_path / "report.html").write_text("yesterday's\n")
+    run = str(sweep_run(tmp_path / "r", 1))
+    refused = {
+        "compare": ["compare", run, run, "--tolerance", "lots", "--junit", "out.xml", "--markdown", "out.md", "--json",
+                    "out.json"],
+        "report": ["report", run, "--format", "nope", "--html", "report.html"],
+        "history html": ["history", "html", "page.html", "--window", "1"],
+    }
+    for command, args in refused.items():
+        done = run_cli(args, cwd=tmp_path)
+        assert done.returncode == 2 and len(done.stderr.splitlines()) == 1, (command, done.stderr)
+    _said_not_judged(files, run_cli(refused["compare"], cwd=tmp_path).stderr.splitlines()[0].removeprefix(
+        "nccl-bench: error: "))
+    assert not files["json"].exists() and not (tmp_path / "report.html").exists()
+    assert not (tmp_path / "page.html").exists()
+
+
+def test_a_history_check_refused_as_its_options_are_read_leaves_its_files_saying_so(tmp_path):
+    files = _yesterdays_files(tmp_path)
+    done = history_cli(tmp_path, str(tmp_path / "h.sqlite"), "check", "--window", "1", "--junit", "out.xml",
+                       "--markdown", "out.md")
+    assert done.returncode == 2, done.stderr
+    [line] = done.stderr.splitlines()
+    _said_not_judged(files, line.removeprefix("nccl-bench: error: "))

@@ -145,3 +145,33 @@ def history_cli(folder: Path, store: str, *args: str) -> subprocess.CompletedPro
     from tests.helpers.launch import run_cli
 
     return run_cli(["history", *args, "--history", store], cwd=folder, env={"COLUMNS": "200"}, timeout=120)
+
+
+def bulk_sqlite_store(path: Path, starts: list[str], accepted: tuple[int, ...] = ()) -> Path:
+    """An SQLite history of one system's two all_reduce series (64K and 1M) with a run at each of `starts`
+    (ISO 8601 times, oldest first), written in bulk through the store's own schema, as thousands of runs
+    added one by one would take minutes; the runs whose indexes are in `accepted` accepted as the new normal."""
+    from nccl_bench.history.address import parse_address
+    from nccl_bench.history.store import open_store
+    from nccl_bench.history.store_schema import SERIES_COLUMNS, series_id
+
+    keys = [("all_reduce", "in_place", size, "float32", 2, 1, "gloo", "cpu@vm", "") for size in (65536, 1 << 20)]
+    columns = ", ".join(SERIES_COLUMNS)
+    run_ids = [f"{index:032x}" for index in range(len(starts))]
+    with open_store(parse_address(str(path))) as store, store.transaction():
+        store.executemany(f"INSERT INTO series (series, {columns}) VALUES ({', '.join('?' * (len(keys[0]) + 1))})",
+                          [(series_id(key), *key) for key in keys])
+        store.executemany("INSERT INTO runs (run_id, kind, status, started_utc, recorded_utc, source, system, "
+                          "backend, world_size, nodes, verdict, meta) VALUES (?, 'sweep', 'complete', ?, ?, '', "
+                          "'cpu@vm', 'gloo', 2, 1, '', '{}')",
+                          [(run_id, start, start) for run_id, start in zip(run_ids, starts, strict=True)])
+        store.executemany(
+            f"INSERT INTO results (run_id, series, {columns}, started_utc, usable, busbw_gbps, time_us, noise) "
+            f"VALUES ({', '.join('?' * (len(SERIES_COLUMNS) + 7))})",
+            [(run_id, series_id(key), *key, start, 1, 1.0 + 0.01 * (index % 3), key[2] / 1e3, 0.01)
+             for index, (run_id, start) in enumerate(zip(run_ids, starts, strict=True)) for key in keys])
+        store.executemany("INSERT INTO accepts (series, run_id, started_utc, reason, accepted_utc) VALUES "
+                          "(?, ?, ?, 'new normal', ?)",
+                          [(series_id(key), run_ids[index], starts[index], starts[index]) for index in accepted
+                           for key in keys])
+    return path

@@ -97,3 +97,63 @@ def _dom(url: str) -> str:
     dom = subprocess.run([CHROMIUM, *CHROMIUM_FLAGS, "--dump-dom", url], capture_output=True, text=True, timeout=120)
     assert dom.returncode == 0, dom.stderr[-2000:]
     return dom.stdout
+
+
+# Every label of each plot as Chromium lays it out (getBBox: the renderer's own box of the drawn text), and
+# each pair of them that overlaps, written into the page for --dump-dom to return.
+_BOXES_SCRIPT = """<script>
+var found = [];
+document.querySelectorAll('figure.series svg').forEach(function (svg, figure) {
+  var boxes = Array.from(svg.querySelectorAll('text.date, text[fill="#2a2"]')).map(function (text) {
+    var b = text.getBBox(); return {text: text.textContent, x: b.x, y: b.y, w: b.width, h: b.height};
+  });
+  boxes.forEach(function (a, i) { boxes.slice(i + 1).forEach(function (b) {
+    if (a.x < b.x + b.w && b.x < a.x + a.w && a.y < b.y + b.h && b.y < a.y + a.h) found.push([figure, a, b]);
+  }); });
+  found.push(['labels', figure, boxes.length, svg.width.baseVal.value,
+              boxes.filter(function (b) { return b.x < 0 || b.x + b.w > svg.width.baseVal.value; }).length]);
+});
+var pre = document.createElement('pre'); pre.id = 'nb-boxes'; pre.textContent = JSON.stringify(found);
+document.body.appendChild(pre);
+</script>"""
+
+
+def _quiet_month_then_a_burst(runs: int) -> list[str]:
+    """`runs` start times: a run a day, then the newest 25 a minute apart on the last day (a fleet re-run in
+    a hurry after a quiet month): the page's window of runs is half days, half minutes."""
+    from datetime import datetime, timedelta, timezone
+
+    start = datetime(2020, 1, 1, tzinfo=timezone.utc)
+    daily = [start + timedelta(days=day) for day in range(runs - 25)]
+    burst = [daily[-1] + timedelta(hours=12, minutes=minute) for minute in range(25)]
+    return [moment.isoformat() for moment in daily + burst]
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (Debian package chromium)")
+@pytest.mark.parametrize("window", ["20", "1000"])
+def test_no_two_labels_of_a_plot_overlap_at_2000_runs(tmp_path, window):
+    """2,000 runs, the newest crowded into minutes and five of them accepted: Chromium's boxes of every date
+    label and accepted mark of each plot are apart and inside the plot; the page is written within seconds."""
+    import json
+    import time
+
+    from tests.helpers.history_stores import bulk_sqlite_store
+
+    store = bulk_sqlite_store(tmp_path / "h.sqlite", _quiet_month_then_a_burst(2000), accepted=(1990, 1992, 1994,
+                                                                                                 1996, 1998))
+    page = tmp_path / "history.html"
+    began = time.monotonic()
+    done = run_cli(["history", "html", str(page), "--history", str(store), "--window", window])
+    took = time.monotonic() - began
+    assert done.returncode == 0, done.stderr
+    assert took < 30, f"the page took {took:.1f} s"
+    print(f"history html of 2,000 runs, --window {window}: {took:.2f} s (the process included), "
+          f"{page.stat().st_size / 1024:.0f} KiB")
+    measured = tmp_path / "measured.html"
+    measured.write_text(page.read_text().replace("</body>", _BOXES_SCRIPT + "</body>"))
+    found = json.loads(re.search(r'<pre id="nb-boxes">(.*?)</pre>', _dom(measured.as_uri()), re.S).group(1))
+    overlaps = [entry for entry in found if entry[0] != "labels"]
+    counts = [entry for entry in found if entry[0] == "labels"]
+    assert len(counts) == 2 and all(labels >= 3 for _, _, labels, _, _ in counts), counts
+    assert overlaps == [], overlaps[:3]
+    assert all(outside == 0 for *_, outside in counts), counts

@@ -158,3 +158,29 @@ def test_a_stop_signal_ends_a_rank_blocked_in_native_code_during_set_up_within_s
     assert code == EXIT_INTERRUPTED and len(lines) == 1, err
     assert "interrupted by SIGTERM before the doctor began (joining the rendezvous" in lines[0], lines
     assert "Traceback" not in err
+
+
+def test_a_set_up_that_fails_after_the_process_group_exists_is_one_line_on_each_ranks_stderr(tmp_path):
+    """Rank 1 stalls before its process group is made; rank 0's group exists and its first exchange waits
+    for rank 1 in the store until --timeout, where torch's client logs `[W socket.cpp] waitForInput ...
+    timed out` warnings (c10 logging, on stderr): each rank's stderr is its one line, nothing above it."""
+    said, _ = _run(2, [0, 1], "stall-set-up:1", tmp_path)
+    for rank in (0, 1):
+        code, err = said[rank]
+        assert code == 3 and err.splitlines() == _error_lines(err) and len(_error_lines(err)) == 1, (rank, err)
+    assert "rank 1 (" in said[0][1] and "stalled" in said[0][1], said[0][1]
+
+
+@pytest.mark.parametrize("stalled", [1, 0])
+def test_local_workers_whose_set_up_fails_say_one_line_and_nothing_of_torchs(tmp_path, stalled):
+    """--workers: every rank writes to the one terminal; a set-up that fails, with a group made on one
+    side, is the run's one line there (the lowest live rank's), without torch's C++ warnings above it."""
+    from tests.helpers.launch import run_cli
+
+    done = run_cli(["sweep", "--workers", "2", "--sizes", "1K", "--iters", "2", "--timeout", f"{TIMEOUT_S:g}",
+                    "--no-history", "--out", str(tmp_path / "run")],
+                   env={"NCCL_BENCH_FAULT": f"stall-set-up:{stalled}"},
+                   timeout=TIMEOUT_S + set_up.ENDS_WITHIN_S + START_LIMIT_S)
+    assert done.returncode == 3, done.stderr
+    [line] = done.stderr.splitlines()
+    assert line.startswith("nccl-bench: error: setting up the sweep failed: "), line

@@ -146,3 +146,39 @@ def test_a_lasting_drop_is_named_with_the_run_it_started_with(tmp_path):
                                                                              "2026-01-05T00:00:00+00:00", 2)
     assert (f"; a lasting change over 2 runs, never accepted, starting with run {step.run_id[:12]} "
             "(2026-01-05T00:00:00+00:00)") in series.describe(big)
+
+
+def test_text_an_older_tool_stored_raw_is_escaped_once_and_its_series_merged(store_url, tmp_path):
+    """A store of schema 2 as the tool before escaping left it: a run's system, series and results, and a
+    doctor run's host, hold a raw ESC, beside a later run of the same host stored escaped. Opened, every
+    text is escaped, the two forms of each series are one, and every reader counts every run."""
+    from nccl_bench.history.store_schema import SERIES_COLUMNS
+
+    hostile = "vm\x1b[31mred"
+    address = parse_address(store_url)
+    with open_store(address) as store:
+        for day, hosts in ((1, ("vm", "vm")), (2, (hostile, hostile)), (3, (hostile, hostile))):
+            _add(store, sweep_run(tmp_path / f"r{day}", day, hosts=hosts))
+        _add(store, doctor_run(tmp_path / "d", 4, hosts=(hostile, "b"), suspects=[("node", [hostile])]))
+        [(raw_run,)] = store.rows("SELECT run_id FROM runs WHERE started_utc = ?", ("2026-01-02T00:00:00+00:00",))
+        escaped = "cpu@vm\\x1b[31mred"
+        columns = ", ".join(SERIES_COLUMNS)
+        for series_key, *key in list(store.rows(f"SELECT series, {columns} FROM series WHERE system = ?",
+                                                (escaped,))):
+            raw_key = [hostile.join(part.split("vm\\x1b[31mred")) if isinstance(part, str) else part for part in key]
+            raw_series = series_key.replace(escaped, "cpu@" + hostile)
+            store.execute(f"INSERT INTO series (series, {columns}) VALUES ({', '.join('?' * (len(key) + 1))})",
+                          (raw_series, *raw_key))
+            store.execute("UPDATE results SET series = ?, system = ? WHERE run_id = ? AND series = ?",
+                          (raw_series, "cpu@" + hostile, raw_run, series_key))
+        store.execute("UPDATE runs SET system = ? WHERE run_id = ?", ("cpu@" + hostile, raw_run))
+        for table in ("doctor_hosts", "doctor_flags"):
+            store.execute(f"UPDATE {table} SET host = ? WHERE host = ?", (hostile, "vm\\x1b[31mred"))
+        store.execute("UPDATE store_info SET value = '2' WHERE name = 'schema_version'")
+    with open_store(address) as store:
+        raw_text = [row for table in ("runs", "results", "series", "doctor_hosts", "doctor_flags")
+                    for row in store.execute(f"SELECT * FROM {table}").fetchall() if any("\x1b" in str(v) for v in row)]
+        assert raw_text == []
+        assert sorted((s.key["system"], s.runs) for s in _summaries(store)) == [
+            ("cpu@vm", 1), ("cpu@vm", 1), (escaped, 2), (escaped, 2)]
+        assert [(h.host, h.flagged) for h in host_records(store)] == [("b", 0), ("vm\\x1b[31mred", 1)]

@@ -27,7 +27,7 @@ def test_sweep_rows_become_gauges_in_base_units_with_the_rows_labels():
     found = families(sweep_metrics(rows, META, NOW_S))
     assert set(found) == {"nccl_bench_busbw_bytes_per_second", "nccl_bench_algbw_bytes_per_second",
                           "nccl_bench_time_seconds", "nccl_bench_wrong_elements", "nccl_bench_run_info",
-                          "nccl_bench_run_timestamp_seconds", "nccl_bus_bandwidth_gbs",
+                          "nccl_bench_run_complete", "nccl_bench_run_timestamp_seconds", "nccl_bus_bandwidth_gbs",
                           "nccl_collective_exec_time_microseconds"}
     assert all(family.type == "gauge" and family.documentation for family in found.values())
     busbw = found["nccl_bench_busbw_bytes_per_second"].samples
@@ -42,6 +42,15 @@ def test_sweep_rows_become_gauges_in_base_units_with_the_rows_labels():
         "nccl_bench_version": "0.1.0", "torch_version": "2.13.0+cpu", "python_version": "3.11.7"}
     (stamp,) = found["nccl_bench_run_timestamp_seconds"].samples
     assert stamp.value == NOW_S and stamp.labels == {"command": "sweep"}
+    assert [s.value for s in found["nccl_bench_run_complete"].samples] == [1]
+
+
+@pytest.mark.parametrize("status", ["started", "failed", "interrupted", "refused"])
+def test_a_run_that_did_not_complete_says_so_in_its_own_gauge(status):
+    found = families(prom.run_metrics("sweep", {"status": status}, NOW_S))
+    assert set(found) == {"nccl_bench_run_info", "nccl_bench_run_complete", "nccl_bench_run_timestamp_seconds"}
+    assert [s.value for s in found["nccl_bench_run_complete"].samples] == [0]
+    assert found["nccl_bench_run_info"].samples[0].labels["status"] == status
 
 
 @pytest.mark.parametrize("size,bucket", [(0, "0B"), (8, "8-9B"), (1023, "1023-1024B"), (1024, "1-2KB"),
