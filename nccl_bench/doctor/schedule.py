@@ -132,7 +132,7 @@ def retests(judgement: "Judgement", hosts: Sequence[str], measured: Iterable["Pa
     first re-test) as many pairs that were not low (at least MIN_CONTROLS), measured again beside them;
     and with cross_check (quick mode's first re-test) each node of a low pair that has not met a node
     that passed yet, paired with one (see cross_checks)."""
-    from nccl_bench.doctor.verdicts import CONTROL_PAIRS, MIN_CONTROLS
+    from nccl_bench.doctor.repeat_noise import CONTROL_PAIRS, MIN_CONTROLS
 
     index = {host: i for i, host in enumerate(hosts)}
     plan = [(index[a], index[b]) for a, b in judgement.retest_pairs]

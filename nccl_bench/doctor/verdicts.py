@@ -9,7 +9,7 @@ or below --expect when given, and *confirmed* once a re-test agrees: only confir
 Re-tests are run beside control pairs that were not low (schedule.retests): how far a control's second
 measurement lands from its first is the noise of one measurement here and now, free of any real
 difference between hosts. A low result is confirmed only when it is also below the median (moved as
-the controls moved) by more than Student's t at MAD_Z of those sigmas for their count: a shortfall that
+the controls moved) by more than Student's t at 3 of those sigmas for their count: a shortfall that
 the fabric's own repeat noise could have made names nobody.
 
 Pairs are judged per endpoint, (host, rail): an endpoint's "capacity" is its best pair, so a
@@ -28,6 +28,7 @@ from dataclasses import dataclass, field, replace
 from typing import Mapping, Sequence
 
 from nccl_bench.doctor.doctor_config import option_name, option_usage
+from nccl_bench.doctor.repeat_noise import RepeatNoise, repeat_bar, repeat_noise
 from nccl_bench.units import hostlist, stats
 
 # One slow partner proves nothing about a node: it takes two to tell a node from a link.
@@ -41,12 +42,6 @@ MAD_Z = 3.0
 # ...but never past this many times the tolerance: the MAD of a small fleet is itself noisy (four
 # capacities of 0.76, 1.2, 1.2 and a broken 0.024 GB/s gave 3 sigma = the whole median).
 MAX_WIDENING = 2.0
-# Controls needed for a repeat noise: two give a shift and a spread, the spread then counted at Student's
-# t for one degree of freedom (28 sigmas at 3), so they spare only what moved with them.
-MIN_CONTROLS = 2
-# Controls measured again beside the re-tests when the fleet has that many pairs that were not low (more
-# when there are more re-tests): Student's t at 3 is 4.4 for 8, a few rounds' cost.
-CONTROL_PAIRS = 8
 # The fleet's spread (sigma from MAD) above this share of the tolerance gets a note in the report.
 SPREAD_WARNING_SHARE = 0.5
 # A fleet in which more than half the hosts measure low against the best pairs is contended (a shared
@@ -123,7 +118,7 @@ class Judgement:
     retest_intra: list[str] = field(default_factory=list)  # hosts with an unconfirmed low intra-node result
     notes: list[str] = field(default_factory=list)
     contended: bool = False  # most hosts measured low against the best pairs: judged against the typical pair
-    repeat: "RepeatNoise | None" = None  # the re-measured controls' shift and noise (None: too few)
+    repeat: RepeatNoise | None = None  # the re-measured controls' shift and noise (None: too few)
 
     @property
     def verdict(self) -> str:
@@ -216,45 +211,6 @@ def _rail_suspects(host, slow_rails, partners, best, is_low, pair_fleet, expect_
     return suspects
 
 
-@dataclass(frozen=True)
-class RepeatNoise:
-    """What the controls' second measurements say: `shift`, how far the fabric as a whole moved between
-    the first pass and the re-tests (log of the median ratio), and `sigma`, how far one measurement
-    wanders about that (log space); from `controls` pairs."""
-
-    shift: float
-    sigma: float
-    controls: int
-
-
-def repeat_noise(pairs: Mapping[PairKey, Sequence[float]], threshold: float | None) -> RepeatNoise | None:
-    """The controls' noise, or None with fewer than MIN_CONTROLS: pairs measured twice whose first result
-    was not low, so they were not picked for being unlucky. The difference of two measurements carries
-    the noise of both, hence the square root of 2. The spread is the root mean square about the median,
-    not a MAD: from a handful of controls a MAD ignores the one that moved most, and this noise may only
-    ever spare a result, never name one."""
-    ratios = [math.log(values[1] / values[0]) for values in pairs.values()
-              if len(values) >= 2 and values[0] > 0 and values[1] > 0 and threshold is not None
-              and values[0] >= threshold]
-    if len(ratios) < MIN_CONTROLS:
-        return None
-    center = stats.median(ratios)
-    spread = math.sqrt(sum((r - center) ** 2 for r in ratios) / len(ratios))
-    return RepeatNoise(center, spread / math.sqrt(2), len(ratios))
-
-
-def _repeat_bar(pair_fleet: FleetStat | None, noise: RepeatNoise | None, tolerance: float) -> float | None:
-    """The level a re-tested result must stay below to be confirmed: the fleet's median, lowered as far
-    as the controls fell (never raised: a faster fabric never makes naming easier), less Student's t
-    at MAD_Z for the controls' count times the repeat sigma (log space); never closer than the
-    tolerance, never below a tenth of the median."""
-    if pair_fleet is None or noise is None:
-        return None
-    reach = stats.t_quantile(MAD_Z, noise.controls - 1) * noise.sigma
-    share = min(max(tolerance, 1 - math.exp(-reach)), 0.9)
-    return pair_fleet.median_gbps * math.exp(min(noise.shift, 0.0)) * (1 - share)
-
-
 def _spread_notes(pair_fleet: FleetStat | None, intra_fleet: FleetStat | None, tolerance: float) -> list[str]:
     """A note for each fleet whose spread is enough to widen the bar beyond the tolerance."""
     notes = []
@@ -345,15 +301,15 @@ def _judge(layout, intra, pairs, tolerance: float, expect_gbps: float | None, ty
     threshold = _threshold(pair_fleet, tolerance, expect_gbps)
     low = {key for key, value in best.items() if threshold is not None and value < threshold}
     noise = repeat_noise(pairs, threshold)
-    repeat_bar = _repeat_bar(pair_fleet, noise, tolerance)
+    bar = None if pair_fleet is None else repeat_bar(pair_fleet.median_gbps, noise, tolerance)
     confirmed = {key for key in low if len(pairs[key]) >= 2 and (
-        repeat_bar is None or best[key] < repeat_bar or (expect_gbps is not None and best[key] < expect_gbps))}
+        bar is None or best[key] < bar or (expect_gbps is not None and best[key] < expect_gbps))}
     spared = sorted(key for key in low - confirmed if len(pairs[key]) >= 2)
     if noise is not None and spared:
         notes.append(
             f"re-measured beside {noise.controls} control pairs, which moved {math.expm1(noise.shift):+.0%} as a "
             f"whole and by {math.expm1(noise.sigma):.0%} each (one measurement's sigma): re-tests above "
-            f"{gbps(repeat_bar)} GB/s are within this fabric's own noise and name nobody "
+            f"{gbps(bar)} GB/s are within this fabric's own noise and name nobody "
             f"({option_name('tolerance')} {tolerance:.0%} cannot be resolved now); spared: "
             + ", ".join(f"{a}-{b}" for a, b, _ in spared))
 

@@ -245,7 +245,7 @@ EXACT = [
     ("history that does not exist", ["history", "check", "--history", "{tmp}/none.sqlite"],
      "--history: {tmp}/none.sqlite does not exist; record a run first"),
     ("history of a newer nccl-bench", ["history", "show", "--history", "{tmp}/newer.sqlite"],
-     "--history: {tmp}/newer.sqlite was written by a newer nccl-bench (store schema 99; this one reads up to 3): "
+     "--history: {tmp}/newer.sqlite was written by a newer nccl-bench (store schema 99; this one reads up to 4): "
      "upgrade nccl-bench"),
     ("history window below 3", ["history", "check", "--window", "1"], "--window: must be at least 3, got 1"),
     # The history: what was named is no history at all (exit 2), its password never shown.

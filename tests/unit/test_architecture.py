@@ -42,7 +42,8 @@ LAYERS: dict[str, tuple[int, tuple[str, ...]]] = {
     # the commands on ranks, each with its config, plan, body and report, placed alike
     "doctor": (5, ("doctor", "doctor.config_check", "doctor.config_facts",
                    "doctor.doctor_body", "doctor.doctor_config", "doctor.doctor_entry",
-                   "doctor.doctor_report", "doctor.roster", "doctor.schedule", "doctor.verdicts")),
+                   "doctor.doctor_report", "doctor.repeat_noise", "doctor.roster", "doctor.schedule",
+                   "doctor.verdicts")),
     "sweep": (5, ("sweep", "sweep.baseline_check", "sweep.busbw_floor", "sweep.plan", "sweep.references",
                   "sweep.rows", "sweep.saved_baselines", "sweep.sweep_body", "sweep.sweep_config", "sweep.sweep_entry",
                   "sweep.sweep_report", "sweep.variants")),
@@ -51,7 +52,8 @@ LAYERS: dict[str, tuple[int, tuple[str, ...]]] = {
                    "replay.trace_reader", "replay.trace_values", "replay.trace_vocabulary")),
     # the history, its series, hosts and the regression rule: reads run folders, above the commands
     "history": (6, ("history", "history.address", "history.changes", "history.hosts", "history.records",
-                    "history.recording", "history.rule", "history.series", "history.store", "history.store_guard",
+                    "history.recording", "history.rule", "history.series", "history.store", "history.store_connect",
+                    "history.store_guard",
                     "history.stored_values",
                     "history.store_schema")),
     # rows, comparisons, the doctor's verdicts and the store's answers as text, pages and figures

@@ -95,8 +95,9 @@ def test_nothing_to_measure_names_a_layout_no_chosen_phase_can_use(phases, ranks
 
 def test_the_first_retest_measures_controls_that_were_not_low_beside_the_low_pairs():
     """A low pair gets at least MIN_CONTROLS controls, pairs measured once and not low, the same per seed."""
+    from nccl_bench.doctor.repeat_noise import CONTROL_PAIRS, MIN_CONTROLS
     from nccl_bench.doctor.schedule import retests
-    from nccl_bench.doctor.verdicts import CONTROL_PAIRS, MIN_CONTROLS, judge
+    from nccl_bench.doctor.verdicts import judge
 
     hosts = [f"node{i}" for i in range(6)]
     layout = [(h, [i]) for i, h in enumerate(hosts)]
