@@ -56,7 +56,6 @@ JOINED_COUNT = "nccl_bench/set_up/joined"
 TEARING_DOWN = "tearing down the process group"  # the last step's name
 REPORTED_COUNT = "nccl_bench/set_up/reported"
 JOIN_POLL_S = 0.25  # how often a rank reads the joined count: 64 ranks ask ~256 times a second, cheap for the store
-LOWER_RANK_POLL_S = 0.05  # how often a quiet local worker looks whether the lower rank that speaks has ended
 # After a failure in set-up, how long a rank waits for the peers that joined to say they are ready or
 # failed too: a live peer sees the same failure within moments; a dead or stuck one never answers.
 ROLL_CALL_S = 3.0
@@ -108,7 +107,6 @@ class SetUp:
         self._answering = contextlib.ExitStack()  # while armed: faults.unanswered_signals(self._unanswered)
         self._release_output: Callable[[], None] = lambda: None
         self._native_warnings: HeldOutput | None = None  # stderr, from the process group until set-up is over
-        self._lower_pid_at_stall: int | None = None  # a lower local worker alive when this rank's watchdog fired
 
     # -- the clock ------------------------------------------------------------------------------
     def start(self, rank: int, world_size: int, timeout_s: float,
@@ -188,7 +186,6 @@ class SetUp:
     def _abort(self, exc: DeadlineExceeded) -> None:  # on a thread of the deadline's
         line = f"{exc.where} failed on rank {self.rank}: {exc}"
         self._say_failed(f"{exc.where} made {exc}", stalled=True)
-        self._lower_pid_at_stall = self._lower_local_worker()  # now, while the store still answers
         with contextlib.suppress(Exception):
             roll_call.note_leaving(self.notes_store or self.store, self.rank, line)  # what faults.why_stopped reads
         abort_all_groups()
@@ -283,39 +280,7 @@ class SetUp:
         names = f"{absent}; " if absent else ""
         if not self.hosts_store and _CONNECTION_LOST.search(reason):
             reason += " (the rank that holds the rendezvous store ended first; its own line says why)"
-        lower = self._lower_pid_at_stall if stalled else self._lower_local_worker()
-        return RunFailedError(f"setting up the {self.command} failed: {names}rank {self.rank} saw: {reason}",
-                              quiet=lower is not None and self._ends_within(lower, self.timeout_s + ENDS_WITHIN_S))
-
-    def _lower_local_worker(self) -> int | None:
-        """Local workers (--workers) share one terminal, where every rank's line would repeat the same
-        names: a worker leaves the line to a lower rank whose process still lives (it fails the same set-up,
-        naming this one from the store, or its own watchdog ends it, and says so either way). That rank's
-        pid, or None (under a launcher each rank says its line). A rank whose own watchdog fired asks when
-        it fires: by the time it reports, GRACE_S later, rank 0 may have said its line and gone."""
-        if not is_local_worker() or self.store is None:
-            return None
-        for rank in range(self.rank):
-            with contextlib.suppress(Exception):
-                if not self.store.check([_joined_key(rank)]):  # never joined: a get would wait for it
-                    continue
-                pid = self.store.get(_joined_key(rank)).decode(errors="replace").rsplit(" ", 1)[1]
-                if pid.isdigit() and roll_call.process_state(int(pid)) not in (None, "Z"):
-                    return int(pid)
-        return None
-
-    @staticmethod
-    def _ends_within(pid: int, seconds: float) -> bool:
-        """Whether the lower rank ends (having said its line) within `seconds`. This rank waits for it
-        before ending quietly: the launcher stops every worker once one ends with an error, so a quiet
-        rank that ended first would have the speaking rank stopped before it said anything. One that
-        lives on past its own deadline and grace is stuck: this rank speaks instead."""
-        ends = time.monotonic() + seconds
-        while roll_call.process_state(pid) not in (None, "Z"):
-            if time.monotonic() >= ends:
-                return False
-            time.sleep(LOWER_RANK_POLL_S)
-        return True
+        return RunFailedError(f"setting up the {self.command} failed: {names}rank {self.rank} saw: {reason}")
 
     def _say_failed(self, reason: str, stalled: bool = False) -> None:
         """This rank's failure in the store: its step's place in the order, whether its own watchdog

@@ -172,9 +172,11 @@ def test_a_set_up_that_fails_after_the_process_group_exists_is_one_line_on_each_
 
 
 @pytest.mark.parametrize("stalled", [1, 0])
-def test_local_workers_whose_set_up_fails_say_one_line_and_nothing_of_torchs(tmp_path, stalled):
+def test_local_workers_whose_set_up_fails_say_their_lines_and_nothing_of_torchs(tmp_path, stalled):
     """--workers: every rank writes to the one terminal; a set-up that fails, with a group made on one
-    side, is the run's one line there (the lowest live rank's), without torch's C++ warnings above it."""
+    side, is each rank's one line there, without torch's C++ warnings above them. Each rank says its own:
+    the launcher stops every worker once one ends with an error, so a rank that left its line to another
+    could end first and have that one stopped before it spoke (no line at all, seen in 3 runs of 10)."""
     from tests.helpers.launch import run_cli
 
     done = run_cli(["sweep", "--workers", "2", "--sizes", "1K", "--iters", "2", "--timeout", f"{TIMEOUT_S:g}",
@@ -182,5 +184,6 @@ def test_local_workers_whose_set_up_fails_say_one_line_and_nothing_of_torchs(tmp
                    env={"NCCL_BENCH_FAULT": f"stall-set-up:{stalled}"},
                    timeout=TIMEOUT_S + set_up.ENDS_WITHIN_S + START_LIMIT_S)
     assert done.returncode == 3, done.stderr
-    [line] = done.stderr.splitlines()
-    assert line.startswith("nccl-bench: error: setting up the sweep failed: "), line
+    lines = done.stderr.splitlines()
+    assert 1 <= len(lines) <= 2, done.stderr
+    assert all(line.startswith("nccl-bench: error: setting up the sweep failed: ") for line in lines), lines
