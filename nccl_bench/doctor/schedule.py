@@ -12,6 +12,8 @@ from __future__ import annotations
 import random
 from typing import TYPE_CHECKING, Iterable, Sequence
 
+from nccl_bench.doctor.repeat_noise import CONTROL_PAIRS
+
 if TYPE_CHECKING:
     from nccl_bench.doctor.verdicts import Judgement, PairKey
 
@@ -116,7 +118,7 @@ def cross_checks(
 
 def controls(judgement: "Judgement", hosts: Sequence[str], wanted: int, seed: int) -> list[Pair]:
     """`wanted` node pairs measured once and not low, drawn (seeded) to be measured again beside the
-    re-tests: their two results tell how far one measurement wanders here and now (verdicts.repeat_noise).
+    re-tests: their two results tell how far one measurement wanders here and now (repeat_noise.py).
     """
     index = {host: i for i, host in enumerate(hosts)}
     low = {p.hosts for p in judgement.pairs if p.low}
@@ -129,15 +131,13 @@ def controls(judgement: "Judgement", hosts: Sequence[str], wanted: int, seed: in
 def retests(judgement: "Judgement", hosts: Sequence[str], measured: Iterable["PairKey"], cross_check: bool,
             seed: int, with_controls: bool = False) -> list[Pair]:
     """The node pairs to measure next: every pair with an unconfirmed low result; with_controls (the
-    first re-test) as many pairs that were not low (at least MIN_CONTROLS), measured again beside them;
-    and with cross_check (quick mode's first re-test) each node of a low pair that has not met a node
-    that passed yet, paired with one (see cross_checks)."""
-    from nccl_bench.doctor.repeat_noise import CONTROL_PAIRS, MIN_CONTROLS
-
+    first re-test) as many pairs that were not low (CONTROL_PAIRS, or as many as the re-tests), measured
+    again beside them; and with cross_check (quick mode's first re-test) each node of a low pair that has
+    not met a node that passed yet, paired with one (see cross_checks)."""
     index = {host: i for i, host in enumerate(hosts)}
     plan = [(index[a], index[b]) for a, b in judgement.retest_pairs]
     if plan and with_controls:
-        plan += controls(judgement, hosts, max(MIN_CONTROLS, len(plan), CONTROL_PAIRS), seed)
+        plan += controls(judgement, hosts, max(len(plan), CONTROL_PAIRS), seed)
     if not cross_check:
         return plan
     in_low = {index[h] for p in judgement.pairs if p.low for h in p.hosts}

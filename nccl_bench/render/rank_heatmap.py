@@ -80,11 +80,11 @@ def _panel(label: str, key: tuple[str, str, str, str], points: list[RankPoint], 
     for point in points:
         median = stats.median(point.time_in_op_us)
         j = size_index[point.size_bytes]
-        late = point.arrival_us
+        right = point.arrival_us
         if by_gap:
             middle = stats.median(point.gap_us)
-            late = tuple(max(0.0, gap - middle) for gap in point.gap_us)
-        for rank, in_op, figure in zip(point.ranks, point.time_in_op_us, late, strict=True):
+            right = tuple(max(0.0, gap - middle) for gap in point.gap_us)
+        for rank, in_op, figure in zip(point.ranks, point.time_in_op_us, right, strict=True):
             i = rank_index[rank]
             ratio[i][j] = math.log2(in_op / median) if in_op > 0 and median > 0 else math.nan
             lateness[i][j] = figure
