@@ -20,15 +20,19 @@ Arrivals: on CPU the clock is also read as each op is called, so each rank's tim
 its lateness behind the earliest rank (clocks aligned from barrier exits at the point's start,
 units/arrivals.py) are known; they are reduced and gathered after the sample, never inside it. On GPU
 the host clock is read once, as the sample starts (its first op's arrival).
+
+The per-call floor a row is judged against (CallFloors: the smallest message's median call, once per op of
+a run) is timed here too, by the same runner under its own plan, for the sweep and the replay alike.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 import warnings
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Hashable
 
 from nccl_bench.ranks import dist
 from nccl_bench.ranks.clocks import CpuClock, CudaClock, EventPool, per_event_cost_s, without_event_cost
@@ -66,6 +70,12 @@ FLAG_EMPTY_GRAPH = "empty_cuda_graph"
 # Barriers read at the start of every point to align the ranks' clocks (units/arrivals.align_clocks):
 # enough rounds that the median ignores a few descheduled exits; each costs one barrier, outside timing.
 ALIGN_ROUNDS = 15
+# The per-call floor (CallFloors; sweep/rows.CALL_BOUND_FACTOR) is the median of this many timed calls of the
+# smallest message after a few warm-up calls, whatever --iters, --trials and --min-sample-ms ask of the rows:
+# a median of 50 is within a few percent of the call's typical cost, well inside the factor's 20%, and 55
+# calls of the smallest message add milliseconds to a run, not a sample per op.
+FLOOR_CALLS = 50
+FLOOR_WARMUP = 5
 
 
 @dataclass(frozen=True)
@@ -101,6 +111,11 @@ class Measurement:
     @property
     def time_us(self) -> float:
         return stats.median(self.sample_means_us)
+
+    @property
+    def median_call_us(self) -> float | None:
+        """The median single call (p50) over every timed op; None where none was timed one by one."""
+        return stats.percentile(self.per_op_us, 50) if self.per_op_us else None
 
     def flags(self) -> list[str]:
         flags = []
@@ -384,3 +399,25 @@ class PointRunner:
                 for _ in range(self.plan.cuda_graph):
                     op()
         return graph.replay, self.plan.cuda_graph, captured_nothing(caught)
+
+
+class CallFloors:
+    """The per-call floor of each op of one run, by a key its command chooses (the sweep: op and placement;
+    the replay: op, ranks, dtype and peers): the median call of the op's smallest message, timed once per
+    key through the same path as the rows (the rows' clock, --blocking and --cuda-graph) but FLOOR_CALLS
+    calls after FLOOR_WARMUP, one sample, whatever the rows' iterations, trials and sample length."""
+
+    def __init__(self, timing: TimingPlan):
+        self.plan = dataclasses.replace(timing, warmup=FLOOR_WARMUP, iters=FLOOR_CALLS, min_sample_s=0.0, trials=1)
+        self.floors_us: dict[Hashable, float | None] = {}
+
+    def floor_us(self, key: Hashable, time_smallest: Callable[[TimingPlan], Measurement] | None,
+                 own: Measurement | None = None) -> float | None:
+        """The key's floor, timed once: kept from an earlier point; else time_smallest(plan), which times the
+        smallest message under `plan` on every rank of the op's group; where the point is that message
+        itself (time_smallest None), its own measurement `own` (None until it is measured)."""
+        if key not in self.floors_us:
+            measured = own if time_smallest is None else time_smallest(self.plan)
+            if measured is not None:
+                self.floors_us[key] = measured.median_call_us
+        return self.floors_us.get(key)

@@ -18,8 +18,12 @@ from rich.text import Text
 from nccl_bench.ranks.split import brief_ranks_text
 from nccl_bench.render.escape import one_line
 from nccl_bench.render.fit import Column, fit
+from nccl_bench.render.tables import call_bound_note
+from nccl_bench.replay.exposure import WindowProjection
 from nccl_bench.replay.profile import Profile, ProfileRow, envelope_row
 from nccl_bench.results.schema import ResultRow
+from nccl_bench.sweep.rows import FLAG_CALL_BOUND
+from nccl_bench.sweep.sweep_config import option_name
 from nccl_bench.units.sizes import decimal_size
 
 _COLUMNS = (
@@ -41,6 +45,7 @@ _REPLAY_COLUMNS = (
     Column("busbw here", "(GB/s)", priority=1),
     Column("alone/job", "(%)"),
 )
+_FLAGS = Column("flags", align="left", priority=1)  # the replayed rows' flags, as a sweep's table shows them
 # each row's kernels beside compute (replay/exposure.py): with a trace that times kernels
 _OVERLAP_COLUMNS = (
     Column("comm", "(ms)", priority=2),
@@ -55,9 +60,12 @@ _EXPOSED_SWEPT = Column("exposed swept", "(ms)", priority=1)  # at the speed the
 def profile_lines(profile: Profile, paths: Sequence[Path], width: int | None) -> list[Text | str]:
     """The header, the table (with the replayed columns once replayed) and the notes."""
     replayed = any(row.replay_time_us is not None for row in profile.rows)
+    flagged = any(row.replay_flags for row in profile.rows)
     extra = _overlap_columns(profile)
-    columns = _COLUMNS + (_REPLAY_COLUMNS if replayed else ()) + tuple(column for column, _ in extra)
-    cells = [_cells(row, replayed) + [cell(row) for _, cell in extra] for row in profile.rows]
+    columns = (_COLUMNS + (_REPLAY_COLUMNS if replayed else ()) + ((_FLAGS,) if flagged else ())
+               + tuple(column for column, _ in extra))
+    cells = [_cells(row, replayed) + ([", ".join(row.replay_flags) or "-"] if flagged else [])
+             + [cell(row) for _, cell in extra] for row in profile.rows]
     layout = fit(columns, cells, width)
     lines: list[Text | str] = [*_header(profile, paths), *layout.header_lines()]
     for row_cells in cells:
@@ -68,7 +76,8 @@ def profile_lines(profile: Profile, paths: Sequence[Path], width: int | None) ->
 
 
 def profile_notes(profile: Profile) -> list[str]:
-    """Rows whose count differs between ranks' traces: the count shown is the most any rank made."""
+    """Rows whose count differs between ranks' traces (the count shown is the most any rank made); replayed
+    rows at the per-call floor, in the sweep's words."""
     notes = []
     for mismatch in profile.count_mismatches:
         op, size_bytes, _, group_size, group_ranks = mismatch.key
@@ -76,6 +85,9 @@ def profile_notes(profile: Profile) -> list[str]:
         counts = ", ".join(f"rank {'?' if rank is None else rank}: {count}" for rank, count in mismatch.counts)
         notes.append(f"{op} {_size(size_bytes)} on {group} was called a different number of times by "
                      f"the ranks read ({counts}): a shorter traced window, or another sub-group")
+    bound = [row for row in profile.rows if FLAG_CALL_BOUND in row.replay_flags]
+    if bound:  # a replay captures no CUDA graph: a sweep of those sizes does
+        notes.append(call_bound_note(len(bound), f"sweep those sizes with {option_name('cuda_graph')}"))
     return notes
 
 
@@ -147,7 +159,7 @@ def _header(profile: Profile, paths: Sequence[Path]) -> list[str]:
             f"; collectives took {profile.collective_share:.1%} of it" + (
                 " (above 100%: they overlap)" if profile.collective_share > 1 else ""))
         lines.append(f"# traced window {duration(profile.window_us)}{share}; the costliest first")
-    lines += _window_overlap(profile)
+    lines += _window_overlap(profile) + _window_projection(profile)
     return [one_line(line) for line in lines]
 
 
@@ -162,6 +174,25 @@ def _window_overlap(profile: Profile) -> list[str]:
     return [f"# communication beside compute over the traced window ({which}): {duration(overlap.communication_us)} "
             f"of NCCL kernels, {duration(overlap.overlapped_us)} overlapped by compute ({overlap.overlap_pct:.1f}%), "
             f"{duration(overlap.exposed_us)} exposed"]
+
+
+def _window_projection(profile: Profile) -> list[str]:
+    """The rows' exposed time at the replayed speed and at the sweep's busbw, each row's own projection summed
+    (replay/exposure.window_projection), beside the same rows' exposed time in the job."""
+    parts = [_projected(projection, where) for projection, where in (
+        (profile.exposed_at_replay, "at the replayed speed"), (profile.exposed_at_envelope, "at the sweep's busbw"))
+        if projection is not None]
+    if not parts:
+        return []
+    job_us = (profile.exposed_at_replay or profile.exposed_at_envelope).job_us
+    return [f"# exposed at other speeds, each collective's projection summed (each call keeps the share compute hid; "
+            f"a row without one at its job value): the rows' {duration(job_us)} exposed in the job would be "
+            + ", ".join(parts)]
+
+
+def _projected(projection: WindowProjection, where: str) -> str:
+    return (f"{duration(projection.projected_us)} {where} ({projection.projected_rows} of {projection.rows} "
+            f"row{'s' if projection.rows != 1 else ''} projected)")
 
 
 def _overlap_columns(profile: Profile) -> list[tuple[Column, Callable[[ProfileRow], str]]]:

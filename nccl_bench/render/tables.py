@@ -312,6 +312,14 @@ def nvls_lines(rows: Iterable[ResultRow]) -> list[str]:
     return [f"# note: {nvls_sentence(op, pct)}" for op, pct in top.items()]
 
 
+def call_bound_note(count: int, remedy: str) -> str:
+    """What `count` rows flagged call_bound measure (sweep/rows.CALL_BOUND_FACTOR), and `remedy`: how to see
+    NCCL's own latency instead."""
+    return (f"{count} row(s) are call_bound: their median call is within {CALL_BOUND_FACTOR}x of the same op's "
+            "smallest message, so they measure what a call costs, not bandwidth; for NCCL's own latency without "
+            f"torch's launch path, {remedy}")
+
+
 def summary_lines(summary) -> list[str]:
     lines = []
     for (op, placement), value in average_busbw(summary.rows).items():
@@ -332,11 +340,7 @@ def summary_lines(summary) -> list[str]:
         )
     bound = [r for r in summary.rows if FLAG_CALL_BOUND in r.flags.split(";")]
     if bound:
-        lines.append(
-            f"# note: {len(bound)} row(s) are call_bound: their median call is within {CALL_BOUND_FACTOR}x of "
-            "the same op's smallest message, so they measure what a call costs, not bandwidth; for NCCL's own "
-            f"latency without torch's launch path, time them with {option_name('cuda_graph')}"
-        )
+        lines.append("# note: " + call_bound_note(len(bound), f"time them with {option_name('cuda_graph')}"))
     empty = [r for r in summary.rows if "empty_cuda_graph" in r.flags]
     if empty:
         lines.append(

@@ -10,10 +10,19 @@ At another time per call (the replay's, or the time the sweep's busbw means at t
 call keeps the share of its time that compute hid: the schedule, not the fabric, decides where a
 collective sits among compute kernels, so exposed x time / job_time. That is the exposed time's own
 scale; it does not claim that a faster collective would slip under compute it did not meet.
+
+The traced window's exposed time at another speed (`window_projection`) is the sum of the rows' own
+projections: each collective scaled as above, each call keeping the share compute hid, and a row without a
+figure at that speed (not replayed, no envelope row) counted at its exposed time in the job. It sits beside
+the same rows' exposed time in the job, summed, not beside the window's exposed figure (overlap.py): the rows
+count every call of the trace and each row is its most exposed rank's, where the window leaves out the
+last profiler step and is one rank's.
 """
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
 from typing import Sequence
 
 from nccl_bench.replay.overlap import Interval, Overlap, overlap_of
@@ -36,7 +45,8 @@ def scaled_exposed_us(exposed_us: float | None, job_time_us: float | None, time_
     """The exposed time at `time_us` per call instead of the job's `job_time_us` (module docstring)."""
     if exposed_us is None or time_us is None or not job_time_us:
         return None
-    return exposed_us * time_us / job_time_us
+    scaled = exposed_us * time_us / job_time_us
+    return scaled if math.isfinite(scaled) else None
 
 
 def time_at_busbw_us(job_time_us: float | None, job_busbw_gbps: float | None,
@@ -46,3 +56,28 @@ def time_at_busbw_us(job_time_us: float | None, job_busbw_gbps: float | None,
     if job_time_us is None or not job_busbw_gbps or not busbw_gbps:
         return None
     return job_time_us * job_busbw_gbps / busbw_gbps
+
+
+@dataclass(frozen=True)
+class WindowProjection:
+    """The rows' exposed time in the job and at another speed (module docstring), microseconds."""
+
+    job_us: float  # every row's exposed time in the job, summed
+    projected_us: float  # the same rows, each at its projection, or at its job value where it has none
+    rows: int  # rows with an exposed time
+    projected_rows: int  # of them, rows with a projection
+
+
+def window_projection(rows: Sequence[tuple[float | None, float | None]]) -> WindowProjection | None:
+    """(exposed_us in the job, exposed_us at the other speed) per row -> the sums of both over the rows with an
+    exposed time, a row without a projection at its job value; None where no row has both (nothing projected)
+    or a sum is not finite."""
+    kept = [(exposed, exposed if projected is None else projected) for exposed, projected in rows
+            if exposed is not None]
+    projected_rows = sum(1 for exposed, projected in rows if exposed is not None and projected is not None)
+    if not projected_rows:
+        return None
+    job_us, projected_us = math.fsum(job for job, _ in kept), math.fsum(at for _, at in kept)
+    if not (math.isfinite(job_us) and math.isfinite(projected_us)):
+        return None
+    return WindowProjection(job_us, projected_us, len(kept), projected_rows)

@@ -15,18 +15,25 @@ collective alone on the launch's ranks, its busbw, and efficiency = replayed tim
 
 How much communication ran beside compute (replay/overlap.py, replay/exposure.py): each rank's figure over
 its traced window (HTA's), and each row's, its kernels against its rank's compute; the exposed time at the
-replayed speed (`with_replay`) and at the speed a sweep's busbw means (`with_envelope`).
+replayed speed (`with_replay`) and at the speed a sweep's busbw means (`with_envelope`), per row and summed
+over the rows (`Profile.exposed_at_replay`, `Profile.exposed_at_envelope`).
 """
 
 from __future__ import annotations
 
 import math
 from collections import defaultdict
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from typing import Any, Sequence
 
 from nccl_bench.ranks.split import brief_ranks_text
-from nccl_bench.replay.exposure import row_overlap, scaled_exposed_us, time_at_busbw_us
+from nccl_bench.replay.exposure import (
+    WindowProjection,
+    row_overlap,
+    scaled_exposed_us,
+    time_at_busbw_us,
+    window_projection,
+)
 from nccl_bench.replay.overlap import Overlap
 from nccl_bench.replay.replay_plan import group_label, launch_ranks
 from nccl_bench.replay.trace_events import TraceError
@@ -60,6 +67,7 @@ class ProfileRow:
     replay_time_us: float | None = None
     replay_busbw_gbps: float | None = None
     efficiency: float | None = None  # replay_time_us / job_time_us, once replayed
+    replay_flags: tuple[str, ...] = ()  # the replayed row's flags (call_bound, noisy, ...), once replayed
     overlap: Overlap | None = None  # its kernels beside compute, the most exposed rank's; None: no kernel times
     exposed_at_replay_us: float | None = None  # the exposed time at the replayed time per call
     exposed_at_envelope_us: float | None = None  # the exposed time at the time the sweep's busbw means
@@ -91,6 +99,16 @@ class Profile:
     collective_share: float | None  # all rows' total time over the traced window (above 1 where they overlap)
     count_mismatches: tuple[CountMismatch, ...]
     overlaps: tuple[Overlap | None, ...] = ()  # each file's traced window, in the order given (None: no GPU times)
+
+    @property
+    def exposed_at_replay(self) -> WindowProjection | None:
+        """The rows' exposed time at the replayed speed, summed (replay/exposure.window_projection)."""
+        return window_projection([(_exposed(row), row.exposed_at_replay_us) for row in self.rows])
+
+    @property
+    def exposed_at_envelope(self) -> WindowProjection | None:
+        """The rows' exposed time at the speed the sweep's busbw means, summed (as exposed_at_replay)."""
+        return window_projection([(_exposed(row), row.exposed_at_envelope_us) for row in self.rows])
 
 
 def profile_traces(traces: Sequence[RankTrace]) -> Profile:
@@ -124,13 +142,16 @@ def profile_json(profile: Profile) -> dict[str, Any]:
     return {
         "trace": {"backend": profile.backend, "world_size": profile.world_size,
                   "nccl_version": profile.nccl_version, "ranks_read": list(profile.ranks_read),
-                  "overlap": [_overlap_json(overlap) for overlap in profile.overlaps]},
+                  "overlap": [_overlap_json(overlap) for overlap in profile.overlaps],
+                  "exposed_at_replay": _projection_json(profile.exposed_at_replay),
+                  "exposed_at_envelope": _projection_json(profile.exposed_at_envelope)},
         "collectives": [
             {"op": row.op, "bytes": row.size_bytes, "dtype": row.dtype, "group_size": row.group_size,
              "group_ranks": None if row.group_ranks is None else list(row.group_ranks), "count": row.count,
              "job_time_us": row.job_time_us, "job_busbw_gbps": row.job_busbw_gbps,
              "algo": row.algo, "proto": row.proto, "replay_time_us": row.replay_time_us,
              "replay_busbw_gbps": row.replay_busbw_gbps, "efficiency": row.efficiency,
+             "replay_flags": list(row.replay_flags),
              **_overlap_json(row.overlap), "exposed_at_replay_us": row.exposed_at_replay_us,
              "exposed_at_envelope_us": row.exposed_at_envelope_us}
             for row in profile.rows
@@ -156,7 +177,8 @@ def with_replay(profile: Profile, rows: Sequence[ResultRow], world_size: int) ->
             continue
         efficiency = row.time_us / entry.job_time_us if entry.job_time_us else None
         filled.append(replace(entry, replay_time_us=row.time_us, replay_busbw_gbps=row.busbw_gbps,
-                              efficiency=efficiency, exposed_at_replay_us=scaled_exposed_us(
+                              efficiency=efficiency, replay_flags=tuple(flag for flag in row.flags.split(";") if flag),
+                              exposed_at_replay_us=scaled_exposed_us(
                                   _exposed(entry), entry.job_time_us, row.time_us)))
     return replace(profile, rows=tuple(filled))
 
@@ -175,6 +197,12 @@ def with_envelope(profile: Profile, sweep_rows: Sequence[ResultRow]) -> Profile:
 
 def _exposed(entry: ProfileRow) -> float | None:
     return None if entry.overlap is None else entry.overlap.exposed_us
+
+
+def _projection_json(projection: WindowProjection | None) -> dict[str, float | int] | None:
+    """The rows' exposed time in the job and at the other speed (us), and how many rows each counts; null
+    where no row was projected."""
+    return None if projection is None else asdict(projection)
 
 
 def _overlap_json(overlap: Overlap | None) -> dict[str, float | None]:

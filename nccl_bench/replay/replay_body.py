@@ -4,13 +4,16 @@ collectives, one point each (replay/replay_plan.py), timed as the sweep times a 
 Each point runs on the ranks that stand in for its process group, in a process group made once per
 distinct set of ranks (every rank makes every group, as torch requires); the other ranks sit it out.
 Timing is ranks/runner.py's, as the sweep's: warmup, calibrated iterations, samples after a barrier of
-the group, the slowest rank's time. The group's first rank hands its row to rank 0, which alone writes
-results.csv (every row on disk before the next point starts). The sweep's counterpart is
-sweep/sweep_body.py.
+the group, the slowest rank's time; and as the sweep's rows, a row whose median call sits at its per-call
+floor (the same op's smallest message on the same ranks, or the smallest exchange between the same peers,
+timed once per run through the same path: ranks/runner.CallFloors) is flagged call_bound. The group's first
+rank hands its row and floor to rank 0, which alone writes results.csv (every row on disk before the next
+point starts) and lists the floors in meta.json. The sweep's counterpart is sweep/sweep_body.py.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 import time
@@ -21,14 +24,15 @@ from nccl_bench.errors import OptionError, RunFailedError, first_line
 from nccl_bench.ranks import dist, faults, session
 from nccl_bench.ranks.collectives import CALLS, Buffers, OpArgs, bind_exchange
 from nccl_bench.ranks.preflight import chosen_backend
-from nccl_bench.ranks.runner import Measurement, PointRunner, TimingPlan
+from nccl_bench.ranks.runner import CallFloors, Measurement, PointRunner, TimingPlan
 from nccl_bench.ranks.split import ranks_text
 from nccl_bench.replay.replay_config import ReplayConfig
 from nccl_bench.replay.replay_plan import MEMORY_REMEDY, ReplayPlan, ReplayPoint, group_label, plans_disagree
 from nccl_bench.results.csv_appender import ResultsWriter
 from nccl_bench.results.schema import STATUS_OK, STATUS_UNSUPPORTED, ResultRow
+from nccl_bench.sweep.rows import FLAG_CALL_BOUND, call_bound
 from nccl_bench.units import bandwidth, stats
-from nccl_bench.units.op_table import OPS, PLACEMENT_IN, Collective
+from nccl_bench.units.op_table import OPS, PLACEMENT_IN, Collective, smallest_size
 from nccl_bench.units.sizes import format_size
 
 # How often a rank outside a point's group looks for the group's next step: well inside any --timeout
@@ -73,6 +77,8 @@ class _Replay:
         self.contexts: dict[tuple[int, ...], dist.DistContext] = {}  # this rank's groups, by their ranks
         self.writer: ResultsWriter | None = None
         self.beats: _Heartbeat | None = None
+        self.floors: CallFloors | None = None  # each (op, ranks, dtype, peers)'s per-call floor, on its group
+        self.floors_seen: dict[tuple, dict[str, Any]] = {}  # rank 0: every floor of the run, for meta.json
 
     # -- the life cycle's steps -----------------------------------------------------------------
     def set_up(self, run: session.Run) -> None:
@@ -95,6 +101,7 @@ class _Replay:
     def measure(self, run: session.Run) -> None:
         if run.run_dir is not None:
             self.writer = ResultsWriter(run.run_dir)
+        self.floors = CallFloors(self._timing(run.ctx))
         for index, point in enumerate(self.plan.points):
             self.where = f"{point.op} at {format_size(point.size_bytes)} on ranks {ranks_text(point.ranks)}"
             run.renew(self.where, at=(point.op, point.size_bytes, f"ranks {ranks_text(point.ranks)}"))
@@ -106,63 +113,101 @@ class _Replay:
             else:  # sits the point out, each of the group's steps renewing its deadline
                 mine = None
                 self.beats.wait(index, lambda: run.renew(self.where))
-            row = dist.gather_objects(run.ctx, mine)[point.ranks[0]]  # the group's first rank measured it
+            row, floor_us = dist.gather_objects(run.ctx, mine)[point.ranks[0]]  # its group's first rank's
             run.disarm()
             if run.ctx.rank == 0:
-                self._record(row)
+                self._record(row, point, floor_us)
         self.where = "the replay"
 
     def close(self, status: str) -> dict[str, Any]:
         self.summary.status = status
         if self.writer is not None:
             self.writer.close()
-        return {"rows": len(self.summary.rows)}
+        return {"rows": len(self.summary.rows), "call_floors": list(self.floors_seen.values())}
 
     def finished(self, status: str) -> None:
         pass
 
     # -- measuring ------------------------------------------------------------------------------
-    def _record(self, row: ResultRow) -> None:
-        """The row lands whole, in the CSV and the summary, before a signal can stop the replay."""
+    def _record(self, row: ResultRow, point: ReplayPoint, floor_us: float | None) -> None:
+        """The row lands whole, in the CSV and the summary, before a signal can stop the replay; its floor
+        joins meta.json's list (once per floor)."""
         with faults.signals_held():
             if self.writer is not None:
                 self.writer.append(row)
             self.summary.rows.append(row)
+        if floor_us is not None:
+            smallest = smallest_size(OPS[point.op], point.element_bytes, point.group_size)
+            self.floors_seen.setdefault(_floor_key(point), {
+                "op": point.op, "dtype": point.dtype, "group": row.group, "size_bytes": smallest,
+                "median_call_us": floor_us})
 
-    def _point(self, point: ReplayPoint, beat: Callable[[], None]) -> ResultRow | None:
-        """Measure one point on this rank's group; its first rank returns the row. beat() as each step
-        of the timing starts (the ranks outside the group renew their deadlines by it)."""
-        import torch
-
+    def _point(self, point: ReplayPoint, beat: Callable[[], None]) -> tuple[ResultRow, float | None] | None:
+        """Measure one point on this rank's group; its first rank returns the row and the op's per-call floor.
+        beat() as each step of the timing starts, the floor's too (the ranks outside the group renew their
+        deadlines by it)."""
         ctx = self.contexts[point.ranks]
         collective = OPS[point.op]
-        send_elems, recv_elems = point.buffer_elems()
-        dtype = getattr(torch, point.dtype)
         placement = collective.placements[0]
-        recv = torch.zeros(max(recv_elems, 1), dtype=dtype, device=ctx.device)[:recv_elems]
-        send = recv if placement == PLACEMENT_IN else torch.zeros(max(send_elems, 1), dtype=dtype,
-                                                                   device=ctx.device)[:send_elems]
-        args = OpArgs(ctx.rank, ctx.world_size, ROOT, _sum() if collective.reduces else None, None, ctx.group,
-                      () if ctx is self.run.ctx else point.ranks)
-        buffers = Buffers(send=send, recv=recv)
-        run_once = bind_exchange(buffers, args, point.transfers) if point.transfers else CALLS[point.op](buffers, args)
+        run_once = self._bound(point, ctx)
         reason = _why_unsupported(ctx, run_once)
         leader = ctx.rank == 0
         if reason is not None:
-            return self._row(point, collective, placement, None, reason) if leader else None
-        timing = TimingPlan(warmup=self.config.warmup, iters=self.config.iters,
-                            min_sample_s=self.config.sample_ms(ctx.on_gpu) / 1e3, trials=self.config.trials, agg="max")
+            return (self._row(point, collective, placement, None, reason), None) if leader else None
+
         def progress() -> None:
             self.run.renew()
             beat()
 
-        measurement = PointRunner(ctx, timing, progress=progress).measure(run_once)
+        self._floor_us(point, ctx, progress)
+        measurement = PointRunner(ctx, self._timing(ctx), progress=progress).measure(run_once)
         self.run.renew()
-        return self._row(point, collective, placement, measurement, None) if leader else None
+        floor_us = self._floor_us(point, ctx, progress, measurement)
+        return (self._row(point, collective, placement, measurement, None, floor_us), floor_us) if leader else None
+
+    def _timing(self, ctx: dist.DistContext) -> TimingPlan:
+        return TimingPlan(warmup=self.config.warmup, iters=self.config.iters,
+                          min_sample_s=self.config.sample_ms(ctx.on_gpu) / 1e3, trials=self.config.trials, agg="max")
+
+    def _bound(self, point: ReplayPoint, ctx: dist.DistContext) -> Callable[[], None]:
+        """The point's op bound to buffers of its size: its exchange between its peers, else the op on its group."""
+        import torch
+
+        collective = OPS[point.op]
+        send_elems, recv_elems = point.buffer_elems()
+        dtype = getattr(torch, point.dtype)
+        recv = torch.zeros(max(recv_elems, 1), dtype=dtype, device=ctx.device)[:recv_elems]
+        send = recv if collective.placements[0] == PLACEMENT_IN else torch.zeros(
+            max(send_elems, 1), dtype=dtype, device=ctx.device)[:send_elems]
+        args = OpArgs(ctx.rank, ctx.world_size, ROOT, _sum() if collective.reduces else None, None, ctx.group,
+                      () if ctx is self.run.ctx else point.ranks)
+        buffers = Buffers(send=send, recv=recv)
+        return bind_exchange(buffers, args, point.transfers) if point.transfers else CALLS[point.op](buffers, args)
+
+    def _floor_us(self, point: ReplayPoint, ctx: dist.DistContext, progress: Callable[[], None],
+                  own: Measurement | None = None) -> float | None:
+        """The median call of the point's per-call floor in this run (ranks/runner.CallFloors): the same op's
+        smallest message (one element per rank) on the same ranks in the same dtype, an exchange's between
+        the same peers, timed once by the group's ranks before the first such point; where the point is that
+        message, its own measurement (`own`, None until it is measured). None for an op without bandwidth."""
+        collective = OPS[point.op]
+        if collective.factor is None:
+            return None
+        smallest = dataclasses.replace(point, size_bytes=smallest_size(collective, point.element_bytes,
+                                                                        point.group_size))
+
+        def time_smallest(plan: TimingPlan) -> Measurement:
+            return PointRunner(ctx, plan, progress=progress).measure(self._bound(smallest, ctx))
+
+        floor_us = self.floors.floor_us(_floor_key(point),
+                                        None if point.size_bytes == smallest.size_bytes else time_smallest, own)
+        self.run.renew()
+        return floor_us
 
     def _row(self, point: ReplayPoint, collective: Collective, placement: str, measurement: Measurement | None,
-             unsupported: str | None) -> ResultRow:
-        """The point's row, in the sweep's columns and numbers, with the trace as its source."""
+             unsupported: str | None, floor_us: float | None = None) -> ResultRow:
+        """The point's row, in the sweep's columns and numbers, with the trace as its source; call_bound
+        where its median call sits at the per-call floor `floor_us` (sweep/rows.CALL_BOUND_FACTOR)."""
         group_size = point.group_size
         factor = collective.factor(group_size) if collective.factor else None
         hosts = {self.run.hostnames[rank] for rank in point.ranks}
@@ -179,14 +224,21 @@ class _Replay:
                              p50_us=None, p99_us=None, algbw_gbps=None, busbw_gbps=None, wrong=None,
                              max_time_rank=None, status=STATUS_UNSUPPORTED, flags=unsupported.replace(";", ","))
         algbw = bandwidth.algbw_gbps(point.size_bytes, measurement.time_us) if factor is not None else None
+        flags = measurement.flags() + ([FLAG_CALL_BOUND] if call_bound(measurement.median_call_us, floor_us) else [])
         return ResultRow(
             **common, iters=measurement.iters, trials=len(measurement.sample_means_us),
             time_us=measurement.time_us, time_min_us=min(measurement.sample_means_us),
             time_max_us=max(measurement.sample_means_us), p50_us=stats.percentile(measurement.per_op_us, 50),
             p95_us=stats.percentile(measurement.per_op_us, 95), p99_us=stats.percentile(measurement.per_op_us, 99),
             algbw_gbps=algbw, busbw_gbps=bandwidth.busbw_gbps(algbw, factor), wrong=None,
-            max_time_rank=point.ranks[measurement.max_time_rank], status=STATUS_OK, flags=";".join(measurement.flags()),
+            max_time_rank=point.ranks[measurement.max_time_rank], status=STATUS_OK, flags=";".join(flags),
         )
+
+
+def _floor_key(point: ReplayPoint) -> tuple:
+    """Points that share a per-call floor: one op on the same ranks in one dtype (its placement is the op's
+    first), an exchange between the same peers."""
+    return point.op, point.ranks, point.dtype, point.transfers
 
 
 def _no_beat() -> None:

@@ -80,7 +80,7 @@ def measured_row(run: RowContext, point: Point, collective: Collective, measurem
     common = _common(run, point, collective)
     time_us = measurement.time_us
     factor = common["busbw_factor"]
-    bound = call_bound(stats.percentile(measurement.per_op_us, 50), floor_us)
+    bound = call_bound(measurement.median_call_us, floor_us)
     flags = list(measurement.flags()) + ([FLAG_CALL_BOUND] if bound else [])
     if factor is not None and run.world_size == 1 and point.placement == PLACEMENT_IN:
         flags.append(FLAG_ONE_RANK_IN_PLACE)

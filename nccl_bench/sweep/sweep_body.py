@@ -22,7 +22,7 @@ from nccl_bench.ranks.collectives import CALLS, OpArgs, make_buffers
 from nccl_bench.ranks.launch import worker_variant
 from nccl_bench.ranks.nccl_trace import TuningTrace
 from nccl_bench.ranks.planted import NoFaults, fault_seam
-from nccl_bench.ranks.runner import Measurement, PointRunner, TimingPlan
+from nccl_bench.ranks.runner import CallFloors, Measurement, PointRunner, TimingPlan
 from nccl_bench.results.csv_appender import RanksWriter, ResultsWriter
 from nccl_bench.results.csv_reader import iter_rows
 from nccl_bench.results.nccl_tuning import chosen
@@ -33,16 +33,9 @@ from nccl_bench.sweep.plan import Plan, Point, buffer_bytes, plan_run, size_opti
 from nccl_bench.sweep.references import expected_system, reference_peak
 from nccl_bench.sweep.rows import RowContext, measured_row, unsupported_row
 from nccl_bench.sweep.sweep_report import SilentObserver, SweepHeader, SweepObserver, SweepSummary
-from nccl_bench.units import alltoallv, nccl_env, stats
-from nccl_bench.units.op_table import OPS, Collective, buffer_elems, round_size
+from nccl_bench.units import alltoallv, nccl_env
+from nccl_bench.units.op_table import OPS, Collective, buffer_elems, smallest_size
 from nccl_bench.units.sizes import format_size
-
-# The per-call floor (sweep/rows.CALL_BOUND_FACTOR) is the median of this many timed calls of the smallest
-# message after a few warm-up calls, whatever --iters, --trials and --min-sample-ms ask of the rows: a
-# median of 50 is within a few percent of the call's typical cost, well inside the factor's 20%, and 55
-# calls of the smallest message add milliseconds to a sweep, not a sample per op and placement.
-FLOOR_CALLS = 50
-FLOOR_WARMUP = 5
 
 
 def execute(config: cfg.SweepConfig, observer_factory: Callable[[int], SweepObserver],
@@ -105,8 +98,7 @@ class _Sweep:
         self.send_store: Any = None  # a torch tensor: torch is imported only where a run measures
         self.recv_store: Any = None
         self.runner: PointRunner | None = None
-        self.floor_runner: PointRunner | None = None  # times each op's per-call floor (FLOOR_CALLS)
-        self.floors_us: dict[tuple[str, str], float | None] = {}  # (op, placement): its per-call floor
+        self.floors: CallFloors | None = None  # each (op, placement)'s per-call floor
 
     @property
     def where(self) -> str:
@@ -273,9 +265,7 @@ class _Sweep:
         )
         self.runner = PointRunner(ctx, timing, progress=self.run.renew, hosts=list(self._op_hosts()),
                                   pause=self.planted.pause(self.ctx.rank))
-        self.floor_runner = PointRunner(ctx, dataclasses.replace(
-            timing, warmup=FLOOR_WARMUP, iters=FLOOR_CALLS, min_sample_s=0.0, trials=1), progress=self.run.renew,
-            hosts=list(self._op_hosts()))
+        self.floors = CallFloors(timing)
         unsupported: set[tuple[str, str]] = set()
         cycles = config.cycles
         if cycles == 1:  # a plain sweep: rows without a cycle
@@ -362,27 +352,25 @@ class _Sweep:
     def _floor_us(self, point: Point, collective: Collective, args: OpArgs,
                   own: Measurement | None = None) -> float | None:
         """The median call of the per-call floor of the point's op and placement in this run
-        (sweep/rows.CALL_BOUND_FACTOR): its smallest message, one element per rank, through the same path
-        (launch, clock, --cuda-graph; FLOOR_CALLS calls) as every row, so that each row of the op is judged
-        against one figure of this run. Timed once, by every rank of the op's group, before the op's first point; where
-        that point is the smallest message, its own measurement (`own`, None until it is measured). None
-        for an op without bandwidth (barrier)."""
-        key = (point.op, point.placement)
-        if key in self.floors_us or collective.factor is None:
-            return self.floors_us.get(key)
+        (ranks/runner.CallFloors): timed once, by every rank of the op's group, before the op's first point;
+        where that point is the smallest message, its own measurement (`own`, None until it is measured).
+        None for an op without bandwidth (barrier)."""
+        if collective.factor is None:
+            return None
         ctx, element_bytes = self.op_ctx, cfg.DTYPE_BYTES[self.config.dtype]
-        smallest = round_size(collective, element_bytes * ctx.world_size, element_bytes, ctx.world_size)
-        if point.size_bytes == smallest:
-            if own is not None:
-                self.floors_us[key] = stats.percentile(own.per_op_us, 50)
-            return self.floors_us.get(key)
-        send, recv = buffer_elems(collective, smallest, element_bytes, ctx.world_size)
-        buffers = make_buffers(collective, point.placement, self.send_store, self.recv_store, send, recv, ctx.rank,
-                               ctx.world_size)
-        timed = self.floor_runner.measure(CALLS[point.op](buffers, args))
-        self.floors_us[key] = stats.percentile(timed.per_op_us, 50)
+        smallest = smallest_size(collective, element_bytes, ctx.world_size)
+
+        def time_smallest(plan: TimingPlan) -> Measurement:
+            send, recv = buffer_elems(collective, smallest, element_bytes, ctx.world_size)
+            buffers = make_buffers(collective, point.placement, self.send_store, self.recv_store, send, recv,
+                                   ctx.rank, ctx.world_size)
+            timed = PointRunner(ctx, plan, progress=self.run.renew, hosts=list(self._op_hosts()))
+            return timed.measure(CALLS[point.op](buffers, args))
+
+        floor_us = self.floors.floor_us((point.op, point.placement),
+                                        None if point.size_bytes == smallest else time_smallest, own)
         self.run.renew()
-        return self.floors_us[key]
+        return floor_us
 
     def _why_unsupported(self, collective: Collective, buffers, args) -> str | None:
         """Run the op once; if any rank cannot, every rank learns it and the op is skipped, not fatal."""

@@ -362,6 +362,12 @@ def round_size(collective: Collective, size_bytes: int, element_bytes: int, worl
     return (size_bytes // unit) * unit
 
 
+def smallest_size(collective: Collective, element_bytes: int, world_size: int) -> int:
+    """The op's smallest message, one element per rank, rounded as any size is: the size of its per-call
+    floor (ranks/runner.CallFloors)."""
+    return round_size(collective, element_bytes * world_size, element_bytes, world_size)
+
+
 def buffer_elems(collective: Collective, size_bytes: int, element_bytes: int, world_size: int) -> tuple[int, int]:
     elems = size_bytes // element_bytes
     return collective.send_elems(elems, world_size), collective.recv_elems(elems, world_size)

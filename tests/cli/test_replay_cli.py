@@ -34,7 +34,8 @@ def test_the_profile_of_a_public_nccl_trace_lists_every_collective_its_records_n
     assert result.returncode == 0, result.stderr[-2000:]
     profile = json.loads((tmp_path / "profile.json").read_text())
     assert profile["trace"].pop("overlap")[0]["overlap_pct"] > 0  # its figure: tests/unit/replay/test_overlap.py
-    assert profile["trace"] == {"backend": "nccl", "world_size": 2, "nccl_version": "2.17.1", "ranks_read": [0]}
+    assert profile["trace"] == {"backend": "nccl", "world_size": 2, "nccl_version": "2.17.1", "ranks_read": [0],
+                                "exposed_at_replay": None, "exposed_at_envelope": None}
     listed = profile["collectives"]
     assert Counter({(c["op"], c["bytes"]): c["count"] for c in listed}) == expected
     assert all((c["algo"], c["proto"], c["group_size"]) == (None, None, 2) for c in listed)
@@ -57,10 +58,19 @@ def test_a_profile_beside_a_sweep_says_what_each_rows_exposed_time_would_be_at_t
     result = run_forked(["replay", str(PUBLIC_2GPU), "--envelope", str(sweep), "--json", str(tmp_path / "p.json")],
                         cwd=tmp_path, env=worker_env({"COLUMNS": "250"}))
     assert result.returncode == 0, result.stderr[-2000:]
-    first = json.loads((tmp_path / "p.json").read_text())["collectives"][0]
+    document = json.loads((tmp_path / "p.json").read_text())
+    first = document["collectives"][0]
     assert (first["bytes"], round(first["exposed_us"], 3)) == (8_196_000, 9_916.186)
     # busbw 2.478 GB/s in the job, 40 at the sweep: 3,306.963 us per call becomes 204.9 us, and so the exposed time
     assert first["exposed_at_envelope_us"] == pytest.approx(9_916.186 * first["job_busbw_gbps"] / 40.0, abs=1e-3)
     assert round(first["exposed_at_envelope_us"], 1) == 614.4
     [line] = [line.split() for line in result.stdout.splitlines() if line.startswith("all_reduce   8.2 MB")]
     assert line[-1] == "0.614"  # exposed swept (ms)
+    # the window: the 5 all_reduce rows at the sweep's busbw, the 2 broadcast rows (int64: no sweep row) as in the job
+    window = document["trace"]["exposed_at_envelope"]
+    assert (window["rows"], window["projected_rows"], document["trace"]["exposed_at_replay"]) == (7, 5, None)
+    assert window["job_us"] == pytest.approx(sum(c["exposed_us"] for c in document["collectives"]))
+    assert window["projected_us"] == pytest.approx(sum(
+        c["exposed_us"] if c["exposed_at_envelope_us"] is None else c["exposed_at_envelope_us"]
+        for c in document["collectives"]))
+    assert "at the sweep's busbw (5 of 7 rows projected)" in result.stdout

@@ -1,11 +1,13 @@
 """A replay's ranks together, real gloo ranks: ranks given traces that plan different replays stop
 before any group is made (every rank exchanges its plan's digest first and, on a mismatch, says in one
 line which ranks planned from which traces, exit 2, instead of hanging in a group the others never
-make); a rank outside a point's group waits through a point longer than --timeout without failing."""
+make); a rank outside a point's group waits through a point longer than --timeout, and through the timing of
+its per-call floor, without failing."""
 
 from __future__ import annotations
 
 import csv
+import json
 import subprocess
 import sys
 
@@ -52,7 +54,8 @@ def test_a_rank_outside_a_long_points_group_waits_without_a_false_deadline(tmp_p
     """A pair's all_reduce on 3 ranks: rank 2 sits it out while 5 samples of 1.5 s run, 7.5 s against a
     --timeout of 6 s; each of the pair's steps renews its deadline, as it renews the pair's. A loaded
     host stretches a sample: each step is planned at a quarter of the deadline (2.5 s against 6 s ran
-    out once beside the whole suite, and 1.5 s against 3 s before that)."""
+    out once beside the whole suite, and 1.5 s against 3 s before that). The pair times its per-call floor (8 B)
+    first, its steps beating too."""
     trace = write_trace(tmp_path / "pair.json", [collective(nelems=1024, ranks=[0, 1])], world_size=2)
     done = run_cli(["replay", str(trace), "--workers", "3", "--timeout", "6", "--min-sample-ms", "1500",
                     "--trials", "5", "--warmup", "0", "--no-history", "--out", str(tmp_path / "run")], timeout=120)
@@ -60,6 +63,8 @@ def test_a_rank_outside_a_long_points_group_waits_without_a_false_deadline(tmp_p
     with open(tmp_path / "run" / "results.csv", newline="") as handle:
         [row] = list(csv.DictReader(handle))
     assert (row["group"], row["status"], row["trials"]) == ("ranks 0,1", "ok", "5")
+    [floor] = json.loads((tmp_path / "run" / "meta.json").read_text())["call_floors"]
+    assert (floor["group"], floor["size_bytes"]) == ("ranks 0,1", 8) and floor["median_call_us"] > 0
 
 
 def test_point_to_point_is_replayed_between_the_records_peers(tmp_path):

@@ -1,5 +1,6 @@
-"""What `replay` prints: the profile's table with the replayed columns once replayed, the count notes,
-one sentence per replayed collective (the job's time beside the time alone here) and the sweep beside both."""
+"""What `replay` prints: the profile's table with the replayed columns (and the replayed rows' flags) once
+replayed, the count and call_bound notes, the rows' exposed time at other speeds, one sentence per replayed
+collective (the job's time beside the time alone here) and the sweep beside both."""
 
 from __future__ import annotations
 
@@ -101,9 +102,12 @@ def test_the_overlap_columns_and_the_windows_line_come_with_kernel_times():
     lines = [str(line) for line in profile_lines(profile, [Path("r0.json"), Path("r1.json")], None)]
     assert lines[2] == ("# communication beside compute over the traced window (rank 1, the most exposed of the ranks "
                         "read): 400 ms of NCCL kernels, 40 ms overlapped by compute (10.0%), 360 ms exposed")
-    assert lines[3].split()[-6:] == ["comm", "overlapped", "exposed", "overlap", "exposed", "here"]
-    assert lines[5].split()[-5:] == ["315.000", "78.750", "236.250", "25.0", "135.000"]
-    assert lines[6].split()[-5:] == ["-", "-", "-", "-", "-"]
+    assert lines[3] == ("# exposed at other speeds, each collective's projection summed (each call keeps the share "
+                        "compute hid; a row without one at its job value): the rows' 236 ms exposed in the job would "
+                        "be 135 ms at the replayed speed (1 of 1 row projected)")
+    assert lines[4].split()[-6:] == ["comm", "overlapped", "exposed", "overlap", "exposed", "here"]
+    assert lines[6].split()[-5:] == ["315.000", "78.750", "236.250", "25.0", "135.000"]
+    assert lines[7].split()[-5:] == ["-", "-", "-", "-", "-"]
     # without kernel times (gloo): neither the line nor the columns
     plain = [str(line) for line in profile_lines(_profile(untimed), [Path("r0.json")], None)]
     assert "overlap" not in " ".join(plain) and len(plain) == 5
@@ -112,6 +116,34 @@ def test_the_overlap_columns_and_the_windows_line_come_with_kernel_times():
 def test_the_exposed_time_at_the_sweeps_busbw_has_its_column():
     from nccl_bench.replay.overlap import Overlap
 
-    profile = _profile(_entry(overlap=Overlap(315_000.0, 0.0, 315_000.0), exposed_at_envelope_us=105_000.0))
+    profile = _profile(_entry(overlap=Overlap(315_000.0, 0.0, 315_000.0), exposed_at_envelope_us=105_000.0),
+                       _entry(op="all_gather", overlap=Overlap(10_000.0, 0.0, 10_000.0)))
     lines = [str(line) for line in profile_lines(profile, [Path("r0.json")], None)]
-    assert lines[2].split()[-2:] == ["exposed", "swept"] and lines[4].split()[-2:] == ["0.0", "105.000"]
+    assert lines[2].endswith(": the rows' 325 ms exposed in the job would be 115 ms at the sweep's busbw (1 of 2 rows "
+                             "projected)")
+    assert lines[3].split()[-2:] == ["exposed", "swept"] and lines[5].split()[-2:] == ["0.0", "105.000"]
+
+
+def test_both_projections_share_the_line_and_each_keeps_the_rows_it_lacks_at_their_job_value():
+    from nccl_bench.replay.overlap import Overlap
+
+    profile = _profile(_entry(overlap=Overlap(3_000.0, 1_000.0, 2_000.0), exposed_at_replay_us=500.0,
+                              exposed_at_envelope_us=250.0),
+                       _entry(op="all_gather", overlap=Overlap(1_000.0, 0.0, 1_000.0), exposed_at_replay_us=2_000.0))
+    [line] = [str(line) for line in profile_lines(profile, [Path("r0.json")], None) if "other speeds" in str(line)]
+    assert line.endswith(": the rows' 3 ms exposed in the job would be 2.5 ms at the replayed speed (2 of 2 rows "
+                         "projected), 1.25 ms at the sweep's busbw (1 of 2 rows projected)")
+
+
+def test_replayed_rows_at_the_per_call_floor_carry_the_flag_and_a_note_in_the_sweeps_words():
+    small = _entry(op="broadcast", size_bytes=8, replay_time_us=300.0, replay_busbw_gbps=0.0, efficiency=0.5,
+                   replay_flags=("call_bound",))
+    large = _entry(replay_time_us=1200.0, replay_busbw_gbps=45.94, efficiency=1200 / 2100)
+    lines = [str(line) for line in profile_lines(_profile(large, small), [Path("r0.json")], None)]
+    assert lines[2].split()[-1] == "flags"
+    assert lines[4].split()[-1] == "-" and lines[5].split()[-1] == "call_bound"
+    assert lines[-1] == ("note: 1 row(s) are call_bound: their median call is within 1.2x of the same op's smallest "
+                         "message, so they measure what a call costs, not bandwidth; for NCCL's own latency without "
+                         "torch's launch path, sweep those sizes with --cuda-graph")
+    unflagged = [str(line) for line in profile_lines(_profile(large), [Path("r0.json")], None)]
+    assert "flags" not in unflagged[2] and not any("call_bound" in line for line in unflagged)

@@ -4,6 +4,7 @@ slowest rank's total, nccl-tests' busbw; several ranks merged; the --json schema
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
 
 import pytest
@@ -87,15 +88,16 @@ def test_a_value_the_first_trace_left_out_is_said_so_never_as_none():
 def test_the_json_schema():
     document = profile_json(profile_traces([read_trace(TRACES / "nccl_2gpu_rank0.json.gz")]))
     overlap = document["trace"].pop("overlap")
-    assert document["trace"] == {"backend": "nccl", "world_size": 2, "nccl_version": "2.17.1", "ranks_read": [0]}
+    assert document["trace"] == {"backend": "nccl", "world_size": 2, "nccl_version": "2.17.1", "ranks_read": [0],
+                                 "exposed_at_replay": None, "exposed_at_envelope": None}
     # the traced window's (HTA's, on the trace's own times: test_overlap.py)
     assert [round(overlap[0][key], 3) for key in ("communication_us", "overlapped_us", "exposed_us", "overlap_pct")] \
         == [24_289.05, 3_585.678, 20_703.372, 14.763]
     first = document["collectives"][0]
     assert list(first) == ["op", "bytes", "dtype", "group_size", "group_ranks", "count", "job_time_us",
                            "job_busbw_gbps", "algo", "proto", "replay_time_us", "replay_busbw_gbps", "efficiency",
-                           "communication_us", "overlapped_us", "exposed_us", "overlap_pct", "exposed_at_replay_us",
-                           "exposed_at_envelope_us"]
+                           "replay_flags", "communication_us", "overlapped_us", "exposed_us", "overlap_pct",
+                           "exposed_at_replay_us", "exposed_at_envelope_us"]
     # its 3 kernels, 11,820.962 us, against the compute union (checked by a brute-force sweep over the raw events)
     assert [round(first[key], 3) for key in ("communication_us", "overlapped_us", "exposed_us", "overlap_pct")] == [
         11_820.962, 1_904.776, 9_916.186, 16.114]
@@ -122,6 +124,7 @@ def test_a_replays_rows_fill_the_replay_fields_of_the_same_collective():
     assert filled["all_reduce"].replay_busbw_gbps == rows[0].busbw_gbps
     assert (filled["barrier"].replay_time_us, filled["barrier"].efficiency) == (30.0, 0.75)
     assert profile_json(with_replay(profile, rows, 4))["collectives"][0]["efficiency"] == 0.5
+    assert filled["all_reduce"].replay_flags == () and profile_json(profile)["collectives"][0]["replay_flags"] == []
     # another group size is another collective
     assert with_replay(profile, [row(size_bytes=1_000_000, dtype="float32", world_size=2)], 4).rows == profile.rows
 
@@ -153,6 +156,46 @@ def test_a_rows_overlap_is_its_most_exposed_ranks_and_its_exposed_time_scales_to
     assert with_envelope(profile, []).rows[0].exposed_at_envelope_us is None  # the sweep has no such row
     # a trace without kernel times (gloo) has no figures
     assert profile_traces([_trace([_call()])]).rows[0].overlap is None
+
+
+def test_a_replayed_rows_flags_join_its_collective():
+    from nccl_bench.replay.profile import with_replay
+    from tests.helpers.rows import row
+
+    profile = profile_traces([_trace([_call(size=8, time_us=20.0), _call(size=1 << 24, time_us=9000.0)])])
+    rows = [row(size_bytes=8, time_us=25.0, dtype="float32", world_size=4, flags="noisy;call_bound"),
+            row(size_bytes=1 << 24, time_us=8000.0, dtype="float32", world_size=4)]
+    filled = {entry.size_bytes: entry for entry in with_replay(profile, rows, 4).rows}
+    assert (filled[8].replay_flags, filled[1 << 24].replay_flags) == (("noisy", "call_bound"), ())
+    document = profile_json(with_replay(profile, rows, 4))
+    assert [entry["replay_flags"] for entry in document["collectives"]] == [[], ["noisy", "call_bound"]]
+
+
+def test_the_windows_exposed_time_at_the_replay_and_the_sweep_is_the_sum_of_the_rows_projections():
+    """Two rows exposed 150 and 40 us in the job: at the replay the all_reduce becomes 60 (150 x 40 / 100) and
+    the all_gather, not replayed, stays at its 40; at the sweep's busbw the all_reduce becomes 37.5 and the
+    all_gather, of which the sweep has no row, stays at 40."""
+    from nccl_bench.replay.overlap import Overlap
+    from nccl_bench.replay.profile import with_envelope, with_replay
+    from tests.helpers.rows import row
+
+    base = profile_traces([_trace([_call(time_us=100.0), _call(op="all_gather", size=4096, time_us=80.0)])])
+    exposed = {"all_reduce": Overlap(200.0, 50.0, 150.0), "all_gather": Overlap(40.0, 0.0, 40.0)}
+    profile = dataclasses.replace(base, rows=tuple(dataclasses.replace(entry, overlap=exposed[entry.op])
+                                                   for entry in base.rows))
+    assert (profile.exposed_at_replay, profile.exposed_at_envelope) == (None, None)
+    replayed = with_replay(profile, [row(size_bytes=1_000_000, time_us=40.0, dtype="float32", world_size=4)], 4)
+    assert profile_json(replayed)["trace"]["exposed_at_replay"] == {
+        "job_us": 190.0, "projected_us": 100.0, "rows": 2, "projected_rows": 1}
+    # the job's all_reduce busbw: 1e6 B / 100 us x 1.5 = 15 GB/s; the sweep's 60 GB/s: 25 us, 150 x 25 / 100
+    sweep = [row(size_bytes=1 << 20, dtype="float32", world_size=4, busbw_gbps=60.0)]
+    enveloped = profile_json(with_envelope(replayed, sweep))["trace"]
+    gather = next(entry for entry in with_envelope(replayed, sweep).rows if entry.op == "all_gather")
+    assert gather.exposed_at_envelope_us is None  # the sweep has no all_gather: kept at its job value
+    assert enveloped["exposed_at_envelope"] == {"job_us": 190.0, "projected_us": 77.5, "rows": 2,
+                                                "projected_rows": 1}
+    assert enveloped["exposed_at_replay"]["projected_us"] == 100.0
+    json.dumps(enveloped, allow_nan=False)  # strict JSON
 
 
 TP, DP = (0, 1, 2, 3), (0, 4, 8, 12)

@@ -5,7 +5,7 @@ import pytest
 
 from nccl_bench.results.schema import PLACEMENT_IN
 from nccl_bench.units import op_table
-from nccl_bench.units.op_table import OPS, buffer_elems, round_size
+from nccl_bench.units.op_table import OPS, buffer_elems, round_size, smallest_size
 
 
 def test_split_ops_round_to_whole_chunks_per_rank():
@@ -13,6 +13,12 @@ def test_split_ops_round_to_whole_chunks_per_rank():
     assert round_size(OPS["all_gather"], 1000, 4, 3) == 996
     assert round_size(OPS["all_reduce"], 1001, 4, 3) == 1000
     assert round_size(OPS["reduce_scatter"], 8, 4, 3) == 0
+
+
+def test_the_smallest_message_holds_one_element_per_rank():
+    assert smallest_size(OPS["all_reduce"], 4, 2) == 8
+    assert smallest_size(OPS["all_gather"], 2, 3) == 6  # one bfloat16 from each of 3 ranks
+    assert smallest_size(OPS["sendrecv"], 8, 4) == 32
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,37 @@
+"""A replay's rows at the per-call floor, real gloo ranks: as a sweep's rows, a replayed collective whose
+median call sits within 1.2x of the same op's smallest message on the same ranks (timed once per run through
+the same path) is flagged call_bound, the floor is listed in meta.json, and the table shows the flag with
+the sweep's note."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from nccl_bench.results.csv_reader import read_rows
+from tests.helpers.launch import run_cli
+from tests.helpers.traces import collective, write_trace
+
+
+def test_a_replayed_collective_at_the_per_call_floor_is_call_bound_and_a_large_one_is_not(tmp_path):
+    """The 8 B all_reduce of 2 ranks (one float per rank) is the floor itself, its own median call; 16 MiB
+    takes tens of times a call's cost on any host (as in the sweep's own test) and is a bandwidth."""
+    events = [collective(nelems=2, ranks=[0, 1], ts=0.0, external_id=1),
+              collective(nelems=4 << 20, ranks=[0, 1], ts=100.0, external_id=2)]
+    trace = write_trace(tmp_path / "job.json", events, world_size=2)
+    out = tmp_path / "run"
+    done = run_cli(["replay", str(trace), "--workers", "2", "--iters", "20", "--warmup", "1", "--trials", "1",
+                    "--no-history", "--out", str(out), "--json", str(tmp_path / "replay.json")],
+                   env={"COLUMNS": "250"}, timeout=180)
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = {row.size_bytes: row for row in read_rows(out / "results.csv")}
+    assert "call_bound" in rows[8].flags.split(";") and "call_bound" not in rows[16 << 20].flags.split(";")
+    [floor] = json.loads((out / "meta.json").read_text())["call_floors"]  # one op, one group, one dtype
+    assert (floor["op"], floor["dtype"], floor["group"], floor["size_bytes"]) == ("all_reduce", "float32", "", 8)
+    assert floor["median_call_us"] == pytest.approx(rows[8].p50_us, rel=1e-6)
+    replayed = {entry["bytes"]: entry for entry in json.loads((tmp_path / "replay.json").read_text())["collectives"]}
+    assert "call_bound" in replayed[8]["replay_flags"] and "call_bound" not in replayed[16 << 20]["replay_flags"]
+    assert "1 row(s) are call_bound" in done.stdout and "sweep those sizes with --cuda-graph" in done.stdout
+    [small] = [line for line in done.stdout.splitlines() if line.startswith("all_reduce ") and " 8 B " in line]
+    assert "call_bound" in small
