@@ -77,7 +77,10 @@ def window_projection(rows: Sequence[tuple[float | None, float | None]]) -> Wind
     projected_rows = sum(1 for exposed, projected in rows if exposed is not None and projected is not None)
     if not projected_rows:
         return None
-    job_us, projected_us = math.fsum(job for job, _ in kept), math.fsum(at for _, at in kept)
+    try:
+        job_us, projected_us = math.fsum(job for job, _ in kept), math.fsum(at for _, at in kept)
+    except OverflowError:  # fsum's own word for a sum past a float
+        return None
     if not (math.isfinite(job_us) and math.isfinite(projected_us)):
         return None
     return WindowProjection(job_us, projected_us, len(kept), projected_rows)
