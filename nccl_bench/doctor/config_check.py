@@ -9,7 +9,8 @@ one suspect names the split. A difference is a warning about the host, not proof
 variable may be set on purpose): it makes the verdict negative but keeps the host off the exclude
 list. Degraded hardware (volatile uncorrectable ECC errors, an NVLink down, a PCIe link below its
 maximum generation or width, clocks slowed by the hardware) is a suspect even when the whole fleet
-shares it, and its host goes on the exclude list.
+shares it, and its host goes on the exclude list. A result line of NCCL's own diagnostics report
+(results/nccl_diag.py) that is not [OK] is a `config` suspect naming the hosts of the ranks it names.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Any, Sequence
 from nccl_bench.doctor.doctor_config import ExpectedConfig, option_name
 from nccl_bench.doctor.verdicts import Suspect
 from nccl_bench.hardware.host_config import GpuHealth, hw_slowdowns
+from nccl_bench.results.nccl_diag import DiagFinding
 from nccl_bench.units import hostlist
 
 CONFIG = "config"
@@ -42,14 +44,33 @@ class HostFacts:
     facts: dict[str, Fact]  # compared across the fleet, by name
     gpus: tuple[GpuHealth, ...]  # judged one by one (degraded hardware)
     notes: tuple[str, ...] = ()  # what could not be read there, and why
+    # NCCL's own diagnostics report (NCCL >= 2.31), read where NCCL printed it: the world's rank 0
+    nccl_diag: tuple[DiagFinding, ...] = ()
 
 
-def judge_config(hosts: Sequence[HostFacts], expected: ExpectedConfig | None = None) -> list[Suspect]:
+def judge_config(hosts: Sequence[HostFacts], expected: ExpectedConfig | None = None,
+                 rank_hosts: Sequence[str] = ()) -> list[Suspect]:
     """Every fact that differs from the golden configuration or, where it says nothing, from the fleet's
-    majority, then every degraded GPU; none for an identical, healthy fleet that matches the golden one."""
+    majority, then every degraded GPU, then what NCCL's own diagnostics asked to review; none for an
+    identical, healthy fleet that matches the golden one. rank_hosts: each world rank's host, in rank order
+    (NCCL's report names ranks)."""
     golden = dict(expected.facts) if expected else {}
     return (_against_golden(hosts, golden, expected.source if expected else "") + _differences(hosts, set(golden))
-            + [s for h in hosts for s in degraded(h)])
+            + [s for h in hosts for s in degraded(h)] + nccl_diag_suspects(hosts, rank_hosts))
+
+
+def nccl_diag_suspects(hosts: Sequence[HostFacts], rank_hosts: Sequence[str]) -> list[Suspect]:
+    """One `config` suspect per result line of NCCL's report that is not [OK], naming the hosts of the
+    ranks the line names, or every host when it names none (a summary of the communicator: the world).
+    NCCL calls its findings informational, so they keep hosts off the exclude list."""
+    everyone = tuple(dict.fromkeys(rank_hosts)) or tuple(h.host for h in hosts)
+    suspects = []
+    for finding in (f for h in hosts for f in h.nccl_diag if f.needs_review):
+        named = tuple(dict.fromkeys(rank_hosts[r] for r in finding.ranks if r < len(rank_hosts)))
+        what = f"{finding.check}: {finding.message}" if finding.check else finding.message
+        suspects.append(Suspect(CONFIG, named or everyone, None, None, None,
+                                f"NCCL DIAG [{shown(finding.status)}] {shown(what)}"))
+    return suspects
 
 
 def fleet_wide_notes(hosts: Sequence[HostFacts], suspects: Sequence[Suspect]) -> list[str]:

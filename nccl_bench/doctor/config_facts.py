@@ -10,11 +10,12 @@ shown as ***.
 
 from __future__ import annotations
 
-from typing import Mapping
+from typing import Mapping, Sequence
 
 from nccl_bench.doctor.config_check import Fact, HostFacts
 from nccl_bench.hardware.host_config import HostHardware, read_host_hardware
 from nccl_bench.ranks.run_facts import OWN_ENV_PREFIX, RECORDED_ENV_PREFIXES
+from nccl_bench.results.nccl_diag import parse_report
 from nccl_bench.units.passwords import HIDDEN, hide_written
 
 # The variables compared across hosts: NCCL's, torch's NCCL process group's, and CUDA's.
@@ -23,6 +24,9 @@ CONFIG_ENV_PREFIXES = (*RECORDED_ENV_PREFIXES, "CUDA_")
 SECRET_NAME_PARTS = ("PASSWORD", "PASSWD", "SECRET", "TOKEN", "CREDENTIAL")
 SOURCE_ENV = "environment"
 SOURCE_TORCH = "torch"
+# A test and diagnostic hook: the sysfs tree the RDMA ports are read from, instead of /sys (simulated hosts
+# each get their own, as each gets its own nvidia-smi). nccl_bench's own variables are never compared.
+SYSFS_ROOT_ENV = f"{OWN_ENV_PREFIX}SYSFS_ROOT"
 
 
 def environment_facts(environ: Mapping[str, str]) -> dict[str, Fact]:
@@ -71,8 +75,9 @@ def version_facts(on_gpu: bool) -> dict[str, Fact]:
     return facts
 
 
-def host_facts(host: str, environ: Mapping[str, str], on_gpu: bool) -> HostFacts:
-    """This host's contribution, read now (nvidia-smi, NVML, /proc, /sys, the environment, torch)."""
-    hardware = read_host_hardware()
+def host_facts(host: str, environ: Mapping[str, str], on_gpu: bool, nccl_diag_lines: Sequence[str] = ()) -> HostFacts:
+    """This host's contribution, read now (nvidia-smi, NVML, /proc, /sys or SYSFS_ROOT_ENV's tree, the
+    environment, torch), with the result lines of NCCL's diagnostics report where this rank holds one."""
+    hardware = read_host_hardware(sysfs_root=environ.get(SYSFS_ROOT_ENV) or "/sys")
     facts = {**version_facts(on_gpu), **hardware_facts(hardware), **environment_facts(environ)}
-    return HostFacts(host, facts, hardware.gpus, hardware.notes)
+    return HostFacts(host, facts, hardware.gpus, hardware.notes, tuple(parse_report(list(nccl_diag_lines))))

@@ -227,10 +227,13 @@ class _Doctor:
         self.where = "the configuration phase"
         self.run.renew(self.where)
         node = next(n for n in self.nodes if self.ctx.rank in n.ranks)
-        mine = host_facts(node.host, os.environ, self.ctx.on_gpu) if node.ranks[0] == self.ctx.rank else None
+        # NCCL prints its diagnostics report on the world communicator's rank 0, the first rank of its host.
+        said = self.ctx.nccl_diag_lines if self.ctx.rank == 0 else ()
+        mine = host_facts(node.host, os.environ, self.ctx.on_gpu, said) if node.ranks[0] == self.ctx.rank else None
         self.config_hosts = [facts for facts in dist.gather_objects(self.ctx, mine) if facts is not None]
         self.run.disarm()
-        self.config_suspects = config_check.judge_config(self.config_hosts, self.config.expect_config)
+        self.config_suspects = config_check.judge_config(self.config_hosts, self.config.expect_config,
+                                                           self.run.hostnames)
         self.report.notes.extend(config_check.unreported(self.config_hosts, self.config.expect_config)
                                  + config_check.fleet_wide_notes(self.config_hosts, self.config_suspects))
         self.observer.config_checked(config_check.summary_line(self.config_hosts, self.config_suspects),

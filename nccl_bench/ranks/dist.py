@@ -18,6 +18,7 @@ from nccl_bench.ranks.devices import device_kind, nccl_env_to_set, passes_device
 from nccl_bench.ranks.layout import LaunchEnv, export_launch_env
 from nccl_bench.ranks.native_output import HeldOutput, backend_diagnostics, backend_error_text
 from nccl_bench.ranks.split import brief_ranks_text
+from nccl_bench.results.nccl_diag import report_lines
 
 # NCCL's own watchdog gets this much longer than the rank's deadline (ranks/deadline.py), so that the
 # deadline always acts first and the watchdog never starts its pre-abort sleep under it.
@@ -84,6 +85,9 @@ class DistContext:
     error_handling: dict | None = None
     # The rank's set-up watch: each sub-group made during set-up is a step of its own (make_groups).
     set_up: SetUpWatch | None = None
+    # What NCCL printed of its diagnostics report (NCCL_RUN_DIAGNOSTICS, NCCL_RUN_RAS_DIAGNOSTICS: NCCL >= 2.31)
+    # while the process group started: the world communicator's report, on its rank 0 (results/nccl_diag.py).
+    nccl_diag_lines: tuple[str, ...] = ()
 
     @property
     def on_gpu(self) -> bool:
@@ -166,6 +170,8 @@ def process_group(launch: LaunchEnv, backend: str, timeout_s: float, device_inde
             failure = set_up.start_failed(backend_error_text(exc), timeout_s)
             failure.details = details
             raise failure from None
+        diag_lines = tuple(report_lines(held.text))  # NCCL's diagnostics report, if it printed one
+        held.text = ""  # the rest (a long NCCL_DEBUG=INFO log) is not kept for the run
         set_up.hold_native_warnings()
         # The roll call's notes (ranks/roll_call.py) live where they always have: in the default group's store.
         notes_store = dist.distributed_c10d._get_default_store()
@@ -180,7 +186,8 @@ def process_group(launch: LaunchEnv, backend: str, timeout_s: float, device_inde
     clean = False
     try:
         yield DistContext(launch.rank, launch.world_size, launch.local_rank, backend, device, group_timeout_s,
-                          control=side, store=notes_store, set_up=set_up, error_handling=handling)
+                          control=side, store=notes_store, set_up=set_up, error_handling=handling,
+                          nccl_diag_lines=diag_lines)
         clean = True
     finally:
         set_up.tear_down()

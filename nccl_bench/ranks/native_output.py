@@ -14,13 +14,13 @@ from nccl_bench.errors import first_line
 
 class HeldOutput:
     """Hold what native code writes to stdout and stderr meanwhile: passed on, each to its own stream,
-    on success; on failure kept in `text` (stdout's, then stderr's).
+    on success; kept in `text` (stdout's, then stderr's) either way, and on failure passed on only in part.
 
     torch's TCPStore prints a C++ stack for every failed connection attempt while it retries; the
     failure itself is reported as one line, so those frames would only bury it. NCCL writes its WARN
     and INFO lines to stdout (src/debug.cc: ncclDebugFile is stdout unless NCCL_DEBUG_FILE names a
-    file), so both descriptors are held. What NCCL said (backend_diagnostics) is picked out of `text`
-    by the caller.
+    file), so both descriptors are held. What NCCL said (backend_diagnostics on failure, its diagnostics
+    report on success: results/nccl_diag.py) is picked out of `text` by the caller.
     """
 
     FDS = (1, 2)
@@ -61,11 +61,11 @@ class HeldOutput:
             with self._held[fd] as held:
                 held.seek(0)
                 written[fd] = held.read()
+        self.text = "\n".join(raw.decode("utf-8", "replace") for raw in written.values())
         if exc_type is None:
             for fd, raw in written.items():
                 _pass_on(fd, raw)
         else:
-            self.text = "\n".join(raw.decode("utf-8", "replace") for raw in written.values())
             for fd, raw in written.items():
                 kept = self.passed_on_failure(raw.decode("utf-8", "replace")) if self.passed_on_failure else ""
                 with contextlib.suppress(OSError):

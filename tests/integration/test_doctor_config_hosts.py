@@ -1,7 +1,8 @@
 """`nccl-bench doctor --config-only` on simulated hosts (network namespaces, one rank each), each host
 with its own environment and its own fake nvidia-smi (tests/fixtures/nvidia_smi: a real H100 capture,
-changed per host). Each planted difference is named as a `config` suspect by host, in one line, and
-nothing is measured; an identical fleet raises none. No bandwidth is judged, so the tests need not run alone.
+changed per host) and its own sysfs tree of RDMA ports (config_facts.SYSFS_ROOT_ENV). Each planted
+difference is named as a `config` suspect by host, in one line, and nothing is measured; an identical fleet
+raises none. No bandwidth is judged, so the tests need not run alone.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from nccl_bench.doctor.config_facts import SYSFS_ROOT_ENV
 from tests.helpers.launch import REPO, worker_env
 from tests.helpers.simhosts import hosts_for_test, run_on_hosts
 
@@ -32,6 +34,10 @@ WIDTH = "Current                                : "
 PCIE = ((GEN + "5\n", GEN + "4\n"), (WIDTH + "16x", WIDTH + "8x"))
 PLANTED_QUERY = {2: (DRIVER,), 3: (ECC,), 4: PCIE}
 PLANTED_ENV = {1: {"NCCL_SOCKET_IFNAME": "eth1"}}
+# Each host's RDMA port in a sysfs tree of its own (config_facts.SYSFS_ROOT_ENV): host index -> its state file.
+RDMA_RATE = "400 Gb/sec (4X NDR)\n"
+RDMA_STATE = "4: ACTIVE\n"
+PLANTED_RDMA = {0: "1: DOWN\n"}
 
 
 @pytest.fixture
@@ -50,6 +56,15 @@ def _machine(folder: Path, changes: tuple[tuple[str, str], ...]) -> Path:
     return folder
 
 
+def _sysfs(folder: Path, state: str) -> Path:
+    """A sysfs tree holding one RDMA port, mlx5_0/1, in `state` at RDMA_RATE."""
+    port = folder / "class" / "infiniband" / "mlx5_0" / "ports" / "1"
+    port.mkdir(parents=True)
+    (port / "state").write_text(state)
+    (port / "rate").write_text(RDMA_RATE)
+    return folder
+
+
 def _doctor(hosts, tmp_path: Path, planted: bool, args: tuple[str, ...] = ("--config-only",)
             ) -> tuple[list[int], str, dict, float]:
     """Every host's rank (Open MPI's layout); (exit codes, rank 0's log, doctor.json, seconds launch to exit)."""
@@ -59,10 +74,12 @@ def _doctor(hosts, tmp_path: Path, planted: bool, args: tuple[str, ...] = ("--co
     for host in range(HOSTS):
         changes = PLANTED_QUERY.get(host, ()) if planted else ()
         machine = _machine(tmp_path / f"smi{host}", changes)
+        sysfs = _sysfs(tmp_path / f"sys{host}", PLANTED_RDMA.get(host, RDMA_STATE) if planted else RDMA_STATE)
         env = worker_env({"GLOO_SOCKET_IFNAME": "eth0", "NCCL_SOCKET_IFNAME": "eth0", "MASTER_ADDR": hosts.hostnames[0],
                           "MASTER_PORT": MASTER_PORT, "OMPI_COMM_WORLD_RANK": str(host),
                           "OMPI_COMM_WORLD_SIZE": str(HOSTS), "OMPI_COMM_WORLD_LOCAL_RANK": "0",
                           "OMPI_COMM_WORLD_LOCAL_SIZE": "1", "FAKE_NVIDIA_SMI_DIR": str(machine),
+                          SYSFS_ROOT_ENV: str(sysfs),
                           "PATH": f"{SMI}{os.pathsep}{os.environ['PATH']}"})
         if planted:
             env.update(PLANTED_ENV.get(host, {}))
@@ -85,14 +102,15 @@ def test_each_planted_difference_is_one_config_line_naming_its_host(hosts, tmp_p
     assert codes == [1] + [0] * (HOSTS - 1), report[-4000:]
     expected = [  # facts in the order hosts report them (versions, hardware, environment), then degraded GPUs
         "config node003: driver 580.65.06, 4 others 580.159.04",
+        "config node001: rdma mlx5_0/1 DOWN 400 Gb/sec (4X NDR), 4 others ACTIVE 400 Gb/sec (4X NDR)",
         "config node002: env NCCL_SOCKET_IFNAME eth1, 4 others eth0",
         "config node004: GPU 0: 2 volatile uncorrectable ECC error(s)",
         "config node005: GPU 0: PCIe Gen4 x8, its maximum Gen5 x16",
     ]
     assert [line for line in report.splitlines() if line.startswith("config ")] == expected, report[-4000:]
     assert [(s["kind"], s["hosts"], s["degraded"]) for s in doctor["suspects"]] == [
-        ("config", ["node003"], False), ("config", ["node002"], False), ("config", ["node004"], True),
-        ("config", ["node005"], True)]
+        ("config", ["node003"], False), ("config", ["node001"], False), ("config", ["node002"], False),
+        ("config", ["node004"], True), ("config", ["node005"], True)]
     # Broken hardware is kept out; a host that merely differs is named but not excluded.
     assert doctor["exclude"] == ["node004", "node005"]
     assert (tmp_path / "exclude.txt").read_text() == "node004\nnode005\n"
@@ -100,6 +118,8 @@ def test_each_planted_difference_is_one_config_line_naming_its_host(hosts, tmp_p
     facts = {h["host"]: h["facts"] for h in doctor["config"]["hosts"]}
     assert facts["node003"]["driver"] == {"value": "580.65.06", "source": "nvidia-smi -q"}
     assert facts["node002"]["env NCCL_SOCKET_IFNAME"] == {"value": "eth1", "source": "environment"}
+    assert facts["node001"]["rdma mlx5_0/1"] == {"value": "DOWN 400 Gb/sec (4X NDR)", "source": "/sys/class/infiniband"}
+    assert SYSFS_ROOT_ENV not in str(facts)  # the hook is nccl_bench's own variable: never compared
 
 
 @pytest.mark.integration
@@ -110,6 +130,7 @@ def test_an_identical_fleet_raises_no_config_suspect(hosts, tmp_path):
     assert sorted(h["host"] for h in doctor["config"]["hosts"]) == list(hosts.hostnames)
     assert doctor["config"]["fleet"]["driver"] == "580.159.04"  # a golden file for later runs
     assert doctor["config"]["fleet"]["env NCCL_SOCKET_IFNAME"] == "eth0"
+    assert doctor["config"]["fleet"]["rdma mlx5_0/1"] == "ACTIVE 400 Gb/sec (4X NDR)"
     assert "the fleet agrees" in report and "# verdict: healthy" in report
     assert took < 60, took  # seconds, not a measurement: most of it is starting Python and torch on 2 cores
 
@@ -126,4 +147,4 @@ def test_the_measuring_doctor_shows_config_findings_before_its_first_round(hosts
     assert report.index("# config: ") < first < report.index("# estimate: "), report[-4000:]
     assert len({tuple(p["hosts"]) for p in doctor["pairs"]}) == HOSTS * (HOSTS - 1) // 2  # then every pair
     assert [s["hosts"] for s in doctor["suspects"] if s["kind"] == "config"] == [
-        ["node003"], ["node002"], ["node004"], ["node005"]]
+        ["node003"], ["node001"], ["node002"], ["node004"], ["node005"]]

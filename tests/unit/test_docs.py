@@ -108,3 +108,43 @@ def test_the_exit_code_table_is_the_one_errors_defines():
     codes = [int(row.split("|")[1]) for row in rows]
     defined = sorted(value for name, value in vars(errors).items() if name.startswith("EXIT_"))
     assert codes == defined
+
+
+HEALTH_STATES = {0: "ok", 1: "warning", 2: "critical", 3: "unknown"}  # Nagios' plugin convention
+
+
+def _health_rows() -> list[tuple[int, int, str]]:
+    """docs/doctor.md's health-check table: (doctor's exit code, the check's code, the check's word)."""
+    lines = (ROOT / "docs" / "doctor.md").read_text(encoding="utf-8").splitlines()
+    start = lines.index("## Exit codes in a health check")
+    rows = []
+    for line in lines[start + 1:]:
+        if line.startswith("## "):
+            break
+        cells = [cell.strip() for cell in line.split("|")[1:-1]]
+        if cells and cells[0].isdigit():
+            code, word = cells[2].split(" ", 1)
+            rows.append((int(cells[0]), int(code), word))
+    return rows
+
+
+def test_the_doctor_health_check_table_covers_every_exit_code_errors_defines():
+    rows = _health_rows()
+    defined = sorted(value for name, value in vars(errors).items() if name.startswith("EXIT_"))
+    assert sorted({doctor for doctor, _, _ in rows}) == defined
+    assert all(HEALTH_STATES[code] == word for _, code, word in rows), rows
+    states = {doctor: {code for d, code, _ in rows if d == doctor} for doctor, _, _ in rows}
+    assert states[errors.EXIT_OK] == {0} and states[errors.EXIT_BAD_INPUT] == {3}  # bad arguments: unknown
+    assert states[errors.EXIT_VERDICT] == {1, 2}  # told apart by doctor.json's exclude list
+
+
+def test_the_doctor_health_check_example_does_what_the_table_says():
+    text = (ROOT / "docs" / "doctor.md").read_text(encoding="utf-8")
+    section = text[text.index("## Exit codes in a health check"):text.index("## What it measures")]
+    arms = {int(code): arm for code, arm in re.findall(r"^\s+(\d+)\) (.*);;$", section, re.M)}
+    rows = _health_rows()
+    for doctor in {d for d, _, _ in rows}:
+        states = sorted({code for d, code, _ in rows if d == doctor})
+        arm = arms.get(doctor, "exit 3 ")  # the example's `*)` arm
+        assert sorted(map(int, re.findall(r"exit (\d+)", arm))) == states, (doctor, arm)
+    assert "*) exit 3 ;;" in section and "exclude" in arms[errors.EXIT_VERDICT]

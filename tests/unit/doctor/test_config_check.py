@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from nccl_bench.doctor import config_facts
 from nccl_bench.doctor.config_check import Fact, HostFacts, fleet_wide_notes, judge_config, summary_line
 from nccl_bench.doctor.config_facts import environment_facts, hardware_facts
 from nccl_bench.doctor.roster import excluded_hosts
@@ -201,3 +202,18 @@ def test_the_fleets_majority_values_read_back_as_a_golden_config(tmp_path):
     later[2] = host("node003", **{"env NCCL_SOCKET_IFNAME": "ib0"})
     assert lines(later, expected) == [
         f"config node003: env NCCL_SOCKET_IFNAME ib0, expected eth0 ({tmp_path / 'fleet.json'})"]
+
+
+def test_a_host_reads_its_rdma_ports_from_the_hooks_tree_and_keeps_nccls_report(tmp_path, monkeypatch):
+    port = tmp_path / "class" / "infiniband" / "mlx5_0" / "ports" / "1"
+    port.mkdir(parents=True)
+    (port / "state").write_text("1: DOWN\n")
+    (port / "rate").write_text("400 Gb/sec (4X NDR)\n")
+    monkeypatch.setattr(config_facts, "version_facts", lambda on_gpu: {})  # no torch import
+    monkeypatch.setenv("PATH", str(tmp_path))  # no nvidia-smi: the GPU facts say so and the ports remain
+    report = ["NCCL DIAG === NCCL Diagnostics ===",
+              "NCCL DIAG [INFO] p2p: only 52/56 GPU-to-GPU peer accesses passed verification"]
+    facts = config_facts.host_facts("node001", {config_facts.SYSFS_ROOT_ENV: str(tmp_path)}, False, report)
+    assert facts.facts["rdma mlx5_0/1"] == Fact("DOWN 400 Gb/sec (4X NDR)", "/sys/class/infiniband")
+    assert not any(config_facts.SYSFS_ROOT_ENV in name for name in facts.facts)  # the hook is never compared
+    assert [(f.status, f.check) for f in facts.nccl_diag] == [("INFO", "p2p")]

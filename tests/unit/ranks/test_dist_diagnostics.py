@@ -112,11 +112,11 @@ node2:3141:3160 [0] init.cc:1746 NCCL WARN ncclCommInitRankConfig: invalid devic
 C10D_STDERR = "[W1123 10:00:01.000000000 socket.cpp:752] [c10d] The client socket has failed to connect\n"
 
 
-def _init_writing_as_nccl(monkeypatch, error=None):
+def _init_writing_as_nccl(monkeypatch, error=None, stdout=NCCL_STDOUT):
     import torch.distributed as tdist
 
     def init_process_group(**kwargs):
-        os.write(1, NCCL_STDOUT.encode())  # fd 1 itself, as C stdio writes it, not through sys.stdout
+        os.write(1, stdout.encode())  # fd 1 itself, as C stdio writes it, not through sys.stdout
         os.write(2, C10D_STDERR.encode())
         if error is not None:
             raise error
@@ -147,6 +147,27 @@ def test_what_was_written_while_starting_is_passed_on_to_its_own_stream_when_it_
     with dist.process_group(_launch(), "gloo", 5.0, set_up=SetUp()):
         pass
     assert capfd.readouterr() == (NCCL_STDOUT, C10D_STDERR)
+
+
+# NCCL 2.31's diagnostics report as its documentation shows it (docs.nvidia.com/deeplearning/nccl/user-guide/
+# docs/troubleshooting/diagnostics.html), printed while the communicator starts, among NCCL's other lines.
+DIAG_REPORT = """\
+NCCL DIAG === NCCL Diagnostics ===
+NCCL DIAG [INFO] p2p: only 52/56 GPU-to-GPU peer accesses passed verification
+NCCL DIAG NCCL diagnostics completed in 245.3 ms across 8 ranks
+"""
+
+
+def test_nccls_diagnostics_report_is_kept_for_the_run_and_still_printed(capfd, monkeypatch):
+    import torch.distributed as tdist
+
+    _init_writing_as_nccl(monkeypatch, stdout=NCCL_STDOUT + DIAG_REPORT)
+    monkeypatch.setattr(tdist.distributed_c10d, "_get_default_store", lambda: None)
+    monkeypatch.setattr(tdist, "destroy_process_group", lambda: None)
+    with dist.process_group(_launch(), "gloo", 5.0, set_up=SetUp()) as ctx:
+        kept = ctx.nccl_diag_lines
+    assert kept == tuple(DIAG_REPORT.splitlines())
+    assert capfd.readouterr() == (NCCL_STDOUT + DIAG_REPORT, C10D_STDERR)
 
 
 C_WRITER = """
