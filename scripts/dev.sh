@@ -78,8 +78,8 @@ case "$job" in
     # Two passes (tests/conftest.py says which test goes where). First every test but the `alone` ones,
     # in parallel (pytest-xdist): most integration tests wait on processes and timeouts, so more workers
     # than cores keep both cores busy, and a group that must not run beside its own kind shares one
-    # worker. Then the `alone` tests, one at a time on a quiet machine: what they measure (bandwidth
-    # through tc-shaped links) moves with the load beside them. Exit 5 is pytest's "nothing selected",
+    # worker. Then the `alone` tests, one at a time on a quiet machine: what they judge (a run-to-run
+    # spread of a few percent through tc-shaped links) moves with the load beside them. Exit 5 is pytest's "nothing selected",
     # which a pass that a test selection leaves empty is; the command fails if either pass fails.
     passed() { [ "$1" = 0 ] || [ "$1" = 5 ]; }
     parallel=0; alone=0

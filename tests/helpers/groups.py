@@ -8,7 +8,11 @@ keeps its module's tests on one worker, a session's fixture its users across mod
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
+
+ALONE = "alone"  # the mark of the tests scripts/dev.sh runs in its second pass, by themselves
 
 # Fixtures shared across modules, each with the group its users form; a daemon or a cluster started
 # once for a worker's session is named for what it runs.
@@ -68,3 +72,12 @@ def _ours(definition) -> bool:
     """A fixture written in this suite (a conftest.py or a test module), not one of pytest's or a plugin's."""
     module = definition.func.__module__
     return module.startswith(("tests.", "test_")) or module.split(".")[-1] == "conftest"
+
+
+def skipped_by_alone_pass(path: Path, markexpr: str) -> bool | None:
+    """True for a test module the `alone` pass (`-m alone` exactly) need not import: none of its tests
+    is marked alone (a mark is written `pytest.mark.alone`, on a test or the module's pytestmark);
+    None (pytest decides) for anything else and in every other run."""
+    if markexpr != ALONE or path.suffix != ".py" or not path.name.startswith("test_"):
+        return None
+    return f"pytest.mark.{ALONE}" not in path.read_text() or None

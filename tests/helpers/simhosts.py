@@ -27,6 +27,11 @@ SUBNET = "10.{}.{}.{}"  # 10.(78 + rail).x.y: private, only ever configured insi
 FIRST_OCTET2 = 78
 MAX_HOSTS = 254  # host i is 10.(78 + rail).subnet.(i + 1): one /24 per rail
 HOSTNAME_DIGITS = 3  # node001 ... node254, zero-padded as fleets number their hosts
+# Every NIC of a test that compares groups' bandwidth between simulated hosts beside the suite's other
+# tests (limit_nics): unlimited, a veth pair gives 0.2-1 GB/s on a quiet machine and 0.02-0.03 GB/s with
+# the suite's load on both cores; limited, the fast side cannot run away from the slow one on a quiet
+# machine either, so a ratio judged between them holds under any load (tests/unit/test_suite_layout.py).
+FABRIC_RATE = "400mbit"
 T = TypeVar("T")
 
 
@@ -94,24 +99,26 @@ class Hosts:
         _must("ip", "netns", "exec", self.namespaces[host], "tc", *args)
 
     def limit_nics(self, rate: str) -> None:
-        """Every host's rail-0 NIC sends at most `rate` (htb, its default class 1:20): the fabric, not
-        the CPUs, is then what a pair measures. Unlimited, N simulated hosts share this machine's cores,
-        and a pair's busbw depends on how many other pairs of its round are still running. Call it
-        before shape_host or shape_pair, which then slow one host's class or add a pair's class."""
+        """Every host's NIC, on every rail, sends at most `rate` (htb, its default class 1:20): the fabric,
+        not the CPUs, is then what a pair measures. Unlimited, N simulated hosts share this machine's cores,
+        and a pair's busbw depends on how many other pairs of its round are still running, and on whatever
+        else loads the cores. Call it before shape_host or shape_pair, which then slow one host's class or
+        add a pair's class."""
         for host in range(len(self.namespaces)):
-            self.tc(host, "qdisc", "add", "dev", iface(0), "root", "handle", "1:", "htb", "default", "20")
-            self.tc(host, "class", "add", "dev", iface(0), "parent", "1:", "classid", "1:20", "htb", "rate", rate,
-                    "burst", "64kb")
+            for rail in range(len(self.rail_addresses)):
+                self.tc(host, "qdisc", "add", "dev", iface(rail), "root", "handle", "1:", "htb", "default", "20")
+                self.tc(host, "class", "add", "dev", iface(rail), "parent", "1:", "classid", "1:20", "htb", "rate",
+                        rate, "burst", "64kb")
 
-    def _nics_limited(self, host: int) -> bool:
-        shown = sh("ip", "netns", "exec", self.namespaces[host], "tc", "qdisc", "show", "dev", iface(0))
+    def _nics_limited(self, host: int, rail: int = 0) -> bool:
+        shown = sh("ip", "netns", "exec", self.namespaces[host], "tc", "qdisc", "show", "dev", iface(rail))
         return "htb 1: root" in shown.stdout
 
     def shape_host(self, host: int, rate: str, rail: int = 0) -> None:
         """Every packet the host sends on this rail goes through one token bucket: a slow NIC."""
-        if rail == 0 and self._nics_limited(host):
-            self.tc(host, "class", "change", "dev", iface(0), "parent", "1:", "classid", "1:20", "htb", "rate", rate,
-                    "burst", "64kb")
+        if self._nics_limited(host, rail):
+            self.tc(host, "class", "change", "dev", iface(rail), "parent", "1:", "classid", "1:20", "htb", "rate",
+                    rate, "burst", "64kb")
             return
         self.tc(host, "qdisc", "add", "dev", iface(rail), "root", "tbf", "rate", rate, "burst", "64kb",
                 "latency", "100ms")

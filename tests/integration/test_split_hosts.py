@@ -17,11 +17,11 @@ from nccl_bench.errors import EXIT_BAD_INPUT
 from nccl_bench.results.csv_reader import read_rows
 from nccl_bench.results.run_folder import read_meta
 from tests.helpers.launch import REPO, worker_env
-from tests.helpers.simhosts import hosts_for_test, run_on_hosts
+from tests.helpers.simhosts import FABRIC_RATE, hosts_for_test, run_on_hosts
 
-pytestmark = pytest.mark.integration  # the two tests that judge bandwidth run alone
+pytestmark = pytest.mark.integration
 
-SHAPED_RATE = "50mbit"  # ~0.006 GB/s: far below an unshaped veth pair, even on a loaded machine
+SHAPED_RATE = "50mbit"  # ~0.006 GB/s: far below FABRIC_RATE, the rate of every other NIC
 MASTER_PORT = "29591"
 SWEEP_ARGS = ["sweep", "--op", "all_reduce", "--sizes", "1M", "--iters", "3", "-w", "1", "--timeout", "60"]
 
@@ -63,8 +63,8 @@ def _slow_group(rows, log: str, fast: str, slow: str, size: int) -> None:
     assert f"#   all_reduce in 1M: {slow} at" in log
 
 
-@pytest.mark.alone
 def test_the_group_holding_a_shaped_host_is_the_slow_one(hosts, tmp_path):
+    hosts.limit_nics(FABRIC_RATE)  # the links, not the CPUs, decide both groups' figures
     hosts.shape_host(2, SHAPED_RATE)
     rows, log = _sweep(hosts, tmp_path, "div:2", ranks_per_host=1)
     _slow_group(rows, log, "rank/2=0", "rank/2=1", size=2)
@@ -74,8 +74,8 @@ def test_the_group_holding_a_shaped_host_is_the_slow_one(hosts, tmp_path):
     assert "# set-up (slowest rank): process group " in log and ", split groups " in log
 
 
-@pytest.mark.alone
 def test_a_shaped_second_interface_makes_rail_1_the_slow_group(railed_hosts, tmp_path):
+    railed_hosts.limit_nics(FABRIC_RATE)
     railed_hosts.shape_host(2, SHAPED_RATE, rail=1)  # node003's second NIC
     rows, log = _sweep(railed_hosts, tmp_path, "rail", ranks_per_host=2)
     _slow_group(rows, log, "rail 0", "rail 1", size=3)

@@ -95,3 +95,34 @@ def test_groups_start_first_then_integration_then_command_line_then_unit_tests()
     assert [i.nodeid for i in long_first(items)] == [
         "tests/unit/test_d.py::t", "tests/cli/test_e.py::t", "tests/integration/test_c.py::t1",
         "tests/integration/test_c.py::t2", "tests/cli/test_b.py::t", "tests/unit/test_a.py::t"]
+
+
+ALONE_CONFTEST = """
+from tests.helpers.groups import skipped_by_alone_pass
+
+
+def pytest_ignore_collect(collection_path, config):
+    return skipped_by_alone_pass(collection_path, config.getoption("markexpr"))
+"""
+
+
+def test_the_alone_pass_imports_only_the_modules_that_mark_a_test_alone(tmp_path):
+    """`-m alone` collects the marked tests without importing the rest (a module that cannot be imported
+    shows it); every other run, `-m "not alone"` included, imports and runs everything."""
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    (suite / "conftest.py").write_text(ALONE_CONFTEST)
+    (suite / "test_marked.py").write_text("import pytest\n\n\n@pytest.mark.alone\ndef test_a():\n    pass\n\n\n"
+                                          "def test_b():\n    pass\n")
+    (suite / "test_unmarked.py").write_text("raise ImportError('imported')\n")
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+
+    def run(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:xdist", "-p", "no:cacheprovider", "-q",
+                               "-W", "ignore::pytest.PytestUnknownMarkWarning", "--rootdir", str(suite), *args,
+                               str(suite)], capture_output=True, text=True, env=env, cwd=suite, timeout=120)
+
+    alone = run("-m", "alone")
+    assert alone.returncode == 0 and "1 passed, 1 deselected" in alone.stdout, alone.stdout[-2000:]
+    rest = run("-m", "not alone")
+    assert rest.returncode != 0 and "imported" in rest.stdout, rest.stdout[-2000:]

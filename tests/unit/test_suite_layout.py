@@ -63,6 +63,7 @@ def _module_marks(path: Path) -> str:
 
 SHAPING = ("shape_host", "shape_pair", "limit_nics", "link_history")
 CLUSTERS = ("slurm", "mpi")  # fixtures of simulated hosts under a real launcher
+FABRIC_BOUND = "limit_nics"  # every NIC at tests/helpers/simhosts.FABRIC_RATE: the links decide
 
 
 LOOSE_TOLERANCE = ("99%", "LOOSE")  # a pair named only below 1% of the fleet's median: no load comes near
@@ -78,30 +79,77 @@ def _judges_bandwidth(node: ast.FunctionDef, text: str) -> bool:
     return any(name in text for name in SHAPING) or (on_hosts and doctor and not loose)
 
 
+def _fabric_bound_fixtures(tree: ast.Module, source: str) -> set[str]:
+    """The module's fixtures that limit every NIC of the hosts they make."""
+    return {node.name for node in tree.body if isinstance(node, ast.FunctionDef)
+            and any("fixture" in ast.get_source_segment(source, d) for d in node.decorator_list)
+            and FABRIC_BOUND in ast.get_source_segment(source, node)}
+
+
 def _loose_bandwidth_tests(path: Path) -> list[str]:
-    """Tests of a module that judge bandwidth between simulated hosts without running alone."""
+    """Tests of a module that judge bandwidth between simulated hosts with the CPUs deciding it: neither
+    marked alone nor with every NIC limited (in the test, or by a fixture of the module it uses)."""
     source = path.read_text()
     if "pytest.mark.alone" in _module_marks(path):
         return []
+    tree = ast.parse(source, filename=str(path))
+    bound_fixtures = _fabric_bound_fixtures(tree, source)
     loose = []
-    for node in ast.parse(source, filename=str(path)).body:
+    for node in tree.body:
         if isinstance(node, ast.FunctionDef) and node.name.startswith("test_"):
+            text = ast.get_source_segment(source, node)
             marks = [ast.get_source_segment(source, d) for d in node.decorator_list]
-            if _judges_bandwidth(node, ast.get_source_segment(source, node)) and "pytest.mark.alone" not in marks:
+            bound = FABRIC_BOUND in text or any(arg.arg in bound_fixtures for arg in node.args.args)
+            if _judges_bandwidth(node, text) and not bound and "pytest.mark.alone" not in marks:
                 loose.append(f"{path.name}::{node.name}")
     return loose
 
 
-def test_a_test_that_judges_bandwidth_between_simulated_hosts_runs_alone():
+def test_a_test_that_judges_bandwidth_between_simulated_hosts_runs_alone_or_on_limited_links():
     """Bandwidth between simulated hosts is bound by the CPU where no link is shaped, and a shaped link's by
-    its token bucket only while the CPU keeps up: the load beside such a test moves what it judges, so it
-    runs in the suite's second pass, by itself (scripts/dev.sh test)."""
+    its token bucket only while the CPU keeps up: the load beside such a test moves what it judges. So it
+    either limits every NIC to FABRIC_RATE, well below what the CPUs give a pair under the suite's load, and
+    runs beside the others, or it runs in the suite's second pass, by itself (scripts/dev.sh test)."""
     modules = sorted((TESTS / "integration").glob("test_*.py"))
     judged = [node.name for path in modules for node in ast.parse(path.read_text()).body
               if isinstance(node, ast.FunctionDef) and _judges_bandwidth(node, ast.get_source_segment(path.read_text(),
                                                                                                         node))]
     assert len(judged) >= 3, "the rule checks nothing"
-    assert [test for path in modules for test in _loose_bandwidth_tests(path)] == [], "mark these alone"
+    assert [test for path in modules for test in _loose_bandwidth_tests(path)] == [], \
+        "limit every NIC (Hosts.limit_nics) or mark these alone"
+
+
+def test_the_rule_on_judged_bandwidth_tells_limited_links_from_loose_ones(tmp_path):
+    """A fixture that limits every NIC makes its tests fabric-bound; a shaped host without it is loose."""
+    module = tmp_path / "test_shaped.py"
+    module.write_text('''import pytest
+
+
+@pytest.fixture
+def limited():
+    hosts = make()
+    hosts.limit_nics("400mbit")
+    yield hosts
+
+
+@pytest.fixture
+def bare():
+    yield make()
+
+
+def test_on_limited_links(limited):
+    limited.shape_host(2, "40mbit")
+
+
+def test_on_bare_links(bare):
+    bare.shape_host(2, "40mbit")
+
+
+def test_limiting_itself(bare):
+    bare.limit_nics("400mbit")
+    bare.shape_host(2, "40mbit")
+''')
+    assert _loose_bandwidth_tests(module) == ["test_shaped.py::test_on_bare_links"]
 
 
 def test_every_group_a_module_names_is_one_the_conftest_knows():
