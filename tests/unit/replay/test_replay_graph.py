@@ -62,6 +62,24 @@ def test_the_points_and_their_floors_are_timed_in_cuda_graphs_as_asked():
     assert timing_plan(ReplayConfig(traces=(Path("rank0.json"),)), on_gpu=False).cuda_graph == 0
 
 
+def test_an_op_no_graph_captures_is_a_row_marked_unsupported_with_why_and_is_never_run():
+    from types import SimpleNamespace
+
+    from nccl_bench.replay import replay_body
+    from nccl_bench.results.schema import STATUS_UNSUPPORTED
+
+    why = uncaptured_ops(_plan(ALL_REDUCE, BARRIER), 10, "nccl", "2.11.0")
+    body = replay_body._Replay(ReplayConfig(traces=(Path("rank0.json"),), cuda_graph=10), _plan(ALL_REDUCE, BARRIER),
+                               why)
+    body.contexts = {(0, 1): SimpleNamespace(rank=0)}  # this rank leads the group
+    body.run = SimpleNamespace(hostnames=["node", "node"], request=SimpleNamespace(backend="nccl"),
+                               launch=SimpleNamespace(world_size=2))
+    body._bound = lambda *_: pytest.fail("an op no graph captures was run")
+    row, floor_us = body._point(BARRIER, lambda: None)
+    assert (row.op, row.status, row.flags, row.time_us, floor_us) == (
+        "barrier", STATUS_UNSUPPORTED, why["barrier"], None, None)
+
+
 def test_meta_says_which_time_alone_here_is():
     plain = ReplayConfig(traces=(Path("rank0.json"),)).as_meta()
     graphed = ReplayConfig(traces=(Path("rank0.json"),), cuda_graph=10).as_meta()
