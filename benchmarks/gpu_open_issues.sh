@@ -79,6 +79,10 @@ EOF
   timeout 60 python3 benchmarks/trace_job.py "$w/trace.json" >"$w/trace_job.log" 2>&1; echo "trace exit $?"
   step replay_profile 60 replay "$w/trace.json" --json "$w/replay_profile.json"
   step replay_run 90 replay "$w/trace.json" --workers 1 --min-sample-ms 5 --out "$w/replay_run"
+  echo "== 44. the same replay in CUDA graphs: a complete run, its alone-here time kernel time (the graph's note)"
+  step replay_graph 90 replay "$w/trace.json" --workers 1 --cuda-graph 10 --min-sample-ms 5 --out "$w/replay_graph"
+  grep "^# alone here:" "$w/replay_graph.log" || echo "no '# alone here' line"
+  python3 -c "import json,sys;m=json.load(open(sys.argv[1]));print('status',m.get('status'),'alone_here',m['config'].get('alone_here'))" "$w/replay_graph/meta.json"
 } >>"$log" 2>&1
 gzip -f "$w/trace.json" 2>/dev/null
 tar -czf "$OUT/checks_runs.tar.gz" -C "$w" . 2>/dev/null

@@ -21,8 +21,9 @@ from nccl_bench.render.fit import Column, fit
 from nccl_bench.render.tables import call_bound_note
 from nccl_bench.replay.exposure import WindowProjection
 from nccl_bench.replay.profile import Profile, ProfileRow, envelope_row
+from nccl_bench.replay.replay_config import ALONE_CUDA_GRAPH, ALONE_LAUNCH_PATH
 from nccl_bench.results.schema import ResultRow
-from nccl_bench.sweep.rows import FLAG_CALL_BOUND
+from nccl_bench.sweep.rows import CALL_BOUND_FACTOR, FLAG_CALL_BOUND
 from nccl_bench.sweep.sweep_config import option_name
 from nccl_bench.units.sizes import decimal_size
 
@@ -86,8 +87,12 @@ def profile_notes(profile: Profile) -> list[str]:
         notes.append(f"{op} {_size(size_bytes)} on {group} was called a different number of times by "
                      f"the ranks read ({counts}): a shorter traced window, or another sub-group")
     bound = [row for row in profile.rows if FLAG_CALL_BOUND in row.replay_flags]
-    if bound:  # a replay captures no CUDA graph: a sweep of those sizes does
-        notes.append(call_bound_note(len(bound), f"sweep those sizes with {option_name('cuda_graph')}"))
+    if bound and profile.alone_here == ALONE_CUDA_GRAPH:  # kernel time already: NCCL's latency, not the launch
+        notes.append(f"{len(bound)} row(s) are call_bound: in CUDA graphs their median call is within "
+                     f"{CALL_BOUND_FACTOR}x of the same op's smallest message, so they measure NCCL's latency, "
+                     "not bandwidth")
+    elif bound:
+        notes.append(call_bound_note(len(bound), f"replay with {option_name('cuda_graph')} N"))
     return notes
 
 
@@ -159,8 +164,20 @@ def _header(profile: Profile, paths: Sequence[Path]) -> list[str]:
             f"; collectives took {profile.collective_share:.1%} of it" + (
                 " (above 100%: they overlap)" if profile.collective_share > 1 else ""))
         lines.append(f"# traced window {duration(profile.window_us)}{share}; the costliest first")
-    lines += _window_overlap(profile) + _window_projection(profile)
+    lines += _window_overlap(profile) + _window_projection(profile) + _alone_here(profile)
     return [one_line(line) for line in lines]
+
+
+def _alone_here(profile: Profile) -> list[str]:
+    """Once replayed: what the "alone here" column times, beside what the trace's job times are."""
+    if profile.alone_here == ALONE_CUDA_GRAPH:
+        return [f"# alone here: kernel time, {profile.replay_cuda_graph} calls captured in a CUDA graph and its "
+                "replays timed with CUDA events: on NCCL comparable with the trace's kernel durations"]
+    if profile.alone_here == ALONE_LAUNCH_PATH:
+        return ["# alone here: each call through torch's launch path, timed in a loop: on NCCL it holds the launch "
+                "cost (tens of us) that the trace's kernel durations do not; replay with "
+                f"{option_name('cuda_graph')} N for kernel time"]
+    return []
 
 
 def _window_overlap(profile: Profile) -> list[str]:

@@ -35,6 +35,7 @@ from nccl_bench.replay.exposure import (
     window_projection,
 )
 from nccl_bench.replay.overlap import Overlap
+from nccl_bench.replay.replay_config import ALONE_CUDA_GRAPH, ALONE_LAUNCH_PATH
 from nccl_bench.replay.replay_plan import group_label, launch_ranks
 from nccl_bench.replay.trace_events import TraceError
 from nccl_bench.replay.trace_reader import CollectiveCall, RankTrace
@@ -99,6 +100,16 @@ class Profile:
     collective_share: float | None  # all rows' total time over the traced window (above 1 where they overlap)
     count_mismatches: tuple[CountMismatch, ...]
     overlaps: tuple[Overlap | None, ...] = ()  # each file's traced window, in the order given (None: no GPU times)
+    # once replayed, the calls per CUDA graph its "alone here" times were captured in (0: call by call, through
+    # torch's launch path); None: not replayed
+    replay_cuda_graph: int | None = None
+
+    @property
+    def alone_here(self) -> str | None:
+        """What the replayed times are (replay_config.ALONE_*); None: not replayed."""
+        if self.replay_cuda_graph is None:
+            return None
+        return ALONE_CUDA_GRAPH if self.replay_cuda_graph else ALONE_LAUNCH_PATH
 
     @property
     def exposed_at_replay(self) -> WindowProjection | None:
@@ -145,6 +156,8 @@ def profile_json(profile: Profile) -> dict[str, Any]:
                   "overlap": [_overlap_json(overlap) for overlap in profile.overlaps],
                   "exposed_at_replay": _projection_json(profile.exposed_at_replay),
                   "exposed_at_envelope": _projection_json(profile.exposed_at_envelope)},
+        "alone_here": None if profile.alone_here is None else {
+            "timing": profile.alone_here, "cuda_graph": profile.replay_cuda_graph},
         "collectives": [
             {"op": row.op, "bytes": row.size_bytes, "dtype": row.dtype, "group_size": row.group_size,
              "group_ranks": None if row.group_ranks is None else list(row.group_ranks), "count": row.count,
@@ -159,10 +172,11 @@ def profile_json(profile: Profile) -> dict[str, Any]:
     }
 
 
-def with_replay(profile: Profile, rows: Sequence[ResultRow], world_size: int) -> Profile:
+def with_replay(profile: Profile, rows: Sequence[ResultRow], world_size: int, cuda_graph: int = 0) -> Profile:
     """The profile with each row's replay fields from the replay's row of the same collective on the
     ranks that stood in for its group on a launch of `world_size` ranks (an op without data, barrier,
-    matched by its group alone); rows left unmatched keep None."""
+    matched by its group alone), timed with `cuda_graph` calls per CUDA graph (0: call by call); rows
+    left unmatched keep None."""
     replayed = {}
     for row in rows:
         if row.status == STATUS_OK and row.time_us is not None:
@@ -180,7 +194,7 @@ def with_replay(profile: Profile, rows: Sequence[ResultRow], world_size: int) ->
                               efficiency=efficiency, replay_flags=tuple(flag for flag in row.flags.split(";") if flag),
                               exposed_at_replay_us=scaled_exposed_us(
                                   _exposed(entry), entry.job_time_us, row.time_us)))
-    return replace(profile, rows=tuple(filled))
+    return replace(profile, rows=tuple(filled), replay_cuda_graph=cuda_graph)
 
 
 def with_envelope(profile: Profile, sweep_rows: Sequence[ResultRow]) -> Profile:

@@ -4,11 +4,12 @@ collectives, one point each (replay/replay_plan.py), timed as the sweep times a 
 Each point runs on the ranks that stand in for its process group, in a process group made once per
 distinct set of ranks (every rank makes every group, as torch requires); the other ranks sit it out.
 Timing is ranks/runner.py's, as the sweep's: warmup, calibrated iterations, samples after a barrier of
-the group, the slowest rank's time; and as the sweep's rows, a row whose median call sits at its per-call
-floor (the same op's smallest message on the same ranks, or the smallest exchange between the same peers,
-timed once per run through the same path: ranks/runner.CallFloors) is flagged call_bound. The group's first
-rank hands its row and floor to rank 0, which alone writes results.csv (every row on disk before the next
-point starts) and lists the floors in meta.json. The sweep's counterpart is sweep/sweep_body.py.
+the group, the slowest rank's time, with --cuda-graph N calls captured in a CUDA graph (timing_plan); and
+as the sweep's rows, a row whose median call sits at its per-call floor (the same op's smallest message on
+the same ranks, or the smallest exchange between the same peers, timed once per run through the same path:
+ranks/runner.CallFloors) is flagged call_bound. The group's first rank hands its row and floor to rank 0,
+which alone writes results.csv (every row on disk before the next point starts) and lists the floors in
+meta.json. The sweep's counterpart is sweep/sweep_body.py.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import functools
 import os
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from nccl_bench.errors import OptionError, RunFailedError, first_line
 from nccl_bench.ranks import dist, faults, session
@@ -52,16 +53,18 @@ class ReplaySummary:
     status: str = "running"
 
 
-def execute(config: ReplayConfig, plan: ReplayPlan,
+def execute(config: ReplayConfig, plan: ReplayPlan, uncaptured: Mapping[str, str] | None = None,
             on_stuck: Callable[[RunFailedError], None] | None = None) -> ReplaySummary:
-    """Replay `plan` on this rank through the shared life cycle; on_stuck: see session.execute."""
+    """Replay `plan` on this rank through the shared life cycle; the ops in `uncaptured` (--cuda-graph cannot
+    capture them here: replay_plan.uncaptured_ops) are rows marked unsupported with why; on_stuck: see
+    session.execute."""
     session.require_launch()
     request = session.RunRequest(
         command="replay", backend=chosen_backend(config.backend), timeout_s=config.timeout_s, out=config.out,
         results_root=config.results_root, folder_label=("replay",), bytes_per_rank=plan.bytes_per_rank,
         size_option="traces", size_remedy=MEMORY_REMEDY, config=config.as_meta(),
     )
-    body = _Replay(config, plan)
+    body = _Replay(config, plan, uncaptured or {})
     session.execute(request, body, on_stuck)
     return body.summary
 
@@ -69,8 +72,8 @@ def execute(config: ReplayConfig, plan: ReplayPlan,
 class _Replay:
     """One rank's replay: the RunBody of session.execute."""
 
-    def __init__(self, config: ReplayConfig, plan: ReplayPlan):
-        self.config, self.plan = config, plan
+    def __init__(self, config: ReplayConfig, plan: ReplayPlan, uncaptured: Mapping[str, str]):
+        self.config, self.plan, self.uncaptured = config, plan, uncaptured
         self.summary = ReplaySummary()
         self.where = "the replay"
         self.run: session.Run | None = None
@@ -101,7 +104,7 @@ class _Replay:
     def measure(self, run: session.Run) -> None:
         if run.run_dir is not None:
             self.writer = ResultsWriter(run.run_dir)
-        self.floors = CallFloors(self._timing(run.ctx))
+        self.floors = CallFloors(timing_plan(self.config, run.ctx.on_gpu))
         for index, point in enumerate(self.plan.points):
             self.where = f"{point.op} at {format_size(point.size_bytes)} on ranks {ranks_text(point.ranks)}"
             run.renew(self.where, at=(point.op, point.size_bytes, f"ranks {ranks_text(point.ranks)}"))
@@ -149,9 +152,11 @@ class _Replay:
         ctx = self.contexts[point.ranks]
         collective = OPS[point.op]
         placement = collective.placements[0]
-        run_once = self._bound(point, ctx)
-        reason = _why_unsupported(ctx, run_once)
         leader = ctx.rank == 0
+        reason = self.uncaptured.get(point.op)  # known alike on every rank: nothing is run for it
+        if reason is None:
+            run_once = self._bound(point, ctx)
+            reason = _why_unsupported(ctx, run_once)
         if reason is not None:
             return (self._row(point, collective, placement, None, reason), None) if leader else None
 
@@ -160,14 +165,10 @@ class _Replay:
             beat()
 
         self._floor_us(point, ctx, progress)
-        measurement = PointRunner(ctx, self._timing(ctx), progress=progress).measure(run_once)
+        measurement = PointRunner(ctx, timing_plan(self.config, ctx.on_gpu), progress=progress).measure(run_once)
         self.run.renew()
         floor_us = self._floor_us(point, ctx, progress, measurement)
         return (self._row(point, collective, placement, measurement, None, floor_us), floor_us) if leader else None
-
-    def _timing(self, ctx: dist.DistContext) -> TimingPlan:
-        return TimingPlan(warmup=self.config.warmup, iters=self.config.iters,
-                          min_sample_s=self.config.sample_ms(ctx.on_gpu) / 1e3, trials=self.config.trials, agg="max")
 
     def _bound(self, point: ReplayPoint, ctx: dist.DistContext) -> Callable[[], None]:
         """The point's op bound to buffers of its size: its exchange between its peers, else the op on its group."""
@@ -233,6 +234,13 @@ class _Replay:
             algbw_gbps=algbw, busbw_gbps=bandwidth.busbw_gbps(algbw, factor), wrong=None,
             max_time_rank=point.ranks[measurement.max_time_rank], status=STATUS_OK, flags=";".join(flags),
         )
+
+
+def timing_plan(config: ReplayConfig, on_gpu: bool) -> TimingPlan:
+    """How every point and its per-call floor are timed, as the sweep times a point: the slowest rank's
+    time, and with --cuda-graph its calls captured in CUDA graphs (ranks/runner.py; the GPU's only)."""
+    return TimingPlan(warmup=config.warmup, iters=config.iters, min_sample_s=config.sample_ms(on_gpu) / 1e3,
+                      trials=config.trials, agg="max", cuda_graph=config.cuda_graph)
 
 
 def _floor_key(point: ReplayPoint) -> tuple:

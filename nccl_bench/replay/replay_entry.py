@@ -24,6 +24,7 @@ from nccl_bench.replay.replay_plan import (
     points_for_launch,
     refuse_too_few_ranks,
     replayed_trace,
+    uncaptured_ops,
 )
 from nccl_bench.replay.trace_events import is_stream
 from nccl_bench.replay.trace_reader import RankTrace, read_trace
@@ -50,9 +51,16 @@ class ReplayJob:
         """The points on `world_size` ranks; a group larger than that is refused (exit 2)."""
         return points_for_launch(self.replayed, world_size)
 
+    def uncaptured(self, plan: ReplayPlan, backend: str) -> dict[str, str]:
+        """--cuda-graph checked against the plan on `backend` (replay_plan.uncaptured_ops): each op no graph
+        captures here, with why."""
+        import torch
+
+        return uncaptured_ops(plan, self.config.cuda_graph, backend, torch.__version__)
+
     def preflight(self, workers: int) -> tuple[str, list[str]]:
         """Without a launcher, before `workers` local ranks start: a group they cannot hold, the backend,
-        host memory; the backend they will use and what will not be replayed."""
+        --cuda-graph, host memory; the backend they will use and what will not be replayed."""
         from nccl_bench.ranks.preflight import check_local_workers, chosen_backend
 
         for path in self.config.traces:  # each worker reads the traces again, where a pipe has nothing left
@@ -62,22 +70,28 @@ class ReplayJob:
         refuse_too_few_ranks(self.replayed, workers)
         plan = self.points(workers)
         backend = chosen_backend(self.config.backend)
+        self.uncaptured(plan, backend)
         check_local_workers("replay", backend, workers, plan.bytes_per_rank, "traces", MEMORY_REMEDY)
         return backend, list(plan.left_out)
 
     def run(self, launch, on_stuck: Callable[[RunFailedError], None]) -> ReplaySummary:
         """Under a launcher, on every rank: the points planned for its ranks, replayed through the shared
         life cycle (replay/replay_body.py)."""
+        from nccl_bench.ranks.preflight import chosen_backend
         from nccl_bench.replay.replay_body import execute
 
-        return execute(self.config, self.points(launch.world_size), on_stuck=on_stuck)
+        plan = self.points(launch.world_size)
+        uncaptured = self.uncaptured(plan, chosen_backend(self.config.backend))
+        return execute(self.config, plan, uncaptured, on_stuck=on_stuck)
 
     def replayed_profile(self, run_dir: Path) -> Profile:
         """The profile with the replayed times of a finished run's rows."""
         from nccl_bench.results.loader import read_run
         from nccl_bench.results.run_folder import read_meta
 
-        return with_replay(self.profile, read_run(run_dir, "run").rows, read_meta(run_dir)["world_size"])
+        meta = read_meta(run_dir)
+        return with_replay(self.profile, read_run(run_dir, "run").rows, meta["world_size"],
+                           meta["config"].get("cuda_graph", 0))
 
 
 def read_replay_job(config: ReplayConfig, envelope: Path | None = None, envelope_label: str = "") -> ReplayJob:

@@ -20,7 +20,9 @@ import json
 from dataclasses import dataclass
 
 from nccl_bench.errors import UserInputError
+from nccl_bench.ranks import devices, graph_capture
 from nccl_bench.ranks.split import ranks_text
+from nccl_bench.replay.replay_config import option_name
 from nccl_bench.replay.trace_reader import CollectiveCall, RankTrace
 from nccl_bench.units import op_table
 from nccl_bench.units.stats import median
@@ -154,6 +156,17 @@ def points_for_launch(trace: RankTrace, world_size: int) -> ReplayPlan:
     if not points:
         raise UserInputError(str(trace.path), "nothing to replay: " + "; ".join(left_out))
     return ReplayPlan(tuple(points), source_of(trace), left_out)
+
+
+def uncaptured_ops(plan: ReplayPlan, cuda_graph: int, backend: str, torch_version: str | None) -> dict[str, str]:
+    """--cuda-graph against what the replay runs, as the sweep's plan checks it: refused on CPU; each op a
+    CUDA graph cannot capture here, with why (its rows are marked unsupported with it); refused where that
+    is every op of the traces."""
+    graph_capture.refuse_gpu_only({"cuda_graph": cuda_graph}, backend)
+    ops = list(dict.fromkeys(point.op for point in plan.points))
+    on_gpu = devices.device_kind(backend) == "cuda"
+    return graph_capture.graph_exclusions(cuda_graph, ops, on_gpu, torch_version, option_name("cuda_graph"),
+                                          f"the traces' collectives ({', '.join(ops)})")
 
 
 def _launch_transfers(call: CollectiveCall, ranks: tuple[int, ...]) -> tuple[tuple[int, int], ...]:

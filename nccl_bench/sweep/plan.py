@@ -9,7 +9,7 @@ import os
 from dataclasses import dataclass
 
 from nccl_bench.errors import OptionError, off
-from nccl_bench.ranks import check, devices, split
+from nccl_bench.ranks import check, devices, graph_capture, split
 from nccl_bench.ranks.collectives import store_elems
 from nccl_bench.ranks.nccl_trace import debug_conflict
 from nccl_bench.ranks.preflight import check_local_workers, chosen_backend
@@ -42,26 +42,10 @@ class Point:
     recv_elems: int
 
 
-# torch captures point-to-point NCCL ops in a CUDA graph only from 2.7 on (pytorch #148462; on 2.4
-# the capture fails, pytorch #133984).
-GRAPH_P2P_SINCE = (2, 7)
-
-
 def graph_exclusions(config: cfg.SweepConfig, on_gpu: bool, torch_version: str | None) -> dict[str, str]:
     """Ops that --cuda-graph cannot capture here, and why (they are skipped with a note)."""
-    if not (config.cuda_graph and on_gpu):
-        return {}
-    excluded = {}
-    graph = cfg.option_name("cuda_graph")
-    for name in config.ops:
-        if OPS[name].factor is None:  # barrier: ProcessGroupNCCL's ends in a CPU-side stream sync
-            excluded[name] = f"{graph} captures only ops with a bandwidth factor (a barrier synchronizes the CPU)"
-        elif name == "sendrecv" and torch_version and devices.version_tuple(torch_version) < GRAPH_P2P_SINCE:
-            excluded[name] = f"{graph} cannot capture point-to-point ops on torch {torch_version} (needs >= 2.7)"
-    if excluded and len(excluded) == len(config.ops):
-        raise OptionError("cuda_graph", f"nothing left to capture in {{ops}} {','.join(config.ops)}: "
-                          + "; ".join(f"{op}: {why}" for op, why in excluded.items()), mentions=("ops",))
-    return excluded
+    return graph_capture.graph_exclusions(config.cuda_graph, config.ops, on_gpu, torch_version,
+                                          cfg.option_name("cuda_graph"), f"{{ops}} {','.join(config.ops)}", ("ops",))
 
 
 def plan_points(config: cfg.SweepConfig, world_size: int, on_gpu: bool,
@@ -138,15 +122,6 @@ def _check_busbw_floor(config: cfg.SweepConfig, world_size: int) -> None:
     if zero:
         raise OptionError("min_busbw_gbps", f"busbw is 0 by definition at {world_size} rank for {', '.join(zero)} "
                           "((n-1)/n of the data crosses between ranks); judge a run of 2 ranks or more")
-
-
-def _check_gpu_only_options(config: cfg.SweepConfig, backend: str) -> None:
-    """--cuda-graph and --blocking change how CUDA work is timed; on CPU they would only be recorded."""
-    if devices.device_kind(backend) == "cuda":
-        return
-    for key, given in (("cuda_graph", config.cuda_graph), ("blocking", config.blocking)):
-        if given:
-            raise OptionError(key, f"only applies on GPUs (NCCL); this run uses {backend} on CPU")
 
 
 def _check_trace(config: cfg.SweepConfig) -> None:
@@ -238,7 +213,7 @@ def plan_run(config: cfg.SweepConfig, world_size: int, torch_version: str | None
     one group (ranks_per_host: the launcher's local world size; None: every rank on one host)."""
     world_size = group_size(config, world_size, ranks_per_host or world_size)
     backend = chosen_backend(config.backend)
-    _check_gpu_only_options(config, backend)
+    graph_capture.refuse_gpu_only({"cuda_graph": config.cuda_graph, "blocking": config.blocking}, backend)
     _check_trace(config)
     _check_root(config, world_size)
     _check_busbw_floor(config, world_size)

@@ -12,6 +12,7 @@ from nccl_bench.cli import app
 from nccl_bench.cli.option_sets import WORKERS
 from nccl_bench.doctor.doctor_config import DoctorConfig
 from nccl_bench.option_types import declared
+from nccl_bench.replay.replay_config import ReplayConfig
 from nccl_bench.sweep.sweep_config import SweepConfig
 
 
@@ -35,6 +36,10 @@ def test_shared_help_is_filled_per_command():
     assert "results/<UTC time>_doctor/" in _params("doctor")["out"].help
     assert "stalled collective" in _params("sweep")["timeout_s"].help
     assert "stalled exchange" in _params("doctor")["timeout_s"].help
+    # the replay's timing options are the sweep's declarations, --cuda-graph among them
+    assert _params("replay")["cuda_graph"].help == _params("sweep")["cuda_graph"].help
+    assert tuple(_params("replay")["cuda_graph"].opts) == ("--cuda-graph",)
+    assert declared(ReplayConfig)["cuda_graph"].item is declared(SweepConfig)["cuda_graph"].item
 
 
 def _makes_a_typer_parameter(node: ast.AST) -> bool:

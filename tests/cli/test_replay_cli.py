@@ -74,3 +74,16 @@ def test_a_profile_beside_a_sweep_says_what_each_rows_exposed_time_would_be_at_t
         c["exposed_us"] if c["exposed_at_envelope_us"] is None else c["exposed_at_envelope_us"]
         for c in document["collectives"]))
     assert "at the sweep's busbw (5 of 7 rows projected)" in result.stdout
+
+
+def test_cuda_graph_on_cpu_is_refused_in_one_line_before_anything_runs(tmp_path):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this host has a CUDA GPU, where --cuda-graph is valid")
+    result = run_forked(["replay", str(PUBLIC_2GPU), "--cuda-graph", "2", "--workers", "2", "--no-history"],
+                        cwd=tmp_path, env=worker_env({"COLUMNS": "200"}))
+    assert (result.returncode, result.stdout) == (2, ""), result.stderr[-2000:]
+    assert result.stderr.splitlines() == [
+        "nccl-bench: error: --cuda-graph: only applies on GPUs (NCCL); this run uses gloo on CPU"]
+    assert list(tmp_path.iterdir()) == []  # no run folder, no worker started

@@ -32,6 +32,11 @@ def test_a_replayed_collective_at_the_per_call_floor_is_call_bound_and_a_large_o
     assert floor["median_call_us"] == pytest.approx(rows[8].p50_us, rel=1e-6)
     replayed = {entry["bytes"]: entry for entry in json.loads((tmp_path / "replay.json").read_text())["collectives"]}
     assert "call_bound" in replayed[8]["replay_flags"] and "call_bound" not in replayed[16 << 20]["replay_flags"]
-    assert "1 row(s) are call_bound" in done.stdout and "sweep those sizes with --cuda-graph" in done.stdout
+    assert "1 row(s) are call_bound" in done.stdout and "replay with --cuda-graph N" in done.stdout
+    # the "alone here" time said to be the launch path's, in the table, the JSON and meta.json
+    assert "# alone here: each call through torch's launch path" in done.stdout
+    assert json.loads((tmp_path / "replay.json").read_text())["alone_here"] == {"timing": "launch_path",
+                                                                               "cuda_graph": 0}
+    assert json.loads((out / "meta.json").read_text())["config"]["alone_here"] == "launch_path"
     [small] = [line for line in done.stdout.splitlines() if line.startswith("all_reduce ") and " 8 B " in line]
     assert "call_bound" in small

@@ -36,10 +36,10 @@ LAYERS: dict[str, tuple[int, tuple[str, ...]]] = {
     # every command's options, declared once: read by the configs and the CLI
     "options": (3, ("options",)),
     "ranks": (4, ("ranks", "ranks.check", "ranks.clocks", "ranks.collectives", "ranks.deadline", "ranks.devices",
-                  "ranks.dist", "ranks.faults", "ranks.flight_recorder", "ranks.launch", "ranks.layout",
-                  "ranks.native_output", "ranks.nccl_trace", "ranks.planted", "ranks.positions", "ranks.preflight",
-                  "ranks.roll_call", "ranks.run_facts", "ranks.run_owner", "ranks.runner", "ranks.session",
-                  "ranks.set_up", "ranks.split")),
+                  "ranks.dist", "ranks.faults", "ranks.flight_recorder", "ranks.graph_capture", "ranks.launch",
+                  "ranks.layout", "ranks.native_output", "ranks.nccl_trace", "ranks.planted", "ranks.positions",
+                  "ranks.preflight", "ranks.roll_call", "ranks.run_facts", "ranks.run_owner", "ranks.runner",
+                  "ranks.session", "ranks.set_up", "ranks.split")),
     # the commands on ranks, each with its config, plan, body and report, placed alike
     "doctor": (5, ("doctor", "doctor.config_check", "doctor.config_facts",
                    "doctor.doctor_body", "doctor.doctor_config", "doctor.doctor_entry",

@@ -144,6 +144,6 @@ def test_replayed_rows_at_the_per_call_floor_carry_the_flag_and_a_note_in_the_sw
     assert lines[4].split()[-1] == "-" and lines[5].split()[-1] == "call_bound"
     assert lines[-1] == ("note: 1 row(s) are call_bound: their median call is within 1.2x of the same op's smallest "
                          "message, so they measure what a call costs, not bandwidth; for NCCL's own latency without "
-                         "torch's launch path, sweep those sizes with --cuda-graph")
+                         "torch's launch path, replay with --cuda-graph N")
     unflagged = [str(line) for line in profile_lines(_profile(large), [Path("r0.json")], None)]
     assert "flags" not in unflagged[2] and not any("call_bound" in line for line in unflagged)
