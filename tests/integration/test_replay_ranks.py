@@ -51,18 +51,18 @@ def test_ranks_given_traces_that_plan_differently_stop_in_one_line(tmp_path):
 
 @pytest.mark.xdist_group("timing")
 def test_a_rank_outside_a_long_points_group_waits_without_a_false_deadline(tmp_path):
-    """A pair's all_reduce on 3 ranks: rank 2 sits it out while 5 samples of 1.5 s run, 7.5 s against a
+    """A pair's all_reduce on 3 ranks: rank 2 sits it out while 10 samples of 0.75 s run, 7.5 s against a
     --timeout of 6 s; each of the pair's steps renews its deadline, as it renews the pair's. A loaded
-    host stretches a sample: each step is planned at a quarter of the deadline (2.5 s against 6 s ran
-    out once beside the whole suite, and 1.5 s against 3 s before that). The pair times its per-call floor (8 B)
-    first, its steps beating too."""
+    host stretches a sample (its length is planned from the fastest calibration block): each step is
+    planned at an eighth of the deadline (a 1.5 s sample ran past 6 s once beside the whole suite, 2.5 s
+    and 1.5 s against 3 s before that). The pair times its per-call floor (8 B) first, its steps beating too."""
     trace = write_trace(tmp_path / "pair.json", [collective(nelems=1024, ranks=[0, 1])], world_size=2)
-    done = run_cli(["replay", str(trace), "--workers", "3", "--timeout", "6", "--min-sample-ms", "1500",
-                    "--trials", "5", "--warmup", "0", "--no-history", "--out", str(tmp_path / "run")], timeout=120)
+    done = run_cli(["replay", str(trace), "--workers", "3", "--timeout", "6", "--min-sample-ms", "750",
+                    "--trials", "10", "--warmup", "0", "--no-history", "--out", str(tmp_path / "run")], timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     with open(tmp_path / "run" / "results.csv", newline="") as handle:
         [row] = list(csv.DictReader(handle))
-    assert (row["group"], row["status"], row["trials"]) == ("ranks 0,1", "ok", "5")
+    assert (row["group"], row["status"], row["trials"]) == ("ranks 0,1", "ok", "10")
     [floor] = json.loads((tmp_path / "run" / "meta.json").read_text())["call_floors"]
     assert (floor["group"], floor["size_bytes"]) == ("ranks 0,1", 8) and floor["median_call_us"] > 0
 
