@@ -18,7 +18,7 @@ from rich.text import Text
 from nccl_bench.ranks.split import brief_ranks_text
 from nccl_bench.render.escape import one_line
 from nccl_bench.render.fit import Column, fit
-from nccl_bench.render.tables import call_bound_note
+from nccl_bench.render.tables import call_bound_note, no_bandwidth_warnings
 from nccl_bench.replay.exposure import WindowProjection
 from nccl_bench.replay.profile import Profile, ProfileRow, envelope_row
 from nccl_bench.replay.replay_config import ALONE_CUDA_GRAPH, ALONE_LAUNCH_PATH
@@ -93,7 +93,7 @@ def profile_notes(profile: Profile) -> list[str]:
                      "not bandwidth")
     elif bound:
         notes.append(call_bound_note(len(bound), f"replay with {option_name('cuda_graph')} N"))
-    return notes
+    return notes + no_bandwidth_warnings([";".join(row.replay_flags) for row in profile.rows])
 
 
 def replay_lines(profile: Profile) -> list[str]:

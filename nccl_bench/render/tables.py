@@ -15,13 +15,14 @@ from typing import Callable, Iterable, Iterator, Sequence
 from rich.text import Text
 
 from nccl_bench.hardware.nvls import NVLS_FLAG, nvls_sentence
+from nccl_bench.ranks.runner import FLAG_EMPTY_GRAPH
 from nccl_bench.render import labels, repeats
 from nccl_bench.render.escape import one_line
 from nccl_bench.render.fit import WRAP_MIN_WIDTH, Cell, Column, Layout, fit, fit_widths, natural_width, widen
 from nccl_bench.render.labels import placement_text
 from nccl_bench.results.loader import RESULTS_LINE
 from nccl_bench.results.schema import STATUS_UNSUPPORTED, STATUS_WRONG, ResultRow
-from nccl_bench.sweep.rows import CALL_BOUND_FACTOR, FLAG_CALL_BOUND
+from nccl_bench.sweep.rows import CALL_BOUND_FACTOR, FLAG_CALL_BOUND, FLAG_ONE_RANK_IN_PLACE
 from nccl_bench.sweep.sweep_config import option_name
 from nccl_bench.units import stats
 from nccl_bench.units.op_table import OPS
@@ -320,6 +321,22 @@ def call_bound_note(count: int, remedy: str) -> str:
             f"torch's launch path, {remedy}")
 
 
+def no_bandwidth_warnings(flags: Sequence[str]) -> list[str]:
+    """Why rows with these flags (each row's `;`-joined flags) were given no bandwidth (sweep/rows.bandwidths),
+    the sweep's and the replay's alike."""
+    warnings = []
+    empty = sum(FLAG_EMPTY_GRAPH in row.split(";") for row in flags)
+    if empty:
+        warnings.append(f"{empty} row(s) replayed an empty CUDA graph (NCCL queues no GPU work for them, as for an "
+                        "in-place op of one rank): their time is launch overhead, so no bandwidth is given")
+    alone = sum(FLAG_ONE_RANK_IN_PLACE in row.split(";") for row in flags)
+    if alone:
+        warnings.append(f"{alone} in-place row(s) of one rank measure nothing (the collective has nothing to move: "
+                        "NCCL queues no GPU work for it, or for avg of floating-point data only a multiply by 1 of "
+                        "the rank's own buffer): their time is call overhead, so no bandwidth is given")
+    return warnings
+
+
 def summary_lines(summary) -> list[str]:
     lines = []
     for (op, placement), value in average_busbw(summary.rows).items():
@@ -341,19 +358,7 @@ def summary_lines(summary) -> list[str]:
     bound = [r for r in summary.rows if FLAG_CALL_BOUND in r.flags.split(";")]
     if bound:
         lines.append("# note: " + call_bound_note(len(bound), f"time them with {option_name('cuda_graph')}"))
-    empty = [r for r in summary.rows if "empty_cuda_graph" in r.flags]
-    if empty:
-        lines.append(
-            f"# warning: {len(empty)} row(s) replayed an empty CUDA graph (NCCL queues no GPU work for them, "
-            "as for an in-place op of one rank): their time is launch overhead, so no bandwidth is given"
-        )
-    alone = [r for r in summary.rows if "one_rank_in_place" in r.flags]
-    if alone:
-        lines.append(
-            f"# warning: {len(alone)} in-place row(s) of one rank measure nothing (the collective has nothing to "
-            "move: NCCL queues no GPU work for it, or for avg of floating-point data only a multiply by 1 of "
-            "the rank's own buffer): their time is call overhead, so no bandwidth is given"
-        )
+    lines += [f"# warning: {warning}" for warning in no_bandwidth_warnings([r.flags for r in summary.rows])]
     lines += repeats.slowest_group_lines(summary.rows) + repeats.cycle_spread_lines(summary.rows)
     lines += repeats.late_lines(summary.rows)
     if summary.wrong_total:

@@ -31,8 +31,8 @@ from nccl_bench.replay.replay_config import ReplayConfig
 from nccl_bench.replay.replay_plan import MEMORY_REMEDY, ReplayPlan, ReplayPoint, group_label, plans_disagree
 from nccl_bench.results.csv_appender import ResultsWriter
 from nccl_bench.results.schema import STATUS_OK, STATUS_UNSUPPORTED, ResultRow
-from nccl_bench.sweep.rows import FLAG_CALL_BOUND, call_bound
-from nccl_bench.units import bandwidth, stats
+from nccl_bench.sweep.rows import bandwidths, timing_flags
+from nccl_bench.units import stats
 from nccl_bench.units.op_table import OPS, PLACEMENT_IN, Collective, smallest_size
 from nccl_bench.units.sizes import format_size
 
@@ -224,14 +224,14 @@ class _Replay:
             return ResultRow(**common, iters=0, trials=0, time_us=None, time_min_us=None, time_max_us=None,
                              p50_us=None, p99_us=None, algbw_gbps=None, busbw_gbps=None, wrong=None,
                              max_time_rank=None, status=STATUS_UNSUPPORTED, flags=unsupported.replace(";", ","))
-        algbw = bandwidth.algbw_gbps(point.size_bytes, measurement.time_us) if factor is not None else None
-        flags = measurement.flags() + ([FLAG_CALL_BOUND] if call_bound(measurement.median_call_us, floor_us) else [])
+        flags = timing_flags(measurement, factor, group_size, placement, floor_us)
+        algbw, busbw = bandwidths(point.size_bytes, measurement.time_us, factor, flags)
         return ResultRow(
             **common, iters=measurement.iters, trials=len(measurement.sample_means_us),
             time_us=measurement.time_us, time_min_us=min(measurement.sample_means_us),
             time_max_us=max(measurement.sample_means_us), p50_us=stats.percentile(measurement.per_op_us, 50),
             p95_us=stats.percentile(measurement.per_op_us, 95), p99_us=stats.percentile(measurement.per_op_us, 99),
-            algbw_gbps=algbw, busbw_gbps=bandwidth.busbw_gbps(algbw, factor), wrong=None,
+            algbw_gbps=algbw, busbw_gbps=busbw, wrong=None,
             max_time_rank=point.ranks[measurement.max_time_rank], status=STATUS_OK, flags=";".join(flags),
         )
 

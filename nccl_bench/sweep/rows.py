@@ -74,20 +74,36 @@ def _common(run: RowContext, point: Point, collective: Collective) -> dict[str, 
     )
 
 
+def timing_flags(measurement: Measurement, factor: float | None, world_size: int, placement: str,
+                 floor_us: float | None) -> list[str]:
+    """What a measured row's timing says of it, the sweep's and the replay's alike: the measurement's own
+    flags, call_bound at the per-call floor `floor_us`, one_rank_in_place where nothing moves."""
+    flags = list(measurement.flags())
+    if call_bound(measurement.median_call_us, floor_us):
+        flags.append(FLAG_CALL_BOUND)
+    if factor is not None and world_size == 1 and placement == PLACEMENT_IN:
+        flags.append(FLAG_ONE_RANK_IN_PLACE)
+    return flags
+
+
+def bandwidths(size_bytes: int, time_us: float, factor: float | None,
+               flags: list[str]) -> tuple[float | None, float | None]:
+    """(algbw, busbw) in GB/s, or (None, None) for a row that moved no bytes: an op without a bus factor
+    (barrier), an in-place op of one rank, a replay of an empty CUDA graph (its time is launch overhead)."""
+    if factor is None or {FLAG_EMPTY_GRAPH, FLAG_ONE_RANK_IN_PLACE} & set(flags):
+        return None, None
+    algbw = bandwidth.algbw_gbps(size_bytes, time_us)
+    return algbw, bandwidth.busbw_gbps(algbw, factor)
+
+
 def measured_row(run: RowContext, point: Point, collective: Collective, measurement: Measurement,
                  wrong: int | None, floor_us: float | None = None) -> ResultRow:
     """floor_us: the median call of the op's per-call floor in this run (CALL_BOUND_FACTOR); None: not measured."""
     common = _common(run, point, collective)
     time_us = measurement.time_us
     factor = common["busbw_factor"]
-    bound = call_bound(measurement.median_call_us, floor_us)
-    flags = list(measurement.flags()) + ([FLAG_CALL_BOUND] if bound else [])
-    if factor is not None and run.world_size == 1 and point.placement == PLACEMENT_IN:
-        flags.append(FLAG_ONE_RANK_IN_PLACE)
-    # A replay of an empty graph moved no bytes: its time is launch overhead, not a bandwidth.
-    moved = factor is not None and not {FLAG_EMPTY_GRAPH, FLAG_ONE_RANK_IN_PLACE} & set(flags)
-    algbw = bandwidth.algbw_gbps(point.size_bytes, time_us) if moved else None
-    busbw = bandwidth.busbw_gbps(algbw, factor) if moved else None
+    flags = timing_flags(measurement, factor, run.world_size, point.placement, floor_us)
+    algbw, busbw = bandwidths(point.size_bytes, time_us, factor, flags)
     pct = (100 * busbw / run.peak_gbps) if (busbw is not None and run.peak_gbps) else None
     late = (arrivals.late_rank(measurement.arrival_us, measurement.clock_error_us, gaps_us=measurement.gap_us)
             if measurement.arrival_us else None)

@@ -6,12 +6,15 @@ the sweep's note."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
 from nccl_bench.results.csv_reader import read_rows
 from tests.helpers.launch import run_cli
 from tests.helpers.traces import collective, write_trace
+
+TRACES = Path(__file__).resolve().parents[1] / "fixtures" / "traces"
 
 
 def test_a_replayed_collective_at_the_per_call_floor_is_call_bound_and_a_large_one_is_not(tmp_path):
@@ -40,3 +43,21 @@ def test_a_replayed_collective_at_the_per_call_floor_is_call_bound_and_a_large_o
     assert json.loads((out / "meta.json").read_text())["config"]["alone_here"] == "launch_path"
     [small] = [line for line in done.stdout.splitlines() if line.startswith("all_reduce ") and " 8 B " in line]
     assert "call_bound" in small
+
+
+def test_a_one_rank_replay_of_an_in_place_collective_is_flagged_and_given_no_bandwidth(tmp_path):
+    """At one rank an in-place all_reduce or broadcast has nothing to move (the sweep's one_rank_in_place):
+    its row is flagged with no bandwidth, and the profile says why; an out-of-place all_gather keeps
+    nccl-tests' busbw of 0 (factor (n-1)/n)."""
+    trace = TRACES / "torch211_nccl2289_1gpu_rank0.json.gz"
+    out = tmp_path / "run"
+    done = run_cli(["replay", str(trace), "--workers", "1", "--iters", "5", "--warmup", "1", "--trials", "1",
+                    "--no-history", "--out", str(out)], env={"COLUMNS": "250"}, timeout=180)
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = read_rows(out / "results.csv")
+    in_place = [row for row in rows if row.op in ("all_reduce", "broadcast")]
+    assert in_place and all("one_rank_in_place" in row.flags.split(";") for row in in_place)
+    assert all(row.algbw_gbps is None and row.busbw_gbps is None for row in in_place)
+    [gathered] = [row for row in rows if row.op == "all_gather"]
+    assert "one_rank_in_place" not in gathered.flags and gathered.busbw_gbps == 0.0
+    assert f"note: {len(in_place)} in-place row(s) of one rank measure nothing" in done.stdout
