@@ -136,7 +136,6 @@ def test_an_identical_fleet_raises_no_config_suspect(hosts, tmp_path):
 
 
 @pytest.mark.integration
-@pytest.mark.integration
 def test_the_measuring_doctor_shows_config_findings_before_its_first_round(hosts, tmp_path):
     """It measures the pairs too, but judges none of them (--tolerance 99%: no load names a pair), so it
     runs beside the other tests."""
