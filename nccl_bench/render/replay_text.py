@@ -78,7 +78,8 @@ def profile_lines(profile: Profile, paths: Sequence[Path], width: int | None) ->
 
 def profile_notes(profile: Profile) -> list[str]:
     """Rows whose count differs between ranks' traces (the count shown is the most any rank made); replayed
-    rows at the per-call floor, in the sweep's words."""
+    rows at the per-call floor, and replayed rows given no bandwidth (one rank in place, an empty CUDA graph),
+    in the sweep's words."""
     notes = []
     for mismatch in profile.count_mismatches:
         op, size_bytes, _, group_size, group_ranks = mismatch.key
