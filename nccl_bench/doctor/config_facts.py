@@ -1,6 +1,7 @@
 """What one host contributes to the doctor's configuration phase, read on its first rank: versions,
 GPUs (hardware/host_config.py), RDMA ports and the variables that steer NCCL, CUDA and torch's NCCL
-process group. Runs on ranks; torch is imported only where versions are read.
+process group. Runs on ranks; torch is imported only where versions are read, and not at all by a run
+without torch (ranks/session.RunRequest.without_torch), which reads the same values from torch's files.
 
 Values are strings as an operator would compare them; each fact names its source. Environment values
 are recorded as meta.json records them (ranks/run_facts.recorded_env: nccl_bench's own variables
@@ -13,6 +14,7 @@ from __future__ import annotations
 from typing import Mapping, Sequence
 
 from nccl_bench.doctor.config_check import Fact, HostFacts
+from nccl_bench.hardware import stack
 from nccl_bench.hardware.host_config import HostHardware, read_host_hardware
 from nccl_bench.ranks.run_facts import OWN_ENV_PREFIX, RECORDED_ENV_PREFIXES
 from nccl_bench.results.nccl_diag import parse_report
@@ -63,8 +65,15 @@ def hardware_facts(hardware: HostHardware) -> dict[str, Fact]:
     return facts
 
 
-def version_facts(on_gpu: bool) -> dict[str, Fact]:
-    """torch's version, and on GPUs the CUDA it was built with and the NCCL it loaded."""
+def version_facts(on_gpu: bool, without_torch: bool = False) -> dict[str, Fact]:
+    """torch's version, and on GPUs the CUDA it was built with and the NCCL it loaded; without_torch:
+    the same values read without importing torch (hardware/stack.py), each with its own source."""
+    if without_torch:
+        facts = {"torch": Fact(*stack.torch_version())}
+        if on_gpu:
+            facts["cuda runtime"] = Fact(str(stack.torch_cuda_build()), stack.SOURCE_VERSION_PY)
+            facts["nccl"] = Fact(*stack.nccl_version())
+        return facts
     import torch
 
     facts = {"torch": Fact(torch.__version__, SOURCE_TORCH)}
@@ -75,9 +84,11 @@ def version_facts(on_gpu: bool) -> dict[str, Fact]:
     return facts
 
 
-def host_facts(host: str, environ: Mapping[str, str], on_gpu: bool, nccl_diag_lines: Sequence[str] = ()) -> HostFacts:
+def host_facts(host: str, environ: Mapping[str, str], on_gpu: bool, nccl_diag_lines: Sequence[str] = (),
+               without_torch: bool = False) -> HostFacts:
     """This host's contribution, read now (nvidia-smi, NVML, /proc, /sys or SYSFS_ROOT_ENV's tree, the
-    environment, torch), with the result lines of NCCL's diagnostics report where this rank holds one."""
+    environment, torch or, without_torch, its files), with the result lines of NCCL's diagnostics report
+    where this rank holds one."""
     hardware = read_host_hardware(sysfs_root=environ.get(SYSFS_ROOT_ENV) or "/sys")
-    facts = {**version_facts(on_gpu), **hardware_facts(hardware), **environment_facts(environ)}
+    facts = {**version_facts(on_gpu, without_torch), **hardware_facts(hardware), **environment_facts(environ)}
     return HostFacts(host, facts, hardware.gpus, hardware.notes, tuple(parse_report(list(nccl_diag_lines))))

@@ -209,7 +209,7 @@ def test_a_host_reads_its_rdma_ports_from_the_hooks_tree_and_keeps_nccls_report(
     port.mkdir(parents=True)
     (port / "state").write_text("1: DOWN\n")
     (port / "rate").write_text("400 Gb/sec (4X NDR)\n")
-    monkeypatch.setattr(config_facts, "version_facts", lambda on_gpu: {})  # no torch import
+    monkeypatch.setattr(config_facts, "version_facts", lambda on_gpu, without_torch: {})  # no torch import
     monkeypatch.setenv("PATH", str(tmp_path))  # no nvidia-smi: the GPU facts say so and the ports remain
     report = ["NCCL DIAG === NCCL Diagnostics ===",
               "NCCL DIAG [INFO] p2p: only 52/56 GPU-to-GPU peer accesses passed verification"]
