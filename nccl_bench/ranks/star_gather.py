@@ -32,6 +32,7 @@ from nccl_bench.ranks.native_output import backend_error_text
 
 FRAME = struct.Struct("!BQ")  # kind, payload length in bytes
 DATA, FAILED = 0, 1
+HELLO = "nccl_bench star gather 1"  # a joining rank's first words (format 1), then the world's size and its rank
 CONNECT_RETRY_S = 0.05  # between refused connects: rank 0 may not be listening yet
 # Plain containers a fact is made of; anything else must be one of nccl_bench's classes.
 SAFE_BUILTINS = frozenset({"tuple", "list", "dict", "set", "frozenset", "str", "int", "float", "bool", "bytes"})
@@ -115,7 +116,7 @@ class StarGather:
             self._accept_all()
         elif self.world_size > 1:
             self._connect()
-            _send(self.to_root, DATA, pickle.dumps(self.rank))
+            _send(self.to_root, DATA, _hello(self.world_size, self.rank))
 
     def _accept_all(self) -> None:
         self.server = socket.create_server(("", self.address[1]))
@@ -139,7 +140,11 @@ class StarGather:
                     if frame is False:
                         conn.close()
                         continue
-                    self.peers[loads(frame[1])] = conn
+                    rank = _hello_rank(frame, self.world_size, self.peers)
+                    if rank is None:  # a stray connection (another job's rank, a port scan): not one of ours
+                        conn.close()
+                        continue
+                    self.peers[rank] = conn
                     self.buffers[conn] = buffered  # what the rank sent after its hello: its first gather's part
                     limit = time.monotonic() + self.timeout_s  # --timeout from the last rank that joined
         for conn in hellos:
@@ -175,7 +180,7 @@ class StarGather:
             for conn, rank in rank_of.items():
                 frame = _take_frame(self.buffers[conn])
                 if frame is not None:
-                    got[rank] = loads(frame[1])
+                    got[rank] = self._part(frame, rank, what)
                 else:
                     selector.register(conn, selectors.EVENT_READ)
             limit = time.monotonic() + self.timeout_s
@@ -186,7 +191,7 @@ class StarGather:
                         continue
                     selector.unregister(key.fileobj)
                     if frame is not False:
-                        got[rank_of[key.fileobj]] = loads(frame[1])
+                        got[rank_of[key.fileobj]] = self._part(frame, rank_of[key.fileobj], what)
         silent = [r for r in range(self.world_size) if r not in got]
         if silent:
             self._fail(f"{_ranks_text(silent)} never sent {what} ({len(got)} of {self.world_size} did) within "
@@ -196,6 +201,12 @@ class StarGather:
         for conn in self.peers.values():
             _send(conn, DATA, payload)
         return every
+
+    def _part(self, frame: tuple[int, bytes], rank: int, what: str) -> Any:
+        try:
+            return loads(frame[1])
+        except (pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError, ImportError) as exc:
+            self._fail(f"rank {rank} sent {what} that could not be read ({exc})")
 
     def _ask(self, obj: Any, what: str) -> list[Any]:
         host, port = self.address
@@ -228,6 +239,20 @@ class StarGather:
             if conn is not None:
                 conn.close()
         self.peers, self.buffers, self.to_root, self.server = {}, {}, None, None
+
+
+def _hello(world_size: int, rank: int) -> bytes:
+    """A rank's first message: who it is, in a world of how many (a rank of another run is told apart)."""
+    return f"{HELLO} {world_size} {rank}".encode()
+
+
+def _hello_rank(frame: tuple[int, bytes], world_size: int, taken: Mapping[int, Any]) -> int | None:
+    """The rank a first message names, or None for one that is not a rank of this world (or one already here)."""
+    words = frame[1].decode(errors="replace").rsplit(" ", 2)
+    if frame[0] != DATA or len(words) != 3 or words[0] != HELLO or words[1] != str(world_size):
+        return None
+    rank = int(words[2]) if words[2].isdigit() else 0
+    return rank if 0 < rank < world_size and rank not in taken else None
 
 
 def _send(conn: socket.socket, kind: int, payload: bytes) -> None:
