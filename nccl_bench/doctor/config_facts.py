@@ -16,7 +16,7 @@ from typing import Mapping, Sequence
 from nccl_bench.doctor.config_check import Fact, HostFacts
 from nccl_bench.hardware import stack
 from nccl_bench.hardware.host_config import HostHardware, read_host_hardware
-from nccl_bench.ranks.run_facts import OWN_ENV_PREFIX, RECORDED_ENV_PREFIXES
+from nccl_bench.ranks.run_facts import OWN_ENV_PREFIX, RECORDED_ENV_PREFIXES, stack_versions
 from nccl_bench.results.nccl_diag import parse_report
 from nccl_bench.units.passwords import HIDDEN, hide_written
 
@@ -66,22 +66,13 @@ def hardware_facts(hardware: HostHardware) -> dict[str, Fact]:
 
 
 def version_facts(on_gpu: bool, without_torch: bool = False) -> dict[str, Fact]:
-    """torch's version, and on GPUs the CUDA it was built with and the NCCL it loaded; without_torch:
-    the same values read without importing torch (hardware/stack.py), each with its own source."""
-    if without_torch:
-        facts = {"torch": Fact(*stack.torch_version())}
-        if on_gpu:
-            facts["cuda runtime"] = Fact(str(stack.torch_cuda_build()), stack.SOURCE_VERSION_PY)
-            facts["nccl"] = Fact(*stack.nccl_version())
-        return facts
-    import torch
-
-    facts = {"torch": Fact(torch.__version__, SOURCE_TORCH)}
-    if on_gpu:
-        facts["cuda runtime"] = Fact(str(torch.version.cuda), SOURCE_TORCH)
-        nccl = torch.cuda.nccl.version()
-        facts["nccl"] = Fact(".".join(map(str, nccl)) if isinstance(nccl, tuple) else str(nccl), SOURCE_TORCH)
-    return facts
+    """torch's version, and on GPUs the CUDA it was built with and the NCCL it loaded (run_facts.stack_versions,
+    as the header has them); without_torch: read from torch's files (hardware/stack.py), each with its source."""
+    found = stack_versions(on_gpu, without_torch)
+    names = {"torch": "torch", "cuda runtime": "cuda", "nccl": "nccl"}
+    sources = ({"torch": stack.SOURCE_METADATA, "cuda": stack.SOURCE_VERSION_PY, "nccl": stack.SOURCE_NCCL_CALL}
+               if without_torch else dict.fromkeys(found, SOURCE_TORCH))
+    return {name: Fact(found[key], sources[key]) for name, key in names.items() if key in found}
 
 
 def host_facts(host: str, environ: Mapping[str, str], on_gpu: bool, nccl_diag_lines: Sequence[str] = (),
