@@ -1,6 +1,7 @@
 """What one host contributes to the doctor's configuration phase, read on its first rank: versions,
 GPUs (hardware/host_config.py), RDMA ports and the variables that steer NCCL, CUDA and torch's NCCL
-process group. Runs on ranks; torch is imported only where versions are read.
+process group. Runs on ranks; torch is imported only where versions are read, and not at all by a run
+without torch (ranks/session.RunRequest.without_torch), which reads the same values from torch's files.
 
 Values are strings as an operator would compare them; each fact names its source. Environment values
 are recorded as meta.json records them (ranks/run_facts.recorded_env: nccl_bench's own variables
@@ -13,8 +14,9 @@ from __future__ import annotations
 from typing import Mapping, Sequence
 
 from nccl_bench.doctor.config_check import Fact, HostFacts
+from nccl_bench.hardware import stack
 from nccl_bench.hardware.host_config import HostHardware, read_host_hardware
-from nccl_bench.ranks.run_facts import OWN_ENV_PREFIX, RECORDED_ENV_PREFIXES
+from nccl_bench.ranks.run_facts import OWN_ENV_PREFIX, RECORDED_ENV_PREFIXES, stack_versions
 from nccl_bench.results.nccl_diag import parse_report
 from nccl_bench.units.passwords import HIDDEN, hide_written
 
@@ -63,21 +65,21 @@ def hardware_facts(hardware: HostHardware) -> dict[str, Fact]:
     return facts
 
 
-def version_facts(on_gpu: bool) -> dict[str, Fact]:
-    """torch's version, and on GPUs the CUDA it was built with and the NCCL it loaded."""
-    import torch
-
-    facts = {"torch": Fact(torch.__version__, SOURCE_TORCH)}
-    if on_gpu:
-        facts["cuda runtime"] = Fact(str(torch.version.cuda), SOURCE_TORCH)
-        nccl = torch.cuda.nccl.version()
-        facts["nccl"] = Fact(".".join(map(str, nccl)) if isinstance(nccl, tuple) else str(nccl), SOURCE_TORCH)
-    return facts
+def version_facts(on_gpu: bool, without_torch: bool = False) -> dict[str, Fact]:
+    """torch's version, and on GPUs the CUDA it was built with and the NCCL it loaded (run_facts.stack_versions,
+    as the header has them); without_torch: read from torch's files (hardware/stack.py), each with its source."""
+    found = stack_versions(on_gpu, without_torch)
+    names = {"torch": "torch", "cuda runtime": "cuda", "nccl": "nccl"}
+    sources = ({"torch": stack.SOURCE_METADATA, "cuda": stack.SOURCE_VERSION_PY, "nccl": stack.SOURCE_NCCL_CALL}
+               if without_torch else dict.fromkeys(found, SOURCE_TORCH))
+    return {name: Fact(found[key], sources[key]) for name, key in names.items() if key in found}
 
 
-def host_facts(host: str, environ: Mapping[str, str], on_gpu: bool, nccl_diag_lines: Sequence[str] = ()) -> HostFacts:
+def host_facts(host: str, environ: Mapping[str, str], on_gpu: bool, nccl_diag_lines: Sequence[str] = (),
+               without_torch: bool = False) -> HostFacts:
     """This host's contribution, read now (nvidia-smi, NVML, /proc, /sys or SYSFS_ROOT_ENV's tree, the
-    environment, torch), with the result lines of NCCL's diagnostics report where this rank holds one."""
+    environment, torch or, without_torch, its files), with the result lines of NCCL's diagnostics report
+    where this rank holds one."""
     hardware = read_host_hardware(sysfs_root=environ.get(SYSFS_ROOT_ENV) or "/sys")
-    facts = {**version_facts(on_gpu), **hardware_facts(hardware), **environment_facts(environ)}
+    facts = {**version_facts(on_gpu, without_torch), **hardware_facts(hardware), **environment_facts(environ)}
     return HostFacts(host, facts, hardware.gpus, hardware.notes, tuple(parse_report(list(nccl_diag_lines))))

@@ -39,7 +39,7 @@ from nccl_bench.doctor.doctor_report import (
     write_report_json,
 )
 from nccl_bench.errors import OptionError, RunFailedError
-from nccl_bench.ranks import devices, dist, faults, run_owner, session
+from nccl_bench.ranks import devices, dist, faults, run_owner, session, star_gather
 from nccl_bench.ranks.layout import LaunchEnv
 from nccl_bench.ranks.planted import NoFaults, fault_seam
 from nccl_bench.ranks.preflight import check_local_workers, chosen_backend
@@ -72,13 +72,15 @@ def execute(config: DoctorConfig, observer_factory: Callable[[int], DoctorObserv
     """Run the doctor on this rank through the shared life cycle (ranks/session.py).
     observer_factory(rank) gives rank 0 its reporter; on_stuck: see session.execute."""
     session.require_launch()
-    backend = chosen_backend(config.backend)
+    without_torch = star_gather.serves(not config.config_only, os.environ)  # --config-only measures nothing
+    backend = chosen_backend(config.backend, without_torch)
     size = resolve_size(config, devices.device_kind(backend) == "cuda")
     request = session.RunRequest(
         command="doctor", backend=backend, timeout_s=config.timeout_s, out=config.out,
         results_root=config.results_root, folder_label=("doctor",), bytes_per_rank=2 * size,
         size_option="size_bytes",
         config={k: (str(v) if isinstance(v, Path) else v) for k, v in dataclasses.asdict(config).items()},
+        without_torch=without_torch,
     )
     body = _Doctor(config, size, observer_factory)
     session.execute(request, body, on_stuck)
@@ -229,8 +231,10 @@ class _Doctor:
         node = next(n for n in self.nodes if self.ctx.rank in n.ranks)
         # NCCL prints its diagnostics report on the world communicator's rank 0, the first rank of its host.
         said = self.ctx.nccl_diag_lines if self.ctx.rank == 0 else ()
-        mine = host_facts(node.host, os.environ, self.ctx.on_gpu, said) if node.ranks[0] == self.ctx.rank else None
-        self.config_hosts = [facts for facts in dist.gather_objects(self.ctx, mine) if facts is not None]
+        mine = (host_facts(node.host, os.environ, self.ctx.on_gpu, said, self.ctx.star is not None)
+                if node.ranks[0] == self.ctx.rank else None)
+        self.config_hosts = [facts for facts in dist.gather_objects(self.ctx, mine, "its host's facts")
+                             if facts is not None]
         self.run.disarm()
         self.config_suspects = config_check.judge_config(self.config_hosts, self.config.expect_config,
                                                            self.run.hostnames)

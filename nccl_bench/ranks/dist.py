@@ -88,6 +88,9 @@ class DistContext:
     # What NCCL printed of its diagnostics report (NCCL_RUN_DIAGNOSTICS, NCCL_RUN_RAS_DIAGNOSTICS: NCCL >= 2.31)
     # while the process group started: the world communicator's report, on its rank 0 (results/nccl_diag.py).
     nccl_diag_lines: tuple[str, ...] = ()
+    # Without a process group (a run that measures nothing, ranks/star_gather.py): the ranks' exchange
+    # over rank 0's socket, which gather_objects and max_across_ranks use instead of torch.
+    star: Any = None
 
     @property
     def on_gpu(self) -> bool:
@@ -320,6 +323,8 @@ def all_gather_floats(ctx: DistContext, values: list[float]) -> list[list[float]
 
 def max_across_ranks(ctx: DistContext, values: list[float]) -> list[float]:
     """Element-wise maximum over ranks (used for per-op latencies and agreeing on a count)."""
+    if ctx.star is not None:
+        return [max(column) for column in zip(*ctx.star.all_gather(values, "set-up times"), strict=True)]
     import torch
     import torch.distributed as dist
 
@@ -339,7 +344,10 @@ def sum_across_ranks(ctx: DistContext, value: int) -> int:
     return int(tensor.item())
 
 
-def gather_objects(ctx: DistContext, obj: Any) -> list[Any]:
+def gather_objects(ctx: DistContext, obj: Any, what: str = "its part") -> list[Any]:
+    """Every rank's obj, in rank order. what: named when a rank never sends it (ctx.star only)."""
+    if ctx.star is not None:
+        return ctx.star.all_gather(obj, what)
     import torch.distributed as dist
 
     out: list[Any] = [None] * ctx.world_size

@@ -58,21 +58,44 @@ def host_available_bytes() -> int | None:
     return None
 
 
-def chosen_backend(requested: str) -> str:
+def chosen_backend(requested: str, without_torch: bool = False) -> str:
     """--backend resolved for this host (auto: nccl with CUDA, else gloo) and checked against the build;
     the environment's NCCL choices checked first (check_nccl_choices), as every command on ranks asks here.
-    GPUs that CUDA cannot see are said before gloo is chosen for them (check_hidden_gpus)."""
+    GPUs that CUDA cannot see are said before gloo is chosen for them (check_hidden_gpus).
+    without_torch: CUDA's view read from torch's files and the driver's list (cuda_without_torch)."""
     import os
 
-    import torch
-
     check_nccl_choices(os.environ)
-    cuda = torch.cuda.is_available()
+    if without_torch:
+        from nccl_bench.hardware.stack import torch_cuda_build
+
+        cuda_build = torch_cuda_build()
+        cuda = cuda_without_torch(os.environ, cuda_build)
+    else:
+        import torch
+
+        cuda_build, cuda = torch.version.cuda, torch.cuda.is_available()
     if not cuda:
-        check_hidden_gpus(requested, os.environ, torch.version.cuda)
+        check_hidden_gpus(requested, os.environ, cuda_build)
     backend = devices.choose_backend(requested, cuda)
-    devices.check_backend_built(backend)
+    if not without_torch:  # a CUDA build of torch on Linux carries NCCL, and every build gloo
+        devices.check_backend_built(backend)
     return backend
+
+
+def cuda_without_torch(environ, cuda_build: str | None, dev_root: str = "/dev") -> bool:
+    """torch.cuda.is_available() as far as it can be told without starting CUDA: a CUDA build of torch,
+    a GPU the driver lists, none of the causes that hide it (hardware/hidden_gpus.py). A driver older than
+    the build's CUDA is not seen here: such a run reads its facts; the measuring doctor says it."""
+    from pathlib import Path
+
+    from nccl_bench.hardware.hidden_gpus import VISIBLE, denied_device_files, listed_gpus, visible_devices_problem
+
+    if cuda_build is None:
+        return False
+    gpus, _ = listed_gpus()
+    return bool(gpus) and visible_devices_problem(environ.get(VISIBLE), gpus) is None and not denied_device_files(
+        Path(dev_root))
 
 
 class HiddenGpuWarning(UserWarning):

@@ -1,11 +1,13 @@
 """What a run's header and meta.json say of it: the facts the life cycle gathers (hosts, devices,
-versions, set-up costs), the environment it records, and the name of a CPU device."""
+versions, set-up costs), the environment it records, and the name of a rank's device and the versions of
+its stack, from torch or, for a run without torch (ranks/star_gather.py), from NVML and torch's files."""
 
 from __future__ import annotations
 
 import platform
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from nccl_bench.ranks import run_owner
 
@@ -56,3 +58,39 @@ def cpu_name() -> str:
     except OSError:
         pass
     return "cpu: " + (platform.processor() or platform.machine())
+
+
+def device_name(device: Any, without_torch: bool) -> str:
+    """A rank's device as the header names it: CUDA's name of its GPU, or the CPU's model. Without torch,
+    NVML's name of the GPU at the device's index (the string CUDA reports, in NVML's order of the GPUs)."""
+    if device.type != "cuda":
+        return cpu_name()
+    if without_torch:
+        from nccl_bench.hardware.nvml import list_nvml_gpus
+
+        gpus, why = list_nvml_gpus()
+        index = device.index or 0
+        return (gpus[index].name or "GPU") if gpus and index < len(gpus) else f"GPU {index} ({why or 'not listed'})"
+    import torch
+
+    return torch.cuda.get_device_name(device)
+
+
+def stack_versions(on_gpu: bool, without_torch: bool) -> dict[str, str]:
+    """torch's version and, on GPUs, its CUDA and the NCCL it loaded: from torch, or without it
+    (hardware/stack.py: the same values from torch's metadata, version.py and libnccl)."""
+    if without_torch:
+        from nccl_bench.hardware import stack
+
+        found = {"torch": stack.torch_version()[0]}
+        if on_gpu:
+            found.update(cuda=str(stack.torch_cuda_build()), nccl=stack.nccl_version()[0])
+        return found
+    import torch
+
+    found = {"torch": torch.__version__}
+    if on_gpu:
+        nccl = torch.cuda.nccl.version()
+        found.update(cuda=str(torch.version.cuda),
+                     nccl=".".join(map(str, nccl)) if isinstance(nccl, tuple) else str(nccl))
+    return found

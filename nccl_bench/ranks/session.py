@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Callable, Protocol, Sequence
 
 from nccl_bench.errors import EXIT_INTERRUPTED, OptionError, RunFailedError, UserInputError, WriteFailedError
-from nccl_bench.ranks import devices, dist, faults, native_output, roll_call, run_facts, run_owner
+from nccl_bench.ranks import devices, dist, faults, native_output, roll_call, run_facts, run_owner, star_gather
 from nccl_bench.ranks.deadline import Deadline, DeadlineExceeded
 from nccl_bench.ranks.launch import LOCAL_WORKER_ENV
 from nccl_bench.ranks.layout import LaunchEnv, detect_launch, export_launch_env
@@ -54,6 +54,9 @@ class RunRequest:
     continues: bool = False  # a later --nccl-env variant: the run folder is the first variant's, kept as it is
     control: bool = False  # the helpers' exchanges on a gloo side group (dist.DistContext.control)
     size_remedy: str | None = None  # what to do when memory is short, where size_option has no value to lower
+    # A run that measures nothing, where rank 0 owns MASTER_PORT (star_gather.serves): the ranks meet at
+    # rank 0's socket and never import torch (most of such a run at scale); no buffers, group or device.
+    without_torch: bool = False
 
 
 class Run:
@@ -76,7 +79,8 @@ class Run:
         self.own_init_s = 0.0  # this rank's own init_s, until the common header agrees on the slowest
         self.watch: run_owner.ParentWatch | None = None
         self.failure: str | None = None  # the failure's line, as the run reports it (meta.json)
-        self.positions = Positions(request.backend)  # where this rank stands: said on a stall
+        # where this rank stands: said on a stall (without torch there is no process group, and no recorder)
+        self.positions = Positions("" if request.without_torch else request.backend)
 
     def time_set_up(self, key: str, seconds: float) -> None:
         """Record a set-up cost as the slowest rank's (a collective: every rank calls it, in the same order)."""
@@ -194,7 +198,7 @@ def execute(request: RunRequest, body: RunBody, on_stuck: Callable[[RunFailedErr
 
 def _execute(request: RunRequest, body: RunBody, on_stuck: Callable[[RunFailedError], None] | None,
              launch: LaunchEnv, watch: run_owner.ParentWatch) -> str:
-    device_index = _device_index(request, launch)
+    device_index = None if request.without_torch else _device_index(request, launch)
     export_launch_env(launch)  # a missing MASTER_ADDR is named before any folder is made
     run_dir, made = _run_folder(request) if launch.rank == 0 else (None, False)
     run = Run(request, launch, run_dir)
@@ -203,10 +207,13 @@ def _execute(request: RunRequest, body: RunBody, on_stuck: Callable[[RunFailedEr
     try:
         with faults.signals_raise_interrupted():
             started = time.perf_counter()
-            with dist.process_group(launch, request.backend, request.timeout_s, device_index,
-                                    request.control, set_up=run.set_up) as ctx:
+            opened = star_gather.opened(launch, request.backend, request.timeout_s, request.command) if (
+                request.without_torch) else dist.process_group(
+                launch, request.backend, request.timeout_s, device_index, request.control, set_up=run.set_up)
+            with opened as ctx:
                 run.ctx, run.own_init_s = ctx, time.perf_counter() - started
-                roll_call.publish_process(ctx.rank)
+                if ctx.star is None:
+                    roll_call.publish_process(ctx.rank)
                 _LifeCycle(run, body, on_stuck).go()
     except RuntimeError as exc:  # process-group set-up; no result was at stake yet
         release_run_dir(run_dir, made)
@@ -307,6 +314,8 @@ class _LifeCycle:
         when a stop signal came with the failure (the whole run is being stopped)."""
         run = self.run
         faults.hold_signals()  # a launcher SIGTERMs the rest once one rank leaves: the line comes first
+        if run.ctx.star is not None:  # the star's own line names who is missing; no store to leave notes in
+            return star_gather.failure(exc, run.ctx.rank, "the run's first exchanges")
         reason = faults.name_timeout(native_output.backend_error_text(exc), run.request.timeout_s)
         roll_call.mark_leaving(run.ctx, f"setting up the {run.request.command} failed on rank {run.ctx.rank}: "
                                         f"{reason}")  # for a peer already measuring (faults reads it)
@@ -316,13 +325,12 @@ class _LifeCycle:
 
     def _describe(self) -> None:
         """Hosts, devices and versions of the whole world, gathered once for every command."""
-        import torch
-
         run, ctx = self.run, self.run.ctx
-        device_name = torch.cuda.get_device_name(ctx.device) if ctx.on_gpu else run_facts.cpu_name()
+        device_name = run_facts.device_name(ctx.device, ctx.star is not None)
         started = time.perf_counter()  # the first collective: NCCL 2.22+ opens its connections here
         per_rank = dist.gather_objects(ctx, (dist.hostname(), device_name, dist.this_machine(os.environ),
-                                             os.urandom(8).hex()))  # rank 0's: the run's nonce in the store
+                                             os.urandom(8).hex()),  # rank 0's: the run's nonce in the store
+                                       "its host name")
         first_op_s = time.perf_counter() - started if ctx.control is None else _first_op_s(ctx)
         init_s, first_op_s = dist.max_across_ranks(ctx, [run.own_init_s, first_op_s])
         run.timings.update(init_s=init_s, **({} if first_op_s < 0 else {"first_op_s": first_op_s}))
@@ -334,8 +342,9 @@ class _LifeCycle:
             raise UserInputError("hostname", shared)
         import nccl_bench
 
+        stack = run_facts.stack_versions(ctx.on_gpu, ctx.star is not None)
         # nccl-bench's own version too: a new tool may measure differently (the history says what changed)
-        run.versions = {"torch": torch.__version__, "python": platform.python_version(),
+        run.versions = {"torch": stack["torch"], "python": platform.python_version(),
                         "nccl_bench": nccl_bench.__version__}
         if ctx.on_gpu:
             from nccl_bench.hardware.host import proc_driver_version
@@ -343,9 +352,7 @@ class _LifeCycle:
             driver = proc_driver_version()
             if driver:
                 run.versions["driver"] = driver
-            run.versions["cuda"] = str(torch.version.cuda)
-            nccl = torch.cuda.nccl.version()
-            run.versions["nccl"] = ".".join(map(str, nccl)) if isinstance(nccl, tuple) else str(nccl)
+            run.versions.update(cuda=stack["cuda"], nccl=stack["nccl"])
 
     def _stop(self, exc: BaseException, deadline: Deadline) -> BaseException:
         """What ended the run early, as the exception to raise; sets the status it ended with."""
@@ -356,7 +363,8 @@ class _LifeCycle:
         if deadline.expired is not None and not isinstance(exc, faults.Interrupted):
             # what the abort made the op raise; this thread is back, so the stall was not this rank's
             exc = DeadlineExceeded(deadline.expired, run.request.timeout_s, came_back=True)
-        stop = faults.why_stopped(exc, run.ctx, run.request.timeout_s, self.body.where, run.hostnames, run.positions)
+        stop = star_gather.failure(exc, run.ctx.rank, self.body.where) if run.ctx.star is not None else (
+            faults.why_stopped(exc, run.ctx, run.request.timeout_s, self.body.where, run.hostnames, run.positions))
         run.status = "interrupted" if isinstance(stop, faults.Interrupted) else "failed"
         if isinstance(stop, RunFailedError):
             run.failure = str(stop)
@@ -381,6 +389,9 @@ class _LifeCycle:
         raise RunFailedError(said) from failure
 
     def _abort(self, exc: DeadlineExceeded) -> None:  # on a thread of the deadline's
+        if self.run.ctx.star is not None:  # the main thread's wait on a socket ends with an error
+            self.run.ctx.star.close()
+            return
         faults.record_stall(exc, self.run.ctx, self.run.positions)
         # Every group, looked up now, not held: a reference kept past destroy_process_group would let
         # a group's destructor run at interpreter exit ("terminate called without an active exception").
@@ -392,7 +403,7 @@ class _LifeCycle:
         within torchrun's 30 s before SIGKILL, not at the deadline (--timeout, 300 s by default)."""
         import contextlib
 
-        if self.on_stuck is None:
+        if self.on_stuck is None or self.run.ctx.star is not None:  # the star waits in Python: signals land
             return contextlib.nullcontext()
 
         def unanswered(signal_name: str) -> None:  # on the signal watcher's thread
@@ -408,8 +419,8 @@ class _LifeCycle:
 
     def _stuck(self, ending: _Ending) -> Callable[[DeadlineExceeded], None]:
         def stuck(exc: DeadlineExceeded) -> None:  # on the deadline's thread
-            failure = faults.abandoned(exc, self.run.ctx, self.run.request.timeout_s, self.run.hostnames,
-                                       self.run.positions)
+            failure = star_gather.failure(exc, self.run.ctx.rank, exc.where) if self.run.ctx.star is not None else (
+                faults.abandoned(exc, self.run.ctx, self.run.request.timeout_s, self.run.hostnames, self.run.positions))
             ending("failed")
             self.on_stuck(failure)
 

@@ -39,6 +39,19 @@ def wait_for(condition: Callable[[], object], timeout: float, what: str = "the c
         time.sleep(0.05)
 
 
+def ended_by(procs: dict[int, subprocess.Popen], by: float) -> list[int]:
+    """Wait for every rank until the monotonic time `by`; the ranks still running then, killed."""
+    late = []
+    for rank, proc in procs.items():
+        try:
+            proc.wait(timeout=max(0.0, by - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            late.append(rank)
+            proc.kill()
+            proc.wait()
+    return late
+
+
 def child_pids(pid: int) -> list[int]:
     """The direct children of a process (a launcher's workers)."""
     try:

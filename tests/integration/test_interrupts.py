@@ -106,17 +106,25 @@ def _interrupt_when(proc: subprocess.Popen, ready) -> int:
             os.killpg(proc.pid, signal.SIGKILL)
 
 
-@pytest.mark.parametrize("phases", [["--config-only"], []], ids=["config-only", "measuring"])
-def test_a_doctor_interrupted_in_its_configuration_phase_says_one_line(tmp_path, phases):
+@pytest.mark.parametrize(("phases", "layout"), [(["--config-only"], "workers"), ([], "workers"),
+                                               (["--config-only"], "mpirun")],
+                         ids=["config-only", "measuring", "config-only-without-torch"])
+def test_a_doctor_interrupted_in_its_configuration_phase_says_one_line(tmp_path, phases, layout):
     """Rank 0's `nvidia-smi -q` hangs (a GPU that stopped answering), so the configuration phase holds
     until the Ctrl-C: one line, exit 130, meta.json interrupted; no host's facts were gathered, so
-    there is nothing to judge and no doctor.json."""
+    there is nothing to judge and no doctor.json. Under Open MPI's layout variables (one rank, which owns
+    MASTER_PORT) --config-only runs without torch (ranks/star_gather.py) and ends alike."""
     out, started = tmp_path / "run", tmp_path / "smi-started"
-    proc = _start(["doctor", *phases, "--workers", "2", "--out", str(out)], tmp_path,
-                  hanging_smi_env("-q", started))
+    ranks = ["--workers", "2"] if layout == "workers" else []
+    one_rank = {} if layout == "workers" else {"OMPI_COMM_WORLD_RANK": "0", "OMPI_COMM_WORLD_SIZE": "1",
+                                                "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port())}
+    proc = _start(["doctor", *phases, *ranks, "--out", str(out)], tmp_path,
+                  {**hanging_smi_env("-q", started), **one_rank})
     code = _interrupt_when(proc, started.is_file)
     assert code == 130, (tmp_path / "stderr.txt").read_text()[-3000:]
-    assert _errors(tmp_path) == [f"{ERROR}interrupted by SIGINT; what was measured so far is kept in {out}"]
+    # under a launcher the rank says the command's own words (cli/on_ranks); local workers' parent names the folder
+    kept = f"what was measured so far is kept in {out}" if layout == "workers" else "measurements so far are kept"
+    assert _errors(tmp_path) == [f"{ERROR}interrupted by SIGINT; {kept}"]
     assert read_meta(out)["status"] == "interrupted" and not (out / DOCTOR_JSON).exists()
 
 

@@ -25,6 +25,7 @@ from nccl_bench.ranks import faults, planted, set_up
 from nccl_bench.ranks.dist import DEFAULT_PG_PREFIX
 from tests.helpers.launch import REPO, worker_env
 from tests.helpers.ports import free_port
+from tests.helpers.processes import ended_by
 
 pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("timing")]
 
@@ -79,14 +80,7 @@ def _when(port: int, procs: dict[int, subprocess.Popen], seen, what: str) -> flo
 def _ended(procs: dict[int, subprocess.Popen], by: float, tmp_path,
            bound: str = f"--timeout + {set_up.ENDS_WITHIN_S:g} s") -> dict[int, tuple[int | None, str]]:
     """Each rank's exit code and stderr; a rank still running at `by` is killed and fails the test."""
-    late = []
-    for rank, proc in procs.items():
-        try:
-            proc.wait(timeout=max(0.0, by - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            late.append(rank)
-            proc.kill()
-            proc.wait()
+    late = ended_by(procs, by)
     said = {rank: (proc.returncode, (tmp_path / f"rank{rank}.err").read_text()) for rank, proc in procs.items()}
     assert not late, f"ranks {late} outlived {bound}: {said}"
     return said

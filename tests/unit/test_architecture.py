@@ -28,7 +28,7 @@ LAYERS: dict[str, tuple[int, tuple[str, ...]]] = {
                     "results.whole_file")),
     "hardware": (1, ("hardware", "hardware.detect", "hardware.expected", "hardware.hidden_gpus", "hardware.host",
                      "hardware.host_config", "hardware.known_gpus", "hardware.nvidia_smi", "hardware.nvls",
-                     "hardware.nvml")),
+                     "hardware.nvml", "hardware.stack")),
     # what an option declaration is, and the parsers with their bounds (pure)
     "option_types": (1, ("option_types",)),
     # the verdict engine (pure, rows in): read by the sweep's baseline check and the renderers
@@ -39,7 +39,7 @@ LAYERS: dict[str, tuple[int, tuple[str, ...]]] = {
                   "ranks.dist", "ranks.faults", "ranks.flight_recorder", "ranks.graph_capture", "ranks.launch",
                   "ranks.layout", "ranks.native_output", "ranks.nccl_trace", "ranks.planted", "ranks.positions",
                   "ranks.preflight", "ranks.roll_call", "ranks.run_facts", "ranks.run_owner", "ranks.runner",
-                  "ranks.session", "ranks.set_up", "ranks.split")),
+                  "ranks.session", "ranks.set_up", "ranks.split", "ranks.star_gather")),
     # the commands on ranks, each with its config, plan, body and report, placed alike
     "doctor": (5, ("doctor", "doctor.config_check", "doctor.config_facts",
                    "doctor.doctor_body", "doctor.doctor_config", "doctor.doctor_entry",

@@ -209,7 +209,7 @@ def test_a_host_reads_its_rdma_ports_from_the_hooks_tree_and_keeps_nccls_report(
     port.mkdir(parents=True)
     (port / "state").write_text("1: DOWN\n")
     (port / "rate").write_text("400 Gb/sec (4X NDR)\n")
-    monkeypatch.setattr(config_facts, "version_facts", lambda on_gpu: {})  # no torch import
+    monkeypatch.setattr(config_facts, "version_facts", lambda on_gpu, without_torch: {})  # no torch import
     monkeypatch.setenv("PATH", str(tmp_path))  # no nvidia-smi: the GPU facts say so and the ports remain
     report = ["NCCL DIAG === NCCL Diagnostics ===",
               "NCCL DIAG [INFO] p2p: only 52/56 GPU-to-GPU peer accesses passed verification"]
@@ -217,3 +217,23 @@ def test_a_host_reads_its_rdma_ports_from_the_hooks_tree_and_keeps_nccls_report(
     assert facts.facts["rdma mlx5_0/1"] == Fact("DOWN 400 Gb/sec (4X NDR)", "/sys/class/infiniband")
     assert not any(config_facts.SYSFS_ROOT_ENV in name for name in facts.facts)  # the hook is never compared
     assert [(f.status, f.check) for f in facts.nccl_diag] == [("INFO", "p2p")]
+
+
+def test_the_version_facts_are_the_same_values_from_torch_or_from_its_files():
+    import torch
+
+    from nccl_bench.hardware import stack
+
+    assert config_facts.version_facts(on_gpu=False) == {"torch": Fact(torch.__version__, "torch")}
+    assert config_facts.version_facts(on_gpu=False, without_torch=True) == {
+        "torch": Fact(torch.__version__, stack.SOURCE_METADATA)}
+
+
+def test_without_torch_a_gpu_host_names_each_version_s_own_source(monkeypatch):
+    from nccl_bench.hardware import stack
+
+    monkeypatch.setattr(stack, "torch_cuda_build", lambda: "12.8")
+    monkeypatch.setattr(stack, "nccl_version", lambda: ("2.27.3", stack.SOURCE_NCCL_CALL))
+    facts = config_facts.version_facts(on_gpu=True, without_torch=True)
+    assert (facts["cuda runtime"], facts["nccl"]) == (Fact("12.8", "torch/version.py"),
+                                                     Fact("2.27.3", "ncclGetVersion of nvidia/nccl/lib/libnccl.so.2"))

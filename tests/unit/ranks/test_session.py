@@ -63,7 +63,7 @@ def _life(tmp_path, monkeypatch, body) -> session.Run:
     """The life cycle on rank 0 of a world of one, with no process group and no store."""
     launch = LaunchEnv("torchrun", 0, 1, 0, 1, "127.0.0.1", "1")
     run = session.Run(_request(tmp_path), launch, tmp_path)
-    run.ctx = SimpleNamespace(rank=0, world_size=1, error_handling=None)
+    run.ctx = SimpleNamespace(rank=0, world_size=1, error_handling=None, star=None)
     run.set_up = SetUp()
     monkeypatch.setattr(session._LifeCycle, "_describe", lambda self: None)
     monkeypatch.setattr(roll_call, "mark_leaving", lambda ctx, why=None: None)

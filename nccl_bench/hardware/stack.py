@@ -1,0 +1,94 @@
+"""The versions of torch, of the CUDA it was built with and of the NCCL it would load, read without
+importing torch (whose import costs a rank ~2 s of CPU: at 64 ranks on a few cores, most of a
+configuration check). Each answer names its source, as the configuration facts do.
+
+- torch: the installed distribution's metadata (importlib.metadata), the version pip installed, which
+  is torch.__version__ (both are written from the same build variable).
+- CUDA: torch/version.py, read as text and parsed (ast), never executed: its `cuda` assignment is
+  what torch.version.cuda returns (None for a CPU build).
+- NCCL: ncclGetVersion of the libnccl.so.2 that torch's start-up preloads, the nvidia-nccl wheel's
+  (torch/__init__.py, _load_global_deps: nvidia/nccl/lib in a site directory), loaded with ctypes.
+  A torch that links NCCL into libtorch_cuda.so has no such file: "unknown", with that reason.
+"""
+
+from __future__ import annotations
+
+import ast
+import ctypes
+import importlib.metadata
+import importlib.util
+import sys
+from pathlib import Path
+
+SOURCE_METADATA = "torch's package metadata"
+SOURCE_VERSION_PY = "torch/version.py"
+NCCL_LIBRARY = Path("nvidia") / "nccl" / "lib" / "libnccl.so.2"
+SOURCE_NCCL_CALL = f"ncclGetVersion of {NCCL_LIBRARY}"
+# NCCL_VERSION_CODE (nccl.h): major*10000 + minor*100 + patch since 2.9, major*1000 + ... before.
+NEW_CODE_FROM = 20900
+
+
+def torch_dir() -> Path | None:
+    """Where torch is installed; found by the import system without importing it (None: not installed)."""
+    spec = importlib.util.find_spec("torch")
+    locations = list(spec.submodule_search_locations or []) if spec is not None else []
+    return Path(locations[0]) if locations else None
+
+
+def torch_version() -> tuple[str, str]:
+    """(torch's version, its source)."""
+    try:
+        return importlib.metadata.version("torch"), SOURCE_METADATA
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown (torch is not installed)", SOURCE_METADATA
+
+
+def cuda_build(version_py: str) -> str | None:
+    """torch.version.cuda as version.py's text assigns it: a string, or None for a CPU build."""
+    for node in ast.parse(version_py).body:
+        target = node.target if isinstance(node, ast.AnnAssign) else (
+            node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else None)
+        if isinstance(target, ast.Name) and target.id == "cuda" and isinstance(node.value, ast.Constant):
+            return None if node.value.value is None else str(node.value.value)
+    return None
+
+
+def torch_cuda_build() -> str | None:
+    """The CUDA this torch was built with (None: a CPU build, or no torch)."""
+    where = torch_dir()
+    try:
+        return cuda_build((where / "version.py").read_text()) if where is not None else None
+    except (OSError, SyntaxError, ValueError):
+        return None
+
+
+def nccl_text(code: int) -> str:
+    """NCCL_VERSION_CODE as torch.cuda.nccl.version() joins it: 22105 -> "2.21.5", 2708 -> "2.7.8"."""
+    if code >= NEW_CODE_FROM:
+        return f"{code // 10000}.{code % 10000 // 100}.{code % 100}"
+    return f"{code // 1000}.{code % 1000 // 100}.{code % 100}"
+
+
+def nccl_library(search: list[str] | None = None) -> Path | None:
+    """The nvidia-nccl wheel's library in the first site directory that holds one, as torch preloads it."""
+    for entry in sys.path if search is None else search:
+        candidate = Path(entry or ".") / NCCL_LIBRARY
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def nccl_version(search: list[str] | None = None) -> tuple[str, str]:
+    """(the NCCL version torch would load, its source); "unknown (why)" when it cannot be read."""
+    library = nccl_library(search)
+    if library is None:
+        return (f"unknown (no {NCCL_LIBRARY} in a site directory: this torch may link NCCL into its own "
+                "libraries)", SOURCE_NCCL_CALL)
+    code = ctypes.c_int(0)
+    try:
+        status = ctypes.CDLL(str(library)).ncclGetVersion(ctypes.byref(code))
+    except (OSError, AttributeError) as exc:
+        return f"unknown ({library}: {exc})", SOURCE_NCCL_CALL
+    if status != 0:
+        return f"unknown ({library}: ncclGetVersion returned {status})", SOURCE_NCCL_CALL
+    return nccl_text(code.value), SOURCE_NCCL_CALL
