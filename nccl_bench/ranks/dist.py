@@ -28,6 +28,17 @@ NCCL_WATCHDOG_LAG_S = 10.0
 ABORT_WAIT_S = 5.0
 
 
+class ObjectExchange(Protocol):
+    """The ranks' exchange without a process group (ranks/star_gather.StarGather): every rank's object, in
+    rank order; `what` names the part a rank never sent."""
+
+    def all_gather(self, obj: Any, what: str) -> list[Any]:
+        ...
+
+    def close(self) -> None:
+        ...
+
+
 class SetUpWatch(Protocol):
     """What the process group and its sub-groups need of the rank's set-up watch: a deadline on each
     step from the rendezvous to the group's destruction, and the roll call's line when one fails.
@@ -90,7 +101,7 @@ class DistContext:
     nccl_diag_lines: tuple[str, ...] = ()
     # Without a process group (a run that measures nothing, ranks/star_gather.py): the ranks' exchange
     # over rank 0's socket, which gather_objects and max_across_ranks use instead of torch.
-    star: Any = None
+    star: ObjectExchange | None = None
 
     @property
     def on_gpu(self) -> bool:
