@@ -6,8 +6,9 @@ configuration check). Each answer names its source, as the configuration facts d
   is torch.__version__ (both are written from the same build variable).
 - CUDA: torch/version.py, read as text and parsed (ast), never executed: its `cuda` assignment is
   what torch.version.cuda returns (None for a CPU build).
-- NCCL: ncclGetVersion of the libnccl.so.2 that torch's start-up preloads, the nvidia-nccl wheel's
-  (torch/__init__.py, _load_global_deps: nvidia/nccl/lib in a site directory), loaded with ctypes.
+- NCCL: ncclGetVersion of the libnccl.so that torch's start-up preloads, the nvidia-nccl wheel's, found
+  where torch/__init__.py (_get_cuda_dep_paths) looks in each sys.path entry: nvidia/nccl/lib, then
+  nvidia/cu<CUDA major>/lib (the CUDA 13 wheels' layout), then nccl/lib; loaded with ctypes.
   A torch that links NCCL into libtorch_cuda.so has no such file: "unknown", with that reason.
 """
 
@@ -22,8 +23,9 @@ from pathlib import Path
 
 SOURCE_METADATA = "torch's package metadata"
 SOURCE_VERSION_PY = "torch/version.py"
-NCCL_LIBRARY = Path("nvidia") / "nccl" / "lib" / "libnccl.so.2"
-SOURCE_NCCL_CALL = f"ncclGetVersion of {NCCL_LIBRARY}"
+NCCL_LIBRARY = Path("nvidia") / "nccl" / "lib" / "libnccl.so.2"  # the nvidia-nccl-cu12 wheel's
+NCCL_LIBRARY_GLOB = "libnccl.so.*[0-9]"
+SOURCE_NCCL_CALL = "ncclGetVersion of the libnccl.so torch preloads"
 # NCCL_VERSION_CODE (nccl.h): major*10000 + minor*100 + patch since 2.9, major*1000 + ... before.
 NEW_CODE_FROM = 20900
 
@@ -69,12 +71,18 @@ def nccl_text(code: int) -> str:
     return f"{code // 1000}.{code % 1000 // 100}.{code % 100}"
 
 
-def nccl_library(search: list[str] | None = None) -> Path | None:
-    """The nvidia-nccl wheel's library in the first site directory that holds one, as torch preloads it."""
+def nccl_library(search: list[str] | None = None, cuda_major: str | None = None) -> Path | None:
+    """The nvidia-nccl wheel's library in the first sys.path entry that holds one, in the folders torch's
+    start-up searches (module docstring); cuda_major: of torch's CUDA build (None: read it)."""
+    if cuda_major is None:
+        cuda_major = (torch_cuda_build() or "").split(".")[0]
+    folders = [Path("nvidia") / "nccl" / "lib", *([Path("nvidia") / f"cu{cuda_major}" / "lib"] if cuda_major else []),
+               Path("nccl") / "lib"]
     for entry in sys.path if search is None else search:
-        candidate = Path(entry or ".") / NCCL_LIBRARY
-        if candidate.is_file():
-            return candidate
+        for folder in folders:
+            found = sorted((Path(entry or ".") / folder).glob(NCCL_LIBRARY_GLOB))
+            if found:
+                return found[0]
     return None
 
 
@@ -82,8 +90,8 @@ def nccl_version(search: list[str] | None = None) -> tuple[str, str]:
     """(the NCCL version torch would load, its source); "unknown (why)" when it cannot be read."""
     library = nccl_library(search)
     if library is None:
-        return (f"unknown (no {NCCL_LIBRARY} in a site directory: this torch may link NCCL into its own "
-                "libraries)", SOURCE_NCCL_CALL)
+        return ("unknown (no libnccl.so where torch's start-up looks for it: this torch may link NCCL into "
+                "its own libraries)", SOURCE_NCCL_CALL)
     code = ctypes.c_int(0)
     try:
         status = ctypes.CDLL(str(library)).ncclGetVersion(ctypes.byref(code))

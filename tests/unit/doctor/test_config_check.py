@@ -236,4 +236,4 @@ def test_without_torch_a_gpu_host_names_each_version_s_own_source(monkeypatch):
     monkeypatch.setattr(stack, "nccl_version", lambda: ("2.27.3", stack.SOURCE_NCCL_CALL))
     facts = config_facts.version_facts(on_gpu=True, without_torch=True)
     assert (facts["cuda runtime"], facts["nccl"]) == (Fact("12.8", "torch/version.py"),
-                                                     Fact("2.27.3", "ncclGetVersion of nvidia/nccl/lib/libnccl.so.2"))
+                                                     Fact("2.27.3", "ncclGetVersion of the libnccl.so torch preloads"))

@@ -31,7 +31,7 @@ def test_this_torch_is_named_as_torch_itself_names_it():
 
 def test_no_nccl_library_is_unknown_with_its_reason(tmp_path):
     value, source = stack.nccl_version([str(tmp_path)])
-    assert value.startswith("unknown (no nvidia/nccl/lib/libnccl.so.2 in a site directory")
+    assert value.startswith("unknown (no libnccl.so where torch's start-up looks for it")
     assert source == stack.SOURCE_NCCL_CALL
 
 
@@ -72,3 +72,14 @@ def test_the_library_s_answer_is_decoded(tmp_path, monkeypatch):
 
     monkeypatch.setattr(ctypes, "CDLL", Nccl)
     assert stack.nccl_version([str(tmp_path)]) == ("2.27.3", stack.SOURCE_NCCL_CALL)
+
+
+@pytest.mark.parametrize("folder", ["nvidia/nccl/lib", "nvidia/cu13/lib", "nccl/lib"])
+def test_the_library_is_found_in_each_layout_torch_searches(tmp_path, folder):
+    """CUDA 13's wheels put their libraries in nvidia/cu13/lib; torch's start-up looks there too."""
+    library = tmp_path / folder / "libnccl.so.2"
+    library.parent.mkdir(parents=True)
+    library.write_bytes(b"")
+    assert stack.nccl_library([str(tmp_path)], cuda_major="13") == library
+    if folder == "nvidia/cu13/lib":  # a CUDA 12 build does not look in cu13
+        assert stack.nccl_library([str(tmp_path)], cuda_major="12") is None
