@@ -84,8 +84,13 @@ class RestrictedUnpickler(pickle.Unpickler):
     """Rebuilds nccl_bench's classes and plain containers only: a peer's bytes never name code to run."""
 
     def find_class(self, module: str, name: str) -> Any:
-        if module.startswith("nccl_bench.") or (module == "builtins" and name in SAFE_BUILTINS):
+        if module == "builtins" and name in SAFE_BUILTINS:
             return super().find_class(module, name)
+        if module.startswith("nccl_bench.") and "." not in name:  # a dotted name reaches through attributes
+            found = super().find_class(module, name)
+            # a class written in nccl_bench, not a function or a module it imported (os, subprocess)
+            if isinstance(found, type) and found.__module__ == module:
+                return found
         raise pickle.UnpicklingError(f"{module}.{name} is not a fact's type")
 
 

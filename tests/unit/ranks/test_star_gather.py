@@ -123,3 +123,19 @@ def test_a_peer_s_bytes_rebuild_nccl_bench_s_classes_and_plain_containers_only()
 
     with pytest.raises(pickle.UnpicklingError, match="builtins.print is not a fact's type"):
         star_gather.loads(pickle.dumps(Runs()))
+
+
+@pytest.mark.parametrize("module, name", [
+    ("nccl_bench.ranks.star_gather", "socket.socket"),  # a dotted name walks into a module nccl_bench imported
+    ("nccl_bench.ranks.star_gather", "socket"),  # a module, not a class
+    ("nccl_bench.ranks.star_gather", "loads"),  # a function of nccl_bench's, not a class
+    ("nccl_bench.ranks.star_gather", "Any"),  # a name imported into nccl_bench, defined elsewhere
+])
+def test_a_name_that_reaches_past_nccl_bench_s_own_classes_is_refused(module, name):
+    """Protocol 4 pickles may name `module.attr.attr`: without this, `os.system` through any nccl_bench
+    module that imports os would be callable from a peer's bytes."""
+    opcodes = b"\x80\x04\x95" + b"\x00" * 8  # PROTO 4, FRAME (length unused by the loader's checks)
+    payload = b"\x8c" + bytes([len(module)]) + module.encode() + b"\x8c" + bytes([len(name)]) + name.encode()
+    data = opcodes + payload + b"\x93."  # SHORT_BINUNICODE x2, STACK_GLOBAL, STOP
+    with pytest.raises(pickle.UnpicklingError, match="is not a fact's type"):
+        star_gather.loads(data)
