@@ -45,7 +45,7 @@ import math
 from collections import defaultdict
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from nccl_bench.replay.overlap import ActivityScan, Interval, Overlap
 from nccl_bench.replay.trace_events import TraceError, stream_trace
@@ -116,7 +116,7 @@ class RankTrace:
     window_us: float | None  # the traced window's length
     unmatched_kernels: int  # NCCL kernels no collective could be found for
     overlap: Overlap | None = None  # communication beside compute over the traced window (replay/overlap.py)
-    compute: tuple[Interval, ...] = ()  # the union of the trace's compute kernels, in time order
+    compute: Sequence[Interval] = ()  # the union of the trace's compute kernels, in time order (overlap.Intervals)
 
 
 def read_trace(path: Path | str) -> RankTrace:
@@ -158,7 +158,7 @@ def _read(stream) -> RankTrace:
         nccl_version=info.get("nccl_version") if isinstance(info.get("nccl_version"), str) else None,
         process_groups=process_groups, calls=tuple(calls), source=source,
         window_us=scan.window_us(), unmatched_kernels=unmatched, overlap=scan.activity.overlap(),
-        compute=tuple(scan.activity.compute()))
+        compute=scan.activity.compute())
 
 
 @dataclass(slots=True)
