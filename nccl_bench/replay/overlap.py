@@ -43,6 +43,9 @@ _NOT_COMPUTE = re.compile(r"(^nccl.*Kernel)|(.*(Memcpy)|(Memset))|(.*Sync)")  # 
 _PROFILER_STEP = re.compile(r"ProfilerStep")
 
 Interval = tuple[float, float]  # (start, end), microseconds on the trace's clock
+# Runs of ascending activities merged one by one, with a heap entry each: past this many a sort of the indices
+# takes less memory (an int and a key per activity against a heap entry and an iterator per run).
+MERGED_RUNS = 1024
 
 
 @dataclass(frozen=True)
@@ -130,12 +133,13 @@ def _merged(starts: array, ends: array, kept: bytearray | None = None) -> Interv
 
 
 def ascending_order(values: array) -> Iterator[int]:
-    """The indices of `values` in ascending order of their values: the runs in which they already ascend
-    merged, so a trace's activities, which ascend but for a few steps back (one per stream or section), are
-    put in order without an object per activity."""
+    """The indices of `values` in ascending order of their values. A trace's activities ascend but for a few
+    steps back (one per stream or section): the runs in which they ascend are merged, without an object per
+    activity; past MERGED_RUNS runs, the indices are sorted."""
     steps_back = [index for index in range(1, len(values)) if values[index] < values[index - 1]]
-    bounds = [0, *steps_back, len(values)]
-    runs = [range(start, end) for start, end in pairwise(bounds)]
+    if len(steps_back) >= MERGED_RUNS:
+        return iter(sorted(range(len(values)), key=values.__getitem__))
+    runs = [range(start, end) for start, end in pairwise([0, *steps_back, len(values)])]
     return iter(runs[0]) if len(runs) == 1 else heapq.merge(*runs, key=values.__getitem__)
 
 
@@ -225,7 +229,8 @@ class ActivityScan:
         """The correlations of the launches that started before `last`, ascending (for a binary search)."""
         launches = zip(self.launch_correlations, self.launch_starts, strict=True)
         before = array("q", (correlation for correlation, start in launches if start < last))
-        return array("q", (before[index] for index in ascending_order(before)))
+        in_order = all(before[index - 1] <= before[index] for index in range(1, len(before)))
+        return before if in_order else array("q", sorted(before))
 
 
 NO_CORRELATION = -(2**63)  # held for an activity whose correlation is not an integer, or is out of range

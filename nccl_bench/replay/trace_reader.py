@@ -149,10 +149,10 @@ def _read(stream) -> RankTrace:
     unmatched = _match_kernels(anchors + scan.coalesced, scan.kernels, stream)
     anchors = _exchanges(anchors, scan.coalesced, rank)
     unmatched += sum(len(mark.kernels) for mark in scan.coalesced if not mark.used)
-    calls = sorted((anchor.call(world_size) for anchor in anchors), key=lambda call: call.start_us)
+    calls = _calls(anchors, world_size, scan)
     for call in calls:
         check_call(call, world_size)
-    backend = info.get("backend") if isinstance(info.get("backend"), str) else ("nccl" if scan.kernels else None)
+    backend = info.get("backend") if isinstance(info.get("backend"), str) else ("nccl" if scan.kernels_seen else None)
     return RankTrace(
         path=stream.path, backend=backend, rank=rank, world_size=world_size,
         nccl_version=info.get("nccl_version") if isinstance(info.get("nccl_version"), str) else None,
@@ -224,6 +224,7 @@ class _Scan:
         # (pid, tid, start, end, group size) of c10d:: all_gather and reduce_scatter ops (module docstring)
         self.group_hints: list[tuple[Any, Any, float, float, int]] = []
         self.kernels: list[tuple[Any, Any, tuple[float, float]]] = []  # External id, correlation, (start, dur)
+        self.kernels_seen = False
         self.coalesced: list[_Anchor] = []  # each coalescing block's nccl:coalesced annotation
         self.first_us = math.inf
         self.last_us = -math.inf
@@ -266,6 +267,7 @@ class _Scan:
     def _add_kernel(self, event: dict[str, Any], start: float, duration: float) -> None:
         args = event_args(event)
         self.kernels.append((args.get("External id"), args.get("correlation"), (start, duration)))
+        self.kernels_seen = True
 
     def _add_record_param_comms(self, event: dict[str, Any], start: float, duration: float) -> None:
         args = event_args(event)
@@ -357,18 +359,33 @@ def _match_kernels(anchors: list[_Anchor], kernels: list, stream) -> int:
     return left
 
 
+def _calls(anchors: list[_Anchor], world_size: int | None, scan: _Scan) -> list[CollectiveCall]:
+    """The anchors' calls in the job's order. Each anchor is let go once its call is made, and the scan's
+    lists of them first, so that the anchors and the calls, each as many as the collectives, are not all
+    held at once."""
+    scan.rpc_anchors, scan.annotations, scan.kernels = [], [], []
+    anchors.reverse()
+    calls = []
+    while anchors:
+        calls.append(anchors.pop().call(world_size))
+    calls.sort(key=lambda call: call.start_us)
+    return calls
+
+
 def _exchanges(anchors: list[_Anchor], marks: list[_Anchor], rank: int | None) -> list[_Anchor]:
     """The anchors with each coalescing block's sends and recvs made one exchange, timed by the kernels
     of the block's nccl:coalesced mark, and each lone send or recv an exchange of its own (module
     docstring). A block holds the sendrecv anchors without kernels of their own on the mark's thread
     since that thread's previous other anchor or mark."""
-    by_thread: dict[tuple, list[tuple[float, int, _Anchor]]] = defaultdict(list)
-    for order, anchor in enumerate(anchors + marks):
-        by_thread[anchor.pid, anchor.tid].append((anchor.start_us, order, anchor))
+    by_thread: dict[tuple, list[_Anchor]] = defaultdict(list)
+    for anchor in anchors + marks:
+        by_thread[anchor.pid, anchor.tid].append(anchor)
     merged: list[_Anchor] = []
     for events in by_thread.values():
         block: list[_Anchor] = []
-        for _, _, anchor in sorted(events, key=lambda entry: entry[:2]):
+        # stable: of two at one time, the anchor before the mark, each in file order
+        events.sort(key=lambda anchor: anchor.start_us)
+        for anchor in events:
             if anchor.op == COALESCED:
                 if block:
                     merged.append(_exchange(block, anchor.kernels, rank))
