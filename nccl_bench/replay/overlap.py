@@ -32,7 +32,7 @@ import re
 from array import array
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from itertools import pairwise
+from itertools import islice, pairwise
 from pathlib import Path
 
 from nccl_bench.replay.trace_events import stream_trace
@@ -121,8 +121,10 @@ def _merged(starts: array, ends: array, kept: bytearray | None = None) -> Interv
     merged_starts, merged_ends = merged.starts, merged.ends
     for index in ascending_order(starts):
         start, end = starts[index], ends[index]
-        if end <= start or (kept is not None and not kept[index]):  # nothing of it is left (an activity
-            continue                                                 # rounded inward to nothing), or left out
+        if kept is not None and not kept[index]:
+            continue
+        if end <= start:  # nothing of it is left (an activity rounded inward to nothing)
+            continue
         if merged_ends and start <= merged_ends[-1]:
             if end > merged_ends[-1]:
                 merged_ends[-1] = end
@@ -136,7 +138,8 @@ def ascending_order(values: array) -> Iterator[int]:
     """The indices of `values` in ascending order of their values. A trace's activities ascend but for a few
     steps back (one per stream or section): the runs in which they ascend are merged, without an object per
     activity; past MERGED_RUNS runs, the indices are sorted."""
-    steps_back = [index for index in range(1, len(values)) if values[index] < values[index - 1]]
+    steps_back = list(islice((index for index in range(1, len(values)) if values[index] < values[index - 1]),
+                             MERGED_RUNS))
     if len(steps_back) >= MERGED_RUNS:
         return iter(sorted(range(len(values)), key=values.__getitem__))
     runs = [range(start, end) for start, end in pairwise([0, *steps_back, len(values)])]

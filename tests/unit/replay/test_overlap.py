@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from nccl_bench.replay.overlap import ActivityScan, kind_of, overlap_of, read_overlap, union
+from nccl_bench.replay.overlap import MERGED_RUNS, ActivityScan, kind_of, overlap_of, read_overlap, union
 from nccl_bench.replay.trace_reader import read_trace
 
 TRACES = Path(__file__).resolve().parents[2] / "fixtures" / "traces"
@@ -115,3 +115,12 @@ def test_the_last_profiler_steps_launches_are_left_out_whatever_the_order_of_the
         scan.add(event)
     assert scan.overlap() == overlap_of([(2, 6), (12, 16)], [(2, 5), (12, 15)])
     assert scan.overlap().overlapped_us == 6 and list(scan.compute()) == [(2, 5), (12, 15), (22, 25)]
+
+
+@pytest.mark.parametrize("order", ["ascending", "two runs", "descending"])
+def test_the_union_is_one_whatever_the_order_of_the_intervals(order):
+    """Ascending runs are merged, and past MERGED_RUNS runs (a trace written backwards) the intervals are sorted:
+    the same union either way."""
+    intervals = [(10.0 * n, 10.0 * n + 5) for n in range(3 * MERGED_RUNS)] + [(4.0, 12.0)]
+    given = {"ascending": sorted(intervals), "two runs": intervals, "descending": sorted(intervals, reverse=True)}
+    assert union(given[order]) == [(0.0, 15.0)] + [(10.0 * n, 10.0 * n + 5) for n in range(2, 3 * MERGED_RUNS)]
