@@ -335,23 +335,27 @@ class _Scan:
 def _match_kernels(anchors: list[_Anchor], kernels: list, stream) -> int:
     """Give each NCCL kernel to its anchor (module docstring); the number no anchor was found for."""
     by_external_id = {anchor.external_id: anchor for anchor in anchors if anchor.external_id is not None}
-    unmatched = []
-    for external_id, correlation, kernel in kernels:
+    unmatched = 0
+    for external_id, _, kernel in kernels:
         anchor = by_external_id.get(external_id)
         if anchor is not None:
             anchor.kernels.append(kernel)
         else:
-            unmatched.append((correlation, kernel))
+            unmatched += 1
     if not unmatched:
         return 0
-    launches = _launches(stream, {correlation for correlation, *_ in unmatched if correlation is not None})
     by_thread: dict[tuple, list[_Anchor]] = defaultdict(list)
     for anchor in sorted(anchors, key=lambda a: a.start_us):
         by_thread[anchor.pid, anchor.tid].append(anchor)
     starts = {thread: [a.start_us for a in thread_anchors] for thread, thread_anchors in by_thread.items()}
+    wanted = {correlation for external_id, correlation, _ in kernels
+              if external_id not in by_external_id and correlation is not None}
+    launched = _launch_anchors(stream, wanted, by_thread, starts)
     left = 0
-    for correlation, kernel in unmatched:
-        anchor = _anchor_around(launches.get(correlation), by_thread, starts)
+    for external_id, correlation, kernel in kernels:  # the unmatched again, in order, none kept in a list
+        if external_id in by_external_id:
+            continue
+        anchor = launched.get(correlation)
         if anchor is None:
             left += 1
         else:
@@ -426,15 +430,17 @@ def _peer(name: str, args: dict[str, Any]) -> int | None:
     return peer
 
 
-def _launches(stream, correlations: set) -> dict[Any, tuple[Any, Any, float]]:
-    """(pid, tid, start) of the CPU-side event of each correlation asked for: the kernel's launch."""
-    found = {}
+def _launch_anchors(stream, correlations: set, by_thread, starts) -> dict[Any, _Anchor | None]:
+    """For each correlation asked for, the anchor around its CPU-side event (the kernel's launch; the last such
+    event's), found as the event is read so that no launch is kept; None where no anchor is around it."""
+    found: dict[Any, _Anchor | None] = {}
     if not correlations:
         return found
     for event in stream:
         args = event.get("args")
         if type(args) is dict and args.get("correlation") in correlations and event.get("cat") != "kernel":
-            found[args["correlation"]] = (event.get("pid"), event.get("tid"), event.get("ts"))
+            found[args["correlation"]] = _anchor_around((event.get("pid"), event.get("tid"), event.get("ts")),
+                                                        by_thread, starts)
     return found
 
 
