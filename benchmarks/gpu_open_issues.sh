@@ -82,6 +82,7 @@ EOF
   echo "== 44. the same replay in CUDA graphs: a complete run, its alone-here time kernel time (the graph's note)"
   step replay_graph 90 replay "$w/trace.json" --workers 1 --cuda-graph 10 --min-sample-ms 5 --out "$w/replay_graph"
   grep "^# alone here:" "$w/replay_graph.log" || echo "no '# alone here' line"
+  grep -A3 "^# launch path:" "$w/replay_graph.log" || echo "no '# launch path' line (kernel time beside the launch path's)"
   python3 -c "import json,sys;m=json.load(open(sys.argv[1]));print('status',m.get('status'),'alone_here',m['config'].get('alone_here'))" "$w/replay_graph/meta.json"
 } >>"$log" 2>&1
 gzip -f "$w/trace.json" 2>/dev/null

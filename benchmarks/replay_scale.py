@@ -13,7 +13,9 @@ collectives are nccl:* annotations and whose kernels name only their correlation
 the launches). Each training "step" of the generated job is EVENTS_PER_STEP events: one collective
 (its c10d op, record_param_comms, annotation, launch and NCCL kernel) and compute around it (matmuls
 on the CPU and their kernels), so a tenth of the events belong to collectives, and 10^6 events hold
-10^5 collectives over four sizes.
+10^5 collectives over four sizes. Every kernel names its CUDA stream, as Kineto's do, so the reader's
+activity scan (communication beside compute) holds 2 x 10^5 kernels and their launches; two profiler
+steps make it look up each kernel's launch.
 """
 
 from __future__ import annotations
@@ -64,7 +66,8 @@ def _step_events(step: int, older: bool) -> list[dict]:
         {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": start + 10, "dur": 5.0,
          "args": {"External id": compute_id, "correlation": compute_correlation}},
         {"ph": "X", "cat": "kernel", "name": "sm90_xmma_gemm_f32f32_tf32f32_f32_tn_n", "pid": 0, "tid": 7,
-         "ts": start + 20, "dur": 300.0, "args": {"External id": compute_id, "correlation": compute_correlation}},
+         "ts": start + 20, "dur": 300.0,
+         "args": {"External id": compute_id, "correlation": compute_correlation, "stream": 7}},
         {"ph": "X", "cat": "cpu_op", "name": "aten::relu", "pid": 1, "tid": 1, "ts": start + 100, "dur": 20.0,
          "args": {"External id": compute_id + 10**9}},
         {"ph": "X", "cat": "cpu_op", "name": "c10d::allreduce_", "pid": 1, "tid": 1, "ts": start + 200, "dur": 80.0,
@@ -77,21 +80,32 @@ def _step_events(step: int, older: bool) -> list[dict]:
          "dur": 8.0, "args": {"External id": comm_id, "correlation": correlation}},
         {"ph": "X", "cat": "kernel", "name": "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*, unsigned long)",
          "pid": 0, "tid": 20, "ts": start + 400, "dur": 150.0 + elements / 1e4,
-         "args": {"External id": kernel_external_id, "correlation": correlation}},
+         "args": {"External id": kernel_external_id, "correlation": correlation, "stream": 20}},
         {"ph": "X", "cat": "python_function", "name": "torch/nn/modules/module.py(1736): _call_impl", "pid": 1,
          "tid": 1, "ts": start + 500, "dur": 400.0, "args": {"Python id": step}},
     ]
 
 
+def _profiler_steps(steps: int) -> list[dict]:
+    """Two profiler steps, each over half the job's steps: the window's figure leaves out what the last one
+    launched, so every kernel's launch is looked up (replay/overlap.py)."""
+    half = steps // 2 * 1000.0
+    return [{"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{n}", "pid": 1, "tid": 1, "ts": n * half,
+             "dur": half, "args": {"External id": 3 * 10**9 + n}} for n in range(2)]
+
+
 def write_trace(path: Path, events: int, older: bool) -> None:
-    """A gzip-compressed trace of `events` events (rounded down to whole steps), written as it is made."""
+    """A gzip-compressed trace of `events` events (rounded down to whole steps, and two profiler steps),
+    written as it is made."""
     header = {"schemaVersion": 1, "distributedInfo": {"backend": "nccl", "rank": 0, "world_size": 8,
                                                       "nccl_version": "2.21.5"}}
+    steps = events // EVENTS_PER_STEP
     with gzip.open(path, "wt", compresslevel=1, encoding="utf-8") as out:
         out.write(json.dumps(header)[:-1] + ', "traceEvents": [\n')
-        for step in range(events // EVENTS_PER_STEP):
+        for step in range(steps):
             lines = ",\n".join(json.dumps(event) for event in _step_events(step, older))
             out.write(("" if step == 0 else ",\n") + lines)
+        out.write("".join(",\n" + json.dumps(event) for event in _profiler_steps(steps)))
         out.write('\n], "traceName": "replay_scale"}\n')
 
 

@@ -49,6 +49,7 @@ LABELS: dict[str, tuple[str, str]] = {
     "late_us": ("late by", "us"),
     "i_p99_us": ("i_p99", "us"),
     "i_cv_pct": ("i_cv%", ""),
+    "launch_path_us": ("launch path", "us"),
 }
 
 # How a placement value reads for people (the CSV keeps out_of_place / in_place).

@@ -46,6 +46,8 @@ _REPLAY_COLUMNS = (
     Column("busbw here", "(GB/s)", priority=1),
     Column("alone/job", "(%)"),
 )
+# with --cuda-graph, where "alone here" is kernel time: the same collective through torch's launch path
+_LAUNCH_PATH = Column("launch path", "(us)", priority=1)
 _FLAGS = Column("flags", align="left", priority=1)  # the replayed rows' flags, as a sweep's table shows them
 # each row's kernels beside compute (replay/exposure.py): with a trace that times kernels
 _OVERLAP_COLUMNS = (
@@ -62,10 +64,12 @@ def profile_lines(profile: Profile, paths: Sequence[Path], width: int | None) ->
     """The header, the table (with the replayed columns once replayed) and the notes."""
     replayed = any(row.replay_time_us is not None for row in profile.rows)
     flagged = any(row.replay_flags for row in profile.rows)
+    launch_path = any(row.replay_launch_path_us is not None for row in profile.rows)
     extra = _overlap_columns(profile)
-    columns = (_COLUMNS + (_REPLAY_COLUMNS if replayed else ()) + ((_FLAGS,) if flagged else ())
-               + tuple(column for column, _ in extra))
-    cells = [_cells(row, replayed) + ([", ".join(row.replay_flags) or "-"] if flagged else [])
+    columns = (_COLUMNS + (_REPLAY_COLUMNS if replayed else ()) + ((_LAUNCH_PATH,) if launch_path else ())
+               + ((_FLAGS,) if flagged else ()) + tuple(column for column, _ in extra))
+    cells = [_cells(row, replayed) + ([_number(row.replay_launch_path_us, 1)] if launch_path else [])
+             + ([", ".join(row.replay_flags) or "-"] if flagged else [])
              + [cell(row) for _, cell in extra] for row in profile.rows]
     layout = fit(columns, cells, width)
     lines: list[Text | str] = [*_header(profile, paths), *layout.header_lines()]
@@ -172,8 +176,13 @@ def _header(profile: Profile, paths: Sequence[Path]) -> list[str]:
 def _alone_here(profile: Profile) -> list[str]:
     """Once replayed: what the "alone here" column times, beside what the trace's job times are."""
     if profile.alone_here == ALONE_CUDA_GRAPH:
-        return [f"# alone here: kernel time, {profile.replay_cuda_graph} calls captured in a CUDA graph and its "
-                "replays timed with CUDA events: on NCCL comparable with the trace's kernel durations"]
+        lines = [f"# alone here: kernel time, {profile.replay_cuda_graph} calls captured in a CUDA graph and its "
+                 "replays timed with CUDA events: on NCCL comparable with the trace's kernel durations"]
+        if any(row.replay_launch_path_us is not None for row in profile.rows):
+            lines.append("# launch path: the same collective call by call through torch's launch path, timed in a "
+                         f"loop (as a replay without {option_name('cuda_graph')}): kernel time and what each call "
+                         "costs to launch")
+        return lines
     if profile.alone_here == ALONE_LAUNCH_PATH:
         return ["# alone here: each call through torch's launch path, timed in a loop: on NCCL it holds the launch "
                 "cost (tens of us) that the trace's kernel durations do not; replay with "

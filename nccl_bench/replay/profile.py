@@ -66,6 +66,8 @@ class ProfileRow:
     algo: str | None = None
     proto: str | None = None
     replay_time_us: float | None = None
+    # with --cuda-graph, where replay_time_us is kernel time: the same collective through torch's launch path
+    replay_launch_path_us: float | None = None
     replay_busbw_gbps: float | None = None
     efficiency: float | None = None  # replay_time_us / job_time_us, once replayed
     replay_flags: tuple[str, ...] = ()  # the replayed row's flags (call_bound, noisy, ...), once replayed
@@ -163,6 +165,7 @@ def profile_json(profile: Profile) -> dict[str, Any]:
              "group_ranks": None if row.group_ranks is None else list(row.group_ranks), "count": row.count,
              "job_time_us": row.job_time_us, "job_busbw_gbps": row.job_busbw_gbps,
              "algo": row.algo, "proto": row.proto, "replay_time_us": row.replay_time_us,
+             "replay_launch_path_us": row.replay_launch_path_us,
              "replay_busbw_gbps": row.replay_busbw_gbps, "efficiency": row.efficiency,
              "replay_flags": list(row.replay_flags),
              **_overlap_json(row.overlap), "exposed_at_replay_us": row.exposed_at_replay_us,
@@ -190,7 +193,8 @@ def with_replay(profile: Profile, rows: Sequence[ResultRow], world_size: int, cu
             filled.append(entry)
             continue
         efficiency = row.time_us / entry.job_time_us if entry.job_time_us else None
-        filled.append(replace(entry, replay_time_us=row.time_us, replay_busbw_gbps=row.busbw_gbps,
+        filled.append(replace(entry, replay_time_us=row.time_us, replay_launch_path_us=row.launch_path_us,
+                              replay_busbw_gbps=row.busbw_gbps,
                               efficiency=efficiency, replay_flags=tuple(flag for flag in row.flags.split(";") if flag),
                               exposed_at_replay_us=scaled_exposed_us(
                                   _exposed(entry), entry.job_time_us, row.time_us)))

@@ -4,7 +4,8 @@ collectives, one point each (replay/replay_plan.py), timed as the sweep times a 
 Each point runs on the ranks that stand in for its process group, in a process group made once per
 distinct set of ranks (every rank makes every group, as torch requires); the other ranks sit it out.
 Timing is ranks/runner.py's, as the sweep's: warmup, calibrated iterations, samples after a barrier of
-the group, the slowest rank's time, with --cuda-graph N calls captured in a CUDA graph (timing_plan); and
+the group, the slowest rank's time, with --cuda-graph N calls captured in a CUDA graph (timing_plan) and then
+also call by call through torch's launch path (launch_path_plan: kernel time beside the launch path's); and
 as the sweep's rows, a row whose median call sits at its per-call floor (the same op's smallest message on
 the same ranks, or the smallest exchange between the same peers, timed once per run through the same path:
 ranks/runner.CallFloors) is flagged call_bound. The group's first rank hands its row and floor to rank 0,
@@ -168,7 +169,13 @@ class _Replay:
         measurement = PointRunner(ctx, timing_plan(self.config, ctx.on_gpu), progress=progress).measure(run_once)
         self.run.renew()
         floor_us = self._floor_us(point, ctx, progress, measurement)
-        return (self._row(point, collective, placement, measurement, None, floor_us), floor_us) if leader else None
+        launch_path = launch_path_plan(self.config, ctx.on_gpu)
+        launch_path_us = None
+        if launch_path is not None:
+            launch_path_us = PointRunner(ctx, launch_path, progress=progress).measure(run_once).time_us
+            self.run.renew()
+        row = self._row(point, collective, placement, measurement, None, floor_us, launch_path_us)
+        return (row, floor_us) if leader else None
 
     def _bound(self, point: ReplayPoint, ctx: dist.DistContext) -> Callable[[], None]:
         """The point's op bound to buffers of its size: its exchange between its peers, else the op on its group."""
@@ -206,9 +213,11 @@ class _Replay:
         return floor_us
 
     def _row(self, point: ReplayPoint, collective: Collective, placement: str, measurement: Measurement | None,
-             unsupported: str | None, floor_us: float | None = None) -> ResultRow:
+             unsupported: str | None, floor_us: float | None = None, launch_path_us: float | None = None
+             ) -> ResultRow:
         """The point's row, in the sweep's columns and numbers, with the trace as its source; call_bound
-        where its median call sits at the per-call floor `floor_us` (sweep/rows.CALL_BOUND_FACTOR)."""
+        where its median call sits at the per-call floor `floor_us` (sweep/rows.CALL_BOUND_FACTOR);
+        launch_path_us: with --cuda-graph, its time through torch's launch path (launch_path_plan)."""
         group_size = point.group_size
         factor = collective.factor(group_size) if collective.factor else None
         hosts = {self.run.hostnames[rank] for rank in point.ranks}
@@ -233,6 +242,7 @@ class _Replay:
             p95_us=stats.percentile(measurement.per_op_us, 95), p99_us=stats.percentile(measurement.per_op_us, 99),
             algbw_gbps=algbw, busbw_gbps=busbw, wrong=None,
             max_time_rank=point.ranks[measurement.max_time_rank], status=STATUS_OK, flags=";".join(flags),
+            launch_path_us=launch_path_us,
         )
 
 
@@ -241,6 +251,16 @@ def timing_plan(config: ReplayConfig, on_gpu: bool) -> TimingPlan:
     time, and with --cuda-graph its calls captured in CUDA graphs (ranks/runner.py; the GPU's only)."""
     return TimingPlan(warmup=config.warmup, iters=config.iters, min_sample_s=config.sample_ms(on_gpu) / 1e3,
                       trials=config.trials, agg="max", cuda_graph=config.cuda_graph)
+
+
+def launch_path_plan(config: ReplayConfig, on_gpu: bool) -> TimingPlan | None:
+    """With --cuda-graph on a GPU, how each point is also timed through torch's launch path: the same runner
+    and plan without the graph, call by call as a replay without --cuda-graph times it, so that its row holds
+    the kernel time (time_us) and the time through torch's launch path (launch_path_us) side by side. None:
+    the point's one timing already is the launch path's."""
+    if not (config.cuda_graph and on_gpu):
+        return None
+    return dataclasses.replace(timing_plan(config, on_gpu), cuda_graph=0)
 
 
 def _floor_key(point: ReplayPoint) -> tuple:

@@ -45,7 +45,7 @@ import math
 from collections import defaultdict
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from nccl_bench.replay.overlap import ActivityScan, Interval, Overlap
 from nccl_bench.replay.trace_events import TraceError, stream_trace
@@ -116,7 +116,7 @@ class RankTrace:
     window_us: float | None  # the traced window's length
     unmatched_kernels: int  # NCCL kernels no collective could be found for
     overlap: Overlap | None = None  # communication beside compute over the traced window (replay/overlap.py)
-    compute: tuple[Interval, ...] = ()  # the union of the trace's compute kernels, in time order
+    compute: Sequence[Interval] = ()  # the union of the trace's compute kernels, in time order (overlap.Intervals)
 
 
 def read_trace(path: Path | str) -> RankTrace:
@@ -149,16 +149,16 @@ def _read(stream) -> RankTrace:
     unmatched = _match_kernels(anchors + scan.coalesced, scan.kernels, stream)
     anchors = _exchanges(anchors, scan.coalesced, rank)
     unmatched += sum(len(mark.kernels) for mark in scan.coalesced if not mark.used)
-    calls = sorted((anchor.call(world_size) for anchor in anchors), key=lambda call: call.start_us)
+    calls = _calls(anchors, world_size, scan)
     for call in calls:
         check_call(call, world_size)
-    backend = info.get("backend") if isinstance(info.get("backend"), str) else ("nccl" if scan.kernels else None)
+    backend = info.get("backend") if isinstance(info.get("backend"), str) else ("nccl" if scan.kernels_seen else None)
     return RankTrace(
         path=stream.path, backend=backend, rank=rank, world_size=world_size,
         nccl_version=info.get("nccl_version") if isinstance(info.get("nccl_version"), str) else None,
         process_groups=process_groups, calls=tuple(calls), source=source,
         window_us=scan.window_us(), unmatched_kernels=unmatched, overlap=scan.activity.overlap(),
-        compute=tuple(scan.activity.compute()))
+        compute=scan.activity.compute())
 
 
 @dataclass(slots=True)
@@ -224,6 +224,7 @@ class _Scan:
         # (pid, tid, start, end, group size) of c10d:: all_gather and reduce_scatter ops (module docstring)
         self.group_hints: list[tuple[Any, Any, float, float, int]] = []
         self.kernels: list[tuple[Any, Any, tuple[float, float]]] = []  # External id, correlation, (start, dur)
+        self.kernels_seen = False
         self.coalesced: list[_Anchor] = []  # each coalescing block's nccl:coalesced annotation
         self.first_us = math.inf
         self.last_us = -math.inf
@@ -266,6 +267,7 @@ class _Scan:
     def _add_kernel(self, event: dict[str, Any], start: float, duration: float) -> None:
         args = event_args(event)
         self.kernels.append((args.get("External id"), args.get("correlation"), (start, duration)))
+        self.kernels_seen = True
 
     def _add_record_param_comms(self, event: dict[str, Any], start: float, duration: float) -> None:
         args = event_args(event)
@@ -333,23 +335,27 @@ class _Scan:
 def _match_kernels(anchors: list[_Anchor], kernels: list, stream) -> int:
     """Give each NCCL kernel to its anchor (module docstring); the number no anchor was found for."""
     by_external_id = {anchor.external_id: anchor for anchor in anchors if anchor.external_id is not None}
-    unmatched = []
-    for external_id, correlation, kernel in kernels:
+    unmatched = 0
+    for external_id, _, kernel in kernels:
         anchor = by_external_id.get(external_id)
         if anchor is not None:
             anchor.kernels.append(kernel)
         else:
-            unmatched.append((correlation, kernel))
+            unmatched += 1
     if not unmatched:
         return 0
-    launches = _launches(stream, {correlation for correlation, *_ in unmatched if correlation is not None})
     by_thread: dict[tuple, list[_Anchor]] = defaultdict(list)
     for anchor in sorted(anchors, key=lambda a: a.start_us):
         by_thread[anchor.pid, anchor.tid].append(anchor)
     starts = {thread: [a.start_us for a in thread_anchors] for thread, thread_anchors in by_thread.items()}
+    wanted = {correlation for external_id, correlation, _ in kernels
+              if external_id not in by_external_id and correlation is not None}
+    launched = _launch_anchors(stream, wanted, by_thread, starts)
     left = 0
-    for correlation, kernel in unmatched:
-        anchor = _anchor_around(launches.get(correlation), by_thread, starts)
+    for external_id, correlation, kernel in kernels:  # the unmatched again, in order, none kept in a list
+        if external_id in by_external_id:
+            continue
+        anchor = launched.get(correlation)
         if anchor is None:
             left += 1
         else:
@@ -357,18 +363,33 @@ def _match_kernels(anchors: list[_Anchor], kernels: list, stream) -> int:
     return left
 
 
+def _calls(anchors: list[_Anchor], world_size: int | None, scan: _Scan) -> list[CollectiveCall]:
+    """The anchors' calls in the job's order. Each anchor is let go once its call is made, and the scan's
+    lists of them first, so that the anchors and the calls, each as many as the collectives, are not all
+    held at once."""
+    scan.rpc_anchors, scan.annotations, scan.kernels = [], [], []
+    anchors.reverse()
+    calls = []
+    while anchors:
+        calls.append(anchors.pop().call(world_size))
+    calls.sort(key=lambda call: call.start_us)
+    return calls
+
+
 def _exchanges(anchors: list[_Anchor], marks: list[_Anchor], rank: int | None) -> list[_Anchor]:
     """The anchors with each coalescing block's sends and recvs made one exchange, timed by the kernels
     of the block's nccl:coalesced mark, and each lone send or recv an exchange of its own (module
     docstring). A block holds the sendrecv anchors without kernels of their own on the mark's thread
     since that thread's previous other anchor or mark."""
-    by_thread: dict[tuple, list[tuple[float, int, _Anchor]]] = defaultdict(list)
-    for order, anchor in enumerate(anchors + marks):
-        by_thread[anchor.pid, anchor.tid].append((anchor.start_us, order, anchor))
+    by_thread: dict[tuple, list[_Anchor]] = defaultdict(list)
+    for anchor in anchors + marks:
+        by_thread[anchor.pid, anchor.tid].append(anchor)
     merged: list[_Anchor] = []
     for events in by_thread.values():
         block: list[_Anchor] = []
-        for _, _, anchor in sorted(events, key=lambda entry: entry[:2]):
+        # stable: of two at one time, the anchor before the mark, each in file order
+        events.sort(key=lambda anchor: anchor.start_us)
+        for anchor in events:
             if anchor.op == COALESCED:
                 if block:
                     merged.append(_exchange(block, anchor.kernels, rank))
@@ -409,15 +430,17 @@ def _peer(name: str, args: dict[str, Any]) -> int | None:
     return peer
 
 
-def _launches(stream, correlations: set) -> dict[Any, tuple[Any, Any, float]]:
-    """(pid, tid, start) of the CPU-side event of each correlation asked for: the kernel's launch."""
-    found = {}
+def _launch_anchors(stream, correlations: set, by_thread, starts) -> dict[Any, _Anchor | None]:
+    """For each correlation asked for, the anchor around its CPU-side event (the kernel's launch; the last such
+    event's), found as the event is read so that no launch is kept; None where no anchor is around it."""
+    found: dict[Any, _Anchor | None] = {}
     if not correlations:
         return found
     for event in stream:
         args = event.get("args")
         if type(args) is dict and args.get("correlation") in correlations and event.get("cat") != "kernel":
-            found[args["correlation"]] = (event.get("pid"), event.get("tid"), event.get("ts"))
+            found[args["correlation"]] = _anchor_around((event.get("pid"), event.get("tid"), event.get("ts")),
+                                                        by_thread, starts)
     return found
 
 

@@ -19,16 +19,17 @@ from nccl_bench.units import nccl_env
 from nccl_bench.units.op_table import PLACEMENT_IN as PLACEMENT_IN
 from nccl_bench.units.op_table import PLACEMENT_OUT as PLACEMENT_OUT
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 # Columns each version added; a file of an older version lacks them and reads them as empty (None, "").
 COLUMNS_ADDED: dict[int, tuple[str, ...]] = {2: ("p95_us", "cycle", "group"), 3: ("variant", "algo", "proto"),
                                              4: ("source",),
-                                             5: ("late_rank", "late_host", "late_us", "i_p99_us", "i_cv_pct")}
+                                             5: ("late_rank", "late_host", "late_us", "i_p99_us", "i_cv_pct"),
+                                             6: ("launch_path_us",)}
 # Columns renamed, with the version that renamed them and their earlier name, read from older files.
 # slowest_rank named the rank with the most time in the op, which under a late arriver is a rank that
 # waited for it: a victim read as a culprit. The same number is now max_time_rank; late_rank names the culprit.
 RENAMED: dict[str, tuple[int, str]] = {"max_time_rank": (5, "slowest_rank")}
-READABLE_VERSIONS = (1, 2, 3, 4, 5)
+READABLE_VERSIONS = (1, 2, 3, 4, 5, 6)
 
 STATUS_OK = "ok"
 STATUS_WRONG = "wrong"
@@ -80,6 +81,9 @@ class ResultRow:
     late_us: float | None = None  # by how much it arrived after the others' median, microseconds per op
     i_p99_us: float | None = None  # nccl-tests -I's i_p99: nearest-rank 99th percentile of per-op times
     i_cv_pct: float | None = None  # nccl-tests -I's cv%: population stdev / mean of per-op times, x 100
+    # a replay with --cuda-graph: the same point timed call by call through torch's launch path, beside time_us
+    # (kernel time); None otherwise
+    launch_path_us: float | None = None
     schema_version: int = SCHEMA_VERSION
 
 
@@ -102,7 +106,7 @@ _INT_COLUMNS = {"size_bytes", "count", "root", "nodes", "iters", "trials", "sche
 _OPTIONAL_INT_COLUMNS = {"wrong", "max_time_rank", "cycle", "world_size", "late_rank"}
 _FLOAT_COLUMNS = {
     "time_us", "time_min_us", "time_max_us", "p50_us", "p95_us", "p99_us", "algbw_gbps", "busbw_gbps",
-    "busbw_factor", "peak_gbps", "pct_of_peak", "late_us", "i_p99_us", "i_cv_pct",
+    "busbw_factor", "peak_gbps", "pct_of_peak", "late_us", "i_p99_us", "i_cv_pct", "launch_path_us",
 }
 
 

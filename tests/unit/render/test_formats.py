@@ -60,7 +60,7 @@ def test_json_of_another_version_says_which(tmp_path, version, words):
     with pytest.raises(UserInputError) as caught:
         loader.load_rows(path)
     message = str(caught.value)
-    readable = f"this nccl_bench reads versions 1, 2, 3, 4 and {SCHEMA_VERSION}"
+    readable = f"this nccl_bench reads versions 1, 2, 3, 4, 5 and {SCHEMA_VERSION}"
     assert f"has results format version {version}; {readable}" in message
     assert words in message and caught.value.option == "RUN"
 

@@ -4,12 +4,13 @@ output saying which time its "alone here" column is."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
 
 from nccl_bench.errors import OptionError
-from nccl_bench.ranks.runner import CallFloors
+from nccl_bench.ranks.runner import CallFloors, Measurement
 from nccl_bench.replay.profile import profile_json, profile_traces, with_replay
 from nccl_bench.replay.replay_body import timing_plan
 from nccl_bench.replay.replay_config import ALONE_CUDA_GRAPH, ALONE_LAUNCH_PATH, ReplayConfig
@@ -110,3 +111,76 @@ def test_the_replay_json_and_table_say_which_time_alone_here_is():
     assert any("call_bound" in line and "replay with --cuda-graph N" in line for line in plain_lines)
     assert any("call_bound" in line and "NCCL's latency, not bandwidth" in line for line in graph_lines)
     assert not any("# alone here" in str(line) for line in profile_lines(_profile(), [Path("rank0.json")], None))
+
+
+def test_with_cuda_graph_on_a_gpu_each_point_is_also_timed_through_torchs_launch_path():
+    """The second timing is the first's plan without the graph (call by call, as without --cuda-graph); none
+    where the first is that already (no --cuda-graph, or on CPU)."""
+    from nccl_bench.replay.replay_body import launch_path_plan
+
+    config = ReplayConfig(traces=(Path("rank0.json"),), warmup=2, iters=7, trials=3, cuda_graph=10)
+    assert launch_path_plan(config, on_gpu=True) == dataclasses.replace(timing_plan(config, True), cuda_graph=0)
+    assert launch_path_plan(config, on_gpu=True) == timing_plan(dataclasses.replace(config, cuda_graph=0), True)
+    assert launch_path_plan(config, on_gpu=False) is None
+    assert launch_path_plan(ReplayConfig(traces=(Path("rank0.json"),)), on_gpu=True) is None
+
+
+def _timed(time_us: float) -> Measurement:
+    return Measurement(iters=10, sample_means_us=(time_us,), per_op_us=(time_us,), max_time_rank=0,
+                       shortest_sample_s=1.0, timer_resolution_s=1e-9)
+
+
+def test_a_graphed_point_is_measured_in_its_graph_then_through_the_launch_path_and_its_row_holds_both(monkeypatch):
+    from types import SimpleNamespace
+
+    from nccl_bench.replay import replay_body
+
+    measured = []
+
+    class Runner:  # the runner of ranks/runner.py, answering each plan with its own time
+        def __init__(self, ctx, plan, progress):
+            self.plan = plan
+
+        def measure(self, run_once):
+            measured.append(self.plan.cuda_graph)
+            return _timed(40.0 if self.plan.cuda_graph else 90.0)
+
+    monkeypatch.setattr(replay_body, "PointRunner", Runner)
+    monkeypatch.setattr(replay_body, "_why_unsupported", lambda ctx, run_once: None)
+    body = replay_body._Replay(ReplayConfig(traces=(Path("rank0.json"),), cuda_graph=10), _plan(ALL_REDUCE), {})
+    body.contexts = {(0, 1): SimpleNamespace(rank=0, on_gpu=True)}
+    body.run = SimpleNamespace(hostnames=["node", "node"], request=SimpleNamespace(backend="nccl"),
+                               launch=SimpleNamespace(world_size=2), renew=lambda *_, **__: None)
+    body._bound = lambda *_: (lambda: None)
+    body._floor_us = lambda *_: None
+    graphed, _ = body._point(ALL_REDUCE, lambda: None)
+    assert measured == [10, 0] and (graphed.time_us, graphed.launch_path_us) == (40.0, 90.0)
+    body.config, body.contexts[(0, 1)].on_gpu, measured[:] = ReplayConfig(traces=(Path("rank0.json"),)), False, []
+    plain, _ = body._point(ALL_REDUCE, lambda: None)
+    assert measured == [0] and (plain.time_us, plain.launch_path_us) == (90.0, None)
+
+
+def test_the_launch_path_time_reaches_results_csv_the_json_and_the_table_beside_kernel_time(tmp_path):
+    from nccl_bench.render.replay_text import profile_lines
+    from nccl_bench.results.csv_appender import ResultsWriter
+    from nccl_bench.results.loader import read_run
+
+    writer = ResultsWriter(tmp_path)
+    writer.append(row(size_bytes=1_000_000, time_us=50.0, dtype="float32", world_size=4, launch_path_us=80.0))
+    writer.close()
+    rows = read_run(tmp_path, "run").rows
+    assert rows[0].launch_path_us == 80.0
+    graphed = with_replay(_profile(), rows, 4, cuda_graph=10)
+    found = profile_json(graphed)["collectives"][0]
+    assert (found["replay_time_us"], found["replay_launch_path_us"]) == (50.0, 80.0)
+    lines = [str(line) for line in profile_lines(graphed, [Path("rank0.json")], None)]
+    header = next(index for index, line in enumerate(lines) if line.startswith("op "))
+    assert lines[header].endswith("alone here  busbw here  alone/job  launch path")
+    assert lines[header + 2].split()[-4:] == ["50.0", "20.00", "50", "80.0"]  # kernel time, then the launch path's
+    assert any(line.startswith("# alone here: kernel time, 10 calls captured in a CUDA graph") for line in lines)
+    assert any(line.startswith("# launch path: the same collective call by call through torch's launch path")
+               for line in lines)
+    plain = with_replay(_profile(), [row(size_bytes=1_000_000, time_us=50.0, dtype="float32", world_size=4)], 4)
+    plain_lines = [str(line) for line in profile_lines(plain, [Path("rank0.json")], None)]
+    assert not any(line.startswith("# launch path") or line.endswith("launch path") for line in plain_lines)
+    assert profile_json(plain)["collectives"][0]["replay_launch_path_us"] is None

@@ -95,9 +95,9 @@ def test_the_json_schema():
         == [24_289.05, 3_585.678, 20_703.372, 14.763]
     first = document["collectives"][0]
     assert list(first) == ["op", "bytes", "dtype", "group_size", "group_ranks", "count", "job_time_us",
-                           "job_busbw_gbps", "algo", "proto", "replay_time_us", "replay_busbw_gbps", "efficiency",
-                           "replay_flags", "communication_us", "overlapped_us", "exposed_us", "overlap_pct",
-                           "exposed_at_replay_us", "exposed_at_envelope_us"]
+                           "job_busbw_gbps", "algo", "proto", "replay_time_us", "replay_launch_path_us",
+                           "replay_busbw_gbps", "efficiency", "replay_flags", "communication_us", "overlapped_us",
+                           "exposed_us", "overlap_pct", "exposed_at_replay_us", "exposed_at_envelope_us"]
     # its 3 kernels, 11,820.962 us, against the compute union (checked by a brute-force sweep over the raw events)
     assert [round(first[key], 3) for key in ("communication_us", "overlapped_us", "exposed_us", "overlap_pct")] == [
         11_820.962, 1_904.776, 9_916.186, 16.114]

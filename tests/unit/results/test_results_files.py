@@ -63,9 +63,9 @@ def test_a_cut_line_before_the_last_is_refused(tmp_path):
 
 def test_other_schema_version_and_extra_fields_are_refused(tmp_path):
     text = results_csv(tmp_path, [_row()])
-    (tmp_path / "results.csv").write_text(text[: -len("5\n")] + "6\n", encoding="utf-8")
-    with pytest.raises(UserInputError, match=r"has results format version 6; this nccl_bench reads versions 1, 2, 3, "
-                                             r"4 and 5 \(written by a newer nccl_bench"):
+    (tmp_path / "results.csv").write_text(text[: -len("6\n")] + "7\n", encoding="utf-8")
+    with pytest.raises(UserInputError, match=r"has results format version 7; this nccl_bench reads versions 1, 2, 3, "
+                                             r"4, 5 and 6 \(written by a newer nccl_bench"):
         read_rows(tmp_path)
     (tmp_path / "results.csv").write_text(text[:-1] + ",extra\n", encoding="utf-8")
     with pytest.raises(UserInputError, match=f"line 2 has {len(COLUMNS) + 1} fields, the header {len(COLUMNS)}"):
