@@ -70,7 +70,7 @@ def version_facts(on_gpu: bool, without_torch: bool = False) -> dict[str, Fact]:
     as the header has them); without_torch: read from torch's files (hardware/stack.py), each with its source."""
     found = stack_versions(on_gpu, without_torch)
     names = {"torch": "torch", "cuda runtime": "cuda", "nccl": "nccl"}
-    sources = ({"torch": stack.SOURCE_METADATA, "cuda": stack.SOURCE_VERSION_PY, "nccl": stack.SOURCE_NCCL_CALL}
+    sources = ({"torch": stack.torch_version()[1], "cuda": stack.SOURCE_VERSION_PY, "nccl": stack.SOURCE_NCCL_CALL}
                if without_torch else dict.fromkeys(found, SOURCE_TORCH))
     return {name: Fact(found[key], sources[key]) for name, key in names.items() if key in found}
 

@@ -2,8 +2,9 @@
 importing torch (whose import costs a rank ~2 s of CPU: at 64 ranks on a few cores, most of a
 configuration check). Each answer names its source, as the configuration facts do.
 
-- torch: the installed distribution's metadata (importlib.metadata), the version pip installed, which
-  is torch.__version__ (both are written from the same build variable).
+- torch: `__version__` of torch/version.py, read as below: torch.__version__ itself, with the build's
+  local tag ("2.11.0+cu130"), which the package metadata of PyPI's CUDA wheels leaves out ("2.11.0",
+  seen on an H200); the metadata (importlib.metadata) only where version.py cannot be read.
 - CUDA: torch/version.py, read as text and parsed (ast), never executed: its `cuda` assignment is
   what torch.version.cuda returns (None for a CPU build).
 - NCCL: ncclGetVersion of the libnccl.so that torch's start-up preloads, the nvidia-nccl wheel's, found
@@ -38,28 +39,44 @@ def torch_dir() -> Path | None:
 
 
 def torch_version() -> tuple[str, str]:
-    """(torch's version, its source)."""
+    """(torch's version as torch.__version__ says it, its source): version.py's `__version__`, which carries
+    the build's local tag ("2.11.0+cu130") that the package metadata may not ("2.11.0" on PyPI's CUDA
+    wheels); the metadata only where version.py cannot be read."""
+    version = _version_py_value("__version__")
+    if version is not None:
+        return version, SOURCE_VERSION_PY
     try:
         return importlib.metadata.version("torch"), SOURCE_METADATA
     except importlib.metadata.PackageNotFoundError:
         return "unknown (torch is not installed)", SOURCE_METADATA
 
 
-def cuda_build(version_py: str) -> str | None:
-    """torch.version.cuda as version.py's text assigns it: a string, or None for a CPU build."""
+def version_py_value(version_py: str, name: str) -> str | None:
+    """The constant version.py's text assigns to `name` (torch.version.<name>), as a string; None where it
+    assigns None or nothing."""
     for node in ast.parse(version_py).body:
         target = node.target if isinstance(node, ast.AnnAssign) else (
             node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else None)
-        if isinstance(target, ast.Name) and target.id == "cuda" and isinstance(node.value, ast.Constant):
+        if isinstance(target, ast.Name) and target.id == name and isinstance(node.value, ast.Constant):
             return None if node.value.value is None else str(node.value.value)
     return None
 
 
+def cuda_build(version_py: str) -> str | None:
+    """torch.version.cuda as version.py's text assigns it: a string, or None for a CPU build."""
+    return version_py_value(version_py, "cuda")
+
+
 def torch_cuda_build() -> str | None:
     """The CUDA this torch was built with (None: a CPU build, or no torch)."""
+    return _version_py_value("cuda")
+
+
+def _version_py_value(name: str) -> str | None:
+    """`name` of the installed torch's version.py, read as text (None: no torch, or no such value)."""
     where = torch_dir()
     try:
-        return cuda_build((where / "version.py").read_text()) if where is not None else None
+        return version_py_value((where / "version.py").read_text(), name) if where is not None else None
     except (OSError, SyntaxError, ValueError):
         return None
 

@@ -226,7 +226,7 @@ def test_the_version_facts_are_the_same_values_from_torch_or_from_its_files():
 
     assert config_facts.version_facts(on_gpu=False) == {"torch": Fact(torch.__version__, "torch")}
     assert config_facts.version_facts(on_gpu=False, without_torch=True) == {
-        "torch": Fact(torch.__version__, stack.SOURCE_METADATA)}
+        "torch": Fact(torch.__version__, stack.SOURCE_VERSION_PY)}
 
 
 def test_without_torch_a_gpu_host_names_each_version_s_own_source(monkeypatch):
