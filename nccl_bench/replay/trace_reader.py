@@ -14,14 +14,8 @@ Where a collective is read from (its "anchor" event), by the first kind the trac
    whole world.
 
 The time a collective took in the job:
-- NCCL: the summed duration of the NCCL kernels it launched. A kernel belongs to the anchor whose
-  `External id` it carries (torch links a kernel to the CPU op that launched it, and
-  record_param_comms is that op). A kernel that names no anchor (older traces, and every
-  annotation anchor) is found through its launch: the CUDA runtime event with the kernel's
-  `correlation`, lying within an anchor's span on the same process and thread (the latest-starting
-  anchor that began before the launch). The second rule needs the runtime events, which are read in a
-  second pass over the file, and only when the first rule left a kernel unmatched, so that memory
-  holds the collectives and never every launch of the job.
+- NCCL: the summed duration of the NCCL kernels it launched, each given to its anchor by its `External id`
+  or, failing that, through its launch (replay/kernel_matching.py).
 - gloo: the `gloo:*` annotation's own duration: gloo runs the collective on its worker thread inside
   that annotation (the `c10d::` op on the caller's thread only enqueues it).
 - An NCCL collective whose kernel the trace does not hold (cut off at the window's edge) has no time.
@@ -47,6 +41,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Sequence
 
+from nccl_bench.replay.kernel_matching import match_kernels
 from nccl_bench.replay.overlap import ActivityScan, Interval, Overlap
 from nccl_bench.replay.trace_events import TraceError, stream_trace
 from nccl_bench.replay.trace_values import (
@@ -146,7 +141,7 @@ def _read(stream) -> RankTrace:
     if not anchors:
         raise TraceError(stream.path, "no collectives in it: no record_param_comms with a collective name, "
                                       "no nccl:* or gloo:* annotation")
-    unmatched = _match_kernels(anchors + scan.coalesced, scan.kernels, stream)
+    unmatched = match_kernels(anchors + scan.coalesced, scan.kernels, stream)
     anchors = _exchanges(anchors, scan.coalesced, rank)
     unmatched += sum(len(mark.kernels) for mark in scan.coalesced if not mark.used)
     calls = _calls(anchors, world_size, scan)
@@ -332,37 +327,6 @@ class _Scan:
                 anchor.group_size = thread_hints[index][2]
 
 
-def _match_kernels(anchors: list[_Anchor], kernels: list, stream) -> int:
-    """Give each NCCL kernel to its anchor (module docstring); the number no anchor was found for."""
-    by_external_id = {anchor.external_id: anchor for anchor in anchors if anchor.external_id is not None}
-    unmatched = 0
-    for external_id, _, kernel in kernels:
-        anchor = by_external_id.get(external_id)
-        if anchor is not None:
-            anchor.kernels.append(kernel)
-        else:
-            unmatched += 1
-    if not unmatched:
-        return 0
-    by_thread: dict[tuple, list[_Anchor]] = defaultdict(list)
-    for anchor in sorted(anchors, key=lambda a: a.start_us):
-        by_thread[anchor.pid, anchor.tid].append(anchor)
-    starts = {thread: [a.start_us for a in thread_anchors] for thread, thread_anchors in by_thread.items()}
-    wanted = {correlation for external_id, correlation, _ in kernels
-              if external_id not in by_external_id and correlation is not None}
-    launched = _launch_anchors(stream, wanted, by_thread, starts)
-    left = 0
-    for external_id, correlation, kernel in kernels:  # the unmatched again, in order, none kept in a list
-        if external_id in by_external_id:
-            continue
-        anchor = launched.get(correlation)
-        if anchor is None:
-            left += 1
-        else:
-            anchor.kernels.append(kernel)
-    return left
-
-
 def _calls(anchors: list[_Anchor], world_size: int | None, scan: _Scan) -> list[CollectiveCall]:
     """The anchors' calls in the job's order. Each anchor is let go once its call is made, and the scan's
     lists of them first, so that the anchors and the calls, each as many as the collectives, are not all
@@ -428,34 +392,6 @@ def _peer(name: str, args: dict[str, Any]) -> int | None:
     if peer is not None and peer < 0:
         raise Impossible(f"the {key} of {name} is {peer}")
     return peer
-
-
-def _launch_anchors(stream, correlations: set, by_thread, starts) -> dict[Any, _Anchor | None]:
-    """For each correlation asked for, the anchor around its CPU-side event (the kernel's launch; the last such
-    event's), found as the event is read so that no launch is kept; None where no anchor is around it."""
-    found: dict[Any, _Anchor | None] = {}
-    if not correlations:
-        return found
-    for event in stream:
-        args = event.get("args")
-        if type(args) is dict and args.get("correlation") in correlations and event.get("cat") != "kernel":
-            found[args["correlation"]] = _anchor_around((event.get("pid"), event.get("tid"), event.get("ts")),
-                                                        by_thread, starts)
-    return found
-
-
-def _anchor_around(launch, by_thread, starts) -> _Anchor | None:
-    if launch is None:
-        return None
-    pid, tid, launched_us = launch
-    thread_starts = starts.get((pid, tid))
-    if thread_starts is None or not isinstance(launched_us, (int, float)):
-        return None
-    index = bisect.bisect_right(thread_starts, launched_us) - 1
-    if index < 0:
-        return None
-    anchor = by_thread[pid, tid][index]
-    return anchor if launched_us <= anchor.end_us else None
 
 
 def _whole_groups(anchors: list[_Anchor], groups: tuple[ProcessGroupInfo, ...]) -> None:

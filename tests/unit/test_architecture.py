@@ -50,7 +50,7 @@ LAYERS: dict[str, tuple[int, tuple[str, ...]]] = {
                   "sweep.sweep_report", "sweep.variants")),
     "replay": (5, ("replay", "replay.profile", "replay.replay_body", "replay.replay_config", "replay.replay_entry",
                    "replay.overlap", "replay.exposure", "replay.replay_plan", "replay.trace_events",
-                   "replay.trace_reader", "replay.trace_values", "replay.trace_vocabulary")),
+                   "replay.kernel_matching", "replay.trace_reader", "replay.trace_values", "replay.trace_vocabulary")),
     # the history, its series, hosts and the regression rule: reads run folders, above the commands
     "history": (6, ("history", "history.address", "history.changes", "history.hosts", "history.records",
                     "history.recording", "history.rule", "history.series", "history.store", "history.store_connect",
