@@ -14,7 +14,6 @@ from __future__ import annotations
 from typing import Mapping, Sequence
 
 from nccl_bench.doctor.config_check import Fact, HostFacts
-from nccl_bench.hardware import stack
 from nccl_bench.hardware.host_config import HostHardware, read_host_hardware
 from nccl_bench.ranks.run_facts import OWN_ENV_PREFIX, RECORDED_ENV_PREFIXES, stack_versions
 from nccl_bench.results.nccl_diag import parse_report
@@ -25,7 +24,6 @@ CONFIG_ENV_PREFIXES = (*RECORDED_ENV_PREFIXES, "CUDA_")
 # A variable named like this holds a credential, whatever its prefix: its value is never shown.
 SECRET_NAME_PARTS = ("PASSWORD", "PASSWD", "SECRET", "TOKEN", "CREDENTIAL")
 SOURCE_ENV = "environment"
-SOURCE_TORCH = "torch"
 # A test and diagnostic hook: the sysfs tree the RDMA ports are read from, instead of /sys (simulated hosts
 # each get their own, as each gets its own nvidia-smi). nccl_bench's own variables are never compared.
 SYSFS_ROOT_ENV = f"{OWN_ENV_PREFIX}SYSFS_ROOT"
@@ -70,9 +68,7 @@ def version_facts(on_gpu: bool, without_torch: bool = False) -> dict[str, Fact]:
     as the header has them); without_torch: read from torch's files (hardware/stack.py), each with its source."""
     found = stack_versions(on_gpu, without_torch)
     names = {"torch": "torch", "cuda runtime": "cuda", "nccl": "nccl"}
-    sources = ({"torch": stack.torch_version()[1], "cuda": stack.SOURCE_VERSION_PY, "nccl": stack.SOURCE_NCCL_CALL}
-               if without_torch else dict.fromkeys(found, SOURCE_TORCH))
-    return {name: Fact(found[key], sources[key]) for name, key in names.items() if key in found}
+    return {name: Fact(*found[key]) for name, key in names.items() if key in found}
 
 
 def host_facts(host: str, environ: Mapping[str, str], on_gpu: bool, nccl_diag_lines: Sequence[str] = (),

@@ -76,15 +76,18 @@ def device_name(device: Any, without_torch: bool) -> str:
     return torch.cuda.get_device_name(device)
 
 
-def stack_versions(on_gpu: bool, without_torch: bool) -> dict[str, str]:
-    """torch's version and, on GPUs, its CUDA and the NCCL it loaded: from torch, or without it
-    (hardware/stack.py: the same values from torch's metadata, version.py and libnccl)."""
+SOURCE_TORCH = "torch"  # a version torch itself reports
+
+
+def stack_versions(on_gpu: bool, without_torch: bool) -> dict[str, tuple[str, str]]:
+    """torch's version and, on GPUs, its CUDA and the NCCL it loaded, each with its source: from torch, or
+    without it (hardware/stack.py: the same values from torch/version.py and libnccl)."""
     if without_torch:
         from nccl_bench.hardware import stack
 
-        found = {"torch": stack.torch_version()[0]}
+        found = {"torch": stack.torch_version()}
         if on_gpu:
-            found.update(cuda=str(stack.torch_cuda_build()), nccl=stack.nccl_version()[0])
+            found.update(cuda=(str(stack.torch_cuda_build()), stack.SOURCE_VERSION_PY), nccl=stack.nccl_version())
         return found
     import torch
 
@@ -93,4 +96,4 @@ def stack_versions(on_gpu: bool, without_torch: bool) -> dict[str, str]:
         nccl = torch.cuda.nccl.version()
         found.update(cuda=str(torch.version.cuda),
                      nccl=".".join(map(str, nccl)) if isinstance(nccl, tuple) else str(nccl))
-    return found
+    return {key: (value, SOURCE_TORCH) for key, value in found.items()}

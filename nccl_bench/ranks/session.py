@@ -342,7 +342,7 @@ class _LifeCycle:
             raise UserInputError("hostname", shared)
         import nccl_bench
 
-        stack = run_facts.stack_versions(ctx.on_gpu, ctx.star is not None)
+        stack = {key: value for key, (value, _) in run_facts.stack_versions(ctx.on_gpu, ctx.star is not None).items()}
         # nccl-bench's own version too: a new tool may measure differently (the history says what changed)
         run.versions = {"torch": stack["torch"], "python": platform.python_version(),
                         "nccl_bench": nccl_bench.__version__}
