@@ -70,12 +70,21 @@ def shared_sweep(tmp_path_factory) -> tuple[Path, str]:
 
 
 @pytest.fixture(scope="module")
-def slurm(tmp_path_factory):
+def slurm_of_module(tmp_path_factory):
+    """The Slurm cluster a module's tests share (started once per module; tests take it through `slurm`)."""
+    yield from start_slurm(tmp_path_factory, 4, started=(0, 1, 2), gpus=2, kill_wait=5)
+
+
+@pytest.fixture
+def slurm(slurm_of_module):
     """A real Slurm cluster (simslurm.SlurmCluster) on four simulated hosts node01..node04: slurmctld
     and munged on node01, slurmd on node01-node03, all idle; node04 is in slurm.conf but its slurmd
     is never started (sinfo: `unk`, then `unk*`). Two pretend GPUs per node (gres/gpu), KillWait=5.
-    Shared by a module's tests: each test should leave no job behind."""
-    yield from start_slurm(tmp_path_factory, 4, started=(0, 1, 2), gpus=2, kill_wait=5)
+    Shared by a module's tests: each test should leave no job behind. Given to a test only once
+    node01-node03 are idle: a node that ran the last test's job stays `comp` (completing) until its
+    epilog ends, and a job placed meanwhile lands on other nodes than the test names."""
+    slurm_of_module.wait_nodes(slurm_of_module.started, ("idle",))
+    return slurm_of_module
 
 
 @pytest.fixture(scope="module")

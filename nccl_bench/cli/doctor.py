@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Optional
 
 from nccl_bench.cli import messages, on_ranks, verdict_files
 from nccl_bench.cli.on_ranks import OnRanks, Ran
-from nccl_bench.cli.option_sets import DoctorJson, Recording, Workers
+from nccl_bench.cli.option_sets import DoctorJson, DoctorPlot, Recording, Workers
 from nccl_bench.cli.params import command_of
 from nccl_bench.doctor.doctor_config import DoctorConfig, option_name
 from nccl_bench.options import JSON_FILE, PROM
@@ -22,7 +22,8 @@ def _refused(given: dict, exc) -> None:
 
 
 @command_of(refused=_refused)
-def doctor_command(config: DoctorConfig, local: Workers, verdicts: DoctorJson, recording: Recording) -> None:
+def doctor_command(config: DoctorConfig, local: Workers, verdicts: DoctorJson, recording: Recording,
+                   figure: DoctorPlot) -> None:
     """Find the slow node, rail or link: every node's all_reduce and every node pair in one launch; exit 1 on a suspect."""  # noqa: E501
     on_ranks.ready_for_ranks()
     from nccl_bench.doctor.doctor_entry import DoctorJob  # what a run needs loads with it, never for --help
@@ -38,8 +39,8 @@ def doctor_command(config: DoctorConfig, local: Workers, verdicts: DoctorJson, r
     metrics = verdict_files.MetricsFile(config.prom, "doctor", option_name("prom"))
     with verdict_files.metrics_of_this_run(metrics, on_ranks.writes_run_outputs()):
         ran = on_ranks.run_on_ranks(OnRanks(
-            "doctor", job.preflight, lambda launch: _on_this_rank(job, json_path, launch), config.out,
-            new_run_dir(config.results_root, ["doctor"]), "measurements so far are kept",
+            "doctor", job.preflight, lambda launch: _on_this_rank(job, json_path, launch, not figure.no_plot),
+            config.out, new_run_dir(config.results_root, ["doctor"]), "measurements so far are kept",
             verdict_on_disk=job.verdict_on_disk,
         ), local.workers)
     if ran.run_dir is not None:
@@ -48,14 +49,15 @@ def doctor_command(config: DoctorConfig, local: Workers, verdicts: DoctorJson, r
         raise SystemExit(ran.verdict)  # the workers (or every rank here) reported their suspects
 
 
-def _on_this_rank(job: DoctorJob, json_path: Optional[Path], launch) -> Ran:
+def _on_this_rank(job: DoctorJob, json_path: Optional[Path], launch, draw: bool) -> Ran:
     """Under a launcher: measure and judge; rank 0 writes doctor.json and --prom, and has the run folder
     when a verdict was reached."""
     from nccl_bench.doctor.doctor_report import SilentObserver, report_json, write_report_json
     from nccl_bench.render import live
     from nccl_bench.render.prom import doctor_metrics
 
-    report = job.run(lambda rank: live.DoctorReporter() if rank == 0 else SilentObserver(), messages.end_stuck_rank)
+    report = job.run(lambda rank: live.DoctorReporter(draw=draw) if rank == 0 else SilentObserver(),
+                     messages.end_stuck_rank)
     config = job.config
     if json_path is not None and launch.rank == 0:
         write_report_json(report, json_path)

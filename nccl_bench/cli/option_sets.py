@@ -59,6 +59,22 @@ HISTORY_WAIT = Option("history_wait_s", ("--history-wait",), number(),
                       default=DEFAULT_WAIT_S, metavar="SECONDS")
 
 
+# Rank 0 draws its run's figure beside the files: about a second of a core (matplotlib's import, then the
+# drawing), which a loop of many runs (burn-in, CI) may rather not spend.
+NO_PLOT = Option("no_plot", ("--no-plot",), switch, "Do not draw {what}.", default=False)
+
+
+@dataclass(frozen=True)
+class SweepPlot:
+    no_plot: bool = option(NO_PLOT, what="busbw.png (`nccl-bench report RUN --plot busbw.png` draws it later)",
+                           given_default=True)
+
+
+@dataclass(frozen=True)
+class DoctorPlot:
+    no_plot: bool = option(NO_PLOT, what="pairs.png (doctor.csv and doctor.json hold its numbers)", given_default=True)
+
+
 @dataclass(frozen=True)
 class Workers:
     """Without a launcher, how many local ranks to start (None: one per GPU, or 2 on CPU)."""

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from nccl_bench.cli import messages, on_ranks, verdict_files
 from nccl_bench.cli.on_ranks import OnRanks, Ran
-from nccl_bench.cli.option_sets import Recording, ReportArgs, Workers
+from nccl_bench.cli.option_sets import Recording, ReportArgs, SweepPlot, Workers
 from nccl_bench.cli.params import command_of
 from nccl_bench.cli.verdict_files import MetricsFile, metrics_of_this_run, metrics_so_far
 from nccl_bench.errors import EXIT_VERDICT
@@ -27,7 +27,8 @@ def _refused(given: dict, exc) -> None:
 
 
 @command_of(refused=_refused)
-def sweep_command(config: SweepConfig, local: Workers, baseline: BaselineOptions, recording: Recording) -> None:
+def sweep_command(config: SweepConfig, local: Workers, baseline: BaselineOptions, recording: Recording,
+                  figure: SweepPlot) -> None:
     """Sweep message sizes for one or more collectives; print an nccl-tests-style table, write CSV + meta.json."""
     on_ranks.ready_for_ranks()
     from nccl_bench.render.formats import check_output_file  # what a run needs loads with it, never for --help
@@ -40,7 +41,7 @@ def sweep_command(config: SweepConfig, local: Workers, baseline: BaselineOptions
         job = plan_sweep(config, baseline)
         store = on_ranks.recording_target_of(recording, config.results_root)
         ran = on_ranks.run_on_ranks(OnRanks(
-            "sweep", job.preflight, lambda launch: _on_this_rank(job, metrics, launch), config.out,
+            "sweep", job.preflight, lambda launch: _on_this_rank(job, metrics, launch, not figure.no_plot), config.out,
             new_run_dir(config.results_root, config.ops), "results measured so far are kept", job.variants,
             kept_away=tuple(carried.item for carried in declared(BaselineOptions).values()),
             verdict_on_disk=job.verdict_on_disk), local.workers)
@@ -54,7 +55,7 @@ def sweep_command(config: SweepConfig, local: Workers, baseline: BaselineOptions
     _after_sweep(job, ran.run_dir)
 
 
-def _on_this_rank(job: SweepJob, metrics: MetricsFile, launch) -> Ran:
+def _on_this_rank(job: SweepJob, metrics: MetricsFile, launch, draw: bool) -> Ran:
     """Under a launcher: plan, check the plan against the baseline, measure; rank 0 has the run folder,
     and writes --prom whole, or with the rows measured before a failure or an interrupt."""
     from nccl_bench.render.live import LiveReporter, write_prom
@@ -64,7 +65,7 @@ def _on_this_rank(job: SweepJob, metrics: MetricsFile, launch) -> Ran:
     plan = job.plan_on_ranks(launch)
     if on_ranks.speaks_for_run(launch):  # local workers: the process that started them said it
         messages.notes(plan.before_start)
-    reporter = LiveReporter(option_name_of(ReportArgs, "plot"))
+    reporter = LiveReporter(option_name_of(ReportArgs, "plot"), draw=draw)
     slurm_job = os.environ.get("SLURM_JOB_ID")
     try:
         summary = job.run(plan, lambda rank: reporter if rank == 0 else SilentObserver(), messages.end_stuck_rank)

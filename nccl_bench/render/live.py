@@ -142,9 +142,10 @@ def _progress(console: Console, what: str, total: int):
 class LiveReporter:
     """Rank 0's observer of a sweep: header, rows as they finish, a progress bar on a terminal, summary."""
 
-    def __init__(self, plot_flag: str, console: Console | None = None):
+    def __init__(self, plot_flag: str, console: Console | None = None, draw: bool = True):
         self.console = console or make_console()
         self.plot_flag = plot_flag  # report's flag that draws busbw.png later, which a note may suggest
+        self.draw = draw  # busbw.png at the end (--no-plot: not)
         self._progress = None
         self._task = None
         self._layout: Layout | None = None
@@ -179,7 +180,7 @@ class LiveReporter:
         if self._progress is not None:
             self._progress.stop()
         plot_note = None
-        if summary.run_dir is not None:
+        if summary.run_dir is not None and self.draw:
             summary.plot_path, plot_note = _sweep_plot(summary, self.plot_flag)
         print_lines(self.console, tables.summary_lines(summary))
         if plot_note:
@@ -223,11 +224,12 @@ def _sweep_plot(summary, plot_flag: str) -> tuple[Path | None, str | None]:
 class DoctorReporter:
     """Rank 0's observer of the doctor: header, estimate, a progress bar over rounds on a terminal, the report."""
 
-    def __init__(self, console: Console | None = None):
+    def __init__(self, console: Console | None = None, draw: bool = True):
         from nccl_bench.render import doctor_text
 
         self.console = console or make_console()
         self._text = doctor_text
+        self.draw = draw  # pairs.png with the report (--no-plot: not)
         self._progress = None
         self._task = None
 
@@ -261,7 +263,7 @@ class DoctorReporter:
             self._progress.stop()
         judgement = report.judgement
         if judgement is not None:
-            if report.run_dir is not None:
+            if report.run_dir is not None and self.draw:
                 try:
                     report.heatmap_path = write_heatmap(judgement, report.run_dir)
                 except Exception as exc:  # a broken font cache must not cost the verdict

@@ -87,6 +87,7 @@ class SlurmCluster:
     hosts_file: Path
     controller: int
     kill_wait: int
+    started: tuple[str, ...] = ()  # the nodes whose slurmd the cluster started: those a test may be given
     daemons: dict[str, subprocess.Popen] = field(default_factory=dict)
 
     @property
@@ -331,7 +332,8 @@ def slurm_cluster(count: int, folder: Path, tag: str, *, hostnames: Sequence[str
             fake_gpus(folder, gpus)
         (folder / "cgroup").mkdir(exist_ok=True)
         (folder / "cgroup.conf").write_text(CGROUP_CONF.format(folder=folder))
-        cluster = SlurmCluster(hosts, folder, conf, hosts.hosts_file(folder), controller, kill_wait)
+        cluster = SlurmCluster(hosts, folder, conf, hosts.hosts_file(folder), controller, kill_wait,
+                               started=tuple(hostnames[h] for h in started))
         try:
             key = folder / "munge" / "munge.key"
             key.write_bytes(os.urandom(1024))
@@ -346,7 +348,7 @@ def slurm_cluster(count: int, folder: Path, tag: str, *, hostnames: Sequence[str
                   "slurmctld to answer `scontrol ping`", cluster, "slurmctld")
             for host in started:
                 cluster.start_slurmd(host)
-            cluster.wait_nodes([hosts.hostnames[h] for h in started], ("idle",), timeout)
+            cluster.wait_nodes(cluster.started, ("idle",), timeout)
             yield cluster
         finally:
             # Nothing of the cluster's state is kept, so no daemon is given time to save it.

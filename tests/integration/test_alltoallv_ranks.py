@@ -73,7 +73,8 @@ def test_every_distribution_has_no_wrong_element(tmp_path, world_size):
 
 def test_a_sweep_records_its_distribution_and_counts_the_whole_buffer(tmp_path):
     out = tmp_path / "run"
-    result = run_cli(["sweep", "--workers", "2", "--op", "all_to_allv", "--alltoallv", "SKEWED", "--sizes", "8K",
+    result = run_cli(["sweep", "--no-plot",
+                      "--workers", "2", "--op", "all_to_allv", "--alltoallv", "SKEWED", "--sizes", "8K",
                       "--iters", "2", "-w", "0", "--out", str(out)])
     assert result.returncode == 0, result.stderr[-3000:]
     [row] = read_rows(out)

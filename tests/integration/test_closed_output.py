@@ -22,8 +22,9 @@ from tests.helpers.rows import row, write_run
 
 pytestmark = pytest.mark.integration
 
-SWEEP = ["sweep", "--op", "all_reduce", "--sizes", "1K,2K", "--iters", "2", "--warmup", "1", "--workers", "2"]
-DOCTOR = ["doctor", "--workers", "2", "--size", "64K", "--iters", "1", "--samples", "1", "--warmup", "0"]
+SWEEP = ["sweep", "--no-plot",
+         "--op", "all_reduce", "--sizes", "1K,2K", "--iters", "2", "--warmup", "1", "--workers", "2"]
+DOCTOR = ["doctor", "--no-plot", "--workers", "2", "--size", "64K", "--iters", "1", "--samples", "1", "--warmup", "0"]
 FULL_STDOUT = "nccl-bench: warning: stdout: No space left on device; the output from there on was dropped"
 
 

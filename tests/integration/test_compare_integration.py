@@ -23,7 +23,7 @@ from tests.helpers.launch import REPO, worker_env
 
 pytestmark = pytest.mark.integration
 
-SWEEP = ["sweep", "--workers", "2", "--op", "all_reduce,broadcast", "--sizes", "64K,1M", "--iters", "5",
+SWEEP = ["sweep", "--no-plot", "--workers", "2", "--op", "all_reduce,broadcast", "--sizes", "64K,1M", "--iters", "5",
          "--warmup", "2", "--trials", "3"]
 NCCL_TESTS_LOG = Path(__file__).parents[1] / "fixtures" / "nccl_tests" / "v2.20.0_all_reduce_perf_2ranks.txt"
 

@@ -13,12 +13,13 @@ pytestmark = pytest.mark.integration
 
 def test_three_cycles_keep_every_row_and_report_the_spread(tmp_path):
     out = tmp_path / "run"
-    result = run_cli(["sweep", "--workers", "2", "--op", "all_reduce", "--sizes", "1K,4K", "--iters", "2",
+    result = run_cli(["sweep", "--no-plot", "--workers", "2", "--op", "all_reduce", "--sizes", "1K,4K", "--iters", "2",
                       "-w", "0", "--cycles", "3", "--out", str(out)])
     assert result.returncode == 0, result.stderr[-3000:]
     rows = read_rows(out)
     assert [(r.cycle, r.size_bytes) for r in rows] == [(c, s) for c in (1, 2, 3) for s in (1024, 4096)]
     assert all(r.wrong == 0 for r in rows)
+    assert not (out / "busbw.png").exists()  # --no-plot reached the local workers' rank 0
     timings = read_meta(out)["timings"]  # set-up costs, the slowest rank's; no split, so no split_s
     assert sorted(timings) == ["first_op_s", "init_s"] and all(value > 0 for value in timings.values())
     assert any(line.startswith("# set-up (slowest rank): process group ") for line in result.stdout.splitlines())

@@ -37,12 +37,12 @@ SLACK_S = 10.0
 
 
 def _workers(n: int) -> list[str]:
-    return [sys.executable, "-m", "nccl_bench", "sweep", "--workers", str(n), *OPTIONS]
+    return [sys.executable, "-m", "nccl_bench", "sweep", "--no-plot", "--workers", str(n), *OPTIONS]
 
 
 def _torchrun(n: int) -> list[str]:
     return [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(n),
-            "-m", "nccl_bench", "sweep", *OPTIONS]
+            "-m", "nccl_bench", "sweep", "--no-plot", *OPTIONS]
 
 
 def _run(command: list[str], fault: str, out: Path) -> tuple[subprocess.CompletedProcess, float]:

@@ -83,7 +83,7 @@ def _doctor(hosts, tmp_path: Path, planted: bool, args: tuple[str, ...] = ("--co
                           "PATH": f"{SMI}{os.pathsep}{os.environ['PATH']}"})
         if planted:
             env.update(PLANTED_ENV.get(host, {}))
-        argv = [sys.executable, "-m", "nccl_bench", "doctor", *args, "--timeout", "60", "--out", str(out),
+        argv = [sys.executable, "-m", "nccl_bench", "doctor", "--no-plot", *args, "--timeout", "60", "--out", str(out),
                 "--exclude-file", str(tmp_path / "exclude.txt")]
         launches.append((host, argv, env))
     started = time.monotonic()

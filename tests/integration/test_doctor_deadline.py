@@ -25,7 +25,8 @@ pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("timing")]
 
 TIMEOUT_S = 5.0
 # Enough samples that the doctor is still measuring when rank 1 is stopped.
-DOCTOR = ["doctor", "--workers", "2", "--phase", "nodes", "--size", "64K", "--iters", "200", "--samples", "1000",
+DOCTOR = ["doctor", "--no-plot",
+          "--workers", "2", "--phase", "nodes", "--size", "64K", "--iters", "200", "--samples", "1000",
           "--timeout", f"{TIMEOUT_S:g}"]
 # What the life cycle adds to --timeout: the deadline's margin, the failure roll call, the report.
 SLACK_S = 12.0

@@ -130,7 +130,7 @@ def test_slow_host_is_named_as_a_node_and_kept_so_in_the_history(hosts, tmp_path
     host flagged as a node and the others never (tests/cli/test_history_cli.py counts over many runs)."""
     hosts.shape_host(2, SHAPED_RATE)
     store = tmp_path / "history.sqlite"
-    codes, report, verdict = _launch(hosts, tmp_path, "mpirun", extra=("--history", str(store)))
+    codes, report, verdict = _launch(hosts, tmp_path, "mpirun", extra=("--no-plot", "--history", str(store)))
     assert codes == _suspects_exit(HOSTS), report[-4000:]
     assert _named(verdict) == [("node", ["node003"])], report[-4000:]
     assert [n["host"] for n in verdict["nodes"] if n["verdict"] == "suspect"] == ["node003"]
@@ -148,7 +148,7 @@ def test_slow_host_is_named_as_a_node_and_kept_so_in_the_history(hosts, tmp_path
 @pytest.mark.integration
 def test_slow_pair_is_named_as_a_link(hosts, tmp_path):
     hosts.shape_pair(1, 3, SHAPED_RATE)
-    codes, report, verdict = _launch(hosts, tmp_path, "slurm")
+    codes, report, verdict = _launch(hosts, tmp_path, "slurm", extra=("--no-plot",))
     assert codes == _suspects_exit(HOSTS), report[-4000:]
     assert _named(verdict) == [("link", ["node002", "node004"])], report[-4000:]
     assert all(n["verdict"] == "ok" for n in verdict["nodes"])
@@ -158,7 +158,7 @@ def test_slow_pair_is_named_as_a_link(hosts, tmp_path):
 @pytest.mark.integration
 def test_slow_rail_is_named_as_a_rail(railed_hosts, tmp_path):
     railed_hosts.shape_host(2, SHAPED_RATE, rail=1)  # node003's second NIC
-    codes, report, verdict = _launch(railed_hosts, tmp_path, "mpirun", ranks_per_host=2)
+    codes, report, verdict = _launch(railed_hosts, tmp_path, "mpirun", ranks_per_host=2, extra=("--no-plot",))
     assert codes == _suspects_exit(6), report[-4000:]
     suspects = [(s["kind"], s["hosts"], s["rail"]) for s in verdict["suspects"]]
     assert suspects == [("rail", ["node003"], 1)], report[-4000:]

@@ -28,7 +28,7 @@ def test_a_doctor_that_fails_after_some_rounds_keeps_their_verdicts(hosts, tmp_p
     launches = []
     for host in range(HOSTS):
         env = worker_env({**slurm_task_env(hosts, host, MASTER_PORT), "NCCL_BENCH_FAULT": "crash:2:2"})
-        argv = [sys.executable, "-m", "nccl_bench", "doctor", "--size", "64K", "--timeout", "30",
+        argv = [sys.executable, "-m", "nccl_bench", "doctor", "--no-plot", "--size", "64K", "--timeout", "30",
                 "--tolerance", "99%", "--out", str(out)]
         launches.append((host, argv, env))
     codes, logs = run_on_hosts(hosts, hosts.hosts_file(tmp_path), launches, REPO)

@@ -35,7 +35,8 @@ def _launch(world: int, ranks: list[int], port: int, tmp_path,
         env = worker_env({"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "OMPI_COMM_WORLD_RANK": str(rank),
                           "OMPI_COMM_WORLD_SIZE": str(world), "OMPI_COMM_WORLD_LOCAL_RANK": str(rank),
                           "OMPI_COMM_WORLD_LOCAL_SIZE": str(world)})
-        argv = [sys.executable, *python, "-m", "nccl_bench", "doctor", "--config-only", "--timeout", f"{TIMEOUT_S:g}",
+        argv = [sys.executable, *python, "-m", "nccl_bench", "doctor", "--no-plot",
+                                                             "--config-only", "--timeout", f"{TIMEOUT_S:g}",
                 "--no-history", "--out", str(tmp_path / "run")]
         with open(tmp_path / f"rank{rank}.err", "w") as err:  # a file: a full pipe would hold the rank
             procs[rank] = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=err, env=env, cwd=REPO,

@@ -13,7 +13,7 @@ from tests.helpers.launch import run_cli
 
 pytestmark = pytest.mark.integration
 
-DOCTOR = ["doctor", "--workers", "2", "--size", "64K", "--iters", "1", "--samples", "1", "--warmup", "0"]
+DOCTOR = ["doctor", "--no-plot", "--workers", "2", "--size", "64K", "--iters", "1", "--samples", "1", "--warmup", "0"]
 
 
 def test_a_rank_killed_after_a_healthy_verdict_leaves_the_verdict_and_its_exit(tmp_path):

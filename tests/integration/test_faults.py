@@ -36,7 +36,7 @@ def _start(out: Path, nproc: int, timeout_s: float | None, logs: Path) -> subpro
     """torchrun's sweep; timeout_s None: the default --timeout."""
     cmd = [
         sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(nproc),
-        "-m", "nccl_bench", "sweep", *SWEEP, *(() if timeout_s is None else ("--timeout", str(timeout_s))),
+        "-m", "nccl_bench", "sweep", "--no-plot", *SWEEP, *(() if timeout_s is None else ("--timeout", str(timeout_s))),
         "--out", str(out),
     ]
     return subprocess.Popen(

@@ -21,7 +21,8 @@ from tests.helpers.rows import write_run
 
 pytestmark = pytest.mark.integration
 
-TINY_SWEEP = ["sweep", "--workers", "2", "--sizes", "1M", "--trials", "3", "--min-sample-ms", "50", "-w", "2"]
+TINY_SWEEP = ["sweep", "--no-plot",
+              "--workers", "2", "--sizes", "1M", "--trials", "3", "--min-sample-ms", "50", "-w", "2"]
 
 
 def _sweep(tmp_path: Path, name: str, *extra: str, env: dict | None = None):

@@ -30,7 +30,7 @@ from tests.helpers.rows import rows_on_disk
 pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("signals")]
 
 # Enough small points that the sweep is still running when the signal lands.
-SWEEP = ["sweep", "--op", "all_reduce", "--sizes", "1K,2K,4K,8K,16K,32K,64K,128K", "--iters", "20",
+SWEEP = ["sweep", "--no-plot", "--op", "all_reduce", "--sizes", "1K,2K,4K,8K,16K,32K,64K,128K", "--iters", "20",
          "--warmup", "1", "--trials", "40", "--workers", "2"]
 ERROR = "nccl-bench: error: "
 
@@ -80,7 +80,7 @@ def test_an_interrupted_sweep_says_one_line_and_keeps_its_rows(tmp_path, how):
 def test_an_interrupted_doctor_says_one_line_too(tmp_path):
     """The sibling of the sweep's case: doctor's launcher-less path also ends a Ctrl-C in one line."""
     out = tmp_path / "run"
-    proc = _start(["doctor", "--workers", "2", "--samples", "500", "--iters", "50", "--size", "64K",
+    proc = _start(["doctor", "--no-plot", "--workers", "2", "--samples", "500", "--iters", "50", "--size", "64K",
                    "--out", str(out)], tmp_path)
     try:
         wait_for(lambda: (out / "meta.json").is_file(), 120, proc=proc)
@@ -118,7 +118,7 @@ def test_a_doctor_interrupted_in_its_configuration_phase_says_one_line(tmp_path,
     ranks = ["--workers", "2"] if layout == "workers" else []
     one_rank = {} if layout == "workers" else {"OMPI_COMM_WORLD_RANK": "0", "OMPI_COMM_WORLD_SIZE": "1",
                                                 "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port())}
-    proc = _start(["doctor", *phases, *ranks, "--out", str(out)], tmp_path,
+    proc = _start(["doctor", "--no-plot", *phases, *ranks, "--out", str(out)], tmp_path,
                   {**hanging_smi_env("-q", started), **one_rank})
     code = _interrupt_when(proc, started.is_file)
     assert code == 130, (tmp_path / "stderr.txt").read_text()[-3000:]
@@ -134,7 +134,8 @@ def test_a_doctor_interrupted_after_its_configuration_phase_keeps_its_config_ver
     verdict with status interrupted."""
     out, golden = tmp_path / "run", tmp_path / "golden.json"
     golden.write_text(json.dumps({"torch": "9.9.9"}))
-    proc = _start(["doctor", "--workers", "2", "--expect-config", str(golden), "--out", str(out)], tmp_path,
+    proc = _start(["doctor", "--no-plot",
+                   "--workers", "2", "--expect-config", str(golden), "--out", str(out)], tmp_path,
                   {"NCCL_BENCH_FAULT": "stall:0:0"})
     code = _interrupt_when(proc, lambda: "expected 9.9.9" in (tmp_path / "stdout.txt").read_text())
     assert code == 130, (tmp_path / "stderr.txt").read_text()[-3000:]
@@ -174,7 +175,7 @@ def test_a_rendezvous_nobody_answers_is_one_line_naming_address_port_and_timeout
     env = {"SLURM_PROCID": str(rank), "SLURM_NTASKS": "2", "SLURM_STEP_ID": "0", "SLURM_LOCALID": "0",
            "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}
     out = tmp_path / "run"
-    result = run_cli(["sweep", "--sizes", "1K", "--timeout", "1", "--out", str(out)], env=env, timeout=120)
+    result = run_cli(["sweep", "--no-plot", "--sizes", "1K", "--timeout", "1", "--out", str(out)], env=env, timeout=120)
     assert result.returncode == EXIT_RUN_FAILED
     assert "Traceback" not in result.stderr and "frame #" not in result.stderr
     [line] = result.stderr.splitlines()
@@ -190,7 +191,8 @@ def test_a_rendezvous_nobody_answers_is_one_line_naming_address_port_and_timeout
 
 def test_an_endless_cycles_run_interrupted_keeps_every_finished_cycle_s_rows(tmp_path):
     out = tmp_path / "run"
-    proc = _start(["sweep", "--workers", "2", "--op", "all_reduce", "--sizes", "1K", "--iters", "2", "--warmup", "0",
+    proc = _start(["sweep", "--no-plot",
+                   "--workers", "2", "--op", "all_reduce", "--sizes", "1K", "--iters", "2", "--warmup", "0",
                    "--cycles", "0", "--out", str(out)], tmp_path)
     code = _interrupt_after_rows(proc, out, 3, lambda: os.killpg(proc.pid, signal.SIGINT))
     rows = read_rows(out)

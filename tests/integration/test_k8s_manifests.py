@@ -35,7 +35,7 @@ yaml = pytest.importorskip("yaml", reason="PyYAML is not installed (pip install 
 
 K8S = REPO / "deploy" / "k8s"
 KINDS = {"pytorchjob.yaml": "PyTorchJob", "jobset.yaml": "JobSet", "mpijob.yaml": "MPIJob"}
-SMALL = ["sweep", "--op", "all_reduce", "--sizes", "1K,4K", "--iters", "2", "-w", "0"]
+SMALL = ["sweep", "--no-plot", "--op", "all_reduce", "--sizes", "1K,4K", "--iters", "2", "-w", "0"]
 GPUS = "1"  # one rank per pod: the layout across pods is what the operators set; fewer torch imports
 
 

@@ -18,7 +18,7 @@ from tests.helpers.launch import ok, run_cli
 
 pytestmark = pytest.mark.integration
 
-SWEEP = ["sweep", "--workers", "3", "--op", "all_reduce", "--sizes", "1K,64K", "--iters", "20", "-w", "2",
+SWEEP = ["sweep", "--no-plot", "--workers", "3", "--op", "all_reduce", "--sizes", "1K,64K", "--iters", "20", "-w", "2",
          "--trials", "2", "--no-history"]
 
 

@@ -27,7 +27,8 @@ FORWARD = ["-x", "MASTER_ADDR=node01", "-x", "MASTER_PORT=29500", "-x", f"PYTHON
 def test_mpirun_sweep_tagged_output_read_by_report(mpi, tmp_path, cli):
     out = tmp_path / "run"
     done = mpi.mpirun(["--tag-output", "-np", "4", "-H", "node01:2,node02:2", *FORWARD, sys.executable, "-m",
-                       "nccl_bench", "sweep", "--op", "all_reduce", "--sizes", "1K,64K", "--iters", "5", "-w", "1",
+                       "nccl_bench", "sweep", "--no-plot",
+                                     "--op", "all_reduce", "--sizes", "1K,64K", "--iters", "5", "-w", "1",
                        "--out", str(out)], cwd=tmp_path, timeout=150)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "[1,0]<stdout>:# nccl_bench: backend gloo via mpirun, 4 ranks on 2 node(s)" in done.stdout
@@ -43,8 +44,9 @@ def test_mpirun_sweep_tagged_output_read_by_report(mpi, tmp_path, cli):
 def test_mpirun_doctor_names_the_host_that_never_joined(mpi, tmp_path):
     exclude = tmp_path / "exclude.txt"
     done = mpi.mpirun(["-np", "4", "-H", "node01:2,node02:2", *FORWARD, sys.executable, "-m", "nccl_bench", "doctor",
-                       "--size", "1M", "--tolerance", LOOSE, "--timeout", "60", "--expect-hosts", "node[01-03]",
-                       "--exclude-file", str(exclude), "--out", str(tmp_path / "run")], cwd=tmp_path, timeout=150)
+                       "--no-plot", "--size", "1M", "--tolerance", LOOSE, "--timeout", "60",
+                       "--expect-hosts", "node[01-03]", "--exclude-file", str(exclude), "--out", str(tmp_path / "run")],
+                      cwd=tmp_path, timeout=150)
     assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]  # mpirun passes on rank 0's 1
     verdict = json.loads((tmp_path / "run" / "doctor.json").read_text())
     assert [(s["kind"], s["hosts"]) for s in verdict["suspects"]] == [("missing", ["node03"])]
@@ -59,7 +61,7 @@ def test_mpirun_doctor_with_suspects_ends_the_job_only_after_rank_0_has_said_its
     # would cut them off every time; what rank 0 does after the run (the history) must come through too.
     exclude = tmp_path / "exclude.txt"
     done = mpi.mpirun(["-np", "4", "-H", "node01:2,node02:2", *FORWARD, "-x", "NCCL_BENCH_FAULT=outlive:0",
-                       sys.executable, "-m", "nccl_bench", "doctor", "--size", "64K", "--tolerance", LOOSE,
+                       sys.executable, "-m", "nccl_bench", "doctor", "--no-plot", "--size", "64K", "--tolerance", LOOSE,
                        "--timeout", "60", "--expect-hosts", "node[01-03]", "--exclude-file", str(exclude),
                        "--out", str(tmp_path / "run")], cwd=tmp_path, timeout=150)
     said = done.stdout[-3000:] + done.stderr[-3000:]

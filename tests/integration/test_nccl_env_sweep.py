@@ -15,7 +15,7 @@ pytestmark = pytest.mark.integration
 
 def test_every_variant_measures_every_size_into_one_folder_and_the_fastest_is_named(tmp_path):
     out = tmp_path / "run"
-    result = run_cli(["sweep", "--workers", "2", "--sizes", "1K,64K", "--iters", "2", "--warmup", "0",
+    result = run_cli(["sweep", "--no-plot", "--workers", "2", "--sizes", "1K,64K", "--iters", "2", "--warmup", "0",
                       "--nccl-env", "NCCL_ALGO=Ring", "--nccl-env", "NCCL_ALGO=Tree", "--nccl-trace",
                       "--out", str(out)])
     assert result.returncode == 0, result.stderr[-3000:]
@@ -42,7 +42,7 @@ def test_nccl_env_takes_every_value_nccl_accepts_as_one_variant_carrying_the_exa
                 "NCCL_TOPO_FILE": "/tmp/topo.xml", "NCCL_IB_HCA": "^mlx5_0:1,mlx5_1"}
     out = tmp_path / "run"
     given = [arg for name, value in settings.items() for arg in ("--nccl-env", f"{name}={value}")]
-    result = run_cli(["sweep", "--workers", "2", "--sizes", "1K", "--iters", "2", "--warmup", "0", *given,
+    result = run_cli(["sweep", "--no-plot", "--workers", "2", "--sizes", "1K", "--iters", "2", "--warmup", "0", *given,
                       "--out", str(out)])
     assert result.returncode == 0, result.stderr[-3000:]
     label = " ".join(f"{name}={value}" for name, value in settings.items())

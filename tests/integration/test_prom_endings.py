@@ -22,7 +22,7 @@ YESTERDAY = (
     "# TYPE nccl_bench_busbw_bytes_per_second gauge\n"
     'nccl_bench_busbw_bytes_per_second{op="all_reduce",size_bytes="1024"} 9e+11\n'
 )
-SWEEP = ["sweep", "--op", "all_reduce", "--iters", "3", "--warmup", "1", "--workers", "2", "--no-history"]
+SWEEP = ["sweep", "--no-plot", "--op", "all_reduce", "--iters", "3", "--warmup", "1", "--workers", "2", "--no-history"]
 
 
 def _yesterdays_prom(folder: Path) -> Path:
@@ -102,7 +102,8 @@ def test_an_interrupted_sweep_leaves_what_it_measured_and_says_so(tmp_path):
 def test_a_doctor_that_cannot_run_leaves_no_earlier_metrics(tmp_path):
     prom = _yesterdays_prom(tmp_path)
     done = run_cli(
-        ["doctor", "--workers", "1", "--no-history", "--prom", str(prom), "--out", str(tmp_path / "run")], cwd=tmp_path
+        ["doctor", "--no-plot",
+         "--workers", "1", "--no-history", "--prom", str(prom), "--out", str(tmp_path / "run")], cwd=tmp_path
     )
     assert done.returncode == 2 and "leave the doctor nothing to measure" in done.stderr
     lines = prom.read_text().splitlines()

@@ -23,7 +23,7 @@ from tests.helpers.processes import alive, child_pids
 
 pytestmark = pytest.mark.xdist_group("signals")
 
-SWEEP = ["sweep", "--workers", "2", "--op", "all_reduce", "--sizes", "1K", "--iters", "2", "--warmup", "0"]
+SWEEP = ["sweep", "--no-plot", "--workers", "2", "--op", "all_reduce", "--sizes", "1K", "--iters", "2", "--warmup", "0"]
 ORPHAN_LIMIT_S = 15  # the ranks poll their parent every 0.5 s; the rest is their ending on a loaded host
 
 
@@ -104,7 +104,8 @@ def test_a_torchrun_restart_goes_on_in_its_folder_with_one_row_per_point(tmp_pat
     the job again: the restarted attempt takes its own --out, keeps the rows before, measures the rest."""
     out = tmp_path / "run"
     argv = ["--standalone", "--nproc_per_node", "2", "--max-restarts", "1", "-m", "nccl_bench",
-            "sweep", "--op", "all_reduce", "--sizes", "1K,2K,4K", "--iters", "2", "--warmup", "0", "--out", str(out)]
+            "sweep", "--no-plot",
+            "--op", "all_reduce", "--sizes", "1K,2K,4K", "--iters", "2", "--warmup", "0", "--out", str(out)]
     done = run_forked(argv, module="torch.distributed.run", cwd=REPO, env=worker_env({FAULT_ENV: "crash:1:1"}),
                       timeout=240)
     assert done.returncode == 0, done.stderr[-3000:]

@@ -45,7 +45,8 @@ def _launch(world: int, ranks: list[int], port: int, fault: str, tmp_path,
         env = worker_env({"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "OMPI_COMM_WORLD_RANK": str(rank),
                           "OMPI_COMM_WORLD_SIZE": str(world), "OMPI_COMM_WORLD_LOCAL_RANK": str(rank),
                           "OMPI_COMM_WORLD_LOCAL_SIZE": str(world), "NCCL_BENCH_FAULT": fault})
-        argv = [sys.executable, "-m", "nccl_bench", "doctor", "--size", "64K", "--timeout", f"{timeout_s:g}",
+        argv = [sys.executable, "-m", "nccl_bench", "doctor", "--no-plot",
+                                                    "--size", "64K", "--timeout", f"{timeout_s:g}",
                 "--no-history", "--out", str(tmp_path / "run")]
         with open(tmp_path / f"rank{rank}.err", "w") as err:  # a file: a full pipe would hold the rank
             procs[rank] = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=err, text=True, env=env,
@@ -173,7 +174,8 @@ def test_local_workers_whose_set_up_fails_say_their_lines_and_nothing_of_torchs(
     could end first and have that one stopped before it spoke (no line at all, seen in 3 runs of 10)."""
     from tests.helpers.launch import run_cli
 
-    done = run_cli(["sweep", "--workers", "2", "--sizes", "1K", "--iters", "2", "--timeout", f"{TIMEOUT_S:g}",
+    done = run_cli(["sweep", "--no-plot",
+                    "--workers", "2", "--sizes", "1K", "--iters", "2", "--timeout", f"{TIMEOUT_S:g}",
                     "--no-history", "--out", str(tmp_path / "run")],
                    env={"NCCL_BENCH_FAULT": f"stall-set-up:{stalled}"},
                    timeout=TIMEOUT_S + set_up.ENDS_WITHIN_S + START_LIMIT_S)

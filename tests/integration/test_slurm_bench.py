@@ -40,8 +40,8 @@ def _output(cwd, pattern: str) -> str:
 
 
 def test_sweep_sbatch_verbatim_labelled_output_read_by_report(slurm, tmp_path, cli):
-    code, job = _sbatch(slurm, "sweep.sbatch", ["--op", "all_reduce", "--sizes", "1K,64K", "--iters", "5", "-w", "1"],
-                        tmp_path)
+    code, job = _sbatch(slurm, "sweep.sbatch",
+                        ["--no-plot", "--op", "all_reduce", "--sizes", "1K,64K", "--iters", "5", "-w", "1"], tmp_path)
     log = _output(tmp_path, f"nccl-bench-sweep-{job}.out")
     assert code == 0, log[-4000:]
     meta = json.loads((tmp_path / f"results/sweep-{job}/meta.json").read_text())
@@ -59,8 +59,8 @@ def test_doctor_sbatch_names_a_shaped_host_and_one_never_started(slurm, tmp_path
     slurm.hosts.shape_host(2, SHAPED_RATE)  # node03: every packet it sends through one token bucket
     try:
         # one task per node (the 3 x 2 doctor runs below): half the processes on this 2-core machine
-        code, job = _sbatch(slurm, "doctor.sbatch", ["--size", "1M", "--tolerance", "70%", "--timeout", "60",
-                                                      "--expect-hosts", "node[01-04]"], tmp_path,
+        code, job = _sbatch(slurm, "doctor.sbatch", ["--no-plot", "--size", "1M", "--tolerance", "70%", "--timeout",
+                                                      "60", "--expect-hosts", "node[01-04]"], tmp_path,
                             layout=["-N", "3", "--ntasks-per-node", "1", "--gpus-per-node", "1"])
     finally:
         slurm.hosts.tc(2, "qdisc", "del", "dev", "eth0", "root")
@@ -78,8 +78,9 @@ def test_doctor_sbatch_names_a_shaped_host_and_one_never_started(slurm, tmp_path
 def test_srun_doctor_expects_the_jobs_nodelist_and_writes_an_empty_exclude_file(slurm, tmp_path):
     # --tolerance 99%: the launcher's part is checked here, not bandwidth, which the load beside it moves
     exclude = tmp_path / "exclude.txt"
-    done = slurm.run(["srun", *LAYOUT, sys.executable, "-m", "nccl_bench", "doctor", "--size", "1M", "--tolerance",
-                      "99%", "--timeout", "60", "--out", str(tmp_path / "run"), "--exclude-file", str(exclude)],
+    done = slurm.run(["srun", *LAYOUT, sys.executable, "-m", "nccl_bench", "doctor", "--no-plot", "--size", "1M",
+                      "--tolerance", "99%", "--timeout", "60", "--out", str(tmp_path / "run"),
+                      "--exclude-file", str(exclude)],
                      env=_env(), cwd=tmp_path, timeout=150)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
     verdict = json.loads((tmp_path / "run" / "doctor.json").read_text())
@@ -93,8 +94,8 @@ def test_scancel_of_a_running_sweep_keeps_rows_says_interrupted_in_one_line(slur
     out = tmp_path / "run"
     sizes = ",".join(f"{k}K" for k in range(1, 400))
     proc = slurm.popen(["srun", "-N", "2", "--ntasks-per-node", "2", "-J", "cancel-me", sys.executable, "-m",
-                        "nccl_bench", "sweep", "--op", "all_reduce", "--sizes", sizes, "--iters", "5", "-w", "1",
-                        "--out", str(out)], env=_env(), cwd=tmp_path)
+                        "nccl_bench", "sweep", "--no-plot", "--op", "all_reduce", "--sizes", sizes, "--iters", "5",
+                        "-w", "1", "--out", str(out)], env=_env(), cwd=tmp_path)
     deadline = time.monotonic() + 90
     csv = out / "results.csv"
     while not (csv.is_file() and len(csv.read_text().splitlines()) > 2):

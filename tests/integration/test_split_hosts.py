@@ -23,7 +23,7 @@ pytestmark = pytest.mark.integration
 
 SHAPED_RATE = "50mbit"  # ~0.006 GB/s: far below FABRIC_RATE, the rate of every other NIC
 MASTER_PORT = "29591"
-SWEEP_ARGS = ["sweep", "--op", "all_reduce", "--sizes", "1M", "--iters", "3", "-w", "1", "--timeout", "60"]
+SWEEP_ARGS = ["sweep", "--no-plot", "--op", "all_reduce", "--sizes", "1M", "--iters", "3", "-w", "1", "--timeout", "60"]
 
 
 @pytest.fixture

@@ -25,9 +25,9 @@ pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("timing")]
 # Long enough that ranks started at once all join within it on a loaded 2-core machine (the join also
 # ends after --timeout without progress: ranks/set_up.py), short enough that the stall ends soon.
 TIMEOUT_S = 5.0
-SWEEP = ["sweep", "--op", "all_reduce", "--sizes", "1K,2K", "--iters", "5", "--warmup", "1",
+SWEEP = ["sweep", "--no-plot", "--op", "all_reduce", "--sizes", "1K,2K", "--iters", "5", "--warmup", "1",
          "--timeout", f"{TIMEOUT_S:g}"]
-DOCTOR = ["doctor", "--workers", "2", "--phase", "nodes", "--size", "4K", "--iters", "2", "--samples", "2",
+DOCTOR = ["doctor", "--no-plot", "--workers", "2", "--phase", "nodes", "--size", "4K", "--iters", "2", "--samples", "2",
           "--timeout", f"{TIMEOUT_S:g}"]
 # From the first meta.json to the final one: a stalled run, sub-group or not, ends within this.
 ENDS_WITHIN_S = TIMEOUT_S + 25

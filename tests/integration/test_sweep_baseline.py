@@ -14,7 +14,8 @@ def test_allow_mismatch_measures_and_compares_across_world_sizes(cli, tmp_path):
     # all_reduce in_place 1 MiB on 2 gloo ranks, 10 s per op: any real run is faster, so the verdict is not at stake
     base = write_run(tmp_path / "base", [row(dtype="float32", time_us=1e7)])
     out = tmp_path / "run"
-    result = cli(["sweep", "--workers", "3", "--sizes", "1M", "--iters", "2", "--warmup", "0", "--out", str(out),
+    result = cli(["sweep", "--no-plot",
+                  "--workers", "3", "--sizes", "1M", "--iters", "2", "--warmup", "0", "--out", str(out),
                   "--baseline", str(base), "--allow-mismatch"], cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-2000:]
     [measured] = read_rows(out)
@@ -27,7 +28,8 @@ def test_options_that_change_nothing_and_oversubscribed_cores_are_said_once(cli,
 
     cores = len(os.sched_getaffinity(0))
     workers = cores + 1
-    result = cli(["sweep", "--workers", str(workers), "--op", "all_gather", "--reduce-op", "max", "--sizes", "1K",
+    result = cli(["sweep", "--no-plot",
+                  "--workers", str(workers), "--op", "all_gather", "--reduce-op", "max", "--sizes", "1K",
                   "--iters", "2", "--warmup", "0", "--out", str(tmp_path / "run")], cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-2000:]
     notes = [line for line in result.stderr.splitlines() if line.startswith("nccl-bench: note: ")]

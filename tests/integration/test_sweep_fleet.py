@@ -13,7 +13,7 @@ from tests.helpers.launch import run_cli, run_torchrun
 
 pytestmark = pytest.mark.integration
 
-SWEEP = ["sweep", "--op", "all_reduce,broadcast", "--sizes", "1K,64K", "--iters", "3", "-w", "1"]
+SWEEP = ["sweep", "--no-plot", "--op", "all_reduce,broadcast", "--sizes", "1K,64K", "--iters", "3", "-w", "1"]
 
 
 def _samples(text: str) -> dict[str, list]:

@@ -23,7 +23,8 @@ def _ok(result):
 def test_two_ranks_all_reduce_writes_csv_meta_and_table(tmp_path):
     out = tmp_path / "run"
     steering = {"NCCL_DEBUG": "WARN", "TORCH_NCCL_TRACE_BUFFER_SIZE": "0", "TORCH_FR_BUFFER_SIZE": "0"}
-    result = run_torchrun(2, ["sweep", "--op", "all_reduce", "--sizes", "1K,3000,1M", "--iters", "5", "-w", "1",
+    result = run_torchrun(2, ["sweep", "--no-plot",
+                              "--op", "all_reduce", "--sizes", "1K,3000,1M", "--iters", "5", "-w", "1",
                               "--out", str(out)], env={**steering, "NCCL_BENCH_UNRELATED_TOKEN": "x", "MY_TOKEN": "y"})
     _ok(result)
     rows = read_rows(out)
@@ -40,6 +41,7 @@ def test_two_ranks_all_reduce_writes_csv_meta_and_table(tmp_path):
     assert all(k.startswith(("NCCL_", "TORCH_NCCL_", "TORCH_FR_")) for k in meta["env"]), meta["env"]
     assert steering.items() <= meta["env"].items() and "MY_TOKEN" not in meta["env"]
     assert "busbw" in result.stdout and "# Avg bus bandwidth (all_reduce, in)" in result.stdout
+    assert not (out / "busbw.png").exists()  # --no-plot reached rank 0 through torchrun
     _recorded_once(out)
 
 
@@ -56,7 +58,7 @@ def _recorded_once(run_dir) -> None:
 
 def test_three_ranks_every_op_correct_with_nccl_tests_factors(tmp_path):
     out = tmp_path / "run"
-    result = run_torchrun(3, ["sweep", "--op", "all", "--sizes", "1K,100K", "--iters", "3", "-w", "1",
+    result = run_torchrun(3, ["sweep", "--no-plot", "--op", "all", "--sizes", "1K,100K", "--iters", "3", "-w", "1",
                               "--out", str(out)], timeout=300)
     _ok(result)
     rows = read_rows(out)
@@ -83,7 +85,8 @@ def test_three_ranks_every_op_correct_with_nccl_tests_factors(tmp_path):
 
 def test_types_and_reductions_check_out(tmp_path):
     out = tmp_path / "run"
-    result = run_torchrun(2, ["sweep", "--op", "all_reduce,reduce_scatter,reduce", "-d", "bfloat16", "-o", "max",
+    result = run_torchrun(2, ["sweep", "--no-plot",
+                              "--op", "all_reduce,reduce_scatter,reduce", "-d", "bfloat16", "-o", "max",
                               "--sizes", "2K", "--iters", "2", "-w", "0", "--root", "1", "--out", str(out)])
     _ok(result)
     rows = read_rows(out)
@@ -95,7 +98,7 @@ def test_types_and_reductions_check_out(tmp_path):
 
 def test_corrupted_result_is_caught_and_fails_the_run(tmp_path):
     out = tmp_path / "run"
-    result = run_torchrun(2, ["sweep", "--op", "all_gather", "--sizes", "1K", "--iters", "2", "-w", "0",
+    result = run_torchrun(2, ["sweep", "--no-plot", "--op", "all_gather", "--sizes", "1K", "--iters", "2", "-w", "0",
                               "--no-inplace", "--out", str(out)], env={"NCCL_BENCH_FAULT": "corrupt"})
     assert result.returncode != 0
     rows = read_rows(out)
@@ -106,7 +109,8 @@ def test_corrupted_result_is_caught_and_fails_the_run(tmp_path):
 def test_corrupted_result_under_local_workers_is_said_once_by_rank_0_and_exits_1(tmp_path):
     # rank 0 alone exits with the verdict (cli/on_ranks.carries_verdict); the command reads it back
     out = tmp_path / "run"
-    result = run_cli(["sweep", "--workers", "2", "--op", "all_gather", "--sizes", "1K", "--iters", "2", "-w", "0",
+    result = run_cli(["sweep", "--no-plot",
+                      "--workers", "2", "--op", "all_gather", "--sizes", "1K", "--iters", "2", "-w", "0",
                       "--no-inplace", "--out", str(out)], env={"NCCL_BENCH_FAULT": "corrupt"})
     assert result.returncode == 1, result.stderr[-3000:]
     assert [(r.wrong, r.status) for r in read_rows(out)] == [(1, "wrong")]
@@ -115,7 +119,7 @@ def test_corrupted_result_under_local_workers_is_said_once_by_rank_0_and_exits_1
 
 
 def test_without_launcher_workers_start_through_torch_launcher(tmp_path):
-    result = run_cli(["sweep", "--workers", "2", "--op", "broadcast", "--sizes", "1K", "--iters", "2",
+    result = run_cli(["sweep", "--no-plot", "--workers", "2", "--op", "broadcast", "--sizes", "1K", "--iters", "2",
                       "--results-root", str(tmp_path)])
     _ok(result)
     (run_dir,) = list(tmp_path.iterdir())
@@ -134,7 +138,8 @@ def test_open_mpi_layout_two_processes(tmp_path):
             "OMPI_COMM_WORLD_LOCAL_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port,
         })
         procs.append(subprocess.Popen(
-            [sys.executable, "-m", "nccl_bench", "sweep", "--op", "sendrecv", "--sizes", "1K", "--iters", "2",
+            [sys.executable, "-m", "nccl_bench", "sweep", "--no-plot",
+                                                 "--op", "sendrecv", "--sizes", "1K", "--iters", "2",
              "--out", str(out)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
     outputs = [p.communicate(timeout=120) for p in procs]
     assert [p.returncode for p in procs] == [0, 0], outputs
@@ -148,7 +153,8 @@ def test_slurm_layout_single_task(tmp_path):
     env = {"SLURM_PROCID": "0", "SLURM_NTASKS": "1", "SLURM_LOCALID": "0", "SLURM_STEP_ID": "0",
            "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port())}
     result = run_cli(
-        ["sweep", "--op", "all_reduce,sendrecv", "--sizes", "1K", "--iters", "2", "--out", str(out)], env=env
+        ["sweep", "--no-plot",
+         "--op", "all_reduce,sendrecv", "--sizes", "1K", "--iters", "2", "--out", str(out)], env=env
     )
     _ok(result)
     meta = json.loads((out / "meta.json").read_text())
@@ -163,7 +169,8 @@ def test_slurm_layout_single_task(tmp_path):
 def test_one_rank_in_place_rows_are_flagged_without_bandwidth(tmp_path):
     """One gloo rank: every in-place collective has nothing to move; out of place still copies."""
     out = tmp_path / "run"
-    result = run_cli(["sweep", "--workers", "1", "--op", "all_reduce,all_gather", "--sizes", "64K", "--trials", "2",
+    result = run_cli(["sweep", "--no-plot",
+                      "--workers", "1", "--op", "all_reduce,all_gather", "--sizes", "64K", "--trials", "2",
                       "-w", "1", "--no-history", "--out", str(out)], env={"COLUMNS": "250"}, cwd=tmp_path)
     _ok(result)
     rows = {(r.op, r.placement): r for r in read_rows(out)}
@@ -182,7 +189,8 @@ def test_gloos_smallest_sizes_are_flagged_call_bound_and_its_large_ones_not(tmp_
     its row is call_bound; 16 MiB takes tens of times a call's cost on any host and is a bandwidth. The end
     says what the flag means and where NCCL's own latency is seen."""
     out = tmp_path / "run"
-    result = run_cli(["sweep", "--workers", "2", "--op", "all_reduce", "--sizes", "8,4K,16M", "--iters", "20", "-w",
+    result = run_cli(["sweep", "--no-plot",
+                      "--workers", "2", "--op", "all_reduce", "--sizes", "8,4K,16M", "--iters", "20", "-w",
                       "1", "--no-history", "--out", str(out)])
     assert result.returncode == 0, result.stderr[-2000:]
     flags = {row.size_bytes: row.flags.split(";") for row in read_rows(out / "results.csv")}

@@ -13,7 +13,8 @@ pytestmark = pytest.mark.integration
 def test_trials_write_spread_columns_and_flag_noise_consistently(tmp_path):
     out = tmp_path / "run"
     # Short samples keep the launch cheap; --iters auto still calibrates each size.
-    result = run_torchrun(2, ["sweep", "--op", "all_reduce,all_gather", "--sizes", "1K,256K", "--trials", "3",
+    result = run_torchrun(2, ["sweep", "--no-plot",
+                              "--op", "all_reduce,all_gather", "--sizes", "1K,256K", "--trials", "3",
                               "--min-sample-ms", "20", "-w", "2", "--out", str(out)])
     assert result.returncode == 0, f"exit {result.returncode}\n{result.stdout}\n{result.stderr[-3000:]}"
     rows = read_rows(out)

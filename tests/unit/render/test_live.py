@@ -54,6 +54,23 @@ def test_an_interrupted_sweep_draws_no_plot_and_says_how_to_draw_it(tmp_path):
     assert not (tmp_path / "busbw.png").exists()
 
 
+def test_no_plot_draws_neither_figure_and_says_nothing_of_it(tmp_path):
+    """--no-plot: a curve that would be drawn is not, with no note (the user asked); the doctor's pairs.png likewise,
+    while its report is printed whole."""
+    out = io.StringIO()
+    reporter = live.LiveReporter("--plot", Console(file=out, width=200, soft_wrap=True), draw=False)
+    summary = SweepSummary(run_dir=Path(tmp_path), rows=_a_curve(), status="complete")
+    reporter.finished(summary)
+    assert "busbw.png" not in out.getvalue() and summary.plot_path is None
+    assert not (tmp_path / "busbw.png").exists()
+    console = Console(width=200, record=True, color_system=None)
+    report = DoctorReport(run_dir=tmp_path, header=three_node_header(tmp_path), judgement=three_node_judgement(),
+                          status="complete", wall_s=1.5)
+    live.DoctorReporter(console, draw=False).finished(report)
+    assert report.heatmap_path is None and not (tmp_path / "pairs.png").exists()
+    assert "node c: pair busbw 0.20 GB/s" in console.export_text()
+
+
 def test_write_sweep_plot(tmp_path):
     rows = [row(size_bytes=s, time_us=1000.0) for s in (1024, 1 << 20)]  # busbw = size / 1e6
     path = live.write_sweep_plot(rows, tmp_path)
