@@ -36,7 +36,7 @@ def _launch(world: int, ranks: list[int], port: int, tmp_path,
                           "OMPI_COMM_WORLD_SIZE": str(world), "OMPI_COMM_WORLD_LOCAL_RANK": str(rank),
                           "OMPI_COMM_WORLD_LOCAL_SIZE": str(world)})
         argv = [sys.executable, *python, "-m", "nccl_bench", "doctor", "--no-plot",
-                                                             "--config-only", "--timeout", f"{TIMEOUT_S:g}",
+                "--config-only", "--timeout", f"{TIMEOUT_S:g}",
                 "--no-history", "--out", str(tmp_path / "run")]
         with open(tmp_path / f"rank{rank}.err", "w") as err:  # a file: a full pipe would hold the rank
             procs[rank] = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=err, env=env, cwd=REPO,

@@ -27,7 +27,7 @@ def test_a_disk_that_fills_mid_sweep_is_one_line_and_keeps_the_rows(tmp_path):
         out = disk / "run"
         proc = subprocess.Popen(
             [sys.executable, "-m", "nccl_bench", "sweep", "--no-plot",
-                                                 "--op", "all_reduce", "--sizes", SIZES, "--iters", "2",
+             "--op", "all_reduce", "--sizes", SIZES, "--iters", "2",
              "--warmup", "1", "--workers", "2", "--out", str(out)],
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=worker_env(), cwd=REPO)
         try:

@@ -30,7 +30,7 @@ def test_a_late_host_is_named_by_its_host_name(hosts, tmp_path):
     for host in range(HOSTS):
         env = worker_env({**slurm_task_env(hosts, host, MASTER_PORT), "NCCL_BENCH_FAULT": "late:2:20000"})
         argv = [sys.executable, "-m", "nccl_bench", "sweep", "--no-plot",
-                                                    "--op", "all_reduce", "--sizes", "1K,64K", "--iters",
+                "--op", "all_reduce", "--sizes", "1K,64K", "--iters",
                 "10", "-w", "2", "--trials", "2", "--timeout", "60", "--no-history", "--out", str(out)]
         launches.append((host, argv, env))
     codes, logs = run_on_hosts(hosts, hosts.hosts_file(tmp_path), launches, REPO)

@@ -27,9 +27,8 @@ FORWARD = ["-x", "MASTER_ADDR=node01", "-x", "MASTER_PORT=29500", "-x", f"PYTHON
 def test_mpirun_sweep_tagged_output_read_by_report(mpi, tmp_path, cli):
     out = tmp_path / "run"
     done = mpi.mpirun(["--tag-output", "-np", "4", "-H", "node01:2,node02:2", *FORWARD, sys.executable, "-m",
-                       "nccl_bench", "sweep", "--no-plot",
-                                     "--op", "all_reduce", "--sizes", "1K,64K", "--iters", "5", "-w", "1",
-                       "--out", str(out)], cwd=tmp_path, timeout=150)
+                       "nccl_bench", "sweep", "--no-plot", "--op", "all_reduce", "--sizes", "1K,64K", "--iters", "5",
+                       "-w", "1", "--out", str(out)], cwd=tmp_path, timeout=150)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "[1,0]<stdout>:# nccl_bench: backend gloo via mpirun, 4 ranks on 2 node(s)" in done.stdout
     meta = json.loads((out / "meta.json").read_text())

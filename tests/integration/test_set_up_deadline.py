@@ -46,7 +46,7 @@ def _launch(world: int, ranks: list[int], port: int, fault: str, tmp_path,
                           "OMPI_COMM_WORLD_SIZE": str(world), "OMPI_COMM_WORLD_LOCAL_RANK": str(rank),
                           "OMPI_COMM_WORLD_LOCAL_SIZE": str(world), "NCCL_BENCH_FAULT": fault})
         argv = [sys.executable, "-m", "nccl_bench", "doctor", "--no-plot",
-                                                    "--size", "64K", "--timeout", f"{timeout_s:g}",
+                "--size", "64K", "--timeout", f"{timeout_s:g}",
                 "--no-history", "--out", str(tmp_path / "run")]
         with open(tmp_path / f"rank{rank}.err", "w") as err:  # a file: a full pipe would hold the rank
             procs[rank] = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=err, text=True, env=env,

@@ -139,7 +139,7 @@ def test_open_mpi_layout_two_processes(tmp_path):
         })
         procs.append(subprocess.Popen(
             [sys.executable, "-m", "nccl_bench", "sweep", "--no-plot",
-                                                 "--op", "sendrecv", "--sizes", "1K", "--iters", "2",
+             "--op", "sendrecv", "--sizes", "1K", "--iters", "2",
              "--out", str(out)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
     outputs = [p.communicate(timeout=120) for p in procs]
     assert [p.returncode for p in procs] == [0, 0], outputs
