@@ -31,9 +31,16 @@ def resolve_results_csv(path: Path, option: str) -> Path:
 
 
 def _run_without_rows(path: Path) -> bool:
-    """A run folder (or its results.csv named) whose meta.json exists but no row was written yet."""
+    """A run folder (or its results.csv named) whose meta.json exists but no row was written yet: no
+    results.csv, or the one its writer opened at the start and never wrote to (not even the header, which
+    comes with the first row; a rank killed before that leaves 0 bytes, which a restarted attempt reads)."""
     folder = path if path.is_dir() else path.parent if path.name == RESULTS_CSV else None
-    return folder is not None and not (folder / RESULTS_CSV).exists() and (folder / META_JSON).is_file()
+    if folder is None or not (folder / META_JSON).is_file():
+        return False
+    try:
+        return (folder / RESULTS_CSV).stat().st_size == 0
+    except FileNotFoundError:
+        return True
 
 
 def read_rows(path: Path, option: str = "RESULTS") -> list[ResultRow]:

@@ -142,6 +142,22 @@ def test_empty_file_is_one_clear_error(tmp_path):
         read_rows(tmp_path)
 
 
+def test_a_run_killed_before_its_first_row_has_no_rows_while_an_empty_csv_alone_is_refused(tmp_path):
+    """The writer opens results.csv as the run starts and writes the header with the first row: a run
+    folder (meta.json) whose file has 0 bytes is a run without rows, as one with no file is (a restarted
+    attempt of a torchrun job reads it, and goes on); a 0-byte CSV without its meta.json is no run."""
+    from nccl_bench.results.csv_appender import ResultsWriter
+
+    run = tmp_path / "run"
+    run.mkdir()
+    ResultsWriter(run).close()
+    assert (run / "results.csv").stat().st_size == 0
+    with pytest.raises(UserInputError, match="is empty"):
+        read_rows(run)
+    (run / "meta.json").write_text("{}")
+    assert read_rows(run) == [] and read_rows(run / "results.csv") == []
+
+
 def test_load_frame_gives_typed_pandas_columns(tmp_path):
     import math
 
