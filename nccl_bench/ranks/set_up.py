@@ -309,7 +309,7 @@ class SetUp:
         silent_out.extend(silent)
         said = []
         if never:
-            said.append(f"{_ranks_text(never)} never joined ({self.world_size - len(never)} of {self.world_size} did)")
+            said.append(never_joined(never, self.world_size))
         if silent:
             said.append(f"{', '.join(self._described(r) for r in silent)} joined but never finished setting up")
         stalled, died = [], []
@@ -360,5 +360,11 @@ def rendezvous_store(launch: LaunchEnv, timeout: _dt.timedelta) -> tuple[Any, bo
     return tdist.PrefixStore(DEFAULT_PG_PREFIX, store), hosts_store
 
 
-def _ranks_text(ranks: list[int]) -> str:
+def named_ranks(ranks: list[int]) -> str:
+    """"rank 4" or "ranks 1, 4", as a set-up failure's line names them (the process group's and the star's)."""
     return ("rank " if len(ranks) == 1 else "ranks ") + ", ".join(map(str, ranks))
+
+
+def never_joined(never: list[int], world_size: int) -> str:
+    """The part of a set-up failure's line that names the ranks that never joined, and how many did."""
+    return f"{named_ranks(never)} never joined ({world_size - len(never)} of {world_size} did)"

@@ -29,6 +29,7 @@ from nccl_bench.errors import RunFailedError
 from nccl_bench.ranks import devices, dist, faults
 from nccl_bench.ranks.layout import DEFAULT_MASTER_PORT, LaunchEnv
 from nccl_bench.ranks.native_output import backend_error_text
+from nccl_bench.ranks.set_up import named_ranks, never_joined
 
 FRAME = struct.Struct("!BQ")  # kind, payload length in bytes
 DATA, FAILED = 0, 1
@@ -98,10 +99,6 @@ def loads(data: bytes) -> Any:
     return RestrictedUnpickler(io.BytesIO(data)).load()
 
 
-def _ranks_text(ranks: list[int]) -> str:
-    return ("rank " if len(ranks) == 1 else "ranks ") + ", ".join(map(str, ranks))
-
-
 class StarGather:
     """One rank's end of the star, open from join() to close()."""
 
@@ -156,9 +153,8 @@ class StarGather:
             conn.close()
         never = [r for r in range(1, self.world_size) if r not in self.peers]
         if never:
-            self._fail(f"{_ranks_text(never)} never joined ({self.world_size - len(never)} of {self.world_size} "
-                       f"did); rank 0 saw: joining made no progress for more than {self.timeout_s:g} s "
-                       f"(--timeout {self.timeout_s:g} s)")
+            self._fail(f"{never_joined(never, self.world_size)}; rank 0 saw: joining made no progress for more "
+                       f"than {self.timeout_s:g} s (--timeout {self.timeout_s:g} s)")
 
     def _connect(self) -> None:
         limit, why = time.monotonic() + self.timeout_s, "no answer"
@@ -199,7 +195,7 @@ class StarGather:
                         got[rank_of[key.fileobj]] = self._part(frame, rank_of[key.fileobj], what)
         silent = [r for r in range(self.world_size) if r not in got]
         if silent:
-            self._fail(f"{_ranks_text(silent)} never sent {what} ({len(got)} of {self.world_size} did) within "
+            self._fail(f"{named_ranks(silent)} never sent {what} ({len(got)} of {self.world_size} did) within "
                        f"--timeout {self.timeout_s:g} s")
         every = [got[r] for r in range(self.world_size)]
         payload = pickle.dumps(every)
