@@ -24,7 +24,8 @@ from pathlib import Path
 
 SOURCE_METADATA = "torch's package metadata"
 SOURCE_VERSION_PY = "torch/version.py"
-NCCL_LIBRARY = Path("nvidia") / "nccl" / "lib" / "libnccl.so.2"  # the nvidia-nccl-cu12 wheel's
+NCCL_WHEEL_LIB = Path("nvidia") / "nccl" / "lib"  # the nvidia-nccl-cu12 wheel's folder, in a sys.path entry
+NCCL_LIBRARY = NCCL_WHEEL_LIB / "libnccl.so.2"
 NCCL_LIBRARY_GLOB = "libnccl.so.*[0-9]"
 SOURCE_NCCL_CALL = "ncclGetVersion of the libnccl.so torch preloads"
 # NCCL_VERSION_CODE (nccl.h): major*10000 + minor*100 + patch since 2.9, major*1000 + ... before.
@@ -62,11 +63,6 @@ def version_py_value(version_py: str, name: str) -> str | None:
     return None
 
 
-def cuda_build(version_py: str) -> str | None:
-    """torch.version.cuda as version.py's text assigns it: a string, or None for a CPU build."""
-    return version_py_value(version_py, "cuda")
-
-
 def torch_cuda_build() -> str | None:
     """The CUDA this torch was built with (None: a CPU build, or no torch)."""
     return _version_py_value("cuda")
@@ -93,7 +89,7 @@ def nccl_library(search: list[str] | None = None, cuda_major: str | None = None)
     start-up searches (module docstring); cuda_major: of torch's CUDA build (None: read it)."""
     if cuda_major is None:
         cuda_major = (torch_cuda_build() or "").split(".")[0]
-    folders = [Path("nvidia") / "nccl" / "lib", *([Path("nvidia") / f"cu{cuda_major}" / "lib"] if cuda_major else []),
+    folders = [NCCL_WHEEL_LIB, *([Path("nvidia") / f"cu{cuda_major}" / "lib"] if cuda_major else []),
                Path("nccl") / "lib"]
     for entry in sys.path if search is None else search:
         for folder in folders:

@@ -11,10 +11,11 @@ from nccl_bench.hardware import stack
 
 
 def test_the_cuda_build_is_read_from_version_py_as_text():
-    assert stack.cuda_build("from typing import Optional\ncuda: Optional[str] = '12.8'\nhip = None\n") == "12.8"
-    assert stack.cuda_build("cuda: Optional[str] = None\n") is None
-    assert stack.cuda_build("cuda = '11.8'\n") == "11.8"
-    assert stack.cuda_build("__version__ = '2.13.0'\n") is None
+    version_py = "from typing import Optional\ncuda: Optional[str] = '12.8'\nhip = None\n"
+    assert stack.version_py_value(version_py, "cuda") == "12.8"
+    assert stack.version_py_value("cuda: Optional[str] = None\n", "cuda") is None
+    assert stack.version_py_value("cuda = '11.8'\n", "cuda") == "11.8"
+    assert stack.version_py_value("__version__ = '2.13.0'\n", "cuda") is None
 
 
 @pytest.mark.parametrize(("code", "text"), [(22105, "2.21.5"), (23104, "2.31.4"), (2708, "2.7.8"), (2804, "2.8.4")])
