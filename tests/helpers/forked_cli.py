@@ -4,9 +4,11 @@ A command that looks at the host (its backend, its memory) or starts workers imp
 about 2.5 s of a 2-core host's time per command. Here one server process imports torch and the
 command line once, then forks a child per command: the child gets the case's working
 folder, environment, address-space limit and argv, its own stdout and stderr files, and runs the
-module exactly as `python -m` would, through the same entry and exit. A case whose environment differs
-in what an interpreter reads as it starts (PYTHONPATH, ...) gets a fresh interpreter instead; the cost
-of the imports is left to benchmarks/startup.py and to the cases that start their own process.
+module exactly as `python -m` would, through the same entry and exit. The ranks such a command starts
+through torch's agent (local workers, torchrun) are forked too, from a clean copy of the command made
+before it runs (rank_zygote.py). A case whose environment differs in what an interpreter reads as it
+starts (PYTHONPATH, ...) gets a fresh interpreter instead; the cost of the imports is left to
+benchmarks/startup.py and to the cases that start their own process.
 """
 
 from __future__ import annotations
@@ -24,11 +26,18 @@ import tempfile
 import time
 from pathlib import Path
 
+from tests.helpers import rank_zygote
+from tests.helpers.rank_zygote import startup_variables
+
 _SERVER = r"""
-import json, os, resource, runpy, sys
+import importlib.util, json, os, resource, runpy, sys
 
 import torch, torch.distributed, torch.distributed.run  # noqa: F401 - what each command imports first
 import nccl_bench.cli.entry, nccl_bench.sweep.sweep_body, nccl_bench.doctor.doctor_body  # noqa: F401
+
+spec = importlib.util.spec_from_file_location("_rank_zygote", sys.argv[1])
+rank_zygote = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(rank_zygote)
 
 requests, replies = sys.stdin, os.fdopen(os.dup(1), "w")
 for line in requests:
@@ -50,6 +59,7 @@ for line in requests:
                 os.dup2(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644), fd)
             os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
             sys.argv = ["-m", *case["argv"]]
+            rank_zygote.install()
             runpy.run_module(case["module"], run_name="__main__", alter_sys=True)
             code = 0
         except SystemExit as exc:
@@ -72,10 +82,13 @@ for line in requests:
 """
 
 
-class _Server:
+class ForkServer:
+    """One process that has imported torch and the command line, forking a child per command it is sent."""
+
     def __init__(self, env: dict[str, str], cwd: Path):
         self.env = dict(env)
-        self.proc = subprocess.Popen([sys.executable, "-c", _SERVER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        self.proc = subprocess.Popen([sys.executable, "-c", _SERVER, rank_zygote.__file__], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE,
                                      text=True, env=env, cwd=cwd)
         self.folder = Path(tempfile.mkdtemp(prefix="forked-cli-"))
         self.count = 0
@@ -122,7 +135,7 @@ class _Server:
         shutil.rmtree(self.folder, ignore_errors=True)
 
 
-_server: _Server | None = None
+_server: ForkServer | None = None
 
 
 def run_forked(argv: list[str], *, cwd: Path, env: dict[str, str], address_space: int | None = None,
@@ -131,23 +144,14 @@ def run_forked(argv: list[str], *, cwd: Path, env: dict[str, str], address_space
     first use with this environment, ended at exit); a CompletedProcess as subprocess.run gives.
 
     MODULE is nccl_bench or torch.distributed.run (torchrun); the workers either of them starts are
-    fresh interpreters, as they are for a user."""
+    forked from the command's zygote (rank_zygote.py), each as a fresh `python -u -m nccl_bench` would run."""
     global _server
     if _server is None or _server.proc.poll() is not None:
-        _server = _Server(env, cwd)
+        _server = ForkServer(env, cwd)
         atexit.register(_server.close)
-    if _startup(env) != _startup(_server.env):  # read when an interpreter starts: a fork would not see them
+    if startup_variables(env) != startup_variables(_server.env):  # a fork would not see them changed
         return run_fresh(argv, cwd=cwd, env=env, address_space=address_space, timeout=timeout, module=module)
     return _server.run(module, argv, cwd, env, address_space, timeout)
-
-
-# Read as an interpreter starts or as torch loads: the interpreter's own, the loader's, c10's logging.
-_STARTUP_PREFIXES = ("PYTHON", "LD_", "TORCH_CPP_LOG_LEVEL")
-
-
-def _startup(env: dict[str, str]) -> dict[str, str]:
-    """The variables of `env` that only a fresh interpreter would see changed."""
-    return {name: value for name, value in env.items() if name.startswith(_STARTUP_PREFIXES)}
 
 
 def run_fresh(argv: list[str], *, cwd: Path, env: dict[str, str], address_space: int | None = None,
