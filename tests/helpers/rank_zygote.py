@@ -27,10 +27,12 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 import traceback
 
 _PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h
 _REQUEST_BYTES = 1 << 20  # a rank's argv and environment, as JSON
+_ADOPTION_S = 10.0  # the middle process ends at once; a rank waits no longer than this to be adopted
 # Read as an interpreter starts or as torch loads: the interpreter's own, the loader's, c10's logging.
 _STARTUP_PREFIXES = ("PYTHON", "LD_", "TORCH_CPP_LOG_LEVEL")
 
@@ -130,10 +132,11 @@ def _fork_rank(request: dict, fds: list[int], requests: socket.socket) -> int:
     middle = os.fork()
     if middle == 0:
         os.close(read_end)
+        middle_pid = os.getpid()  # read here: once the middle has ended, the rank's getppid() is the command
         rank = os.fork()
         if rank == 0:
             os.close(write_end)
-            _run_rank(request, fds, requests, middle_pid=os.getppid())
+            _run_rank(request, fds, requests, middle_pid)
         os.write(write_end, str(rank).encode())
         os._exit(0)
     os.close(write_end)
@@ -147,7 +150,8 @@ def _run_rank(request: dict, fds: list[int], requests: socket.socket, middle_pid
     code = 1
     try:
         requests.close()
-        while os.getppid() == middle_pid:  # until the middle has ended and the command adopted this rank
+        adopted_by = time.monotonic() + _ADOPTION_S
+        while os.getppid() == middle_pid and time.monotonic() < adopted_by:  # until the command adopts it
             os.sched_yield()
         if request["new_session"]:
             os.setsid()
