@@ -76,15 +76,17 @@ case "$job" in
     unset PYTHONDONTWRITEBYTECODE
     "$py" -m compileall -q nccl_bench >/dev/null
     # Two passes (tests/conftest.py says which test goes where). First every test but the `alone` ones,
-    # in parallel (pytest-xdist) on two workers more than the cores: a group that must not run beside its
+    # in parallel (pytest-xdist) on three workers more than the cores: a group that must not run beside its
     # own kind shares one worker, and the two largest (`timing`, `signals`) mostly wait on deadlines and
-    # signals, so two spare workers keep the cores busy; more crowd them, and every process's CPU time
-    # grows with the crowd (benchmarks/RESULTS.md). Then the `alone` tests, one at a time on a quiet machine: what they judge (a run-to-run
-    # spread of a few percent through tc-shaped links) moves with the load beside them. Exit 5 is pytest's "nothing selected",
-    # which a pass that a test selection leaves empty is; the command fails if either pass fails.
+    # signals, as do the launches of the rest once their ranks are forked rather than started afresh
+    # (tests/helpers/rank_zygote.py), so spare workers keep the cores busy (benchmarks/RESULTS.md has the
+    # paired runs). Then the `alone` tests, one at a time on a quiet machine: what they judge (a run-to-run
+    # spread of a few percent through tc-shaped links) moves with the load beside them. Exit 5 is pytest's
+    # "nothing selected", which a pass that a test selection leaves empty is; the command fails if either
+    # pass fails.
     passed() { [ "$1" = 0 ] || [ "$1" = 5 ]; }
     parallel=0; alone=0
-    workers="${NCCL_BENCH_TEST_WORKERS:-$(($(nproc) + 2))}"
+    workers="${NCCL_BENCH_TEST_WORKERS:-$(($(nproc) + 3))}"
     "$py" -m pytest -n "$workers" --dist loadgroup -m "not alone" "$@" || parallel=$?
     "$py" -m pytest -p no:xdist -m alone "$@" || alone=$?
     if [ "$parallel" = 5 ] && [ "$alone" = 5 ]; then exit 5; fi
