@@ -63,7 +63,7 @@ for line in requests:
             runpy.run_module(case["module"], run_name="__main__", alter_sys=True)
             code = 0
         except SystemExit as exc:
-            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+            code = rank_zygote.exit_code(exc.code)
         except BaseException:
             import traceback
             traceback.print_exc()

@@ -172,7 +172,7 @@ def _run_rank(request: dict, fds: list[int], requests: socket.socket, middle_pid
         runpy.run_module(module, run_name="__main__", alter_sys=True)
         code = 0
     except SystemExit as exc:
-        code = _exit_code(exc.code)
+        code = exit_code(exc.code)
     except KeyboardInterrupt:
         traceback.print_exc()
         _finish(None)
@@ -187,7 +187,7 @@ def _unbuffered(fd: int, stream) -> io.TextIOWrapper:
                             write_through=True)
 
 
-def _exit_code(value) -> int:
+def exit_code(value) -> int:
     """The exit status of an interpreter that ends with SystemExit(value)."""
     if value is None:
         return 0
